@@ -1,0 +1,31 @@
+"""The ``mpiatlas`` command line: one subcommand per module in ``mpiatlas.commands``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from mpiatlas import __version__, commands
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mpiatlas", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"mpiatlas {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # Each register() sets ``func`` with set_defaults; it returns an exit code.
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,4 @@
+"""CLI subcommands: every module here exposes ``register(subparsers)``.
+
+cli.py discovers them, so parallel work adds a command by adding a module.
+"""
