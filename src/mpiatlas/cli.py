@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from mpiatlas import __version__, commands
+from mpiatlas.config import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,7 +25,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Each register() sets ``func`` with set_defaults; it returns an exit code.
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as exc:
+        print(f"mpiatlas: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

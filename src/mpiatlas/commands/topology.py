@@ -1,0 +1,103 @@
+"""``mpiatlas topology``: show the node topology and where a mapping pins ranks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from mpiatlas.topology import (
+    MAPPINGS,
+    REGIONS,
+    MappingUnavailable,
+    OversubscriptionError,
+    Topology,
+    TopologyError,
+    detect,
+    pair_regions,
+    pin_list,
+)
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "topology",
+        help="show the node topology (hwloc) and the pin list of a mapping",
+        description=__doc__,
+    )
+    p.add_argument("--xml", metavar="FILE", help="hwloc XML to read instead of running lstopo on this node")
+    p.add_argument("--mapping", choices=MAPPINGS, help="mapping whose pins and regions to show")
+    p.add_argument("--np", type=int, default=2, metavar="N", help="number of ranks for --mapping (default 2)")
+    p.add_argument("--nodes", type=int, default=1, metavar="K", help="nodes for the 'node' mapping (default 1)")
+    p.add_argument("--oversubscribe", action="store_true", help="allow more ranks than cores (wrap around)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        topo = Topology.from_hwloc_xml(args.xml) if args.xml else detect()
+    except TopologyError as exc:
+        print(f"mpiatlas topology: {exc}", file=sys.stderr)
+        return 1
+    out: dict[str, Any] = {"summary": topo.summary()}
+    if args.mapping:
+        try:
+            out["mapping"] = _mapping_report(topo, args)
+        except (MappingUnavailable, OversubscriptionError, ValueError) as exc:
+            print(f"mpiatlas topology: {exc}", file=sys.stderr)
+            return 2
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        _print_text(out)
+    return 0
+
+
+def _mapping_report(topo: Topology, args: argparse.Namespace) -> dict[str, Any]:
+    pins = pin_list(topo, args.mapping, args.np, nodes=args.nodes, oversubscribe=args.oversubscribe)
+    regions = pair_regions(topo, pins)
+    return {
+        "mapping": args.mapping,
+        "np": args.np,
+        "nodes": args.nodes,
+        "pins": list(pins),
+        "node_of": list(pins.node_of),
+        "oversubscribed": pins.oversubscribed,
+        "region_0_1": regions.get((0, 1)),
+        "region_counts": _region_counts(regions.values()),
+        "pair_regions": {f"{i},{j}": r for (i, j), r in regions.items()},
+    }
+
+
+def _region_counts(regions: Iterable[str]) -> dict[str, int]:
+    counts = Counter(regions)
+    return {r: counts[r] for r in REGIONS if r in counts}  # closest first
+
+
+def _print_text(out: dict[str, Any]) -> None:
+    for key, value in out["summary"].items():
+        if key == "cache_sizes":
+            value = ", ".join(f"{lvl} {_human(size)}" for lvl, size in value.items()) or "-"
+        print(f"{key:>14}: {value if value is not None else '-'}")
+    rep = out.get("mapping")
+    if not rep:
+        return
+    print()
+    flag = "  (OVERSUBSCRIBED)" if rep["oversubscribed"] else ""
+    print(f"mapping {rep['mapping']}, np={rep['np']}, nodes={rep['nodes']}{flag}")
+    for rank, (cpu, node) in enumerate(zip(rep["pins"], rep["node_of"])):
+        print(f"  rank {rank:>4} -> node {node} cpu {cpu}")
+    if rep["region_0_1"]:
+        print(f"ranks 0,1: {rep['region_0_1']}")
+        print("pairs: " + ", ".join(f"{r} {n}" for r, n in rep["region_counts"].items()))
+
+
+def _human(size: int) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"

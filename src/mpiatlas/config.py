@@ -1,0 +1,92 @@
+"""Load and validate a campaign config against workflow/schemas/config.schema.yaml.
+
+Errors name the file, the key path and what was expected, so a typo in a
+300-cell campaign is found before anything runs.
+"""
+
+from __future__ import annotations
+
+import copy
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+
+class ConfigError(ValueError):
+    """The campaign config is not valid; the message says where and why."""
+
+
+def schema() -> dict[str, Any]:
+    text = resources.files("mpiatlas").joinpath("data/config.schema.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    parts = [str(p) for p in error.absolute_path]
+    return ".".join(parts) if parts else "(top level)"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    if error.validator == "enum":
+        return f"{error.instance!r} is not allowed; allowed values: {', '.join(map(str, error.validator_value))}"
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
+        return f"{error.message}{hint}"
+    return error.message
+
+
+def _with_defaults(validator_cls: type) -> type:
+    """A validator that fills in schema defaults, so code reads one complete config."""
+    validate_properties = validator_cls.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema_):  # type: ignore[no-untyped-def]
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if "default" in sub and name not in instance:
+                    instance[name] = copy.deepcopy(sub["default"])
+        yield from validate_properties(validator, properties, instance, schema_)
+
+    return jsonschema.validators.extend(validator_cls, {"properties": set_defaults})
+
+
+def validate(config: dict[str, Any], source: str = "<config>") -> dict[str, Any]:
+    """Return a defaults-filled copy of ``config`` or raise ConfigError naming every problem."""
+    config = copy.deepcopy(config)
+    validator = _with_defaults(jsonschema.Draft202012Validator)(schema())
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        lines = [f"{source}: {_key_path(e)}: {_describe(e)}" for e in errors]
+        raise ConfigError("invalid campaign config:\n  " + "\n  ".join(lines))
+    _check_cross_fields(config, source)
+    return config
+
+
+def _check_cross_fields(config: dict[str, Any], source: str) -> None:
+    lo, hi = config["imb"]["msglog"]
+    if lo > hi:
+        raise ConfigError(f"{source}: imb.msglog: min {lo} is larger than max {hi}")
+    benches = set(config["imb"]["benchmarks"])
+    for label, stack in config["stacks"].items():
+        for coll in stack.get("algorithms", {}):
+            if coll not in benches:
+                raise ConfigError(
+                    f"{source}: stacks.{label}.algorithms.{coll}: {coll} is not in imb.benchmarks "
+                    f"({', '.join(sorted(benches))})"
+                )
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return validate(data, str(path))

@@ -1,0 +1,41 @@
+"""Facts about where and how a number was measured."""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+import socket
+from pathlib import Path
+
+from mpiatlas import __version__
+
+# Environment variables worth recording: they change what MPI does.
+RELEVANT_ENV_PREFIXES = ("I_MPI_", "FI_", "UCX_", "OMPI_", "PMIX_", "MPIR_", "HYDRA_", "OMP_", "SLURM_JOB", "MPIATLAS_")
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def relevant_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in sorted(env.items()) if k.startswith(RELEVANT_ENV_PREFIXES)}
+
+
+def host_facts() -> dict[str, str]:
+    return {
+        "host": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "mpiatlas_version": __version__,
+    }

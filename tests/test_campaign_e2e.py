@@ -1,0 +1,104 @@
+"""End to end: a tiny campaign really launches Intel MPI + IMB with 2 ranks and builds the report."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from conftest import REPO, require_infra
+
+pytestmark = pytest.mark.infra
+
+
+def _workdir(tmp: Path) -> Path:
+    """A throw-away checkout: the repo's workflow/profiles, a tiny config, shared stack installs."""
+    for name in ("workflow", "profiles"):
+        (tmp / name).symlink_to(REPO / name)
+    config = yaml.safe_load((REPO / "config" / "test" / "tiny.yaml").read_text())
+    # Reuse the stacks of the checkout: installing Intel MPI again costs ~40 s.
+    config["campaign"]["stacks_dir"] = str(REPO / ".stacks")
+    (tmp / "config").mkdir()
+    (tmp / "config" / "campaign.yaml").write_text(yaml.safe_dump(config))
+    return tmp
+
+
+def _campaign(work: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    argv = [sys.executable, "-m", "mpiatlas.cli", "campaign", "--config", "config/campaign.yaml",
+            "--directory", str(work), *extra]
+    return subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require_infra(shutil.which("gcc") is not None, "a C toolchain")
+    work = _workdir(tmp_path_factory.mktemp("campaign"))
+    result = _campaign(work)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"report: {work / 'results' / 'report.html'}" in result.stdout
+    return work
+
+
+def test_every_cell_ran_ok_with_the_requested_transport_and_binding(campaign: Path) -> None:
+    cells = pl.read_parquet(campaign / "results/tidy/cells.parquet")
+    assert cells.height == 2 * 3 * 3  # transports x benchmarks x reps
+    assert cells["status"].to_list() == ["ok"] * cells.height, cells.filter(pl.col("status") != "ok")
+    assert cells["transport_ok"].all() and cells["binding_ok"].all()
+    assert set(cells["obtained_transport"]) == {"shm", "tcp"}
+    assert set(cells["obtained_binding"]) == {json.dumps({"0": [0], "1": [1]})}
+
+
+def test_raw_outputs_are_kept_read_only_with_provenance(campaign: Path) -> None:
+    cell = campaign / "results/raw/imb/intelmpi/ofi-tcp/core/np2/PingPong/default/rep1"
+    for name in ("stdout.txt", "stderr.txt", "provenance.json", "status.json"):
+        mode = (cell / name).stat().st_mode
+        assert not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH), name
+    prov = json.loads((cell / "provenance.json").read_text())
+    assert prov["argv"][1:3] == ["-n", "2"] and "IMB-MPI1" in prov["argv"][3]
+    assert prov["env"]["I_MPI_FABRICS"] == "ofi" and prov["env"]["FI_PROVIDER"] == "tcp"
+    assert "2021.16" in prov["stack_version"]
+    assert prov["topology"]["cores"] >= 2 if isinstance(prov["topology"].get("cores"), int) else True
+
+
+def test_shared_memory_beats_tcp_and_fits_are_physical(campaign: Path) -> None:
+    fits = json.loads((campaign / "results/fits/hockney.json").read_text())
+    pingpong = {f["transport"]: f for f in fits if f["benchmark"] == "PingPong"}
+    assert set(pingpong) == {"shm", "ofi-tcp"}
+    for fit in pingpong.values():
+        assert fit["latency_us"] > 0 and fit["bandwidth_MBps"] > 0
+        lo, hi = fit["latency_ci_us"]
+        assert lo <= fit["latency_us"] <= hi
+    # Shared memory on one node: well under a microsecond here; TCP loopback: several.
+    assert pingpong["shm"]["latency_us"] < 2.0
+    assert pingpong["ofi-tcp"]["latency_us"] > 2 * pingpong["shm"]["latency_us"]
+
+
+def test_summary_has_three_repetitions_and_a_ci(campaign: Path) -> None:
+    summary = pl.read_parquet(campaign / "results/tidy/imb_summary.parquet")
+    pp = summary.filter((pl.col("benchmark") == "PingPong") & (pl.col("bytes") == 1024))
+    assert pp.height == 2
+    assert pp["n_reps"].to_list() == [3, 3]
+    assert (pp["t_ci_low_usec"] <= pp["t_median_usec"]).all()
+    assert (pp["t_median_usec"] <= pp["t_ci_high_usec"]).all()
+    assert (pp["t_min_usec"] <= pp["t_median_usec"]).all()
+
+
+def test_report_is_offline_and_shows_the_cells(campaign: Path) -> None:
+    html = (campaign / "results/report.html").read_text()
+    assert "<script src=\"http" not in html and "<script src='http" not in html
+    assert "intelmpi/shm/core" in html and "intelmpi/ofi-tcp/core" in html
+
+
+def test_rerun_redoes_nothing(campaign: Path) -> None:
+    result = _campaign(campaign, "--", "-n")
+    assert result.returncode == 0
+    assert "Nothing to be done" in result.stdout + result.stderr

@@ -1,0 +1,88 @@
+"""Campaign config validation and matrix expansion."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mpiatlas.config import ConfigError, load, validate
+from mpiatlas.matrix import cell_spec, imb_cells
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def default_config() -> dict:
+    return yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+
+
+def test_default_config_expands_to_every_cell() -> None:
+    config = load(REPO / "config" / "config.yaml")
+    cells = imb_cells(config)
+    # 1 stack x 2 transports x 1 mapping x 12 benchmarks x 3 reps, each at np=2.
+    assert len(cells) == 2 * 12 * 3
+    assert {c.transport for c in cells} == {"shm", "ofi-tcp"}
+    assert {c.rep for c in cells} == {0, 1, 2}
+    assert len({c.id for c in cells}) == len(cells)
+    assert "imb/intelmpi/shm/core/np2/PingPong/default/rep0" in {c.id for c in cells}
+
+
+def test_defaults_are_filled_in() -> None:
+    config = validate(default_config())
+    assert config["campaign"]["stacks_dir"] == ".stacks"
+    assert config["campaign"]["allow_oversubscribe"] is True
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda c: c["campaign"].update(bogus=1), "campaign: Additional properties are not allowed ('bogus'"),
+        (lambda c: c.update(mappings=["corez"]), "mappings.0: 'corez' is not allowed; allowed values: core, l3, numa, socket, node"),
+        (lambda c: c["stacks"]["intelmpi"].update(kind="foompi"), "stacks.intelmpi.kind: 'foompi' is not allowed; allowed values: intelmpi, openmpi, mpich"),
+        (lambda c: c["campaign"].update(repetitions=0), "campaign.repetitions: 0 is less than the minimum of 1"),
+        (lambda c: c["imb"].update(benchmarks=["PingPang"]), "imb.benchmarks.0: 'PingPang' is not allowed"),
+        (lambda c: c["imb"].update(msglog=[10, 2]), "imb.msglog: min 10 is larger than max 2"),
+    ],
+)
+def test_bad_values_name_the_key_and_the_allowed_values(mutate, expected: str) -> None:
+    config = copy.deepcopy(default_config())
+    mutate(config)
+    with pytest.raises(ConfigError) as err:
+        validate(config, "my.yaml")
+    assert expected in str(err.value)
+    assert "my.yaml" in str(err.value)
+
+
+def test_unknown_transport_is_rejected_before_anything_runs() -> None:
+    config = validate(default_config())
+    config["stacks"]["intelmpi"]["transports"] = ["shm", "ucx-tcp"]
+    with pytest.raises(ConfigError, match=r"stacks.intelmpi.transports: 'ucx-tcp' is not a transport of intelmpi; allowed values: .*ofi-tcp"):
+        imb_cells(config)
+
+
+def test_algorithms_become_an_axis_for_collectives_only() -> None:
+    config = default_config()
+    config["stacks"]["intelmpi"]["algorithms"] = {"Bcast": ["default", "1", "2"]}
+    cells = imb_cells(validate(config))
+    bcast = {c.algorithm for c in cells if c.benchmark == "Bcast"}
+    assert bcast == {"default", "1", "2"}
+    assert {c.algorithm for c in cells if c.benchmark == "PingPong"} == {"default"}
+
+
+def test_cell_spec_carries_everything_the_runner_needs() -> None:
+    config = load(REPO / "config" / "config.yaml")
+    spec = cell_spec(config, imb_cells(config)[0])
+    assert spec["stack"] == {"label": "intelmpi", "kind": "intelmpi", "source": "pypi", "prefix": ".stacks/intelmpi"}
+    assert spec["imb"]["msglog"] == [0, 22]
+    assert spec["timeout_s"] == 300
+
+
+def test_missing_and_malformed_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such config file"):
+        load(tmp_path / "absent.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- a list\n")
+    with pytest.raises(ConfigError, match="expected a mapping at the top level"):
+        load(bad)

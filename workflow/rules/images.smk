@@ -1,0 +1,95 @@
+# Apptainer images of the MPI stacks (hybrid model: host launcher + `apptainer exec` per rank).
+#
+#   containers/<stack>.def --(image_def)--> results/images/<stack>.def --(image)--> results/images/<stack>.sif
+#                                                                               + results/images/<stack>.inspect.json
+#
+# Config block (read as config["containers"]; every key optional, defaults shown):
+#
+#   containers:
+#     enabled: false                  # true: container_image_targets() lists every image below
+#     bootstrap: debootstrap          # debootstrap (Debian mirror) | docker (needs a registry: docker_from)
+#     os_version: bookworm            # Debian suite of the image (debootstrap)
+#     mirror_url: http://deb.debian.org/debian/
+#     docker_from: debian:bookworm    # base image when bootstrap: docker
+#     impi_version: 2021.16.1         # impi-rt/impi-devel (Intel MPI image; IMB binaries of the MPICH image)
+#     imb_version: "2021.10"          # the IMB release (label; the impi-rt wheel ships 2021.10)
+#     images_dir: results/images
+#     stacks:                         # which images exist; keys: openmpi | mpich | intelmpi
+#       openmpi:
+#         mpi_version: 4.1.4          # %post refuses another version (host mpirun.openmpi must match)
+#         imb: skip                   # build: compile IMB from imb_url (needs imb_sha256) | skip: kernels only,
+#                                     #   label mpiatlas.imb="unavailable: IMB source not reachable at build time"
+#         imb_url: https://github.com/intel/mpi-benchmarks/archive/refs/tags/IMB-v2021.10.tar.gz
+#         imb_sha256: ""              # TO FILL IN (sha256 of that tarball; unreachable from this network)
+#       mpich:
+#         mpi_version: 4.0.2
+#         imb: build                  # IMB binaries of the impi-rt wheel through the MPICH ABI
+#       intelmpi:
+#         mpi_version: 2021.16.1
+#         imb: build                  # IMB-MPI1 of impi-rt
+#
+# With imb: build and an unreachable imb_url the Open MPI build FAILS with "IMB source not
+# reachable: <url>; set imb: skip for this stack to build without IMB"; with an empty imb_sha256
+# it fails after the download, printing the tarball's sha256 to pin.
+#
+# Build command (mpiatlas.containers.build_command), as plain root (no --fakeroot):
+#   apptainer build --force --mksquashfs-args "-comp zstd -Xcompression-level 3" <sif> <def>
+# Serialise builds with `--resources apptainer_build=1` (each takes ~1-2 min and a core or two).
+# Campaign cells do NOT use Snakemake's `container:` directive (that would wrap the launcher
+# too): they run `<host launcher> apptainer exec <sif> <program>` (mpiatlas.containers.exec_argv).
+
+import json as _images_json
+
+from mpiatlas import containers as _containers
+
+IMAGES_CONFIG = dict(config.get("containers") or {})
+IMAGES_DIR = str(IMAGES_CONFIG.get("images_dir", "results/images")).rstrip("/")
+IMAGE_STACKS = sorted((IMAGES_CONFIG.get("stacks") or {}) or _containers.STACK_KINDS)
+
+
+def container_image_targets():
+    """SIFs (+ inspect records) of every configured image, or [] when containers are disabled."""
+    if not IMAGES_CONFIG.get("enabled", False):
+        return []
+    return [f"{IMAGES_DIR}/{s}.{ext}" for s in IMAGE_STACKS for ext in ("sif", "inspect.json")]
+
+
+def image_render_params(wildcards):
+    # Every rendering value (pinned versions, IMB origin, bootstrap): a change re-renders and rebuilds.
+    return _containers.render_params(wildcards.stack, IMAGES_CONFIG)
+
+
+rule image_def:
+    input:
+        template="containers/{stack}.def",
+    output:
+        IMAGES_DIR + "/{stack}.def",
+    params:
+        render_json=lambda wc: _images_json.dumps(image_render_params(wc), sort_keys=True),
+    wildcard_constraints:
+        stack="openmpi|mpich|intelmpi",
+    localrule: True
+    shell:
+        "mpiatlas image render {wildcards.stack} --params-json {params.render_json:q}"
+        " --template {input.template:q} --out {output:q}"
+
+
+rule image:
+    input:
+        deffile=IMAGES_DIR + "/{stack}.def",
+        kernels=lambda wc: [str(p) for p in _containers.kernel_sources("src/kernels")] or ["src/kernels/Makefile"],
+    output:
+        sif=IMAGES_DIR + "/{stack}.sif",
+        inspect=IMAGES_DIR + "/{stack}.inspect.json",
+    params:
+        versions=lambda wc: _images_json.dumps(image_render_params(wc), sort_keys=True),
+    log:
+        "results/logs/images/{stack}.build.log",
+    wildcard_constraints:
+        stack="openmpi|mpich|intelmpi",
+    resources:
+        apptainer_build=1,
+    localrule: True
+    shell:
+        "mpiatlas image build {input.deffile:q} {output.sif:q} --log {log:q} --inspect {output.inspect:q}"
+        " --kernels src/kernels"

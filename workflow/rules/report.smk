@@ -1,0 +1,17 @@
+# One static, offline HTML file with data, fits, residuals and provenance.
+
+
+rule report:
+    input:
+        "results/tidy/imb_summary.parquet",
+        "results/tidy/cells.parquet",
+        "results/tidy/provenance.json",
+        "results/fits/hockney.json",
+    output:
+        "results/report.html",
+    params:
+        title=config["campaign"]["name"],
+    log:
+        "results/logs/report.log",
+    shell:
+        "mpiatlas report --tidy results/tidy --fits results/fits --out {output:q} --title {params.title:q} > {log:q} 2>&1"

