@@ -1,0 +1,1 @@
+"""Performance models fitted to benchmark samples."""

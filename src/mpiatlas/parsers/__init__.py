@@ -1,0 +1,1 @@
+"""Parsers that turn raw benchmark output into tidy polars tables."""

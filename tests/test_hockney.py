@@ -1,0 +1,325 @@
+"""Piecewise Hockney fit: exact solver, synthetic truth, and the shared InfiniBand/RoCE data."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy.optimize import lsq_linear
+
+from conftest import require_datasets
+from mpiatlas.cli import main
+from mpiatlas.models.hockney import LATENCY_FLOOR_US, _fit_line, fit_hockney, fit_hockney_table
+from mpiatlas.parsers.imb import parse_imb_file
+
+SIZES = 2.0 ** np.arange(0, 23)  # IMB default 1 B … 4 MiB (0 B handled separately)
+NOISE = 0.03  # multiplicative, 1 sigma
+
+
+def _noisy(t: np.ndarray, seed: int) -> np.ndarray:
+    return t * (1.0 + NOISE * np.random.default_rng(seed).standard_normal(t.shape))
+
+
+# -- the bounded relative-error line -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", range(30))
+def test_fit_line_matches_scipy_lsq_linear(case: int) -> None:
+    """The closed-form bounded solve equals scipy's bounded linear least squares, bounds active or not."""
+    rng = np.random.default_rng(case)
+    s = np.sort(rng.choice(SIZES, size=rng.integers(3, 10), replace=False))
+    lam, inv_b = rng.uniform(-5.0, 5.0), rng.uniform(-1e-3, 1e-3)  # negative truths force the bounds
+    t = np.abs(lam + inv_b * s) + rng.uniform(0.1, 3.0, size=s.size)
+    got_lam, got_g, _ = _fit_line(s, t)
+    scale = s.max()
+    ref = lsq_linear(
+        np.column_stack([1.0 / t, s / scale / t]), np.ones_like(t),
+        bounds=([LATENCY_FLOOR_US, 0.0], [np.inf, np.inf]), method="bvls", tol=1e-14,
+    )  # fmt: skip
+    assert got_lam == pytest.approx(ref.x[0], rel=1e-7, abs=1e-9)
+    assert got_g * scale == pytest.approx(ref.x[1], rel=1e-7, abs=1e-9)
+
+
+# -- synthetic truth -----------------------------------------------------------------------------
+
+# Tolerances (3 % multiplicative noise, 23 sizes 1 B … 4 MiB), checked over 20 seeds each:
+LAT_TOL_1REP = 0.05  # λ within 5 % with one sample per size
+BW_TOL_1REP = 0.05  # B within 5 %
+LAT_TOL_5REP = 0.03  # λ within 3 % with 5 repetitions per size (median + repetition bootstrap)
+BW_TOL_5REP = 0.03  # B within 3 %
+
+
+def test_single_regime_recovered() -> None:
+    lam, bw = 1.5, 10_000.0
+    spurious = 0
+    for seed in range(20):
+        fit = fit_hockney(SIZES, _noisy(lam + SIZES / bw, seed), seed=seed)
+        assert fit.latency_us == pytest.approx(lam, rel=LAT_TOL_1REP), seed
+        assert fit.bandwidth_MBps == pytest.approx(bw, rel=BW_TOL_1REP), seed
+        assert fit.n_sizes == 23 and fit.ci_method == "residuals"
+        assert fit.latency_ci_us[0] <= fit.latency_us <= fit.latency_ci_us[1]
+        assert fit.bandwidth_ci_MBps[0] <= fit.bandwidth_MBps <= fit.bandwidth_ci_MBps[1]
+        spurious += fit.breakpoints_bytes != []
+    # Pure noise rarely looks like a regime change (observed: 1 of these 20, at 128 B).
+    assert spurious <= 2
+
+
+def test_single_regime_with_repetitions() -> None:
+    lam, bw = 1.5, 10_000.0
+    sizes = np.repeat(SIZES, 5)
+    covered_lat = covered_bw = 0
+    for seed in range(20):
+        fit = fit_hockney(sizes, _noisy(lam + sizes / bw, seed), seed=seed)
+        assert fit.ci_method == "repetitions" and fit.n_sizes == 23
+        assert fit.latency_us == pytest.approx(lam, rel=LAT_TOL_5REP), seed
+        assert fit.bandwidth_MBps == pytest.approx(bw, rel=BW_TOL_5REP), seed
+        assert fit.breakpoints_bytes == [], seed
+        covered_lat += fit.latency_ci_us[0] <= lam <= fit.latency_ci_us[1]
+        covered_bw += fit.bandwidth_ci_MBps[0] <= bw <= fit.bandwidth_ci_MBps[1]
+    assert covered_lat >= 17 and covered_bw >= 17  # nominal 95 % of 20 = 19; observed 19 and 20
+
+
+def test_confidence_intervals_cover_truth_most_of_the_time() -> None:
+    lam, bw = 1.5, 10_000.0
+    hits_lat = hits_bw = 0
+    for seed in range(20):
+        fit = fit_hockney(SIZES, _noisy(lam + SIZES / bw, 100 + seed), seed=seed)
+        hits_lat += fit.latency_ci_us[0] <= lam <= fit.latency_ci_us[1]
+        hits_bw += fit.bandwidth_ci_MBps[0] <= bw <= fit.bandwidth_ci_MBps[1]
+    assert hits_lat >= 16 and hits_bw >= 16  # nominal 95 %: at least 80 % of 20
+
+
+def _eager_rendezvous(s: np.ndarray) -> np.ndarray:
+    # Eager up to 32 KiB (λ 1.5 µs, 10 GB/s); rendezvous from 64 KiB: handshake λ 8 µs, 12 GB/s.
+    return np.where(s < 65536, 1.5 + s / 10_000.0, 8.0 + s / 12_000.0)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_two_regimes_eager_rendezvous(seed: int) -> None:
+    fit = fit_hockney(SIZES, _noisy(_eager_rendezvous(SIZES), seed), seed=seed)
+    assert len(fit.breakpoints_bytes) == 1
+    assert fit.breakpoints_bytes[0] in (32768, 65536, 131072)  # within one size step of 64 KiB
+    assert fit.latency_us == pytest.approx(1.5, rel=LAT_TOL_1REP)  # λ from the eager segment
+    assert fit.bandwidth_MBps == pytest.approx(12_000.0, rel=0.06)  # B from the rendezvous segment: 6 %
+    eager, rendezvous = fit.segments
+    assert (eager["from_bytes"], eager["to_bytes"], rendezvous["to_bytes"]) == (1, fit.breakpoints_bytes[0] // 2, 4194304)
+    assert rendezvous["latency_us"] > eager["latency_us"]
+
+
+def test_two_regimes_exact_breakpoint_without_noise() -> None:
+    fit = fit_hockney(SIZES, _eager_rendezvous(SIZES))
+    assert fit.breakpoints_bytes == [65536]
+    assert fit.latency_us == pytest.approx(1.5, rel=1e-9)
+    assert fit.bandwidth_MBps == pytest.approx(12_000.0, rel=1e-9)
+    assert fit.segments[1]["latency_us"] == pytest.approx(8.0, rel=1e-9)
+    assert fit.latency_ci_us == pytest.approx((1.5, 1.5), rel=1e-6)
+    np.testing.assert_allclose(fit.predict(SIZES), _eager_rendezvous(SIZES), rtol=1e-9)
+    assert max(abs(r["rel_err"]) for r in fit.residuals) < 1e-9
+
+
+def test_zero_byte_rows_are_dropped_but_reported() -> None:
+    t = 1.5 + SIZES / 10_000.0
+    with_zero = fit_hockney(np.r_[0.0, SIZES], np.r_[0.3, t])
+    without = fit_hockney(SIZES, t)
+    assert with_zero.zero_byte_us == 0.3 and without.zero_byte_us is None
+    assert with_zero.latency_us == without.latency_us and with_zero.n_sizes == 23
+
+
+def test_isolated_spike_is_excluded() -> None:
+    t = 1.0 + SIZES / 12_000.0
+    t[8] *= 2.1  # 256 B, like the csd3 ib ompi3 PingPong row (2.46 µs between 1.16 and 1.47)
+    fit = fit_hockney(SIZES, t)
+    assert fit.excluded_bytes == [256] and fit.n_sizes == 22
+    assert fit.latency_us == pytest.approx(1.0, rel=1e-9) and fit.breakpoints_bytes == []
+
+
+def test_deterministic_with_seed() -> None:
+    t = _noisy(1.5 + SIZES / 10_000.0, 7)
+    a, b, c = fit_hockney(SIZES, t, seed=3), fit_hockney(SIZES, t, seed=3), fit_hockney(SIZES, t, seed=4)
+    assert a == b
+    assert a.latency_us == c.latency_us and a.latency_ci_us != c.latency_ci_us
+
+
+def test_rejects_unfittable_input() -> None:
+    with pytest.raises(ValueError, match="at least 3 distinct non-zero sizes"):
+        fit_hockney([0, 1, 2], [0.2, 1.0, 1.1])
+    with pytest.raises(ValueError, match="finite and > 0"):
+        fit_hockney([1, 2, 4, 8], [1.0, 0.0, 1.1, 1.2])
+
+
+def test_fit_table_groups_and_skips_bandwidth_only_benchmarks() -> None:
+    rows = []
+    for label, lam in (("a", 1.0), ("b", 2.0)):
+        rows += [{"label": label, "benchmark": "PingPong", "bytes": int(s), "t_usec": lam + s / 5000.0, "status": "ok"} for s in SIZES]
+        rows += [{"label": label, "benchmark": "Uniband", "bytes": int(s), "t_usec": None, "status": "ok"} for s in SIZES]
+    rows.append({"label": "a", "benchmark": "PingPong", "bytes": 8388608, "t_usec": None, "status": "time-out"})
+    rows += [{"label": "c", "benchmark": "PingPing", "bytes": s, "t_usec": 1.0, "status": "ok"} for s in (1, 2)]
+    out = fit_hockney_table(pl.DataFrame(rows), ["label"])
+    assert [(r["label"], r["benchmark"]) for r in out] == [("a", "PingPong"), ("b", "PingPong"), ("c", "PingPing")]
+    assert out[0]["latency_us"] == pytest.approx(1.0) and out[1]["latency_us"] == pytest.approx(2.0)
+    assert out[0]["bandwidth_MBps"] == pytest.approx(5000.0) and out[0]["n_sizes"] == 23
+    assert "at least 3" in out[2]["error"]
+    json.dumps(out, allow_nan=False)  # JSON-ready
+
+
+# -- real data: import + fit through the CLI ----------------------------------------------------
+
+STACKHPC = "stackhpc-alaska-csd3-imb-omb"
+
+# Published figures. Latency: the perflog "IMB PingPong min t" (PROVENANCE.md table "Absolute
+# last-run values from the perflogs") or the mpi-container-test README "latency at 0 B"; bandwidth:
+# the matching "IMB PingPong max MB/s" / README "max bandwidth", i.e. the 4 MiB plateau, MB = 10^6 B.
+EXPECTED: dict[str, tuple[str, float, float, str]] = {
+    # label: (raw file, latency µs, max MB/s, source)
+    "alaska_ib_impi": (f"{STACKHPC}/output/alaska/ib-gcc9-impi-verbs/imb/IMB_PingPong/rfm_IMB_PingPong_job.out", 1.12, 6241.24, "perflog alaska ib-gcc9-impi-verbs job 6573"),
+    "alaska_ib_ompi4": (f"{STACKHPC}/output/alaska/ib-gcc9-openmpi4-ucx/imb/IMB_PingPong/rfm_IMB_PingPong_job.out", 1.03, 11892.6, "perflog alaska ib-gcc9-openmpi4-ucx job 6575"),
+    "alaska_roce_impi": (f"{STACKHPC}/output/alaska/roce-gcc9-impi-verbs/imb/IMB_PingPong/rfm_IMB_PingPong_job.out", 2.33, 2502.87, "perflog alaska roce-gcc9-impi-verbs job 6574"),
+    "alaska_roce_ompi4": (f"{STACKHPC}/output/alaska/roce-gcc9-openmpi4-ucx/imb/IMB_PingPong/rfm_IMB_PingPong_job.out", 2.06, 3043.13, "perflog alaska roce-gcc9-openmpi4-ucx job 6576"),
+    "csd3_ib_ompi3": (f"{STACKHPC}/output/csd3/cclake-ib-gcc9-ompi3-ucx/imb/IMB_PingPong/rfm_IMB_PingPong_job.out", 0.98, 12047.46, "perflog csd3 cclake-ib-gcc9-ompi3-ucx job 29537140"),
+    "csd3_ib_impi19": (f"{STACKHPC}/output/csd3/cclake-ib-icc19-impi19-ucx/imb/IMB_PingPong/rfm_IMB_PingPong_job.out", 1.06, 12069.36, "perflog csd3 cclake-ib-icc19-impi19-ucx job 29537138"),
+    "csd3_roce_ompi3": (f"{STACKHPC}/output/csd3/cclake-roce-gcc9-ompi3-ucx/imb/IMB_PingPong/rfm_IMB_PingPong_job.out", 1.43, 5739.03, "perflog csd3 cclake-roce-gcc9-ompi3-ucx job 29537141"),
+    "csd3_roce_impi19": (f"{STACKHPC}/output/csd3/cclake-roce-icc19-impi19-ucx/imb/IMB_PingPong/rfm_IMB_PingPong_job.out", 1.48, 5738.79, "perflog csd3 cclake-roce-icc19-impi19-ucx job 29537139"),
+    "container_ompi3_NA": (f"{STACKHPC}/mpi-container-test/ompi3-NA-ib-ping.sh.out", 1.1, 11942.17, "mpi-container-test README"),
+    "container_ompi4_NA": (f"{STACKHPC}/mpi-container-test/ompi4-NA-ib-ping.sh.out", 0.84, 11943.91, "mpi-container-test README"),
+    "container_ompi3_foss2019": (f"{STACKHPC}/mpi-container-test/ompi3-foss2019-ib-ping.sh.out", 1.1, 11942.59, "mpi-container-test README"),
+    "container_ompi4_foss2019": (f"{STACKHPC}/mpi-container-test/ompi4-foss2019-ib-ping.sh.out", 1.1, 11940.07, "mpi-container-test README"),
+}  # fmt: skip
+LAT_TOL_REAL = 0.15  # fitted λ vs published small-message latency
+BW_TOL_REAL = 0.03  # fitted asymptotic B vs published 4 MiB plateau
+# alaska ib impi-verbs (flagged "anomalously low" in PROVENANCE.md) has a rendezvous regime with
+# λ ≈ 36 µs: at 4 MiB it still delivers only 1/(1 + λB/s) ≈ 95.6 % of its asymptote, so the
+# asymptotic B is 4.4 % above the published 4 MiB figure. Tolerance 5 % there; its model
+# bandwidth *at 4 MiB* is checked against the published figure at 3 % like every other case.
+BW_TOL_REAL_OVERRIDE = {"alaska_ib_impi": 0.05}
+
+
+def _import_and_fit(tmp_path: Path, labelled_files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> list[dict]:
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    copies = []
+    for label, src in labelled_files.items():
+        # The stackhpc files are all called rfm_IMB_PingPong_job.out: copy them so label = stem is unique.
+        copies.append(raw / f"{label}{src.suffix}")
+        shutil.copy(src, copies[-1])
+    out = tmp_path / "samples"
+    assert main(["import", *map(str, copies), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["fit", str(out), "--model", "hockney", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_published_figures_match_the_perflogs() -> None:
+    """The EXPECTED stackhpc figures are the last perflog records for each partition."""
+    root = require_datasets() / STACKHPC
+    for label, (rel, lat, bw, source) in EXPECTED.items():
+        if "perflog" not in source:
+            continue
+        system, partition = rel.split("/")[2:4]
+        log = (root / "perflogs" / system / partition / "imb/IMB_PingPong/IMB_PingPong.log").read_text().splitlines()
+        last = {f.split("=")[0]: float(f.split("=")[1]) for line in log[-2:] for f in line.split("|") if f.startswith(("max_bandwidth=", "min_latency="))}
+        assert last == {"max_bandwidth": bw, "min_latency": lat}, label
+
+
+def test_hockney_on_infiniband_and_roce_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = require_datasets()
+    results = _import_and_fit(tmp_path, {label: root / spec[0] for label, spec in EXPECTED.items()}, capsys)
+    by_label = {r["label"]: r for r in results}
+    assert set(by_label) == set(EXPECTED)
+    for label, (_, lat, bw, source) in EXPECTED.items():
+        r = by_label[label]
+        assert r["benchmark"] == "PingPong" and r["np"] == 2 and r["n_sizes"] >= 22
+        for key in ("label", "latency_us", "latency_ci_us", "bandwidth_MBps", "bandwidth_ci_MBps", "breakpoints_bytes", "segments", "stack", "transport", "mapping", "algorithm"):
+            assert key in r
+        assert r["latency_us"] > 0, label
+        assert r["latency_us"] == pytest.approx(lat, rel=LAT_TOL_REAL), f"{label} λ vs {source}"
+        assert r["bandwidth_MBps"] == pytest.approx(bw, rel=BW_TOL_REAL_OVERRIDE.get(label, BW_TOL_REAL)), f"{label} B vs {source}"
+        last = r["segments"][-1]
+        t_4mib = last["latency_us"] + 4194304 / last["bandwidth_MBps"]
+        assert 4194304 / t_4mib == pytest.approx(bw, rel=BW_TOL_REAL), f"{label} model B(4 MiB) vs {source}"
+        assert 0 < r["latency_ci_us"][0] <= r["latency_us"] <= r["latency_ci_us"][1]
+        assert r["bandwidth_ci_MBps"][0] <= r["bandwidth_MBps"] <= r["bandwidth_ci_MBps"][1]
+        assert r["breakpoints_bytes"] == [s["from_bytes"] for s in r["segments"][1:]]
+        assert all(s["latency_us"] > 0 for s in r["segments"])
+
+
+BRANDINO = "brandino-juno-arm-imb41/data"
+
+
+def test_hockney_on_brandino_arm_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Positive λ everywhere; readme: intranode "~2–4 µs", internode "~150 µs", "~100 MB/s" (≈108 MiB/s)."""
+    root = require_datasets()
+    names = ["IMB-MPI1_intranode", "IMB-MPI1_internode", "IMB-MPI1_internode_Socket"]
+    results = _import_and_fit(tmp_path, {n: root / BRANDINO / f"{n}.txt" for n in names}, capsys)
+    assert sorted((r["label"], r["benchmark"]) for r in results) == sorted((n, b) for n in names for b in ("PingPong", "PingPing"))
+    for r in results:
+        assert r["latency_us"] > 0 and all(s["latency_us"] > 0 for s in r["segments"]), r["label"]
+    pingpong = {r["label"]: r for r in results if r["benchmark"] == "PingPong"}
+    assert 2.0 <= pingpong["IMB-MPI1_intranode"]["latency_us"] <= 4.0
+    for name in ("IMB-MPI1_internode", "IMB-MPI1_internode_Socket"):
+        assert 140.0 <= pingpong[name]["latency_us"] <= 180.0
+        # 108.3 MiB/s = 113.6 MB/s at 4 MiB (1 GbE); asymptote within 3 %.
+        assert pingpong[name]["bandwidth_MBps"] == pytest.approx(108.3 * 1.048576, rel=BW_TOL_REAL)
+
+
+def test_naive_least_squares_goes_negative_where_ours_does_not() -> None:
+    """Why the relative-error piecewise fit: an unweighted line over 1 B … 4 MiB is fitted by the
+    large sizes and puts λ below zero on the brandino intranode PingPong."""
+    df = parse_imb_file(require_datasets() / BRANDINO / "IMB-MPI1_intranode.txt").filter(pl.col("benchmark") == "PingPong")
+    slope, intercept = np.polyfit(df["bytes"].to_numpy().astype(float), df["t_usec"].to_numpy(), 1)
+    assert intercept < 0
+    assert fit_hockney(df["bytes"], df["t_usec"]).latency_us == pytest.approx(3.85, abs=0.1)
+
+
+# -- fit CLI on pipeline-shaped samples ---------------------------------------------------------
+
+
+def _pipeline_samples(tmp_path: Path) -> Path:
+    """A tidy-like samples table: label = stack/transport/mapping, cells by np/algorithm, 3 reps."""
+    rows = []
+    for rep in range(3):
+        for np_, lam in ((2, 1.0), (4, 2.0)):
+            for s in SIZES:
+                t = (lam + s / 8000.0) * (1.0 + 0.01 * ((rep + int(np.log2(s))) % 3 - 1))
+                rows.append({"label": "impi/shm/core", "stack": "impi", "transport": "shm", "mapping": "core", "np": np_,
+                             "algorithm": None, "rep": rep, "benchmark": "PingPong", "bytes": int(s), "t_usec": t, "status": "ok"})
+            rows.append({"label": "impi/shm/core", "stack": "impi", "transport": "shm", "mapping": "core", "np": np_,
+                         "algorithm": None, "rep": rep, "benchmark": "Bcast", "bytes": 1024, "t_usec": 3.0, "status": "ok"})
+    tidy = tmp_path / "tidy"
+    tidy.mkdir()
+    pl.DataFrame(rows).write_parquet(tidy / "imb_samples.parquet")
+    return tidy
+
+
+def test_fit_cli_groups_pipeline_cells(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "160")  # rich wraps the table to the terminal width
+    tidy = _pipeline_samples(tmp_path)
+    assert main(["fit", str(tidy), "--model", "hockney", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(r["label"], r["np"], r["benchmark"]) for r in out] == [("impi/shm/core", 2, "PingPong"), ("impi/shm/core", 4, "PingPong")]
+    for r, lam in zip(out, (1.0, 2.0)):
+        assert r["stack"] == "impi" and r["transport"] == "shm" and r["mapping"] == "core" and r["algorithm"] is None
+        assert r["ci_method"] == "repetitions" and r["n_sizes"] == 23
+        assert r["latency_us"] == pytest.approx(lam, rel=0.02) and r["bandwidth_MBps"] == pytest.approx(8000.0, rel=0.02)
+    assert main(["fit", str(tidy)]) == 0  # rich table
+    table = capsys.readouterr().out
+    assert "impi/shm/core np=2" in table and "impi/shm/core np=4" in table and "PingPong" in table
+
+
+def test_fit_cli_nothing_to_fit_and_bad_requests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tidy = _pipeline_samples(tmp_path)
+    assert main(["fit", str(tidy), "--json", "--benchmark", "PingPing"]) == 0  # samples, but no PingPing
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == [] and "nothing fitted" in captured.err
+    assert main(["fit", str(tidy), "--json", "--benchmark", "Uniband", "Biband"]) == 2
+    assert "skipping Uniband: a bandwidth-only table (no time column)" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    pl.DataFrame().write_parquet(empty / "imb_samples.parquet")
+    assert main(["fit", str(empty), "--json"]) == 2
+    assert "are empty" in capsys.readouterr().err
