@@ -1,0 +1,32 @@
+"""``mpiatlas report``: tidy tables + fitted models -> one offline HTML file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "report",
+        help="build the self-contained HTML report",
+        description="Build one self-contained HTML report (charts inlined, no network needed) from the tidy "
+        "tables and the fitted models. Missing inputs are reported in the page, not fatal.",
+    )
+    p.add_argument("--tidy", type=Path, required=True, metavar="DIR",
+                   help="directory with imb_samples.parquet, imb_summary.parquet, cells.parquet, provenance.json")
+    p.add_argument("--fits", type=Path, default=None, metavar="DIR", help="directory with hockney.json and other fits")
+    p.add_argument("--out", type=Path, default=Path("results/report.html"), metavar="FILE",
+                   help="output HTML file (default: %(default)s)")
+    p.add_argument("--title", default=None, help="report title (default: 'mpiatlas report')")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mpiatlas.report import build_report  # heavy imports (altair, polars) only when used
+
+    out = build_report(args.tidy, args.fits, args.out, args.title)
+    size = out.stat().st_size
+    print(f"report written to {out} ({size / 1e6:.2f} MB)", file=sys.stderr)
+    return 0

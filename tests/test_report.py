@@ -1,0 +1,392 @@
+"""The offline HTML report: self-contained, escaped, complete about failures."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from mpiatlas import report
+from mpiatlas.cli import main
+
+EVIL = "<script>alert(1)</script>"
+HOST = "cn01&gpu"
+SIZES = [0] + [2**k for k in range(0, 23)]  # IMB default: 0, 1, 2, ..., 4 MiB
+NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+
+# label -> (stack, transport, mapping, hockney segments [(from, to, λ µs, B MB/s)])
+LABELS: dict[str, tuple[str, str, str, list[tuple[int, int | None, float, float]]]] = {
+    "impi/shm/core": ("impi", "shm", "core", [(0, 65536, 0.21, 6500.0), (65536, None, 1.9, 11800.0)]),
+    "ompi/tcp/core": ("ompi", "tcp", "core", [(0, None, 17.5, 1150.0)]),
+    f"evil/{EVIL}/core": ("evil", EVIL, "core", [(0, None, 0.9, 4000.0)]),
+}
+BW_FACTOR = {"PingPong": 1, "PingPing": 1, "Sendrecv": 2}  # IMB counts Sendrecv bytes twice
+FITTED = ("PingPong", "PingPing")  # what `mpiatlas fit --model hockney` models
+COLL = {"Allreduce": ["default", "ring", "recursive_doubling"], "Barrier": ["default", "dissemination"]}
+COLL_SIZES = [0] + [4**k for k in range(1, 10)]  # 4 B .. 256 KiB
+FAILED_REASON = "mpirun exited with code 139 (SIGSEGV in MPI_Sendrecv)"
+
+
+def hockney_t(segs: list[tuple[int, int | None, float, float]], m: float) -> float:
+    for lo, hi, lam, bw in segs:
+        if hi is None or m < hi:
+            return lam + m / bw
+    raise AssertionError
+
+
+def _coll_t(alg: str, np_: int, m: float, base: float) -> float:
+    steps = math.log2(np_)
+    if alg == "ring":
+        return base * (np_ - 1) * 0.9 + 2 * (np_ - 1) / np_ * m / 5000.0
+    if alg in ("recursive_doubling", "dissemination"):
+        return base * steps * 0.8 + steps * m / 4500.0
+    return base * steps + steps * m / 5200.0
+
+
+def make_inputs(root: Path, *, reps: int = 3, seed: int = 7) -> tuple[Path, Path, list[dict[str, Any]]]:
+    """Realistic tidy tables + Hockney fits, written under ``root``; returns (tidy, fits, fits_list)."""
+    rng = random.Random(seed)
+    tidy, fits_dir = root / "tidy", root / "fits"
+    tidy.mkdir(parents=True)
+    fits_dir.mkdir(parents=True)
+    samples: list[dict[str, Any]] = []
+    cells: list[dict[str, Any]] = []
+    prov: list[dict[str, Any]] = []
+
+    def add_cell(label: str, bench: str, np_: int, alg: str, rep: int, status: str = "ok",
+                 reason: str | None = None) -> str:
+        stack, transport, mapping, _ = LABELS[label]
+        cid = f"{stack}-{len(cells):04d}"
+        cells.append({
+            "cell": cid, "stack": stack, "transport": transport, "mapping": mapping, "np": np_, "benchmark": bench,
+            "algorithm": alg, "rep": rep, "status": status, "reason": reason, "requested_transport": transport,
+            "obtained_transport": transport if status == "ok" else None,
+            "transport_ok": True if status == "ok" else None, "requested_pins": ",".join(map(str, range(np_))),
+            "obtained_binding": json.dumps({str(r): [r] for r in range(np_)}) if status == "ok" else None,
+            "binding_ok": True if status == "ok" else None, "wall_s": round(rng.uniform(3, 40), 2),
+            "containerized": stack == "ompi", "image_digest": "sha256:" + "ab12" * 16 if stack == "ompi" else None,
+        })
+        prov.append({
+            "cell": cid, "argv": ["mpirun", "-np", str(np_), "-genv", "I_MPI_FABRICS", transport, "IMB-MPI1", bench,
+                                  "-msglog", "0:22", "-iter_policy", "off"],
+            "env": {"I_MPI_PIN_PROCESSOR_LIST": ",".join(map(str, range(np_))), "OMP_NUM_THREADS": "1"},
+            "stack_version": {"impi": "2021.14", "ompi": "5.0.6"}.get(stack, "0.1"), "imb_version": "2021.8",
+            "host": HOST, "cpu_model": "AMD EPYC 7763 64-Core Processor",
+            "topology": {"hostname": HOST, "cpu_model": "AMD EPYC 7763 64-Core Processor", "packages": 2,
+                         "numa_nodes": 8, "l3_domains": 16, "cores": 128, "pus": 128, "smt": 1,
+                         "cache_sizes": {"L3": 33554432}},
+            "start": f"2025-01-01T10:{len(prov) % 60:02d}:00+00:00", "end": f"2025-01-01T10:{len(prov) % 60:02d}:30+00:00",
+            "containerized": stack == "ompi", "image_digest": cells[-1]["image_digest"], "mpiatlas_version": "0.1.0",
+        })
+        return cid
+
+    def sample(cid: str, label: str, bench: str, np_: int, alg: str, rep: int, m: int | None, t: float) -> None:
+        stack, transport, mapping, _ = LABELS[label]
+        f = BW_FACTOR.get(bench)
+        samples.append({
+            "source": f"{cid}.out", "run": rep, "imb_version": "2021.8", "benchmark": bench, "mode": None,
+            "processes": np_, "group": None, "bytes": m, "repetitions": 1000, "t_usec": t, "t_min_usec": t * 0.97,
+            "t_max_usec": t * 1.04, "t_avg_usec": t, "bandwidth_MBps": (f * m / t if f and m else None),
+            "msg_per_sec": None, "status": "ok", "line": 10, "cell": cid, "label": label, "stack": stack,
+            "stack_kind": "system", "stack_version": "x", "transport": transport, "mapping": mapping, "np": np_,
+            "algorithm": alg, "rep": rep, "oversubscribed": False, "containerized": stack == "ompi",
+            "image_digest": None, "region": "same_l3" if np_ == 2 else None,
+        })
+
+    for label, (_, _, _, segs) in LABELS.items():
+        for bench, factor in BW_FACTOR.items():
+            for rep in range(reps):
+                if label == "ompi/tcp/core" and bench == "Sendrecv" and rep == 2:
+                    add_cell(label, bench, 2, "default", rep, "failed", FAILED_REASON)
+                    continue
+                cid = add_cell(label, bench, 2, "default", rep)
+                for m in SIZES:
+                    t = hockney_t(segs, m) * (1.0 if factor == 1 else 1.08) * rng.lognormvariate(0, 0.02)
+                    sample(cid, label, bench, 2, "default", rep, m, t)
+        for bench, algs in COLL.items():
+            for np_ in (2, 4, 8):
+                for alg in algs:
+                    for rep in range(reps):
+                        cid = add_cell(label, bench, np_, alg, rep)
+                        for m in ([None] if bench == "Barrier" else COLL_SIZES):
+                            t = _coll_t(alg, np_, m or 0, segs[0][2] * 2) * rng.lognormvariate(0, 0.03)
+                            sample(cid, label, bench, np_, alg, rep, m, t)
+    add_cell("impi/shm/core", "PingPong", 2, "default", 0, "unavailable", "mapping 'socket' needs 2 packages")
+
+    smp = pl.DataFrame(samples, infer_schema_length=None).with_columns(
+        pl.col("np").cast(pl.Int32), pl.col("rep").cast(pl.Int32), pl.col("bytes").cast(pl.Int64))
+    smp.write_parquet(tidy / "imb_samples.parquet")
+    keys = ["label", "stack", "transport", "mapping", "np", "algorithm", "benchmark", "processes", "bytes"]
+    summ = smp.group_by(keys, maintain_order=True).agg(
+        pl.len().cast(pl.Int32).alias("n_reps"),
+        pl.col("t_usec").median().alias("t_median_usec"),
+        pl.col("t_usec").min().alias("t_min_usec"),
+        (pl.col("t_usec").median() * 0.985).alias("t_ci_low_usec"),
+        (pl.col("t_usec").median() * 1.02).alias("t_ci_high_usec"),
+        (pl.col("t_usec").std() / pl.col("t_usec").mean()).alias("t_cv"),
+        pl.col("bandwidth_MBps").median().alias("bw_median_MBps"),
+        pl.col("oversubscribed").any(),
+    )
+    summ.write_parquet(tidy / "imb_summary.parquet")
+    pl.DataFrame(cells, infer_schema_length=None).with_columns(
+        pl.col("np").cast(pl.Int32), pl.col("rep").cast(pl.Int32)).write_parquet(tidy / "cells.parquet")
+    (tidy / "provenance.json").write_text(json.dumps(prov, indent=1))
+
+    # Same shape as mpiatlas.models.hockney (to_dict + the group keys).
+    fits: list[dict[str, Any]] = []
+    for label, (stack, transport, mapping, segs) in LABELS.items():
+        for bench in FITTED:
+            head = {"label": label, "stack": stack, "transport": transport, "mapping": mapping, "np": 2,
+                    "algorithm": "default", "benchmark": bench}
+            if stack == "evil" and bench == "PingPing":
+                fits.append({**head, "error": "need at least 3 distinct non-zero sizes, got 2"})
+                continue
+            med = summ.filter((pl.col("label") == label) & (pl.col("benchmark") == bench)).sort("bytes")
+            pts = [(m, t) for m, t in med.select("bytes", "t_median_usec").iter_rows() if m > 0]
+            fitted = []
+            for lo, hi, la, b in segs:
+                lam, bw = la * rng.uniform(0.98, 1.03), b * rng.uniform(0.97, 1.02)
+                in_seg = [m for m, _ in pts if m >= max(lo, 1) and (hi is None or m < hi)]
+                fitted.append({"from_bytes": in_seg[0], "to_bytes": in_seg[-1], "latency_us": lam,
+                               "bandwidth_MBps": bw, "n_sizes": len(in_seg)})
+            residuals = []
+            for m, t in pts:
+                seg = [g for g in fitted if g["from_bytes"] <= m][-1]
+                pred = seg["latency_us"] + m / seg["bandwidth_MBps"]
+                residuals.append({"bytes": m, "measured_us": t, "predicted_us": pred, "rel_err": pred / t - 1})
+            lam, bw = fitted[0]["latency_us"], fitted[-1]["bandwidth_MBps"]
+            zero = med.filter(pl.col("bytes") == 0).get_column("t_median_usec").item()
+            fits.append({
+                **head, "latency_us": lam, "latency_ci_us": [lam * 0.96, lam * 1.05],
+                "bandwidth_MBps": bw, "bandwidth_ci_MBps": [bw * 0.95, bw * 1.04],
+                "breakpoints_bytes": [g["from_bytes"] for g in fitted[1:]], "segments": fitted,
+                "n_sizes": len(pts), "zero_byte_us": zero, "excluded_bytes": [], "ci_method": "repetitions",
+                "residuals": residuals,
+            })
+    (fits_dir / "hockney.json").write_text(json.dumps(fits))
+    return tidy, fits_dir, fits
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[dict[str, Any]], Path]:
+    root = tmp_path_factory.mktemp("report")
+    tidy, fits_dir, fits = make_inputs(root)
+    out = report.build_report(tidy, fits_dir, root / "out" / "report.html", title="Test campaign & co", now=NOW)
+    return out.read_text(encoding="utf-8"), fits, out
+
+
+def _section(html: str, sid: str) -> str:
+    m = re.search(rf'<section id="{sid}">(.*?)</section>', html, re.S)
+    assert m, f"section {sid} not found"
+    return m.group(1)
+
+
+def _specs(html: str) -> dict[str, Any]:
+    """The chart specs with their data restored, as the page's script hands them to Vega."""
+    m = re.search(r'<script type="application/json" id="mpiatlas-specs">(.*?)</script>', html, re.S)
+    d = re.search(r'<script type="application/json" id="mpiatlas-data">(.*?)</script>', html, re.S)
+    assert m and d
+    store = json.loads(d.group(1))
+    return {k: report.full_spec(v, store) for k, v in json.loads(m.group(1)).items()}
+
+
+def test_report_file_is_self_contained(built: tuple[str, list, Path]) -> None:
+    html, _, out = built
+    assert out.is_file() and out.stat().st_size > 0
+    assert html.lstrip().startswith("<!DOCTYPE html>")
+    assert not re.search(r"<script[^>]*\bsrc\s*=", html, re.I)
+    assert not re.search(r"""<(link|img|iframe|embed|object)\b[^>]*(href|src|data)\s*=\s*["']?https?:""", html, re.I)
+    assert not re.search(r"@import|url\(\s*['\"]?https?:", html, re.I)
+    # The Vega bundle is inlined exactly once, and only two executable scripts exist.
+    assert html.count("window.vegaEmbed=") == 1
+    assert len(re.findall(r"<script>", html)) == 2
+    assert len(re.findall(r"<script\b", html)) == 4  # + the JSON specs and data containers
+
+
+def test_labels_and_hostnames_are_escaped(built: tuple[str, list, Path]) -> None:
+    html, _, _ = built
+    assert EVIL not in html
+    assert "alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert HOST not in html
+    assert "cn01&amp;gpu" in html
+    assert "Test campaign &amp; co" in html
+    # The labels also reach the charts, as JSON-escaped data.
+    assert "evil/\\u003cscript\\u003ealert(1)\\u003c/script\\u003e/core" in html
+    assert any(EVIL in json.dumps(s) for s in _specs(html).values())
+
+
+def test_failed_and_unavailable_cells_are_listed(built: tuple[str, list, Path]) -> None:
+    html, _, _ = built
+    header = _section(html, "header")
+    assert "SIGSEGV in MPI_Sendrecv" in header
+    assert "mapping &#39;socket&#39; needs 2 packages" in header
+    assert re.search(r'class="st-failed">failed</td>\s*<td>ompi-\d{4}</td>', header)
+    assert "unavailable" in header
+    cells = _section(html, "cells")
+    assert "SIGSEGV in MPI_Sendrecv" in cells
+
+
+def test_parameters_table_shows_fitted_values(built: tuple[str, list, Path]) -> None:
+    html, fits, _ = built
+    params = _section(html, "parameters")
+    for f in fits:
+        if "error" in f:
+            assert f"not fitted: {f['error']}" in params
+            continue
+        assert report.fmt_num(f["latency_us"]) in params
+        assert report.fmt_num(f["bandwidth_MBps"]) in params
+        assert report.fmt_ci(f["latency_ci_us"]) in params
+    assert "64 KiB" in params  # the shm breakpoint
+
+
+def test_charts_are_valid_vega_lite(built: tuple[str, list, Path]) -> None:
+    import vl_convert
+
+    html, _, _ = built
+    specs = _specs(html)
+    # p2p: 3 benchmarks + 2 residual charts; Allreduce: lines, heatmap, best; Barrier: vs np, best.
+    assert len(specs) == 10
+    for cid, spec in specs.items():
+        assert f'id="{cid}"' in html
+        assert "$schema" not in spec
+        svg = vl_convert.vegalite_to_svg(spec)
+        assert svg.startswith("<svg"), cid
+
+
+def test_hockney_model_is_overlaid(built: tuple[str, list, Path]) -> None:
+    html, fits, _ = built
+    specs = _specs(html)
+    text = json.dumps(specs)
+    assert "t_model_usec" in text and "strokeDash" in text
+    # The model curve follows the segments: at 1 MiB on shm, λ2 + m/B2.
+    first = next(s for s in specs.values() if "PingPong: latency" in json.dumps(s))
+    rows = [r for d in first["datasets"].values() for r in d if "t_model_usec" in r and r["series"] == "impi/shm/core"]
+    assert rows
+    seg = next(f for f in fits if f["label"] == "impi/shm/core" and f["benchmark"] == "PingPong")["segments"][1]
+    r = min(rows, key=lambda r: abs(r["bytes"] - 2**20))
+    assert r["t_model_usec"] == pytest.approx(seg["latency_us"] + r["bytes"] / seg["bandwidth_MBps"], rel=1e-4)
+
+
+def test_dataset_packing_round_trips() -> None:
+    rows = [{"series": "a", "bytes": 1, "t": 0.5}, {"series": "a", "bytes": 2, "t": None},
+            {"series": None, "bytes": 4, "t": 1.5}, {"series": "a", "bytes": 8, "t": 2.5}]
+    packed = report.pack_dataset(rows)
+    assert packed["c"]["series"] == {"d": ["a"], "i": [0, 0, -1, 0]}
+    assert report.unpack_dataset(packed) == rows
+
+
+def test_collective_best_algorithm() -> None:
+    df = pl.DataFrame({
+        "label": ["a"] * 3, "benchmark": ["Allreduce"] * 3, "np": [4] * 3, "bytes": [1024] * 3,
+        "algorithm": ["default", "ring", "rd"], "t_median_usec": [10.0, 5.0, 8.0],
+        "t_ci_low_usec": [9.5, 4.8, 7.5], "t_ci_high_usec": [10.5, 5.2, 8.5],
+    })
+    best = report.best_algorithms(df).row(0, named=True)
+    assert best["best"] == "ring" and best["speedup"] == pytest.approx(2.0) and best["separated"] is True
+
+
+def test_collectives_section(built: tuple[str, list, Path]) -> None:
+    html, _, _ = built
+    coll = _section(html, "collectives")
+    assert "Allreduce" in coll and "Barrier" in coll
+    assert "algorithm choice vs default" in coll
+
+
+def test_provenance_section(built: tuple[str, list, Path]) -> None:
+    html, _, _ = built
+    prov = _section(html, "provenance")
+    assert "<details>" in prov
+    assert "mpirun -np 2 -genv I_MPI_FABRICS shm IMB-MPI1 PingPong -msglog 0:22" in prov
+    assert "I_MPI_PIN_PROCESSOR_LIST" in prov
+    assert "L3 32 MiB" in prov
+    assert "2021.14" in prov and "5.0.6" in prov
+
+
+def test_missing_fits_still_builds(tmp_path: Path) -> None:
+    tidy, _, _ = make_inputs(tmp_path)
+    out = report.build_report(tidy, tmp_path / "no-such-fits", tmp_path / "r.html", now=NOW)
+    html = out.read_text(encoding="utf-8")
+    assert "No fits" in _section(html, "parameters")
+    assert "No fits" in _section(html, "p2p")
+    assert html.count("window.vegaEmbed=") == 1  # measured charts are still drawn
+
+
+def test_everything_missing_still_builds(tmp_path: Path) -> None:
+    out = report.build_report(tmp_path / "nothing", None, tmp_path / "r.html", now=NOW)
+    html = out.read_text(encoding="utf-8")
+    assert "cells.parquet is missing" in html
+    assert "provenance.json is missing" in html
+    assert "window.vegaEmbed=" not in html  # no charts: no bundle
+
+
+def test_missing_summary_is_recomputed_from_samples(tmp_path: Path) -> None:
+    tidy, fits_dir, _ = make_inputs(tmp_path)
+    (tidy / "imb_summary.parquet").unlink()
+    html = report.build_report(tidy, fits_dir, tmp_path / "r.html", now=NOW).read_text(encoding="utf-8")
+    assert "recomputed from the samples" in html
+    assert len(_specs(html)) >= 4
+
+
+def test_broken_section_does_not_break_report(tmp_path: Path) -> None:
+    def section_boom(data: report.ReportData) -> report.Section:
+        raise RuntimeError("kaboom <b>")
+
+    data = report.load_data(None, None, now=NOW)
+    sections = report.build_sections(data, [report.section_header, section_boom])
+    html = report.render_html(data, sections)
+    assert "kaboom &lt;b&gt;" in html and "Campaign" in html
+
+
+def test_sections_are_registered_in_order() -> None:
+    names = [f.__name__ for f in report.SECTIONS]
+    assert names[:4] == ["section_header", "section_p2p", "section_parameters", "section_collectives"]
+    assert names.index("section_cells") < names.index("section_provenance")
+
+
+def test_formatting() -> None:
+    assert report.fmt_num(0.2134) == "0.213"
+    assert report.fmt_num(11800.4) == "11,800"
+    assert report.fmt_num(None) == "—"
+    assert report.fmt_bytes(65536) == "64 KiB"
+    assert report.fmt_bytes(1536) == "1.5 KiB"
+    assert report.fmt_binding('{"0": [0, 1, 2], "1": [4]}') == "0:0-2 1:4"
+
+
+def test_cli(tmp_path: Path) -> None:
+    tidy, fits_dir, _ = make_inputs(tmp_path)
+    out = tmp_path / "results" / "report.html"
+    assert main(["report", "--tidy", str(tidy), "--fits", str(fits_dir), "--out", str(out), "--title", "T"]) == 0
+    assert out.is_file()
+
+
+def test_unfitted_benchmark_is_said(built: tuple[str, list, Path]) -> None:
+    html, _, _ = built
+    p2p = _section(html, "p2p")
+    assert "hockney.json has no fit for Sendrecv" in p2p
+    assert "The Hockney fit failed for these series" in p2p
+
+
+def test_with_the_real_aggregate_and_fit(tmp_path: Path) -> None:
+    """The report reads what mpiatlas.aggregate and mpiatlas.models.hockney actually write."""
+    aggregate = pytest.importorskip("mpiatlas.aggregate")
+    hockney = pytest.importorskip("mpiatlas.models.hockney")
+    tidy, fits_dir, _ = make_inputs(tmp_path)
+    samples = pl.read_parquet(tidy / "imb_samples.parquet")
+    aggregate.summarize(samples).write_parquet(tidy / "imb_summary.parquet")
+    fits = hockney.fit_hockney_table(samples, ["label", "stack", "transport", "mapping", "np", "algorithm"])
+    (fits_dir / "hockney.json").write_text(json.dumps(fits))
+    html = report.build_report(tidy, fits_dir, tmp_path / "r.html", now=NOW).read_text(encoding="utf-8")
+    params = _section(html, "parameters")
+    assert "could not be built" not in html
+    for f in fits:
+        if "error" not in f:
+            assert report.fmt_num(f["latency_us"]) in params
+    assert len(_specs(html)) == 10
