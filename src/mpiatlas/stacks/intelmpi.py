@@ -1,0 +1,111 @@
+"""Intel MPI from the PyPI ``impi-rt`` wheel (it ships IMB-MPI1 and friends)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import ClassVar
+
+from mpiatlas.stacks import collectives
+from mpiatlas.stacks.base import Launch, LaunchSpec, Stack, StackError, Transport, cpu_list
+
+IMPI_VERSION = "2021.16.1"  # 2021.19 needs a libfabric wheel no registry has
+
+# Collectives whose algorithm Intel MPI lets us force with I_MPI_ADJUST_<COLL>.
+ADJUSTABLE = ("allgather", "allreduce", "alltoall", "barrier", "bcast", "gather", "reduce", "scatter")
+
+_PIN_ROW = re.compile(r"^\[0\] MPI startup\(\):\s+(\d+)\s+\d+\s+(\S+)\s+\{([\d,\s-]+)\}\s*$")
+_PROVIDER = re.compile(r"libfabric provider:\s*(\S+)")
+_FABRICS = re.compile(r"I_MPI_FABRICS=(\S+)")
+
+
+class IntelMPI(Stack):
+    kind = "intelmpi"
+    pypi_packages = (f"impi-rt=={IMPI_VERSION}", f"impi-devel=={IMPI_VERSION}")
+    transports: ClassVar[dict[str, Transport]] = {
+        t.name: t
+        for t in (
+            Transport("shm", {"I_MPI_FABRICS": "shm"}, description="shared memory only (one node)", expect="shm"),
+            Transport("ofi-tcp", {"I_MPI_FABRICS": "ofi", "FI_PROVIDER": "tcp"},
+                      description="libfabric tcp provider for all traffic", expect="tcp"),
+            Transport("ofi-shm", {"I_MPI_FABRICS": "ofi", "FI_PROVIDER": "shm"},
+                      description="libfabric shm provider", expect="shm"),
+            Transport("ofi-verbs", {"I_MPI_FABRICS": "ofi", "FI_PROVIDER": "verbs"},
+                      description="libfabric verbs (InfiniBand/RoCE clusters)", expect="verbs"),
+            Transport("ofi-mlx", {"I_MPI_FABRICS": "ofi", "FI_PROVIDER": "mlx"},
+                      description="libfabric mlx (UCX-based, Mellanox clusters)", expect="mlx"),
+            Transport("ofi-psm3", {"I_MPI_FABRICS": "ofi", "FI_PROVIDER": "psm3"},
+                      description="libfabric psm3 (Intel Ethernet/Omni-Path)", expect="psm3"),
+        )
+    }
+
+    def _root(self) -> Path:
+        return self.prefix if self.source == "pypi" else self.prefix
+
+    def launcher_path(self) -> Path:
+        return self._root() / "bin" / "mpirun"
+
+    def runtime_env(self) -> dict[str, str]:
+        root = self._root()
+        return {
+            "I_MPI_ROOT": str(root),
+            "PATH": str(root / "bin"),
+            "LD_LIBRARY_PATH": str(root / "lib"),
+            "FI_PROVIDER_PATH": str(root / "lib"),
+        }
+
+    def mpicc(self) -> list[str]:
+        # The impi-devel wrapper defaults to gcc through I_MPI_CC.
+        return [str(self._root() / "bin" / "mpicc")]
+
+    def imb_binary(self, name: str = "IMB-MPI1") -> Path | None:
+        path = self._root() / "bin" / name
+        return path if path.exists() else None
+
+    def launch(self, program: list[str], spec: LaunchSpec) -> Launch:
+        transport = self.transport(spec.transport)
+        env = dict(transport.env)
+        # Level 5 prints the pin table and the libfabric provider: our evidence.
+        env["I_MPI_DEBUG"] = "5"
+        if spec.pins is not None:
+            if len(spec.pins) != spec.np and spec.nodes == 1:
+                raise StackError(f"intelmpi: {spec.np} ranks but {len(spec.pins)} pins")
+            env["I_MPI_PIN"] = "1"
+            # Intel MPI sorts this list itself (order is ignored): pins are a set.
+            env["I_MPI_PIN_PROCESSOR_LIST"] = ",".join(str(c) for c in spec.pins)
+        if spec.oversubscribe:
+            # Wait mode: ranks block instead of busy-polling when there are more ranks than cores.
+            env["I_MPI_WAIT_MODE"] = "1"
+        if spec.collective and spec.algorithm not in (None, "default"):
+            coll = spec.collective.lower()
+            if coll not in ADJUSTABLE:
+                raise StackError(f"intelmpi: cannot force an algorithm for {coll!r}; adjustable: {ADJUSTABLE}")
+            # Ids are opaque presets: "id3" (or "3"), validated against the ids measured to take
+            # effect in this version (an inapplicable id falls back silently).
+            name = str(spec.algorithm)
+            name = f"id{name}" if name.isdigit() else name
+            ident = collectives.resolve(self.kind, self.requested_version or IMPI_VERSION, coll, name, np=spec.np)
+            env[f"I_MPI_ADJUST_{coll.upper()}"] = str(ident)
+        argv = [str(self.launcher_path()), "-n", str(spec.np)]
+        if spec.hosts:
+            argv += ["-hosts", ",".join(spec.hosts)]
+        if spec.ppn:
+            argv += ["-ppn", str(spec.ppn)]
+        return Launch(argv=[*argv, *program], env=env)
+
+    def obtained_binding(self, output: str) -> dict[int, set[int]]:
+        binding: dict[int, set[int]] = {}
+        for line in output.splitlines():
+            match = _PIN_ROW.match(line.strip())
+            if match:
+                binding[int(match.group(1))] = cpu_list(match.group(3))
+        return binding
+
+    def obtained_transport(self, output: str) -> str | None:
+        provider = _PROVIDER.search(output)
+        if provider:
+            return provider.group(1).lower()
+        fabrics = _FABRICS.search(output)
+        if fabrics and fabrics.group(1) == "shm":
+            return "shm"
+        return None

@@ -1,0 +1,311 @@
+"""MPICH: Debian 4.0 (``source: system``, ch4:ucx) and the PyPI ``mpich`` 5.0 wheel (ch4:ucx,ofi).
+
+Debian's MPICH 4.0.2 is built with the UCX netmod only and routes intra-node
+traffic through UCX, so ``UCX_TLS`` picks the transport. MPICH 5 uses its own
+POSIX shared memory on one node (``default``); ``MPIR_CVAR_NOLOCAL=1`` plus
+``MPIR_CVAR_CH4_NETMOD`` force a netmod instead.
+
+Evidence the launch prints:
+
+* binding: ``HYDRA_TOPO_DEBUG=1`` makes hydra print ``process <local rank> binding: 0100``
+  (one character per OS cpu, on stdout, one line per rank);
+* UCX: ``UCX_LOG_LEVEL=info UCX_LOG_FILE=stderr`` -> ``ep_cfg[1]: tag(tcp/lo tcp/eth0)``;
+* OFI (5.x): ``MPIR_CVAR_DEBUG_SUMMARY=1`` -> ``libfabric provider: tcp - 192.0.2.0/24`` (rank 0, stdout);
+* default (5.x): ``MPIR_CVAR_DEBUG_SUMMARY=2`` -> a ``====== POSIX Topo Dist ======`` block listing
+  several local ranks, printed only when the ranks share MPICH's POSIX shared memory.
+
+Intel's ``IMB-MPI1`` (from ``impi-rt``) runs on MPICH through the MPICH ABI
+(``libmpi.so.12``): the wheel ships that name; Debian ships ``libmpich.so.12``,
+so a directory with a ``libmpi.so.12`` symlink goes first on ``LD_LIBRARY_PATH``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+from mpiatlas.stacks import collectives
+from mpiatlas.stacks.base import Launch, LaunchSpec, Stack, StackError, Transport
+from mpiatlas.stacks.openmpi import _imb_in, ucx_transport
+
+MPICH_PYPI_VERSION = "5.0.2"
+
+_DEFAULT_SERIES = {"system": "4.0", "pypi": "5.0"}
+# Netmods each build has when it cannot be asked (mpichversion "MPICH Device").
+_DEFAULT_NETMODS = {"4": {"ucx"}, "5": {"ucx", "ofi"}}
+
+_UCX_LOG = {"UCX_LOG_LEVEL": "info", "UCX_LOG_FILE": "stderr"}
+_NETMOD_ONLY = {"MPIR_CVAR_NOLOCAL": "1"}
+
+
+def _transports(major: int) -> dict[str, Transport]:
+    if major < 5:
+        table = [
+            Transport("ucx-sm", {"UCX_TLS": "sm,self"}, description="UCX shared-memory transports", expect="ucx:sm"),
+            Transport("ucx-posix", {"UCX_TLS": "posix,self"}, description="UCX posix shared memory", expect="ucx:posix"),
+            Transport("ucx-tcp", {"UCX_TLS": "tcp,self"}, description="UCX tcp", expect="ucx:tcp"),
+        ]
+    else:
+        table = [
+            Transport("default", {}, description="MPICH's own POSIX shared memory on one node (UCX between nodes)",
+                      expect="shm"),
+            Transport("ofi-tcp", {**_NETMOD_ONLY, "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp"},
+                      description="OFI netmod, libfabric tcp provider, for all traffic", expect="ofi:tcp"),
+            Transport("ofi-shm", {**_NETMOD_ONLY, "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "shm"},
+                      description="OFI netmod, libfabric shm provider", expect="ofi:shm"),
+            Transport("ucx-sm", {**_NETMOD_ONLY, "MPIR_CVAR_CH4_NETMOD": "ucx", "UCX_TLS": "sm,self"},
+                      description="UCX netmod, UCX shared-memory transports", expect="ucx:sm"),
+            Transport("ucx-posix", {**_NETMOD_ONLY, "MPIR_CVAR_CH4_NETMOD": "ucx", "UCX_TLS": "posix,self"},
+                      description="UCX netmod, posix shared memory", expect="ucx:posix"),
+            Transport("ucx-tcp", {**_NETMOD_ONLY, "MPIR_CVAR_CH4_NETMOD": "ucx", "UCX_TLS": "tcp,self"},
+                      description="UCX netmod, tcp", expect="ucx:tcp"),
+        ]
+    return {t.name: t for t in table}
+
+
+def _netmod(name: str) -> str | None:
+    return name.split("-", 1)[0] if name.startswith(("ucx-", "ofi-")) else None
+
+
+_BINDING = re.compile(r"^process (\d+) binding: ([01]+)\s*$", re.MULTILINE)
+_OFI = re.compile(r"libfabric provider:\s*([^\s;]+)")
+_POSIX_RANK = re.compile(r"^Rank: \d+, Local_rank: \d+ \[([^\]]*)\]", re.MULTILINE)
+
+
+class MPICH(Stack):
+    kind = "mpich"
+    pypi_packages = (f"mpich=={MPICH_PYPI_VERSION}",)
+    transports: ClassVar[dict[str, Transport]] = _transports(5)
+
+    def __init__(self, prefix: Path, *, source: str = "pypi", version: str | None = None,
+                 imb_from: Path | None = None, abi_dir: Path | None = None) -> None:
+        super().__init__(prefix, source=source, version=version)
+        self.imb_from = Path(imb_from) if imb_from else None
+        self._abi_dir = Path(abi_dir) if abi_dir else None
+        self.transports = _transports(self.major)  # type: ignore[misc]
+
+    # -- what is installed -----------------------------------------------------
+    def _bin(self, name: str) -> Path:
+        if self.source == "system":
+            name = {"mpiexec": "mpiexec.mpich", "mpicc": "mpicc.mpich"}.get(name, name)
+        elif name == "mpiexec":
+            name = "mpiexec.hydra"  # the wheel also ships mpiexec.gforker
+        return self.prefix / "bin" / name
+
+    def launcher_path(self) -> Path:
+        return self._bin("mpiexec")
+
+    def mpicc(self) -> list[str]:
+        return [str(self._bin("mpicc"))]
+
+    def libmpi(self) -> Path | None:
+        """The MPICH-ABI library (libmpi.so.12 in the wheel, libmpich.so.12 on Debian)."""
+        candidates = [self.prefix / "lib" / "libmpi.so.12", *sorted(self.prefix.glob("lib/*-linux-gnu*/libmpich.so.12")),
+                      self.prefix / "lib" / "libmpich.so.12", self.prefix / "lib64" / "libmpich.so.12"]
+        return next((p for p in candidates if p.exists()), None)
+
+    def abi_dir(self) -> Path | None:
+        """A directory whose ``libmpi.so.12`` is this MPICH (created on first use)."""
+        lib = self.libmpi()
+        if lib is None:
+            return None
+        if lib.name == "libmpi.so.12":
+            return lib.parent
+        directory = self._abi_dir or Path(
+            os.environ.get("MPIATLAS_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mpiatlas"
+        ) / ("mpich-abi-" + hashlib.sha1(str(lib).encode()).hexdigest()[:10])
+        link = directory / "libmpi.so.12"
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            if not (link.is_symlink() and Path(os.readlink(link)) == lib):
+                tmp = directory / f".libmpi.so.12.{os.getpid()}"
+                tmp.unlink(missing_ok=True)
+                tmp.symlink_to(lib)
+                os.replace(tmp, link)
+        except OSError as exc:
+            raise StackError(f"mpich: cannot create the MPICH-ABI directory {directory}: {exc}") from exc
+        return directory
+
+    def runtime_env(self) -> dict[str, str]:
+        env: dict[str, str] = {}
+        if self.source != "system":
+            env["PATH"] = str(self.prefix / "bin")
+        abi = self.abi_dir()
+        if abi is not None:
+            env["LD_LIBRARY_PATH"] = str(abi)
+        return env
+
+    def _probe_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.source != "system":
+            env["PATH"] = f"{self.prefix / 'bin'}:{env.get('PATH', '')}"
+        return env
+
+    @cached_property
+    def _mpichversion(self) -> str | None:
+        tool = self._bin("mpichversion")
+        if not tool.exists():
+            return None
+        try:
+            out = subprocess.run([str(tool)], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                                 timeout=60, env=self._probe_env())
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout if out.returncode == 0 else None
+
+    def version(self) -> str:
+        text = self._mpichversion
+        match = re.search(r"MPICH Version:\s*(\S+)", text or "")
+        return f"MPICH {match[1]}" if match else super().version()
+
+    @cached_property
+    def series(self) -> str:
+        """'4.0' / '5.0': the requested version, else the installed one, else the source's default."""
+        match = re.search(r"(\d+)\.(\d+)", self.requested_version or "") or \
+            re.search(r"MPICH Version:\s*(\d+)\.(\d+)", self._mpichversion or "")
+        if match:
+            return f"{match[1]}.{match[2]}"
+        return _DEFAULT_SERIES.get(self.source, "5.0")
+
+    @property
+    def major(self) -> int:
+        return int(self.series.split(".")[0])
+
+    def netmods(self) -> set[str]:
+        """CH4 netmods of this build: ``MPICH Device: ch4:ucx ofi`` -> {ucx, ofi}."""
+        match = re.search(r"MPICH Device:\s*ch4:(.+)", self._mpichversion or "")
+        if match:
+            return set(re.split(r"[\s,]+", match[1].strip())) - {""}
+        return set(_DEFAULT_NETMODS.get(str(self.major), {"ucx"}))
+
+    @cached_property
+    def _mpivars(self) -> str | None:
+        tool = self._bin("mpivars")
+        if not tool.exists():
+            return None
+        try:
+            out = subprocess.run([str(tool)], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                                 timeout=60, env=self._probe_env())
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout if out.returncode == 0 else None
+
+    def algorithm_table(self, collective: str) -> dict[str, Any]:
+        """name -> name: read from ``mpivars``, else the packaged table."""
+        if self._mpivars:
+            live = collectives.parse_mpivars(self._mpivars).get(collective.lower())
+            if live:
+                return {name: name for name in live}
+        return collectives.algorithms(self.kind, self.series, collective)
+
+    def imb_binary(self, name: str = "IMB-MPI1") -> Path | None:
+        """Intel's IMB (impi-rt), run through the MPICH ABI.
+
+        From ``imb_from`` (an Intel MPI prefix, a directory or the binary), else
+        ``$MPIATLAS_IMB_IMPI``, else an ``intelmpi`` stack beside a PyPI prefix.
+        """
+        env = os.environ.get("MPIATLAS_IMB_IMPI")
+        candidates = [self.imb_from, Path(env) if env else None]
+        if self.source == "pypi":
+            candidates.append(self.prefix.parent / "intelmpi")
+        for candidate in candidates:
+            path = _imb_in(candidate, name)
+            if path is not None:
+                return path
+        return None
+
+    # -- launching -----------------------------------------------------------------
+    def transport(self, name: str) -> Transport:
+        if name not in self.transports:
+            raise StackError(
+                f"mpich {self.series} ({self.source}): unknown transport {name!r}; supported: {sorted(self.transports)}"
+                + (" (Debian's MPICH 4 is ch4:ucx only: choose the transport with UCX_TLS)" if self.major < 5 else "")
+            )
+        netmod = _netmod(name)
+        have = self.netmods()
+        if netmod and netmod not in have:
+            raise StackError(
+                f"mpich {self.series} at {self.prefix}: transport {name!r} needs the ch4 {netmod} netmod, "
+                f"but this build has only {', '.join(sorted(have))} (mpichversion)"
+            )
+        return self.transports[name]
+
+    def launch(self, program: list[str], spec: LaunchSpec) -> Launch:
+        transport = self.transport(spec.transport)
+        knobs = dict(transport.env)
+        if spec.transport.startswith("ucx"):
+            knobs.update(_UCX_LOG)
+        elif spec.transport.startswith("ofi"):
+            knobs["MPIR_CVAR_DEBUG_SUMMARY"] = "1"
+        elif spec.transport == "default":
+            knobs["MPIR_CVAR_DEBUG_SUMMARY"] = "2"  # level 2 prints the POSIX shm topology block
+        if spec.oversubscribe and self.major >= 5:
+            # Device-level collectives busy-wait badly when ranks share cores (100x slower).
+            knobs["MPIR_CVAR_DEVICE_COLLECTIVES"] = "none"
+        knobs.update(self._collective_env(spec))
+
+        argv = [str(self.launcher_path()), "-n", str(spec.np)]
+        if spec.hosts:
+            argv += ["-hosts", ",".join(spec.hosts)]
+        if spec.ppn:
+            argv += ["-ppn", str(spec.ppn)]
+        if spec.pins is not None:
+            argv += ["-bind-to", "user:" + ",".join(str(c) for c in self._local_pins(spec))]
+        for key, value in knobs.items():
+            argv += ["-genv", key, value]
+        # Read by mpiexec itself: prints each rank's binding mask (stdout).
+        return Launch(argv=[*argv, *program], env={"HYDRA_TOPO_DEBUG": "1"})
+
+    def _local_pins(self, spec: LaunchSpec) -> list[int]:
+        """Hydra's user binding lists one cpu per *local* rank; ranks beyond the list stay unbound."""
+        assert spec.pins is not None
+        if spec.nodes <= 1:
+            if len(spec.pins) != spec.np:
+                raise StackError(f"mpich: {spec.np} ranks but {len(spec.pins)} pins")
+            return list(spec.pins)
+        ppn = spec.ppn or -(-spec.np // spec.nodes)
+        local = list(spec.pins[:ppn])
+        for start in range(0, len(spec.pins), ppn):
+            if list(spec.pins[start:start + ppn]) != local[:len(spec.pins[start:start + ppn])]:
+                raise StackError("mpich: hydra applies one binding list to every node; pins differ between nodes")
+        return local
+
+    def _collective_env(self, spec: LaunchSpec) -> dict[str, str]:
+        if not spec.collective or spec.algorithm in (None, "default"):
+            return {}
+        coll = spec.collective.lower()
+        name = collectives.resolve(self.kind, self.series, coll, str(spec.algorithm),
+                                   table=self.algorithm_table(coll), np=spec.np, nodes=spec.nodes)
+        return {
+            f"MPIR_CVAR_{coll.upper()}_INTRA_ALGORITHM": str(name),
+            # Without these an inapplicable choice silently falls back / the device bypasses it.
+            "MPIR_CVAR_COLLECTIVE_FALLBACK": "error",
+            "MPIR_CVAR_DEVICE_COLLECTIVES": "none",
+        }
+
+    # -- evidence ---------------------------------------------------------------------
+    def obtained_binding(self, output: str) -> dict[int, set[int]]:
+        """rank -> OS cpus from hydra's ``process N binding: 0101`` lines.
+
+        N is the local process index on its node (= rank on one node). Ranks hydra did
+        not bind print no line, so they are absent (unknown), never guessed.
+        """
+        binding: dict[int, set[int]] = {}
+        for match in _BINDING.finditer(output):
+            binding[int(match[1])] = {i for i, bit in enumerate(match[2]) if bit == "1"}
+        return binding
+
+    def obtained_transport(self, output: str) -> str | None:
+        ofi = _OFI.search(output)
+        if ofi:
+            return f"ofi:{ofi[1].lower()}"
+        # MPICH's own shared memory: DEBUG_SUMMARY=2 lists each rank's distance to >1 local ranks.
+        for match in _POSIX_RANK.finditer(output):
+            if len([x for x in match[1].split(",") if x.strip()]) > 1:
+                return "shm"
+        return ucx_transport(output)
