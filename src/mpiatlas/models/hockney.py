@@ -142,7 +142,15 @@ def _isolated_spikes(t: FloatArray) -> npt.NDArray[np.bool_]:
 def _segment_costs(s: FloatArray, t: FloatArray) -> dict[tuple[int, int], float]:
     """RSS of the best line over every admissible run of sizes [i, j)."""
     n, m = len(s), MIN_POINTS_PER_SEGMENT
-    return {(i, j): _fit_line(s[i:j], t[i:j])[2] for i in range(n) for j in range(i + m, n + 1)}
+    costs = {}
+    for i in range(n):
+        for j in range(i + m, n + 1):
+            _, g, rss = _fit_line(s[i:j], t[i:j])
+            # Only the first regime may be flat (pure latency): a later segment with no per-byte
+            # cost would claim infinite bandwidth, which noise can fake but physics cannot.
+            if i == 0 or g > 0.0:
+                costs[(i, j)] = rss
+    return costs
 
 
 def _best_partitions(n: int, costs: dict[tuple[int, int], float], max_k: int) -> dict[int, tuple[float, list[int]]]:
