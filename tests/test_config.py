@@ -74,7 +74,8 @@ def test_algorithms_become_an_axis_for_collectives_only() -> None:
 def test_cell_spec_carries_everything_the_runner_needs() -> None:
     config = load(REPO / "config" / "config.yaml")
     spec = cell_spec(config, imb_cells(config)[0])
-    assert spec["stack"] == {"label": "intelmpi", "kind": "intelmpi", "source": "pypi", "prefix": ".stacks/intelmpi"}
+    assert spec["stack"] == {"label": "intelmpi", "kind": "intelmpi", "source": "pypi", "prefix": ".stacks/intelmpi",
+                             "imb_from": None}
     assert spec["imb"]["msglog"] == [0, 22]
     assert spec["timeout_s"] == 300
 

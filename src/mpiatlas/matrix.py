@@ -57,6 +57,18 @@ def stack_prefix(config: dict[str, Any], label: str) -> str:
     return str(Path(config["campaign"]["stacks_dir"]) / label)
 
 
+def imb_provider(config: dict[str, Any], label: str) -> str | None:
+    """The Intel MPI stack whose IMB binaries an MPICH stack runs (MPICH ABI), if any."""
+    if config["stacks"][label]["kind"] != "mpich":
+        return None
+    return next((name for name, s in config["stacks"].items() if s["kind"] == "intelmpi"), None)
+
+
+def imb_provider_prefix(config: dict[str, Any], label: str) -> str | None:
+    provider = imb_provider(config, label)
+    return stack_prefix(config, provider) if provider else None
+
+
 def _check_transports(config: dict[str, Any]) -> None:
     for label, stack in config["stacks"].items():
         known = STACK_KINDS.get(stack["kind"])
@@ -109,6 +121,7 @@ def cell_spec(config: dict[str, Any], cell: Cell) -> dict[str, Any]:
             "kind": stack["kind"],
             "source": stack.get("source", "pypi"),
             "prefix": stack_prefix(config, cell.stack),
+            "imb_from": imb_provider_prefix(config, cell.stack),
         },
         "imb": {
             "msglog": list(imb["msglog"]),

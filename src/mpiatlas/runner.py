@@ -113,7 +113,8 @@ def run_cell(spec: dict[str, Any], out: Path) -> Outcome:
     record: dict[str, Any] = {"cell": spec["id"], "coords": cell, "start": provenance.now(),
                               **provenance.host_facts(), "containerized": False, "image_digest": None,
                               "stack_kind": spec["stack"]["kind"]}
-    stack = get_stack(spec["stack"]["kind"], spec["stack"]["prefix"], source=spec["stack"]["source"])
+    stack = get_stack(spec["stack"]["kind"], spec["stack"]["prefix"], source=spec["stack"]["source"],
+                      imb_from=_absolute(spec["stack"].get("imb_from")))
     outcome = Outcome("failed", "not run")
     try:
         topo = topology.detect()
@@ -153,6 +154,11 @@ def run_cell(spec: dict[str, Any], out: Path) -> Outcome:
                                     **(outcome.details or {})})
         _seal(work, out)
     return outcome
+
+
+def _absolute(path: str | None) -> Path | None:
+    # Launches run in a scratch directory: relative prefixes would point nowhere.
+    return Path(path).resolve() if path else None
 
 
 def _write_json(path: Path, data: Any) -> None:

@@ -39,3 +39,9 @@ def cell_spec_json(wildcards):
 
 def stack_record(label):
     return f"results/stacks/{label}.json"
+
+
+def stack_records(wildcards):
+    """The cell's stack, plus the Intel MPI stack whose IMB an MPICH stack borrows."""
+    labels = [wildcards.stack, matrix.imb_provider(config, wildcards.stack)]
+    return [stack_record(label) for label in labels if label]

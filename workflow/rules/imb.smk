@@ -5,7 +5,7 @@
 
 rule imb:
     input:
-        lambda wc: stack_record(wc.stack),
+        stack_records,
     output:
         directory("results/raw/imb/{stack}/{transport}/{mapping}/np{np}/{benchmark}/{algorithm}/rep{rep}"),
     params:
