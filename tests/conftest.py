@@ -33,3 +33,34 @@ def require_infra(available: bool, what: str) -> None:
 def require_datasets() -> Path:
     require_infra(DATASETS.is_dir(), f"shared datasets at {DATASETS}")
     return DATASETS
+
+
+def campaign_workdir(tmp: Path, config: str, **campaign_overrides: object) -> Path:
+    """A throw-away checkout for a real campaign: the repo's workflow, profiles, containers and
+    kernels (symlinked), the given config as config/campaign.yaml, and the repo's stack installs
+    and images (installing Intel MPI or building an image again costs minutes)."""
+    import yaml
+
+    for name in ("workflow", "profiles", "containers"):
+        (tmp / name).symlink_to(REPO / name)
+    (tmp / "src").mkdir()
+    (tmp / "src" / "kernels").symlink_to(REPO / "src" / "kernels")
+    data = yaml.safe_load((REPO / config).read_text())
+    data["campaign"]["stacks_dir"] = str(REPO / ".stacks")
+    data["campaign"].update(campaign_overrides)
+    if "containers" in data:
+        data["containers"]["images_dir"] = str(REPO / "results" / "images")
+    (tmp / "config").mkdir()
+    (tmp / "config" / "campaign.yaml").write_text(yaml.safe_dump(data))
+    return tmp
+
+
+def run_campaign(work: Path, *extra: str, timeout: float = 1500):
+    """``mpiatlas campaign`` in ``work`` (local profile unless ``extra`` says otherwise)."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    argv = [sys.executable, "-m", "mpiatlas.cli", "campaign", "--config", "config/campaign.yaml",
+            "--directory", str(work), *extra]
+    return subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)

@@ -109,6 +109,17 @@ def imb_cells(config: dict[str, Any]) -> list[Cell]:
     return sorted(set(cells))
 
 
+def container_spec(config: dict[str, Any], label: str) -> dict[str, Any] | None:
+    """The image a cell of stack ``label`` runs in (hybrid model), or None when containers are off."""
+    containers = config.get("containers") or {}
+    if not containers.get("enabled"):
+        return None
+    images = containers.get("images_dir", "results/images").rstrip("/")
+    kind = config["stacks"][label]["kind"]
+    return {"image": f"{images}/{kind}.sif", "inspect": f"{images}/{kind}.inspect.json",
+            "preflight": f"{images}/{label}.preflight.txt", "binds": list(containers.get("binds", []))}
+
+
 def cell_spec(config: dict[str, Any], cell: Cell) -> dict[str, Any]:
     """Everything the runner needs for one cell, JSON-ready (no config file needed at run time)."""
     stack = config["stacks"][cell.stack]
@@ -129,6 +140,7 @@ def cell_spec(config: dict[str, Any], cell: Cell) -> dict[str, Any]:
             "mem_gb": imb["mem_gb"],
             "iterations": imb.get("iterations"),
         },
+        "container": container_spec(config, cell.stack),
         "timeout_s": config["campaign"]["timeout_s"],
         "allow_oversubscribe": config["campaign"]["allow_oversubscribe"],
     }

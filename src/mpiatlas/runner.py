@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpiatlas import provenance, topology
+from mpiatlas import containers, provenance, topology
 from mpiatlas.parsers.imb import ImbParseError, parse_imb_text
 from mpiatlas.stacks import LaunchSpec, Stack, StackError, get_stack
 
@@ -32,16 +32,35 @@ class Outcome:
     details: dict[str, Any] | None = None
 
 
+def imb_args(benchmark: str, np: int, imb: dict[str, Any]) -> list[str]:
+    lo, hi = imb["msglog"]
+    args = [benchmark, "-msglog", f"{lo}:{hi}", "-npmin", str(np), "-time", str(imb["time_s"]), "-mem", str(imb["mem_gb"])]
+    if imb.get("iterations"):
+        args += ["-iter", str(imb["iterations"])]
+    return args
+
+
 def imb_program(stack: Stack, benchmark: str, np: int, imb: dict[str, Any]) -> list[str]:
     binary = stack.imb_binary("IMB-MPI1")
     if binary is None:
         raise StackError(f"unavailable: no IMB-MPI1 for {stack.kind} (IMB source not reachable or not built)")
-    lo, hi = imb["msglog"]
-    argv = [str(binary), benchmark, "-msglog", f"{lo}:{hi}", "-npmin", str(np),
-            "-time", str(imb["time_s"]), "-mem", str(imb["mem_gb"])]
-    if imb.get("iterations"):
-        argv += ["-iter", str(imb["iterations"])]
-    return argv
+    return [str(binary), *imb_args(benchmark, np, imb)]
+
+
+def image_facts(container: dict[str, Any]) -> dict[str, Any]:
+    """Digest and labels of a cell's image, from the record the image rule wrote at build time."""
+    record = json.loads(Path(container["inspect"]).read_text())
+    labels = record["inspect"]["data"]["attributes"].get("labels", {})
+    return {"image": str(Path(container["image"]).resolve()), "digest": f"sha256:{record['sha256']}", "labels": labels}
+
+
+def container_imb_program(container: dict[str, Any], facts: dict[str, Any], benchmark: str, np: int,
+                          imb: dict[str, Any]) -> list[str]:
+    """Hybrid model: the host launcher starts ``apptainer exec IMAGE IMB-MPI1 ...`` per rank."""
+    status = facts["labels"].get("mpiatlas.imb", "")
+    if status.startswith("unavailable"):
+        raise StackError(f"unavailable: image {Path(facts['image']).name}: IMB {status}")
+    return containers.exec_argv(facts["image"], ["IMB-MPI1", *imb_args(benchmark, np, imb)], container.get("binds", []))
 
 
 def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> tuple[int | None, str, str, float]:
@@ -128,7 +147,13 @@ def run_cell(spec: dict[str, Any], out: Path) -> Outcome:
         record["requested_pins"] = pins
         record["region"] = topology.region(topo, pins[0], pins[1]) if len(pins) > 1 else None
         record["stack_version"] = stack.version()
-        program = imb_program(stack, cell["benchmark"], cell["np"], spec["imb"])
+        container = spec.get("container")
+        if container:
+            facts = image_facts(container)
+            record.update(containerized=True, image=facts["image"], image_digest=facts["digest"])
+            program = container_imb_program(container, facts, cell["benchmark"], cell["np"], spec["imb"])
+        else:
+            program = imb_program(stack, cell["benchmark"], cell["np"], spec["imb"])
         collective = cell["benchmark"].lower() if cell["algorithm"] != "default" else None
         launch = stack.launch(program, LaunchSpec(
             np=cell["np"], transport=cell["transport"], pins=pins, oversubscribe=oversubscribed,

@@ -45,3 +45,11 @@ def stack_records(wildcards):
     """The cell's stack, plus the Intel MPI stack whose IMB an MPICH stack borrows."""
     labels = [wildcards.stack, matrix.imb_provider(config, wildcards.stack)]
     return [stack_record(label) for label in labels if label]
+
+
+def cell_container_inputs(wildcards):
+    """The image, its build record and its preflight, for containerised cells."""
+    image = matrix.container_spec(config, wildcards.stack)
+    if image is None:
+        return []
+    return [image["image"], image["inspect"], image["preflight"]]

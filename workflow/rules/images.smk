@@ -66,12 +66,14 @@ rule image_def:
         IMAGES_DIR + "/{stack}.def",
     params:
         render_json=lambda wc: _images_json.dumps(image_render_params(wc), sort_keys=True),
+    log:
+        "results/logs/images/{stack}.render.log",
     wildcard_constraints:
         stack="openmpi|mpich|intelmpi",
     localrule: True
     shell:
         "mpiatlas image render {wildcards.stack} --params-json {params.render_json:q}"
-        " --template {input.template:q} --out {output:q}"
+        " --template {input.template:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule image:
@@ -93,3 +95,22 @@ rule image:
     shell:
         "mpiatlas image build {input.deffile:q} {output.sif:q} --log {log:q} --inspect {output.inspect:q}"
         " --kernels src/kernels"
+
+
+rule image_preflight:
+    # Before any cell uses an image: labels name the host's MPI kind and version, and a real
+    # 2-rank hybrid hello forms one job (not N copies of rank 0).
+    input:
+        sif=lambda wc: matrix.container_spec(config, wc.stack)["image"],
+        stack=lambda wc: stack_record(wc.stack),
+    output:
+        IMAGES_DIR + "/{stack}.preflight.txt",
+    params:
+        kind=lambda wc: config["stacks"][wc.stack]["kind"],
+        source=lambda wc: config["stacks"][wc.stack].get("source", "pypi"),
+        prefix=lambda wc: matrix.stack_prefix(config, wc.stack),
+    log:
+        "results/logs/images/{stack}.preflight.log",
+    shell:
+        "mpiatlas image preflight {input.sif:q} --host-kind {params.kind:q} --host-source {params.source:q}"
+        " --host-prefix {params.prefix:q} > {output:q} 2> {log:q}"

@@ -6,6 +6,7 @@
 rule imb:
     input:
         stack_records,
+        cell_container_inputs,
     output:
         directory("results/raw/imb/{stack}/{transport}/{mapping}/np{np}/{benchmark}/{algorithm}/rep{rep}"),
     params:

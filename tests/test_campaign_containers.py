@@ -1,0 +1,57 @@
+"""A containerised campaign (hybrid model) end to end: the DAG builds the images, preflights
+them against the host MPI, runs IMB inside them and names the image digest of every cell."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from conftest import REPO, campaign_workdir, require_infra, run_campaign
+
+pytestmark = pytest.mark.infra
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require_infra(shutil.which("apptainer") is not None, "apptainer")
+    require_infra(shutil.which("mpirun.openmpi") is not None, "Debian Open MPI (host launcher of the openmpi image)")
+    work = campaign_workdir(tmp_path_factory.mktemp("containers"), "config/test/containers.yaml")
+    result = run_campaign(work)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return work
+
+
+def test_containerised_cells_ran_in_the_image_with_its_digest(campaign: Path) -> None:
+    cells = pl.read_parquet(campaign / "results/tidy/cells.parquet")
+    impi = cells.filter(pl.col("stack") == "intelmpi")
+    assert impi["status"].to_list() == ["ok", "ok"]
+    assert impi["containerized"].all() and impi["transport_ok"].all() and impi["binding_ok"].all()
+    record = json.loads((REPO / "results/images/intelmpi.inspect.json").read_text())
+    assert set(impi["image_digest"]) == {f"sha256:{record['sha256']}"}
+    prov = json.loads((campaign / "results/raw/imb/intelmpi/shm/core/np2/PingPong/default/rep0/provenance.json").read_text())
+    argv = prov["argv"]
+    # Hybrid: host mpirun first, then apptainer exec IMAGE IMB-MPI1 for each rank.
+    assert argv[:3] == [str(REPO / ".stacks/intelmpi/bin/mpirun"), "-n", "2"]
+    assert argv[3:7] == ["apptainer", "exec", str(REPO / "results/images/intelmpi.sif"), "IMB-MPI1"]
+
+
+def test_open_mpi_imb_is_unavailable_with_the_reason_not_faked(campaign: Path) -> None:
+    cells = pl.read_parquet(campaign / "results/tidy/cells.parquet").filter(pl.col("stack") == "openmpi")
+    assert set(cells["status"]) == {"unavailable"}
+    assert all("IMB unavailable: IMB source not reachable" in r for r in cells["reason"])
+
+
+def test_preflight_passed_for_both_images(campaign: Path) -> None:
+    for kind in ("intelmpi", "openmpi"):
+        text = (REPO / f"results/images/{kind}.preflight.txt").read_text()
+        assert text.startswith("preflight ok") and "rank 1 of 2" in text
+
+
+def test_report_names_the_image_digest(campaign: Path) -> None:
+    html = (campaign / "results/report.html").read_text()
+    digest = json.loads((REPO / "results/images/intelmpi.inspect.json").read_text())["sha256"]
+    assert digest[:12] in html
