@@ -1,0 +1,126 @@
+/*
+ * util.h - shared helpers of the mpiatlas MPI kernels (OSU micro-benchmark shape).
+ *
+ * Every kernel:
+ *   1. parses its options with getopt_long (common ones: --iterations, --warmup,
+ *      --strict, --help, handled by ku_common_option);
+ *   2. prints, on rank 0 only, a '#'-header: one "# key: value" line per parameter,
+ *      including the MPI library version (MPI_Get_library_version);
+ *   3. prints one JSON object per rank per record on stdout. Rank 0 gathers the
+ *      lines of all ranks and prints them in rank order, so lines never interleave.
+ *      Each object starts with "kernel", "rank", "size" (number of processes),
+ *      "host" and "cpu" (sched_getcpu() when the record is emitted, i.e. at the end).
+ *
+ * Header values are bare text: integers are printed as digits, everything else
+ * (lists such as "2,2,1", names, versions) is a string.
+ */
+#ifndef MPIATLAS_KERNEL_UTIL_H
+#define MPIATLAS_KERNEL_UTIL_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+#define KU_FORMAT_VERSION 1
+
+/* ---- options ----------------------------------------------------------- */
+
+/* getopt_long codes of the common options (kernels use codes < 256 for their own). */
+enum { KU_OPT_ITERATIONS = 1000, KU_OPT_WARMUP, KU_OPT_STRICT, KU_OPT_HELP };
+
+/* Append these four entries to a kernel's struct option table. */
+#define KU_COMMON_LONGOPTS                                             \
+    {"iterations", required_argument, NULL, KU_OPT_ITERATIONS},        \
+    {"warmup", required_argument, NULL, KU_OPT_WARMUP},                \
+    {"strict", no_argument, NULL, KU_OPT_STRICT},                      \
+    {"help", no_argument, NULL, KU_OPT_HELP}
+
+/* Short forms of the common options, to put in a kernel's getopt optstring. */
+#define KU_COMMON_SHORTOPTS "i:w:h"
+
+#define KU_COMMON_USAGE                                                                  \
+    "  -i, --iterations N   timed iterations (default: see below)\n"                      \
+    "  -w, --warmup N       untimed warm-up iterations before the timed ones (default: see below)\n" \
+    "      --strict         exit with status 3 when the result is not valid\n"           \
+    "  -h, --help           print this help and exit\n"
+
+/* Call first thing after MPI_Init: names the program in messages; silences getopt's
+ * own error messages on ranks other than 0. */
+void ku_init(int argc, char **argv);
+
+typedef struct {
+    int iterations;
+    int warmup;
+    int strict;
+} ku_common;
+
+/* Handles the common option codes (and 'i', 'w', 'h'). Returns 1 when handled,
+ * 0 when the code is not a common option. --help prints `usage` and exits. */
+int ku_common_option(int code, const char *arg, ku_common *common, const char *usage);
+
+/* Rank 0 prints "<prog>: <message>" and the usage to stderr; every rank exits(2). */
+void ku_usage_error(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parse helpers: exit through ku_usage_error on bad input. */
+int ku_parse_int(const char *opt, const char *arg, long min, long max, const char *usage);
+/* "a,b,c" -> up to `max` ints >= min; returns how many were read. */
+int ku_parse_int_list(const char *opt, const char *arg, int *out, int max, int min, const char *usage);
+
+/* "a,b" of names from `names` (or "all") -> indices; returns how many were read. */
+int ku_parse_name_list(const char *opt, const char *arg, const char *const *names, int nnames,
+                       int *out, int max, const char *usage);
+
+/* Terminates MPI and the process with `code`. */
+void ku_exit(int code) __attribute__((noreturn));
+
+/* MPI_Abort with a message from any rank (for errors that cannot be agreed on). */
+void ku_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
+/* Checked allocation (64-byte aligned, zeroed). */
+void *ku_malloc(size_t bytes);
+
+/* ---- header ------------------------------------------------------------ */
+
+/* Starts the header of `kernel`; records argv and the MPI library. */
+void ku_header_begin(const char *kernel, int argc, char **argv);
+void ku_header_int(const char *key, long value);
+void ku_header_str(const char *key, const char *value);
+void ku_header_ints(const char *key, const int *values, int n); /* "a,b,c" */
+/* Rank 0 prints the header (collective: call on every rank). */
+void ku_header_print(MPI_Comm comm);
+
+/* ---- timing ------------------------------------------------------------ */
+
+typedef void (*ku_body_fn)(void *ctx, int iteration);
+
+typedef struct {
+    double mean_us; /* (t_end - t_start) / iterations, OSU style */
+    double min_us;  /* fastest single iteration on this rank */
+    double max_us;  /* slowest single iteration on this rank */
+} ku_timing;
+
+/* Runs `warmup` untimed then `iterations` timed calls of fn(ctx, i). MPI_Barrier on
+ * `comm` before the warm-up and before the timed loop; no barrier inside the loop. */
+ku_timing ku_timed_loop(MPI_Comm comm, int warmup, int iterations, ku_body_fn fn, void *ctx);
+
+/* ---- JSON records ------------------------------------------------------ */
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    int first;
+} ku_json;
+
+/* Opens an object with "kernel", "rank", "size", "host", "cpu". */
+void ku_json_begin(ku_json *j, const char *kernel, MPI_Comm comm);
+void ku_json_int(ku_json *j, const char *key, long long value);
+void ku_json_double(ku_json *j, const char *key, double value); /* %.17g; null if not finite */
+void ku_json_bool(ku_json *j, const char *key, int value);
+void ku_json_null(ku_json *j, const char *key);
+void ku_json_str(ku_json *j, const char *key, const char *value);
+void ku_json_ints(ku_json *j, const char *key, const int *values, int n);
+void ku_json_doubles(ku_json *j, const char *key, const double *values, int n);
+/* Closes the object; rank 0 gathers every rank's line and prints them in rank order
+ * (collective on `comm`). Frees the buffer. */
+void ku_json_emit(ku_json *j, MPI_Comm comm);
+
+#endif

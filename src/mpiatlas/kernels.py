@@ -1,0 +1,96 @@
+"""Build the C kernels of ``src/kernels`` (ring, matsum, jacobi) against one MPI stack.
+
+``build_kernels(stack, outdir)`` runs ``make -C src/kernels MPICC=<stack's mpicc> OUT=<outdir>``
+in the stack's environment and returns ``{kernel name: binary path}``. ``OUT`` holds the
+objects too, so stacks build side by side; the Makefile rebuilds an ``OUT`` when its
+compiler or flags change. Launch a binary with ``stack.launch([str(path), *args], spec)``
+and parse its stdout with :func:`mpiatlas.parsers.kernels.parse_kernel_output`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Protocol
+
+KERNEL_NAMES: tuple[str, ...] = ("ring", "matsum", "jacobi")
+KERNELS_DIR = Path(__file__).resolve().parents[1] / "kernels"
+
+
+class KernelBuildError(RuntimeError):
+    """The kernels could not be built (make failed, or a binary is missing)."""
+
+
+class _BuildStack(Protocol):
+    def mpicc(self) -> list[str]: ...
+
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str]: ...
+
+
+def kernels_source_dir(source_dir: str | Path | None = None) -> Path:
+    src = Path(source_dir) if source_dir is not None else KERNELS_DIR
+    src = src.resolve()
+    if not (src / "Makefile").is_file():
+        raise KernelBuildError(f"no kernel sources (Makefile) in {src}: the kernels live in the source tree's src/kernels")
+    return src
+
+
+def mpicc_make_value(mpicc: list[str]) -> str:
+    """The ``MPICC=`` value: the wrapper argv joined for the shell that runs make's recipes."""
+    if not mpicc or not all(isinstance(part, str) and part for part in mpicc):
+        raise KernelBuildError(f"stack.mpicc() must be a non-empty list of strings, got {mpicc!r}")
+    return shlex.join(mpicc)
+
+
+def build_kernels(
+    stack: _BuildStack,
+    outdir: str | Path,
+    *,
+    source_dir: str | Path | None = None,
+    kernels: tuple[str, ...] | list[str] = KERNEL_NAMES,
+    jobs: int | None = None,
+    timeout: float = 600,
+    make: str = "make",
+) -> dict[str, Path]:
+    """Build ``kernels`` with ``stack``'s compiler wrapper into ``outdir``; return name -> binary.
+
+    Raises :class:`KernelBuildError` with make's output when the build fails (warnings are
+    errors: ``-Werror``).
+    """
+    unknown = sorted(set(kernels) - set(KERNEL_NAMES))
+    if unknown:
+        raise KernelBuildError(f"unknown kernels {unknown}; known: {list(KERNEL_NAMES)}")
+    src = kernels_source_dir(source_dir)
+    out = Path(outdir).resolve()
+    if re.search(r"\s", str(out)):
+        raise KernelBuildError(f"make cannot handle whitespace in OUT: {out}")
+    out.mkdir(parents=True, exist_ok=True)
+    argv = [make, "-C", str(src)]
+    if jobs:
+        argv.append(f"-j{int(jobs)}")
+    argv += [f"MPICC={mpicc_make_value(stack.mpicc())}", f"OUT={out}"]
+    argv += [str(out / name) for name in kernels]
+    env = stack.env()
+    env.pop("MAKEFLAGS", None)  # a parent make's flags must not leak into this build
+    env.pop("MFLAGS", None)
+    try:
+        proc = subprocess.run(
+            argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise KernelBuildError(f"kernel build timed out after {timeout} s: {shlex.join(argv)}") from exc
+    except FileNotFoundError as exc:
+        raise KernelBuildError(f"cannot run {make!r}: {exc}") from exc
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-40:])
+        raise KernelBuildError(f"kernel build failed (exit {proc.returncode}): {shlex.join(argv)}\n{tail}")
+    binaries: dict[str, Path] = {}
+    for name in kernels:
+        path = out / name
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise KernelBuildError(f"make succeeded but {path} is missing or not executable")
+        binaries[name] = path
+    return binaries
