@@ -66,10 +66,10 @@ def test_unknown_transport_is_rejected_before_anything_runs() -> None:
 
 def test_algorithms_become_an_axis_for_collectives_only() -> None:
     config = default_config()
-    config["stacks"]["intelmpi"]["algorithms"] = {"Bcast": ["default", "1", "2"]}
+    config["stacks"]["intelmpi"]["algorithms"] = {"Bcast": ["default", "id1", "id2"]}
     cells = imb_cells(validate(config))
     bcast = {c.algorithm for c in cells if c.benchmark == "Bcast" and c.stack == "intelmpi"}
-    assert bcast == {"default", "1", "2"}
+    assert bcast == {"default", "id1", "id2"}
     assert {c.algorithm for c in cells if c.benchmark == "PingPong"} == {"default"}
 
 
@@ -89,3 +89,10 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
     bad.write_text("- a list\n")
     with pytest.raises(ConfigError, match="expected a mapping at the top level"):
         load(bad)
+
+
+def test_unknown_algorithm_names_are_rejected_with_the_valid_names() -> None:
+    config = default_config()
+    config["stacks"]["mpich"]["algorithms"]["Bcast"] = ["default", "binomail"]
+    with pytest.raises(ConfigError, match=r"stacks.mpich.algorithms.Bcast: 'binomail' not known for mpich; allowed values: .*binomial"):
+        imb_cells(validate(config))

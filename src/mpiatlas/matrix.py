@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mpiatlas.config import ConfigError
-from mpiatlas.stacks import STACK_KINDS
+from mpiatlas.stacks import STACK_KINDS, collectives
 
 # IMB runs these with exactly two active ranks; more processes would only wait.
 TWO_RANK_BENCHMARKS = frozenset({"PingPong", "PingPing"})
@@ -82,6 +82,26 @@ def _check_transports(config: dict[str, Any]) -> None:
                 )
 
 
+def known_algorithms(kind: str, collective: str) -> set[str]:
+    """Every algorithm name any packaged version of ``kind`` accepts (the exact version is checked at launch)."""
+    names = {DEFAULT_ALGORITHM}
+    for version in collectives.available_tables().get(kind, []):
+        names |= set(collectives.algorithms(kind, version, collective))
+    return names
+
+
+def _check_algorithms(config: dict[str, Any]) -> None:
+    for label, stack in config["stacks"].items():
+        for coll, requested in stack.get("algorithms", {}).items():
+            known = known_algorithms(stack["kind"], coll)
+            unknown = [a for a in requested if a not in known]
+            if unknown:
+                raise ConfigError(
+                    f"stacks.{label}.algorithms.{coll}: {', '.join(map(repr, unknown))} not known for "
+                    f"{stack['kind']}; allowed values: {', '.join(sorted(known))}"
+                )
+
+
 def algorithms_for(config: dict[str, Any], stack: str, benchmark: str) -> list[str]:
     if benchmark not in COLLECTIVES:
         return [DEFAULT_ALGORITHM]
@@ -95,6 +115,7 @@ def process_counts(config: dict[str, Any], benchmark: str) -> list[int]:
 def imb_cells(config: dict[str, Any]) -> list[Cell]:
     """Every IMB cell of the campaign, in a stable order."""
     _check_transports(config)
+    _check_algorithms(config)
     reps = range(config["campaign"]["repetitions"])
     cells = [
         Cell(stack, transport, mapping, np, bench, algo, rep)
@@ -143,4 +164,92 @@ def cell_spec(config: dict[str, Any], cell: Cell) -> dict[str, Any]:
         "container": container_spec(config, cell.stack),
         "timeout_s": config["campaign"]["timeout_s"],
         "allow_oversubscribe": config["campaign"]["allow_oversubscribe"],
+        # auto|mpirun|srun; "auto" is resolved where the cell runs (runner.resolve_launcher).
+        "launcher": config["campaign"].get("launcher", "auto"),
     }
+
+
+# -- scheduler resources of a cell (profiles/slurm) ---------------------------------------------
+#
+# A batch job holds up to campaign.cells_per_job cells that all need the same allocation (same
+# stack, transport, mapping and process count), run one after another. Snakemake sums the
+# runtime of a group's cells and takes the maximum of the other resources (see profiles/slurm).
+
+# Fixed cost of one cell inside a job: two nested Snakemake start-ups, the launcher (hydra/srun,
+# ~1 s), MPI_Init and IMB's warm-up, topology detection.
+RUNTIME_OVERHEAD_S = 30.0
+# IMB stops a message size after about -time seconds, but one iteration of a large message can
+# overshoot it, and a loaded node is slower: budget twice the nominal time.
+RUNTIME_SAFETY = 2.0
+RUNTIME_FLOOR_MIN = 1
+# Per rank: the MPI library, its shared-memory segments and IMB itself, besides the buffers.
+MEM_PER_RANK_MB = 256
+# Per job: the Snakemake processes that run the cells.
+MEM_PER_JOB_MB = 512
+# Mappings whose placement only exists on a whole node: ranks spread over its L3/NUMA/package
+# domains (or over nodes). `core` packs ranks onto the first cores the job was given.
+EXCLUSIVE_MAPPINGS = frozenset({"l3", "numa", "socket", "node"})
+
+
+def message_sizes(spec: dict[str, Any]) -> int:
+    """How many message sizes IMB measures for the cell (0 bytes, then 2^lo .. 2^hi)."""
+    if spec["cell"]["benchmark"] == "Barrier":
+        return 1
+    lo, hi = spec["imb"]["msglog"]
+    return hi - lo + 2
+
+
+def estimate_runtime_min(spec: dict[str, Any], attempt: int = 1) -> int:
+    """Wall-clock minutes to request for one cell: sizes x IMB -time x a safety factor, plus a
+    fixed overhead, never more than the launch timeout (the runner kills the launch there),
+    at least RUNTIME_FLOOR_MIN. ``attempt`` > 1 (a Snakemake retry) scales it up."""
+    seconds = RUNTIME_OVERHEAD_S + RUNTIME_SAFETY * message_sizes(spec) * float(spec["imb"]["time_s"])
+    seconds = min(seconds, float(spec["timeout_s"]) + RUNTIME_OVERHEAD_S)
+    return max(RUNTIME_FLOOR_MIN, -(-int(seconds * max(1, attempt)) // 60))
+
+
+def estimate_mem_mb(spec: dict[str, Any]) -> int:
+    """Memory to request for one cell: per rank the library plus IMB's buffers (a send and a
+    receive buffer of the largest message per peer, capped by IMB -mem), plus the job's Snakemake."""
+    np = int(spec["cell"]["np"])
+    _, hi = spec["imb"]["msglog"]
+    buffers_mb = min(float(spec["imb"]["mem_gb"]) * 1024, 2 * np * 2**hi / 2**20)
+    return MEM_PER_JOB_MB + np * (MEM_PER_RANK_MB + int(buffers_mb + 1))
+
+
+def nodes_for(cell: Cell) -> int:
+    """Nodes a cell's allocation spans: two for the `node` mapping (neighbours on different
+    nodes), else one (every other mapping places all ranks on one node)."""
+    return 2 if cell.mapping == "node" and cell.np > 1 else 1
+
+
+def needs_exclusive(config: dict[str, Any], cell: Cell) -> bool:
+    mode = config["campaign"].get("exclusive", "auto")
+    return mode == "always" or (mode == "auto" and cell.mapping in EXCLUSIVE_MAPPINGS)
+
+
+def slurm_extra(config: dict[str, Any], cell: Cell) -> str:
+    """sbatch options the executor plugin does not derive from tasks/nodes/mem/runtime."""
+    per_node = -(-cell.np // nodes_for(cell))
+    extra = [f"--ntasks-per-node={per_node}"]
+    if needs_exclusive(config, cell):
+        extra.append("--exclusive")
+    return " ".join(extra)
+
+
+def job_groups(config: dict[str, Any], cells: list[Cell]) -> dict[str, str]:
+    """cell id -> Snakemake group: chunks of campaign.cells_per_job cells that share stack,
+    transport, mapping and process count, so every member of a batch job needs the same
+    allocation. Chunks are cut from the whole campaign (stable across runs); on a re-run
+    only a chunk's unfinished cells are submitted, still as one job."""
+    size = int(config["campaign"].get("cells_per_job", 20))
+    by_alloc: dict[tuple[str, str, str, int], list[Cell]] = {}
+    for cell in sorted(cells):
+        by_alloc.setdefault((cell.stack, cell.transport, cell.mapping, cell.np), []).append(cell)
+    groups: dict[str, str] = {}
+    for (stack, transport, mapping, np), members in by_alloc.items():
+        # Repetition-major: a job holds rep r of many benchmarks, not every rep of one, so the
+        # repetitions of a cell land in different jobs (and a lost job costs one rep of each).
+        for i, cell in enumerate(sorted(members, key=lambda c: (c.rep, c))):
+            groups[cell.id] = f"imb_{stack}_{transport}_{mapping}_np{np}_{i // size}"
+    return groups
