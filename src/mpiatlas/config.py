@@ -77,6 +77,39 @@ def _check_cross_fields(config: dict[str, Any], source: str) -> None:
                     f"{source}: stacks.{label}.algorithms.{coll}: {coll} is not in imb.benchmarks "
                     f"({', '.join(sorted(benches))})"
                 )
+    _check_kernels(config, source)
+
+
+RING_VARIANTS = ("blocking", "ssend", "nonblocking")
+
+
+def _check_kernels(config: dict[str, Any], source: str) -> None:
+    """The kernels block's cross-field rules (the schema checks keys, types and ranges)."""
+    kernels = config.get("kernels") or {}
+    for label, transports in (kernels.get("stacks") or {}).items():
+        if label not in config["stacks"]:
+            raise ConfigError(f"{source}: kernels.stacks.{label}: no stack {label!r}; stacks: "
+                              f"{', '.join(sorted(config['stacks']))}")
+        known = config["stacks"][label]["transports"]
+        for transport in transports:
+            if transport not in known:
+                raise ConfigError(f"{source}: kernels.stacks.{label}: transport {transport!r} is not one of "
+                                  f"stacks.{label}.transports ({', '.join(known)})")
+    for i, group in enumerate((kernels.get("ring") or {}).get("variants", [])):
+        parts = group.split("+")
+        bad = [p for p in parts if p not in RING_VARIANTS]
+        if bad or len(set(parts)) != len(parts):
+            raise ConfigError(
+                f"{source}: kernels.ring.variants.{i}: {group!r} is not a variant group; allowed variants: "
+                f"{', '.join(RING_VARIANTS)}, or several of them joined with '+' (each at most once)")
+    jacobi = kernels.get("jacobi")
+    if jacobi:
+        size, other = ("L", "N") if jacobi["mode"] == "weak" else ("N", "L")
+        if other in jacobi:
+            raise ConfigError(f"{source}: kernels.jacobi.{other}: not used in mode {jacobi['mode']!r}, "
+                              f"which takes {size} (points {'per rank' if size == 'L' else 'in total'} per axis)")
+        if size not in jacobi:
+            raise ConfigError(f"{source}: kernels.jacobi: mode {jacobi['mode']!r} needs {size}")
 
 
 def load(path: str | Path) -> dict[str, Any]:

@@ -237,19 +237,21 @@ def slurm_extra(config: dict[str, Any], cell: Cell) -> str:
     return " ".join(extra)
 
 
-def job_groups(config: dict[str, Any], cells: list[Cell]) -> dict[str, str]:
-    """cell id -> Snakemake group: chunks of campaign.cells_per_job cells that share stack,
-    transport, mapping and process count, so every member of a batch job needs the same
-    allocation. Chunks are cut from the whole campaign (stable across runs); on a re-run
-    only a chunk's unfinished cells are submitted, still as one job."""
+# Snakemake group of an IMB cell: cells that need the same allocation. Snakemake cuts each such
+# group into batch jobs of campaign.cells_per_job cells (its --group-components, set from the
+# config by workflow/rules/common.smk) among the cells that still have to run: a re-run after a
+# killed job submits only the missing cells, packed again.
+IMB_GROUP = "imb_{stack}_{transport}_{mapping}_np{np}"
+
+
+def job_group(cell: Cell) -> str:
+    return IMB_GROUP.format(stack=cell.stack, transport=cell.transport, mapping=cell.mapping, np=cell.np)
+
+
+def batch_jobs(config: dict[str, Any], cells: list[Cell]) -> int:
+    """How many batch jobs the cells need under a scheduler profile."""
     size = int(config["campaign"].get("cells_per_job", 20))
-    by_alloc: dict[tuple[str, str, str, int], list[Cell]] = {}
-    for cell in sorted(cells):
-        by_alloc.setdefault((cell.stack, cell.transport, cell.mapping, cell.np), []).append(cell)
-    groups: dict[str, str] = {}
-    for (stack, transport, mapping, np), members in by_alloc.items():
-        # Repetition-major: a job holds rep r of many benchmarks, not every rep of one, so the
-        # repetitions of a cell land in different jobs (and a lost job costs one rep of each).
-        for i, cell in enumerate(sorted(members, key=lambda c: (c.rep, c))):
-            groups[cell.id] = f"imb_{stack}_{transport}_{mapping}_np{np}_{i // size}"
-    return groups
+    counts: dict[str, int] = {}
+    for cell in cells:
+        counts[job_group(cell)] = counts.get(job_group(cell), 0) + 1
+    return sum(-(-n // size) for n in counts.values())

@@ -1321,6 +1321,33 @@ def section_other(data: ReportData) -> Section | None:
 
 
 # ---------------------------------------------------------------------------
+# Kernels (ring, matsum, jacobi): built in mpiatlas.report_kernels, registered here so they
+# come before the cell list.
+# ---------------------------------------------------------------------------
+
+
+@register_section
+def section_kernel_ring(data: ReportData) -> Section | None:
+    from mpiatlas.report_kernels import section_ring
+
+    return section_ring(data)
+
+
+@register_section
+def section_kernel_matsum(data: ReportData) -> Section | None:
+    from mpiatlas.report_kernels import section_matsum
+
+    return section_matsum(data)
+
+
+@register_section
+def section_kernel_jacobi(data: ReportData) -> Section | None:
+    from mpiatlas.report_kernels import section_jacobi
+
+    return section_jacobi(data)
+
+
+# ---------------------------------------------------------------------------
 # 5. Cells
 # ---------------------------------------------------------------------------
 

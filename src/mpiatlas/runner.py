@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -71,11 +72,28 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> t
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         try:
             rc: int | None = proc.wait(timeout=timeout_s)
+        except CellInterrupted:
+            _stop(proc)
+            raise
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            _stop(proc)
             proc.wait()
             rc = None
     return rc, (cwd / STDOUT).read_text(errors="replace"), (cwd / STDERR).read_text(errors="replace"), time.monotonic() - start
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """TERM the launch's process group (srun passes it on to the step), KILL what is left."""
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _last_line(text: str) -> str:
@@ -94,44 +112,202 @@ def binding_problems(pins: list[int] | None, binding: dict[int, set[int]]) -> li
 def judge(stack: Stack, spec: dict[str, Any], pins: list[int] | None, rc: int | None,
           stdout: str, stderr: str) -> Outcome:
     """Decide a finished launch's status from its exit code, output and the evidence it printed."""
-    if rc is None:
-        return Outcome("timeout", f"no result within {spec['timeout_s']} s")
-    if rc != 0:
-        return Outcome("failed", f"exit code {rc}: {_last_line(stderr) or _last_line(stdout)}")
+    ended = exit_outcome(spec, rc, stdout, stderr)
+    if ended is not None:
+        return ended
     try:
         rows = parse_imb_text(stdout, STDOUT)
     except ImbParseError as exc:
         return Outcome("failed", str(exc))
     output = stdout + "\n" + stderr
-    details: dict[str, Any] = {"rows": rows.height}
-    expected = stack.transport(spec["cell"]["transport"]).expect
-    obtained = stack.obtained_transport(output)
+    details: dict[str, Any] = {"rows": rows.height, **transport_evidence(stack, spec["cell"]["transport"], output)}
     binding = stack.obtained_binding(output)
     problems = binding_problems(pins, binding)
     details.update(
-        requested_transport=expected, obtained_transport=obtained,
-        transport_ok=(obtained == expected) if expected else None,
         obtained_binding={str(r): sorted(c) for r, c in sorted(binding.items())},
         binding_ok=None if pins is None else not problems,
     )
     if details["transport_ok"] is False:
-        return Outcome("invalid", f"requested transport {expected!r} but the stack used {obtained!r}", details)
+        return Outcome("invalid", transport_reason(details), details)
     if problems:
         return Outcome("invalid", "; ".join(problems), details)
     return Outcome("ok", None, details)
 
 
-def run_cell(spec: dict[str, Any], out: Path) -> Outcome:
-    """Run the IMB cell described by ``spec`` (see matrix.cell_spec) into directory ``out``."""
+def exit_outcome(spec: dict[str, Any], rc: int | None, stdout: str, stderr: str) -> Outcome | None:
+    """``timeout`` / ``failed`` for a launch that did not end cleanly, else None."""
+    if rc is None:
+        return Outcome("timeout", f"no result within {spec['timeout_s']} s")
+    if rc != 0:
+        return Outcome("failed", f"exit code {rc}: {_last_line(stderr) or _last_line(stdout)}")
+    return None
+
+
+def transport_evidence(stack: Stack, transport: str, output: str) -> dict[str, Any]:
+    """Requested vs obtained transport, as the stack's verbose output shows it."""
+    expected = stack.transport(transport).expect
+    obtained = stack.obtained_transport(output)
+    return {"requested_transport": expected, "obtained_transport": obtained,
+            "transport_ok": (obtained == expected) if expected else None}
+
+
+def transport_reason(details: dict[str, Any]) -> str:
+    return (f"requested transport {details['requested_transport']!r} "
+            f"but the stack used {details['obtained_transport']!r}")
+
+
+def resolve_launcher(requested: str | None, environ: dict[str, str] | None = None) -> str:
+    """campaign.launcher -> the launcher to use here: auto is srun inside a SLURM job, else mpirun."""
+    environ = os.environ if environ is None else environ
+    if requested in (None, "", "auto"):
+        return "srun" if environ.get("SLURM_JOB_ID") else "mpirun"
+    if requested not in ("mpirun", "srun"):
+        raise ValueError(f"unknown launcher {requested!r}; choose auto, mpirun or srun")
+    return requested
+
+
+def scheduler_facts(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """The batch job a cell ran in (SLURM), or nulls outside a scheduler."""
+    environ = os.environ if environ is None else environ
+    slurm = {k: v for k, v in sorted(environ.items()) if k.startswith("SLURM_")}
+    return {"scheduler": "slurm" if environ.get("SLURM_JOB_ID") else None,
+            "slurm_job_id": environ.get("SLURM_JOB_ID"), "slurm": slurm or None}
+
+
+class CellInterrupted(RuntimeError):
+    """The cell was stopped from outside (a signal, its batch job cancelled, timed out or
+    preempted): it has no result, so it is not sealed and stays missing until it runs again."""
+
+
+_INTERRUPTED: list[str] = []  # why the cell being run was interrupted (set by the signal handler)
+_PREVIOUS_HANDLERS: dict[int, Any] = {}
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _on_stop_signal(signum: int, frame: Any) -> None:
+    name = signal.Signals(signum).name
+    _INTERRUPTED.append(f"received {name}")
+    raise CellInterrupted(f"received {name}")
+
+
+def _catch_stop_signals() -> None:
+    """scancel, a time limit or Snakemake's Ctrl-C send SIGTERM/SIGINT: stop the launch and leave
+    the cell unsealed instead of recording a failure that was not the cell's."""
+    _INTERRUPTED.clear()
+    try:
+        for sig in _STOP_SIGNALS:
+            _PREVIOUS_HANDLERS[sig] = signal.signal(sig, _on_stop_signal)
+    except ValueError:  # not the main thread: leave signals alone
+        _PREVIOUS_HANDLERS.clear()
+
+
+def _release_stop_signals() -> None:
+    for sig, handler in _PREVIOUS_HANDLERS.items():
+        signal.signal(sig, handler)
+    _PREVIOUS_HANDLERS.clear()
+
+
+def slurm_job_alive(environ: dict[str, str] | None = None) -> bool:
+    """Is the SLURM job this process runs in still RUNNING (not cancelled, timed out, preempted
+    or gone)? Unknown (squeue fails) counts as not alive: a cell left missing runs again later,
+    a cell wrongly sealed as failed would not."""
+    job = (os.environ if environ is None else environ).get("SLURM_JOB_ID")
+    if not job or shutil.which("squeue") is None:
+        return False
+    try:
+        out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and out.stdout.strip() == "RUNNING"
+
+
+def interruption(record: dict[str, Any]) -> str | None:
+    """Why a finished cell has no result of its own, or None: a stop signal, or an srun launch
+    that failed because its job is no longer running (scancel, time limit, preemption)."""
+    if _INTERRUPTED:
+        return _INTERRUPTED[0]
+    if record.get("launcher") == "srun" and record.get("exit_code") not in (0, None) and not slurm_job_alive():
+        return f"srun exited with {record.get('exit_code')} and SLURM job {os.environ.get('SLURM_JOB_ID')} is no longer running"
+    return None
+
+
+def clean_stale(out: Path) -> list[str]:
+    """Remove scratch directories (``.<name>.*`` beside ``out``) left by earlier attempts at this
+    cell that were killed before they could seal (e.g. scancel): only one attempt at a cell runs at
+    a time (Snakemake owns ``out``), so any such directory now is dead."""
+    removed = []
+    for stale in sorted(out.parent.glob(f".{out.name}.*")):
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+            removed.append(stale.name)
+    return removed
+
+
+def open_cell(spec: dict[str, Any], out: Path) -> tuple[Path, dict[str, Any]]:
+    """Start a cell: refuse an existing ``out``, make the scratch directory the cell is written
+    into (sealed into ``out`` by :func:`close_cell`), and the provenance record's first facts."""
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out}: raw output already exists and is never overwritten")
     out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    cell = spec["cell"]
-    record: dict[str, Any] = {"cell": spec["id"], "coords": cell, "start": provenance.now(),
+    stale = clean_stale(out)
+    # Absolute: the launch runs inside it, and launch-side files (rankfiles) are named by path.
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent)).resolve()
+    record: dict[str, Any] = {"cell": spec["id"], "coords": spec["cell"], "start": provenance.now(),
                               **provenance.host_facts(), "containerized": False, "image_digest": None,
-                              "stack_kind": spec["stack"]["kind"]}
+                              "stack_kind": spec["stack"]["kind"], **scheduler_facts()}
+    if stale:
+        record["removed_stale_attempts"] = stale
+    _catch_stop_signals()
+    return work, record
+
+
+def close_cell(work: Path, out: Path, spec: dict[str, Any], record: dict[str, Any], outcome: Outcome) -> None:
+    """End a cell: provenance and status next to the raw output, read-only, renamed into ``out``.
+    An interrupted cell (see :func:`interruption`) is discarded instead and CellInterrupted raised:
+    its raw directory never appears, so Snakemake and the partial report see it as missing."""
+    _release_stop_signals()
+    why = interruption(record)
+    if why is not None:
+        shutil.rmtree(work, ignore_errors=True)
+        raise CellInterrupted(f"{spec['id']}: interrupted ({why}); not recorded, run it again")
+    record["end"] = provenance.now()
+    for name in (STDOUT, STDERR):
+        (work / name).touch()
+    _write_json(work / PROVENANCE, record)
+    _write_json(work / STATUS, {"cell": spec["id"], "status": outcome.status, "reason": outcome.reason,
+                                **(outcome.details or {})})
+    _seal(work, Path(out))
+
+
+def error_outcome(exc: topology.MappingUnavailable | StackError) -> Outcome:
+    """The status of a cell that could not be launched: ``unavailable`` (the node or the stack
+    cannot do it) or ``failed``."""
+    if isinstance(exc, topology.MappingUnavailable):
+        return Outcome("unavailable", str(exc))
+    text = str(exc)
+    return Outcome("unavailable", text.removeprefix("unavailable: ")) if text.startswith("unavailable") \
+        else Outcome("failed", text)
+
+
+def launch_and_run(stack: Stack, program: list[str], launch_spec: LaunchSpec, work: Path, timeout_s: float,
+                   record: dict[str, Any], extra_env: dict[str, str] | None = None) -> tuple[int | None, str, str]:
+    """Build the stack's launch of ``program``, run it in ``work`` with the timeout, and record
+    argv, the relevant environment, exit code and wall time. ``extra_env`` (e.g. OMP_NUM_THREADS)
+    goes to the launcher, which passes it on to the ranks."""
+    launch = stack.launch(program, launch_spec)
+    extra = dict(extra_env or {})
+    env = stack.env() | launch.env | extra
+    record.update(argv=launch.argv, env=provenance.relevant_env(stack.runtime_env() | launch.env | extra))
+    rc, stdout, stderr, wall = _run(launch.argv, env, work, timeout_s)
+    record.update(exit_code=rc, wall_s=round(wall, 3))
+    return rc, stdout, stderr
+
+
+def run_cell(spec: dict[str, Any], out: Path) -> Outcome:
+    """Run the IMB cell described by ``spec`` (see matrix.cell_spec) into directory ``out``."""
+    work, record = open_cell(spec, out)
+    cell = spec["cell"]
     stack = get_stack(spec["stack"]["kind"], spec["stack"]["prefix"], source=spec["stack"]["source"],
                       imb_from=_absolute(spec["stack"].get("imb_from")))
     outcome = Outcome("failed", "not run")
@@ -155,29 +331,17 @@ def run_cell(spec: dict[str, Any], out: Path) -> Outcome:
         else:
             program = imb_program(stack, cell["benchmark"], cell["np"], spec["imb"])
         collective = cell["benchmark"].lower() if cell["algorithm"] != "default" else None
-        launch = stack.launch(program, LaunchSpec(
+        launcher = record["launcher"] = resolve_launcher(spec.get("launcher"))
+        stack.check_launcher(launcher)
+        rc, stdout, stderr = launch_and_run(stack, program, LaunchSpec(
             np=cell["np"], transport=cell["transport"], pins=pins, oversubscribe=oversubscribed,
-            collective=collective, algorithm=cell["algorithm"], workdir=work,
-        ))
-        env = stack.env() | launch.env
-        record.update(argv=launch.argv, env=provenance.relevant_env(stack.runtime_env() | launch.env))
-        rc, stdout, stderr, wall = _run(launch.argv, env, work, spec["timeout_s"])
-        record.update(exit_code=rc, wall_s=round(wall, 3))
+            collective=collective, algorithm=cell["algorithm"], workdir=work, launcher=launcher,
+        ), work, spec["timeout_s"], record)
         outcome = judge(stack, spec, pins, rc, stdout, stderr)
-    except topology.MappingUnavailable as exc:
-        outcome = Outcome("unavailable", str(exc))
-    except StackError as exc:
-        text = str(exc)
-        outcome = Outcome("unavailable", text.removeprefix("unavailable: ")) if text.startswith("unavailable") \
-            else Outcome("failed", text)
+    except (topology.MappingUnavailable, StackError) as exc:
+        outcome = error_outcome(exc)
     finally:
-        record["end"] = provenance.now()
-        for name in (STDOUT, STDERR):
-            (work / name).touch()
-        _write_json(work / PROVENANCE, record)
-        _write_json(work / STATUS, {"cell": spec["id"], "status": outcome.status, "reason": outcome.reason,
-                                    **(outcome.details or {})})
-        _seal(work, out)
+        close_cell(work, out, spec, record, outcome)
     return outcome
 
 

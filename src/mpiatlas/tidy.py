@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 
+from mpiatlas.kernel_tidy import is_kernel_row, kernel_frames, write_kernel_tables
 from mpiatlas.parsers.imb import ImbParseError, parse_imb_text
 from mpiatlas.runner import PROVENANCE, STATUS, STDOUT
 
@@ -23,7 +24,13 @@ CELL_SCHEMA: dict[str, pl.DataType] = {
     "requested_pins": pl.String, "obtained_binding": pl.String, "binding_ok": pl.Boolean,
     "region": pl.String, "oversubscribed": pl.Boolean, "wall_s": pl.Float64,
     "containerized": pl.Boolean, "image_digest": pl.String,
+    "launcher": pl.String, "slurm_job_id": pl.String,
+    # imb | kernel; threads per rank of kernel cells (benchmark = kernel, algorithm = variant group).
+    "kind": pl.String, "threads": pl.Int32,
 }
+
+MISSING_REASON = ("no raw output: the cell never ran, or its batch job was killed before the cell finished "
+                  "(re-run the same command to run it)")
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -51,13 +58,15 @@ def cell_row(cell_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         "region": prov.get("region"), "oversubscribed": prov.get("oversubscribed"),
         "wall_s": prov.get("wall_s"), "containerized": prov.get("containerized", False),
         "image_digest": prov.get("image_digest"),
+        "launcher": prov.get("launcher"), "slurm_job_id": prov.get("slurm_job_id"),
+        "kind": coords.get("kind", "imb"), "threads": coords.get("threads"),
     }
     return row, prov
 
 
 def cell_samples(cell_dir: Path, row: dict[str, Any]) -> pl.DataFrame | None:
     """The IMB rows of a cell that produced output, tagged with the cell's coordinates."""
-    if row["status"] not in ("ok", "invalid"):
+    if row["status"] not in ("ok", "invalid") or is_kernel_row(row):
         return None
     try:
         samples = parse_imb_text((cell_dir / STDOUT).read_text(errors="replace"), str(cell_dir / STDOUT))
@@ -77,19 +86,40 @@ def cell_samples(cell_dir: Path, row: dict[str, Any]) -> pl.DataFrame | None:
     )
 
 
-def tidy(cell_dirs: list[Path], out_dir: Path) -> dict[str, int]:
+def missing_row(cell_id: str) -> dict[str, Any]:
+    """A cells-table row for a campaign cell that has no raw directory (status ``missing``)."""
+    kind, stack, transport, mapping, np, benchmark, algorithm, rep = cell_id.split("/")
+    row: dict[str, Any] = dict.fromkeys(CELL_SCHEMA)
+    row.update(cell=cell_id, stack=stack, transport=transport, mapping=mapping, np=int(np.removeprefix("np")),
+               benchmark=benchmark, algorithm=algorithm, rep=int(rep.removeprefix("rep")), status="missing",
+               reason=MISSING_REASON, kind=kind)
+    return row
+
+
+def tidy(cell_dirs: list[Path], out_dir: Path, expected: list[str] | None = None) -> dict[str, int]:
+    """Tables from ``cell_dirs``; every id in ``expected`` (the campaign's cells) that has no
+    directory among them gets a ``missing`` row, so a report of a partial campaign lists it."""
     out_dir.mkdir(parents=True, exist_ok=True)
     rows, provs, frames = [], [], []
+    kernel_parts: dict[str, list[pl.DataFrame]] = {}
     for cell_dir in sorted(Path(d) for d in cell_dirs):
         row, prov = cell_row(cell_dir)
         rows.append(row)
         provs.append(prov)
+        if is_kernel_row(row):
+            for name, frame in kernel_frames(cell_dir, row, prov).items():
+                kernel_parts.setdefault(name, []).append(frame)
+            continue
         samples = cell_samples(cell_dir, row)
         if samples is not None:
             frames.append(samples)
+    seen = {row["cell"] for row in rows}
+    rows += [missing_row(cell_id) for cell_id in sorted(set(expected or ())) if cell_id not in seen]
     cells = pl.DataFrame(rows, schema=CELL_SCHEMA)
     cells.write_parquet(out_dir / "cells.parquet")
     samples = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
     samples.write_parquet(out_dir / "imb_samples.parquet")
     (out_dir / "provenance.json").write_text(json.dumps(provs, indent=1, default=str) + "\n")
-    return {"cells": cells.height, "samples": samples.height}
+    kernel_rows = write_kernel_tables(kernel_parts, out_dir)
+    return {"cells": cells.height, "samples": samples.height, "kernel_rows": sum(kernel_rows.values()),
+            "missing": cells.filter(pl.col("status") == "missing").height}

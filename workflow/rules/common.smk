@@ -53,3 +53,38 @@ def cell_container_inputs(wildcards):
     if image is None:
         return []
     return [image["image"], image["inspect"], image["preflight"]]
+
+
+# -- batch-job resources of a cell (used by profiles/slurm; harmless locally) -------------------
+# Cells needing the same allocation form one Snakemake group (matrix.job_group); Snakemake packs
+# each group's cells that still have to run into batch jobs of campaign.cells_per_job cells
+# (that group's --group-components; a value given on the command line wins). A resumed campaign
+# is packed again from its missing cells only.
+
+
+def imb_group(wildcards):
+    group = matrix.job_group(cell_from_wildcards(wildcards))
+    # Called while Snakemake builds the DAG, after it installed its group settings (the Snakefile
+    # is parsed before that, so this cannot be set at the top level).
+    settings = getattr(workflow, "group_settings", None)
+    if settings is not None and group not in settings.group_components:
+        components = dict(settings.group_components)
+        components[group] = int(config["campaign"]["cells_per_job"])
+        settings.group_components = type(settings.group_components)(components)
+    return group
+
+
+def imb_nodes(wildcards):
+    return matrix.nodes_for(cell_from_wildcards(wildcards))
+
+
+def imb_slurm_extra(wildcards):
+    return matrix.slurm_extra(config, cell_from_wildcards(wildcards))
+
+
+def imb_runtime_min(wildcards, attempt):
+    return matrix.estimate_runtime_min(matrix.cell_spec(config, cell_from_wildcards(wildcards)), attempt)
+
+
+def imb_mem_mb(wildcards, attempt):
+    return matrix.estimate_mem_mb(matrix.cell_spec(config, cell_from_wildcards(wildcards)))

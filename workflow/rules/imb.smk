@@ -13,7 +13,25 @@ rule imb:
         spec=cell_spec_json,
     log:
         "results/logs/imb/{stack}/{transport}/{mapping}/np{np}/{benchmark}/{algorithm}/rep{rep}.log",
+    # Batch jobs (profiles/slurm): up to campaign.cells_per_job cells with the same allocation
+    # run one after another in one job (Snakemake group; the `imb_slot` limit of 1 per job in
+    # the profile makes Snakemake stack them: runtime summed, tasks/mem the maximum).
+    group:
+        imb_group
+    # A cell takes every core Snakemake has (threads are capped at --cores), so the cells of one
+    # batch job run one after another, never side by side skewing each other's timings; sbatch
+    # still gets one CPU per rank (cpus_per_task below).
+    threads: 4096
     resources:
         tasks=lambda wc: int(wc.np),
+        cpus_per_task=1,
+        # The executor plugin only checks that `mpi` is set (sbatch --ntasks, no srun wrapper):
+        # run-cell starts the ranks itself with campaign.launcher (auto: srun inside a job).
+        mpi="srun",
+        nodes=imb_nodes,
+        slurm_extra=imb_slurm_extra,
+        runtime=imb_runtime_min,
+        mem_mb=imb_mem_mb,
+        imb_slot=1,
     shell:
         "mpiatlas run-cell --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"

@@ -7,11 +7,13 @@ rule report:
         "results/tidy/cells.parquet",
         "results/tidy/provenance.json",
         "results/fits/hockney.json",
+        "results/fits/kernels.json",
     output:
         "results/report.html",
     params:
         title=config["campaign"]["name"],
     log:
         "results/logs/report.log",
+    localrule: True
     shell:
         "mpiatlas report --tidy results/tidy --fits results/fits --out {output:q} --title {params.title:q} > {log:q} 2>&1"

@@ -10,6 +10,8 @@ rule stack:
         prefix=lambda wc: matrix.stack_prefix(config, wc.stack),
     log:
         "results/logs/stacks/{stack}.log",
+    # pip needs a package registry: on a cluster that is the login node, not a compute node.
+    localrule: True
     shell:
         "mpiatlas stack install --kind {params.kind:q} --source {params.source:q}"
         " --prefix {params.prefix:q} --record {output:q} > {log:q} 2>&1"

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from mpiatlas.config import load
+from mpiatlas.kernel_matrix import kernel_cells
 from mpiatlas.matrix import imb_cells
 
 
@@ -16,8 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    cells = imb_cells(load(args.config))
-    for cell in cells:
+    config = load(args.config)
+    cells = imb_cells(config)
+    kernels = kernel_cells(config)
+    for cell in [*cells, *kernels]:
         print(cell.id)
-    print(f"# {len(cells)} cells")
+    print(f"# {len(cells) + len(kernels)} cells ({len(cells)} IMB, {len(kernels)} kernel)")
     return 0

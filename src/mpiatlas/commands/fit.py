@@ -28,7 +28,11 @@ REQUIRED_COLUMNS: tuple[str, ...] = ("benchmark", "bytes", "t_usec")
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("fit", help="fit performance models to samples tables", description=__doc__)
     p.add_argument("dir", type=Path, metavar="DIR", help="directory searched recursively for *samples.parquet")
-    p.add_argument("--model", choices=["hockney"], default="hockney", help="model to fit (default hockney)")
+    p.add_argument("--model", choices=["hockney", "kernels"], default="hockney",
+                   help="model to fit (default hockney); kernels: the ring/matsum/jacobi models of "
+                   "mpiatlas.models.kernels on DIR/kernel_*.parquet")
+    p.add_argument("--hockney", type=Path, default=None, metavar="FILE",
+                   help="--model kernels: λ and B from this hockney.json (default: fit DIR's PingPong samples)")
     p.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
     p.add_argument(
         "--benchmark",
@@ -42,6 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.model == "kernels":
+        from mpiatlas.commands.kernels import fit_kernels_main
+
+        return fit_kernels_main(args)
     samples, problem = load_samples(args.dir)
     if samples is None:
         print(f"mpiatlas fit: {problem}", file=sys.stderr)

@@ -49,6 +49,12 @@ class LaunchSpec:
     # the launch stays an argument list that refers to them.
     workdir: Path | None = None
     workdir: Path | None = None  # where a launch may write helper files (rankfiles)
+    # "mpirun": the stack's own launcher; "srun": SLURM direct launch inside an allocation
+    # (only for kinds whose ``launchers`` include it; see Stack.check_launcher).
+    launcher: str = "mpirun"
+    # Several OS cpus per rank (hybrid MPI + OpenMP: a rank owns its threads' cores), instead of
+    # ``pins``; only for launchers in the kind's ``multi_core_pins`` (see Stack.check_pin_sets).
+    pin_sets: list[tuple[int, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,11 @@ class Stack(ABC):
     transports: ClassVar[dict[str, Transport]]
     # What pip installs into the stack's own venv (source "pypi").
     pypi_packages: ClassVar[tuple[str, ...]] = ()
+    # Launchers ``launch`` can build an argv for (LaunchSpec.launcher). A kind that learns
+    # srun adds it here; the runner refuses a launcher the kind does not list.
+    launchers: ClassVar[tuple[str, ...]] = ("mpirun",)
+    # Launchers with which ``launch`` binds each rank to a *set* of cpus (LaunchSpec.pin_sets).
+    multi_core_pins: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, prefix: Path, *, source: str = "pypi", version: str | None = None) -> None:
         self.prefix = prefix.resolve()
@@ -123,6 +134,23 @@ class Stack(ABC):
 
     @abstractmethod
     def launch(self, program: list[str], spec: LaunchSpec) -> Launch: ...
+
+    def check_launcher(self, launcher: str) -> None:
+        """Raise StackError unless this kind can launch with ``launcher`` (mpirun | srun)."""
+        if launcher not in self.launchers:
+            raise StackError(f"{launcher} launch not implemented for {self.kind} yet")
+
+    def check_pin_sets(self, spec: LaunchSpec) -> None:
+        """Raise StackError unless ``spec.pin_sets`` (if any) is something this kind can launch."""
+        if spec.pin_sets is None:
+            return
+        if spec.launcher not in self.multi_core_pins:
+            raise StackError(f"{self.kind}: binding a rank to several cpus is not implemented with {spec.launcher}")
+        if spec.pins is not None:
+            raise StackError(f"{self.kind}: give pins or pin_sets, not both")
+        if spec.nodes != 1 or len(spec.pin_sets) != spec.np or not all(spec.pin_sets):
+            raise StackError(f"{self.kind}: pin_sets needs one non-empty cpu set per rank on one node "
+                             f"({spec.np} ranks, {len(spec.pin_sets)} sets, {spec.nodes} nodes)")
 
     def imb_binary(self, name: str = "IMB-MPI1") -> Path | None:
         """The IMB binary usable with this stack, or None when there is none."""

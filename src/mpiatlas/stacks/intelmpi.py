@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from pathlib import Path
 from typing import ClassVar
 
@@ -17,10 +19,30 @@ ADJUSTABLE = ("allgather", "allreduce", "alltoall", "barrier", "bcast", "gather"
 _PIN_ROW = re.compile(r"^\[0\] MPI startup\(\):\s+(\d+)\s+\d+\s+(\S+)\s+\{([\d,\s-]+)\}\s*$")
 _PROVIDER = re.compile(r"libfabric provider:\s*(\S+)")
 _FABRICS = re.compile(r"I_MPI_FABRICS=(\S+)")
+# srun --cpu-bind=verbose: "cpu-bind=MAP  - node1, task  0  0 [4242]: mask 0x1 set"
+_SRUN_BIND = re.compile(r"cpu[-_]bind[=_]\S*\s+-\s+\S+,\s+task\s+(\d+)\s+\d+\s+\[\d+\]:\s+mask\s+0x([0-9a-fA-F]+)\s+set")
+# Where a PMIx client library usually is (Debian/Ubuntu libpmix2, RHEL pmix, a site's /opt build).
+PMIX_LIBRARIES = (
+    "/usr/lib/x86_64-linux-gnu/libpmix.so.2",
+    "/usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so.2",
+    "/usr/lib/aarch64-linux-gnu/libpmix.so.2",
+    "/usr/lib64/libpmix.so.2",
+    "/usr/lib64/pmix/lib/libpmix.so.2",
+    "/opt/pmix/lib/libpmix.so.2",
+)
 
 
 class IntelMPI(Stack):
     kind = "intelmpi"
+    # srun: direct launch inside a SLURM allocation through PMIx (`srun --mpi=pmix`, Intel MPI's
+    # I_MPI_PMI=pmix client). Measured on slurm 22.05 + OpenPMIx 4.2: under srun Intel MPI does not
+    # pin (I_MPI_PIN is ignored), srun does (--cpu-bind=map_cpu, in rank order), and the
+    # I_MPI_DEBUG=5 pin table shows the affinity each rank really has.
+    launchers = ("mpirun", "srun")
+    # I_MPI_PIN_DOMAIN=[mask,...]: one cpu mask per rank, in rank order (hybrid ranks). Measured on
+    # 2021.16: the pin table then shows each rank's whole set, e.g. "{0-1}". Under srun:
+    # --cpu-bind=mask_cpu:<mask>,... (measured: the pin table shows the same sets).
+    multi_core_pins = ("mpirun", "srun")
     pypi_packages = (f"impi-rt=={IMPI_VERSION}", f"impi-devel=={IMPI_VERSION}")
     transports: ClassVar[dict[str, Transport]] = {
         t.name: t
@@ -63,6 +85,7 @@ class IntelMPI(Stack):
         return path if path.exists() else None
 
     def launch(self, program: list[str], spec: LaunchSpec) -> Launch:
+        self.check_launcher(spec.launcher)
         transport = self.transport(spec.transport)
         env = dict(transport.env)
         # Level 5 prints the pin table and the libfabric provider: our evidence.
@@ -70,9 +93,15 @@ class IntelMPI(Stack):
         if spec.pins is not None:
             if len(spec.pins) != spec.np and spec.nodes == 1:
                 raise StackError(f"intelmpi: {spec.np} ranks but {len(spec.pins)} pins")
+        if spec.pins is not None and spec.launcher == "mpirun":
             env["I_MPI_PIN"] = "1"
             # Intel MPI sorts this list itself (order is ignored): pins are a set.
             env["I_MPI_PIN_PROCESSOR_LIST"] = ",".join(str(c) for c in spec.pins)
+        if spec.pin_sets is not None:
+            self.check_pin_sets(spec)
+        if spec.pin_sets is not None and spec.launcher == "mpirun":  # under srun, srun binds (_srun)
+            env["I_MPI_PIN"] = "1"
+            env["I_MPI_PIN_DOMAIN"] = "[" + ",".join(hex(sum(1 << c for c in cpus)) for cpus in spec.pin_sets) + "]"
         if spec.oversubscribe:
             # Wait mode: ranks block instead of busy-polling when there are more ranks than cores.
             env["I_MPI_WAIT_MODE"] = "1"
@@ -86,6 +115,9 @@ class IntelMPI(Stack):
             name = f"id{name}" if name.isdigit() else name
             ident = collectives.resolve(self.kind, self.requested_version or IMPI_VERSION, coll, name, np=spec.np)
             env[f"I_MPI_ADJUST_{coll.upper()}"] = str(ident)
+        if spec.launcher == "srun":
+            argv, pmi_env = self._srun(spec)
+            return Launch(argv=[*argv, *program], env=env | pmi_env)
         argv = [str(self.launcher_path()), "-n", str(spec.np)]
         if spec.hosts:
             argv += ["-hosts", ",".join(spec.hosts)]
@@ -93,12 +125,45 @@ class IntelMPI(Stack):
             argv += ["-ppn", str(spec.ppn)]
         return Launch(argv=[*argv, *program], env=env)
 
+    def _srun(self, spec: LaunchSpec) -> tuple[list[str], dict[str, str]]:
+        """``srun --mpi=pmix`` inside the job's allocation; srun binds (Intel MPI does not under srun)."""
+        srun = shutil.which("srun")
+        if srun is None:
+            raise StackError("unavailable: launcher srun requested but srun is not on PATH (not a SLURM node?)")
+        pmix = os.environ.get("I_MPI_PMI_LIBRARY") or next((p for p in PMIX_LIBRARIES if Path(p).exists()), None)
+        if pmix is None:
+            raise StackError("unavailable: srun launch of Intel MPI needs a PMIx client library (libpmix.so.2; "
+                             "Debian: libpmix-dev) or I_MPI_PMI_LIBRARY set to one")
+        argv = [srun, "--mpi=pmix", "-n", str(spec.np), "--kill-on-bad-exit=1"]
+        if spec.nodes > 1:
+            argv += ["-N", str(spec.nodes)]
+        if spec.ppn:
+            argv += ["--ntasks-per-node", str(spec.ppn)]
+        if spec.hosts:
+            argv += ["--nodelist", ",".join(spec.hosts)]
+        if spec.oversubscribe:
+            argv += ["--overcommit"]
+        # verbose: srun prints each task's mask on stderr (evidence next to Intel's pin table).
+        # map_cpu honours the order (rank i on pins[i]), unlike I_MPI_PIN_PROCESSOR_LIST.
+        bind = "verbose"
+        if spec.pins is not None:
+            bind += ",map_cpu:" + ",".join(str(c) for c in spec.pins)
+        elif spec.pin_sets is not None:
+            bind += ",mask_cpu:" + ",".join(hex(sum(1 << c for c in cpus)) for cpus in spec.pin_sets)
+        argv.append(f"--cpu-bind={bind}")
+        return argv, {"I_MPI_PMI": "pmix", "I_MPI_PMI_LIBRARY": pmix}
+
     def obtained_binding(self, output: str) -> dict[int, set[int]]:
         binding: dict[int, set[int]] = {}
         for line in output.splitlines():
             match = _PIN_ROW.match(line.strip())
             if match:
                 binding[int(match.group(1))] = cpu_list(match.group(3))
+        if not binding:
+            # No Intel pin table (e.g. MPI_Init never completed): srun's --cpu-bind=verbose masks.
+            for match in _SRUN_BIND.finditer(output):
+                mask = int(match.group(2), 16)
+                binding[int(match.group(1))] = {bit for bit in range(mask.bit_length()) if mask >> bit & 1}
         return binding
 
     def obtained_transport(self, output: str) -> str | None:

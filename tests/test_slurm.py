@@ -1,0 +1,305 @@
+"""The SLURM profile: cells packed into batch jobs, srun inside them, per-cell status, resume.
+
+The infra tests run a real campaign through a real SLURM cluster (../shared/tools/local-slurm.sh:
+one node, 2 CPUs, partition debug): they skip on a machine without one and fail in CI.
+The rest (resources of a cell, packing, the srun argv, missing cells, the dry run without
+SLURM) run everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from conftest import REPO, campaign_workdir, require_infra, run_campaign
+from mpiatlas import matrix
+from mpiatlas.config import load, validate
+from mpiatlas.runner import resolve_launcher, scheduler_facts
+from mpiatlas.stacks import LaunchSpec, StackError, get_stack
+from mpiatlas.tidy import tidy
+
+SLURM_CONFIG = "config/test/slurm.yaml"
+PROFILE = ["--profile", "profiles/slurm"]
+
+
+def slurm_running() -> bool:
+    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
+        return False
+    return subprocess.run(["sinfo", "-h"], capture_output=True, timeout=30).returncode == 0
+
+
+def require_slurm() -> None:
+    require_infra(slurm_running(), "a running SLURM cluster (sbatch, and sinfo answering)")
+    try:
+        import snakemake_executor_plugin_slurm  # noqa: F401
+    except ImportError:
+        require_infra(False, "snakemake-executor-plugin-slurm (pip install -e '.[slurm]')")
+
+
+def cell_dirs(work: Path) -> dict[str, Path]:
+    raw = work / "results" / "raw"
+    return {str(p.parent.relative_to(raw)): p.parent for p in raw.rglob("status.json")}
+
+
+def provenance(cell_dir: Path) -> dict:
+    return json.loads((cell_dir / "provenance.json").read_text())
+
+
+# -- everywhere ------------------------------------------------------------------------------
+
+
+def campaign(**imb: object) -> dict:
+    """A validated campaign of our own (the repo's configs change with the project)."""
+    return validate({
+        "campaign": {"name": "t", "repetitions": 3, "timeout_s": 300},
+        "stacks": {"intelmpi": {"kind": "intelmpi", "transports": ["shm", "ofi-tcp"],
+                                "algorithms": {"Bcast": ["default", "id1", "id2", "id3"]}}},
+        "mappings": ["core", "socket"], "processes": [2, 4, 8],
+        "imb": {"benchmarks": ["PingPong", "PingPing", "Sendrecv", "Exchange", "Bcast", "Scatter", "Gather",
+                               "Reduce", "Allreduce", "Allgather", "Alltoall", "Barrier"],
+                "msglog": [0, 22], "time_s": 2, "mem_gb": 1, **imb},
+    })
+
+
+def test_runtime_is_sizes_times_imb_time_with_a_floor_and_the_timeout_as_ceiling() -> None:
+    config = campaign()  # msglog 0..22: 24 sizes, -time 2 s, timeout 300 s
+    spec = matrix.cell_spec(config, matrix.imb_cells(config)[0])
+    seconds = matrix.RUNTIME_OVERHEAD_S + matrix.RUNTIME_SAFETY * 24 * 2
+    assert matrix.estimate_runtime_min(spec) == -(-int(seconds) // 60)
+    assert matrix.estimate_runtime_min(spec, attempt=2) >= 2 * matrix.estimate_runtime_min(spec) - 1
+    spec["imb"]["time_s"] = 1000  # the runner kills the launch at timeout_s anyway
+    assert matrix.estimate_runtime_min(spec) == -(-int(300 + matrix.RUNTIME_OVERHEAD_S) // 60)
+    spec["imb"].update(time_s=0.1, msglog=[0, 1])
+    assert matrix.estimate_runtime_min(spec) == matrix.RUNTIME_FLOOR_MIN
+    barrier = dict(spec, cell=dict(spec["cell"], benchmark="Barrier"))
+    assert matrix.message_sizes(barrier) == 1
+    assert matrix.estimate_mem_mb(spec) > spec["cell"]["np"] * matrix.MEM_PER_RANK_MB
+
+
+def test_allocation_of_a_cell_and_when_it_asks_for_whole_nodes() -> None:
+    config = campaign()
+    core = matrix.Cell("intelmpi", "shm", "core", 4, "Bcast", "default", 0)
+    socket = matrix.Cell("intelmpi", "shm", "socket", 4, "Bcast", "default", 0)
+    node = matrix.Cell("intelmpi", "shm", "node", 4, "Bcast", "default", 0)
+    assert matrix.slurm_extra(config, core) == "--ntasks-per-node=4"
+    assert matrix.slurm_extra(config, socket) == "--ntasks-per-node=4 --exclusive"
+    assert (matrix.nodes_for(node), matrix.slurm_extra(config, node)) == (2, "--ntasks-per-node=2 --exclusive")
+    config["campaign"]["exclusive"] = "always"
+    assert matrix.slurm_extra(config, core).endswith("--exclusive")
+    config["campaign"]["exclusive"] = "never"
+    assert "--exclusive" not in matrix.slurm_extra(config, socket)
+
+
+def test_hundreds_of_cells_become_a_few_dozen_jobs_of_one_allocation_each() -> None:
+    config = campaign()
+    cells = matrix.imb_cells(config)
+    jobs = matrix.batch_jobs(config, cells)
+    assert len(cells) >= 300 and jobs <= 40, (len(cells), jobs)
+    # Every job holds cells of one allocation: one group per stack x transport x mapping x np.
+    groups = {matrix.job_group(c) for c in cells}
+    for group in groups:
+        members = [c for c in cells if matrix.job_group(c) == group]
+        assert len({(c.np, matrix.nodes_for(c), matrix.slurm_extra(config, c)) for c in members}) == 1
+
+
+def test_launcher_auto_is_srun_inside_a_slurm_job() -> None:
+    assert resolve_launcher("auto", {"SLURM_JOB_ID": "42"}) == "srun"
+    assert resolve_launcher("auto", {}) == "mpirun"
+    assert resolve_launcher(None, {}) == "mpirun"
+    assert resolve_launcher("mpirun", {"SLURM_JOB_ID": "42"}) == "mpirun"
+    assert resolve_launcher("srun", {}) == "srun"
+    facts = scheduler_facts({"SLURM_JOB_ID": "42", "SLURM_CLUSTER_NAME": "c", "HOME": "/root"})
+    assert facts == {"scheduler": "slurm", "slurm_job_id": "42", "slurm": {"SLURM_CLUSTER_NAME": "c", "SLURM_JOB_ID": "42"}}
+    assert scheduler_facts({})["slurm_job_id"] is None
+
+
+def test_intelmpi_srun_launch_binds_with_srun_and_uses_pmix(tmp_path: Path, monkeypatch) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (fake / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    monkeypatch.setenv("I_MPI_PMI_LIBRARY", "/opt/site/libpmix.so.2")
+    impi = get_stack("intelmpi", tmp_path / "impi")
+    launch = impi.launch(["IMB-MPI1", "PingPong"], LaunchSpec(np=2, transport="shm", pins=[1, 0], launcher="srun"))
+    assert launch.argv[0] == str(fake / "srun")
+    assert launch.argv[1:4] == ["--mpi=pmix", "-n", "2"]
+    assert "--cpu-bind=verbose,map_cpu:1,0" in launch.argv  # srun keeps the order, rank 0 on cpu 1
+    assert launch.argv[-2:] == ["IMB-MPI1", "PingPong"]
+    assert launch.env["I_MPI_PMI"] == "pmix" and launch.env["I_MPI_PMI_LIBRARY"] == "/opt/site/libpmix.so.2"
+    assert "I_MPI_PIN_PROCESSOR_LIST" not in launch.env  # ignored by Intel MPI under srun
+    hybrid = impi.launch(["ring"], LaunchSpec(np=2, transport="shm", pin_sets=[(0, 1), (2, 3)], launcher="srun"))
+    assert "--cpu-bind=verbose,mask_cpu:0x3,0xc" in hybrid.argv and "I_MPI_PIN_DOMAIN" not in hybrid.env
+    mpirun = impi.launch(["IMB-MPI1"], LaunchSpec(np=2, transport="shm", pins=[0, 1]))
+    assert mpirun.argv[0].endswith("mpirun") and mpirun.env["I_MPI_PIN_PROCESSOR_LIST"] == "0,1"
+    # Binding evidence: Intel's pin table, else srun's verbose masks.
+    srun_only = ("cpu-bind=MAP  - node7, task  0  0 [4242]: mask 0x2 set\n"
+                 "cpu-bind=MAP  - node7, task  1  1 [4243]: mask 0x1 set\n")
+    assert impi.obtained_binding(srun_only) == {0: {1}, 1: {0}}
+    table = "[0] MPI startup(): 0       4242     node7      {1}\n[0] MPI startup(): 1       4243     node7      {0}\n"
+    assert impi.obtained_binding(table + srun_only) == {0: {1}, 1: {0}}
+
+
+def test_srun_needs_the_stack_to_know_it() -> None:
+    class NoSrun(type(get_stack("intelmpi", "/nonexistent"))):
+        kind = "nosrun"
+        launchers = ("mpirun",)
+
+    with pytest.raises(StackError, match="srun launch not implemented for nosrun yet"):
+        NoSrun(Path("/nonexistent")).check_launcher("srun")
+    with pytest.raises(StackError, match="srun launch not implemented for nosrun yet"):
+        NoSrun(Path("/nonexistent")).launch(["x"], LaunchSpec(np=2, transport="shm", launcher="srun"))
+
+
+def test_tidy_lists_campaign_cells_without_raw_output_as_missing(tmp_path: Path) -> None:
+    counts = tidy([], tmp_path, expected=["imb/intelmpi/shm/core/np2/PingPong/default/rep0",
+                                          "imb/intelmpi/shm/socket/np4/Bcast/3/rep1"])
+    cells = pl.read_parquet(tmp_path / "cells.parquet")
+    assert counts["missing"] == 2 and cells["status"].to_list() == ["missing", "missing"]
+    row = cells.filter(pl.col("mapping") == "socket").row(0, named=True)
+    assert (row["np"], row["benchmark"], row["algorithm"], row["rep"]) == (4, "Bcast", "3", 1)
+    assert "re-run" in row["reason"]
+
+
+def test_dry_run_works_without_slurm_and_prints_resources(tmp_path: Path) -> None:
+    """`snakemake -n --profile profiles/slurm` on a machine where no SLURM command works."""
+    pytest.importorskip("snakemake_executor_plugin_slurm")
+    fake = tmp_path / "noslurm"
+    fake.mkdir()
+    for cmd in ("sbatch", "squeue", "sinfo", "sacct", "sacctmgr", "scontrol", "scancel", "sshare", "srun"):
+        (fake / cmd).write_text("#!/bin/sh\necho 'slurm_load_partitions: Unable to contact slurm controller' >&2\nexit 1\n")
+        (fake / cmd).chmod(0o755)
+    (tmp_path / "work").mkdir()
+    work = campaign_workdir(tmp_path / "work", SLURM_CONFIG)
+    env = dict(os.environ, PATH=f"{fake}:{Path(sys.executable).parent}:{os.environ['PATH']}")
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--snakefile", "workflow/Snakefile", "--configfile",
+         "config/campaign.yaml", "--profile", "profiles/slurm"],
+        cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-3000:]
+    assert "Group job imb_intelmpi_shm_core_np2" in out and "Group job imb_intelmpi_ofi-tcp_core_np2" in out
+    assert out.count("Group job") == 2  # 8 cells, 2 allocations x 4 cells per job
+    for resource in ("tasks=2", "cpus_per_task=1", "mpi=srun", "nodes=1", "slurm_extra=--ntasks-per-node=2",
+                     "runtime=1", "mem_mb=1026", "slurm_partition=debug", "imb_slot=1"):
+        assert resource in out, resource
+
+
+# -- a real SLURM cluster --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slurm_campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    require_slurm()
+    work = campaign_workdir(tmp_path_factory.mktemp("slurm"), SLURM_CONFIG)
+    result = run_campaign(work, *PROFILE, timeout=400)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return work, result
+
+
+@pytest.mark.infra
+def test_slurm_campaign_every_cell_ok_in_two_batch_jobs_launched_by_srun(slurm_campaign) -> None:
+    work, result = slurm_campaign
+    assert f"report: {work / 'results' / 'report.html'}" in result.stdout
+    cells = pl.read_parquet(work / "results/tidy/cells.parquet")
+    assert cells.height == 8
+    assert cells["status"].to_list() == ["ok"] * 8, cells.filter(pl.col("status") != "ok")
+    assert cells["transport_ok"].all() and cells["binding_ok"].all()
+    assert set(cells["obtained_binding"]) == {json.dumps({"0": [0], "1": [1]})}
+    assert set(cells["launcher"]) == {"srun"}
+    jobs = set(cells["slurm_job_id"])
+    assert len(jobs) == 2 and None not in jobs  # 8 cells / campaign.cells_per_job 4
+    for cell_id, cell_dir in cell_dirs(work).items():
+        prov = provenance(cell_dir)
+        assert Path(prov["argv"][0]).name == "srun" and "--mpi=pmix" in prov["argv"], prov["argv"]
+        assert prov["slurm_job_id"] in jobs and prov["scheduler"] == "slurm"
+        assert prov["env"]["I_MPI_PMI"] == "pmix"
+        # Evidence printed under srun: Intel's pin table and srun's masks.
+        stderr_out = (cell_dir / "stdout.txt").read_text() + (cell_dir / "stderr.txt").read_text()
+        assert "Pin cpu" in stderr_out and "cpu-bind=MAP" in stderr_out, cell_id
+    # The cells of a batch job ran one after another, never side by side.
+    for job in jobs:
+        spans = sorted((p["start"], p["end"]) for p in map(provenance, cell_dirs(work).values())
+                       if p["slurm_job_id"] == job)
+        assert len(spans) == 4 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
+    html = (work / "results/report.html").read_text()
+    assert "intelmpi/shm/core" in html and "intelmpi/ofi-tcp/core" in html
+
+
+def _squeue_running() -> list[str]:
+    out = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i"], capture_output=True, text=True)
+    return out.stdout.split()
+
+
+@pytest.mark.infra
+def test_scancel_loses_only_that_jobs_unfinished_cells_and_a_rerun_runs_only_those(tmp_path: Path) -> None:
+    require_slurm()
+    work = campaign_workdir(tmp_path, SLURM_CONFIG)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    argv = [sys.executable, "-m", "mpiatlas.cli", "campaign", "--config", "config/campaign.yaml",
+            "--directory", str(work), *PROFILE]
+    log = (tmp_path / "first.log").open("w+")
+    first = subprocess.Popen(argv, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    cancelled = None
+    try:
+        deadline = time.monotonic() + 240
+        while cancelled is None and time.monotonic() < deadline and first.poll() is None:
+            time.sleep(0.2)
+            running = _squeue_running()
+            if not running:
+                continue
+            done_in_job = [c for c, d in cell_dirs(work).items() if provenance(d).get("slurm_job_id") in running]
+            if done_in_job:  # a job that has finished a cell and has more to run: kill it now
+                cancelled = provenance(cell_dirs(work)[done_in_job[0]])["slurm_job_id"]
+                subprocess.run(["scancel", cancelled], check=True)
+        assert cancelled is not None, "no batch job was seen running with a finished cell"
+        rc = first.wait(timeout=300)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGINT)
+            first.wait(timeout=60)
+    log.seek(0)
+    first_out = log.read()
+    assert rc != 0, first_out[-3000:]
+
+    survivors = cell_dirs(work)
+    expected = {c.id for c in matrix.imb_cells(load(work / "config" / "campaign.yaml"))}
+    missing = expected - set(survivors)
+    of_cancelled = {c for c, d in survivors.items() if provenance(d)["slurm_job_id"] == cancelled}
+    assert of_cancelled and missing, (of_cancelled, missing)  # the cancelled job finished some, not all
+    # The cancelled job held 4 cells of one transport: those it finished, and the missing ones.
+    assert len(of_cancelled) + len(missing) == 4, (of_cancelled, missing)
+    assert len({c.split("/")[2] for c in of_cancelled | missing}) == 1
+    # Every other cell survived (the other job ran to the end after the cancelled one).
+    assert len(survivors) + len(missing) == len(expected)
+    for d in survivors.values():
+        assert json.loads((d / "status.json").read_text())["status"] == "ok"
+    # The partial report lists the missing cells.
+    assert f"partial report: {work / 'results/partial/report.html'} ({len(missing)} of 8 cells missing" in first_out
+    partial = pl.read_parquet(work / "results/partial/tidy/cells.parquet")
+    assert set(partial.filter(pl.col("status") == "missing")["cell"]) == missing
+    assert sorted(missing)[0] in (work / "results/partial/report.html").read_text()
+
+    before = {c: (d.stat().st_ino, provenance(d)["start"]) for c, d in survivors.items()}
+    second = run_campaign(work, *PROFILE, timeout=300)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    after = cell_dirs(work)
+    assert set(after) == expected
+    # Nothing finished was redone; exactly the missing cells ran, in new jobs.
+    assert {c: (after[c].stat().st_ino, provenance(after[c])["start"]) for c in before} == before
+    rerun = {c for c in after if c not in before}
+    assert rerun == missing
+    assert all(provenance(after[c])["slurm_job_id"] != cancelled for c in rerun)
+    assert not list((work / "results" / "raw").rglob(".rep*")), "a killed cell's scratch directory was left behind"
+    cells = pl.read_parquet(work / "results/tidy/cells.parquet")
+    assert cells.height == 8 and cells["status"].to_list() == ["ok"] * 8
+    assert f"report: {work / 'results' / 'report.html'}" in second.stdout
