@@ -190,7 +190,7 @@ def test_dry_run_works_without_slurm_and_prints_resources(tmp_path: Path) -> Non
     assert "Group job imb_intelmpi_shm_core_np2" in out and "Group job imb_intelmpi_ofi-tcp_core_np2" in out
     assert out.count("Group job") == 2  # 8 cells, 2 allocations x 4 cells per job
     for resource in ("tasks=2", "cpus_per_task=1", "mpi=srun", "nodes=1", "slurm_extra=--ntasks-per-node=2",
-                     "runtime=1", "mem_mb=1026", "slurm_partition=debug", "imb_slot=1"):
+                     "runtime=1", "mem_mb=1026", "slurm_partition=debug", "cell_slot=1"):
         assert resource in out, resource
 
 

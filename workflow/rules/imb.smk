@@ -14,7 +14,7 @@ rule imb:
     log:
         "results/logs/imb/{stack}/{transport}/{mapping}/np{np}/{benchmark}/{algorithm}/rep{rep}.log",
     # Batch jobs (profiles/slurm): up to campaign.cells_per_job cells with the same allocation
-    # run one after another in one job (Snakemake group; the `imb_slot` limit of 1 per job in
+    # run one after another in one job (Snakemake group; the `cell_slot` limit of 1 per job in
     # the profile makes Snakemake stack them: runtime summed, tasks/mem the maximum).
     group:
         imb_group
@@ -32,6 +32,6 @@ rule imb:
         slurm_extra=imb_slurm_extra,
         runtime=imb_runtime_min,
         mem_mb=imb_mem_mb,
-        imb_slot=1,
+        cell_slot=1,
     shell:
         "mpiatlas run-cell --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"
