@@ -5,7 +5,10 @@ from mpiatlas import config as mpiatlas_config
 from mpiatlas import matrix
 
 # Validate once, with defaults filled in; errors name the key and the allowed values.
-config = mpiatlas_config.validate(config, source="campaign config")
+if not config:
+    config = mpiatlas_config.load("config/config.yaml")
+else:
+    config = mpiatlas_config.validate(config, source="campaign config (--configfile)")
 CELLS = matrix.imb_cells(config)
 CELLS_BY_ID = {c.id: c for c in CELLS}
 
