@@ -321,5 +321,7 @@ def test_fit_cli_nothing_to_fit_and_bad_requests(tmp_path: Path, capsys: pytest.
     empty = tmp_path / "empty"
     empty.mkdir()
     pl.DataFrame().write_parquet(empty / "imb_samples.parquet")
-    assert main(["fit", str(empty), "--json"]) == 2
-    assert "are empty" in capsys.readouterr().err
+    # Every IMB cell unavailable (e.g. Open MPI without IMB): an empty, valid answer.
+    assert main(["fit", str(empty), "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out) == [] and "are empty" in out.err

@@ -303,3 +303,52 @@ def test_scancel_loses_only_that_jobs_unfinished_cells_and_a_rerun_runs_only_tho
     cells = pl.read_parquet(work / "results/tidy/cells.parquet")
     assert cells.height == 8 and cells["status"].to_list() == ["ok"] * 8
     assert f"report: {work / 'results' / 'report.html'}" in second.stdout
+
+
+def test_openmpi_srun_launch_passes_mca_knobs_as_environment(tmp_path: Path, monkeypatch) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (fake / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    from mpiatlas.stacks.openmpi import OpenMPI
+
+    ompi = OpenMPI(tmp_path / "usr", source="system", version="4.1.4")
+    launch = ompi.launch(["IMB-MPI1", "Bcast"], LaunchSpec(np=2, transport="ob1-tcp", pins=[0, 1], launcher="srun",
+                                                          collective="bcast", algorithm="binomial"))
+    assert launch.argv[:5] == [str(fake / "srun"), "--mpi=pmix", "-n", "2", "--kill-on-bad-exit=1"]
+    assert "--cpu-bind=verbose,map_cpu:0,1" in launch.argv
+    assert launch.argv[-2:] == ["IMB-MPI1", "Bcast"]
+    assert not any(a.startswith("--mca") for a in launch.argv)
+    assert launch.env["OMPI_MCA_btl"] == "self,tcp"
+    assert launch.env["OMPI_MCA_btl_base_verbose"] == "1"
+    assert launch.env["OMPI_MCA_coll_tuned_use_dynamic_rules"] == "1"
+    assert launch.env["OMPI_MCA_coll_tuned_bcast_algorithm"] == "6"
+    srun_only = ("cpu-bind=MAP  - vm, task  0  0 [11]: mask 0x1 set\n"
+                 "cpu-bind=MAP  - vm, task  1  1 [12]: mask 0x2 set\n")
+    assert ompi.obtained_binding(srun_only) == {0: {0}, 1: {1}}
+
+
+@pytest.mark.infra
+def test_openmpi_cells_run_under_srun_with_pmix_and_mca_environment(tmp_path: Path) -> None:
+    """Debian Open MPI 4.1 direct-launched by srun --mpi=pmix; it has no IMB here, so its IMB
+    cells are `unavailable` and the ring kernel measures it; an all-unavailable IMB part still
+    gives a report."""
+    require_slurm()
+    require_infra(shutil.which("mpirun.openmpi") is not None, "Debian Open MPI")
+    work = campaign_workdir(tmp_path, "config/test/slurm_openmpi.yaml")
+    result = run_campaign(work, *PROFILE, timeout=400)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    cells = pl.read_parquet(work / "results/tidy/cells.parquet")
+    kernel = cells.filter(pl.col("kind") == "kernel")
+    assert kernel.height == 2 and set(kernel["status"]) == {"ok"}, kernel
+    assert set(kernel["obtained_transport"]) == {"vader", "tcp"}
+    assert set(kernel["obtained_binding"]) == {json.dumps({"0": [0], "1": [1]})}
+    assert set(kernel["launcher"]) == {"srun"}
+    imb = cells.filter(pl.col("kind") == "imb")
+    assert set(imb["status"]) == {"unavailable"}
+    for cell_dir in (work / "results/raw/kernel").glob("openmpi/*/core/np2/ring/*/rep0"):
+        prov = provenance(cell_dir)
+        assert Path(prov["argv"][0]).name == "srun" and "--mpi=pmix" in prov["argv"]
+        assert prov["env"]["OMPI_MCA_btl_base_verbose"] == "1"
+    assert (work / "results/report.html").exists()

@@ -30,6 +30,8 @@ def usable_samples(samples: pl.DataFrame) -> pl.DataFrame:
 
 
 def summarize(samples: pl.DataFrame) -> pl.DataFrame:
+    if samples.height == 0:
+        return pl.DataFrame()  # no IMB cell produced output: an empty summary, not an error
     df = usable_samples(samples)
     keys = [k for k in SUMMARY_KEYS if k in df.columns]
     grouped = (

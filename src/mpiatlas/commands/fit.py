@@ -54,6 +54,10 @@ def run(args: argparse.Namespace) -> int:
     if samples is None:
         print(f"mpiatlas fit: {problem}", file=sys.stderr)
         return 2
+    if samples.height == 0:
+        print(f"mpiatlas fit: {problem}: nothing fitted", file=sys.stderr)
+        print("[]" if args.json else "nothing fitted")
+        return 0
     benchmarks = _select_benchmarks(args.benchmark)
     if not benchmarks:
         print("mpiatlas fit: none of the requested benchmarks can be fitted with --model hockney", file=sys.stderr)
@@ -80,7 +84,8 @@ def load_samples(directory: Path) -> tuple[pl.DataFrame | None, str]:
         return None, f"no *samples.parquet under {directory}"
     samples = pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
     if samples.height == 0:
-        return None, f"the samples tables under {directory} are empty: {', '.join(map(str, files))}"
+        # A campaign whose IMB cells were all unavailable/failed: nothing to fit is a valid answer.
+        return samples, f"the samples tables under {directory} are empty: {', '.join(map(str, files))}"
     missing = [c for c in REQUIRED_COLUMNS if c not in samples.columns]
     if missing:
         return None, f"samples under {directory} lack column(s) {missing}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from abc import ABC, abstractmethod
@@ -164,6 +165,43 @@ class Stack(ABC):
     @abstractmethod
     def obtained_transport(self, output: str) -> str | None:
         """The transport the stack's verbose output shows it used (lower case)."""
+
+
+# srun --cpu-bind=verbose: "cpu-bind=MAP  - node1, task  0  0 [4242]: mask 0x1 set"
+SRUN_BIND = re.compile(r"cpu[-_]bind[=_]\S*\s+-\s+\S+,\s+task\s+(\d+)\s+\d+\s+\[\d+\]:\s+mask\s+0x([0-9a-fA-F]+)\s+set")
+
+
+def srun_argv(spec: LaunchSpec) -> list[str]:
+    """``srun --mpi=pmix`` inside the job's allocation, binding each rank with srun (in rank order)."""
+    srun = shutil.which("srun")
+    if srun is None:
+        raise StackError("unavailable: launcher srun requested but srun is not on PATH (not a SLURM node?)")
+    argv = [srun, "--mpi=pmix", "-n", str(spec.np), "--kill-on-bad-exit=1"]
+    if spec.nodes > 1:
+        argv += ["-N", str(spec.nodes)]
+    if spec.ppn:
+        argv += ["--ntasks-per-node", str(spec.ppn)]
+    if spec.hosts:
+        argv += ["--nodelist", ",".join(spec.hosts)]
+    if spec.oversubscribe:
+        argv += ["--overcommit"]
+    # verbose: srun prints each task's mask on stderr -- the binding evidence under srun.
+    bind = "verbose"
+    if spec.pins is not None:
+        bind += ",map_cpu:" + ",".join(str(c) for c in spec.pins)
+    elif spec.pin_sets is not None:
+        bind += ",mask_cpu:" + ",".join(hex(sum(1 << c for c in cpus)) for cpus in spec.pin_sets)
+    argv.append(f"--cpu-bind={bind}")
+    return argv
+
+
+def srun_binding(output: str) -> dict[int, set[int]]:
+    """rank -> CPU set from srun's ``--cpu-bind=verbose`` mask lines."""
+    binding: dict[int, set[int]] = {}
+    for match in SRUN_BIND.finditer(output):
+        mask = int(match.group(2), 16)
+        binding[int(match.group(1))] = {bit for bit in range(mask.bit_length()) if mask >> bit & 1}
+    return binding
 
 
 def first_version_line(text: str) -> str:

