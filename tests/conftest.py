@@ -55,12 +55,14 @@ def campaign_workdir(tmp: Path, config: str, **campaign_overrides: object) -> Pa
     return tmp
 
 
-def run_campaign(work: Path, *extra: str, timeout: float = 1500):
-    """``mpiatlas campaign`` in ``work`` (local profile unless ``extra`` says otherwise)."""
+def run_campaign(work: Path, *extra: str, timeout: float = 1500, path_prefix: Path | None = None):
+    """``mpiatlas campaign`` in ``work`` (local profile unless ``extra`` says otherwise);
+    ``path_prefix`` goes first on PATH (e.g. a namespace cluster's SLURM client wrappers)."""
     import subprocess
     import sys
 
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    env = dict(os.environ, PATH=f"{path_prefix}:{path}" if path_prefix else path)
     argv = [sys.executable, "-m", "mpiatlas.cli", "campaign", "--config", "config/campaign.yaml",
             "--directory", str(work), *extra]
     return subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)

@@ -17,7 +17,14 @@ import yaml
 
 from conftest import REPO, campaign_workdir, require_infra, run_campaign
 from mpiatlas.config import ConfigError, load, validate
-from mpiatlas.kernel_matrix import KernelCell, build_labels, build_outputs, kernel_cells, kernel_spec
+from mpiatlas.kernel_matrix import (
+    KernelCell,
+    build_labels,
+    build_outputs,
+    coll_group_parts,
+    kernel_cells,
+    kernel_spec,
+)
 from mpiatlas.kernel_runner import judge_kernel, rank_cpu_sets, run_kernel_cell, set_binding_problems
 from mpiatlas.matrix import imb_cells
 from mpiatlas.runner import Outcome
@@ -36,19 +43,35 @@ def base_config() -> dict:
 def test_default_campaign_kernel_cells() -> None:
     config = load(REPO / "config" / "config.yaml")
     cells = kernel_cells(config)
-    # 2 stack/transports x (ring 3 P + matsum 4 P + jacobi 3 P + 1 hybrid) x 3 reps
-    assert len(cells) == 2 * (3 + 4 + 3 + 1) * 3
+    by_kernel = {name: [c for c in cells if c.kernel == name] for name in ("ring", "matsum", "jacobi", "pingpong",
+                                                                          "coll")}
+    # ring/matsum/jacobi: 2 stack/transports x (ring 3 P + matsum 4 P + jacobi 3 P + 1 hybrid) x 3 reps
+    assert sum(len(by_kernel[k]) for k in ("ring", "matsum", "jacobi")) == 2 * (3 + 4 + 3 + 1) * 3
+    # pingpong: every stack x both transports, 2 ranks, 3 reps
+    assert len(by_kernel["pingpong"]) == 3 * 2 * 3 and {c.np for c in by_kernel["pingpong"]} == {2}
+    # coll: Open MPI over ob1-sm and ob1-tcp, each default + 3 forced Bcast + 3 forced Allreduce groups;
+    # Intel MPI, MPICH default only; P 2, 4
+    assert len(by_kernel["coll"]) == (2 * 7 + 1 + 1) * 2 * 3
+    assert "kernel/openmpi/ob1-tcp/core/np2/coll/bcast-binomial/rep0" in {c.id for c in by_kernel["coll"]}
+    assert len(cells) == 66 + 18 + 96
     ids = {c.id for c in cells}
     assert len(ids) == len(cells)
     assert "kernel/intelmpi/shm/core/np3/ring/nonblocking+blocking+ssend/rep0" in ids
     assert "kernel/openmpi/ob1-sm/core/np4/matsum/t1-slab/rep2" in ids
     assert "kernel/intelmpi/shm/core/np1/jacobi/weak-L48-t2/rep1" in ids
+    assert "kernel/openmpi/ob1-tcp/core/np2/pingpong/m0-22/rep0" in ids
+    assert "kernel/openmpi/ob1-sm/core/np4/coll/bcast-binomial/rep2" in ids
+    assert "kernel/openmpi/ob1-sm/core/np2/coll/allreduce-rabenseifner/rep0" in ids
+    assert "kernel/mpich/default/core/np4/coll/default/rep1" in ids
+    assert not any(c.variant != "default" for c in by_kernel["coll"] if c.stack != "openmpi")
     hybrid = [c for c in cells if c.threads > 1]
     assert {(c.np, c.threads, c.cores) for c in hybrid} == {(1, 2, 2)}
     # IMB cells are unchanged by the kernels block
     assert all(c.kind == "imb" for c in imb_cells(config))
-    assert build_labels(config) == ["intelmpi", "openmpi"]
+    assert build_labels(config) == ["intelmpi", "mpich", "openmpi"]
     assert build_outputs("openmpi")[-1] == "results/kernels/openmpi/build.json"
+    assert build_outputs("openmpi")[:-1] == [f"results/kernels/openmpi/{k}" for k in
+                                             ("ring", "matsum", "jacobi", "pingpong", "coll")]
 
 
 def test_expansion_and_spec() -> None:
@@ -85,6 +108,64 @@ def test_expansion_and_spec() -> None:
     assert build_labels(config) == []
 
 
+def coll_config(**coll: object) -> dict:
+    """tiny.yaml with forced Bcast/Allreduce algorithms on Intel MPI and a coll block."""
+    config = base_config()
+    config["stacks"]["intelmpi"]["algorithms"] = {"Bcast": ["default", "id1", "id2"], "Allreduce": ["id3"]}
+    config["imb"]["benchmarks"] = ["PingPong", "Bcast", "Allreduce"]
+    config["kernels"]["coll"] = {"processes": [2, 4], "collectives": ["Bcast", "Allreduce", "Alltoall"], **coll}
+    return config
+
+
+def test_pingpong_and_coll_cells_and_specs() -> None:
+    config = validate(coll_config())
+    cells = kernel_cells(config)
+    pingpong = [c for c in cells if c.kernel == "pingpong"]
+    # tiny.yaml: kernels.stacks = intelmpi/shm, 3 reps, always 2 ranks, the whole sweep in one launch
+    assert [c.id for c in pingpong if c.rep == 0] == ["kernel/intelmpi/shm/core/np2/pingpong/m0-16/rep0"]
+    assert len(pingpong) == 3
+    spec = kernel_spec(config, pingpong[0])
+    assert spec["kernel"]["args"] == ["--msglog", "0:16", "--iterations-large", "20", "--warmup-large", "2",
+                                      "--large-size", "8192", "--time-budget-ms", "20", "--iterations", "200",
+                                      "--warmup", "20"]
+    assert spec["kernel"]["collective"] is None and spec["kernel"]["algorithm"] is None
+    coll = [c for c in cells if c.kernel == "coll" and c.rep == 0]
+    assert sorted({c.variant for c in coll}) == ["allreduce-id3", "bcast-id1", "bcast-id2", "default"]
+    assert {c.np for c in coll} == {2, 4} and len(coll) == 4 * 2
+    forced = kernel_spec(config, next(c for c in coll if c.variant == "bcast-id2" and c.np == 4))
+    assert forced["kernel"]["collective"] == "bcast" and forced["kernel"]["algorithm"] == "id2"
+    assert forced["kernel"]["args"][:2] == ["--collective", "bcast"]
+    assert forced["cell"]["algorithm"] == "bcast-id2"  # cells.parquet's algorithm column = the group
+    default = kernel_spec(config, next(c for c in coll if c.variant == "default"))
+    assert default["kernel"]["args"][:4] == ["--collective", "bcast,allreduce,alltoall", "--msglog", "0:20"]  # default
+    assert default["kernel"]["collective"] is None
+    # forced_algorithms: false -> defaults only; a list -> only those stacks force
+    assert {c.variant for c in kernel_cells(validate(coll_config(forced_algorithms=False)))
+            if c.kernel == "coll"} == {"default"}
+    assert {c.variant for c in kernel_cells(validate(coll_config(forced_algorithms=["intelmpi"])))
+            if c.kernel == "coll"} == {"default", "bcast-id1", "bcast-id2", "allreduce-id3"}
+    # a kernel's own stacks override kernels.stacks
+    config = coll_config(stacks={"intelmpi": ["ofi-tcp"]})
+    config["kernels"]["pingpong"]["stacks"] = {"intelmpi": ["shm", "ofi-tcp"]}
+    cells = kernel_cells(validate(config))
+    assert {c.transport for c in cells if c.kernel == "coll"} == {"ofi-tcp"}
+    assert {c.transport for c in cells if c.kernel == "pingpong"} == {"shm", "ofi-tcp"}
+    assert {c.transport for c in cells if c.kernel == "ring"} == {"shm"}
+
+
+def test_coll_group_names() -> None:
+    assert coll_group_parts("default") == (None, "default")
+    assert coll_group_parts("bcast-scatter_ring_allgather") == ("bcast", "scatter_ring_allgather")
+    assert coll_group_parts("allreduce-my-algo") == ("allreduce", "my-algo")  # algorithm names may hold '-'
+    with pytest.raises(ValueError, match="not a coll group"):
+        coll_group_parts("gather-linear")
+    # an algorithm the stack does not have is a config error naming the key, as for IMB cells
+    config = coll_config()
+    config["stacks"]["intelmpi"]["algorithms"]["Bcast"] = ["id99"]
+    with pytest.raises(ConfigError, match=r"stacks\.intelmpi\.algorithms\.Bcast: 'id99' not known"):
+        kernel_cells(validate(config))
+
+
 def test_no_kernels_block_means_no_kernel_cells() -> None:
     config = base_config()
     del config["kernels"]
@@ -95,7 +176,7 @@ def test_no_kernels_block_means_no_kernel_cells() -> None:
     ("mutate", "expected"),
     [
         (lambda k: k["ring"].update(bogus=1), "kernels.ring: Additional properties are not allowed ('bogus'"),
-        (lambda k: k.update(ringg={}), "allowed keys: jacobi, matsum, ring, stacks"),
+        (lambda k: k.update(ringg={}), "allowed keys: coll, jacobi, matsum, pingpong, ring, stacks"),
         (lambda k: k["ring"].update(variants=["nonblocking+isend"]),
          "kernels.ring.variants.0: 'nonblocking+isend' is not a variant group; allowed variants: blocking, ssend, "
          "nonblocking"),
@@ -110,6 +191,17 @@ def test_no_kernels_block_means_no_kernel_cells() -> None:
         (lambda k: k.update(stacks={"intelmpi": ["ofi-verbs"]}),
          "kernels.stacks.intelmpi: transport 'ofi-verbs' is not one of stacks.intelmpi.transports (shm, ofi-tcp)"),
         (lambda k: k["ring"].pop("processes"), "kernels.ring: 'processes' is a required property"),
+        (lambda k: k["pingpong"].update(msglog=[10, 2]), "kernels.pingpong.msglog: min 10 is larger than max 2"),
+        (lambda k: k["pingpong"].update(msglog=[0, 31]), "kernels.pingpong.msglog.1: 31 is greater than the maximum"),
+        (lambda k: k["pingpong"].update(processes=[4]), "kernels.pingpong: Additional properties are not allowed"),
+        (lambda k: k["pingpong"].update(stacks={"intelmpi": ["ofi-verbs"]}),
+         "kernels.pingpong.stacks.intelmpi: transport 'ofi-verbs' is not one of stacks.intelmpi.transports"),
+        (lambda k: k["pingpong"].update(time_budget_ms=-1), "kernels.pingpong.time_budget_ms: -1 is less than"),
+        (lambda k: k["coll"].update(collectives=["Gather"]),
+         "kernels.coll.collectives.0: 'Gather' is not allowed; allowed values: Bcast, Allreduce, Alltoall"),
+        (lambda k: k["coll"].update(forced_algorithms=["nompi"]), "kernels.coll.forced_algorithms.0: no stack 'nompi'"),
+        (lambda k: k["coll"].update(stacks={"openmpi": ["ob1-sm"]}), "kernels.coll.stacks.openmpi: no stack 'openmpi'"),
+        (lambda k: k["coll"].pop("processes"), "kernels.coll: 'processes' is a required property"),
     ],
 )
 def test_bad_kernel_config_names_the_key(mutate, expected: str) -> None:
@@ -236,9 +328,32 @@ def test_tidy_writes_kernel_tables_and_kernel_cells(tmp_path: Path) -> None:
     row = ring.filter((pl.col("rep") == 0) & (pl.col("rank") == 1)).row(0, named=True)
     assert row["label"] == "intelmpi/shm/core" and row["np"] == 2 and row["variant_group"] == "nonblocking"
     assert row["cell_threads"] == 1 and row["node_cores"] == 2 and row["valid"] is True
-    for name in ("matsum", "jacobi"):
+    for name in ("matsum", "jacobi", "pingpong", "coll"):
         assert pl.read_parquet(tmp_path / f"tidy/kernel_{name}.parquet").height == 0
     assert pl.read_parquet(tmp_path / "tidy/imb_samples.parquet").height == 0
+
+
+def coll_output(np_: int, collectives: list[str]) -> str:
+    lines = ["# mpiatlas coll kernel", "# kernel: coll", f"# nprocs: {np_}"]
+    for coll in collectives:
+        for rank in range(np_):
+            lines.append(json.dumps({"kernel": "coll", "rank": rank, "size": np_, "host": "h", "cpu": rank,
+                                     "cpus": [rank], "collective": coll, "bytes": 8, "t_usec": 2.0,
+                                     "t_avg_usec": 2.0 if rank == 0 else None, "valid": True}))
+    return "\n".join(lines) + "\n"
+
+
+def test_tidy_tags_coll_rows_with_the_forced_algorithm(tmp_path: Path) -> None:
+    forced = KernelCell("intelmpi", "shm", "core", 2, "coll", "bcast-id2", 0)
+    default = KernelCell("intelmpi", "shm", "core", 2, "coll", "default", 0)
+    dirs = [fake_cell(tmp_path, forced, Outcome("ok"), coll_output(2, ["bcast"])),
+            fake_cell(tmp_path, default, Outcome("ok"), coll_output(2, ["bcast", "allreduce"]))]
+    counts = tidy(dirs, tmp_path / "tidy", expected=[forced.id, default.id])
+    assert counts["kernel_rows"] == 6
+    coll = pl.read_parquet(tmp_path / "tidy/kernel_coll.parquet")
+    tags = set(coll.select("variant_group", "collective", "algorithm").iter_rows())
+    assert tags == {("bcast-id2", "bcast", "id2"), ("default", "bcast", "default"), ("default", "allreduce", "default")}
+    assert coll.schema["cpus"] == pl.List(pl.Int64) and set(coll["label"]) == {"intelmpi/shm/core"}
 
 
 # ---------------------------------------------------------------------------------- dry run
@@ -251,14 +366,16 @@ def test_dry_run_lists_the_kernel_cells(tmp_path: Path) -> None:
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-3000:]
     cells = kernel_cells(load(work / "config/campaign.yaml"))
-    assert len(cells) == 18
+    assert len(cells) == 24
     for cell in cells:
         assert f"results/raw/{cell.id}" in text
     assert "rule kernels_build:" in text and "rule fit_kernels:" in text
     listed = subprocess.run([sys.executable, "-m", "mpiatlas.cli", "cells", "--config", "config/campaign.yaml"],
                             cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert "kernel/intelmpi/shm/core/np1/jacobi/weak-L16-t2/rep0" in listed.stdout
-    assert "(18 IMB, 18 kernel)" in listed.stdout
+    assert "kernel/intelmpi/shm/core/np2/pingpong/m0-16/rep2" in listed.stdout
+    assert "kernel/intelmpi/shm/core/np2/coll/default/rep0" in listed.stdout
+    assert "(18 IMB, 24 kernel)" in listed.stdout
 
 
 # ------------------------------------------------------------------------- real campaign (infra)
@@ -281,8 +398,8 @@ def kernel_campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.infra
 def test_kernel_cells_ran_ok_with_valid_results(kernel_campaign: Path) -> None:
     cells = pl.read_parquet(kernel_campaign / "results/tidy/cells.parquet").filter(pl.col("kind") == "kernel")
-    assert cells.height == 18
-    assert cells["status"].to_list() == ["ok"] * 18, cells.filter(pl.col("status") != "ok").select("cell", "reason")
+    assert cells.height == 24
+    assert cells["status"].to_list() == ["ok"] * 24, cells.filter(pl.col("status") != "ok").select("cell", "reason")
     assert cells["transport_ok"].all() and cells["binding_ok"].all()
     over = cells.filter(pl.col("oversubscribed"))
     assert set(over["np"]) <= {3} and (os.cpu_count() != 2 or over.height == 3)  # matsum P=3 on 2 cores
@@ -291,7 +408,8 @@ def test_kernel_cells_ran_ok_with_valid_results(kernel_campaign: Path) -> None:
     if (os.cpu_count() or 1) >= 2:
         assert set(hybrid["obtained_binding"]) == {json.dumps({"0": [0, 1]})}
     record = json.loads((kernel_campaign / "results/kernels/intelmpi/build.json").read_text())
-    assert set(record["binaries"]) == {"ring", "matsum", "jacobi"} and "Intel" in record["stack_version"]
+    assert set(record["binaries"]) == {"ring", "matsum", "jacobi", "pingpong", "coll"}
+    assert "Intel" in record["stack_version"]
 
 
 @pytest.mark.infra
@@ -310,6 +428,17 @@ def test_kernel_tables_hold_valid_ring_values(kernel_campaign: Path) -> None:
 
 
 @pytest.mark.infra
+def test_kernel_tables_hold_pingpong_and_coll(kernel_campaign: Path) -> None:
+    pingpong = pl.read_parquet(kernel_campaign / "results/tidy/kernel_pingpong.parquet")
+    assert pingpong.height == 3 * 2 * 18  # reps x ranks x sizes (0, 1 .. 64 KiB)
+    assert pingpong["valid"].all() and pingpong["payload_ok"].all() and (pingpong["t_usec"] > 0).all()
+    assert set(pingpong["label"]) == {"intelmpi/shm/core"} and set(pingpong["variant_group"]) == {"m0-16"}
+    coll = pl.read_parquet(kernel_campaign / "results/tidy/kernel_coll.parquet")
+    assert coll.height == 3 * 2 * 2 * 14  # reps x ranks x (Bcast, Allreduce) x sizes (0, 1 .. 4 KiB)
+    assert coll["valid"].all() and (coll["mismatches"] == 0).all() and set(coll["algorithm"]) == {"default"}
+
+
+@pytest.mark.infra
 def test_kernel_fits_and_report(kernel_campaign: Path) -> None:
     fits = json.loads((kernel_campaign / "results/fits/kernels.json").read_text())
     (ring,) = fits["ring"]
@@ -320,11 +449,19 @@ def test_kernel_fits_and_report(kernel_campaign: Path) -> None:
     assert "error" not in matsum and 0 <= matsum["serial_fraction"] <= 1 and matsum["fails_where"]
     (jacobi,) = fits["jacobi"]
     assert jacobi["latency_us"] > 0 and jacobi["hybrid_vs_pure"][0]["hybrid"] == "1 × 2"
+    # the pingpong kernel next to IMB PingPong of the same stack/transport/mapping (two programs, one link)
+    (pingpong,) = fits["pingpong"]
+    assert pingpong["label"] == "intelmpi/shm/core" and pingpong["latency_us"] > 0
+    assert pingpong["imb_latency_us"] > 0 and pingpong["kernel_vs_imb_latency"] > 0
+    assert pingpong["bandwidth_4MiB_MBps"] is None  # tiny's sweep stops at 64 KiB
+    assert pingpong["latency_4B_us"] > 0 and 10 < pingpong["bandwidth_MBps"] < 100_000
+    assert {(c["collective"], c["np"]) for c in fits["coll"]} == {("bcast", 2), ("allreduce", 2)}
     html = (kernel_campaign / "results/report.html").read_text()
-    for sid in ("kernel-ring", "kernel-matsum", "kernel-jacobi"):
+    for sid in ("kernel-ring", "kernel-matsum", "kernel-jacobi", "kernel-p2p-coll"):
         assert f'<section id="{sid}">' in html
     assert "could not be built" not in html
     assert "ring-implied vs PingPong" in html and "Where the model fails" in html
+    assert "not the Intel MPI Benchmarks (IMB)" in html
 
 
 @pytest.mark.infra
@@ -340,6 +477,43 @@ def test_invalid_kernel_result_fails_the_cell(kernel_campaign: Path, tmp_path: P
     status = json.loads((tmp_path / "cell/status.json").read_text())
     assert status["status"] == "failed" and status["records"] == 4  # 2 ranks x 2 sizes
     assert not os.access(tmp_path / "cell/stdout.txt", os.W_OK) or os.geteuid() == 0
+
+
+@pytest.mark.infra
+def test_debian_openmpi_pingpong_and_forced_coll_cells(tmp_path: Path) -> None:
+    """Real kernel cells on Debian's Open MPI 4.1 (which has no IMB here): the pingpong cell, and a coll
+    cell whose Bcast algorithm is forced with Open MPI's coll_tuned knobs, like an IMB algorithm cell."""
+    from mpiatlas.kernels import build_kernels
+
+    require_infra(Path("/usr/bin/mpicc.openmpi").exists() and Path("/usr/bin/mpirun.openmpi").exists(),
+                  "Debian Open MPI (mpicc.openmpi, mpirun.openmpi)")
+    config = base_config()
+    config["stacks"]["debompi"] = {"kind": "openmpi", "source": "system", "transports": ["ob1-vader"],
+                                   "algorithms": {"Bcast": ["default", "binomial"]}}
+    config["imb"]["benchmarks"] = ["PingPong", "Bcast"]
+    config["kernels"]["stacks"] = {"debompi": ["ob1-vader"]}
+    config["kernels"]["pingpong"]["msglog"] = [0, 20]
+    config = validate(config)
+    build = tmp_path / "build"
+    build_kernels(get_stack("openmpi", "/usr", source="system"), build, kernels=("pingpong", "coll"))
+    cells = {c.variant: c for c in kernel_cells(config) if c.kernel in ("pingpong", "coll") and c.rep == 0}
+    assert set(cells) == {"m0-20", "default", "bcast-binomial"}
+    outcomes = {}
+    for variant, cell in cells.items():
+        spec = kernel_spec(config, cell)
+        spec["kernel"]["build_dir"] = str(build)
+        outcomes[variant] = (run_kernel_cell(spec, tmp_path / variant), tmp_path / variant)
+    for variant, (outcome, _) in outcomes.items():
+        assert outcome.status == "ok", (variant, outcome.reason)
+        assert outcome.details["binding_ok"] and outcome.details["transport_ok"]
+    argv = json.loads((outcomes["bcast-binomial"][1] / "provenance.json").read_text())["argv"]
+    assert "coll_tuned_bcast_algorithm" in argv and argv[argv.index("coll_tuned_bcast_algorithm") + 1] == "6"
+    from mpiatlas.parsers.kernels import parse_kernel_file
+
+    records = parse_kernel_file(outcomes["bcast-binomial"][1] / "stdout.txt")["coll"]
+    assert set(records["collective"]) == {"bcast"} and records["valid"].all()
+    pp = parse_kernel_file(outcomes["m0-20"][1] / "stdout.txt")["pingpong"].filter(pl.col("rank") == 0)
+    assert pp["valid"].all() and pp["bytes"].max() == 2**20 and (pp["t_usec"] > 0).all()
 
 
 def test_containerised_kernel_runs_from_the_image(tmp_path: Path) -> None:

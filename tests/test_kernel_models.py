@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from mpiatlas.models.kernel_p2p import fit_coll, fit_pingpong
 from mpiatlas.models.kernels import (
     P2P,
     binomial_subtree,
@@ -236,19 +237,128 @@ def test_jacobi_takes_lambda_from_the_ring_without_pingpong() -> None:
     assert all(p["rel_err"] is None or abs(p["rel_err"]) < 1e-6 for p in fit["points"])
 
 
+# -------------------------------------------------------------------------------- pingpong / coll
+SIZES = [0] + [2**k for k in range(23)]
+
+
+def pingpong_table(lam: float = 0.4, bw: float = 6000.0, label: str = LABEL, reps: int = 3, noise: float = 0.01,
+                   seed: int = 3) -> pl.DataFrame:
+    """Tidy kernel_pingpong rows: rank 0 follows t = λ + s/B (with noise), rank 1 is 5x off (the fit
+    must use rank 0, the OSU/IMB reporter)."""
+    rng = np.random.default_rng(seed)
+    stack, transport, mapping = label.split("/")
+    rows = []
+    for rep in range(reps):
+        for size in SIZES:
+            t = (lam + size / bw) * (1 + noise * rng.standard_normal())
+            for rank in (0, 1):
+                tr = t if rank == 0 else 5 * t
+                rows.append({"label": label, "stack": stack, "transport": transport, "mapping": mapping,
+                             "cell_status": "ok", "cell": f"kernel/{label}/np2/pingpong/m0-22/rep{rep}", "rep": rep,
+                             "np": 2, "rank": rank, "bytes": size, "iterations": 100, "t_usec": tr,
+                             "t_min_usec": 0.9 * tr, "MBps": size / tr if size else None, "valid": True,
+                             "oversubscribed": False})
+    return pl.DataFrame(rows)
+
+
+def test_pingpong_fit_recovers_lambda_and_bandwidth_and_cross_checks_imb() -> None:
+    df = pingpong_table()
+    broken = pingpong_table(lam=50.0, seed=9).with_columns(pl.lit(False).alias("valid"))  # failed own check
+    imb = {**hockney_entry(lam=0.5, bw=5000.0), "latency_ci_us": [0.45, 0.55], "bandwidth_ci_MBps": [4800, 5200]}
+    (fit,) = fit_pingpong(pl.concat([df, broken]), [imb, hockney_entry(label="other/x/core")])
+    assert fit["benchmark"] == "pingpong" and "not IMB" in fit["source"] and fit["n_reps"] == 3
+    # 1 % noise on 3 repetitions: λ within 5 %, B within 5 %, the CIs cover the truth
+    assert fit["latency_us"] == pytest.approx(0.4, rel=0.05)
+    assert fit["bandwidth_MBps"] == pytest.approx(6000.0, rel=0.05)
+    lo, hi = fit["latency_ci_us"]
+    assert lo <= 0.4 <= hi and fit["ci_method"] == "repetitions"
+    assert fit["latency_4B_us"] == pytest.approx(0.4 + 4 / 6000.0, rel=0.03)
+    assert fit["bandwidth_4MiB_MBps"] == pytest.approx(2**22 / (0.4 + 2**22 / 6000.0), rel=0.03)
+    # IMB PingPong of the same stack/transport/mapping, next to the kernel's
+    assert fit["imb_latency_us"] == 0.5 and fit["imb_latency_ci_us"] == [0.45, 0.55]
+    assert fit["kernel_vs_imb_latency"] == pytest.approx(0.8, rel=0.05)
+    assert fit["kernel_vs_imb_bandwidth"] == pytest.approx(1.2, rel=0.05)
+    assert [p["bytes"] for p in fit["points"]] == SIZES and all(p["n_reps"] == 3 for p in fit["points"])
+    (alone,) = fit_pingpong(pingpong_table(label="openmpi/ob1-sm/core"), [imb])
+    assert alone["imb_latency_us"] is None and alone["kernel_vs_imb_latency"] is None
+    assert "no IMB PingPong" in alone["headline"]
+    (short,) = fit_pingpong(pingpong_table().filter(pl.col("bytes") <= 2), [])
+    assert "need at least 3 distinct non-zero sizes" in short["error"]
+    assert fit_pingpong(None) == [] and fit_pingpong(broken) == []
+
+
+def coll_table(reps: int = 3, seed: int = 4) -> pl.DataFrame:
+    """kernel_coll rows of two process counts: binomial costs log2(P)·(1 + s/1000) µs, pipeline
+    3 + s/3000 µs (faster above 600 B at P=4, 3000 B at P=2); the default is binomial up to 4 KiB,
+    then pipeline."""
+    rng = np.random.default_rng(seed)
+    rows = []
+
+    def model(algo: str, np_: int, size: int) -> float:
+        if algo == "default":
+            algo = "binomial" if size <= 4096 else "pipeline"
+        return math.log2(np_) * (1 + size / 1000) if algo == "binomial" else 3 + size / 3000
+
+    for np_ in (2, 4):
+        for algo in ("default", "binomial", "pipeline"):
+            for rep in range(reps):
+                for size in (0, 16, 1024, 16384, 262144):
+                    t = model(algo, np_, size) * (1 + 0.002 * rng.standard_normal())
+                    for rank in range(np_):
+                        rows.append({**HEAD, "label": "ompi/sm/core", "stack": "ompi", "transport": "sm",
+                                     "cell": f"kernel/ompi/sm/core/np{np_}/coll/bcast-{algo}/rep{rep}", "rep": rep,
+                                     "np": np_, "rank": rank, "collective": "bcast", "algorithm": algo,
+                                     "bytes": size, "t_usec": t, "t_avg_usec": t if rank == 0 else None,
+                                     "t_min_usec": 0.9 * t if rank == 0 else None,
+                                     "t_max_usec": 1.1 * t if rank == 0 else None, "valid": True,
+                                     "oversubscribed": np_ > 2})
+    return pl.DataFrame(rows)
+
+
+def test_coll_best_algorithm_per_size_and_p() -> None:
+    fits = {f["np"]: f for f in fit_coll(coll_table())}
+    assert set(fits) == {2, 4}
+    four = fits[4]
+    assert four["collective"] == "bcast" and four["algorithms"] == ["default", "binomial", "pipeline"]
+    assert four["oversubscribed"] and not fits[2]["oversubscribed"]
+    best = {b["bytes"]: b for b in four["best"]}
+    # P=4: binomial 2·(1 + s/1000) beats pipeline 3 + s/3000 below 600 B; the default ties binomial there
+    assert best[16]["algorithm"] in ("binomial", "default") and best[16]["t_avg_usec"] == pytest.approx(2.032, rel=0.01)
+    assert best[1024]["algorithm"] == "pipeline" and best[1024]["runner_up"] in ("binomial", "default")
+    binomial_1k, pipeline_1k = 2 * (1 + 1.024), 3 + 1024 / 3000
+    assert best[1024]["default_over_best"] == pytest.approx(binomial_1k / pipeline_1k, rel=0.01)
+    assert best[1024]["margin"] == pytest.approx(binomial_1k / pipeline_1k - 1, abs=0.01)
+    assert best[1024]["candidates"] == 3
+    # above 4 KiB the default is the pipeline: no gain from forcing it
+    assert best[262144]["algorithm"] in ("pipeline", "default")
+    assert best[262144]["default_over_best"] == pytest.approx(1.0, abs=0.01)
+    # P=2: the crossover moves to 3000 B
+    two = {b["bytes"]: b for b in fits[2]["best"]}
+    assert two[1024]["algorithm"] in ("binomial", "default") and two[16384]["algorithm"] in ("pipeline", "default")
+    pt = next(p for p in four["points"] if p["algorithm"] == "pipeline" and p["bytes"] == 16384)
+    assert pt["t_min_usec"] == pytest.approx(0.9 * pt["t_avg_usec"], rel=0.01) and pt["n_reps"] == 3
+    assert sum(four["wins"].values()) == 5
+    bad = coll_table().with_columns(pl.lit("failed").alias("cell_status"))
+    assert fit_coll(bad) == []
+
+
 def test_json_is_strict_and_the_cli_writes_kernels_json(tmp_path: Path) -> None:
     tidy = tmp_path / "tidy"
     tidy.mkdir()
     ring_table(P2P(LAMBDA, BW, "x")).write_parquet(tidy / "kernel_ring.parquet")
     matsum_table().write_parquet(tidy / "kernel_matsum.parquet")
     jacobi_table().write_parquet(tidy / "kernel_jacobi.parquet")
+    pingpong_table().write_parquet(tidy / "kernel_pingpong.parquet")
+    coll_table().write_parquet(tidy / "kernel_coll.parquet")
     hockney = tmp_path / "hockney.json"
     hockney.write_text(json.dumps([hockney_entry()]))
     out = subprocess.run([sys.executable, "-m", "mpiatlas.cli", "fit", str(tidy), "--model", "kernels",
                           "--hockney", str(hockney), "--json"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
-    assert set(result) == {"ring", "matsum", "jacobi", "notes"}
+    assert set(result) == {"ring", "matsum", "jacobi", "pingpong", "coll", "notes"}
+    assert result["pingpong"][0]["latency_us"] > 0 and result["pingpong"][0]["imb_latency_us"] == LAMBDA
+    assert len(result["coll"]) == 2 and all(f["best"] for f in result["coll"])
     for name in ("ring", "matsum", "jacobi"):
         (fit,) = result[name]
         assert fit["label"] == LABEL and fit["fails_where"] and fit["points"]
@@ -284,3 +394,38 @@ def test_report_shows_each_kernel_with_its_model(tmp_path: Path) -> None:
     # without kernel data the sections are left out
     empty = report.build_report(tmp_path / "none", None, tmp_path / "empty.html").read_text()
     assert 'id="kernel-ring"' not in empty
+
+
+def test_report_shows_own_pingpong_and_collectives_apart_from_imb(tmp_path: Path) -> None:
+    from mpiatlas import report
+
+    tidy, fits = tmp_path / "tidy", tmp_path / "fits"
+    tidy.mkdir()
+    fits.mkdir()
+    pingpong = pl.concat([pingpong_table(), pingpong_table(label="openmpi/ob1-sm/core", lam=2.0, bw=3000.0)])
+    tables = {"pingpong": pingpong, "coll": coll_table()}
+    for name, table in tables.items():
+        table.write_parquet(tidy / f"kernel_{name}.parquet")
+    hockney = [{**hockney_entry(lam=0.5, bw=5000.0), "latency_ci_us": [0.45, 0.55]}]
+    (fits / "hockney.json").write_text(json.dumps(hockney))
+    (fits / "kernels.json").write_text(json.dumps(fit_kernels(tables, hockney), allow_nan=False))
+    html = report.build_report(tidy, fits, tmp_path / "report.html").read_text()
+    start = html.index('<section id="kernel-p2p-coll">')
+    section = html[start:html.index("</section>", start)]
+    assert "mpiatlas pingpong / collectives (own kernels; Open MPI where IMB is unavailable)" in section
+    assert "not the Intel MPI Benchmarks (IMB)" in section
+    # Open MPI has no IMB PingPong: the notice names it; Intel MPI's IMB λ sits next to the kernel's
+    assert "their only point-to-point measurement" in section and "openmpi/ob1-sm/core" in section
+    assert "IMB PingPong λ (µs) [95 % CI]" in section and "0.500 [0.450, 0.550]" in section and "no IMB" in section
+    assert "4 B latency (µs)" in section and "4 MiB bandwidth (MB/s)" in section
+    assert "Best algorithm per (collective, P, size)" in section and "pipeline" in section
+    assert html.index('id="kernel-p2p-coll"') < html.index('id="cells"')
+    # measurements without fits still give the 4 B / 4 MiB table and the collectives (medians)
+    (fits / "kernels.json").unlink()
+    bare = report.build_report(tidy, fits, tmp_path / "bare.html").read_text()
+    start = bare.index('<section id="kernel-p2p-coll">')
+    section = bare[start:bare.index("</section>", start)]
+    assert "No pingpong fit" in section and "4 MiB bandwidth (MB/s)" in section
+    assert "Best algorithm per (collective, P, size)" in section
+    empty = report.build_report(tmp_path / "none", None, tmp_path / "empty.html").read_text()
+    assert 'id="kernel-p2p-coll"' not in empty

@@ -1,10 +1,11 @@
 """The C kernels (src/kernels) on real MPI stacks, and their output parser.
 
-Infrastructure tests build ring/matsum/jacobi with each stack's compiler wrapper
+Infrastructure tests build ring/matsum/jacobi/pingpong/coll with each stack's compiler wrapper
 (``mpiatlas.kernels.build_kernels``), launch them for P = 1..4 (P = 4 oversubscribes
 the 2 cores) and check the results against what the test computes independently:
-the ring's closed form, a tiling of the matrix by the matsum blocks, and a numpy
-Jacobi on the same global grid. Parser tests read real captured outputs in
+the ring's closed form, a tiling of the matrix by the matsum blocks, a numpy
+Jacobi on the same global grid, the ping-pong's echoed payload (and a Hockney λ and B
+within physical bounds) and the collectives' closed forms. Parser tests read real captured outputs in
 tests/data/kernels/ (see README there).
 """
 
@@ -251,6 +252,108 @@ def test_jacobi_matches_serial(built, kind: str, np_: int, mode: str, threads: i
         assert row["mlups_rank"] > 0 and row["mlups_total"] > 0
 
 
+# --------------------------------------------------------------------------- pingpong
+def pingpong_rank0(df: pl.DataFrame) -> pl.DataFrame:
+    return df.filter(pl.col("rank") == 0).sort("bytes")
+
+
+@pytest.mark.infra
+def test_pingpong_openmpi_real_latency_and_bandwidth(built) -> None:
+    """A real 2-rank sweep to 4 MiB with Debian Open MPI (shared memory): the Hockney fit of rank 0's
+    half round trips gives λ > 0, and bandwidths stay within what one node can do."""
+    from mpiatlas.models.hockney import fit_hockney
+
+    stack, bins = built("openmpi")
+    df = run_kernel(stack, bins["pingpong"], ["-m", "0:22", "-i", "200", "-w", "20", "--iterations-large", "20",
+                                              "--warmup-large", "3", "--time-budget-ms", "30"], 2)
+    sizes = [0] + [2**k for k in range(23)]
+    assert df.height == 2 * len(sizes)
+    assert df["valid"].all() and df["payload_ok"].all()  # every size's payload arrived intact, both ways
+    r0 = pingpong_rank0(df)
+    assert r0["bytes"].to_list() == sizes and (r0["peer"] == 1).all()
+    assert (r0["t_usec"] > 0).all() and (r0["t_min_usec"] <= r0["t_usec"]).all()
+    assert (r0["t_usec"] <= r0["t_max_usec"]).all()
+    # bandwidth is bytes per half round trip (MB/s = bytes/µs), 0 bytes has none
+    pos = r0.filter(pl.col("bytes") > 0)
+    assert np.allclose(pos["MBps"].to_numpy(), (pos["bytes"] / pos["t_usec"]).to_numpy(), rtol=1e-12)
+    assert r0["MBps"][0] is None
+    # OSU's counts: fewer iterations above 8 KiB, and the time budget may lower them further (>= 5)
+    assert (r0.filter(pl.col("bytes") <= 8192)["iterations"] <= 200).all()
+    assert (r0.filter(pl.col("bytes") > 8192)["iterations"].is_between(5, 20)).all()
+    # each rank reports its cpu set; the cpu it ran on is in it
+    for row in df.iter_rows(named=True):
+        assert row["cpus"] and row["cpu"] in row["cpus"]
+    fit = fit_hockney(r0["bytes"].to_list(), r0["t_usec"].to_list())
+    assert 0 < fit.latency_us < 200, fit.latency_us  # shared memory on one node: µs, not ms
+    assert 10 < fit.bandwidth_MBps < 100_000, fit.bandwidth_MBps  # above a slow disk, below DRAM
+    bw_4mib = pos.filter(pl.col("bytes") == 2**22)["MBps"][0]
+    assert 10 < bw_4mib < 100_000
+    assert r0.filter(pl.col("bytes") == 2**22)["t_usec"][0] > r0.filter(pl.col("bytes") == 4)["t_usec"][0]
+
+
+@pytest.mark.infra
+@pytest.mark.parametrize("kind", ("intelmpi", "openmpi", "mpich"))
+def test_pingpong_checks_the_payload(built, kind: str) -> None:
+    stack, bins = built(kind)
+    df = run_kernel(stack, bins["pingpong"], ["-m", "0:17", "-i", "20", "-w", "2", "--iterations-large", "5"], 2)
+    assert df["valid"].all() and df["payload_ok"].all() and df.height == 2 * 19
+    # --inject-fault: rank 1 corrupts the checked echo, so rank 0's check fails for every size > 0
+    bad = run_kernel(stack, bins["pingpong"], ["-m", "0:4", "-i", "3", "-w", "1", "--inject-fault"], 2)
+    r0, r1 = pingpong_rank0(bad), bad.filter(pl.col("rank") == 1)
+    assert r0["valid"].to_list() == [True, False, False, False, False, False]  # 0 bytes: nothing to corrupt
+    assert r0["payload_ok"].all() and r1["valid"].all()
+
+
+@pytest.mark.infra
+def test_pingpong_needs_two_ranks(built) -> None:
+    stack, bins = built("openmpi")
+    for np_ in (1, 3):
+        launch = stack.launch([str(bins["pingpong"]), "-m", "0:2"], LaunchSpec(np=np_, transport="shm",
+                                                                             oversubscribe=np_ > CORES))
+        proc = subprocess.run(launch.argv, env=stack.env() | launch.env, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and f"needs exactly 2 ranks, got {np_}" in proc.stderr
+
+
+# --------------------------------------------------------------------------- coll
+@pytest.mark.infra
+@pytest.mark.parametrize("np_", NPS)
+@pytest.mark.parametrize("kind", STACKS)
+def test_coll_results_are_checked(built, kind: str, np_: int) -> None:
+    """Bcast, Allreduce and Alltoall give their closed-form results on every rank, at every size."""
+    stack, bins = built(kind)
+    df = run_kernel(stack, bins["coll"], ["-m", "0:12", "-i", "5", "-w", "1"], np_)
+    assert df.height == np_ * 3 * 14  # ranks x collectives x sizes (0, 1 .. 4096)
+    assert df["valid"].all() and (df["mismatches"] == 0).all(), df.filter(~pl.col("valid"))
+    assert (df["iterations"] == 5).all()
+    allreduce = df.filter(pl.col("collective") == "allreduce")
+    assert set(allreduce.filter(pl.col("bytes") >= 8)["datatype"]) == {"double"}
+    assert set(allreduce.filter(pl.col("bytes").is_between(1, 4))["datatype"]) == {"unsigned char"}
+    doubles = allreduce.filter(pl.col("bytes") >= 8)
+    assert (doubles["count"] * 8 == doubles["bytes"]).all()
+    assert set(df.filter(pl.col("collective") == "bcast")["root"]) == {0}
+    # OSU's avg/min/max over ranks sit on rank 0's record (MPI_Reduce), null on the others
+    r0 = df.filter(pl.col("rank") == 0)
+    assert (r0["t_min_usec"] <= r0["t_avg_usec"]).all() and (r0["t_avg_usec"] <= r0["t_max_usec"]).all()
+    assert (r0["t_min_usec"] <= r0["t_usec"]).all() and (r0["t_usec"] <= r0["t_max_usec"]).all()
+    others = df.filter(pl.col("rank") > 0)
+    assert others["t_avg_usec"].null_count() == others.height
+    assert (df["t_fastest_usec"] <= df["t_usec"] * (1 + 1e-9)).all()
+
+
+@pytest.mark.infra
+def test_coll_fault_is_caught(built) -> None:
+    stack, bins = built("openmpi")
+    df = run_kernel(stack, bins["coll"], ["-m", "0:3", "-i", "2", "-w", "0", "--inject-fault"], 3)
+    last = df.filter(pl.col("rank") == 2)
+    assert last.filter(pl.col("bytes") == 0)["valid"].all()  # nothing to corrupt
+    assert not last.filter(pl.col("bytes") > 0)["valid"].any()
+    assert (last.filter(pl.col("bytes") > 0)["mismatches"] == 1).all()
+    assert df.filter(pl.col("rank") < 2)["valid"].all()
+    one = run_kernel(stack, bins["coll"], ["--collective", "allreduce", "-m", "3:3", "-i", "2"], 2)
+    assert one["collective"].unique().to_list() == ["allreduce"] and sorted(set(one["bytes"])) == [0, 8]
+
+
 @pytest.mark.infra
 def test_check_catches_injected_faults(built) -> None:
     stack, bins = built("openmpi")
@@ -280,6 +383,8 @@ def test_mpich_builds_warning_clean_and_runs(built) -> None:
     assert matsum["valid"].all()
     jacobi = run_kernel(stack, bins["jacobi"], ["--mode", "strong", "--N", "9", "-i", "10", "--check"], 2)
     assert jacobi["valid"].all()
+    coll = run_kernel(stack, bins["coll"], ["-m", "0:10", "-i", "3", "-w", "1"], 2)
+    assert coll["valid"].all() and coll.height == 2 * 3 * 12
 
 
 @pytest.mark.infra
@@ -385,6 +490,40 @@ def test_malformed_lines_name_file_and_line() -> None:
     with pytest.raises(KernelParseError, match=rf"x:{header}: incomplete ring run"):
         parse_kernel_output(_broken(path, len(lines), None), "x")
     assert parse_kernel_output(_broken(path, len(lines), None), "x", require_complete=False)["ring"].height == 17
+
+
+def test_parse_real_pingpong_output() -> None:
+    df = parse_kernel_file(DATA / "pingpong_openmpi_np2.txt")["pingpong"]
+    sizes = [0] + [2**k for k in range(17)]
+    assert df.height == 2 * len(sizes) and df["valid"].all() and df["payload_ok"].all()
+    assert df.schema["cpus"] == pl.List(pl.Int64) and df.schema["t_usec"] == pl.Float64
+    assert df.schema["MBps"] == pl.Float64 and df["MBps"].null_count() == 2  # 0 bytes, both ranks
+    r0 = pingpong_rank0(df)
+    assert r0["bytes"].to_list() == sizes and r0["record"].to_list() == list(range(len(sizes)))
+    assert df["mpi_library"][0].startswith("Open MPI v4.1") and df["msglog"][0] == "0:16"
+    assert df["large_size"][0] == 8192 and df["time_budget_ms"][0] == 0
+    # OSU's counts: 100 timed round trips up to 8 KiB, the -large 20 above
+    assert set(r0.filter(pl.col("bytes") <= 8192)["iterations"]) == {100}
+    assert set(r0.filter(pl.col("bytes") > 8192)["iterations"]) == {20}
+    pos = r0.filter(pl.col("bytes") > 0)
+    assert np.allclose(pos["MBps"].to_numpy(), (pos["bytes"] / pos["t_usec"]).to_numpy(), rtol=1e-12)
+    assert [sorted(c) for c in df.filter(pl.col("bytes") == 0).sort("rank")["cpus"].to_list()] == [[0], [1]]
+
+
+def test_parse_real_coll_output_with_launcher_noise() -> None:
+    path = DATA / "coll_intelmpi_np3.txt"
+    assert "[0] MPI startup():" in path.read_text()
+    df = parse_kernel_file(path)["coll"]
+    assert df.height == 3 * 3 * 12 and df["valid"].all() and (df["mismatches"] == 0).all()
+    assert df["collective"].unique(maintain_order=True).to_list() == ["bcast", "allreduce", "alltoall"]
+    assert df["collectives"][0] == "bcast,allreduce,alltoall" and (df["nprocs"] == 3).all()
+    # rank 0 carries the MPI_Reduce'd avg/min/max; the others null, typed as floats
+    assert df.schema["t_avg_usec"] == pl.Float64 and df.schema["root"] == pl.Int64
+    r0 = df.filter(pl.col("rank") == 0)
+    assert r0["t_avg_usec"].null_count() == 0 and df.filter(pl.col("rank") > 0)["t_avg_usec"].null_count() == 72
+    assert (r0["t_min_usec"] <= r0["t_avg_usec"]).all() and (r0["t_avg_usec"] <= r0["t_max_usec"]).all()
+    assert set(df.filter(pl.col("collective") == "alltoall")["datatype"]) == {"byte"}
+    assert df.filter((pl.col("collective") == "allreduce") & (pl.col("bytes") == 1024))["count"].to_list() == [128] * 3
 
 
 def test_concatenated_runs_and_noise() -> None:

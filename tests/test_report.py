@@ -25,12 +25,14 @@ NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 LABELS: dict[str, tuple[str, str, str, list[tuple[int, int | None, float, float]]]] = {
     "impi/shm/core": ("impi", "shm", "core", [(0, 65536, 0.21, 6500.0), (65536, None, 1.9, 11800.0)]),
     "ompi/tcp/core": ("ompi", "tcp", "core", [(0, None, 17.5, 1150.0)]),
+    "impi/tcp/node": ("impi", "tcp", "node", [(0, None, 24.0, 950.0)]),  # ranks 0 and 1 on two nodes
     f"evil/{EVIL}/core": ("evil", EVIL, "core", [(0, None, 0.9, 4000.0)]),
 }
 BW_FACTOR = {"PingPong": 1, "PingPing": 1, "Sendrecv": 2}  # IMB counts Sendrecv bytes twice
 FITTED = ("PingPong", "PingPing")  # what `mpiatlas fit --model hockney` models
 COLL = {"Allreduce": ["default", "ring", "recursive_doubling"], "Barrier": ["default", "dissemination"]}
 COLL_SIZES = [0] + [4**k for k in range(1, 10)]  # 4 B .. 256 KiB
+CACHES = {"L1d": 32768, "L2": 524288, "L3": 33554432}  # L3 lies beyond the 4 MiB largest message
 FAILED_REASON = "mpirun exited with code 139 (SIGSEGV in MPI_Sendrecv)"
 
 
@@ -81,7 +83,7 @@ def make_inputs(root: Path, *, reps: int = 3, seed: int = 7) -> tuple[Path, Path
             "host": HOST, "cpu_model": "AMD EPYC 7763 64-Core Processor",
             "topology": {"hostname": HOST, "cpu_model": "AMD EPYC 7763 64-Core Processor", "packages": 2,
                          "numa_nodes": 8, "l3_domains": 16, "cores": 128, "pus": 128, "smt": 1,
-                         "cache_sizes": {"L3": 33554432}},
+                         "cache_sizes": CACHES},
             "start": f"2025-01-01T10:{len(prov) % 60:02d}:00+00:00", "end": f"2025-01-01T10:{len(prov) % 60:02d}:30+00:00",
             "containerized": stack == "ompi", "image_digest": cells[-1]["image_digest"], "mpiatlas_version": "0.1.0",
         })
@@ -97,7 +99,8 @@ def make_inputs(root: Path, *, reps: int = 3, seed: int = 7) -> tuple[Path, Path
             "msg_per_sec": None, "status": "ok", "line": 10, "cell": cid, "label": label, "stack": stack,
             "stack_kind": "system", "stack_version": "x", "transport": transport, "mapping": mapping, "np": np_,
             "algorithm": alg, "rep": rep, "oversubscribed": False, "containerized": stack == "ompi",
-            "image_digest": None, "region": "same_l3" if np_ == 2 else None,
+            "image_digest": None, "nodes": 2 if mapping == "node" else 1,
+            "region": ("other_node" if mapping == "node" else "same_l3") if np_ == 2 else None,
         })
 
     for label, (_, _, _, segs) in LABELS.items():
@@ -252,8 +255,9 @@ def test_charts_are_valid_vega_lite(built: tuple[str, list, Path]) -> None:
 
     html, _, _ = built
     specs = _specs(html)
-    # p2p: 3 benchmarks + 2 residual charts; Allreduce: lines, heatmap, best; Barrier: vs np, best.
-    assert len(specs) == 10
+    # p2p: 3 benchmarks + 2 residual charts; by region: PingPong, PingPing; Allreduce: lines, heatmap, best;
+    # Barrier: vs np, best.
+    assert len(specs) == 12
     for cid, spec in specs.items():
         assert f'id="{cid}"' in html
         assert "$schema" not in spec
@@ -347,7 +351,8 @@ def test_broken_section_does_not_break_report(tmp_path: Path) -> None:
 
 def test_sections_are_registered_in_order() -> None:
     names = [f.__name__ for f in report.SECTIONS]
-    assert names[:4] == ["section_header", "section_p2p", "section_parameters", "section_collectives"]
+    assert names[:5] == ["section_header", "section_p2p", "section_parameters", "section_p2p_regions",
+                         "section_collectives"]
     assert names.index("section_cells") < names.index("section_provenance")
 
 
@@ -389,4 +394,74 @@ def test_with_the_real_aggregate_and_fit(tmp_path: Path) -> None:
     for f in fits:
         if "error" not in f:
             assert report.fmt_num(f["latency_us"]) in params
-    assert len(_specs(html)) == 10
+    assert len(_specs(html)) == 12
+
+
+def _mark(layer: dict[str, Any]) -> str | None:
+    m = layer.get("mark")
+    return m.get("type") if isinstance(m, dict) else m
+
+
+def _rows(spec: dict[str, Any], view: dict[str, Any]) -> list[dict[str, Any]]:
+    name = (view.get("data") or spec.get("data") or {}).get("name")
+    return spec["datasets"][name] if name else []
+
+
+def test_region_section_cache_rules_and_intra_inter(built: tuple[str, list, Path]) -> None:
+    html, _, out = built
+    sec = _section(html, "p2p-regions")
+    ids = re.findall(r'id="(chart-\d+)"', sec)
+    assert len(ids) == 2  # PingPong and PingPing
+    spec = _specs(html)[ids[0]]
+    for panel in spec["hconcat"]:  # latency and bandwidth both carry the cache rules
+        rules = [r for lay in panel["layer"] if _mark(lay) == "rule" for r in _rows(spec, lay)]
+        assert sorted(r["bytes"] for r in rules) == [CACHES["L1d"], CACHES["L2"]]
+        labels = {r["label"] for lay in panel["layer"] if _mark(lay) == "text" for r in _rows(spec, lay)}
+        assert labels == {"L1d 32 KiB", "L2 512 KiB"}
+    assert "not drawn: L3 32 MiB" in sec  # beyond the 4 MiB largest message: named, not drawn
+    series = {r["series"] for lay in spec["hconcat"][0]["layer"] for r in _rows(spec, lay) if "series" in r}
+    assert {"impi/shm · same_l3", "impi/tcp · other_node", "ompi/tcp · same_l3"} <= series
+
+    # The table's ratios, recomputed independently from the samples.
+    smp = pl.read_parquet(out.parent.parent / "tidy" / "imb_samples.parquet").filter(
+        (pl.col("benchmark") == "PingPong") & (pl.col("stack") == "impi"))
+
+    def med(transport: str, m: int, col: str) -> float:
+        return smp.filter((pl.col("transport") == transport) & (pl.col("bytes") == m)).get_column(col).median()
+
+    lat = med("tcp", 4, "t_usec") / med("shm", 4, "t_usec")
+    bw = med("shm", 4 << 20, "bandwidth_MBps") / med("tcp", 4 << 20, "bandwidth_MBps")
+    row = re.search(r"<tr><td>impi</td><td>same stack</td>(.*?)</tr>", sec, re.S)
+    assert row, sec
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
+    assert cells[:2] == ["shm · same_l3", "tcp · other_node"]
+    assert cells[5].startswith(report.fmt_num(lat) + " [") and cells[9].startswith(report.fmt_num(bw) + " [")
+    assert lat > 50 and bw > 5  # the shm/tcp gap of the fixture's Hockney parameters
+    assert "impi: shm (same_l3) within a node, tcp across nodes" in sec
+    assert "<td>ompi</td>" not in sec  # ompi has no inter-node run
+
+
+def test_collective_heatmaps_per_algorithm(built: tuple[str, list, Path]) -> None:
+    """Issue #4: latency heatmaps over (size × np) per algorithm, and the best algorithm per cell."""
+    html, _, out = built
+    specs = {json.dumps(s.get("title")): s for s in _specs(html).values()}
+    heat = specs['"Allreduce: latency over (size, np)"']
+    assert heat["facet"]["column"]["field"] == "algorithm"
+    enc = heat["spec"]["encoding"]
+    assert (enc["x"]["field"], enc["y"]["field"], enc["color"]["field"]) == ("size", "np", "t_median_usec")
+    rows = _rows(heat, heat)
+    for alg in COLL["Allreduce"]:
+        for np_ in (2, 4, 8):
+            cells = [r for r in rows if r["algorithm"] == alg and r["np"] == np_ and r["label"] == "impi/shm/core"]
+            assert sorted(r["bytes"] for r in cells) == COLL_SIZES
+
+    summ = pl.read_parquet(out.parent.parent / "tidy" / "imb_summary.parquet").filter(
+        pl.col("benchmark") == "Allreduce")
+    expected = report.best_algorithms(summ)
+    best = _rows(specs['"Allreduce: fastest algorithm per (size, np)"'],
+                 specs['"Allreduce: fastest algorithm per (size, np)"'])
+    assert len(best) == expected.height == 4 * 3 * len(COLL_SIZES)
+    got = {(r["label"], r["np"], r["bytes"]): (r["best"], r["speedup"]) for r in best}
+    for r in expected.iter_rows(named=True):
+        b, sp = got[(r["label"], r["np"], r["bytes"])]
+        assert b == r["best"] and sp == pytest.approx(r["speedup"], rel=1e-4)

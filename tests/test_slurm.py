@@ -8,20 +8,23 @@ SLURM) run everywhere.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import polars as pl
 import pytest
 
 from conftest import REPO, campaign_workdir, require_infra, run_campaign
-from mpiatlas import matrix
+from mpiatlas import kernel_matrix, matrix
 from mpiatlas.config import load, validate
 from mpiatlas.runner import resolve_launcher, scheduler_facts
 from mpiatlas.stacks import LaunchSpec, StackError, get_stack
@@ -89,10 +92,11 @@ def test_allocation_of_a_cell_and_when_it_asks_for_whole_nodes() -> None:
     config = campaign()
     core = matrix.Cell("intelmpi", "shm", "core", 4, "Bcast", "default", 0)
     socket = matrix.Cell("intelmpi", "shm", "socket", 4, "Bcast", "default", 0)
-    node = matrix.Cell("intelmpi", "shm", "node", 4, "Bcast", "default", 0)
+    node = matrix.Cell("intelmpi", "ofi-tcp", "node", 4, "Bcast", "default", 0, nodes=2)
     assert matrix.slurm_extra(config, core) == "--ntasks-per-node=4"
     assert matrix.slurm_extra(config, socket) == "--ntasks-per-node=4 --exclusive"
     assert (matrix.nodes_for(node), matrix.slurm_extra(config, node)) == (2, "--ntasks-per-node=2 --exclusive")
+    assert node.id == "imb/intelmpi/ofi-tcp/node2/np4/Bcast/default/rep0"
     config["campaign"]["exclusive"] = "always"
     assert matrix.slurm_extra(config, core).endswith("--exclusive")
     config["campaign"]["exclusive"] = "never"
@@ -170,16 +174,15 @@ def test_tidy_lists_campaign_cells_without_raw_output_as_missing(tmp_path: Path)
     assert "re-run" in row["reason"]
 
 
-def test_dry_run_works_without_slurm_and_prints_resources(tmp_path: Path) -> None:
-    """`snakemake -n --profile profiles/slurm` on a machine where no SLURM command works."""
+def slurm_dry_run(tmp_path: Path, work: Path) -> str:
+    """`snakemake -n --profile profiles/slurm` in ``work`` on a machine where no SLURM command works."""
     pytest.importorskip("snakemake_executor_plugin_slurm")
     fake = tmp_path / "noslurm"
-    fake.mkdir()
-    for cmd in ("sbatch", "squeue", "sinfo", "sacct", "sacctmgr", "scontrol", "scancel", "sshare", "srun"):
-        (fake / cmd).write_text("#!/bin/sh\necho 'slurm_load_partitions: Unable to contact slurm controller' >&2\nexit 1\n")
-        (fake / cmd).chmod(0o755)
-    (tmp_path / "work").mkdir()
-    work = campaign_workdir(tmp_path / "work", SLURM_CONFIG)
+    if not fake.is_dir():
+        fake.mkdir()
+        for cmd in ("sbatch", "squeue", "sinfo", "sacct", "sacctmgr", "scontrol", "scancel", "sshare", "srun"):
+            (fake / cmd).write_text("#!/bin/sh\necho 'slurm_load_partitions: Unable to contact slurm controller' >&2\nexit 1\n")
+            (fake / cmd).chmod(0o755)
     env = dict(os.environ, PATH=f"{fake}:{Path(sys.executable).parent}:{os.environ['PATH']}")
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--snakefile", "workflow/Snakefile", "--configfile",
@@ -187,11 +190,148 @@ def test_dry_run_works_without_slurm_and_prints_resources(tmp_path: Path) -> Non
         cwd=work, env=env, capture_output=True, text=True, timeout=300)
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-3000:]
+    return out
+
+
+def planned_group_jobs(out: str) -> dict[str, int]:
+    """group -> batch jobs a dry run plans for it."""
+    return dict(Counter(re.findall(r"Group job (\S+) \(jobs in", out)))
+
+
+def test_dry_run_works_without_slurm_and_prints_resources(tmp_path: Path) -> None:
+    """`snakemake -n --profile profiles/slurm` on a machine where no SLURM command works."""
+    (tmp_path / "work").mkdir()
+    work = campaign_workdir(tmp_path / "work", SLURM_CONFIG)
+    out = slurm_dry_run(tmp_path, work)
     assert "Group job imb_intelmpi_shm_core_np2" in out and "Group job imb_intelmpi_ofi-tcp_core_np2" in out
     assert out.count("Group job") == 2  # 8 cells, 2 allocations x 4 cells per job
     for resource in ("tasks=2", "cpus_per_task=1", "mpi=srun", "nodes=1", "slurm_extra=--ntasks-per-node=2",
                      "runtime=1", "mem_mb=1026", "slurm_partition=debug", "cell_slot=1"):
         assert resource in out, resource
+
+
+def kernel_campaign(repetitions: int = 2, cells_per_job: int = 5, **kernels: object) -> dict:
+    """A validated campaign whose kernel cells span three allocations per transport: ring and
+    pure-MPI jacobi with 2 ranks, ring with 4 ranks, hybrid jacobi with 1 rank x 2 threads."""
+    return validate({
+        "campaign": {"name": "k", "repetitions": repetitions, "timeout_s": 600, "cells_per_job": cells_per_job},
+        "stacks": {"intelmpi": {"kind": "intelmpi", "transports": ["shm", "ofi-tcp"]}},
+        "mappings": ["core"], "processes": [2],
+        "imb": {"benchmarks": ["PingPong"], "msglog": [0, 10], "time_s": 0.2, "mem_gb": 0.5, "iterations": 100},
+        "kernels": kernels or {
+            "ring": {"variants": ["nonblocking", "blocking", "ssend"], "processes": [2, 4]},
+            "jacobi": {"mode": "weak", "L": 16, "processes": [2], "hybrid": {"processes": [1], "threads": [2]}},
+        },
+    })
+
+
+# Batch jobs of kernel_campaign() per group at cells_per_job 5 (and 2 repetitions): 2-rank
+# ring x 3 variants + jacobi = 8 cells -> 2 jobs; 4-rank ring = 6 -> 2; hybrid jacobi = 2 -> 1.
+KERNEL_JOBS = {f"kernel_intelmpi_{t}_core_{alloc}": jobs for t in ("shm", "ofi-tcp")
+               for alloc, jobs in (("np2_t1", 2), ("np4_t1", 2), ("np1_t2", 1))}
+
+
+def test_kernel_cells_of_one_allocation_share_batch_jobs() -> None:
+    config = kernel_campaign()
+    cells = kernel_matrix.kernel_cells(config)
+    assert len(cells) == 32
+    groups = Counter(kernel_matrix.job_group(c) for c in cells)
+    assert {g: -(-n // 5) for g, n in groups.items()} == KERNEL_JOBS
+    assert kernel_matrix.batch_jobs(config, cells) == sum(KERNEL_JOBS.values()) == 10
+    # One allocation per group: same ranks, threads (cpus per task), nodes and sbatch extras.
+    for group in groups:
+        members = [c for c in cells if kernel_matrix.job_group(c) == group]
+        shapes = {(c.np, c.threads, kernel_matrix.kernel_nodes(c), kernel_matrix.slurm_extra(config, c))
+                  for c in members}
+        assert len(shapes) == 1, (group, shapes)
+    hybrid = next(c for c in cells if c.threads == 2)
+    assert (hybrid.np, kernel_matrix.slurm_extra(config, hybrid)) == (1, "--ntasks-per-node=1")
+    # Kernel and IMB cells never share a group (different programs, build inputs, resources).
+    assert not set(groups) & {matrix.job_group(c) for c in matrix.imb_cells(config)}
+    # A campaign of N kernel cells is about N / cells_per_job jobs (one partial job per group).
+    big = kernel_campaign(repetitions=10, cells_per_job=20)
+    many = kernel_matrix.kernel_cells(big)
+    assert len(many) == 160 and kernel_matrix.batch_jobs(big, many) == 10  # 40+30+10 cells per transport
+    socket = dataclasses.replace(hybrid, mapping="socket", np=2)
+    assert kernel_matrix.slurm_extra(config, socket) == "--ntasks-per-node=2 --exclusive"
+
+
+def test_kernel_runtime_is_modelled_work_with_a_floor_and_the_timeout_as_ceiling() -> None:
+    config = kernel_campaign(
+        ring={"variants": ["nonblocking"], "streams": [2], "bytes": [1048576], "iterations": 1000, "warmup": 0,
+              "processes": [4]},
+        jacobi={"mode": "weak", "L": 100, "processes": [2]},
+        matsum={"processes": [4]},
+    )
+    cells = {c.kernel: c for c in kernel_matrix.kernel_cells(config) if c.transport == "shm" and c.rep == 0}
+    # ring: 1000 exchanges x 4 steps x (50 us + 2 streams x 1 MiB / 100 MB/s) = 84.09 s;
+    # x2 safety + 30 s overhead = 198 s -> 4 min (a retry asks for twice that: 396 s -> 7).
+    assert kernel_matrix.estimate_work_s(config, cells["ring"]) == pytest.approx(84.08608)
+    assert kernel_matrix.estimate_runtime_min(config, cells["ring"]) == 4
+    assert kernel_matrix.estimate_runtime_min(config, cells["ring"], attempt=2) == 7
+    # jacobi: 105 sweeps of 1e6 points/rank at 20 ns + halos, plus rank 0's serial check of 2e6 points.
+    assert kernel_matrix.estimate_work_s(config, cells["jacobi"]) == pytest.approx(105 * (0.02 + 3e-4) + 4.2)
+    # matsum: 11 iterations moving A, B, C (3 x 8 B x 2.4e6) through rank 0 at 100 MB/s.
+    assert kernel_matrix.estimate_work_s(config, cells["matsum"]) == pytest.approx(11 * (0.576 + 4 * 50e-6))
+    assert kernel_matrix.estimate_runtime_min(config, cells["jacobi"]) == matrix.RUNTIME_FLOOR_MIN
+    # Memory: 512 MB per job + per rank 256 MB and its arrays (+ rank 0's whole matrices / check grid).
+    assert kernel_matrix.estimate_mem_mb(config, cells["ring"]) == 512 + 4 * (256 + 4) + 1
+    assert kernel_matrix.estimate_mem_mb(config, cells["matsum"]) == 1646
+    assert kernel_matrix.estimate_mem_mb(config, cells["jacobi"]) == 1092
+    # Never more than the launch timeout (600 s) + overhead: 630 s -> 11 min; an unmodelled
+    # kernel gets that ceiling too.
+    config["kernels"]["ring"]["iterations"] = 10**7
+    assert kernel_matrix.estimate_runtime_min(config, cells["ring"]) == 11
+    future = dataclasses.replace(cells["ring"], kernel="future", variant="x")
+    config["kernels"]["future"] = {}
+    assert kernel_matrix.estimate_work_s(config, future) is None
+    assert kernel_matrix.estimate_runtime_min(config, future) == 11
+
+
+def _resources(out: str, cell_id: str) -> dict[str, str]:
+    """The resources a dry run prints for the job that writes ``cell_id``."""
+    match = re.search(rf"output: results/raw/{re.escape(cell_id)}\n(?:.*\n){{0,6}}?\s*resources: (.*)\n", out)
+    assert match, f"no job for {cell_id} in the dry run"
+    return dict(part.split("=", 1) for part in match[1].split(", "))
+
+
+def test_dry_run_packs_kernel_cells_into_batch_jobs_and_a_resume_plans_only_the_missing(tmp_path: Path) -> None:
+    import yaml
+
+    config_file = tmp_path / "kernels.yaml"
+    config_file.write_text(yaml.safe_dump(kernel_campaign()))
+    (tmp_path / "work").mkdir()
+    work = campaign_workdir(tmp_path / "work", str(config_file))
+    out = slurm_dry_run(tmp_path, work)
+    imb_jobs = {"imb_intelmpi_shm_core_np2": 1, "imb_intelmpi_ofi-tcp_core_np2": 1}
+    assert planned_group_jobs(out) == KERNEL_JOBS | imb_jobs  # 12 batch jobs for 4 IMB + 32 kernel cells
+    hybrid = _resources(out, "kernel/intelmpi/shm/core/np1/jacobi/weak-L16-t2/rep0")
+    # One rank: no `mpi` flag (the plugin refuses an MPI job of one task, and hangs doing so).
+    assert {k: hybrid[k] for k in ("tasks", "cpus_per_task", "nodes", "mpi", "slurm_extra", "cell_slot", "runtime")} \
+        == {"tasks": "1", "cpus_per_task": "2", "nodes": "1", "mpi": "", "slurm_extra": "--ntasks-per-node=1",
+            "cell_slot": "1", "runtime": "1"}
+    ring4 = _resources(out, "kernel/intelmpi/ofi-tcp/core/np4/ring/ssend/rep1")
+    assert (ring4["tasks"], ring4["cpus_per_task"], ring4["slurm_extra"]) == ("4", "1", "--ntasks-per-node=4")
+    assert int(ring4["mem_mb"]) == kernel_matrix.estimate_mem_mb(
+        kernel_campaign(), kernel_matrix.cell_from_id(kernel_matrix.kernel_cells(kernel_campaign()),
+                                                      "kernel/intelmpi/ofi-tcp/core/np4/ring/ssend/rep1"))
+
+    # Resume: the stack and its kernels are there, 3 of the 8 cells of one group finished (what a
+    # killed job leaves behind). Only the 5 others are planned, in one job; nothing else changes.
+    config = load(work / "config" / "campaign.yaml")
+    for path in ["results/stacks/intelmpi.json", *kernel_matrix.build_outputs("intelmpi")]:
+        (work / path).parent.mkdir(parents=True, exist_ok=True)
+        (work / path).write_text("{}")
+    time.sleep(1.1)  # finished cells are newer than their inputs
+    group = "kernel_intelmpi_shm_core_np2_t1"
+    finished = [c.id for c in kernel_matrix.kernel_cells(config) if kernel_matrix.job_group(c) == group][:3]
+    for cell_id in finished:
+        (work / "results/raw" / cell_id).mkdir(parents=True)
+        (work / "results/raw" / cell_id / "status.json").write_text('{"status": "ok"}')
+    again = slurm_dry_run(tmp_path, work)
+    assert planned_group_jobs(again) == KERNEL_JOBS | imb_jobs | {group: 1}
+    assert re.search(r"^kernel\s+29$", again, re.MULTILINE), again[-2000:]
+    assert not any(f"output: results/raw/{c}\n" in again for c in finished)
 
 
 # -- a real SLURM cluster --------------------------------------------------------------------
@@ -351,4 +491,55 @@ def test_openmpi_cells_run_under_srun_with_pmix_and_mca_environment(tmp_path: Pa
         prov = provenance(cell_dir)
         assert Path(prov["argv"][0]).name == "srun" and "--mpi=pmix" in prov["argv"]
         assert prov["env"]["OMPI_MCA_btl_base_verbose"] == "1"
+    assert (work / "results/report.html").exists()
+
+
+@pytest.mark.infra
+def test_mpich_cells_run_under_srun_with_pmi2_and_kernel_cells_share_batch_jobs(tmp_path: Path) -> None:
+    """The PyPI MPICH 5 wheel and Debian's MPICH 4 direct-launched by `srun --mpi=pmi2` (IMB
+    PingPong through the MPICH ABI, and the ring kernel); 8 ring cells packed into 2 batch jobs."""
+    require_slurm()
+    require_infra(shutil.which("mpiexec.mpich") is not None and shutil.which("mpicc.mpich") is not None,
+                  "Debian MPICH (mpich)")
+    work = campaign_workdir(tmp_path, "config/test/slurm_mpich.yaml")
+    result = run_campaign(work, *PROFILE, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    cells = pl.read_parquet(work / "results/tidy/cells.parquet")
+    assert cells.height == 16
+    assert cells["status"].to_list() == ["ok"] * 16, cells.filter(pl.col("status") != "ok")
+    assert cells["transport_ok"].all() and cells["binding_ok"].all() and set(cells["launcher"]) == {"srun"}
+    assert set(cells["obtained_binding"]) == {json.dumps({"0": [0], "1": [1]})}  # srun's masks
+    obtained = {(r["kind"], r["stack"], r["transport"]): r["obtained_transport"] for r in cells.iter_rows(named=True)}
+    assert obtained == {("imb", "intelmpi", "shm"): "shm", ("imb", "mpich", "default"): "shm",
+                        ("imb", "mpich", "ofi-tcp"): "ofi:tcp", ("imb", "mpich4", "ucx-sm"): "ucx:sm",
+                        ("kernel", "mpich", "default"): "shm", ("kernel", "mpich4", "ucx-sm"): "ucx:sm"}
+    # One 2-rank world per launch, not two 1-rank worlds: IMB ran PingPong with 2 processes...
+    samples = pl.read_parquet(work / "results/tidy/imb_samples.parquet")
+    per_cell = samples.group_by("cell").agg(pl.col("processes").unique(), pl.len())
+    assert per_cell.height == 8 and all(p.to_list() == [2] for p in per_cell["processes"]), per_cell
+    # ...and every ring launch has ranks 0 and 1 of a size-2 communicator, each message intact.
+    ring = pl.read_parquet(work / "results/tidy/kernel_ring.parquet")
+    ranks = ring.group_by("cell").agg(pl.col("rank").unique().sort(), pl.col("size").unique())
+    assert ranks.height == 8 and all(r.to_list() == [0, 1] for r in ranks["rank"]), ranks
+    assert all(s.to_list() == [2] for s in ranks["size"]) and ring["valid"].all()
+    for cell_id, cell_dir in cell_dirs(work).items():
+        prov = provenance(cell_dir)
+        mpi = "--mpi=pmix" if "/intelmpi/" in cell_id else "--mpi=pmi2"
+        assert Path(prov["argv"][0]).name == "srun" and mpi in prov["argv"], prov["argv"]
+        if "/mpich/default/" in cell_id:  # hydra's -genv knobs reach the ranks as environment
+            assert prov["env"]["MPIR_CVAR_DEBUG_SUMMARY"] == "2" and "-genv" not in prov["argv"]
+        stderr = (cell_dir / "stderr.txt").read_text()
+        assert "task  0" in stderr and "task  1" in stderr and "cpu-bind=MAP" in stderr, cell_id
+    # Jobs: one per IMB allocation (4 stack x transport), and the 8 kernel cells in 2 jobs of 4,
+    # which ran one after another.
+    by_kind = {kind: cells.filter(pl.col("kind") == kind) for kind in ("imb", "kernel")}
+    assert by_kind["imb"]["slurm_job_id"].n_unique() == 4
+    kernel_jobs = by_kind["kernel"].group_by("slurm_job_id").agg(pl.col("stack").unique(), pl.len())
+    assert kernel_jobs.height == 2 and kernel_jobs["len"].to_list() == [4, 4], kernel_jobs
+    assert all(len(s) == 1 for s in kernel_jobs["stack"])  # a job holds one allocation's cells
+    assert not set(kernel_jobs["slurm_job_id"]) & set(by_kind["imb"]["slurm_job_id"])
+    for job in kernel_jobs["slurm_job_id"]:
+        spans = sorted((p["start"], p["end"]) for p in map(provenance, cell_dirs(work).values())
+                       if p["slurm_job_id"] == job)
+        assert len(spans) == 4 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
     assert (work / "results/report.html").exists()

@@ -242,6 +242,82 @@ def test_mpich_abi_dir_for_intel_imb(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert MPICH(prefix, source="system", version="4.0.2").imb_binary() == imb
 
 
+@pytest.fixture
+def fake_srun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An `srun` first on PATH (the argv is only built, never run)."""
+    bin_dir = tmp_path / "slurm-bin"
+    bin_dir.mkdir()
+    srun = bin_dir / "srun"
+    srun.write_text("#!/bin/sh\nexit 0\n")
+    srun.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{Path('/usr/bin')}:{Path('/bin')}")
+    return srun
+
+
+def test_mpich_srun_launch_uses_pmi2_and_passes_knobs_as_environment(mpich4: MPICH, mpich5: MPICH,
+                                                                     fake_srun: Path) -> None:
+    launch = mpich4.launch(["./a.out"], LaunchSpec(np=2, transport="ucx-tcp", pins=[1, 0], launcher="srun"))
+    # pmi2: MPICH's simple PMI client (PMI_FD); pmix would start two 1-rank worlds on Debian's 4.0.2.
+    assert launch.argv == [str(fake_srun), "--mpi=pmi2", "-n", "2", "--kill-on-bad-exit=1",
+                           "--cpu-bind=verbose,map_cpu:1,0", "./a.out"]
+    # No hydra under srun: its -genv knobs become the ranks' environment, no HYDRA_TOPO_DEBUG.
+    assert launch.env == {"UCX_TLS": "tcp,self", "UCX_LOG_LEVEL": "info", "UCX_LOG_FILE": "stderr"}
+    spec = LaunchSpec(np=4, transport="ofi-tcp", pins=[0, 1, 0, 1], oversubscribe=True, launcher="srun",
+                      collective="bcast", algorithm="scatter_ring_allgather")
+    over = mpich5.launch(["./a.out"], spec)
+    assert over.argv[1:5] == ["--mpi=pmi2", "-n", "4", "--kill-on-bad-exit=1"] and "--overcommit" in over.argv
+    assert not any(a.startswith("-genv") or a == "-bind-to" for a in over.argv)
+    assert over.env == {"MPIR_CVAR_NOLOCAL": "1", "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp",
+                        "MPIR_CVAR_DEBUG_SUMMARY": "1", "MPIR_CVAR_DEVICE_COLLECTIVES": "none",
+                        "MPIR_CVAR_BCAST_INTRA_ALGORITHM": "scatter_ring_allgather",
+                        "MPIR_CVAR_COLLECTIVE_FALLBACK": "error"}
+    hybrid = mpich5.launch(["jacobi"], LaunchSpec(np=2, transport="default", pin_sets=[(0, 1), (2, 3)],
+                                                  launcher="srun"))
+    assert "--cpu-bind=verbose,mask_cpu:0x3,0xc" in hybrid.argv
+    with pytest.raises(StackError, match="4 ranks but 2 pins"):
+        mpich5.launch(["./a.out"], LaunchSpec(np=4, transport="default", pins=[0, 1], launcher="srun"))
+    # Binding evidence under srun: its verbose masks (hydra's lines win when both are there).
+    srun_only = ("cpu-bind=MAP  - vm, task  0  0 [29420]: mask 0x2 set\n"
+                 "cpu-bind=MAP  - vm, task  1  1 [29421]: mask 0x1 set\n")
+    assert mpich4.obtained_binding(srun_only) == {0: {1}, 1: {0}}
+    assert mpich4.obtained_binding("process 0 binding: 10\nprocess 1 binding: 01\n" + srun_only) == {0: {0}, 1: {1}}
+
+
+def _fake_mpichversion(prefix: Path, version: str, configure: str) -> None:
+    tool = prefix / "bin" / "mpichversion"
+    tool.parent.mkdir(parents=True)
+    tool.write_text(f"#!/bin/sh\necho 'MPICH Version:    {version}'\necho 'MPICH Device:     ch4:ucx'\n"
+                    f"echo 'MPICH configure:  {configure}'\n")
+    tool.chmod(0o755)
+
+
+@pytest.mark.parametrize(("version", "configure", "plugin"), [
+    # Debian 4.0.2's line: --with-slurm is hydra's SLURM support, not a PMI client.
+    ("4.0.2", "--prefix=/usr --with-slurm=/usr --with-device=ch4:ucx --with-pm=hydra", "pmi2"),
+    ("5.0.2", "--with-device=ch4:ucx,ofi --with-pm=hydra:gforker", "pmi2"),
+    ("4.0.3", "--with-pmi=simple --with-pm=hydra", "pmi2"),
+    ("5.0.2", "--with-pmix=/opt/pmix --with-pm=hydra", "pmi2"),  # 5.x picks its PMI at run time
+    ("4.0.3", "--with-pmix=/opt/pmix --with-pm=no", "--with-pmix=/opt/pmix"),
+    ("4.0.3", "--with-pmi=pmix --with-pm=no", "--with-pmi=pmix"),
+    ("3.4.3", "--with-pmi=slurm --with-pm=no", "--with-pmi=slurm"),
+])
+def test_mpich_srun_plugin_follows_the_builds_pmi_client(tmp_path: Path, fake_srun: Path, version: str,
+                                                         configure: str, plugin: str) -> None:
+    prefix = tmp_path / "mpich"
+    _fake_mpichversion(prefix, version, configure)
+    stack = MPICH(prefix, source="pypi")
+    assert stack.series == ".".join(version.split(".")[:2])  # really read from the fake mpichversion
+    spec = LaunchSpec(np=2, transport="ucx-sm", launcher="srun")
+    if plugin == "pmi2":
+        assert stack.srun_mpi() == "pmi2" and stack.launch(["./a.out"], spec).argv[1] == "--mpi=pmi2"
+        return
+    with pytest.raises(StackError, match=rf"^unavailable: srun launch of mpich .* configured with {re.escape(plugin)} "
+                                         r"\(mpichversion\).*campaign.launcher: mpirun"):
+        stack.launch(["./a.out"], spec)
+    # The stack's own launcher is unaffected.
+    assert stack.launch(["./a.out"], LaunchSpec(np=2, transport="ucx-sm")).argv[0].endswith("mpiexec.hydra")
+
+
 def test_openmpi_imb_needs_a_source_build(ompi4: OpenMPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MPIATLAS_IMB_OPENMPI", raising=False)
     assert ompi4.imb_binary() is None

@@ -175,6 +175,89 @@ void *ku_malloc(size_t bytes)
     return p;
 }
 
+/* ---- message-size sweeps ----------------------------------------------- */
+
+int ku_sweep_option(int code, const char *arg, ku_sweep *sweep, const char *usage)
+{
+    switch (code) {
+    case 'm':
+    case KU_OPT_MSGLOG: {
+        int range[2];
+        /* "LO:HI" (IMB's -msglog form); "LO,HI" is accepted too */
+        char text[64];
+        snprintf(text, sizeof text, "%s", arg);
+        char *colon = strchr(text, ':');
+        if (colon)
+            *colon = ',';
+        if (ku_parse_int_list("--msglog", text, range, 2, 0, usage) != 2)
+            ku_usage_error(usage, "--msglog: '%s' is not LO:HI", arg);
+        if (range[0] > range[1] || range[1] > 30)
+            ku_usage_error(usage, "--msglog: '%s' needs 0 <= LO <= HI <= 30", arg);
+        sweep->lo = range[0];
+        sweep->hi = range[1];
+        return 1;
+    }
+    case KU_OPT_ITER_LARGE:
+        sweep->iterations_large = ku_parse_int("--iterations-large", arg, 1, 1000000000L, usage);
+        return 1;
+    case KU_OPT_WARMUP_LARGE:
+        sweep->warmup_large = ku_parse_int("--warmup-large", arg, 0, 1000000000L, usage);
+        return 1;
+    case KU_OPT_LARGE_SIZE:
+        sweep->large_bytes = ku_parse_int("--large-size", arg, 0, 1 << 30, usage);
+        return 1;
+    case KU_OPT_BUDGET:
+        sweep->budget_ms = ku_parse_int("--time-budget-ms", arg, 0, 3600000L, usage);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int ku_sweep_sizes(const ku_sweep *sweep, int *sizes)
+{
+    int n = 0;
+    sizes[n++] = 0;
+    for (int e = sweep->lo; e <= sweep->hi && n < KU_MAX_SIZES; e++)
+        sizes[n++] = 1 << e;
+    return n;
+}
+
+void ku_sweep_counts(const ku_sweep *sweep, const ku_common *common, int bytes, int *iterations, int *warmup)
+{
+    int large = bytes > sweep->large_bytes;
+    *iterations = large ? sweep->iterations_large : common->iterations;
+    *warmup = large ? sweep->warmup_large : common->warmup;
+}
+
+int ku_budget_iterations(MPI_Comm comm, int root, double warm_us_per_iteration, int iterations,
+                         const ku_sweep *sweep)
+{
+    int n = iterations, rank;
+    MPI_Comm_rank(comm, &rank);
+    if (rank == root && sweep->budget_ms > 0 && warm_us_per_iteration > 0.0) {
+        double fit = sweep->budget_ms * 1000.0 / warm_us_per_iteration;
+        int floor_n = iterations < KU_MIN_ITERATIONS ? iterations : KU_MIN_ITERATIONS;
+        if (fit < n)
+            n = fit > floor_n ? (int)fit : floor_n;
+    }
+    /* every rank must run the root's count, or the timed loops would not match up */
+    MPI_Bcast(&n, 1, MPI_INT, root, comm);
+    return n;
+}
+
+void ku_header_sweep(const ku_sweep *sweep)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%d:%d", sweep->lo, sweep->hi);
+    ku_header_str("msglog", text);
+    ku_header_int("iterations_large", sweep->iterations_large);
+    ku_header_int("warmup_large", sweep->warmup_large);
+    ku_header_int("large_size", sweep->large_bytes);
+    ku_header_int("time_budget_ms", sweep->budget_ms);
+    ku_header_int("min_iterations", KU_MIN_ITERATIONS);
+}
+
 /* ---- header ------------------------------------------------------------ */
 
 #define KU_MAX_HEADER 64
@@ -454,6 +537,28 @@ void ku_json_doubles(ku_json *j, const char *key, const double *values, int n)
         if (i)
             json_raw(j, ", ");
         json_number(j, values[i]);
+    }
+    json_raw(j, "]");
+}
+
+void ku_json_affinity(ku_json *j, const char *key)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    json_key(j, key);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) {
+        json_raw(j, "null");
+        return;
+    }
+    char text[16];
+    int first = 1;
+    json_raw(j, "[");
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &set))
+            continue;
+        snprintf(text, sizeof text, first ? "%d" : ", %d", cpu);
+        json_raw(j, text);
+        first = 0;
     }
     json_raw(j, "]");
 }

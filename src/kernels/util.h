@@ -78,6 +78,57 @@ void ku_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2))
 /* Checked allocation (64-byte aligned, zeroed). */
 void *ku_malloc(size_t bytes);
 
+/* ---- message-size sweeps (pingpong, coll) ------------------------------- */
+
+/* OSU's sweep knobs: sizes 0 and 2^lo..2^hi bytes; fewer iterations above `large_bytes`
+ * (OSU's LARGE_MESSAGE_SIZE); an optional time budget per size that lowers the timed
+ * iterations further from the warm-up's measured time per iteration. */
+enum { KU_OPT_MSGLOG = 1100, KU_OPT_ITER_LARGE, KU_OPT_WARMUP_LARGE, KU_OPT_LARGE_SIZE, KU_OPT_BUDGET };
+
+#define KU_SWEEP_LONGOPTS                                                   \
+    {"msglog", required_argument, NULL, KU_OPT_MSGLOG},                     \
+    {"iterations-large", required_argument, NULL, KU_OPT_ITER_LARGE},       \
+    {"warmup-large", required_argument, NULL, KU_OPT_WARMUP_LARGE},         \
+    {"large-size", required_argument, NULL, KU_OPT_LARGE_SIZE},             \
+    {"time-budget-ms", required_argument, NULL, KU_OPT_BUDGET}
+
+#define KU_SWEEP_USAGE                                                                           \
+    "  -m, --msglog LO:HI        message sizes 0 and 2^LO..2^HI bytes (default: see below)\n"          \
+    "      --iterations-large N  timed iterations for sizes > --large-size (default: see below)\n"     \
+    "      --warmup-large N      warm-up iterations for sizes > --large-size (default: see below)\n"   \
+    "      --large-size N        bytes above which the -large counts apply (default 8192, as OSU)\n"  \
+    "      --time-budget-ms T    per size: lower the timed iterations to about T ms, estimated\n"     \
+    "                            from the warm-up (never below 5; 0 = off, default)\n"
+
+/* Fewest timed iterations the time budget may leave for one size. */
+#define KU_MIN_ITERATIONS 5
+#define KU_MAX_SIZES 64
+
+typedef struct {
+    int lo, hi;           /* log2 of the smallest and largest non-zero size */
+    int iterations_large; /* timed iterations above large_bytes */
+    int warmup_large;
+    int large_bytes;
+    int budget_ms; /* 0: no time budget */
+} ku_sweep;
+
+/* Handles the sweep option codes (and 'm'). Returns 1 when handled, else 0. */
+int ku_sweep_option(int code, const char *arg, ku_sweep *sweep, const char *usage);
+
+/* 0 then 2^lo..2^hi into `sizes` (at most KU_MAX_SIZES); returns how many. */
+int ku_sweep_sizes(const ku_sweep *sweep, int *sizes);
+
+/* Timed and warm-up iterations of one size (the -large counts above large_bytes). */
+void ku_sweep_counts(const ku_sweep *sweep, const ku_common *common, int bytes, int *iterations, int *warmup);
+
+/* The timed iterations after the time budget: `root` decides from its warm-up time per
+ * iteration (us) and broadcasts, so every rank runs the same count (collective on comm). */
+int ku_budget_iterations(MPI_Comm comm, int root, double warm_us_per_iteration, int iterations,
+                         const ku_sweep *sweep);
+
+/* Sweep header entries (msglog, iterations_large, warmup_large, large_size, time_budget_ms). */
+void ku_header_sweep(const ku_sweep *sweep);
+
 /* ---- header ------------------------------------------------------------ */
 
 /* Starts the header of `kernel`; records argv and the MPI library. */
@@ -119,6 +170,8 @@ void ku_json_null(ku_json *j, const char *key);
 void ku_json_str(ku_json *j, const char *key, const char *value);
 void ku_json_ints(ku_json *j, const char *key, const int *values, int n);
 void ku_json_doubles(ku_json *j, const char *key, const double *values, int n);
+/* The cpus this rank may run on (sched_getaffinity), as a list: its binding. */
+void ku_json_affinity(ku_json *j, const char *key);
 /* Closes the object; rank 0 gathers every rank's line and prints them in rank order
  * (collective on `comm`). Frees the buffer. */
 void ku_json_emit(ku_json *j, MPI_Comm comm);

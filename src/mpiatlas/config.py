@@ -69,13 +69,19 @@ def _check_cross_fields(config: dict[str, Any], source: str) -> None:
     lo, hi = config["imb"]["msglog"]
     if lo > hi:
         raise ConfigError(f"{source}: imb.msglog: min {lo} is larger than max {hi}")
+    for i, label in enumerate(config["imb"].get("stacks", [])):
+        if label not in config["stacks"]:
+            raise ConfigError(f"{source}: imb.stacks.{i}: no stack {label!r}; stacks: "
+                              f"{', '.join(sorted(config['stacks']))}")
     benches = set(config["imb"]["benchmarks"])
+    # The coll kernel forces algorithms too, so its collectives may have them without IMB cells.
+    kernel_colls = set(((config.get("kernels") or {}).get("coll") or {}).get("collectives", []))
     for label, stack in config["stacks"].items():
         for coll in stack.get("algorithms", {}):
-            if coll not in benches:
+            if coll not in benches | kernel_colls:
                 raise ConfigError(
                     f"{source}: stacks.{label}.algorithms.{coll}: {coll} is not in imb.benchmarks "
-                    f"({', '.join(sorted(benches))})"
+                    f"({', '.join(sorted(benches))}) nor in kernels.coll.collectives"
                 )
     _check_kernels(config, source)
 
@@ -86,15 +92,20 @@ RING_VARIANTS = ("blocking", "ssend", "nonblocking")
 def _check_kernels(config: dict[str, Any], source: str) -> None:
     """The kernels block's cross-field rules (the schema checks keys, types and ranges)."""
     kernels = config.get("kernels") or {}
-    for label, transports in (kernels.get("stacks") or {}).items():
+    _check_kernel_stacks(config, kernels.get("stacks"), "kernels.stacks", source)
+    for name in ("pingpong", "coll"):
+        block = kernels.get(name)
+        if not block:
+            continue
+        _check_kernel_stacks(config, block.get("stacks"), f"kernels.{name}.stacks", source)
+        lo, hi = block["msglog"]
+        if lo > hi:
+            raise ConfigError(f"{source}: kernels.{name}.msglog: min {lo} is larger than max {hi}")
+    forced = (kernels.get("coll") or {}).get("forced_algorithms")
+    for i, label in enumerate(forced if isinstance(forced, list) else []):
         if label not in config["stacks"]:
-            raise ConfigError(f"{source}: kernels.stacks.{label}: no stack {label!r}; stacks: "
+            raise ConfigError(f"{source}: kernels.coll.forced_algorithms.{i}: no stack {label!r}; stacks: "
                               f"{', '.join(sorted(config['stacks']))}")
-        known = config["stacks"][label]["transports"]
-        for transport in transports:
-            if transport not in known:
-                raise ConfigError(f"{source}: kernels.stacks.{label}: transport {transport!r} is not one of "
-                                  f"stacks.{label}.transports ({', '.join(known)})")
     for i, group in enumerate((kernels.get("ring") or {}).get("variants", [])):
         parts = group.split("+")
         bad = [p for p in parts if p not in RING_VARIANTS]
@@ -110,6 +121,20 @@ def _check_kernels(config: dict[str, Any], source: str) -> None:
                               f"which takes {size} (points {'per rank' if size == 'L' else 'in total'} per axis)")
         if size not in jacobi:
             raise ConfigError(f"{source}: kernels.jacobi: mode {jacobi['mode']!r} needs {size}")
+
+
+def _check_kernel_stacks(config: dict[str, Any], chosen: dict[str, list[str]] | None, key: str,
+                         source: str) -> None:
+    """A kernel's stack -> transports choice names configured stacks and their transports."""
+    for label, transports in (chosen or {}).items():
+        if label not in config["stacks"]:
+            raise ConfigError(f"{source}: {key}.{label}: no stack {label!r}; stacks: "
+                              f"{', '.join(sorted(config['stacks']))}")
+        known = config["stacks"][label]["transports"]
+        for transport in transports:
+            if transport not in known:
+                raise ConfigError(f"{source}: {key}.{label}: transport {transport!r} is not one of "
+                                  f"stacks.{label}.transports ({', '.join(known)})")
 
 
 def load(path: str | Path) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Run one kernel cell (ring, matsum, jacobi of src/kernels): launch, keep the raw output, judge.
+"""Run one kernel cell (ring, matsum, jacobi, pingpong, coll of src/kernels): launch, keep the raw output, judge.
 
 The same life cycle as an IMB cell (:mod:`mpiatlas.runner`: scratch directory, provenance,
 status, read-only seal, timeout, transport and binding evidence); what differs:
@@ -17,6 +17,10 @@ status, read-only seal, timeout, transport and binding evidence); what differs:
 
 The thread placement is checked too: every OpenMP thread's cpu (``thread_cpus``, read at the
 end of the run) must lie in its rank's set.
+
+The `node` mapping over m nodes (one thread per rank) reuses the IMB runner's multi-node path
+(runner.plan_multinode, runner.judge_placement, mpiatlas.multinode): srun inside the allocation,
+ranks cyclic over the nodes, co-located nodes recognised by their kernel boot id.
 """
 
 from __future__ import annotations
@@ -26,18 +30,23 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas import containers, topology
+from mpiatlas import containers, multinode, topology
 from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_output
 from mpiatlas.runner import (
     STDOUT,
     Outcome,
     binding_problems,
+    cell_nodes,
     close_cell,
     error_outcome,
     exit_outcome,
     image_facts,
+    interface_env,
+    judge_placement,
     launch_and_run,
+    launch_topology,
     open_cell,
+    plan_multinode,
     resolve_launcher,
     transport_evidence,
     transport_reason,
@@ -94,8 +103,8 @@ def invalid_records(frame: pl.DataFrame) -> str | None:
     if bad.height == 0:
         return None
     ranks = sorted(set(bad["rank"].to_list()))
-    show = [c for c in ("variant", "streams", "bytes", "topo", "dist", "mismatches", "max_rel_diff", "msgleft",
-                        "expected_left") if c in bad.columns]
+    show = [c for c in ("variant", "collective", "streams", "bytes", "topo", "dist", "mismatches", "max_rel_diff",
+                        "payload_ok", "msgleft", "expected_left") if c in bad.columns]
     first = bad.row(0, named=True)
     what = ", ".join(f"{c}={first[c]}" for c in show)
     return (f"{bad.height} record(s) of rank(s) {', '.join(map(str, ranks))} report valid: false "
@@ -174,42 +183,65 @@ def kernel_program(spec: dict[str, Any], record: dict[str, Any]) -> list[str]:
     return [str(binary), *args]
 
 
+def plan_single_node(stack: Stack, spec: dict[str, Any], topo: topology.Topology, launcher: str,
+                     record: dict[str, Any]) -> tuple[list[int] | None, list[tuple[int, ...]] | None, bool, str | None]:
+    """(pins, pin_sets, oversubscribed, unpinned note) of a one-node kernel cell: ``threads`` cores
+    per rank under the mapping (rank_cpu_sets); a hybrid rank gets a cpu set where the stack can bind one."""
+    cell, threads = spec["cell"], int(spec["kernel"]["threads"])
+    ncores, cores = len(topo.cores), cell["np"] * threads
+    oversubscribed = cores > ncores
+    record.update(oversubscribed=oversubscribed, cores_requested=cores)
+    if oversubscribed and not spec["allow_oversubscribe"]:
+        raise topology.MappingUnavailable(
+            cell["mapping"], f"{cell['np']} ranks x {threads} threads > {ncores} cores and oversubscription is off")
+    sets = rank_cpu_sets(topo, cell["mapping"], cell["np"], threads, oversubscribe=oversubscribed)
+    pins: list[int] | None = None
+    pin_sets: list[tuple[int, ...]] | None = None
+    unpinned_note = None
+    if threads == 1:
+        pins = [s[0] for s in sets]
+        record["requested_pins"] = pins
+    elif launcher in getattr(stack, "multi_core_pins", ()):
+        pin_sets = sets
+        record["requested_pins"] = [list(s) for s in sets]
+    else:
+        record["requested_pins"] = None
+        record["wanted_cpu_sets"] = [list(s) for s in sets]
+        unpinned_note = (f"hybrid ({threads} threads per rank): the {stack.kind} launch layer cannot bind a "
+                         f"rank to several cores with {launcher}, so the ranks ran unpinned "
+                         f"(wanted {[list(s) for s in sets]})")
+    firsts = [s[0] for s in sets]
+    record["region"] = topology.region(topo, firsts[0], firsts[1]) if len(firsts) > 1 else None
+    return pins, pin_sets, oversubscribed, unpinned_note
+
+
 def run_kernel_cell(spec: dict[str, Any], out: Path) -> Outcome:
-    """Run the kernel cell described by ``spec`` (see kernel_matrix.kernel_spec) into ``out``."""
+    """Run the kernel cell described by ``spec`` (see kernel_matrix.kernel_spec) into ``out``.
+
+    A cell over several nodes (the `node` mapping) is planned, launched and checked exactly like a
+    multi-node IMB cell: runner.plan_multinode (srun only, no shared-memory transport, nodes
+    probed, ranks placed) and runner.judge_placement (ranks on different hosts, bound as asked)."""
     work, record = open_cell(spec, out)
     cell, threads = spec["cell"], int(spec["kernel"]["threads"])
     stack = get_stack(spec["stack"]["kind"], spec["stack"]["prefix"], source=spec["stack"]["source"])
     outcome = Outcome("failed", "not run")
     try:
-        topo = topology.detect()
-        record["topology"] = topo.summary()
-        ncores = len(topo.cores)
-        cores = cell["np"] * threads
-        oversubscribed = cores > ncores
-        record.update(oversubscribed=oversubscribed, threads=threads, cores_requested=cores)
-        if oversubscribed and not spec["allow_oversubscribe"]:
-            raise topology.MappingUnavailable(
-                cell["mapping"], f"{cell['np']} ranks x {threads} threads > {ncores} cores and oversubscription is off")
-        sets = rank_cpu_sets(topo, cell["mapping"], cell["np"], threads, oversubscribe=oversubscribed)
         launcher = record["launcher"] = resolve_launcher(spec.get("launcher"))
+        topo = launch_topology(launcher)
+        record.update(topology=topo.summary(), threads=threads)
         stack.check_launcher(launcher)
-        pins: list[int] | None = None
-        pin_sets: list[tuple[int, ...]] | None = None
+        nodes, ppn = cell_nodes(cell)
+        facts: list[multinode.NodeFacts] | None = None
         unpinned_note = None
-        if threads == 1:
-            pins = [s[0] for s in sets]
-            record["requested_pins"] = pins
-        elif launcher in getattr(stack, "multi_core_pins", ()):
-            pin_sets = sets
-            record["requested_pins"] = [list(s) for s in sets]
+        if nodes > 1:
+            if threads > 1:
+                raise topology.MappingUnavailable(
+                    "node", f"hybrid ranks ({threads} threads each) over {nodes} nodes are not supported "
+                    "(multinode.placement gives one cpu, or one shared set, per rank)")
+            pins, pin_sets, oversubscribed, facts = plan_multinode(stack, spec, topo, launcher, record)
+            record["cores_requested"] = cell["np"]
         else:
-            record["requested_pins"] = None
-            record["wanted_cpu_sets"] = [list(s) for s in sets]
-            unpinned_note = (f"hybrid ({threads} threads per rank): the {stack.kind} launch layer cannot bind a "
-                             f"rank to several cores with {launcher}, so the ranks ran unpinned "
-                             f"(wanted {[list(s) for s in sets]})")
-        firsts = [s[0] for s in sets]
-        record["region"] = topology.region(topo, firsts[0], firsts[1]) if len(firsts) > 1 else None
+            pins, pin_sets, oversubscribed, unpinned_note = plan_single_node(stack, spec, topo, launcher, record)
         record["stack_version"] = stack.version()
         program = kernel_program(spec, record)
         extra_env = {"OMP_NUM_THREADS": str(threads)}
@@ -217,9 +249,17 @@ def run_kernel_cell(spec: dict[str, Any], out: Path) -> Outcome:
             extra_env["OMP_WAIT_POLICY"] = "passive"  # threads sharing cores must not spin at barriers
         rc, stdout, stderr = launch_and_run(stack, program, LaunchSpec(
             np=cell["np"], transport=cell["transport"], pins=pins, pin_sets=pin_sets, oversubscribe=oversubscribed,
-            workdir=work, launcher=launcher,
-        ), work, spec["timeout_s"], record, extra_env)
-        outcome = judge_kernel(stack, spec, pins, pin_sets, rc, stdout, stderr, unpinned_note)
+            workdir=work, launcher=launcher, nodes=nodes, ppn=ppn,
+            # coll cells of a forced algorithm: the stack's own knob, exactly as for an IMB cell
+            collective=spec["kernel"].get("collective"), algorithm=spec["kernel"].get("algorithm"),
+        ), work, spec["timeout_s"], record, extra_env | interface_env(stack, spec))
+        # Over nodes, the cpu sets of co-located nodes are checked by judge_placement (as for IMB).
+        outcome = judge_kernel(stack, spec, pins, pin_sets if facts is None else None, rc, stdout, stderr,
+                               unpinned_note)
+        if facts is not None:
+            outcome = judge_placement(outcome, spec, pin_sets, facts, stdout + "\n" + stderr, record)
+            if pin_sets is not None and outcome.details is not None:
+                outcome.details["pinning"] = "cpu set per rank"
     except (topology.MappingUnavailable, StackError) as exc:
         outcome = error_outcome(exc)
     finally:

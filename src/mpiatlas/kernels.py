@@ -1,4 +1,4 @@
-"""Build the C kernels of ``src/kernels`` (ring, matsum, jacobi) against one MPI stack.
+"""Build the C kernels of ``src/kernels`` (ring, matsum, jacobi, pingpong, coll) against one MPI stack.
 
 ``build_kernels(stack, outdir)`` runs ``make -C src/kernels MPICC=<stack's mpicc> OUT=<outdir>``
 in the stack's environment and returns ``{kernel name: binary path}``. ``OUT`` holds the
@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Protocol
 
-KERNEL_NAMES: tuple[str, ...] = ("ring", "matsum", "jacobi")
+KERNEL_NAMES: tuple[str, ...] = ("ring", "matsum", "jacobi", "pingpong", "coll")
 KERNELS_DIR = Path(__file__).resolve().parents[1] / "kernels"
 
 

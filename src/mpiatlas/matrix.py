@@ -8,9 +8,10 @@ is what a user needs to see, and IMB's inner iterations hide it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from mpiatlas.config import ConfigError
 from mpiatlas.stacks import STACK_KINDS, collectives
@@ -34,18 +35,42 @@ class Cell:
     algorithm: str
     rep: int
     kind: str = "imb"
+    # Nodes the ranks are spread over (the `node` mapping: rank i on node i mod nodes); 1 otherwise.
+    nodes: int = 1
+
+    @property
+    def ppn(self) -> int:
+        """Ranks per node."""
+        return self.np // self.nodes
+
+    @property
+    def placement(self) -> str:
+        """The mapping as a path segment: ``node2`` for the `node` mapping over 2 nodes."""
+        return mapping_segment(self.mapping, self.nodes)
 
     @property
     def id(self) -> str:
-        return (f"{self.kind}/{self.stack}/{self.transport}/{self.mapping}/np{self.np}/"
+        return (f"{self.kind}/{self.stack}/{self.transport}/{self.placement}/np{self.np}/"
                 f"{self.benchmark}/{self.algorithm}/rep{self.rep}")
 
     @property
     def label(self) -> str:
-        return f"{self.stack}/{self.transport}/{self.mapping}"
+        return f"{self.stack}/{self.transport}/{self.placement}"
 
     def coords(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def mapping_segment(mapping: str, nodes: int) -> str:
+    return mapping if nodes == 1 else f"{mapping}{nodes}"
+
+
+def parse_mapping_segment(segment: str) -> tuple[str, int]:
+    """``node2`` -> ("node", 2); ``core`` -> ("core", 1): the inverse of :func:`mapping_segment`."""
+    match = re.fullmatch(r"([a-z]+?)(\d*)", segment)
+    if match is None:
+        raise ValueError(f"{segment!r} is not a mapping segment (e.g. core, socket, node2)")
+    return match.group(1), int(match.group(2) or 1)
 
 
 def stack_prefix(config: dict[str, Any], label: str) -> str:
@@ -112,18 +137,33 @@ def process_counts(config: dict[str, Any], benchmark: str) -> list[int]:
     return [2] if benchmark in TWO_RANK_BENCHMARKS else sorted(config["processes"])
 
 
+def node_counts(config: dict[str, Any], mapping: str, np: int) -> list[int]:
+    """The node counts a cell of ``np`` ranks runs over: 1 for single-node mappings; for `node`,
+    every configured m (``nodes``) that splits the ranks evenly (ppn = np / m ranks per node)."""
+    if mapping != "node":
+        return [1]
+    return [m for m in config.get("nodes", [2]) if m <= np and np % m == 0]
+
+
+def imb_stacks(config: dict[str, Any]) -> list[str]:
+    """Labels of the stacks with IMB cells: ``imb.stacks``, else every stack."""
+    chosen = config["imb"].get("stacks")
+    return [label for label in config["stacks"] if chosen is None or label in chosen]
+
+
 def imb_cells(config: dict[str, Any]) -> list[Cell]:
     """Every IMB cell of the campaign, in a stable order."""
     _check_transports(config)
     _check_algorithms(config)
     reps = range(config["campaign"]["repetitions"])
     cells = [
-        Cell(stack, transport, mapping, np, bench, algo, rep)
-        for stack, spec in config["stacks"].items()
-        for transport in spec["transports"]
+        Cell(stack, transport, mapping, np, bench, algo, rep, nodes=nodes)
+        for stack in imb_stacks(config)
+        for transport in config["stacks"][stack]["transports"]
         for mapping in config["mappings"]
         for bench in config["imb"]["benchmarks"]
         for np in process_counts(config, bench)
+        for nodes in node_counts(config, mapping, np)
         for algo in algorithms_for(config, stack, bench)
         for rep in reps
     ]
@@ -164,6 +204,8 @@ def cell_spec(config: dict[str, Any], cell: Cell) -> dict[str, Any]:
         "container": container_spec(config, cell.stack),
         "timeout_s": config["campaign"]["timeout_s"],
         "allow_oversubscribe": config["campaign"]["allow_oversubscribe"],
+        "colocated_nodes": config["campaign"].get("colocated_nodes", "spread"),
+        "tcp_interface": stack.get("tcp_interface"),
         # auto|mpirun|srun; "auto" is resolved where the cell runs (runner.resolve_launcher).
         "launcher": config["campaign"].get("launcher", "auto"),
     }
@@ -218,20 +260,28 @@ def estimate_mem_mb(spec: dict[str, Any]) -> int:
 
 
 def nodes_for(cell: Cell) -> int:
-    """Nodes a cell's allocation spans: two for the `node` mapping (neighbours on different
-    nodes), else one (every other mapping places all ranks on one node)."""
-    return 2 if cell.mapping == "node" and cell.np > 1 else 1
+    """Nodes a cell's allocation spans (the cell's ``nodes``: >1 only for the `node` mapping)."""
+    return cell.nodes
 
 
-def needs_exclusive(config: dict[str, Any], cell: Cell) -> bool:
+class Placed(Protocol):
+    """What the allocation helpers read of a cell, IMB or kernel (kernel_matrix.KernelCell)."""
+
+    @property
+    def mapping(self) -> str: ...
+
+    @property
+    def ppn(self) -> int: ...
+
+
+def needs_exclusive(config: dict[str, Any], cell: Placed) -> bool:
     mode = config["campaign"].get("exclusive", "auto")
     return mode == "always" or (mode == "auto" and cell.mapping in EXCLUSIVE_MAPPINGS)
 
 
-def slurm_extra(config: dict[str, Any], cell: Cell) -> str:
+def slurm_extra(config: dict[str, Any], cell: Placed) -> str:
     """sbatch options the executor plugin does not derive from tasks/nodes/mem/runtime."""
-    per_node = -(-cell.np // nodes_for(cell))
-    extra = [f"--ntasks-per-node={per_node}"]
+    extra = [f"--ntasks-per-node={cell.ppn}"]
     if needs_exclusive(config, cell):
         extra.append("--exclusive")
     return " ".join(extra)
@@ -241,11 +291,11 @@ def slurm_extra(config: dict[str, Any], cell: Cell) -> str:
 # group into batch jobs of campaign.cells_per_job cells (its --group-components, set from the
 # config by workflow/rules/common.smk) among the cells that still have to run: a re-run after a
 # killed job submits only the missing cells, packed again.
-IMB_GROUP = "imb_{stack}_{transport}_{mapping}_np{np}"
+IMB_GROUP = "imb_{stack}_{transport}_{mapping}_np{np}"  # mapping: the placement (node2, ...)
 
 
 def job_group(cell: Cell) -> str:
-    return IMB_GROUP.format(stack=cell.stack, transport=cell.transport, mapping=cell.mapping, np=cell.np)
+    return IMB_GROUP.format(stack=cell.stack, transport=cell.transport, mapping=cell.placement, np=cell.np)
 
 
 def batch_jobs(config: dict[str, Any], cells: list[Cell]) -> int:

@@ -1076,11 +1076,23 @@ def section_parameters(data: ReportData) -> Section:
     if seg_rows:
         blocks.append(Details(f"Piecewise segments ({len(seg_rows)})", [Table(
             [*id_cols, "#", "from", "to", "sizes", "λ (µs)", "B (MB/s)"], seg_rows)]))
-    others = sorted(k for k in data.fits if k != "hockney")
+    others = sorted(k for k in data.fits if k not in ("hockney", "kernels", "alphabeta"))  # shown elsewhere
     if others:
         blocks.append(Notice("Other model files found but not yet shown by this report version:", "info",
                              [f"{k}.json" for k in others]))
     return Section("Model parameters", blocks, id="parameters")
+
+
+# ---------------------------------------------------------------------------
+# Point-to-point by region (cache-size rules, intra- vs inter-node): mpiatlas.report_regions
+# ---------------------------------------------------------------------------
+
+
+@register_section
+def section_p2p_regions(data: ReportData) -> Section:
+    from mpiatlas.report_regions import section_regions
+
+    return section_regions(data)
 
 
 # ---------------------------------------------------------------------------
@@ -1298,6 +1310,18 @@ def _collective_blocks(bench: str, df: pl.DataFrame) -> list[Any]:
 
 
 # ---------------------------------------------------------------------------
+# Alltoall / Allgather over nodes (α-β models, fits/alphabeta.json): mpiatlas.report_alphabeta
+# ---------------------------------------------------------------------------
+
+
+@register_section
+def section_alphabeta(data: ReportData) -> Section | None:
+    from mpiatlas.report_alphabeta import section_alphabeta as build
+
+    return build(data)
+
+
+# ---------------------------------------------------------------------------
 # Other benchmarks (neither p2p nor collective): shown, never dropped
 # ---------------------------------------------------------------------------
 
@@ -1345,6 +1369,14 @@ def section_kernel_jacobi(data: ReportData) -> Section | None:
     from mpiatlas.report_kernels import section_jacobi
 
     return section_jacobi(data)
+
+
+@register_section
+def section_kernel_p2p_coll(data: ReportData) -> Section | None:
+    # mpiatlas's own pingpong/coll kernels (not IMB): Open MPI's only p2p/collective data here.
+    from mpiatlas.report_kernels import section_p2p_coll
+
+    return section_p2p_coll(data)
 
 
 # ---------------------------------------------------------------------------

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mpiatlas import containers, provenance, topology
+from mpiatlas import containers, multinode, provenance, topology
 from mpiatlas.parsers.imb import ImbParseError, parse_imb_text
 from mpiatlas.stacks import LaunchSpec, Stack, StackError, get_stack
+from mpiatlas.stacks.base import INTRA_NODE_EXPECT
 
 STDOUT, STDERR, PROVENANCE, STATUS = "stdout.txt", "stderr.txt", "provenance.json", "status.json"
 
@@ -121,6 +122,9 @@ def judge(stack: Stack, spec: dict[str, Any], pins: list[int] | None, rc: int | 
         return Outcome("failed", str(exc))
     output = stdout + "\n" + stderr
     details: dict[str, Any] = {"rows": rows.height, **transport_evidence(stack, spec["cell"]["transport"], output)}
+    if int(spec["cell"]["np"]) == 1:
+        # One rank has no peer: no transport is opened, so there is nothing to show or check.
+        details["transport_ok"] = None
     binding = stack.obtained_binding(output)
     problems = binding_problems(pins, binding)
     details.update(
@@ -304,6 +308,94 @@ def launch_and_run(stack: Stack, program: list[str], launch_spec: LaunchSpec, wo
     return rc, stdout, stderr
 
 
+def cell_nodes(cell: dict[str, Any]) -> tuple[int, int | None]:
+    """(nodes, ranks per node) of a cell's launch; ranks per node is None on one node."""
+    nodes = int(cell.get("nodes", 1))
+    return nodes, (int(cell["np"]) // nodes if nodes > 1 else None)
+
+
+def interface_env(stack: Stack, spec: dict[str, Any]) -> dict[str, str]:
+    """Variables keeping the stack's TCP traffic on the cell's ``tcp_interface`` ({} without one)."""
+    iface = spec.get("tcp_interface")
+    return stack.interface_env(iface) if iface else {}
+
+
+def launch_topology(launcher: str) -> topology.Topology:
+    """The node's topology; under srun only the cores this batch job was given (its affinity):
+    on a node shared with other jobs, a `core` cell must pin to its own cpus, not to cpu 0."""
+    topo = topology.detect()
+    if launcher == "srun" and os.environ.get("SLURM_JOB_ID"):
+        topo = topo.restricted_to(os.sched_getaffinity(0))
+    return topo
+
+
+def plan_single_node(spec: dict[str, Any], topo: topology.Topology,
+                     record: dict[str, Any]) -> tuple[list[int], None, bool]:
+    """Pins of a one-node cell from the node's topology; oversubscribed when ranks > cores."""
+    cell = spec["cell"]
+    ncores = len(topo.cores)
+    oversubscribed = record["oversubscribed"] = cell["np"] > ncores
+    if oversubscribed and not spec["allow_oversubscribe"]:
+        raise topology.MappingUnavailable(cell["mapping"], f"{cell['np']} ranks > {ncores} cores and oversubscription is off")
+    pins = topology.pin_list(topo, cell["mapping"], cell["np"], oversubscribe=oversubscribed)
+    record["requested_pins"] = list(pins)
+    record["region"] = topology.region(topo, pins[0], pins[1]) if len(pins) > 1 else None
+    return list(pins), None, oversubscribed
+
+
+def plan_multinode(stack: Stack, spec: dict[str, Any], topo: topology.Topology, launcher: str,
+                   record: dict[str, Any]) -> tuple[list[int] | None, list[tuple[int, ...]] | None, bool,
+                                                    list[multinode.NodeFacts]]:
+    """A `node`-mapped cell: refuse what cannot cross nodes, probe the allocation's nodes, and
+    place the ranks (see multinode.placement)."""
+    cell = spec["cell"]
+    nodes, np = int(cell["nodes"]), int(cell["np"])
+    if launcher != "srun":
+        raise StackError(f"unavailable: a cell over {nodes} nodes runs inside a SLURM allocation with launcher "
+                         f"srun (profiles/slurm); launcher {launcher} across hosts is not supported")
+    transport = stack.transport(cell["transport"])
+    if transport.expect in INTRA_NODE_EXPECT:
+        raise StackError(f"unavailable: transport {cell['transport']!r} of {stack.kind} is shared memory "
+                         f"({transport.expect}) and cannot connect ranks on different nodes")
+    facts = multinode.probe_nodes(nodes)
+    shared = multinode.colocated(facts)
+    record.update(node_facts=multinode.facts_record(facts), colocated=shared)
+    oversubscribed = record["oversubscribed"] = multinode.machine_oversubscribed(np, facts) or np // nodes > len(topo.cores)
+    if oversubscribed and not spec["allow_oversubscribe"]:
+        raise topology.MappingUnavailable("node", f"{np} ranks on {nodes} nodes need more cpus than the machine(s) "
+                                          "have and oversubscription is off")
+    pins, pin_sets = multinode.placement(topo, np, nodes, shared_machine=shared,
+                                         policy=spec.get("colocated_nodes", "spread"))
+    record["requested_pins"] = pins if pins is not None else [list(s) for s in pin_sets or []]
+    record["region"] = "other_node" if np > 1 else None
+    return pins, pin_sets, oversubscribed, facts
+
+
+def judge_placement(outcome: Outcome, spec: dict[str, Any], pin_sets: list[tuple[int, ...]] | None,
+                    facts: list[multinode.NodeFacts], output: str, record: dict[str, Any]) -> Outcome:
+    """A multi-node cell is only ``ok`` if its ranks really ran on different nodes, each on the cpus
+    asked for, and no two ranks of one machine were left to share a core (multinode.time_sliced)."""
+    if outcome.status not in ("ok", "invalid"):
+        return outcome
+    cell = spec["cell"]
+    details = dict(outcome.details or {})
+    hosts = multinode.srun_hosts(output)
+    record["rank_hosts"] = {str(r): h for r, h in sorted(hosts.items())}
+    binding = {int(r): set(c) for r, c in (details.get("obtained_binding") or {}).items()}
+    problems = multinode.placement_problems(int(cell["np"]), int(cell["nodes"]), hosts, binding, facts)
+    if pin_sets is not None:
+        wrong = [r for r, cpus in enumerate(pin_sets) if binding.get(r) != set(cpus)]
+        details["binding_ok"] = not wrong
+        if wrong:
+            problems.append(f"ranks {wrong} were not bound to the cpu sets asked for ({[list(pin_sets[r]) for r in wrong]})")
+    details.update(rank_hosts=record["rank_hosts"], placement_ok=not problems)
+    if outcome.status == "ok" and problems:
+        return Outcome("invalid", "; ".join(problems), details)
+    if problems:
+        return Outcome("invalid", "; ".join([outcome.reason or "", *problems]).strip("; "), details)
+    return Outcome(outcome.status, outcome.reason, details)
+
+
 def run_cell(spec: dict[str, Any], out: Path) -> Outcome:
     """Run the IMB cell described by ``spec`` (see matrix.cell_spec) into directory ``out``."""
     work, record = open_cell(spec, out)
@@ -312,16 +404,15 @@ def run_cell(spec: dict[str, Any], out: Path) -> Outcome:
                       imb_from=_absolute(spec["stack"].get("imb_from")))
     outcome = Outcome("failed", "not run")
     try:
-        topo = topology.detect()
+        launcher = record["launcher"] = resolve_launcher(spec.get("launcher"))
+        topo = launch_topology(launcher)
         record["topology"] = topo.summary()
-        ncores = len(topo.cores)
-        oversubscribed = cell["np"] > ncores
-        record["oversubscribed"] = oversubscribed
-        if oversubscribed and not spec["allow_oversubscribe"]:
-            raise topology.MappingUnavailable(cell["mapping"], f"{cell['np']} ranks > {ncores} cores and oversubscription is off")
-        pins = topology.pin_list(topo, cell["mapping"], cell["np"], oversubscribe=oversubscribed)
-        record["requested_pins"] = pins
-        record["region"] = topology.region(topo, pins[0], pins[1]) if len(pins) > 1 else None
+        stack.check_launcher(launcher)
+        nodes, ppn = cell_nodes(cell)
+        if nodes > 1:
+            pins, pin_sets, oversubscribed, node_facts = plan_multinode(stack, spec, topo, launcher, record)
+        else:
+            pins, pin_sets, oversubscribed, node_facts = (*plan_single_node(spec, topo, record), None)
         record["stack_version"] = stack.version()
         container = spec.get("container")
         if container:
@@ -331,13 +422,14 @@ def run_cell(spec: dict[str, Any], out: Path) -> Outcome:
         else:
             program = imb_program(stack, cell["benchmark"], cell["np"], spec["imb"])
         collective = cell["benchmark"].lower() if cell["algorithm"] != "default" else None
-        launcher = record["launcher"] = resolve_launcher(spec.get("launcher"))
-        stack.check_launcher(launcher)
         rc, stdout, stderr = launch_and_run(stack, program, LaunchSpec(
-            np=cell["np"], transport=cell["transport"], pins=pins, oversubscribe=oversubscribed,
+            np=cell["np"], transport=cell["transport"], pins=pins, pin_sets=pin_sets, oversubscribe=oversubscribed,
             collective=collective, algorithm=cell["algorithm"], workdir=work, launcher=launcher,
-        ), work, spec["timeout_s"], record)
+            nodes=nodes, ppn=ppn,
+        ), work, spec["timeout_s"], record, extra_env=interface_env(stack, spec))
         outcome = judge(stack, spec, pins, rc, stdout, stderr)
+        if node_facts is not None:
+            outcome = judge_placement(outcome, spec, pin_sets, node_facts, stdout + "\n" + stderr, record)
     except (topology.MappingUnavailable, StackError) as exc:
         outcome = error_outcome(exc)
     finally:

@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 
+from mpiatlas.matrix import mapping_segment, parse_mapping_segment
 from mpiatlas.kernel_tidy import is_kernel_row, kernel_frames, write_kernel_tables
 from mpiatlas.parsers.imb import ImbParseError, parse_imb_text
 from mpiatlas.runner import PROVENANCE, STATUS, STDOUT
@@ -27,6 +28,10 @@ CELL_SCHEMA: dict[str, pl.DataType] = {
     "launcher": pl.String, "slurm_job_id": pl.String,
     # imb | kernel; threads per rank of kernel cells (benchmark = kernel, algorithm = variant group).
     "kind": pl.String, "threads": pl.Int32,
+    # Nodes the cell spans and ranks per node (the `node` mapping spreads ranks over nodes).
+    "nodes": pl.Int32, "ppn": pl.Int32,
+    # Hosts the ranks ran on, and whether they shared one machine (emulated nodes).
+    "hosts": pl.String, "colocated": pl.Boolean,
 }
 
 MISSING_REASON = ("no raw output: the cell never ran, or its batch job was killed before the cell finished "
@@ -60,6 +65,9 @@ def cell_row(cell_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         "image_digest": prov.get("image_digest"),
         "launcher": prov.get("launcher"), "slurm_job_id": prov.get("slurm_job_id"),
         "kind": coords.get("kind", "imb"), "threads": coords.get("threads"),
+        "nodes": coords.get("nodes", 1), "ppn": coords["np"] // coords.get("nodes", 1),
+        "hosts": json.dumps(prov["rank_hosts"]) if prov.get("rank_hosts") else None,
+        "colocated": prov.get("colocated"),
     }
     return row, prov
 
@@ -73,12 +81,12 @@ def cell_samples(cell_dir: Path, row: dict[str, Any]) -> pl.DataFrame | None:
     except ImbParseError:
         return None
     tags = {
-        "cell": row["cell"], "label": f"{row['stack']}/{row['transport']}/{row['mapping']}",
+        "cell": row["cell"], "label": f"{row['stack']}/{row['transport']}/{mapping_segment(row['mapping'], row['nodes'])}",
         "stack": row["stack"], "stack_kind": row["stack_kind"], "stack_version": row["stack_version"],
         "transport": row["transport"], "mapping": row["mapping"], "np": row["np"],
         "algorithm": row["algorithm"], "rep": row["rep"], "oversubscribed": row["oversubscribed"],
         "containerized": row["containerized"], "image_digest": row["image_digest"],
-        "region": row["region"], "cell_status": row["status"],
+        "region": row["region"], "cell_status": row["status"], "nodes": row["nodes"], "ppn": row["ppn"],
     }
     return samples.with_columns(
         pl.lit(v, dtype=CELL_SCHEMA.get(k, pl.String) if k != "label" and k != "cell_status" else pl.String).alias(k)
@@ -88,11 +96,13 @@ def cell_samples(cell_dir: Path, row: dict[str, Any]) -> pl.DataFrame | None:
 
 def missing_row(cell_id: str) -> dict[str, Any]:
     """A cells-table row for a campaign cell that has no raw directory (status ``missing``)."""
-    kind, stack, transport, mapping, np, benchmark, algorithm, rep = cell_id.split("/")
+    kind, stack, transport, placement, np, benchmark, algorithm, rep = cell_id.split("/")
+    mapping, nodes = parse_mapping_segment(placement)
     row: dict[str, Any] = dict.fromkeys(CELL_SCHEMA)
     row.update(cell=cell_id, stack=stack, transport=transport, mapping=mapping, np=int(np.removeprefix("np")),
                benchmark=benchmark, algorithm=algorithm, rep=int(rep.removeprefix("rep")), status="missing",
-               reason=MISSING_REASON, kind=kind)
+               reason=MISSING_REASON, kind=kind, nodes=nodes)
+    row["ppn"] = row["np"] // nodes
     return row
 
 

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import combinations
 from pathlib import Path
@@ -90,6 +90,13 @@ class Topology:
     def from_hwloc_xml(cls, text_or_path: str | Path) -> Topology:
         """Parse hwloc 2.x XML given as text or as a path to a file."""
         return _parse(_read_xml_text(text_or_path))
+
+    def restricted_to(self, cpus: Iterable[int]) -> Topology:
+        """Only the cores whose first PU is in ``cpus`` (e.g. the cpus a batch job was given on a
+        shared node): pins must come from those, or srun refuses to bind outside the allocation."""
+        allowed = set(cpus)
+        kept = tuple(core for core in self.cores if core.pu in allowed)
+        return replace(self, cores=kept) if kept and len(kept) < len(self.cores) else self
 
     # -- queries --------------------------------------------------------------
 

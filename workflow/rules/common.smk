@@ -65,8 +65,8 @@ def cell_container_inputs(wildcards):
 # is packed again from its missing cells only.
 
 
-def imb_group(wildcards):
-    group = matrix.job_group(cell_from_wildcards(wildcards))
+def register_job_group(group):
+    """``group``, with campaign.cells_per_job as its --group-components (IMB and kernel cells)."""
     # Called while Snakemake builds the DAG, after it installed its group settings (the Snakefile
     # is parsed before that, so this cannot be set at the top level).
     settings = getattr(workflow, "group_settings", None)
@@ -75,6 +75,16 @@ def imb_group(wildcards):
         components[group] = int(config["campaign"]["cells_per_job"])
         settings.group_components = type(settings.group_components)(components)
     return group
+
+
+def imb_group(wildcards):
+    return register_job_group(matrix.job_group(cell_from_wildcards(wildcards)))
+
+
+def mpi_resource(wildcards):
+    """The executor plugin's `mpi` flag: set for multi-rank cells only. The plugin refuses an MPI
+    job of one task, and that refusal (in its submit thread) hangs the whole run instead of failing."""
+    return "srun" if int(wildcards.np) > 1 else ""
 
 
 def imb_nodes(wildcards):

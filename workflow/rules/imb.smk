@@ -27,7 +27,7 @@ rule imb:
         cpus_per_task=1,
         # The executor plugin only checks that `mpi` is set (sbatch --ntasks, no srun wrapper):
         # run-cell starts the ranks itself with campaign.launcher (auto: srun inside a job).
-        mpi="srun",
+        mpi=mpi_resource,
         nodes=imb_nodes,
         slurm_extra=imb_slurm_extra,
         runtime=imb_runtime_min,

@@ -1,7 +1,8 @@
-# The C kernels of src/kernels (ring, matsum, jacobi) as campaign cells, with their models.
+# The C kernels of src/kernels (ring, matsum, jacobi, pingpong, coll) as campaign cells, with their models.
 #
-#   stack record --(kernels_build, once per stack)--> results/kernels/<stack>/{ring,matsum,jacobi,build.json}
-#   --(kernel, one launch per cell)--> results/raw/kernel/<stack>/<transport>/<mapping>/np<P>/<kernel>/<group>/rep<r>/
+#   stack record --(kernels_build, once per stack)--> results/kernels/<stack>/{ring,matsum,jacobi,pingpong,coll,build.json}
+#   --(kernel, one launch per cell)--> results/raw/kernel/<stack>/<transport>/<placement>/np<P>/<kernel>/<group>/rep<r>/
+#   (placement: the mapping, or `node2` for the `node` mapping over 2 nodes: a batch job of 2 nodes, srun)
 #   --(tidy)--> results/tidy/kernel_<name>.parquet --(fit_kernels)--> results/fits/kernels.json
 #
 # Config block `kernels:` (workflow/schemas/config.schema.yaml, mpiatlas.kernel_matrix). With
@@ -29,6 +30,11 @@ def kernel_spec_json(wildcards):
     return json.dumps(kernel_matrix.kernel_spec(config, kernel_cell_from_wildcards(wildcards)), sort_keys=True)
 
 
+def kernel_group(wildcards):
+    """Batch job group (profiles/slurm): kernel cells of one allocation, see kernel_matrix.job_group."""
+    return register_job_group(kernel_matrix.job_group(kernel_cell_from_wildcards(wildcards)))
+
+
 def kernel_cell_inputs(wildcards):
     """The stack record, and the host build of the stack's kernels or the image the cell runs in."""
     image = matrix.container_spec(config, wildcards.stack)
@@ -45,6 +51,8 @@ rule kernels_build:
         ring=kernel_matrix.KERNEL_BUILD_DIR + "/{stack}/ring",
         matsum=kernel_matrix.KERNEL_BUILD_DIR + "/{stack}/matsum",
         jacobi=kernel_matrix.KERNEL_BUILD_DIR + "/{stack}/jacobi",
+        pingpong=kernel_matrix.KERNEL_BUILD_DIR + "/{stack}/pingpong",
+        coll=kernel_matrix.KERNEL_BUILD_DIR + "/{stack}/coll",
         record=kernel_matrix.KERNEL_BUILD_DIR + "/{stack}/" + kernel_matrix.BUILD_RECORD,
     params:
         kind=lambda wc: config["stacks"][wc.stack]["kind"],
@@ -70,13 +78,25 @@ rule kernel:
     log:
         "results/logs/kernel/{stack}/{transport}/{mapping}/np{np}/{kernel}/{variant}/rep{rep}.log",
     wildcard_constraints:
-        kernel="ring|matsum|jacobi",
+        kernel="ring|matsum|jacobi|pingpong|coll",
         variant=r"[A-Za-z0-9_.+-]+",
+    # Batch jobs (profiles/slurm), as for IMB cells (rules/imb.smk): up to campaign.cells_per_job
+    # cells of one allocation (stack x transport x placement x ranks x threads) per job, one
+    # after another (cell_slot=1 per job; threads take every core Snakemake has), so a killed
+    # job loses only its unfinished cells and a re-run packs just the missing ones again.
+    group:
+        kernel_group
+    threads: 4096
     resources:
         tasks=lambda wc: int(wc.np),
+        # A hybrid rank owns its OpenMP threads' cores (OMP_NUM_THREADS comes from the cell spec).
         cpus_per_task=lambda wc: kernel_cell_from_wildcards(wc).threads,
-        mpi="srun",
-        runtime=lambda wc: max(1, -(-(int(config["campaign"]["timeout_s"]) + 60) // 60)),
+        mpi=mpi_resource,
+        nodes=lambda wc: kernel_matrix.kernel_nodes(kernel_cell_from_wildcards(wc)),
+        slurm_extra=lambda wc: kernel_matrix.slurm_extra(config, kernel_cell_from_wildcards(wc)),
+        runtime=lambda wc, attempt: kernel_matrix.estimate_runtime_min(config, kernel_cell_from_wildcards(wc), attempt),
+        mem_mb=lambda wc: kernel_matrix.estimate_mem_mb(config, kernel_cell_from_wildcards(wc)),
+        cell_slot=1,
     # Like IMB cells: a failed launch still ends the job successfully, status.json says why.
     shell:
         "mpiatlas run-cell --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"

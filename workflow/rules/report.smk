@@ -8,6 +8,7 @@ rule report:
         "results/tidy/provenance.json",
         "results/fits/hockney.json",
         "results/fits/kernels.json",
+        "results/fits/alphabeta.json",
     output:
         "results/report.html",
     params:

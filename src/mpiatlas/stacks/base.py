@@ -14,7 +14,14 @@ import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Sequence, TypeVar
+
+T = TypeVar("T")
+
+
+# What a transport's verbose evidence shows when it is shared memory: such a transport cannot
+# connect ranks on different nodes (a multi-node cell asking for it is unavailable).
+INTRA_NODE_EXPECT = frozenset({"shm", "vader", "sm", "ucx:sm", "ucx:posix", "ofi:shm"})
 
 
 class StackError(RuntimeError):
@@ -49,7 +56,6 @@ class LaunchSpec:
     # Directory where a stack may write launch-side files (e.g. an Open MPI rankfile);
     # the launch stays an argument list that refers to them.
     workdir: Path | None = None
-    workdir: Path | None = None  # where a launch may write helper files (rankfiles)
     # "mpirun": the stack's own launcher; "srun": SLURM direct launch inside an allocation
     # (only for kinds whose ``launchers`` include it; see Stack.check_launcher).
     launcher: str = "mpirun"
@@ -149,9 +155,13 @@ class Stack(ABC):
             raise StackError(f"{self.kind}: binding a rank to several cpus is not implemented with {spec.launcher}")
         if spec.pins is not None:
             raise StackError(f"{self.kind}: give pins or pin_sets, not both")
-        if spec.nodes != 1 or len(spec.pin_sets) != spec.np or not all(spec.pin_sets):
-            raise StackError(f"{self.kind}: pin_sets needs one non-empty cpu set per rank on one node "
+        if (spec.nodes != 1 and spec.launcher != "srun") or len(spec.pin_sets) != spec.np or not all(spec.pin_sets):
+            raise StackError(f"{self.kind}: pin_sets needs one non-empty cpu set per rank (several nodes: srun only) "
                              f"({spec.np} ranks, {len(spec.pin_sets)} sets, {spec.nodes} nodes)")
+
+    def interface_env(self, interface: str) -> dict[str, str]:
+        """Variables that keep TCP traffic between nodes on ``interface`` (libfabric, UCX)."""
+        return {"FI_TCP_IFACE": interface, "UCX_NET_DEVICES": interface}
 
     def imb_binary(self, name: str = "IMB-MPI1") -> Path | None:
         """The IMB binary usable with this stack, or None when there is none."""
@@ -171,14 +181,18 @@ class Stack(ABC):
 SRUN_BIND = re.compile(r"cpu[-_]bind[=_]\S*\s+-\s+\S+,\s+task\s+(\d+)\s+\d+\s+\[\d+\]:\s+mask\s+0x([0-9a-fA-F]+)\s+set")
 
 
-def srun_argv(spec: LaunchSpec) -> list[str]:
-    """``srun --mpi=pmix`` inside the job's allocation, binding each rank with srun (in rank order)."""
+def srun_argv(spec: LaunchSpec, mpi: str = "pmix") -> list[str]:
+    """``srun --mpi=<mpi>`` inside the job's allocation, binding each rank with srun (in rank order).
+
+    Over several nodes ranks go round-robin (``--distribution=cyclic``: rank i on node i mod N,
+    the `node` mapping), and ``pins`` are then the cpus of the ranks *on their own node*, in
+    rank order: srun's map_cpu list is indexed by the task's local id on its node."""
     srun = shutil.which("srun")
     if srun is None:
         raise StackError("unavailable: launcher srun requested but srun is not on PATH (not a SLURM node?)")
-    argv = [srun, "--mpi=pmix", "-n", str(spec.np), "--kill-on-bad-exit=1"]
+    argv = [srun, f"--mpi={mpi}", "-n", str(spec.np), "--kill-on-bad-exit=1"]
     if spec.nodes > 1:
-        argv += ["-N", str(spec.nodes)]
+        argv += ["-N", str(spec.nodes), "--distribution=cyclic"]
     if spec.ppn:
         argv += ["--ntasks-per-node", str(spec.ppn)]
     if spec.hosts:
@@ -188,11 +202,29 @@ def srun_argv(spec: LaunchSpec) -> list[str]:
     # verbose: srun prints each task's mask on stderr -- the binding evidence under srun.
     bind = "verbose"
     if spec.pins is not None:
-        bind += ",map_cpu:" + ",".join(str(c) for c in spec.pins)
+        bind += ",map_cpu:" + ",".join(str(c) for c in per_node_local(spec.pins, spec.nodes))
     elif spec.pin_sets is not None:
-        bind += ",mask_cpu:" + ",".join(hex(sum(1 << c for c in cpus)) for cpus in spec.pin_sets)
+        sets = per_node_local(spec.pin_sets, spec.nodes)
+        bind += ",mask_cpu:" + ",".join(hex(sum(1 << c for c in cpus)) for cpus in sets)
+        if spec.nodes > 1:
+            # The step must own every cpu of a rank's set (a job's steps default to one per task).
+            argv.append(f"--cpus-per-task={max(len(cpus) for cpus in sets)}")
     argv.append(f"--cpu-bind={bind}")
     return argv
+
+
+def per_node_local(per_rank: Sequence[T], nodes: int) -> list[T]:
+    """srun applies map_cpu/mask_cpu lists by a task's local id on its node, the same list on
+    every node. With ranks cyclic over ``nodes`` nodes, rank i is local task i // nodes, so the
+    per-rank list must repeat across nodes; refuse a placement srun cannot express."""
+    if nodes <= 1:
+        return list(per_rank)
+    local = list(per_rank[::nodes])
+    for rank, value in enumerate(per_rank):
+        if value != local[rank // nodes]:
+            raise StackError(f"srun binds by local task id, the same on every node: rank {rank} asks for "
+                             f"{value} but local task {rank // nodes} of node 0 has {local[rank // nodes]}")
+    return local
 
 
 def srun_binding(output: str) -> dict[int, set[int]]:

@@ -14,6 +14,15 @@ Evidence the launch prints:
 * default (5.x): ``MPIR_CVAR_DEBUG_SUMMARY=2`` -> a ``====== POSIX Topo Dist ======`` block listing
   several local ranks, printed only when the ranks share MPICH's POSIX shared memory.
 
+Under SLURM (launcher ``srun``) the ranks start with ``srun --mpi=pmi2``: MPICH's built-in
+"simple" PMI client finds slurm's pmi2 plugin through ``PMI_FD``/``PMI_RANK``/``PMI_SIZE`` (the
+plugin speaks the PMI-1 wire protocol too). Measured on slurm 22.05 with a 2-rank IMB PingPong
+in one job: Debian 4.0.2 and the 5.0.2 wheel both get one 2-rank world with ``--mpi=pmi2``;
+with ``--mpi=pmix`` Debian 4.0.2 silently starts two 1-rank worlds (two rank 0s, no PMIx
+client) and 5.0.2 aborts ("unsupported PMI version PMIx"); ``--mpi=none`` gives singletons too.
+srun binds (``--cpu-bind=verbose``, its mask lines are the binding evidence), and the transport
+knobs hydra would pass with ``-genv`` go in the environment srun hands to every rank.
+
 Intel's ``IMB-MPI1`` (from ``impi-rt``) runs on MPICH through the MPICH ABI
 (``libmpi.so.12``): the wheel ships that name; Debian ships ``libmpich.so.12``,
 so a directory with a ``libmpi.so.12`` symlink goes first on ``LD_LIBRARY_PATH``.
@@ -30,7 +39,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from mpiatlas.stacks import collectives
-from mpiatlas.stacks.base import Launch, LaunchSpec, Stack, StackError, Transport
+from mpiatlas.stacks.base import Launch, LaunchSpec, Stack, StackError, Transport, srun_argv, srun_binding
 from mpiatlas.stacks.openmpi import _imb_in, ucx_transport
 
 MPICH_PYPI_VERSION = "5.0.2"
@@ -73,6 +82,10 @@ def _netmod(name: str) -> str | None:
 
 
 _BINDING = re.compile(r"^process (\d+) binding: ([01]+)\s*$", re.MULTILINE)
+# configure options that replace MPICH's built-in simple PMI client (mpichversion "MPICH configure").
+_PMI_OPTION = re.compile(r"--with-pmi=(\S+)|--with-pmix(?:=\S*)?(?=\s|$)")
+# --with-pmi values that keep the simple client, whose PMI_FD wire protocol slurm's pmi2 plugin serves.
+_SIMPLE_PMI = frozenset({"simple", "pmi1", "pmi2", "pmi2/simple", "default", "yes"})
 _OFI = re.compile(r"libfabric provider:\s*([^\s;]+)")
 _POSIX_RANK = re.compile(r"^Rank: \d+, Local_rank: \d+ \[([^\]]*)\]", re.MULTILINE)
 
@@ -81,8 +94,11 @@ class MPICH(Stack):
     kind = "mpich"
     pypi_packages = (f"mpich=={MPICH_PYPI_VERSION}",)
     transports: ClassVar[dict[str, Transport]] = _transports(5)
-    # hydra's `-bind-to user:0+1,2+3`: several cpus per local rank (hybrid ranks).
-    multi_core_pins = ("mpirun",)
+    # srun --mpi=pmi2 direct launch inside a SLURM allocation (see the module docstring).
+    launchers = ("mpirun", "srun")
+    # hydra's `-bind-to user:0+1,2+3`, srun's `--cpu-bind=mask_cpu:0x3,0xc`: several cpus per
+    # rank (hybrid ranks).
+    multi_core_pins = ("mpirun", "srun")
 
     def __init__(self, prefix: Path, *, source: str = "pypi", version: str | None = None,
                  imb_from: Path | None = None, abi_dir: Path | None = None) -> None:
@@ -237,7 +253,25 @@ class MPICH(Stack):
             )
         return self.transports[name]
 
+    def srun_mpi(self) -> str:
+        """The ``srun --mpi=`` plugin that starts this build's ranks as one world: ``pmi2`` for
+        MPICH's built-in simple PMI client. A build configured with another PMI client (e.g.
+        ``--with-pmi=pmix`` or ``--with-pmi=slurm``) is refused: srun launch was only measured
+        with the simple client, and a wrong plugin starts every rank as its own 1-rank world."""
+        configure = re.search(r"MPICH configure:\s*(.*)", self._mpichversion or "")
+        for match in _PMI_OPTION.finditer(configure[1] if configure else ""):
+            value = match[1]
+            # MPICH 5 chooses its PMI at run time from the environment; its simple client stays in.
+            if (value is None and self.major >= 5) or (value is not None and value in _SIMPLE_PMI):
+                continue
+            raise StackError(
+                f"unavailable: srun launch of mpich {self.series} at {self.prefix}: the build is configured with "
+                f"{match[0]} (mpichversion), not MPICH's simple PMI client that srun --mpi=pmi2 serves; "
+                "use campaign.launcher: mpirun for this stack")
+        return "pmi2"
+
     def launch(self, program: list[str], spec: LaunchSpec) -> Launch:
+        self.check_launcher(spec.launcher)
         transport = self.transport(spec.transport)
         knobs = dict(transport.env)
         if spec.transport.startswith("ucx"):
@@ -250,6 +284,8 @@ class MPICH(Stack):
             # Device-level collectives busy-wait badly when ranks share cores (100x slower).
             knobs["MPIR_CVAR_DEVICE_COLLECTIVES"] = "none"
         knobs.update(self._collective_env(spec))
+        if spec.launcher == "srun":
+            return self._srun_launch(program, spec, knobs)
 
         argv = [str(self.launcher_path()), "-n", str(spec.np)]
         if spec.hosts:
@@ -265,6 +301,13 @@ class MPICH(Stack):
             argv += ["-genv", key, value]
         # Read by mpiexec itself: prints each rank's binding mask (stdout).
         return Launch(argv=[*argv, *program], env={"HYDRA_TOPO_DEBUG": "1"})
+
+    def _srun_launch(self, program: list[str], spec: LaunchSpec, knobs: dict[str, str]) -> Launch:
+        """``srun --mpi=pmi2``; the knobs are environment (srun exports it to every rank), srun binds."""
+        if spec.pins is not None and spec.nodes <= 1 and len(spec.pins) != spec.np:
+            raise StackError(f"mpich: {spec.np} ranks but {len(spec.pins)} pins")
+        self.check_pin_sets(spec)
+        return Launch(argv=[*srun_argv(spec, mpi=self.srun_mpi()), *program], env=knobs)
 
     def _local_pins(self, spec: LaunchSpec) -> list[int]:
         """Hydra's user binding lists one cpu per *local* rank; ranks beyond the list stay unbound."""
@@ -298,12 +341,13 @@ class MPICH(Stack):
         """rank -> OS cpus from hydra's ``process N binding: 0101`` lines.
 
         N is the local process index on its node (= rank on one node). Ranks hydra did
-        not bind print no line, so they are absent (unknown), never guessed.
+        not bind print no line, so they are absent (unknown), never guessed. Launched by srun:
+        srun's ``--cpu-bind=verbose`` mask lines (task = rank) instead.
         """
         binding: dict[int, set[int]] = {}
         for match in _BINDING.finditer(output):
             binding[int(match[1])] = {i for i, bit in enumerate(match[2]) if bit == "1"}
-        return binding
+        return binding or srun_binding(output)
 
     def obtained_transport(self, output: str) -> str | None:
         ofi = _OFI.search(output)

@@ -289,6 +289,11 @@ class OpenMPI(Stack):
                                  f"{', '.join(missing)}, which this build lacks (ompi_info)")
         return transport
 
+    def interface_env(self, interface: str) -> dict[str, str]:
+        # The TCP BTL and the runtime's out-of-band channel, plus libfabric/UCX for ofi/ucx transports.
+        return super().interface_env(interface) | {
+            "OMPI_MCA_btl_tcp_if_include": interface, "OMPI_MCA_oob_tcp_if_include": interface}
+
     def launch(self, program: list[str], spec: LaunchSpec) -> Launch:
         self.check_launcher(spec.launcher)
         if spec.launcher == "srun":

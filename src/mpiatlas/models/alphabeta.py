@@ -1,0 +1,402 @@
+"""α-β models of Alltoall and Allgather over m nodes with k ranks per node.
+
+With x the message size in bytes as IMB counts it (Alltoall: the block each rank sends to each
+other rank; Allgather: each rank's contribution), b the network's nominal bandwidth in bytes/s
+(the campaign's ``network.bandwidth_gbit_s``) and t the time:
+
+* Alltoall:            t = α · x · (m − 1) · k² / b + β
+  every node pushes k ranks × (m − 1)·k remote ranks × x bytes through its one link;
+* Allgather (ring):    t = (m − 1) · (α · x · k / b + β)
+  m − 1 ring steps, each moving a node's k blocks of x bytes over the link.
+
+α ≥ 0 is dimensionless, the cost relative to the nominal link: α = 1 is the "speed of light"
+(the link at its line rate, no latency), α > 1 slower. β ≥ 0 is a latency in µs: Alltoall's
+fixed cost, Allgather's per ring step.
+
+Fitting, per (stack, transport, algorithm, benchmark, k) over every node count m:
+
+* both models are linear in (α, β), so the fit is one bounded linear least-squares problem
+  (``scipy.optimize.lsq_linear``, α, β ≥ 0) — no starting values, no local minima;
+* the residuals are *relative*, (model − t)/t, i.e. every row is weighted by 1/t: times span
+  4–5 decades (µs-scale small messages to seconds at 4 MiB × many ranks), and an absolute
+  least-squares fit would be decided by the few largest points alone, leaving β meaningless
+  (the same reason as in :mod:`mpiatlas.models.hockney`);
+* several samples per (m, x) are repetitions, reduced to their median; 95 % CIs come from a
+  seeded bootstrap over the repetitions when every point has ≥ 2, else over the relative
+  residuals;
+* 0-byte rows are IMB no-op timings and are dropped. For Allgather the model is 0 at m = 1 (no
+  ring step), so single-node points carry no information on α or β: they are left out of the fit
+  (listed with ``used: false``) and the entry says so. For Alltoall the model's m = 1 value is β
+  alone, but an on-node Alltoall is a size-dependent memory copy: with multi-node points present,
+  m = 1 points are likewise shown and not fitted;
+* the fit is refused, with the reason in the entry's ``error``, when fewer than 2 distinct
+  (m, x) points remain or when the points cannot tell α from β (no multi-node point, or one
+  value of the network term only).
+
+Units: bytes, µs, b in bytes/µs internally (1 Gbit/s = 125 bytes/µs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+from scipy.optimize import lsq_linear
+
+FloatArray = npt.NDArray[np.float64]
+
+# IMB benchmark -> model name. Alltoallv/Allgatherv can have unequal blocks: not these models.
+ALPHABETA_BENCHMARKS: dict[str, str] = {"Alltoall": "alltoall", "Allgather": "allgather_ring"}
+FORMULAS: dict[str, str] = {
+    "Alltoall": "t = α · x · (m − 1) · k² / b + β",
+    "Allgather": "t = (m − 1) · (α · x · k / b + β)",
+}
+GROUP_KEYS: tuple[str, ...] = ("stack", "transport", "algorithm")
+MIN_POINTS = 2
+N_BOOT = 1000
+# A collective ends when its slowest rank does: fit IMB's t_max; t_usec (= t_avg for IMB
+# collectives) only where a table has no t_max.
+TIME_COLUMNS: tuple[str, ...] = ("t_max_usec", "t_usec")
+# The single-node baseline (m = 1) of a multi-node series: the `node` mapping packs each node's
+# ranks on consecutive cores, which is what `core` does on one node.
+BASELINE_MAPPING = "core"
+ALLGATHER_M1_NOTE = ("m = 1 points excluded from the fit: the ring model predicts 0 on one node "
+                     "(no ring step), so they carry no information on α or β")
+
+
+ALLTOALL_M1_NOTE = ("m = 1 points shown but not fitted: on one node Alltoall is a memory copy that grows "
+                    "with the message size, which the model's constant β (its m = 1 value) does not describe")
+
+
+class AlphaBetaError(ValueError):
+    """The points cannot determine α and β; the message says why."""
+
+
+@dataclass(frozen=True)
+class Network:
+    name: str
+    bandwidth_gbit_s: float
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.bandwidth_gbit_s) and self.bandwidth_gbit_s > 0):
+            raise ValueError(f"network bandwidth must be a finite number > 0 Gbit/s, got {self.bandwidth_gbit_s}")
+
+    @property
+    def bytes_per_us(self) -> float:
+        return self.bandwidth_gbit_s * 1e9 / 8 / 1e6
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "bandwidth_gbit_s": self.bandwidth_gbit_s,
+                "bandwidth_bytes_per_s": self.bandwidth_gbit_s * 1e9 / 8}
+
+
+# -- the models --------------------------------------------------------------------------
+
+
+def design(benchmark: str, nodes: npt.ArrayLike, x: npt.ArrayLike, k: int, b_bytes_per_us: float
+           ) -> tuple[FloatArray, FloatArray]:
+    """The coefficients of α and of β per point: t = α·a + β·c (µs)."""
+    m = np.asarray(nodes, dtype=float)
+    s = np.asarray(x, dtype=float)
+    if benchmark == "Alltoall":
+        return s * (m - 1.0) * k * k / b_bytes_per_us, np.ones_like(m)
+    if benchmark == "Allgather":
+        return (m - 1.0) * s * k / b_bytes_per_us, m - 1.0
+    raise ValueError(f"no α-β model for {benchmark!r}; models: {', '.join(ALPHABETA_BENCHMARKS)}")
+
+
+def predict(benchmark: str, alpha: float, beta_us: float, nodes: npt.ArrayLike, x: npt.ArrayLike, k: int,
+            b_bytes_per_us: float) -> FloatArray:
+    a, c = design(benchmark, nodes, x, k, b_bytes_per_us)
+    return alpha * a + beta_us * c
+
+
+def speed_of_light(benchmark: str, nodes: npt.ArrayLike, x: npt.ArrayLike, k: int, b_bytes_per_us: float
+                   ) -> FloatArray:
+    """The model at α = 1, β = 0: the link at its nominal rate, nothing else."""
+    return predict(benchmark, 1.0, 0.0, nodes, x, k, b_bytes_per_us)
+
+
+def _solve(a: FloatArray, c: FloatArray, t: FloatArray) -> tuple[float, float]:
+    """min Σ((α·a + β·c − t)/t)² over α, β ≥ 0."""
+    # Dividing each row by t turns the absolute residual into the relative one (see the module
+    # docstring); the target becomes 1.
+    rows = np.column_stack([a / t, c / t])
+    # Column scaling for conditioning: α's column is x-proportional (up to ~1e5), β's ~1/t.
+    scale = np.abs(rows).max(axis=0)
+    scale[scale == 0] = 1.0
+    res = lsq_linear(rows / scale, np.ones_like(t), bounds=(0.0, np.inf), method="bvls")
+    alpha, beta = res.x / scale
+    return float(alpha), float(beta)
+
+
+def _check_identifiable(a: FloatArray, c: FloatArray, t: FloatArray) -> None:
+    if len(t) < MIN_POINTS:
+        raise AlphaBetaError(f"need at least {MIN_POINTS} distinct (m, x) points, got {len(t)}")
+    if not np.any(a > 0):
+        raise AlphaBetaError("no multi-node (m ≥ 2) point with x > 0: the network term vanishes, α is undetermined")
+    rows = np.column_stack([a / t, c / t])
+    if np.linalg.matrix_rank(rows / np.abs(rows).max(axis=0)) < 2:
+        raise AlphaBetaError("the points cannot tell α from β (the network term is proportional to the latency "
+                             "term at every point: measure more message sizes)")
+
+
+# -- one fit -----------------------------------------------------------------------------
+
+
+@dataclass
+class AlphaBetaFit:
+    benchmark: str
+    ppn: int
+    network: Network
+    alpha: float
+    alpha_ci: tuple[float, float]
+    beta_us: float
+    beta_ci_us: tuple[float, float]
+    n_points: int
+    n_samples: int
+    nodes: list[int]
+    r2: float | None
+    rel_rms: float
+    points: list[dict[str, Any]]
+    ci_method: str
+    notes: list[str] = field(default_factory=list)
+    n_boot: int = N_BOOT
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready view (no NaN/inf)."""
+        return {
+            "model": ALPHABETA_BENCHMARKS[self.benchmark],
+            "formula": FORMULAS[self.benchmark],
+            "ppn": self.ppn,
+            "bandwidth_gbit_s": self.network.bandwidth_gbit_s,
+            "network": self.network.name,
+            "alpha": _json_float(self.alpha),
+            "alpha_ci": [_json_float(v) for v in self.alpha_ci],
+            "beta_us": _json_float(self.beta_us),
+            "beta_ci_us": [_json_float(v) for v in self.beta_ci_us],
+            "n_points": self.n_points,
+            "n_samples": self.n_samples,
+            "nodes": self.nodes,
+            "r2": _json_float(self.r2),
+            "rel_rms": _json_float(self.rel_rms),
+            "ci_method": self.ci_method,
+            "n_boot": self.n_boot,
+            "notes": list(self.notes),
+            "points": [{k: _json_float(v) if isinstance(v, float) else v for k, v in p.items()} for p in self.points],
+        }
+
+
+@dataclass
+class _Points:
+    """Samples grouped by distinct (m, x)."""
+
+    nodes: FloatArray
+    x: FloatArray
+    samples: list[FloatArray]
+
+    @property
+    def median(self) -> FloatArray:
+        return np.array([np.median(s) for s in self.samples])
+
+
+def _group_points(nodes: FloatArray, x: FloatArray, t: FloatArray) -> _Points:
+    keys = sorted(set(zip(nodes.tolist(), x.tolist())))
+    samples = [t[(nodes == m) & (x == s)] for m, s in keys]
+    return _Points(np.array([m for m, _ in keys], dtype=float), np.array([s for _, s in keys], dtype=float), samples)
+
+
+def _bootstrap(a: FloatArray, c: FloatArray, t_med: FloatArray, samples: list[FloatArray], fitted: FloatArray,
+               rng: np.random.Generator) -> tuple[FloatArray, FloatArray, str]:
+    by_reps = all(len(s) >= 2 for s in samples)
+    if by_reps:
+        # Resample each point's repetitions and take the median, as the fit does.
+        t_star = np.column_stack([np.median(rng.choice(s, size=(N_BOOT, len(s))), axis=1) for s in samples])
+    else:
+        rel = t_med / fitted - 1.0
+        rel = (rel - rel.mean()) * math.sqrt(len(t_med) / max(len(t_med) - 2, 1))  # df-corrected
+        t_star = np.maximum(fitted * (1.0 + rng.choice(rel, size=(N_BOOT, len(t_med)))), 1e-9)
+    alphas, betas = np.empty(N_BOOT), np.empty(N_BOOT)
+    for i in range(N_BOOT):
+        alphas[i], betas[i] = _solve(a, c, t_star[i])
+    return alphas, betas, "repetitions" if by_reps else "residuals"
+
+
+def _r2(t: FloatArray, pred: FloatArray) -> float | None:
+    ss_tot = float(((t - t.mean()) ** 2).sum())
+    return None if ss_tot == 0 else 1.0 - float(((t - pred) ** 2).sum()) / ss_tot
+
+
+def _ci(v: FloatArray) -> tuple[float, float]:
+    return float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))
+
+
+def fit_alphabeta(benchmark: str, nodes: Iterable[float], sizes: Iterable[float], times: Iterable[float], *,
+                  ppn: int, network: Network, seed: int = 0) -> AlphaBetaFit:
+    """Fit the ``benchmark`` model to samples (m, x bytes, t µs) of one ranks-per-node count ``ppn``.
+
+    Several samples per (m, x) are repetitions. Raises AlphaBetaError when the points cannot
+    determine α and β, ValueError on bad input.
+    """
+    if benchmark not in ALPHABETA_BENCHMARKS:
+        raise ValueError(f"no α-β model for {benchmark!r}; models: {', '.join(ALPHABETA_BENCHMARKS)}")
+    if ppn < 1:
+        raise ValueError(f"ranks per node must be ≥ 1, got {ppn}")
+    m_all, x_all, t_all = (np.asarray(list(v), dtype=float) for v in (nodes, sizes, times))
+    if not (m_all.shape == x_all.shape == t_all.shape):
+        raise ValueError(f"nodes, sizes and times differ in length ({m_all.size}, {x_all.size}, {t_all.size})")
+    keep = x_all > 0  # 0-byte rows: IMB no-op timings
+    m_all, x_all, t_all = m_all[keep], x_all[keep], t_all[keep]
+    if not np.all(np.isfinite(t_all)) or np.any(t_all <= 0):
+        raise ValueError("times must be finite and > 0 µs for non-zero sizes")
+    if np.any(m_all < 1):
+        raise ValueError("node counts must be ≥ 1")
+
+    pts = _group_points(m_all, x_all, t_all)
+    notes: list[str] = []
+    used = np.ones(len(pts.nodes), dtype=bool)
+    if benchmark == "Allgather" and np.any(pts.nodes == 1):
+        used = pts.nodes > 1
+        notes.append(ALLGATHER_M1_NOTE)
+    elif benchmark == "Alltoall" and np.any(pts.nodes == 1) and np.any(pts.nodes > 1):
+        # The model's m = 1 value is the constant β, but an on-node Alltoall is a memory copy that
+        # grows with x (at k = 1 a self-copy of a few hundred ns): fitted, those points drag β
+        # towards 0 and wreck the relative fit. Shown as the on-node reference, not fitted.
+        used = pts.nodes > 1
+        notes.append(ALLTOALL_M1_NOTE)
+    b = network.bytes_per_us
+    a, c = design(benchmark, pts.nodes[used], pts.x[used], ppn, b)
+    t_med = pts.median[used]
+    samples = [s for s, u in zip(pts.samples, used) if u]
+    _check_identifiable(a, c, t_med)
+
+    alpha, beta = _solve(a, c, t_med)
+    fitted = alpha * a + beta * c
+    alphas, betas, method = _bootstrap(a, c, t_med, samples, fitted, np.random.default_rng(seed))
+    rel = fitted / t_med - 1.0
+    return AlphaBetaFit(
+        benchmark=benchmark, ppn=int(ppn), network=network,
+        alpha=alpha, alpha_ci=_ci(alphas), beta_us=beta, beta_ci_us=_ci(betas),
+        n_points=int(used.sum()), n_samples=int(sum(len(s) for s in samples)),
+        nodes=sorted({int(m) for m in pts.nodes[used]}),
+        r2=_r2(t_med, fitted), rel_rms=float(math.sqrt(float(rel @ rel) / len(rel))),
+        points=_point_records(benchmark, pts, used, alpha, beta, ppn, b),
+        ci_method=method, notes=notes,
+    )
+
+
+def _point_records(benchmark: str, pts: _Points, used: npt.NDArray[np.bool_], alpha: float, beta: float, ppn: int,
+                   b: float) -> list[dict[str, Any]]:
+    """Every (m, x) point: measured median/min/max over repetitions, model, speed of light."""
+    pred = predict(benchmark, alpha, beta, pts.nodes, pts.x, ppn, b)
+    light = speed_of_light(benchmark, pts.nodes, pts.x, ppn, b)
+    out = []
+    for i, (m, x, s) in enumerate(zip(pts.nodes, pts.x, pts.samples)):
+        med = float(np.median(s))
+        out.append({
+            "nodes": int(m), "bytes": int(x), "used": bool(used[i]), "n_reps": len(s),
+            "measured_us": med, "min_us": float(s.min()), "max_us": float(s.max()),
+            "predicted_us": float(pred[i]), "rel_err": float(pred[i] / med - 1.0) if used[i] else None,
+            "speed_of_light_us": float(light[i]),
+        })
+    return out
+
+
+# -- a samples table -----------------------------------------------------------------------
+
+
+def prepare_samples(df: pl.DataFrame) -> pl.DataFrame:
+    """The usable Alltoall/Allgather rows with ``nodes`` (m), ``ppn`` (k) and ``t_fit_usec``.
+
+    Old tables without ``nodes`` (or null) are single-node (m = 1); without ``ppn``, k = np / nodes.
+    """
+    if "benchmark" not in df.columns or "bytes" not in df.columns:
+        return pl.DataFrame()
+    d = df.filter(pl.col("benchmark").is_in(list(ALPHABETA_BENCHMARKS)) & pl.col("bytes").is_not_null())
+    if "status" in d.columns:
+        d = d.filter(pl.col("status") == "ok")
+    if "cell_status" in d.columns:
+        # An invalid cell ran, but not as asked (wrong transport, co-located ranks stacked on one core).
+        d = d.filter(pl.col("cell_status").is_null() | (pl.col("cell_status") == "ok"))
+    if "np" not in d.columns:
+        d = d.with_columns(pl.col("processes").alias("np")) if "processes" in d.columns else d.with_columns(
+            pl.lit(None, dtype=pl.Int32).alias("np"))
+    if "processes" in d.columns:
+        # IMB -npmin tables at fewer processes than launched: not the cell's k × m ranks.
+        d = d.filter(pl.col("processes").is_null() | (pl.col("processes") == pl.col("np")))
+    # Tables from before multi-node cells (or concatenated with them) lack nodes: single-node.
+    nodes = pl.col("nodes").fill_null(1) if "nodes" in d.columns else pl.lit(1, dtype=pl.Int32)
+    d = d.with_columns(nodes.cast(pl.Int32).alias("nodes"))
+    ppn = (pl.col("np") // pl.col("nodes")).cast(pl.Int32)
+    d = d.with_columns(pl.col("ppn").fill_null(ppn) if "ppn" in d.columns else ppn.alias("ppn"))
+    t = pl.coalesce([pl.col(c) for c in TIME_COLUMNS if c in d.columns]) if any(
+        c in d.columns for c in TIME_COLUMNS) else pl.lit(None, dtype=pl.Float64)
+    for key in (*GROUP_KEYS, "mapping"):
+        if key not in d.columns:
+            d = d.with_columns(pl.lit(None, dtype=pl.String).alias(key))
+    return d.with_columns(t.alias("t_fit_usec"), pl.col("algorithm").fill_null("default")).filter(
+        pl.col("t_fit_usec").is_not_null() & pl.col("nodes").is_not_null() & pl.col("ppn").is_not_null())
+
+
+def _baseline(single: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
+    """The m = 1 rows of one series: the `core` mapping, else the only mapping there is."""
+    named = sorted({v for v in single.get_column("mapping").to_list() if v is not None})
+    if not named:
+        return single, None  # imported or unlabelled rows: no mapping to choose from
+    pick = BASELINE_MAPPING if BASELINE_MAPPING in named else (named[0] if len(named) == 1 else None)
+    if pick is None:
+        return single.clear(), (f"m = 1 not used: several single-node mappings ({', '.join(named)}) and no "
+                                f"'{BASELINE_MAPPING}' to pair with the multi-node cells")
+    return single.filter(pl.col("mapping") == pick), None
+
+
+def fit_alphabeta_table(df: pl.DataFrame, network: Network, *, benchmarks: Sequence[str] = tuple(ALPHABETA_BENCHMARKS),
+                        seed: int = 0) -> dict[str, Any]:
+    """Fit every (stack, transport, algorithm, benchmark, ppn) series that has multi-node samples.
+
+    Returns ``{"network", "time_column", "fits", "notes"}``; a series that cannot be fitted is an
+    entry with an ``error``. Series measured on one node only are not network series: they are
+    counted in ``notes``, not fitted.
+    """
+    d = prepare_samples(df)
+    d = d.filter(pl.col("benchmark").is_in(list(benchmarks))) if d.height else d
+    notes: list[str] = []
+    fits: list[dict[str, Any]] = []
+    single_only = 0
+    keys = [*GROUP_KEYS, "benchmark", "ppn"]
+    groups = d.group_by(keys, maintain_order=True) if d.height else []
+    for key, group in sorted(groups, key=lambda kg: tuple(str(v) for v in kg[0])):
+        head: dict[str, Any] = dict(zip(keys, key))
+        multi = group.filter(pl.col("nodes") > 1)
+        if multi.height == 0:
+            single_only += 1
+            continue
+        base, why = _baseline(group.filter(pl.col("nodes") == 1))
+        extra = [why] if why else []
+        over = bool(group.get_column("oversubscribed").any()) if "oversubscribed" in group.columns else False
+        rows = pl.concat([base, multi], how="diagonal_relaxed")
+        try:
+            fit = fit_alphabeta(str(head["benchmark"]), rows.get_column("nodes").to_list(),
+                                rows.get_column("bytes").to_list(), rows.get_column("t_fit_usec").to_list(),
+                                ppn=int(head["ppn"]), network=network, seed=seed)
+        except ValueError as exc:  # AlphaBetaError included: a refusal, not a crash
+            fits.append({**head, "model": ALPHABETA_BENCHMARKS[str(head["benchmark"])], "error": str(exc),
+                         "notes": extra})
+            continue
+        entry = fit.to_dict()
+        entry["notes"] = [*entry["notes"], *extra]
+        entry["oversubscribed"] = over
+        fits.append({**head, **entry})
+    if single_only:
+        notes.append(f"{single_only} Alltoall/Allgather series measured on one node only: not fitted "
+                     "(the α-β models describe the network between nodes)")
+    return {"network": network.to_dict(), "time_column": " else ".join(TIME_COLUMNS), "fits": fits, "notes": notes}
+
+
+def _json_float(v: float | None) -> float | None:
+    return None if v is None or not math.isfinite(v) else float(v)

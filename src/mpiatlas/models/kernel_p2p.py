@@ -1,0 +1,200 @@
+"""Fits of mpiatlas's own point-to-point and collective kernels (pingpong, coll): not IMB.
+
+Inputs: ``kernel_pingpong.parquet`` and ``kernel_coll.parquet`` (tidy; one row per rank per size per
+cell, i.e. per repetition). Only ``ok`` cells and records whose own check passed (``valid``) count.
+
+**pingpong**: rank 0's record is the number OSU and IMB print (half a round trip, µs), so the fit
+uses rank 0's rows. Per stack/transport/mapping the piecewise Hockney model of
+:mod:`mpiatlas.models.hockney` (``fit_hockney``: relative residuals, segments by penalised BIC, CIs
+by a bootstrap over repetitions) gives λ (first segment) and B (last segment). Also reported: the
+median over repetitions of the 4-byte latency and of the 4 MiB bandwidth, and, where the same
+stack/transport/mapping has an IMB PingPong fit (``results/fits/hockney.json``), IMB's λ and B beside
+the kernel's as a cross-check (two different programs measuring the same thing).
+
+**coll**: per stack/transport/mapping x collective x P x algorithm x size, the median over
+repetitions of the time per call averaged over ranks (OSU's Avg Latency, rank 0's ``t_avg_usec``),
+with min and max over ranks; per (collective, P, size) the best algorithm (smallest median), the
+runner-up's margin and the stack default's time. ``default`` is the stack's own choice, which may
+be any of the forced ones; "best" is over what was measured, at these repetitions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from mpiatlas.models.hockney import fit_hockney
+
+LABEL_COLUMNS = ("label", "stack", "transport", "mapping")
+SOURCE = "mpiatlas pingpong kernel (src/kernels/pingpong.c, OSU shape), not IMB"
+COLL_SOURCE = "mpiatlas coll kernel (src/kernels/coll.c, OSU shape), not IMB"
+LATENCY_BYTES = 4
+BANDWIDTH_BYTES = 4 * 2**20
+
+
+def _num(x: Any) -> float | None:
+    """JSON-safe float (None for missing / non-finite)."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _ok_rows(df: pl.DataFrame | None) -> pl.DataFrame | None:
+    """Rows of ``ok`` cells whose record passed its own check."""
+    if df is None or df.height == 0:
+        return None
+    if "cell_status" in df.columns:
+        df = df.filter(pl.col("cell_status") == "ok")
+    if "valid" in df.columns:
+        df = df.filter(pl.col("valid").fill_null(False))
+    for col in LABEL_COLUMNS:
+        if col not in df.columns:
+            df = df.with_columns(pl.lit(None, dtype=pl.String).alias(col))
+    return df if df.height else None
+
+
+def _imb_pingpong(hockney: Sequence[dict[str, Any]] | None, label: str) -> dict[str, Any] | None:
+    """The IMB PingPong Hockney fit of ``label``, if hockney.json has one."""
+    for fit in hockney or []:
+        if (fit.get("benchmark") == "PingPong" and fit.get("label") == label and "error" not in fit
+                and fit.get("latency_us") is not None):
+            return fit
+    return None
+
+
+def _median_at(points: list[dict[str, Any]], size: int, key: str) -> float | None:
+    return next((p[key] for p in points if p["bytes"] == size), None)
+
+
+# -------------------------------------------------------------------------------------- pingpong
+
+
+def pingpong_points(df: pl.DataFrame) -> pl.DataFrame:
+    """Per (label, bytes): medians over repetitions of rank 0's time and bandwidth, and the reps."""
+    return (df.group_by([*LABEL_COLUMNS, "bytes"])
+            .agg(pl.col("t_usec").median().alias("t_usec"), pl.col("t_usec").alias("reps_us"),
+                 pl.col("t_min_usec").median().alias("t_min_usec"), pl.col("MBps").median().alias("MBps"),
+                 pl.col("iterations").min().alias("iterations_min"), pl.len().alias("n_reps"))
+            .sort([*LABEL_COLUMNS, "bytes"]))
+
+
+def fit_pingpong(df: pl.DataFrame | None, hockney: Sequence[dict[str, Any]] | None = None, *,
+                 seed: int = 0) -> list[dict[str, Any]]:
+    """One entry per stack/transport/mapping: Hockney λ, B (95 % CIs), 4 B latency, 4 MiB bandwidth,
+    and IMB PingPong's λ, B beside them when that fit exists."""
+    df = _ok_rows(df)
+    if df is None:
+        return []
+    df = df.filter(pl.col("rank") == 0)  # the OSU/IMB reporter; rank 1 times the same round trips
+    out = []
+    for key, grp in df.group_by(list(LABEL_COLUMNS), maintain_order=True):
+        head = dict(zip(LABEL_COLUMNS, key))
+        pts = pingpong_points(grp)
+        points = [{"bytes": int(r["bytes"]), "t_usec": _num(r["t_usec"]), "t_min_usec": _num(r["t_min_usec"]),
+                   "MBps": _num(r["MBps"]), "n_reps": int(r["n_reps"]), "iterations_min": r["iterations_min"],
+                   "reps_us": [_num(v) for v in r["reps_us"]]} for r in pts.iter_rows(named=True)]
+        entry: dict[str, Any] = {
+            **head, "benchmark": "pingpong", "source": SOURCE, "n_reps": int(grp["rep"].n_unique()),
+            "latency_4B_us": _num(_median_at(points, LATENCY_BYTES, "t_usec")),
+            "bandwidth_4MiB_MBps": _num(_median_at(points, BANDWIDTH_BYTES, "MBps")),
+            "points": points,
+        }
+        imb = _imb_pingpong(hockney, head["label"])
+        entry.update(imb_latency_us=_num(imb.get("latency_us")) if imb else None,
+                     imb_latency_ci_us=list(imb.get("latency_ci_us") or []) if imb else None,
+                     imb_bandwidth_MBps=_num(imb.get("bandwidth_MBps")) if imb else None,
+                     imb_bandwidth_ci_MBps=list(imb.get("bandwidth_ci_MBps") or []) if imb else None)
+        try:
+            fit = fit_hockney(grp["bytes"].to_list(), grp["t_usec"].to_list(), seed=seed)
+        except ValueError as exc:
+            out.append({**entry, "error": str(exc)})
+            continue
+        entry.update(fit.to_dict())
+        lam, imb_lam = entry["latency_us"], entry["imb_latency_us"]
+        entry["kernel_vs_imb_latency"] = _num(lam / imb_lam) if lam and imb_lam else None
+        bw, imb_bw = entry["bandwidth_MBps"], entry["imb_bandwidth_MBps"]
+        entry["kernel_vs_imb_bandwidth"] = _num(bw / imb_bw) if bw and imb_bw else None
+        entry["headline"] = (f"λ {lam:.3g} µs, B {bw:.4g} MB/s" if bw else f"λ {lam:.3g} µs, B unbounded") + \
+            (f"; IMB PingPong λ {imb_lam:.3g} µs" if imb_lam else "; no IMB PingPong for this stack/transport")
+        out.append(entry)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ coll
+
+
+def coll_points(df: pl.DataFrame) -> pl.DataFrame:
+    """Per (label, collective, P, algorithm, bytes): medians over repetitions of the time per call
+    averaged over ranks (rank 0's t_avg_usec) and of its min/max over ranks."""
+    rank0 = df.filter((pl.col("rank") == 0) & pl.col("t_avg_usec").is_not_null())
+    if "oversubscribed" not in rank0.columns:
+        rank0 = rank0.with_columns(pl.lit(None, dtype=pl.Boolean).alias("oversubscribed"))
+    return (rank0.group_by([*LABEL_COLUMNS, "collective", "np", "algorithm", "bytes"])
+            .agg(pl.col("t_avg_usec").median().alias("t_avg_usec"), pl.col("t_avg_usec").alias("reps_us"),
+                 pl.col("t_min_usec").median().alias("t_min_usec"), pl.col("t_max_usec").median().alias("t_max_usec"),
+                 pl.col("oversubscribed").any().alias("oversubscribed"), pl.len().alias("n_reps"))
+            .sort([*LABEL_COLUMNS, "collective", "np", "algorithm", "bytes"]))
+
+
+def best_algorithms(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per size: the algorithm with the smallest median time, the runner-up's margin and the default's time."""
+    by_size: dict[int, list[dict[str, Any]]] = {}
+    for p in points:
+        if p["t_avg_usec"] is not None:
+            by_size.setdefault(p["bytes"], []).append(p)
+    out = []
+    for size in sorted(by_size):
+        ranked = sorted(by_size[size], key=lambda p: p["t_avg_usec"])
+        best = ranked[0]
+        default = next((p["t_avg_usec"] for p in ranked if p["algorithm"] == "default"), None)
+        runner = ranked[1] if len(ranked) > 1 else None
+        out.append({
+            "bytes": size, "algorithm": best["algorithm"], "t_avg_usec": best["t_avg_usec"],
+            "candidates": len(ranked),
+            "runner_up": runner["algorithm"] if runner else None,
+            # how decisive: the runner-up's time over the best's, minus one (0.02 = 2 % slower)
+            "margin": _num(runner["t_avg_usec"] / best["t_avg_usec"] - 1.0) if runner and best["t_avg_usec"] else None,
+            "default_usec": default,
+            "default_over_best": _num(default / best["t_avg_usec"]) if default and best["t_avg_usec"] else None,
+        })
+    return out
+
+
+def fit_coll(df: pl.DataFrame | None) -> list[dict[str, Any]]:
+    """One entry per stack/transport/mapping x collective x P: points per algorithm and size, and the
+    best algorithm per size."""
+    df = _ok_rows(df)
+    if df is None:
+        return []
+    if "algorithm" not in df.columns:
+        df = df.with_columns(pl.lit("default").alias("algorithm"))
+    pts = coll_points(df)
+    out = []
+    keys = [*LABEL_COLUMNS, "collective", "np"]
+    for key, grp in pts.group_by(keys, maintain_order=True):
+        head = dict(zip(keys, key))
+        points = [{"algorithm": r["algorithm"], "bytes": int(r["bytes"]), "t_avg_usec": _num(r["t_avg_usec"]),
+                   "t_min_usec": _num(r["t_min_usec"]), "t_max_usec": _num(r["t_max_usec"]),
+                   "n_reps": int(r["n_reps"]), "reps_us": [_num(v) for v in r["reps_us"]]}
+                  for r in grp.iter_rows(named=True)]
+        best = best_algorithms(points)
+        algorithms = sorted({p["algorithm"] for p in points}, key=lambda a: (a != "default", a))
+        wins: dict[str, int] = {}
+        for b in best:
+            wins[b["algorithm"]] = wins.get(b["algorithm"], 0) + 1
+        top = max(wins, key=lambda a: wins[a]) if wins else None
+        out.append({
+            **head, "np": int(head["np"]), "source": COLL_SOURCE, "algorithms": algorithms,
+            "oversubscribed": bool(grp["oversubscribed"].any()), "points": points, "best": best, "wins": wins,
+            "headline": (f"{len(algorithms)} algorithm(s); fastest at most sizes: {top} "
+                         f"({wins[top]} of {len(best)} sizes)") if top else "no timed sizes",
+        })
+    return out
+
+
+__all__ = ["fit_pingpong", "fit_coll", "best_algorithms", "pingpong_points", "coll_points", "SOURCE", "COLL_SOURCE"]

@@ -1,0 +1,147 @@
+"""Cells over several nodes: what the allocation's nodes are, where ranks go, and whether the
+placement that really happened is one a user may publish.
+
+Multi-node cells run inside a SLURM allocation and are launched by srun (rank i on node
+i mod m). Nodes can share one machine -- namespace or container "nodes" such as the CI
+cluster, where every node believes it owns all cores. Pinning each node's first rank to
+"core 0" then stacks the ranks of different nodes on one physical core, and their latency
+reads ~1000x too high. Such nodes share a kernel, so they are recognised by their kernel
+boot id; a cell whose co-located ranks could not all run at once is invalid, never averaged in.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from mpiatlas import topology
+from mpiatlas.stacks.base import SRUN_BIND, StackError
+
+# Printed by every node of the allocation: hostname, kernel boot id, cpus this process may use.
+_PROBE = ("import os, socket; print('mpiatlas-node', socket.gethostname(), "
+          "open('/proc/sys/kernel/random/boot_id').read().strip(), len(os.sched_getaffinity(0)), "
+          "os.cpu_count())")
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    host: str
+    boot_id: str
+    cpus: int  # cpus of the machine (os.cpu_count): what co-located nodes share
+
+
+def probe_nodes(nodes: int, timeout_s: float = 60) -> list[NodeFacts]:
+    """One srun task per node of the allocation reports its host, boot id and cpu count."""
+    srun = shutil.which("srun")
+    if srun is None:
+        raise StackError("unavailable: multi-node cells need a SLURM allocation (srun not on PATH)")
+    argv = [srun, "-N", str(nodes), "--ntasks-per-node=1", "-n", str(nodes), sys.executable, "-c", _PROBE]
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise StackError(f"failed: probing the {nodes} nodes of the allocation took over {timeout_s} s") from None
+    facts = parse_probe(out.stdout)
+    if out.returncode != 0 or len(facts) != nodes:
+        raise StackError(f"failed: probing {nodes} nodes with srun gave {len(facts)} answers "
+                         f"(exit {out.returncode}): {out.stderr.strip()[-300:]}")
+    return facts
+
+
+def parse_probe(text: str) -> list[NodeFacts]:
+    facts = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 5 and parts[0] == "mpiatlas-node":
+            facts.append(NodeFacts(parts[1], parts[2], int(parts[4])))
+    return sorted(facts, key=lambda f: f.host)
+
+
+def colocated(facts: Sequence[NodeFacts]) -> bool:
+    """Do some of these nodes share one machine (one kernel)?"""
+    return len({f.boot_id for f in facts}) < len(facts)
+
+
+def srun_hosts(output: str) -> dict[int, str]:
+    """rank -> host, from srun's ``--cpu-bind=verbose`` lines ("... - node2, task  1  0 [..]: mask ...")."""
+    hosts: dict[int, str] = {}
+    for line in output.splitlines():
+        match = SRUN_BIND.search(line)
+        if match:
+            host = line[: match.start(1)].split(" - ", 1)[-1].split(",")[0].strip()
+            hosts[int(match.group(1))] = host
+    return hosts
+
+
+def placement(topo: topology.Topology, np: int, nodes: int, *, shared_machine: bool,
+              policy: str) -> tuple[list[int] | None, list[tuple[int, ...]] | None]:
+    """(pins, pin_sets) of the ranks of a `node`-mapped cell, each rank's cpus *on its own node*.
+
+    A real cluster: consecutive cores on each node (topology.pin_list), the same on every node.
+    Nodes sharing one machine with policy ``spread``: each node's ranks split that node's cores
+    between them as cpu sets, so the kernel can run the ranks of different nodes side by side
+    (a rank per node gets all cores; the check below still verifies the result)."""
+    pins = topology.pin_list(topo, "node", np, nodes=nodes, oversubscribe=True)
+    if not (shared_machine and policy == "spread"):
+        return list(pins), None
+    ppn = np // nodes
+    cores = sorted(c for core in topo.cores for c in core.pus)
+    chunk = max(1, len(cores) // ppn)
+    local_sets = [tuple(cores[(j * chunk) % len(cores):(j * chunk) % len(cores) + chunk]) for j in range(ppn)]
+    return None, [local_sets[rank // nodes] for rank in range(np)]
+
+
+def placement_problems(np: int, nodes: int, rank_hosts: dict[int, str], binding: dict[int, set[int]],
+                       facts: Sequence[NodeFacts]) -> list[str]:
+    """Why the placement that really happened is not the `node` mapping asked for, if it is not."""
+    problems = []
+    if len(rank_hosts) < np:
+        return [f"srun reported the host of {len(rank_hosts)} of {np} ranks, so the placement cannot be verified"]
+    used = sorted(set(rank_hosts.values()))
+    if len(used) != nodes:
+        problems.append(f"ranks ran on {len(used)} host(s) {used}, not on {nodes} nodes")
+    for rank in range(min(np, nodes)):
+        if rank and rank_hosts[rank] == rank_hosts[0]:
+            problems.append(f"ranks 0 and {rank} both ran on {rank_hosts[0]}: the `node` mapping puts them on different nodes")
+    problems += time_sliced(rank_hosts, binding, facts)
+    return problems
+
+
+def time_sliced(rank_hosts: dict[int, str], binding: dict[int, set[int]], facts: Sequence[NodeFacts]) -> list[str]:
+    """Ranks of one machine bound to fewer cpus than there are ranks, although the machine has
+    enough cpus for all of them: they take turns on a core, and every timing is that of the
+    scheduler, not of MPI. (More ranks than the machine has cpus is oversubscription, labelled
+    as such elsewhere.)"""
+    boot_of = {f.host: f.boot_id for f in facts}
+    cpus_of = {f.boot_id: f.cpus for f in facts}
+    by_machine: dict[str, list[int]] = {}
+    for rank, host in sorted(rank_hosts.items()):
+        by_machine.setdefault(boot_of.get(host, host), []).append(rank)
+    problems = []
+    for machine, ranks in by_machine.items():
+        hosts = sorted({rank_hosts[r] for r in ranks})
+        if len(ranks) < 2 or len(hosts) < 2 or any(r not in binding for r in ranks):
+            continue
+        union = set().union(*(binding[r] for r in ranks))
+        if len(union) < len(ranks) <= cpus_of.get(machine, len(ranks)):
+            where = ", ".join(f"rank {r} ({rank_hosts[r]}) cpus {sorted(binding[r])}" for r in ranks)
+            problems.append(
+                f"mis-pinned: nodes {hosts} share one machine (kernel boot id {machine[:8]}) and their "
+                f"{len(ranks)} ranks were bound to {len(union)} cpu(s) ({where}): they take turns on a core, "
+                "so the timings measure the scheduler, not MPI")
+    return problems
+
+
+def machine_oversubscribed(np: int, facts: Sequence[NodeFacts]) -> bool:
+    """More ranks than cpus on some machine (co-located nodes add up)."""
+    ranks_per_node = -(-np // max(1, len(facts)))
+    per_machine: dict[str, int] = {}
+    for f in facts:
+        per_machine[f.boot_id] = per_machine.get(f.boot_id, 0) + ranks_per_node
+    return any(n > next(f.cpus for f in facts if f.boot_id == b) for b, n in per_machine.items())
+
+
+def facts_record(facts: Sequence[NodeFacts]) -> list[dict[str, Any]]:
+    return [{"host": f.host, "boot_id": f.boot_id, "cpus": f.cpus} for f in facts]
