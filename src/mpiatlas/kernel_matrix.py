@@ -57,7 +57,7 @@ BUILD_RECORD = "build.json"
 
 
 @dataclass(frozen=True, order=True)
-class KernelCell:
+class KernelCell(matrix.PlacedCell):
     stack: str
     transport: str
     mapping: str
@@ -71,23 +71,9 @@ class KernelCell:
     nodes: int = 1
 
     @property
-    def ppn(self) -> int:
-        """Ranks per node."""
-        return self.np // self.nodes
-
-    @property
-    def placement(self) -> str:
-        """The mapping as a path segment (``node2``), as for IMB cells."""
-        return matrix.mapping_segment(self.mapping, self.nodes)
-
-    @property
     def id(self) -> str:
         return (f"{self.kind}/{self.stack}/{self.transport}/{self.placement}/np{self.np}/"
                 f"{self.kernel}/{self.variant}/rep{self.rep}")
-
-    @property
-    def label(self) -> str:
-        return f"{self.stack}/{self.transport}/{self.placement}"
 
     # The IMB names of the two id parts, so tables and tools that know IMB cells read kernel cells too.
     @property

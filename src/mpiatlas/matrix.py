@@ -25,18 +25,14 @@ COLLECTIVES = frozenset(
 DEFAULT_ALGORITHM = "default"
 
 
-@dataclass(frozen=True, order=True)
-class Cell:
+class PlacedCell:
+    """Where a cell's ranks go, for IMB and kernel cells alike (dataclasses with these fields)."""
+
     stack: str
     transport: str
     mapping: str
     np: int
-    benchmark: str
-    algorithm: str
-    rep: int
-    kind: str = "imb"
-    # Nodes the ranks are spread over (the `node` mapping: rank i on node i mod nodes); 1 otherwise.
-    nodes: int = 1
+    nodes: int
 
     @property
     def ppn(self) -> int:
@@ -49,13 +45,27 @@ class Cell:
         return mapping_segment(self.mapping, self.nodes)
 
     @property
+    def label(self) -> str:
+        return f"{self.stack}/{self.transport}/{self.placement}"
+
+
+@dataclass(frozen=True, order=True)
+class Cell(PlacedCell):
+    stack: str
+    transport: str
+    mapping: str
+    np: int
+    benchmark: str
+    algorithm: str
+    rep: int
+    kind: str = "imb"
+    # Nodes the ranks are spread over (the `node` mapping: rank i on node i mod nodes); 1 otherwise.
+    nodes: int = 1
+
+    @property
     def id(self) -> str:
         return (f"{self.kind}/{self.stack}/{self.transport}/{self.placement}/np{self.np}/"
                 f"{self.benchmark}/{self.algorithm}/rep{self.rep}")
-
-    @property
-    def label(self) -> str:
-        return f"{self.stack}/{self.transport}/{self.placement}"
 
     def coords(self) -> dict[str, Any]:
         return asdict(self)
