@@ -306,13 +306,8 @@ class OpenMPI(Stack):
         argv += ["--report-bindings"]
         argv += self._placement(spec)
         argv += list(transport.args)
-        env = dict(transport.env)
-        if spec.transport.startswith("ucx"):
-            env.update(_UCX_LOG)
-        elif spec.transport.startswith("ob1"):
-            argv += list(_OB1_VERBOSE)
-        elif spec.transport.startswith("ofi"):
-            argv += ["--mca", "mtl_ofi_verbose", "1"]
+        verbose, env = self._evidence_knobs(spec)
+        argv += verbose
         for key, value in env.items():
             argv += ["-x", f"{key}={value}"]
         argv += self._collective_args(spec)
@@ -322,16 +317,21 @@ class OpenMPI(Stack):
         """Under srun there is no mpirun to take ``--mca``: the same knobs go in as OMPI_MCA_*
         variables (srun passes the environment to every rank), and srun binds."""
         transport = self.transport(spec.transport)
-        env = dict(transport.env)
-        mca = list(transport.args) + self._collective_args(spec)
-        if spec.transport.startswith("ucx"):
-            env.update(_UCX_LOG)
-        elif spec.transport.startswith("ob1"):
-            mca += list(_OB1_VERBOSE)
-        elif spec.transport.startswith("ofi"):
-            mca += ["--mca", "mtl_ofi_verbose", "1"]
-        env.update(mca_env(mca))
+        verbose, env = self._evidence_knobs(spec)
+        env.update(mca_env(list(transport.args) + self._collective_args(spec) + verbose))
         return Launch(argv=[*srun_argv(spec), *program], env=env)
+
+    def _evidence_knobs(self, spec: LaunchSpec) -> tuple[list[str], dict[str, str]]:
+        """The transport's environment plus what makes its choice visible in the output: UCX's
+        log level, or ``--mca`` verbosity pairs for ob1 BTLs / the OFI MTL."""
+        env = dict(self.transport(spec.transport).env)
+        if spec.transport.startswith("ucx"):
+            return [], env | _UCX_LOG
+        if spec.transport.startswith("ob1"):
+            return list(_OB1_VERBOSE), env
+        if spec.transport.startswith("ofi"):
+            return ["--mca", "mtl_ofi_verbose", "1"], env
+        return [], env
 
     def _placement(self, spec: LaunchSpec) -> list[str]:
         """Mapping/binding/oversubscription flags."""
