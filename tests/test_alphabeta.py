@@ -13,7 +13,6 @@ import polars as pl
 import pytest
 import yaml
 
-from mpiatlas import report
 from mpiatlas.cli import main
 from mpiatlas.config import ConfigError, validate
 from mpiatlas.models.alphabeta import (
@@ -25,10 +24,14 @@ from mpiatlas.models.alphabeta import (
     predict,
 )
 from mpiatlas.parsers.imb import parse_imb_text
+from mpiatlas.report import build_report
+from mpiatlas.report.data import load_data
+from mpiatlas.report.formatting import fmt_ci, fmt_num
+from mpiatlas.report.render import full_spec
 
 REPO = Path(__file__).resolve().parents[1]
 DATASETS = Path("/work/shared/datasets")
-NOW = report.load_data(None, None).generated
+NOW = load_data(None, None).generated
 
 NET = Network("veth", 10.0)  # 1250 bytes/µs
 SIZES = [2**i for i in range(0, 23, 2)]  # 1 B … 4 MiB
@@ -311,7 +314,7 @@ def _report(tmp_path: Path, samples: pl.DataFrame, result: dict[str, Any] | None
     samples.write_parquet(tidy / "imb_samples.parquet")
     if result is not None:
         (fits / "alphabeta.json").write_text(json.dumps(result, allow_nan=False))
-    return report.build_report(tidy, fits, tmp_path / "r.html", now=NOW).read_text(encoding="utf-8")
+    return build_report(tidy, fits, tmp_path / "r.html", now=NOW).read_text(encoding="utf-8")
 
 
 def test_report_section_with_fits(tmp_path: Path) -> None:
@@ -332,8 +335,8 @@ def test_report_section_with_fits(tmp_path: Path) -> None:
         if "error" in f:
             assert "not fitted: need at least 2 distinct (m, x) points" in sec
             continue
-        assert report.fmt_num(f["alpha"]) in sec and report.fmt_num(f["beta_us"]) in sec
-        assert report.fmt_ci(f["alpha_ci"]) in sec
+        assert fmt_num(f["alpha"]) in sec and fmt_num(f["beta_us"]) in sec
+        assert fmt_ci(f["alpha_ci"]) in sec
     assert "m = 1 points excluded from the fit" in sec
     specs = re.findall(r'id="(chart-\d+)"', sec)
     assert len(specs) == 2  # one chart per fitted series (with its residuals)
@@ -343,7 +346,7 @@ def test_report_section_with_fits(tmp_path: Path) -> None:
     store = json.loads(d.group(1))
     all_specs = json.loads(m.group(1))
     for cid in specs:
-        spec = report.full_spec(all_specs[cid], store)
+        spec = full_spec(all_specs[cid], store)
         text = json.dumps(spec)
         assert "speed of light" in text
         assert vl_convert.vegalite_to_svg(spec).lstrip().startswith("<svg")

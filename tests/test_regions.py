@@ -8,8 +8,12 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas import regions, report
-from mpiatlas.report_regions import cache_label, region_chart, section_regions
+from mpiatlas import regions
+from mpiatlas.report.blocks import ChartBlock
+from mpiatlas.report.charts import chart_spec
+from mpiatlas.report.data import ReportData, load_data
+from mpiatlas.report.render import build_sections, render_html
+from mpiatlas.report.sections.regions import cache_label, region_chart, section_p2p_regions
 
 EVIL = "<script>alert(1)</script>"
 MiB4 = 4 << 20
@@ -140,7 +144,7 @@ def test_region_chart_rules_at_cache_sizes() -> None:
                                                                       for m in [2**k for k in range(0, 23)]}}))
     prov = [_topo("n1", L1d=49152, L2=2097152, L3=335544320), _topo(f"n{EVIL}", L1d=32768, L2=2097152)]
     chart, caption = region_chart("PingPong", pts, regions.cache_lines(prov))
-    spec = report.chart_spec(chart)
+    spec = chart_spec(chart)
     # Rules in both panels at the sizes inside 1 B .. 4 MiB; the 320 MiB L3 is named in the caption only.
     for rules in _layers(spec, "rule"):
         assert sorted(r["bytes"] for r in rules) == [32768, 49152, 2097152]
@@ -149,8 +153,8 @@ def test_region_chart_rules_at_cache_sizes() -> None:
     assert "not drawn: L3 320 MiB" in caption and "L2 2 MiB" in caption
 
 
-def _data(samples: pl.DataFrame | None, prov: list[dict[str, Any]] | None) -> report.ReportData:
-    data = report.load_data(None, None, now=NOW)
+def _data(samples: pl.DataFrame | None, prov: list[dict[str, Any]] | None) -> ReportData:
+    data = load_data(None, None, now=NOW)
     data.samples, data.provenance = samples, prov
     return data
 
@@ -159,7 +163,7 @@ def test_region_section_escapes_and_degrades() -> None:
     evil = {(EVIL, "shm", "same_l3"): _pp([1.0, 1.1, 0.9], [10000.0] * 3),
             (EVIL, f"tcp{EVIL}", "other_node"): _pp([6.0, 6.6, 5.4], [2500.0] * 3)}
     data = _data(_samples(evil), [_topo(f"h{EVIL}", L1d=32768), _topo("h2", L1d=49152)])
-    html = report.render_html(data, report.build_sections(data, [report.section_p2p_regions]))
+    html = render_html(data, build_sections(data, [section_p2p_regions]))
     assert EVIL not in html and "alert(1)</script>" not in html
     assert "<td>&lt;script&gt;alert(1)&lt;/script&gt;</td>" in html  # the stack in the table
     assert "tcp&lt;script&gt;alert(1)&lt;/script&gt; · other_node" in html
@@ -172,20 +176,20 @@ def test_region_section_escapes_and_degrades() -> None:
     data.cells = pl.DataFrame({"stack": [EVIL, EVIL], "transport": ["shm", f"tcp{EVIL}"],
                                "benchmark": ["PingPong"] * 2, "region": ["same_l3", "other_node"],
                                "colocated": [None, True]})
-    html = report.render_html(data, report.build_sections(data, [report.section_p2p_regions]))
+    html = render_html(data, build_sections(data, [section_p2p_regions]))
     assert "emulated nodes" in html and EVIL not in html
     assert "<li>&lt;script&gt;alert(1)&lt;/script&gt;/tcp&lt;script&gt;alert(1)&lt;/script&gt;</li>" in html
 
     # No topology, no region column, no inter-node run: said, not fatal.
     plain = _samples({("A", "shm", None): _pp([1.0] * 3, [9000.0] * 3)}).drop("region")
-    sec = section_regions(_data(plain, [{"cell": "c"}]))
+    sec = section_p2p_regions(_data(plain, [{"cell": "c"}]))
     text = json.dumps([getattr(b, "text", "") for b in sec.blocks])
     assert "No cache sizes in the provenance topology" in text
     assert "no region column" in text and "Only region unknown was measured" in text
     assert "No inter-node PingPong" in text
-    assert sum(isinstance(b, report.ChartBlock) for b in sec.blocks) == 1
+    assert sum(isinstance(b, ChartBlock) for b in sec.blocks) == 1
 
-    assert "imb_samples.parquet is missing" in section_regions(_data(None, None)).blocks[0].text
+    assert "imb_samples.parquet is missing" in section_p2p_regions(_data(None, None)).blocks[0].text
     other = _samples({("A", "shm", "same_l3"): _pp([1.0] * 3, [1.0] * 3)}).with_columns(
         pl.lit("Bcast").alias("benchmark"))
-    assert "No PingPong or PingPing" in section_regions(_data(other, None)).blocks[0].text
+    assert "No PingPong or PingPing" in section_p2p_regions(_data(other, None)).blocks[0].text

@@ -7,14 +7,22 @@ import math
 import random
 import re
 from datetime import datetime, timezone
+from html import unescape
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
 
-from mpiatlas import report
 from mpiatlas.cli import main
+from mpiatlas.models.best_algorithm import best_algorithms
+from mpiatlas.report import build_report
+from mpiatlas.report.blocks import Section
+from mpiatlas.report.data import ReportData, load_data
+from mpiatlas.report.formatting import fmt_binding, fmt_bytes, fmt_ci, fmt_num
+from mpiatlas.report.render import build_sections, full_spec, pack_dataset, render_html, unpack_dataset
+from mpiatlas.report.sections import ORDER
+from mpiatlas.report.sections.header import section_header
 
 EVIL = "<script>alert(1)</script>"
 HOST = "cn01&gpu"
@@ -181,7 +189,7 @@ def make_inputs(root: Path, *, reps: int = 3, seed: int = 7) -> tuple[Path, Path
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[dict[str, Any]], Path]:
     root = tmp_path_factory.mktemp("report")
     tidy, fits_dir, fits = make_inputs(root)
-    out = report.build_report(tidy, fits_dir, root / "out" / "report.html", title="Test campaign & co", now=NOW)
+    out = build_report(tidy, fits_dir, root / "out" / "report.html", title="Test campaign & co", now=NOW)
     return out.read_text(encoding="utf-8"), fits, out
 
 
@@ -197,7 +205,7 @@ def _specs(html: str) -> dict[str, Any]:
     d = re.search(r'<script type="application/json" id="mpiatlas-data">(.*?)</script>', html, re.S)
     assert m and d
     store = json.loads(d.group(1))
-    return {k: report.full_spec(v, store) for k, v in json.loads(m.group(1)).items()}
+    return {k: full_spec(v, store) for k, v in json.loads(m.group(1)).items()}
 
 
 def test_report_file_is_self_contained(built: tuple[str, list, Path]) -> None:
@@ -244,9 +252,9 @@ def test_parameters_table_shows_fitted_values(built: tuple[str, list, Path]) -> 
         if "error" in f:
             assert f"not fitted: {f['error']}" in params
             continue
-        assert report.fmt_num(f["latency_us"]) in params
-        assert report.fmt_num(f["bandwidth_MBps"]) in params
-        assert report.fmt_ci(f["latency_ci_us"]) in params
+        assert fmt_num(f["latency_us"]) in params
+        assert fmt_num(f["bandwidth_MBps"]) in params
+        assert fmt_ci(f["latency_ci_us"]) in params
     assert "64 KiB" in params  # the shm breakpoint
 
 
@@ -282,9 +290,9 @@ def test_hockney_model_is_overlaid(built: tuple[str, list, Path]) -> None:
 def test_dataset_packing_round_trips() -> None:
     rows = [{"series": "a", "bytes": 1, "t": 0.5}, {"series": "a", "bytes": 2, "t": None},
             {"series": None, "bytes": 4, "t": 1.5}, {"series": "a", "bytes": 8, "t": 2.5}]
-    packed = report.pack_dataset(rows)
+    packed = pack_dataset(rows)
     assert packed["c"]["series"] == {"d": ["a"], "i": [0, 0, -1, 0]}
-    assert report.unpack_dataset(packed) == rows
+    assert unpack_dataset(packed) == rows
 
 
 def test_collective_best_algorithm() -> None:
@@ -293,7 +301,7 @@ def test_collective_best_algorithm() -> None:
         "algorithm": ["default", "ring", "rd"], "t_median_usec": [10.0, 5.0, 8.0],
         "t_ci_low_usec": [9.5, 4.8, 7.5], "t_ci_high_usec": [10.5, 5.2, 8.5],
     })
-    best = report.best_algorithms(df).row(0, named=True)
+    best = best_algorithms(df).row(0, named=True)
     assert best["best"] == "ring" and best["speedup"] == pytest.approx(2.0) and best["separated"] is True
 
 
@@ -316,7 +324,7 @@ def test_provenance_section(built: tuple[str, list, Path]) -> None:
 
 def test_missing_fits_still_builds(tmp_path: Path) -> None:
     tidy, _, _ = make_inputs(tmp_path)
-    out = report.build_report(tidy, tmp_path / "no-such-fits", tmp_path / "r.html", now=NOW)
+    out = build_report(tidy, tmp_path / "no-such-fits", tmp_path / "r.html", now=NOW)
     html = out.read_text(encoding="utf-8")
     assert "No fits" in _section(html, "parameters")
     assert "No fits" in _section(html, "p2p")
@@ -324,7 +332,7 @@ def test_missing_fits_still_builds(tmp_path: Path) -> None:
 
 
 def test_everything_missing_still_builds(tmp_path: Path) -> None:
-    out = report.build_report(tmp_path / "nothing", None, tmp_path / "r.html", now=NOW)
+    out = build_report(tmp_path / "nothing", None, tmp_path / "r.html", now=NOW)
     html = out.read_text(encoding="utf-8")
     assert "cells.parquet is missing" in html
     assert "provenance.json is missing" in html
@@ -334,35 +342,36 @@ def test_everything_missing_still_builds(tmp_path: Path) -> None:
 def test_missing_summary_is_recomputed_from_samples(tmp_path: Path) -> None:
     tidy, fits_dir, _ = make_inputs(tmp_path)
     (tidy / "imb_summary.parquet").unlink()
-    html = report.build_report(tidy, fits_dir, tmp_path / "r.html", now=NOW).read_text(encoding="utf-8")
+    html = build_report(tidy, fits_dir, tmp_path / "r.html", now=NOW).read_text(encoding="utf-8")
     assert "recomputed from the samples" in html
     assert len(_specs(html)) >= 4
 
 
 def test_broken_section_does_not_break_report(tmp_path: Path) -> None:
-    def section_boom(data: report.ReportData) -> report.Section:
+    def section_boom(data: ReportData) -> Section:
         raise RuntimeError("kaboom <b>")
 
-    data = report.load_data(None, None, now=NOW)
-    sections = report.build_sections(data, [report.section_header, section_boom])
-    html = report.render_html(data, sections)
+    data = load_data(None, None, now=NOW)
+    sections = build_sections(data, [section_header, section_boom])
+    html = render_html(data, sections)
     assert "kaboom &lt;b&gt;" in html and "Campaign" in html
 
 
 def test_sections_are_registered_in_order() -> None:
-    names = [f.__name__ for f in report.SECTIONS]
-    assert names[:5] == ["section_header", "section_p2p", "section_parameters", "section_p2p_regions",
-                         "section_collectives"]
+    names = [f.__name__ for f in ORDER]
+    # Findings open the report; then the campaign, and the sections in their fixed order.
+    assert names[:6] == ["section_findings", "section_header", "section_p2p", "section_parameters",
+                         "section_p2p_regions", "section_collectives"]
     assert names.index("section_cells") < names.index("section_provenance")
 
 
 def test_formatting() -> None:
-    assert report.fmt_num(0.2134) == "0.213"
-    assert report.fmt_num(11800.4) == "11,800"
-    assert report.fmt_num(None) == "—"
-    assert report.fmt_bytes(65536) == "64 KiB"
-    assert report.fmt_bytes(1536) == "1.5 KiB"
-    assert report.fmt_binding('{"0": [0, 1, 2], "1": [4]}') == "0:0-2 1:4"
+    assert fmt_num(0.2134) == "0.213"
+    assert fmt_num(11800.4) == "11,800"
+    assert fmt_num(None) == "—"
+    assert fmt_bytes(65536) == "64 KiB"
+    assert fmt_bytes(1536) == "1.5 KiB"
+    assert fmt_binding('{"0": [0, 1, 2], "1": [4]}') == "0:0-2 1:4"
 
 
 def test_cli(tmp_path: Path) -> None:
@@ -388,12 +397,12 @@ def test_with_the_real_aggregate_and_fit(tmp_path: Path) -> None:
     aggregate.summarize(samples).write_parquet(tidy / "imb_summary.parquet")
     fits = hockney.fit_hockney_table(samples, ["label", "stack", "transport", "mapping", "np", "algorithm"])
     (fits_dir / "hockney.json").write_text(json.dumps(fits))
-    html = report.build_report(tidy, fits_dir, tmp_path / "r.html", now=NOW).read_text(encoding="utf-8")
+    html = build_report(tidy, fits_dir, tmp_path / "r.html", now=NOW).read_text(encoding="utf-8")
     params = _section(html, "parameters")
     assert "could not be built" not in html
     for f in fits:
         if "error" not in f:
-            assert report.fmt_num(f["latency_us"]) in params
+            assert fmt_num(f["latency_us"]) in params
     assert len(_specs(html)) == 12
 
 
@@ -435,7 +444,7 @@ def test_region_section_cache_rules_and_intra_inter(built: tuple[str, list, Path
     assert row, sec
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
     assert cells[:2] == ["shm · same_l3", "tcp · other_node"]
-    assert cells[5].startswith(report.fmt_num(lat) + " [") and cells[9].startswith(report.fmt_num(bw) + " [")
+    assert cells[5].startswith(fmt_num(lat) + " [") and cells[9].startswith(fmt_num(bw) + " [")
     assert lat > 50 and bw > 5  # the shm/tcp gap of the fixture's Hockney parameters
     assert "impi: shm (same_l3) within a node, tcp across nodes" in sec
     assert "<td>ompi</td>" not in sec  # ompi has no inter-node run
@@ -457,7 +466,7 @@ def test_collective_heatmaps_per_algorithm(built: tuple[str, list, Path]) -> Non
 
     summ = pl.read_parquet(out.parent.parent / "tidy" / "imb_summary.parquet").filter(
         pl.col("benchmark") == "Allreduce")
-    expected = report.best_algorithms(summ)
+    expected = best_algorithms(summ)
     best = _rows(specs['"Allreduce: fastest algorithm per (size, np)"'],
                  specs['"Allreduce: fastest algorithm per (size, np)"'])
     assert len(best) == expected.height == 4 * 3 * len(COLL_SIZES)
@@ -465,3 +474,93 @@ def test_collective_heatmaps_per_algorithm(built: tuple[str, list, Path]) -> Non
     for r in expected.iter_rows(named=True):
         b, sp = got[(r["label"], r["np"], r["bytes"])]
         assert b == r["best"] and sp == pytest.approx(r["speedup"], rel=1e-4)
+
+
+# -- what the report shows first: findings, planned notes, suspect cells ----------------------------
+
+
+def test_findings_open_the_report(built: tuple[str, list, Path]) -> None:
+    html, _, out = built
+    assert html.index('<section id="findings">') < html.index('<section id="header">')
+    findings = [unescape(li) for li in re.findall(r"<li>(.*?)</li>", _section(html, "findings"), re.S)]
+    tidy = out.parent.parent / "tidy"
+    summ = pl.read_parquet(tidy / "imb_summary.parquet").filter(pl.col("benchmark") == "PingPong")
+
+    def t_at(label: str, m: int) -> float:
+        return summ.filter((pl.col("label") == label) & (pl.col("bytes") == m)).get_column("t_median_usec").item()
+
+    at4 = sorted((t_at(lab, 4), lab) for lab in LABELS)
+    (t_fast, fast), (t_slow, slow) = at4[0], at4[-1]
+    assert findings[0] == (f"IMB PingPong at 4 B: fastest {fast} ({fmt_num(t_fast)} µs), slowest {slow} "
+                           f"({fmt_num(t_slow)} µs, {fmt_num(t_slow / t_fast)}× the fastest's time).")
+    assert fast == "impi/shm/core" and slow == "impi/tcp/node"
+    shm, tcp = t_at("impi/shm/core", 4), t_at("impi/tcp/node", 4)
+    assert (f"impi, IMB PingPong at 4 B: shared memory {fmt_num(shm)} µs (impi/shm/core) on one node vs TCP "
+            f"{fmt_num(tcp)} µs (impi/tcp/node): TCP takes {fmt_num(tcp / shm)}× the shared-memory time.") in findings
+    cells = pl.read_parquet(tidy / "cells.parquet")
+    failed = cells.filter(pl.col("status") == "failed").get_column("cell").sort().to_list()
+    assert f"1 of {cells.height} cells failed; the first ({failed[0]}): {FAILED_REASON}." in findings
+    assert (f"1 of {cells.height} cells were unavailable; the first (impi-{cells.height - 1:04d}): mapping 'socket' "
+            "needs 2 packages.") in findings
+    assert "Not planned" not in html  # no notes.json: every cell was planned
+
+
+def _kernel_rows(cell_id: str, label: str) -> list[dict[str, Any]]:
+    stack, transport, mapping = label.split("/")
+    return [{"cell": cell_id, "label": label, "stack": stack, "transport": transport, "mapping": mapping,
+             "cell_status": "ok", "rep": 0, "np": 2, "rank": rank, "bytes": m, "iterations": 100,
+             "t_usec": 0.4 + m / 6000, "t_min_usec": 0.38 + m / 6000, "MBps": m / (0.4 + m / 6000) if m else None,
+             "valid": True} for rank in (0, 1) for m in (0, 4, 1024, 65536, 4 << 20)]
+
+
+def test_kernel_cells_are_judged_by_their_kernel_table(tmp_path: Path) -> None:
+    """Issue: every kernel cell was listed as "status ok but no parsed samples" (only IMB samples counted)."""
+    tidy, fits_dir, _ = make_inputs(tmp_path)
+    cells = pl.read_parquet(tidy / "cells.parquet")
+    kernel_ids = [f"kernel/ompi/ob1-vader/core/np2/pingpong/m0-22/rep{r}" for r in range(3)]
+    imb_ok = cells.filter(pl.col("status") == "ok").get_column("cell").sort().to_list()
+    extra = pl.DataFrame({"cell": kernel_ids, "stack": ["ompi"] * 3, "transport": ["ob1-vader"] * 3,
+                          "mapping": ["core"] * 3, "np": [2] * 3, "benchmark": ["pingpong"] * 3, "rep": [0, 1, 2],
+                          "status": ["ok"] * 3, "kind": ["kernel"] * 3},
+                         schema_overrides={"np": pl.Int32, "rep": pl.Int32})
+    pl.concat([cells.with_columns(pl.lit("imb").alias("kind")), extra], how="diagonal_relaxed").write_parquet(
+        tidy / "cells.parquet")
+    # Rows for the first two kernel cells only; one IMB cell loses its samples.
+    pl.DataFrame([r for c in kernel_ids[:2] for r in _kernel_rows(c, "ompi/ob1-vader/core")]).write_parquet(
+        tidy / "kernel_pingpong.parquet")
+    smp = pl.read_parquet(tidy / "imb_samples.parquet")
+    smp.filter(pl.col("cell") != imb_ok[0]).write_parquet(tidy / "imb_samples.parquet")
+
+    header = _section(build_report(tidy, fits_dir, tmp_path / "r.html", now=NOW).read_text(encoding="utf-8"),
+                      "header")
+    notice = re.search(r"<p>(\d+) cells completed but their results are suspect:</p>\s*<ul>(.*?)</ul>", header, re.S)
+    assert notice, header
+    items = [unescape(li) for li in re.findall(r"<li>(.*?)</li>", notice.group(2), re.S)]
+    assert notice.group(1) == "2" and len(items) == 2
+    assert items[0].startswith(f"{imb_ok[0]} (") and items[0].endswith("status ok but no rows in its IMB samples")
+    assert items[1] == (f"{kernel_ids[2]} (ompi/ob1-vader/core np=2 pingpong rep=2): status ok but no rows in its "
+                        "kernel table")
+
+
+def test_planned_notes_are_shown_once_in_a_neutral_notice(tmp_path: Path) -> None:
+    tidy, fits_dir, _ = make_inputs(tmp_path)
+    why = "IMB is built from source, which needs the network"
+    (tidy / "notes.json").write_text(json.dumps([
+        {"what": "Open MPI <5> IMB cells", "why": why, "cells": 40},
+        {"what": "Open MPI <5> IMB cells", "why": why, "cells": 2},  # the same note twice: merged
+        {"what": "mpich ucx-tcp", "why": "UCX was built without TCP", "cells": 6},
+    ]))
+    html = build_report(tidy, fits_dir, tmp_path / "r.html", now=NOW).read_text(encoding="utf-8")
+    notice = re.search(r'<div class="notice notice-neutral" role="note">\s*<p>Not planned: (.*?)</div>',
+                       _section(html, "findings"), re.S)
+    assert notice, _section(html, "findings")
+    assert re.findall(r"<li>(.*?)</li>", notice.group(1)) == [
+        f"Open MPI &lt;5&gt; IMB cells: {why} (42 cells not planned)",
+        "mpich ucx-tcp: UCX was built without TCP (6 cells not planned)"]
+    assert html.count("Not planned:") == 1 and "notice-error\" role=\"alert\">\n  <p>Not planned" not in html
+
+    (tidy / "notes.json").write_text(json.dumps([{"what": "x", "why": "y", "cells": "many"}]))
+    html = build_report(tidy, fits_dir, tmp_path / "r.html", now=NOW).read_text(encoding="utf-8")
+    assert "Not planned" not in html
+    assert "notes.json: entry 0: &#39;cells&#39; must be an integer &gt;= 0, got &#39;many&#39;; ignored." in \
+        _section(html, "header")

@@ -4,7 +4,7 @@
 (b) transport and binding detection on real verbose output captured on the project's
     2-core VM (tests/data/verbose/, see its README);
 (c) wrong requests fail with a clear StackError before anything runs;
-(d) @infra: real 2-rank launches of tests/data/hello_mpi.c on every transport of every
+(d) @infra: real 2-rank launches of src/mpiatlas/data/hello_mpi.c on every transport of every
     stack installed here (skip locally when a stack is missing, fail in CI).
 """
 
@@ -26,7 +26,7 @@ from mpiatlas.stacks.openmpi import OpenMPI, ucx_transport
 
 DATA = Path(__file__).parent / "data"
 VERBOSE = DATA / "verbose"
-HELLO = DATA / "hello_mpi.c"
+HELLO = REPO / "src" / "mpiatlas" / "data" / "hello_mpi.c"
 STACKS = REPO / ".stacks"
 LAUNCH_TIMEOUT_S = 20
 

@@ -115,9 +115,10 @@ def test_missing_xml_file_raises(tmp_path: Path) -> None:
         Topology.from_hwloc_xml(tmp_path / "nope.xml")
 
 
-def test_detect_without_lstopo_is_clear() -> None:
+def test_detect_without_lstopo_is_clear(tmp_path: Path) -> None:
+    # Without lstopo detect() reads sysfs (tests/test_topology_sysfs.py); with no sysfs either it must say so.
     with pytest.raises(TopologyError, match="install hwloc"):
-        detect(lstopo="no-such-lstopo-binary")
+        detect(lstopo="no-such-lstopo-binary", sysfs_root=tmp_path)
 
 
 # -- pin lists ----------------------------------------------------------------

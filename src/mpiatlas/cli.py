@@ -1,4 +1,9 @@
-"""The ``mpiatlas`` command line: one subcommand per module in ``mpiatlas.commands``."""
+"""The ``mpiatlas`` command line: one subcommand per module in ``mpiatlas.commands``.
+
+Every subcommand module is imported to register its arguments, so a module keeps its heavy
+imports (polars, scipy, altair, snakemake) inside the functions that use them: ``mpiatlas
+run-cell`` and ``mpiatlas --help`` must not pay for the report's libraries.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from mpiatlas.config import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mpiatlas", description=__doc__)
+    parser = argparse.ArgumentParser(prog="mpiatlas", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"mpiatlas {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):

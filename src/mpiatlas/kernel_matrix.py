@@ -45,14 +45,13 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from mpiatlas import matrix
+from mpiatlas import layout, matrix
 
 KERNEL_NAMES: tuple[str, ...] = ("ring", "matsum", "jacobi", "pingpong", "coll")
 # The collectives of the coll kernel: config name (IMB's, as in stacks.<label>.algorithms) -> kernel name.
 COLL_COLLECTIVES: dict[str, str] = {"Bcast": "bcast", "Allreduce": "allreduce", "Alltoall": "alltoall"}
 DEFAULT_GROUP = "default"
-# Where the DAG builds each stack's kernels (workflow/rules/kernels.smk): <dir>/<stack label>/.
-KERNEL_BUILD_DIR = "results/kernels"
+# The record the kernels' build writes beside the binaries (layout.kernel_build_dir).
 BUILD_RECORD = "build.json"
 
 
@@ -207,13 +206,15 @@ def build_labels(config: dict[str, Any]) -> list[str]:
     return sorted({c.stack for c in kernel_cells(config)})
 
 
-def build_dir(label: str) -> str:
-    return f"{KERNEL_BUILD_DIR}/{label}"
+def build_dir(config: dict[str, Any], label: str) -> str:
+    """Where the DAG builds stack ``label``'s kernels: results/<campaign>/kernels/<label>."""
+    return layout.kernel_build_dir(layout.results_dir(config["campaign"]["name"]), label)
 
 
-def build_outputs(label: str) -> list[str]:
+def build_outputs(config: dict[str, Any], label: str) -> list[str]:
     """The files the build rule of stack ``label`` makes: every kernel binary, then the record."""
-    return [f"{build_dir(label)}/{name}" for name in KERNEL_NAMES] + [f"{build_dir(label)}/{BUILD_RECORD}"]
+    out = build_dir(config, label)
+    return [f"{out}/{name}" for name in KERNEL_NAMES] + [f"{out}/{BUILD_RECORD}"]
 
 
 # -- one cell ------------------------------------------------------------------------------------
@@ -288,7 +289,7 @@ def kernel_spec(config: dict[str, Any], cell: KernelCell) -> dict[str, Any]:
             "collective": launch_collective(cell)[0],
             "algorithm": launch_collective(cell)[1],
             # Host build of the DAG; None when the kernel runs from the image (on its PATH).
-            "build_dir": None if container else build_dir(cell.stack),
+            "build_dir": None if container else build_dir(config, cell.stack),
         },
         "container": container,
         "timeout_s": config["campaign"]["timeout_s"],

@@ -24,7 +24,7 @@ from mpiatlas.parsers.imb import ImbParseError, parse_imb_text
 from mpiatlas.stacks import LaunchSpec, Stack, StackError, get_stack
 from mpiatlas.stacks.base import INTRA_NODE_EXPECT
 
-STDOUT, STDERR, PROVENANCE, STATUS = "stdout.txt", "stderr.txt", "provenance.json", "status.json"
+from mpiatlas.layout import PROVENANCE, STATUS, STDERR, STDOUT  # noqa: E402  (re-exported)
 
 
 @dataclass

@@ -15,7 +15,7 @@ import polars as pl
 from mpiatlas.matrix import mapping_segment, parse_mapping_segment
 from mpiatlas.kernel_tidy import is_kernel_row, kernel_frames, write_kernel_tables
 from mpiatlas.parsers.imb import ImbParseError, parse_imb_text
-from mpiatlas.runner import PROVENANCE, STATUS, STDOUT
+from mpiatlas.layout import PROVENANCE, STATUS, STDOUT
 
 CELL_SCHEMA: dict[str, pl.DataType] = {
     "cell": pl.String, "stack": pl.String, "stack_kind": pl.String, "stack_version": pl.String,

@@ -1,4 +1,4 @@
-"""Node hardware topology (from hwloc XML) and rank-to-CPU pin lists.
+"""Node hardware topology (from hwloc XML, or Linux sysfs without hwloc) and rank-to-CPU pin lists.
 
 A benchmark result is only meaningful together with *where* its ranks ran:
 a ping-pong between two cores of one L3 and one between two sockets are
@@ -7,10 +7,14 @@ different experiments.  This module reads the hwloc 2.x XML that
 ``socket``, ``node``) into the OS CPU id of every rank, classifies rank pairs
 by the closest hardware domain they share, and checks that the binding the
 MPI launcher actually produced is the one that was requested.
+
+Where ``lstopo`` is missing (a fresh machine), :func:`detect` reads Linux sysfs instead
+(:mod:`mpiatlas.topology_sysfs`), which yields the same topology; ``Topology.source`` says which.
 """
 
 from __future__ import annotations
 
+import platform
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
@@ -20,6 +24,8 @@ from functools import cached_property
 from itertools import combinations
 from pathlib import Path
 from typing import Any, Literal, get_args
+
+from mpiatlas import topology_sysfs
 
 Mapping = Literal["core", "l3", "numa", "socket", "node"]
 MAPPINGS: tuple[str, ...] = get_args(Mapping)
@@ -42,7 +48,7 @@ _INFO_KEYS = {
 
 
 class TopologyError(RuntimeError):
-    """The topology could not be read (lstopo missing or failing, bad XML)."""
+    """The topology could not be read (lstopo missing or failing, bad XML, unreadable sysfs)."""
 
 
 class MappingUnavailable(ValueError):
@@ -83,6 +89,7 @@ class Topology:
     numa_os_index: tuple[int, ...] = ()  # logical NUMA id -> OS id (for numactl)
     cache_sizes: dict[str, int] = field(default_factory=dict)  # bytes per level
     info: dict[str, str] = field(default_factory=dict)
+    source: str = "hwloc"  # where it was read from: "hwloc" (lstopo XML) or "sysfs" (Linux /sys)
 
     # -- construction -------------------------------------------------------
 
@@ -90,6 +97,32 @@ class Topology:
     def from_hwloc_xml(cls, text_or_path: str | Path) -> Topology:
         """Parse hwloc 2.x XML given as text or as a path to a file."""
         return _parse(_read_xml_text(text_or_path))
+
+    @classmethod
+    def from_sysfs(
+        cls, root: str | Path = topology_sysfs.DEFAULT_ROOT, cpuinfo: str | Path | None = None
+    ) -> Topology:
+        """Read Linux sysfs (``root`` is ``/sys/devices/system`` or a copy of it); see
+        :func:`mpiatlas.topology_sysfs.read_sysfs`.  No hostname: that is the live machine's."""
+        try:
+            raw = topology_sysfs.read_sysfs(root, cpuinfo)
+        except topology_sysfs.SysfsError as exc:
+            raise TopologyError(str(exc)) from exc
+        cores = tuple(
+            Core(index=i, pu=c.pus[0], pus=c.pus, package=c.package, numa=c.numa, l3=c.l3)
+            for i, c in enumerate(raw.cores)
+        )
+        return cls(
+            cores=cores,
+            cpu_model=raw.cpu_model,
+            packages=raw.packages,
+            numa_nodes=raw.numa_nodes,
+            l3_domains=raw.l3_domains,
+            numa_os_index=raw.numa_os_index,
+            cache_sizes=dict(raw.cache_sizes),
+            info={"CPUVendor": raw.cpu_vendor} if raw.cpu_vendor else {},
+            source="sysfs",
+        )
 
     def restricted_to(self, cpus: Iterable[int]) -> Topology:
         """Only the cores whose first PU is in ``cpus`` (e.g. the cpus a batch job was given on a
@@ -147,6 +180,7 @@ class Topology:
     def summary(self) -> dict[str, Any]:
         """JSON-ready description for run provenance."""
         out: dict[str, Any] = {
+            "source": self.source,
             "hostname": self.hostname,
             "cpu_model": self.cpu_model,
             "packages": self.packages,
@@ -166,18 +200,40 @@ class Topology:
 # ---------------------------------------------------------------------------
 
 
-def detect(lstopo: str = "lstopo") -> Topology:
-    """Topology of the machine we run on, via ``lstopo --of xml -``."""
+def detect(lstopo: str = "lstopo", *, sysfs_root: str | Path = topology_sysfs.DEFAULT_ROOT) -> Topology:
+    """Topology of the machine we run on: ``lstopo --of xml -`` where hwloc is installed,
+    else Linux sysfs under ``sysfs_root``.  Raises :class:`TopologyError` only if both fail."""
+    try:
+        return _detect_hwloc(lstopo)
+    except TopologyError as hwloc_error:
+        try:
+            topo = Topology.from_sysfs(sysfs_root)
+        except TopologyError as sysfs_error:
+            raise TopologyError(
+                f"cannot detect the node topology: {hwloc_error}; and reading Linux sysfs failed: {sysfs_error}"
+            ) from sysfs_error
+    return _with_host_info(topo)
+
+
+def _detect_hwloc(lstopo: str) -> Topology:
     exe = shutil.which(lstopo)
     if exe is None:
         raise TopologyError(
-            f"{lstopo!r} not found on PATH: install hwloc (Debian/Ubuntu: apt-get install hwloc; "
-            "Spack/modules: load hwloc) to detect the node topology"
+            f"{lstopo!r} not found on PATH (install hwloc: Debian/Ubuntu apt-get install hwloc; "
+            "Spack/modules: load hwloc)"
         )
     proc = subprocess.run([exe, "--of", "xml", "-"], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise TopologyError(f"{exe} --of xml - failed ({proc.returncode}): {proc.stderr.strip()}")
     return Topology.from_hwloc_xml(proc.stdout)
+
+
+def _with_host_info(topo: Topology) -> Topology:
+    """Add what lstopo reports about the running host (from uname) to a sysfs topology."""
+    uname = platform.uname()
+    host = {"OSName": uname.system, "OSRelease": uname.release, "Architecture": uname.machine}
+    info = {**{k: v for k, v in host.items() if v}, **topo.info}
+    return replace(topo, hostname=uname.node or None, info={k: info[k] for k in _INFO_KEYS if k in info})
 
 
 def _read_xml_text(text_or_path: str | Path) -> str:

@@ -1,8 +1,11 @@
-# Small named helpers shared by every stage. Logic lives in the mpiatlas package.
+# Small named helpers shared by every stage. Logic lives in the mpiatlas package; file names in
+# mpiatlas.layout. Every output of a campaign lives under R = results/<campaign name>/.
 import json
+import os
 
 from mpiatlas import config as mpiatlas_config
-from mpiatlas import matrix
+from mpiatlas import containers as _containers
+from mpiatlas import kernel_matrix, layout, matrix
 
 # Validate once, with defaults filled in; errors name the key and the allowed values.
 if not config:
@@ -11,6 +14,10 @@ else:
     config = mpiatlas_config.validate(config, source="campaign config (--configfile)")
 CELLS = matrix.imb_cells(config)
 CELLS_BY_ID = {c.id: c for c in CELLS}
+KERNEL_CELLS = kernel_matrix.kernel_cells(config)
+KERNEL_CELLS_BY_ID = {c.id: c for c in KERNEL_CELLS}
+R = layout.results_dir(config["campaign"]["name"])
+LOGS = layout.logs_dir(R)
 
 
 wildcard_constraints:
@@ -24,7 +31,7 @@ wildcard_constraints:
 
 
 def raw_dir(cell):
-    return f"results/raw/{cell.id}"
+    return layout.raw_dir(R, cell.id)
 
 
 def cell_from_wildcards(wildcards):
@@ -41,7 +48,7 @@ def cell_spec_json(wildcards):
 
 
 def stack_record(label):
-    return f"results/stacks/{label}.json"
+    return f"{R}/stacks/{label}.json"
 
 
 def stack_records(wildcards):
@@ -101,3 +108,60 @@ def imb_runtime_min(wildcards, attempt):
 
 def imb_mem_mb(wildcards, attempt):
     return matrix.estimate_mem_mb(matrix.cell_spec(config, cell_from_wildcards(wildcards)))
+
+
+# -- kernel cells (rules/kernels.smk) ------------------------------------------------------------
+
+
+def kernel_cell_from_wildcards(wildcards):
+    cell_id = (f"kernel/{wildcards.stack}/{wildcards.transport}/{wildcards.mapping}/np{wildcards.np}/"
+               f"{wildcards.kernel}/{wildcards.variant}/rep{wildcards.rep}")
+    try:
+        return KERNEL_CELLS_BY_ID[cell_id]
+    except KeyError:
+        raise ValueError(f"{cell_id} is not a kernel cell of this campaign") from None
+
+
+def kernel_spec_json(wildcards):
+    return json.dumps(kernel_matrix.kernel_spec(config, kernel_cell_from_wildcards(wildcards)), sort_keys=True)
+
+
+def kernel_group(wildcards):
+    """Batch job group (profiles/slurm): kernel cells of one allocation, see kernel_matrix.job_group."""
+    return register_job_group(kernel_matrix.job_group(kernel_cell_from_wildcards(wildcards)))
+
+
+def kernel_cell_inputs(wildcards):
+    """The stack record, and the host build of the stack's kernels or the image the cell runs in."""
+    image = matrix.container_spec(config, wildcards.stack)
+    if image is not None:
+        return [stack_record(wildcards.stack), image["image"], image["inspect"], image["preflight"]]
+    return [stack_record(wildcards.stack), *kernel_matrix.build_outputs(config, wildcards.stack)]
+
+
+# -- Apptainer images (rules/images.smk; the config block is described there) --------------------
+IMAGES_CONFIG = dict(config.get("containers") or {})
+IMAGES_DIR = str(IMAGES_CONFIG.get("images_dir", "results/images")).rstrip("/")
+IMAGE_STACKS = sorted((IMAGES_CONFIG.get("stacks") or {}) or _containers.STACK_KINDS)
+
+
+def container_image_targets():
+    """SIFs (+ inspect records) of every configured image, or [] when containers are disabled."""
+    if not IMAGES_CONFIG.get("enabled", False):
+        return []
+    return [f"{IMAGES_DIR}/{s}.{ext}" for s in IMAGE_STACKS for ext in ("sif", "inspect.json")]
+
+
+def image_render_json(wildcards):
+    """Every rendering value of the stack's image (pinned versions, IMB origin, bootstrap), as one
+    param: a change re-renders and rebuilds the image."""
+    return json.dumps(_containers.render_params(wildcards.stack, IMAGES_CONFIG), sort_keys=True)
+
+
+# mpiatlas campaign checks every prerequisite once before Snakemake starts (mpiatlas.preflight) and
+# says so through MPIATLAS_PREFLIGHT_DONE; a plain `snakemake` run checks here, before its first job
+# (Snakemake runs no onstart for a dry run, nor inside batch jobs).
+onstart:
+    from mpiatlas import preflight
+
+    preflight.check_once(config, slurm=getattr(workflow.executor_plugin, "name", "") == "slurm")

@@ -38,36 +38,20 @@
 # Campaign cells do NOT use Snakemake's `container:` directive (that would wrap the launcher
 # too): they run `<host launcher> apptainer exec <sif> <program>` (mpiatlas.containers.exec_argv).
 
-import json as _images_json
-
-from mpiatlas import containers as _containers
-
-IMAGES_CONFIG = dict(config.get("containers") or {})
-IMAGES_DIR = str(IMAGES_CONFIG.get("images_dir", "results/images")).rstrip("/")
-IMAGE_STACKS = sorted((IMAGES_CONFIG.get("stacks") or {}) or _containers.STACK_KINDS)
-
-
-def container_image_targets():
-    """SIFs (+ inspect records) of every configured image, or [] when containers are disabled."""
-    if not IMAGES_CONFIG.get("enabled", False):
-        return []
-    return [f"{IMAGES_DIR}/{s}.{ext}" for s in IMAGE_STACKS for ext in ("sif", "inspect.json")]
-
-
-def image_render_params(wildcards):
-    # Every rendering value (pinned versions, IMB origin, bootstrap): a change re-renders and rebuilds.
-    return _containers.render_params(wildcards.stack, IMAGES_CONFIG)
+# IMAGES_CONFIG, IMAGES_DIR, container_image_targets() and image_render_json are in rules/common.smk.
 
 
 rule image_def:
     input:
         template="containers/{stack}.def",
     output:
-        IMAGES_DIR + "/{stack}.def",
+        f"{IMAGES_DIR}/{{stack}}.def",
     params:
-        render_json=lambda wc: _images_json.dumps(image_render_params(wc), sort_keys=True),
+        render_json=image_render_json,
     log:
         "results/logs/images/{stack}.render.log",
+    conda:
+        "../envs/mpiatlas.yaml"
     wildcard_constraints:
         stack="openmpi|mpich|intelmpi",
     localrule: True
@@ -78,15 +62,18 @@ rule image_def:
 
 rule image:
     input:
-        deffile=IMAGES_DIR + "/{stack}.def",
+        deffile=f"{IMAGES_DIR}/{{stack}}.def",
         kernels=lambda wc: [str(p) for p in _containers.kernel_sources("src/kernels")] or ["src/kernels/Makefile"],
     output:
-        sif=IMAGES_DIR + "/{stack}.sif",
-        inspect=IMAGES_DIR + "/{stack}.inspect.json",
+        sif=f"{IMAGES_DIR}/{{stack}}.sif",
+        inspect=f"{IMAGES_DIR}/{{stack}}.inspect.json",
     params:
-        versions=lambda wc: _images_json.dumps(image_render_params(wc), sort_keys=True),
+        # Not used by the command: a change of any rendering value rebuilds the image.
+        versions=image_render_json,
     log:
         "results/logs/images/{stack}.build.log",
+    conda:
+        "../envs/mpiatlas.yaml"
     wildcard_constraints:
         stack="openmpi|mpich|intelmpi",
     resources:
@@ -104,13 +91,15 @@ rule image_preflight:
         sif=lambda wc: matrix.container_spec(config, wc.stack)["image"],
         stack=lambda wc: stack_record(wc.stack),
     output:
-        IMAGES_DIR + "/{stack}.preflight.txt",
+        f"{IMAGES_DIR}/{{stack}}.preflight.txt",
     params:
         kind=lambda wc: config["stacks"][wc.stack]["kind"],
         source=lambda wc: config["stacks"][wc.stack].get("source", "pypi"),
         prefix=lambda wc: matrix.stack_prefix(config, wc.stack),
     log:
         "results/logs/images/{stack}.preflight.log",
+    conda:
+        "../envs/mpiatlas.yaml"
     shell:
         "mpiatlas image preflight {input.sif:q} --host-kind {params.kind:q} --host-source {params.source:q}"
         " --host-prefix {params.prefix:q} > {output:q} 2> {log:q}"

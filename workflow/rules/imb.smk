@@ -8,11 +8,13 @@ rule imb:
         stack_records,
         cell_container_inputs,
     output:
-        directory("results/raw/imb/{stack}/{transport}/{mapping}/np{np}/{benchmark}/{algorithm}/rep{rep}"),
+        directory(f"{R}/raw/imb/{{stack}}/{{transport}}/{{mapping}}/np{{np}}/{{benchmark}}/{{algorithm}}/rep{{rep}}"),
     params:
         spec=cell_spec_json,
     log:
-        "results/logs/imb/{stack}/{transport}/{mapping}/np{np}/{benchmark}/{algorithm}/rep{rep}.log",
+        f"{LOGS}/imb/{{stack}}/{{transport}}/{{mapping}}/np{{np}}/{{benchmark}}/{{algorithm}}/rep{{rep}}.log",
+    conda:
+        "../envs/mpiatlas.yaml"
     # Batch jobs (profiles/slurm): up to campaign.cells_per_job cells with the same allocation
     # run one after another in one job (Snakemake group; the `cell_slot` limit of 1 per job in
     # the profile makes Snakemake stack them: runtime summed, tasks/mem the maximum).

@@ -1,46 +1,18 @@
 # The C kernels of src/kernels (ring, matsum, jacobi, pingpong, coll) as campaign cells, with their models.
 #
-#   stack record --(kernels_build, once per stack)--> results/kernels/<stack>/{ring,matsum,jacobi,pingpong,coll,build.json}
-#   --(kernel, one launch per cell)--> results/raw/kernel/<stack>/<transport>/<placement>/np<P>/<kernel>/<group>/rep<r>/
+#   stack record --(kernels_build, once per stack)--> R/kernels/<stack>/{ring,matsum,jacobi,pingpong,coll,build.json}
+#   --(kernel, one launch per cell)--> R/raw/kernel/<stack>/<transport>/<placement>/np<P>/<kernel>/<group>/rep<r>/
 #   (placement: the mapping, or `node2` for the `node` mapping over 2 nodes: a batch job of 2 nodes, srun)
-#   --(tidy)--> results/tidy/kernel_<name>.parquet --(fit_kernels)--> results/fits/kernels.json
+#   --(tidy)--> R/tidy/kernel_<name>.parquet --(fit_kernels)--> R/fits/kernels.json      (R = results/<campaign>)
 #
 # Config block `kernels:` (workflow/schemas/config.schema.yaml, mpiatlas.kernel_matrix). With
 # containers.enabled the kernels run from the images instead (on their PATH as ring, matsum,
 # jacobi; host launcher + apptainer exec, like IMB), so nothing is built on the host.
-from mpiatlas import containers as _kernel_containers
-from mpiatlas import kernel_matrix
 
-KERNEL_CELLS = kernel_matrix.kernel_cells(config)
-KERNEL_CELLS_BY_ID = {c.id: c for c in KERNEL_CELLS}
-KERNEL_TABLES = [f"results/tidy/kernel_{name}.parquet" for name in kernel_matrix.KERNEL_NAMES]
-KERNEL_SOURCES = [str(p) for p in _kernel_containers.kernel_sources("src/kernels")] or ["src/kernels/Makefile"]
-
-
-def kernel_cell_from_wildcards(wildcards):
-    cell_id = (f"kernel/{wildcards.stack}/{wildcards.transport}/{wildcards.mapping}/np{wildcards.np}/"
-               f"{wildcards.kernel}/{wildcards.variant}/rep{wildcards.rep}")
-    try:
-        return KERNEL_CELLS_BY_ID[cell_id]
-    except KeyError:
-        raise ValueError(f"{cell_id} is not a kernel cell of this campaign") from None
-
-
-def kernel_spec_json(wildcards):
-    return json.dumps(kernel_matrix.kernel_spec(config, kernel_cell_from_wildcards(wildcards)), sort_keys=True)
-
-
-def kernel_group(wildcards):
-    """Batch job group (profiles/slurm): kernel cells of one allocation, see kernel_matrix.job_group."""
-    return register_job_group(kernel_matrix.job_group(kernel_cell_from_wildcards(wildcards)))
-
-
-def kernel_cell_inputs(wildcards):
-    """The stack record, and the host build of the stack's kernels or the image the cell runs in."""
-    image = matrix.container_spec(config, wildcards.stack)
-    if image is not None:
-        return [stack_record(wildcards.stack), image["image"], image["inspect"], image["preflight"]]
-    return [stack_record(wildcards.stack), *kernel_matrix.build_outputs(wildcards.stack)]
+# Kernel cells and their helpers (kernel_cell_from_wildcards, kernel_spec_json, kernel_group,
+# kernel_cell_inputs) are in rules/common.smk.
+KERNEL_TABLE_NAMES = [layout.kernel_table(name) for name in kernel_matrix.KERNEL_NAMES]
+KERNEL_SOURCES = [str(p) for p in _containers.kernel_sources("src/kernels")] or ["src/kernels/Makefile"]
 
 
 rule kernels_build:
@@ -48,19 +20,16 @@ rule kernels_build:
         stack=lambda wc: stack_record(wc.stack),
         sources=KERNEL_SOURCES,
     output:
-        ring=kernel_matrix.KERNEL_BUILD_DIR + "/{stack}/ring",
-        matsum=kernel_matrix.KERNEL_BUILD_DIR + "/{stack}/matsum",
-        jacobi=kernel_matrix.KERNEL_BUILD_DIR + "/{stack}/jacobi",
-        pingpong=kernel_matrix.KERNEL_BUILD_DIR + "/{stack}/pingpong",
-        coll=kernel_matrix.KERNEL_BUILD_DIR + "/{stack}/coll",
-        record=kernel_matrix.KERNEL_BUILD_DIR + "/{stack}/" + kernel_matrix.BUILD_RECORD,
+        [f"{R}/kernels/{{stack}}/{name}" for name in (*kernel_matrix.KERNEL_NAMES, kernel_matrix.BUILD_RECORD)],
     params:
         kind=lambda wc: config["stacks"][wc.stack]["kind"],
         source=lambda wc: config["stacks"][wc.stack].get("source", "pypi"),
         prefix=lambda wc: matrix.stack_prefix(config, wc.stack),
-        out=lambda wc: kernel_matrix.build_dir(wc.stack),
+        out=lambda wc: kernel_matrix.build_dir(config, wc.stack),
     log:
-        "results/logs/kernels/{stack}.build.log",
+        f"{LOGS}/kernels/{{stack}}.build.log",
+    conda:
+        "../envs/mpiatlas.yaml"
     # Built where Snakemake runs (a cluster's login node shares the compute nodes' file system).
     localrule: True
     shell:
@@ -72,11 +41,13 @@ rule kernel:
     input:
         kernel_cell_inputs,
     output:
-        directory("results/raw/kernel/{stack}/{transport}/{mapping}/np{np}/{kernel}/{variant}/rep{rep}"),
+        directory(f"{R}/raw/kernel/{{stack}}/{{transport}}/{{mapping}}/np{{np}}/{{kernel}}/{{variant}}/rep{{rep}}"),
     params:
         spec=kernel_spec_json,
     log:
-        "results/logs/kernel/{stack}/{transport}/{mapping}/np{np}/{kernel}/{variant}/rep{rep}.log",
+        f"{LOGS}/kernel/{{stack}}/{{transport}}/{{mapping}}/np{{np}}/{{kernel}}/{{variant}}/rep{{rep}}.log",
+    conda:
+        "../envs/mpiatlas.yaml"
     wildcard_constraints:
         kernel="ring|matsum|jacobi|pingpong|coll",
         variant=r"[A-Za-z0-9_.+-]+",
@@ -100,17 +71,3 @@ rule kernel:
     # Like IMB cells: a failed launch still ends the job successfully, status.json says why.
     shell:
         "mpiatlas run-cell --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"
-
-
-rule fit_kernels:
-    input:
-        tables=KERNEL_TABLES,
-        hockney="results/fits/hockney.json",
-    output:
-        "results/fits/kernels.json",
-    log:
-        "results/logs/fit_kernels.log",
-    localrule: True
-    shell:
-        "mpiatlas fit results/tidy --model kernels --hockney {input.hockney:q} --json"
-        " > {output:q}.tmp 2> {log:q} && mv {output:q}.tmp {output:q}"

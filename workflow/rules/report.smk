@@ -1,20 +1,29 @@
-# One static, offline HTML file with data, fits, residuals and provenance.
+# One static, offline HTML file with findings, data, fits, residuals and provenance, for both
+# views (rules/tidy.smk): the partial report is built by exactly the same rule as the full one.
 
+for VIEW, OUT in VIEWS.items():
 
-rule report:
-    input:
-        "results/tidy/imb_summary.parquet",
-        "results/tidy/cells.parquet",
-        "results/tidy/provenance.json",
-        "results/fits/hockney.json",
-        "results/fits/kernels.json",
-        "results/fits/alphabeta.json",
-    output:
-        "results/report.html",
-    params:
-        title=config["campaign"]["name"],
-    log:
-        "results/logs/report.log",
-    localrule: True
-    shell:
-        "mpiatlas report --tidy results/tidy --fits results/fits --out {output:q} --title {params.title:q} > {log:q} 2>&1"
+    rule:
+        name:
+            f"report_{VIEW}"
+        input:
+            summary=f"{OUT}/tidy/{layout.IMB_SUMMARY}",
+            cells=f"{OUT}/tidy/{layout.CELLS_TABLE}",
+            provenance=f"{OUT}/tidy/{layout.PROVENANCE_TABLE}",
+            hockney=f"{OUT}/fits/{layout.HOCKNEY_FIT}",
+            kernels=f"{OUT}/fits/{layout.KERNELS_FIT}",
+            alphabeta=f"{OUT}/fits/{layout.ALPHABETA_FIT}",
+        output:
+            layout.report_path(R, partial=VIEW == "partial"),
+        params:
+            tidy=lambda wildcards, input: os.path.dirname(input.summary),
+            fits=lambda wildcards, input: os.path.dirname(input.hockney),
+            title=config["campaign"]["name"] + (" (partial)" if VIEW == "partial" else ""),
+        log:
+            f"{LOGS}/{VIEW}/report.log",
+        conda:
+            "../envs/mpiatlas.yaml"
+        localrule: True
+        shell:
+            "mpiatlas report --tidy {params.tidy:q} --fits {params.fits:q} --out {output:q}"
+            " --title {params.title:q} > {log:q} 2>&1"

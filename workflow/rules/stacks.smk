@@ -3,13 +3,15 @@
 
 rule stack:
     output:
-        "results/stacks/{stack}.json",
+        f"{R}/stacks/{{stack}}.json",
     params:
         kind=lambda wc: config["stacks"][wc.stack]["kind"],
         source=lambda wc: config["stacks"][wc.stack].get("source", "pypi"),
         prefix=lambda wc: matrix.stack_prefix(config, wc.stack),
     log:
-        "results/logs/stacks/{stack}.log",
+        f"{LOGS}/stacks/{{stack}}.log",
+    conda:
+        "../envs/mpiatlas.yaml"
     # pip needs a package registry: on a cluster that is the login node, not a compute node.
     localrule: True
     shell:

@@ -1,43 +1,71 @@
 # Raw cell outputs -> tidy parquet: every sample, every cell's status, provenance.
+#
+# The analysis (tidy -> fits -> report) is defined once for two views of the raw cells:
+#   full     R/tidy, R/fits, R/report.html           needs every planned cell
+#   partial  R/partial/{tidy,fits}, R/partial/report.html
+#            the cells sealed so far, the others listed as `missing` (mpiatlas campaign builds it
+#            when cells failed to run or the run was stopped; it depends on no cell, so it never
+#            runs one)
+# Both read the cell list from the manifest and the raw cells from R/raw, so the command line
+# stays short for any number of cells.
 
 
 rule cells_manifest:
-    # Every cell id of the campaign: tidy writes a `missing` row for any without a raw directory
-    # (mpiatlas campaign's partial report after an interrupted or partly killed run).
+    # Every cell id of the campaign (tidy writes a `missing` row for any that has no raw directory)
+    # and the notes on what was left out before the run (mpiatlas.matrix.unplanned_notes).
     output:
-        "results/cells.json",
+        manifest=f"{R}/{layout.CELLS_MANIFEST}",
+        notes=f"{R}/{layout.NOTES}",
     params:
-        cells=[c.id for c in CELLS] + [c.id for c in KERNEL_CELLS],
+        cells=CELL_IDS,
+        notes=matrix.unplanned_notes(config),
+    log:
+        f"{LOGS}/cells_manifest.log",
     localrule: True
+    # No conda: a run block executes in Snakemake's own interpreter.
     run:
-        with open(output[0], "w") as fh:
-            json.dump(list(params.cells), fh, indent=0)
-            fh.write("\n")
+        layout.write_manifest(output.manifest, output.notes, params.cells, params.notes)
 
 
-rule tidy:
-    input:
-        manifest="results/cells.json",
-        cells=[raw_dir(c) for c in CELLS] + [raw_dir(c) for c in KERNEL_CELLS],
-    output:
-        samples="results/tidy/imb_samples.parquet",
-        cells="results/tidy/cells.parquet",
-        provenance="results/tidy/provenance.json",
-        kernels=KERNEL_TABLES,
-    log:
-        "results/logs/tidy.log",
-    localrule: True
-    shell:
-        "mpiatlas tidy --out results/tidy --expected {input.manifest:q} {input.cells:q} > {log:q} 2>&1"
+for VIEW, OUT in VIEWS.items():
 
+    rule:
+        name:
+            f"tidy_{VIEW}"
+        input:
+            manifest=rules.cells_manifest.output.manifest,
+            notes=rules.cells_manifest.output.notes,
+            cells=ALL_CELL_DIRS if VIEW == "full" else [],
+        output:
+            samples=f"{OUT}/tidy/{layout.IMB_SAMPLES}",
+            cells=f"{OUT}/tidy/{layout.CELLS_TABLE}",
+            provenance=f"{OUT}/tidy/{layout.PROVENANCE_TABLE}",
+            notes=f"{OUT}/tidy/{layout.NOTES}",
+            kernels=[f"{OUT}/tidy/{name}" for name in KERNEL_TABLE_NAMES],
+        params:
+            # Derived from the rule's files (the campaign directory holds the manifest and raw/).
+            tidy=lambda wildcards, output: os.path.dirname(output.samples),
+            raw=lambda wildcards, input: f"{os.path.dirname(input.manifest)}/raw",
+        log:
+            f"{LOGS}/{VIEW}/tidy.log",
+        conda:
+            "../envs/mpiatlas.yaml"
+        localrule: True
+        shell:
+            "mpiatlas tidy --raw {params.raw:q} --expected {input.manifest:q} --notes {input.notes:q}"
+            " --out {params.tidy:q} > {log:q} 2>&1"
 
-rule aggregate:
-    input:
-        "results/tidy/imb_samples.parquet",
-    output:
-        "results/tidy/imb_summary.parquet",
-    log:
-        "results/logs/aggregate.log",
-    localrule: True
-    shell:
-        "mpiatlas aggregate {input:q} --out {output:q} > {log:q} 2>&1"
+    rule:
+        name:
+            f"aggregate_{VIEW}"
+        input:
+            f"{OUT}/tidy/{layout.IMB_SAMPLES}",
+        output:
+            f"{OUT}/tidy/{layout.IMB_SUMMARY}",
+        log:
+            f"{LOGS}/{VIEW}/aggregate.log",
+        conda:
+            "../envs/mpiatlas.yaml"
+        localrule: True
+        shell:
+            "mpiatlas aggregate {input:q} --out {output:q} > {log:q} 2>&1"

@@ -5,9 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import polars as pl
-
-from mpiatlas.aggregate import summarize
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,6 +15,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from mpiatlas.aggregate import summarize
+
     summary = summarize(pl.read_parquet(args.samples))
     summary.write_parquet(args.out)
     print(f"{args.out}: {summary.height} rows")

@@ -1,10 +1,13 @@
-"""``mpiatlas campaign``: run the whole Snakemake DAG and print where the report is.
+"""``mpiatlas campaign``: check, run the whole Snakemake DAG with a live progress line, report.
 
-When the run ends with cells missing (a batch job was killed, the run was interrupted, a job
-failed), the complete report cannot be built: Snakemake's report depends on every cell. The
-command then writes a *partial* report from the cells that exist, listing every missing cell
-(status ``missing``), at results/partial/report.html. Re-running the same command runs only
-the missing cells and builds the complete results/report.html.
+1. One campaign per checkout at a time (mpiatlas.runlock); a lock left by a killed run is cleared.
+2. Every prerequisite is checked once (mpiatlas.preflight): a missing one stops everything with
+   one message, before any cell runs.
+3. Snakemake runs with its log in results/<campaign>/logs/snakemake.log (``--verbose``: on the
+   terminal); the terminal shows cells done / ok / failed / remaining, the current cell and an ETA.
+4. When the first cells all fail for one reason, the campaign stops and says it once.
+5. It always leaves a report: results/<campaign>/report.html, or, when cells are missing,
+   results/<campaign>/partial/report.html built by the same rules (listing what never ran).
 """
 
 from __future__ import annotations
@@ -15,14 +18,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from mpiatlas.config import load
-from mpiatlas.matrix import imb_cells
-from mpiatlas.runner import STATUS
+from mpiatlas import layout
 
-PARTIAL_DIR = Path("results/partial")
+POLL_S = 1.0
+LOG_TAIL_LINES = 12
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,101 +33,246 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", default="config/config.yaml", type=Path, help="campaign config (default: %(default)s)")
     p.add_argument("--profile", default="profiles/local", help="Snakemake profile (default: %(default)s)")
     p.add_argument("--directory", default=".", type=Path, help="repository root (default: current directory)")
+    p.add_argument("--verbose", action="store_true", help="show Snakemake's own output instead of the progress line")
     p.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="extra Snakemake arguments after --")
     p.set_defaults(func=_main)
 
 
-def snakemake_argv(args: argparse.Namespace) -> list[str]:
+def snakemake_argv(args: argparse.Namespace, *targets: str) -> list[str]:
     extra = [a for a in args.snakemake_args if a != "--"]
     return [sys.executable, "-m", "snakemake", "--snakefile", "workflow/Snakefile",
-            "--configfile", str(args.config), "--profile", args.profile, *extra]
+            "--configfile", str(args.config), "--profile", args.profile, *extra, *targets]
 
 
-def _run_snakemake(argv: list[str], root: Path, env: dict[str, str]) -> int:
-    """Run Snakemake in its own session; SIGINT/SIGTERM/SIGHUP to this command reach it exactly
-    once, as SIGINT: Snakemake ignores SIGTERM while jobs run, and on SIGINT it cancels its
-    batch jobs (scancel) and marks unfinished outputs incomplete."""
-    proc = subprocess.Popen(argv, cwd=root, env=env, start_new_session=True)
+def is_dry_run(args: argparse.Namespace) -> bool:
+    return any(a in ("-n", "--dry-run", "--dryrun") for a in args.snakemake_args)
 
-    def forward(signum: int, frame: Any) -> None:
+
+def is_slurm(profile: str) -> bool:
+    return "slurm" in Path(profile).name
+
+
+class Run:
+    """Snakemake in its own session; SIGINT/SIGTERM/SIGHUP to this command reach it exactly once,
+    as SIGINT: Snakemake ignores SIGTERM while jobs run, and on SIGINT it cancels its batch jobs
+    (scancel) and marks unfinished outputs incomplete."""
+
+    def __init__(self, argv: list[str], root: Path, env: dict[str, str], log: Path | None) -> None:
+        self.log_fh = log.open("a") if log else None
+        out = self.log_fh if self.log_fh else None
+        self.proc = subprocess.Popen(argv, cwd=root, env=env, start_new_session=True, stdout=out,
+                                     stderr=subprocess.STDOUT if out else None, stdin=subprocess.DEVNULL)
+        self.stopped: str | None = None
+        self._previous = {sig: signal.signal(sig, self._forward) for sig in (signal.SIGINT, signal.SIGTERM,
+                                                                               signal.SIGHUP)}
+
+    def _forward(self, signum: int, frame: Any) -> None:
+        self.stop(f"received {signal.Signals(signum).name}")
+
+    def stop(self, why: str) -> None:
+        if self.stopped is None:
+            self.stopped = why
+            try:
+                self.proc.send_signal(signal.SIGINT)
+            except ProcessLookupError:
+                pass
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def wait(self) -> int:
         try:
-            proc.send_signal(signal.SIGINT)
-        except ProcessLookupError:
-            pass
-
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        return proc.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            return self.proc.wait()
+        finally:
+            for sig, handler in self._previous.items():
+                signal.signal(sig, handler)
+            if self.log_fh:
+                self.log_fh.close()
 
 
-def campaign_cells(config: dict[str, Any]) -> list[Any]:
-    """Every cell of the campaign (IMB, and the C kernels where the config has them)."""
-    cells: list[Any] = list(imb_cells(config))
-    try:
-        from mpiatlas.kernel_matrix import kernel_cells
-    except ImportError:
-        return cells
-    return cells + list(kernel_cells(config))
-
-
-def missing_cells(root: Path, config: dict[str, Any]) -> tuple[list[str], list[Path]]:
-    """(ids of campaign cells without a sealed raw directory, the raw directories that exist)."""
-    missing, present = [], []
-    for cell in campaign_cells(config):
-        cell_dir = root / "results" / "raw" / cell.id
-        if (cell_dir / STATUS).is_file():
-            present.append(cell_dir)
-        else:
-            missing.append(cell.id)
-    return missing, present
-
-
-def partial_report(root: Path, config: dict[str, Any], env: dict[str, str]) -> tuple[Path, int, int] | None:
-    """Tidy, fit and report whatever cells exist, listing the missing ones; None if nothing ran."""
-    missing, present = missing_cells(root, config)
-    if not missing or not present:
-        return None
-    out = root / PARTIAL_DIR
-    (out / "fits").mkdir(parents=True, exist_ok=True)
-    expected = out / "cells.json"
-    expected.write_text(json.dumps([c.id for c in campaign_cells(config)]) + "\n")
-    mpiatlas = [sys.executable, "-m", "mpiatlas.cli"]
-    tidy_dir, fits = out / "tidy", out / "fits" / "hockney.json"
-    title = f"{config['campaign']['name']} (partial: {len(missing)} of {len(missing) + len(present)} cells missing)"
-    with (out / "partial.log").open("w") as log:
-        def step(*argv: str, stdout: Any = log) -> bool:
-            return subprocess.run([*mpiatlas, *argv], cwd=root, env=env, stdout=stdout, stderr=log).returncode == 0
-
-        if not step("tidy", "--out", str(tidy_dir), "--expected", str(expected), *map(str, present)):
-            return None
-        step("aggregate", str(tidy_dir / "imb_samples.parquet"), "--out", str(tidy_dir / "imb_summary.parquet"))
-        with fits.open("w") as fh:
-            step("fit", str(tidy_dir), "--model", "hockney", "--json", stdout=fh)
-        if not step("report", "--tidy", str(tidy_dir), "--fits", str(fits.parent), "--out",
-                    str(out / "report.html"), "--title", title):
-            return None
-    return out / "report.html", len(missing), len(missing) + len(present)
-
-
-def _main(args: argparse.Namespace) -> int:
-    root = args.directory.resolve()
-    config = load(root / args.config)  # fail fast with a clear message before Snakemake starts
+def _env() -> dict[str, str]:
     env = dict(os.environ)
     # Rules call the `mpiatlas` entry point of this very environment.
     env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
-    argv = snakemake_argv(args)
-    rc = _run_snakemake(argv, root, env)
-    report = root / "results" / "report.html"
-    if rc == 0 and report.exists():
-        print(f"report: {report}")
-    dry = any(a in ("-n", "--dry-run", "--dryrun") for a in argv)
-    if rc != 0 and not dry:
-        partial = partial_report(root, config, env)
-        if partial is not None:
-            path, n_missing, n_total = partial
-            print(f"partial report: {path} ({n_missing} of {n_total} cells missing; "
-                  "run the same command again to run them)")
-    return rc
+    return env
+
+
+def _main(args: argparse.Namespace) -> int:
+    from mpiatlas import runlock
+    from mpiatlas.config import load
+
+    root = args.directory.resolve()
+    config = load(root / args.config)  # a bad config fails here, with the key and what was expected
+    if is_dry_run(args):
+        return Run(snakemake_argv(args), root, _env(), None).wait()
+    try:
+        lock = runlock.acquire(root, config["campaign"]["name"])
+    except runlock.CampaignRunning as exc:
+        print(f"mpiatlas: {exc}", file=sys.stderr)
+        return 3
+    try:
+        return _run_campaign(args, root, config)
+    finally:
+        lock.release()
+
+
+def _run_campaign(args: argparse.Namespace, root: Path, config: dict[str, Any]) -> int:
+    from rich.console import Console
+
+    from mpiatlas import preflight, runlock
+
+    console = Console(stderr=False, highlight=False, soft_wrap=True)
+    results = root / layout.results_dir(config["campaign"]["name"])
+    for note in runlock.clear_stale(root):
+        console.print(f"note: {note}")
+    os.chdir(root)  # preflight installs stacks and reads paths relative to the checkout
+    with console.status("checking prerequisites (stacks, compiler, topology, disk)…"):
+        try:
+            checks = preflight.require(config, slurm=is_slurm(args.profile))
+        except preflight.PreflightFailed as exc:
+            console.print(str(exc), markup=False)
+            return 2
+    console.print(f"prerequisites ok: {len(checks)} checks (`mpiatlas doctor` lists them)")
+    env = _env() | {preflight.DONE_ENV: config["campaign"]["name"]}
+    log = None if args.verbose else results / "logs" / layout.SNAKEMAKE_LOG
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        console.print(f"snakemake log: {log}")
+    rc, stop_reason, tracker = _run_with_progress(args, root, config, env, log, console)
+    return _finish(args, root, config, env, rc, stop_reason, tracker, log, console)
+
+
+def _run_with_progress(args: argparse.Namespace, root: Path, config: dict[str, Any], env: dict[str, str],
+                       log: Path | None, console: Any) -> tuple[int, str | None, Any]:
+    from mpiatlas.progress import Progress
+
+    results = root / layout.results_dir(config["campaign"]["name"])
+    tracker = Progress(results / "raw", campaign_cell_ids(config))
+    run = Run(snakemake_argv(args), root, env, log)
+    threshold = int(config["campaign"].get("fail_fast", 5))
+    if args.verbose:
+        rc = run.wait()
+        tracker.poll(limit=None)
+        return rc, run.stopped, tracker
+    with _live_display(console, tracker) as refresh:
+        while run.poll() is None:
+            time.sleep(POLL_S)
+            tracker.poll()
+            refresh()
+            failure = tracker.same_failure(threshold)
+            if failure is not None and run.stopped is None:
+                reason, cell = failure
+                run.stop("fail-fast")
+                console.print(f"stopped: the first {threshold} cells all failed with: {reason}\n"
+                              f"  one cell's output: {results / 'raw' / cell}", markup=False, soft_wrap=True)
+    rc = run.wait()
+    tracker.poll(limit=None)
+    return rc, run.stopped, tracker
+
+
+def _live_display(console: Any, tracker: Any) -> Any:
+    """A context manager yielding refresh(): one live line on a terminal, a line per tenth of the
+    cells elsewhere (CI logs, pipes)."""
+    from contextlib import contextmanager
+
+    from rich.live import Live
+
+    from mpiatlas.progress import format_eta
+
+    def line() -> str:
+        current = tracker.finished_now[-1][0] if tracker.finished_now else "starting"
+        return (f"{tracker.done}/{tracker.total} cells done ({tracker.statuses.get('ok', 0)} ok, "
+                f"{sum(n for s, n in tracker.statuses.items() if s != 'ok')} not ok), {tracker.remaining} to go, "
+                f"ETA {format_eta(tracker.eta_s())} · last: {current}")
+
+    @contextmanager
+    def terminal() -> Any:
+        with Live(line(), console=console, refresh_per_second=2, transient=False) as live:
+            yield lambda: live.update(line())
+
+    @contextmanager
+    def plain() -> Any:
+        step = max(1, tracker.total // 10)
+        shown = [tracker.done // step]
+
+        def refresh() -> None:
+            if tracker.done // step > shown[0]:
+                shown[0] = tracker.done // step
+                console.print(line(), markup=False, soft_wrap=True)
+
+        yield refresh
+
+    return terminal() if console.is_terminal else plain()
+
+
+def campaign_cell_ids(config: dict[str, Any]) -> list[str]:
+    from mpiatlas.kernel_matrix import kernel_cells
+    from mpiatlas.matrix import imb_cells
+
+    return [c.id for c in imb_cells(config)] + [c.id for c in kernel_cells(config)]
+
+
+def _finish(args: argparse.Namespace, root: Path, config: dict[str, Any], env: dict[str, str], rc: int,
+            stop_reason: str | None, tracker: Any, log: Path | None, console: Any) -> int:
+    results = layout.results_dir(config["campaign"]["name"])
+    full = root / layout.report_path(results)
+    if rc == 0 and full.exists() and tracker.remaining == 0:
+        _summary(console, tracker, root / results, config)
+        console.print(f"report: {full}", markup=False)
+        return 0
+    if rc != 0 and log is not None and stop_reason is None:
+        console.print(f"snakemake ended with exit code {rc}; the end of its log ({log}):", markup=False)
+        console.print(_log_tail(log), markup=False)
+    partial = _partial_report(args, root, results, env, log)
+    _summary(console, tracker, root / results / layout.PARTIAL, config)
+    if partial is None:
+        console.print("no report could be built (see the log above)", markup=False)
+        return rc or 1
+    console.print(f"partial report: {partial} ({tracker.remaining} of {tracker.total} cells not run; "
+                  "run the same command again to run them)", markup=False)
+    return rc or 1
+
+
+def _partial_report(args: argparse.Namespace, root: Path, results: str, env: dict[str, str],
+                    log: Path | None) -> Path | None:
+    """The partial report, by the same rules as the full one (rules/tidy.smk's `partial` view)."""
+    from mpiatlas import runlock
+
+    runlock.clear_stale(root)  # a killed Snakemake leaves its lock behind
+    target = layout.report_path(results, partial=True)
+    argv = [sys.executable, "-m", "snakemake", "--snakefile", "workflow/Snakefile", "--configfile",
+            str(args.config), "--cores", "1", "--forcerun", "tidy_partial", "--nolock", target]
+    with (log or Path(os.devnull)).open("a") as out:
+        done = subprocess.run(argv, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL)
+    path = root / target
+    return path if done.returncode == 0 and path.exists() else None
+
+
+def _summary(console: Any, tracker: Any, out: Path, config: dict[str, Any]) -> None:
+    """Three lines: cells by status, then latency λ and bandwidth B of the campaign's first stack."""
+    console.print(tracker.summary_line(), markup=False)
+    for line in headline(out / "fits" / layout.HOCKNEY_FIT, list(config["stacks"])):
+        console.print(line, markup=False)
+
+
+def headline(fits: Path, stack_order: list[str]) -> list[str]:
+    """λ and B of the PingPong fit of the first stack in the config (its first transport first)."""
+    try:
+        data = json.loads(fits.read_text())
+    except (OSError, json.JSONDecodeError):
+        return ["latency: no Hockney fit was made", "bandwidth: no Hockney fit was made"]
+    pingpong = [f for f in data if f.get("benchmark") in ("PingPong", "pingpong") and f.get("latency_us")]
+    if not pingpong:
+        return ["latency: no PingPong fit", "bandwidth: no PingPong fit"]
+    rank = {label: i for i, label in enumerate(stack_order)}
+    first = min(pingpong, key=lambda f: rank.get(str(f.get("stack")), len(rank)))
+    label = first.get("label") or f"{first.get('stack')}/{first.get('transport')}"
+    return [f"latency: {label} PingPong λ = {first['latency_us']:.3g} µs (Hockney fit)",
+            f"bandwidth: {label} PingPong B = {first.get('bandwidth_MBps', float('nan')):,.0f} MB/s (Hockney fit)"]
+
+
+def _log_tail(log: Path) -> str:
+    lines = log.read_text(errors="replace").splitlines()
+    keep = [ln for ln in lines if ln.strip()][-LOG_TAIL_LINES:]
+    return "\n".join("  " + ln for ln in keep)

@@ -17,16 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
-from mpiatlas.models.hockney import HOCKNEY_BENCHMARKS, fit_hockney_table
-
-# Pipeline samples identify a measurement cell by these; imported samples have them null.
-CELL_COLUMNS: tuple[str, ...] = ("stack", "transport", "mapping", "np", "algorithm")
-REQUIRED_COLUMNS: tuple[str, ...] = ("benchmark", "bytes", "t_usec")
+# Heavy imports (polars, scipy, rich) stay inside the functions: every CLI call imports this module.
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,13 +40,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         nargs="+",
         action="extend",
         metavar="NAME",
-        help=f"benchmarks to fit (default: {' '.join(HOCKNEY_BENCHMARKS)})",
+        help="benchmarks to fit (default: every benchmark the Hockney model applies to: PingPong, PingPing)",
     )
     p.add_argument("--seed", type=int, default=0, help="bootstrap RNG seed (default 0)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from mpiatlas.models.hockney import fit_hockney_table
+    from mpiatlas.samples import CELL_COLUMNS, load_samples
+
     if args.model == "kernels":
         from mpiatlas.commands.kernels import fit_kernels_main
 
@@ -89,24 +83,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_samples(directory: Path) -> tuple[pl.DataFrame | None, str]:
-    """All ``*samples.parquet`` under ``directory`` concatenated, or (None, why not)."""
-    files = sorted(directory.rglob("*samples.parquet")) if directory.is_dir() else []
-    if not files:
-        return None, f"no *samples.parquet under {directory}"
-    samples = pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
-    if samples.height == 0:
-        # A campaign whose IMB cells were all unavailable/failed: nothing to fit is a valid answer.
-        return samples, f"the samples tables under {directory} are empty: {', '.join(map(str, files))}"
-    missing = [c for c in REQUIRED_COLUMNS if c not in samples.columns]
-    if missing:
-        return None, f"samples under {directory} lack column(s) {missing}"
-    if "label" not in samples.columns:
-        samples = samples.with_columns(pl.lit(None, dtype=pl.String).alias("label"))
-    return samples, ""
-
-
 def _select_benchmarks(requested: list[str] | None) -> list[str]:
+    from mpiatlas.models.hockney import HOCKNEY_BENCHMARKS
+
     if not requested:
         return list(HOCKNEY_BENCHMARKS)
     for name in requested:
@@ -117,6 +96,8 @@ def _select_benchmarks(requested: list[str] | None) -> list[str]:
 
 
 def _cell_name(r: dict[str, Any]) -> str:
+    from mpiatlas.samples import CELL_COLUMNS
+
     if r.get("label") is None:
         return "/".join(f"{c}={r[c]}" for c in CELL_COLUMNS if r.get(c) is not None) or "(unlabelled)"
     # A pipeline label names stack/transport/mapping; np and algorithm still tell cells apart.
@@ -136,6 +117,10 @@ def _fmt_bytes(n: int) -> str:
 
 
 def _print_table(results: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(title="Hockney T(s) = λ + s/B, 95 % bootstrap CI")
     table.add_column("label / cell", overflow="fold")
     table.add_column("benchmark")
@@ -163,6 +148,7 @@ def _print_table(results: list[dict[str, Any]]) -> None:
 def fit_alphabeta_main(args: argparse.Namespace) -> int:
     """``--model alphabeta``: the Alltoall/Allgather α-β fits of the samples under DIR."""
     from mpiatlas.models.alphabeta import ALPHABETA_BENCHMARKS, Network, fit_alphabeta_table
+    from mpiatlas.samples import load_samples
 
     if args.bandwidth_gbit_s is None:
         print("mpiatlas fit: --model alphabeta needs --bandwidth-gbit-s (the nominal link bandwidth, Gbit/s)",
@@ -201,6 +187,10 @@ def fit_alphabeta_main(args: argparse.Namespace) -> int:
 
 
 def _print_alphabeta(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
     net = result["network"]
     table = Table(title=f"α-β models over nodes, b = {net['bandwidth_gbit_s']:g} Gbit/s ({escape(net['name'])}), "
                         "95 % bootstrap CI")

@@ -5,10 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.console import Console
-from rich.markup import escape
-
-from mpiatlas.importer import SAMPLES_FILE, import_files, write_samples
+from mpiatlas.layout import IMB_SAMPLES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -18,11 +15,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
     )
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="raw IMB stdout files")
-    p.add_argument("--out", required=True, type=Path, metavar="DIR", help=f"directory for {SAMPLES_FILE}")
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help=f"directory for {IMB_SAMPLES}")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from mpiatlas.importer import import_files, write_samples
+
     out, err = Console(), Console(stderr=True)
     result = import_files(args.files)
     for f in result.files:

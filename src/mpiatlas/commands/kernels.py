@@ -118,7 +118,7 @@ def _hockney_fits(args: argparse.Namespace) -> list[dict[str, Any]]:
             return []
         data = json.loads(Path(path).read_text())
         return data if isinstance(data, list) else []
-    from mpiatlas.commands.fit import CELL_COLUMNS, load_samples
+    from mpiatlas.samples import CELL_COLUMNS, load_samples
     from mpiatlas.models.hockney import fit_hockney_table
 
     samples, _ = load_samples(args.dir)

@@ -7,7 +7,6 @@ import json
 import sys
 from pathlib import Path
 
-from mpiatlas.runner import CellInterrupted, run_cell
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,6 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
+    from mpiatlas.runner import CellInterrupted
+
     try:
         return _run_one(args)
     except CellInterrupted as exc:
@@ -35,6 +36,8 @@ def _run_one(args: argparse.Namespace) -> int:
 
         outcome = run_kernel_cell(spec, args.out)
     else:
+        from mpiatlas.runner import run_cell
+
         outcome = run_cell(spec, args.out)
     print(f"{args.out}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else ""))
     # A failed cell is a result, not a workflow error: the campaign goes on.

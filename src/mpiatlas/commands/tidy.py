@@ -4,22 +4,44 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from pathlib import Path
 
-from mpiatlas.tidy import tidy
+from mpiatlas import layout
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tidy", help="parse raw cell outputs into parquet tables")
-    p.add_argument("cells", nargs="*", type=Path, help="raw cell directories")
+    p.add_argument("cells", nargs="*", type=Path, help="raw cell directories (besides those found with --raw)")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--expected", type=Path, default=None, metavar="FILE",
                    help="JSON list of every cell id of the campaign: those without a directory get status 'missing'")
+    p.add_argument("--raw", type=Path, default=None, metavar="DIR",
+                   help="the campaign's raw directory: every sealed cell of --expected under it is read")
+    p.add_argument("--notes", type=Path, default=None, metavar="FILE",
+                   help="notes on cells not planned (JSON), copied into the tidy directory for the report")
     p.set_defaults(func=_main)
 
 
+def sealed_cells(raw: Path, cell_ids: list[str]) -> list[Path]:
+    """The raw directories of the cells that have a result (a cell still running has none)."""
+    return [raw / cell_id for cell_id in cell_ids if layout.is_sealed(raw / cell_id)]
+
+
 def _main(args: argparse.Namespace) -> int:
+    from mpiatlas.tidy import tidy  # polars only when the command runs
+
     expected = json.loads(args.expected.read_text()) if args.expected else None
-    counts = tidy(args.cells, args.out, expected)
+    cells = list(args.cells)
+    if args.raw is not None:
+        if expected is None:
+            raise SystemExit("mpiatlas tidy: --raw needs --expected (the campaign's cell ids)")
+        cells += sealed_cells(args.raw, expected)
+    counts = tidy(cells, args.out, expected)
+    notes = args.out / layout.NOTES
+    if args.notes is not None:
+        shutil.copyfile(args.notes, notes)
+    elif not notes.exists():
+        notes.write_text("[]\n")
     print(f"{args.out}: {counts['cells']} cells ({counts['missing']} missing), {counts['samples']} sample rows")
     return 0

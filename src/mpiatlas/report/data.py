@@ -1,0 +1,240 @@
+"""The report's inputs: the tidy tables and fits of a campaign, read into one plain object.
+
+Inputs may be partially missing; every missing or unreadable input is recorded (``inputs``,
+``notes``) so that the report says so rather than silently dropping it. Nothing here draws or
+formats: the sections read :class:`ReportData`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from mpiatlas import layout
+
+KERNEL_PREFIX, KERNEL_SUFFIX = layout.KERNEL_TABLE.split("{name}")
+
+
+@dataclass
+class InputFile:
+    name: str
+    path: str
+    state: str  # ok | missing | error
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class PlannedNote:
+    """Cells the campaign did not plan, and why (``notes.json``: e.g. Open MPI's IMB, not buildable offline)."""
+
+    what: str
+    why: str
+    cells: int
+
+
+@dataclass
+class ReportData:
+    title: str
+    generated: datetime
+    tidy_dir: Path | None = None
+    fits_dir: Path | None = None
+    samples: pl.DataFrame | None = None
+    summary: pl.DataFrame | None = None
+    cells: pl.DataFrame | None = None
+    provenance: list[dict[str, Any]] | None = None
+    kernels: dict[str, pl.DataFrame] = field(default_factory=dict)  # kernel name -> its (non-empty) table
+    planned: list[PlannedNote] = field(default_factory=list)
+    fits: dict[str, Any] = field(default_factory=dict)
+    inputs: list[InputFile] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # input-level problems for the header
+    summary_derived: bool = False
+
+    @property
+    def hockney(self) -> list[dict[str, Any]] | None:
+        fits = self.fits.get("hockney")
+        return fits if isinstance(fits, list) else None
+
+    def kernel_table(self, name: str) -> pl.DataFrame | None:
+        """``kernel_<name>.parquet`` when it exists and has rows."""
+        return self.kernels.get(name)
+
+    def kernel_fits(self, name: str) -> list[dict[str, Any]] | None:
+        """The ``name`` entries of fits/kernels.json (None when the file or the key is absent)."""
+        fits = self.fits.get("kernels")
+        if not isinstance(fits, dict):
+            return None
+        entries = fits.get(name)
+        return [f for f in entries if isinstance(f, dict)] if isinstance(entries, list) else None
+
+
+# -- readers ---------------------------------------------------------------------------------
+
+
+def _read_parquet(path: Path, name: str, data: ReportData) -> pl.DataFrame | None:
+    if not path.is_file():
+        data.inputs.append(InputFile(name, str(path), "missing"))
+        return None
+    try:
+        df = pl.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is reported, not fatal
+        data.inputs.append(InputFile(name, str(path), "error", f"{type(exc).__name__}: {exc}"))
+        return None
+    data.inputs.append(InputFile(name, str(path), "ok", f"{df.height} rows"))
+    return df
+
+
+def _read_json(path: Path, name: str, data: ReportData) -> Any:
+    if not path.is_file():
+        data.inputs.append(InputFile(name, str(path), "missing"))
+        return None
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except Exception as exc:  # noqa: BLE001
+        data.inputs.append(InputFile(name, str(path), "error", f"{type(exc).__name__}: {exc}"))
+        return None
+    n = f"{len(obj)} entries" if isinstance(obj, (list, dict)) else type(obj).__name__
+    data.inputs.append(InputFile(name, str(path), "ok", n))
+    return obj
+
+
+def planned_notes(obj: Any, source: str = layout.NOTES) -> tuple[list[PlannedNote], list[str]]:
+    """``notes.json`` -> the notes, merged by (what, why), and one message per malformed entry.
+
+    Expected: a JSON list of ``{"what": str, "why": str, "cells": int >= 0}``.
+    """
+    if not isinstance(obj, list):
+        return [], [f"{source}: expected a JSON list of {{what, why, cells}} objects, got {type(obj).__name__}."]
+    cells: dict[tuple[str, str], int] = {}
+    errors: list[str] = []
+    for i, entry in enumerate(obj):
+        problem = _note_problem(entry)
+        if problem:
+            errors.append(f"{source}: entry {i}: {problem}; ignored.")
+            continue
+        key = (entry["what"], entry["why"])
+        cells[key] = cells.get(key, 0) + entry["cells"]
+    return [PlannedNote(what, why, n) for (what, why), n in cells.items()], errors
+
+
+def _note_problem(entry: Any) -> str | None:
+    if not isinstance(entry, dict):
+        return f"expected an object, got {type(entry).__name__}"
+    for key in ("what", "why"):
+        if not isinstance(entry.get(key), str) or not entry[key].strip():
+            return f"'{key}' must be a non-empty string, got {entry.get(key)!r}"
+    n = entry.get("cells")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        return f"'cells' must be an integer >= 0, got {n!r}"
+    return None
+
+
+def _read_kernel_tables(tidy: Path, data: ReportData) -> None:
+    for path in sorted(tidy.glob(f"{KERNEL_PREFIX}*{KERNEL_SUFFIX}")):
+        name = path.name[len(KERNEL_PREFIX):len(path.name) - len(KERNEL_SUFFIX)]
+        df = _read_parquet(path, f"kernel:{name}", data)
+        if df is not None and df.height:
+            data.kernels[name] = df
+
+
+def _read_provenance(tidy: Path, data: ReportData) -> None:
+    prov = _read_json(tidy / layout.PROVENANCE_TABLE, "provenance", data)
+    if prov is None:
+        return
+    if isinstance(prov, dict):
+        prov = [prov]
+    good = [p for p in prov if isinstance(p, dict)] if isinstance(prov, list) else []
+    if not isinstance(prov, list) or len(good) != len(prov):
+        data.notes.append(f"{layout.PROVENANCE_TABLE}: entries that are not JSON objects were ignored "
+                          f"({(len(prov) if isinstance(prov, list) else 1) - len(good)}).")
+    data.provenance = good
+
+
+def _derive_summary(data: ReportData) -> None:
+    """The summary from the samples, by the pipeline's own :func:`mpiatlas.aggregate.summarize`."""
+    from mpiatlas.aggregate import summarize  # scipy: only when the summary has to be recomputed
+
+    assert data.samples is not None
+    try:
+        derived = summarize(data.samples)
+    except Exception as exc:  # noqa: BLE001 - a samples table without the expected columns is reported
+        data.notes.append(f"{layout.IMB_SUMMARY} is missing and could not be recomputed from the samples: "
+                          f"{type(exc).__name__}: {exc}")
+        return
+    data.summary, data.summary_derived = derived, True
+    data.notes.append(f"{layout.IMB_SUMMARY} is missing: medians and their confidence intervals were recomputed "
+                      "from the samples.")
+
+
+def _load_tidy(tidy: Path, data: ReportData) -> None:
+    data.tidy_dir = tidy
+    if not tidy.is_dir():
+        data.notes.append(f"Tidy directory {tidy} does not exist.")
+    data.samples = _read_parquet(tidy / layout.IMB_SAMPLES, "samples", data)
+    data.summary = _read_parquet(tidy / layout.IMB_SUMMARY, "summary", data)
+    data.cells = _read_parquet(tidy / layout.CELLS_TABLE, "cells", data)
+    _read_provenance(tidy, data)
+    _read_kernel_tables(tidy, data)
+    if (tidy / layout.NOTES).is_file():  # optional: absent = every cell was planned
+        obj = _read_json(tidy / layout.NOTES, "notes", data)
+        if obj is not None:
+            data.planned, errors = planned_notes(obj)
+            data.notes.extend(errors)
+    if data.summary is None and data.samples is not None:
+        _derive_summary(data)
+
+
+def _load_fits(fits_dir: Path, data: ReportData) -> None:
+    data.fits_dir = fits_dir
+    if not fits_dir.is_dir():
+        data.inputs.append(InputFile("fits", str(fits_dir), "missing"))
+        return
+    files = sorted(fits_dir.glob("*.json"))
+    if not any(f.stem == "hockney" for f in files):
+        data.inputs.append(InputFile("fits:hockney", str(fits_dir / layout.HOCKNEY_FIT), "missing"))
+    for f in files:
+        obj = _read_json(f, f"fits:{f.stem}", data)
+        if obj is not None:
+            data.fits[f.stem] = obj
+    hock = data.fits.get("hockney")
+    if hock is None:
+        return
+    if not isinstance(hock, list):
+        data.notes.append(f"fits/{layout.HOCKNEY_FIT} is not a JSON array: ignored.")
+        data.fits.pop("hockney")
+        return
+    good = [h for h in hock if isinstance(h, dict) and h.get("label") is not None and h.get("benchmark")]
+    if len(good) != len(hock):
+        data.notes.append(f"fits/{layout.HOCKNEY_FIT}: {len(hock) - len(good)} entries without label/benchmark "
+                          "ignored.")
+    data.fits["hockney"] = good
+
+
+def report_time() -> datetime:
+    """Now, or ``SOURCE_DATE_EPOCH`` (reproducible builds)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    return datetime.fromtimestamp(int(epoch), timezone.utc) if epoch and epoch.isdigit() else datetime.now(timezone.utc)
+
+
+def load_data(
+    tidy_dir: str | Path | None,
+    fits_dir: str | Path | None,
+    title: str | None = None,
+    now: datetime | None = None,
+) -> ReportData:
+    """Read whatever inputs exist; record the missing and unreadable ones."""
+    data = ReportData(title=title or "mpiatlas report", generated=now or report_time())
+    if tidy_dir is None:
+        data.notes.append("No tidy directory was given: no measurements, cells or provenance.")
+    else:
+        _load_tidy(Path(tidy_dir), data)
+    if fits_dir is None:
+        data.notes.append("No fits directory was given: no fitted models.")
+    else:
+        _load_fits(Path(fits_dir), data)
+    return data

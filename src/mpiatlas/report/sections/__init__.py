@@ -1,0 +1,49 @@
+"""The report's sections, one module each, and ``ORDER``: the order they appear in the page.
+
+A section is a function ``section_<name>(data: ReportData) -> Section | None`` (None: nothing to
+show, e.g. a kernel the campaign did not run). To add one, write its module and put its function
+in ``ORDER``. Sections import only the shared modules of :mod:`mpiatlas.report` (blocks, charts,
+data, formatting, cells, imb, findings, kernel_blocks), never each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mpiatlas.report.blocks import Section
+from mpiatlas.report.data import ReportData
+from mpiatlas.report.sections.alphabeta import section_alphabeta
+from mpiatlas.report.sections.cell_table import section_cells
+from mpiatlas.report.sections.collectives import section_collectives
+from mpiatlas.report.sections.findings import section_findings
+from mpiatlas.report.sections.header import section_header
+from mpiatlas.report.sections.kernel_jacobi import section_kernel_jacobi
+from mpiatlas.report.sections.kernel_matsum import section_kernel_matsum
+from mpiatlas.report.sections.kernel_p2p_coll import section_kernel_p2p_coll
+from mpiatlas.report.sections.kernel_ring import section_kernel_ring
+from mpiatlas.report.sections.other import section_other
+from mpiatlas.report.sections.p2p import section_p2p
+from mpiatlas.report.sections.parameters import section_parameters
+from mpiatlas.report.sections.provenance import section_provenance
+from mpiatlas.report.sections.regions import section_p2p_regions
+
+SectionFn = Callable[[ReportData], "Section | None"]
+
+ORDER: list[SectionFn] = [
+    section_findings,  # what the campaign shows, first
+    section_header,  # where and when it ran, what failed
+    section_p2p,
+    section_parameters,
+    section_p2p_regions,
+    section_collectives,
+    section_alphabeta,
+    section_other,
+    section_kernel_ring,  # kernels before the cell list
+    section_kernel_matsum,
+    section_kernel_jacobi,
+    section_kernel_p2p_coll,  # the own pingpong/coll kernels: Open MPI's only p2p/collective data
+    section_cells,
+    section_provenance,
+]
+
+__all__ = ["ORDER", "SectionFn"]

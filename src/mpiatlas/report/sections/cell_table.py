@@ -1,0 +1,81 @@
+"""Section "Cells": every campaign cell with its status, checks, placement and sample count."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import polars as pl
+
+from mpiatlas import layout
+from mpiatlas.report.blocks import Cell, Notice, Section, Table, cell, num_cell
+from mpiatlas.report.cells import has_columns, status_cls, status_rank
+from mpiatlas.report.data import ReportData
+from mpiatlas.report.formatting import DASH, fmt_binding, fmt_bool, fmt_pins, shorten
+
+TITLE = "Cells"
+SECTION_ID = "cells"
+COLUMNS = ["Cell", "Stack", "Transport", "Mapping", "np", "Benchmark", "Algorithm", "Rep", "Status", "Reason",
+           "Transport req → obtained", "Binding req → obtained", "Region", "Oversub.", "Container", "Image",
+           "Wall (s)", "Samples"]
+
+
+def _per_cell_samples(samples: pl.DataFrame | None, kernels: Mapping[str, pl.DataFrame]) -> dict[Any, dict[str, Any]]:
+    """cell -> oversubscribed, regions and number of rows: IMB samples, or a kernel cell's records."""
+    out: dict[Any, dict[str, Any]] = {}
+    if has_columns(samples, "cell"):
+        assert samples is not None
+        aggs = []
+        if "oversubscribed" in samples.columns:
+            aggs.append(pl.col("oversubscribed").any().alias("oversubscribed"))
+        if "region" in samples.columns:
+            aggs.append(pl.col("region").drop_nulls().unique().sort().str.join(",").alias("region"))
+        aggs.append(pl.len().alias("n_samples"))
+        out = {r["cell"]: r for r in samples.group_by("cell").agg(aggs).iter_rows(named=True)}
+    for df in kernels.values():
+        if "cell" in df.columns:
+            for c, n in df.group_by("cell").len().iter_rows():
+                out.setdefault(c, {"n_samples": 0})["n_samples"] += n
+    return out
+
+
+def check_cell(req: Any, obt: Any, ok: Any, fmt_req: Callable[[Any], str] = str,
+               fmt_obt: Callable[[Any], str] = str) -> Cell:
+    """``✓ requested → obtained`` (✗ failed, ? not checked), the full value on hover when shortened."""
+    obt_s = fmt_obt(obt) if obt is not None else DASH
+    req_s = fmt_req(req) if req is not None else DASH
+    mark = {True: "✓", False: "✗"}.get(ok, "?")
+    title = f"requested {req_s}; obtained {obt_s}" if shorten(obt_s) != obt_s else None
+    return Cell(f"{mark} {req_s} → {shorten(obt_s)}", title=title, cls={True: "ok", False: "bad"}.get(ok, None))
+
+
+def _row(r: dict[str, Any], e: dict[str, Any], counted: bool) -> list[Cell]:
+    over = r.get("oversubscribed")
+    over = e.get("oversubscribed") if over is None else over
+    digest = r.get("image_digest")
+    return [
+        cell(r.get("cell")), cell(r.get("stack")), cell(r.get("transport")), cell(r.get("mapping")),
+        cell(r.get("np")), cell(r.get("benchmark")), cell(r.get("algorithm")), cell(r.get("rep")),
+        Cell(str(r.get("status")), cls=status_cls(r.get("status"))), cell(r.get("reason")),
+        check_cell(r.get("requested_transport"), r.get("obtained_transport"), r.get("transport_ok")),
+        check_cell(r.get("requested_pins"), r.get("obtained_binding"), r.get("binding_ok"), fmt_pins, fmt_binding),
+        cell(r.get("region") or e.get("region") or None),
+        Cell(fmt_bool(over), cls="bad" if over else None),
+        cell(r.get("containerized")),
+        Cell(shorten(str(digest), 19), title=str(digest)) if digest else Cell(DASH),
+        num_cell(r.get("wall_s")),
+        cell(e.get("n_samples", 0 if counted else None)),
+    ]
+
+
+def section_cells(data: ReportData) -> Section:
+    cells = data.cells
+    if cells is None:
+        return Section(TITLE, [Notice(f"{layout.CELLS_TABLE} is missing: no per-cell status.", "error")],
+                       id=SECTION_ID)
+    extra = _per_cell_samples(data.samples, data.kernels)
+    recs = sorted(cells.iter_rows(named=True), key=lambda r: (status_rank(r.get("status")), str(r.get("cell"))))
+    rows = [_row(r, extra.get(r.get("cell"), {}), bool(extra)) for r in recs]
+    return Section(TITLE, [Table(COLUMNS, rows, filterable=True, scroll=True,
+                                 caption=f"{len(rows)} cells (problems first). ✓/✗ = check passed/failed, "
+                                         "? = not checked. Samples: IMB rows, or the kernel's records.")], id=SECTION_ID)

@@ -1,0 +1,115 @@
+"""Section "Kernel: 3-D Jacobi halo exchange": halo time vs c/B + k·λ, MLUP/s, scaling, hybrid vs pure MPI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+import numpy as np
+import polars as pl
+
+from mpiatlas.report.blocks import Cell, ChartBlock, Details, Heading, Notice, Section, Table, Text, cell
+from mpiatlas.report.charts import CHART_H, CHART_W, FITTED, OVER, chart_spec, color, measured_vs_model, rounded
+from mpiatlas.report.data import ReportData
+from mpiatlas.report.formatting import DASH, fmt_bytes, fmt_ci, fmt_num
+from mpiatlas.report.kernel_blocks import (
+    KERNEL_TITLES,
+    err_cell,
+    failure_notice,
+    fit_extra,
+    no_fit_notice,
+    over_cell,
+    raw_table,
+    status_notice,
+    topo_text,
+)
+
+
+def section_kernel_jacobi(data: ReportData) -> Section | None:
+    df = data.kernel_table("jacobi")
+    fits = data.kernel_fits("jacobi")
+    if df is None and not fits:
+        return None
+    blocks: list[Any] = [Text(
+        "3-D 7-point Jacobi on a Cartesian process grid, 6-face halo exchange per iteration (non-blocking, one "
+        "Waitall), residual by Allreduce; MPI + OpenMP cells run `threads` threads per rank on the rank's own "
+        "cores. Halo model: T_c = c/B + k·λ, c = bytes a rank sends per iteration, k = decomposed directions "
+        "(process-grid axes with more than one rank), λ and B from the point-to-point fits. The measured halo time "
+        "compared with the model is the least-waiting rank's (a rank's halo time also holds its wait for a late "
+        "neighbour); the mean over ranks is shown beside it. Medians over repetitions.")]
+    blocks += no_fit_notice("jacobi", fits)
+    if df is not None:
+        blocks += status_notice(df, "jacobi")
+    good = [f for f in fits or [] if "error" not in f]
+    if good:
+        blocks.append(Table(
+            ["Stack / transport / mapping", "λ (µs)", "B (MB/s)", "source", "summary"],
+            [[cell(f["label"]), Cell(fmt_num(f.get("latency_us")), cls="num"),
+              Cell(fmt_num(f.get("bandwidth_MBps"), 0) if f.get("bandwidth_MBps") else DASH, cls="num"),
+              Cell(f.get("lambda_source") or DASH, title=f.get("lambda_note")), cell(f.get("headline"))]
+             for f in good]))
+        notice = failure_notice(good)
+        if notice:
+            blocks.append(notice)
+        rows = [{**p, "label": f["label"]} for f in good for p in f.get("points", [])]
+        blocks.append(Heading("Halo time: model vs measured, MLUP/s and scaling"))
+        blocks.append(Table(
+            ["Stack / transport / mapping", "Group", "P", "threads", "cores", "grid", "k", "bytes/rank", "msgs/rank",
+             "Oversub.", "halo mean over ranks (µs)", "halo measured (µs)", "halo model (µs)", "Error",
+             "iteration (µs)", "MLUP/s",
+             "scaling efficiency"],
+            [[cell(r["label"]), cell(r["variant_group"]), cell(r["np"]), cell(r["threads"]), cell(r["cores"]),
+              cell("×".join(map(str, r.get("procdims") or [])) or DASH), cell(r["k"]),
+              Cell(fmt_num(r["bytes_per_rank"], 0), cls="num"), Cell(fmt_num(r["messages_per_rank"]), cls="num"),
+              over_cell(r["oversubscribed"]), Cell(fmt_num(r.get("halo_mean_us")), cls="num"),
+              Cell(fmt_num(r["halo_measured_us"]), cls="num"),
+              Cell(fmt_num(r["halo_predicted_us"]), cls="num"), err_cell(r.get("rel_err")),
+              Cell(fmt_num(r["iteration_us"]), cls="num"), Cell(fmt_num(r["mlups_total"]), cls="num"),
+              Cell(fmt_num(r.get("efficiency")), cls="num",
+                   title=f"relative to P={r.get('efficiency_base_np')}" if r.get("efficiency") is not None else None)]
+             for r in rows],
+            filterable=True, scroll=len(rows) > 25,
+            caption="Scaling efficiency of the pure MPI cells: weak T(1)/T(P), strong T(1)/(P·T(P)) "
+                    "(relative to the smallest P). k = 0 cells have no halo to model.",
+        ))
+        modelled = [r for r in rows if r.get("halo_predicted_us") is not None and r["k"]]
+        if modelled:
+            pts = pl.DataFrame([{
+                "label": r["label"], "series": f"{r['label']} · {r['variant_group']}", "np": r["np"],
+                "halo_measured_us": r["halo_measured_us"], "halo_predicted_us": r["halo_predicted_us"],
+                "rel_err": r.get("rel_err"), "bytes_per_rank": r["bytes_per_rank"], "k": r["k"],
+                "placement": OVER if r["oversubscribed"] else FITTED} for r in modelled])
+            blocks.append(ChartBlock(chart_spec(measured_vs_model(
+                pts, "np", "processes P", "halo_measured_us", "halo_predicted_us", "halo time per iteration (µs)",
+                "Jacobi halo: measured (marks) and c/B + k·λ (dashed)"))))
+        eff = [r for r in rows if r.get("efficiency") is not None]
+        if eff:
+            pts = pl.DataFrame([{"label": r["label"], "series": f"{r['label']} · {r['variant_group']}",
+                                 "np": r["np"], "efficiency": r["efficiency"], "mlups_total": r["mlups_total"],
+                                 "placement": OVER if r["oversubscribed"] else FITTED} for r in eff])
+            blocks.append(ChartBlock(chart_spec(measured_vs_model(
+                pts, "np", "processes P", "efficiency", None, "scaling efficiency",
+                "Jacobi: scaling efficiency of the pure MPI cells", log_y=False))))
+        hybrid = [(f, h) for f in good for h in f.get("hybrid_vs_pure", [])]
+        if hybrid:
+            blocks.append(Heading("Pure MPI vs hybrid MPI + OpenMP at equal cores"))
+            blocks.append(Table(
+                ["Stack / transport / mapping", "cores", "hybrid ranks × threads", "pure ranks × threads",
+                 "bytes/rank hybrid", "bytes/rank pure", "msgs/rank hybrid", "msgs/rank pure", "halo µs hybrid",
+                 "halo µs pure", "MLUP/s hybrid", "MLUP/s pure"],
+                [[cell(f["label"]), cell(h["cores"]), cell(h["hybrid"]), cell(h["pure"]),
+                  Cell(fmt_num(h["hybrid_bytes_per_rank"], 0), cls="num"),
+                  Cell(fmt_num(h["pure_bytes_per_rank"], 0), cls="num"),
+                  Cell(fmt_num(h["hybrid_messages_per_rank"]), cls="num"),
+                  Cell(fmt_num(h["pure_messages_per_rank"]), cls="num"),
+                  Cell(fmt_num(h["hybrid_halo_us"]), cls="num"), Cell(fmt_num(h["pure_halo_us"]), cls="num"),
+                  Cell(fmt_num(h["hybrid_mlups"]), cls="num"), Cell(fmt_num(h["pure_mlups"]), cls="num")]
+                 for f, h in hybrid],
+                caption="Fewer ranks per node send fewer halo bytes and messages per core; in weak mode the hybrid "
+                        "rank owns L³ points for all its threads.",
+            ))
+    elif df is not None:
+        blocks.append(raw_table(df, ["label", "np", "cell_threads", "oversubscribed"], "halo_us"))
+    return Section(KERNEL_TITLES["jacobi"], blocks, id="kernel-jacobi")
+
+

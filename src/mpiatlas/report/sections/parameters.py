@@ -1,0 +1,113 @@
+"""Section "Model parameters": the Hockney fits (fits/hockney.json) as a table, segment by segment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from mpiatlas.report.blocks import Cell, Details, Notice, Section, Table, Text, cell, num_cell
+from mpiatlas.report.cells import has_columns
+from mpiatlas.report.data import ReportData
+from mpiatlas.report.formatting import DASH, finite, fmt_bytes, fmt_ci, fmt_num, fmt_pct
+from mpiatlas.report.imb import bench_sort_key
+
+TITLE = "Model parameters"
+SECTION_ID = "parameters"
+SHOWN_ELSEWHERE = ("hockney", "kernels", "alphabeta")  # fits files other sections draw
+
+
+def _zero_byte_medians(data: ReportData) -> dict[tuple[Any, Any, Any], float]:
+    """(label, np, benchmark) -> the 0-byte median of the summary (also under np None)."""
+    zero: dict[tuple[Any, Any, Any], float] = {}
+    s = data.summary
+    if has_columns(s, "label", "benchmark", "bytes", "t_median_usec"):
+        assert s is not None
+        z = s.filter(pl.col("bytes") == 0)
+        npc = pl.col("np") if "np" in z.columns else pl.lit(None)
+        for lab, np_, b, t in z.select("label", npc.alias("np"), "benchmark", "t_median_usec").iter_rows():
+            zero[(lab, np_, b)] = t
+            zero.setdefault((lab, None, b), t)
+    return zero
+
+
+def _bw_text(f: dict[str, Any], v: Any) -> str:
+    # The fit stores an unbounded (flat) bandwidth as null.
+    return "∞" if v is None and f.get("error") is None and f.get("segments") else fmt_num(v)
+
+
+def _sort_key(f: dict[str, Any]) -> tuple[Any, ...]:
+    return (bench_sort_key(str(f.get("benchmark"))), str(f.get("label")), f.get("np") or 0, str(f.get("algorithm")))
+
+
+def _fit_rows(fits: list[dict[str, Any]], zero: dict[tuple[Any, Any, Any], float], show_alg: bool,
+              show_method: bool) -> tuple[list[list[Cell]], list[list[Cell]]]:
+    rows: list[list[Cell]] = []
+    seg_rows: list[list[Cell]] = []
+    for f in sorted(fits, key=_sort_key):
+        ident = [cell(f.get("benchmark")), cell(f.get("label")), cell(f.get("np"))]
+        if show_alg:
+            ident.append(cell(f.get("algorithm")))
+        res = [abs(r["rel_err"]) for r in f.get("residuals") or [] if isinstance(r, dict) and finite(r.get("rel_err"))]
+        bps = [b for b in f.get("breakpoints_bytes") or [] if finite(b)]
+        excl = [b for b in f.get("excluded_bytes") or [] if finite(b)]
+        if finite(f.get("zero_byte_us")):
+            z = num_cell(f["zero_byte_us"], title="zero_byte_us from the fit")
+        else:
+            zs = zero.get((f.get("label"), f.get("np"), f.get("benchmark")))
+            z = num_cell(zs, title="median of the 0-byte rows in the summary" if zs is not None else None)
+        if f.get("error") is not None:
+            rows.append([*ident, Cell(f"not fitted: {f['error']}", cls="bad wrap", colspan=8 + show_method), z])
+            continue
+        bp_text = ", ".join(fmt_bytes(b) for b in bps) or "none"
+        if excl:
+            bp_text += f" (spikes excluded: {', '.join(fmt_bytes(b) for b in excl)})"
+        rows.append([
+            *ident,
+            num_cell(f.get("latency_us")), Cell(fmt_ci(f.get("latency_ci_us")), cls="num"),
+            Cell(_bw_text(f, f.get("bandwidth_MBps")), cls="num"),
+            Cell(fmt_ci(f.get("bandwidth_ci_MBps"), unbounded="∞"), cls="num"),
+            Cell(bp_text, title=", ".join(f"{int(b)} B" for b in bps) or None),
+            cell(len(f.get("segments") or []) or 1), cell(f.get("n_sizes")),
+            Cell(fmt_pct(max(res)) if res else DASH, cls="num"),
+            *([cell(f.get("ci_method"))] if show_method else []),
+            z,
+        ])
+        for i, seg in enumerate(f.get("segments") or []):
+            if isinstance(seg, dict):
+                seg_rows.append([*ident, cell(i), Cell(fmt_bytes(seg.get("from_bytes"))),
+                                 Cell(fmt_bytes(seg.get("to_bytes"))), cell(seg.get("n_sizes")),
+                                 num_cell(seg.get("latency_us")),
+                                 Cell(_bw_text(f, seg.get("bandwidth_MBps")), cls="num")])
+    return rows, seg_rows
+
+
+def section_parameters(data: ReportData) -> Section:
+    fits = data.hockney
+    if fits is None:
+        why = "no fits directory" if data.fits_dir is None or not data.fits_dir.is_dir() else "hockney.json missing"
+        return Section(TITLE, [Notice(f"No fits ({why}): the Hockney parameters are not available.", "warn")],
+                       id=SECTION_ID)
+    if not fits:
+        return Section(TITLE, [Notice("fits/hockney.json holds no fits.", "warn")], id=SECTION_ID)
+    show_alg = any(f.get("algorithm") not in (None, "default") for f in fits)
+    show_method = any(f.get("ci_method") for f in fits)
+    rows, seg_rows = _fit_rows(fits, _zero_byte_medians(data), show_alg, show_method)
+    id_cols = ["Benchmark", "Label", "np", *(["Algorithm"] if show_alg else [])]
+    blocks: list[Any] = [
+        Text("Hockney model t(m) = λ + m/B per label and benchmark (λ in µs, B in MB/s = 10⁶ B/s) with the "
+             "fit's 95 % confidence intervals. For a piecewise fit, λ is the first (small-message) segment's and "
+             "B the last (asymptotic) segment's; every segment is listed below. ∞ = unbounded bandwidth (flat "
+             "segment). t(0 B) is the 0-byte time, not part of the fit."),
+        Table([*id_cols, "λ (µs)", "λ 95 % CI", "B (MB/s)", "B 95 % CI", "Breakpoints", "Segments", "Sizes",
+               "max |rel err|", *(["CI method"] if show_method else []), "t(0 B) (µs)"], rows,
+              caption="Hockney parameters"),
+    ]
+    if seg_rows:
+        blocks.append(Details(f"Piecewise segments ({len(seg_rows)})", [Table(
+            [*id_cols, "#", "from", "to", "sizes", "λ (µs)", "B (MB/s)"], seg_rows)]))
+    others = sorted(k for k in data.fits if k not in SHOWN_ELSEWHERE)
+    if others:
+        blocks.append(Notice("Other model files found but not yet shown by this report version:", "info",
+                             [f"{k}.json" for k in others]))
+    return Section(TITLE, blocks, id=SECTION_ID)

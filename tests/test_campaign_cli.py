@@ -1,0 +1,210 @@
+"""``mpiatlas campaign`` as a newcomer meets it: one message for a missing prerequisite, a stop
+when every cell fails alike, a report in every case, and recovery from a killed or concurrent run.
+
+The unit tests need nothing; the others run real (tiny) campaigns with Intel MPI from PyPI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, campaign_workdir, require_infra, run_campaign
+from mpiatlas import layout, runlock
+from mpiatlas.progress import Progress, format_eta
+
+# -- units --------------------------------------------------------------------------------------
+
+
+def _seal(raw: Path, cell_id: str, status: str, reason: str | None = None) -> None:
+    cell = raw / cell_id
+    cell.mkdir(parents=True)
+    (cell / layout.STATUS).write_text(json.dumps({"status": status, "reason": reason}))
+
+
+def test_progress_counts_sealed_cells_and_ignores_cells_still_running(tmp_path: Path) -> None:
+    ids = [f"imb/s/t/core/np2/PingPong/default/rep{r}" for r in range(4)]
+    _seal(tmp_path, ids[0], "ok")
+    progress = Progress(tmp_path, ids)
+    assert (progress.already_done, progress.done, progress.remaining) == (1, 1, 3)
+    (tmp_path / ids[1]).mkdir(parents=True)  # a cell still running has a directory-to-be, no status
+    _seal(tmp_path, ids[2], "failed", "exit code 1: boom")
+    progress.poll()
+    assert progress.done == 2 and progress.statuses == {"ok": 1, "failed": 1}
+    assert progress.finished_now == [(ids[2], "failed", "exit code 1: boom")]
+    assert progress.summary_line() == "cells: 1 ok, 1 failed, 2 not run (of 4)"
+
+
+def test_progress_polls_a_bounded_batch_and_still_sees_every_cell(tmp_path: Path) -> None:
+    ids = [f"kernel/s/t/core/np2/ring/v/rep{r}" for r in range(10)]
+    progress = Progress(tmp_path, ids, batch=3)
+    for cell_id in ids:
+        _seal(tmp_path, cell_id, "ok")
+    for _ in range(4):  # ceil(10 / 3) polls go round the pending list once
+        progress.poll()
+    assert progress.done == 10
+
+
+def test_fail_fast_needs_the_first_cells_to_fail_for_one_reason(tmp_path: Path) -> None:
+    ids = [f"imb/s/t/core/np2/PingPong/default/rep{r}" for r in range(6)]
+    progress = Progress(tmp_path, ids)
+    for cell_id in ids[:3]:
+        _seal(tmp_path, cell_id, "timeout", "no result within 1 s")
+    progress.poll()
+    assert progress.same_failure(3) == ("no result within 1 s", ids[0])
+    assert progress.same_failure(4) is None  # not enough cells yet
+    assert progress.same_failure(0) is None  # 0 turns it off
+    _seal(tmp_path, ids[3], "failed", "exit code 1: other")
+    progress.poll()
+    assert progress.same_failure(4) is None  # two reasons: not one cause
+
+
+def test_eta_reads_as_minutes_and_seconds() -> None:
+    assert format_eta(None) == "estimating"
+    assert format_eta(59.6) == "1 min 00 s"
+    assert format_eta(12) == "12 s"
+
+
+def test_a_second_campaign_is_refused_while_one_holds_the_checkout(tmp_path: Path) -> None:
+    first = runlock.acquire(tmp_path, "a")
+    try:
+        # flock is per open file: a second open of the file (as a second process would) is refused.
+        with pytest.raises(runlock.CampaignRunning, match=rf"a campaign is running here \(pid {os.getpid()}, campaign a\)"):
+            runlock.acquire(tmp_path, "b")
+    finally:
+        first.release()
+    runlock.acquire(tmp_path, "b").release()  # free again once released
+
+
+def test_a_snakemake_lock_without_a_live_snakemake_is_cleared(tmp_path: Path) -> None:
+    locks = tmp_path / ".snakemake" / "locks"
+    locks.mkdir(parents=True)
+    (locks / "0.input.lock").write_text("results/x\n")
+    notes = runlock.clear_stale(tmp_path)
+    assert not list(locks.iterdir())
+    assert any("cleared a Snakemake lock" in n for n in notes)
+
+
+# -- real campaigns ------------------------------------------------------------------------------
+
+
+def _impi() -> None:
+    require_infra((REPO / ".stacks" / "intelmpi" / "bin" / "mpirun").exists(), "Intel MPI from PyPI (.stacks)")
+    require_infra(shutil.which("gcc") is not None, "a C toolchain")
+
+
+@pytest.mark.infra
+def test_a_missing_compiler_stops_in_seconds_with_one_message(tmp_path: Path) -> None:
+    _impi()
+    work = campaign_workdir(tmp_path, "config/test/tiny.yaml")
+    # A PATH with python and the stack but no C compiler and no make.
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("sh", "env", "uname", "python3"):
+        found = shutil.which(tool)
+        if found:
+            (bare / tool).symlink_to(found)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{bare}")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "mpiatlas.cli", "campaign", "--config", "config/campaign.yaml"],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    elapsed = time.monotonic() - started
+    out = done.stdout + done.stderr
+    assert done.returncode == 2, out
+    assert elapsed < 30, f"took {elapsed:.1f} s"
+    assert "cannot run this campaign, nothing was started" in out
+    assert "C compiler: cc and make not found on PATH" in out
+    assert "apt-get install gcc make" in out and "without root" in out
+    assert "Traceback" not in out
+    assert not (work / "results" / "tiny" / "raw").exists()
+
+
+@pytest.mark.infra
+def test_cells_failing_alike_stop_the_campaign_and_leave_a_partial_report(tmp_path: Path) -> None:
+    _impi()
+    # A launch limit of 1 s, and IMB asked to spend up to 1 s on each of 24 sizes: every cell times out.
+    work = campaign_workdir(tmp_path, "config/test/tiny.yaml", timeout_s=1, fail_fast=3)
+    config = yaml.safe_load((work / "config" / "campaign.yaml").read_text())
+    config.pop("kernels")
+    config["imb"].update(benchmarks=["PingPong", "Allreduce"], msglog=[0, 22], time_s=1, iterations=1000000)
+    (work / "config" / "campaign.yaml").write_text(yaml.safe_dump(config))
+    done = run_campaign(work, timeout=600)
+    out = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert out.count("stopped: the first 3 cells all failed with: no result within 1 s") == 1, out
+    assert "Traceback" not in out
+    partial = work / "results" / "tiny" / "partial" / "report.html"
+    assert f"partial report: {partial}" in out
+    assert partial.is_file()
+    fits = work / "results" / "tiny" / "partial" / "fits"
+    assert {p.name for p in fits.iterdir()} >= {"hockney.json", "kernels.json", "alphabeta.json"}
+    import polars as pl
+
+    cells = pl.read_parquet(work / "results" / "tiny" / "partial" / "tidy" / "cells.parquet")
+    statuses = dict(cells.group_by("status").len().iter_rows())
+    assert statuses.get("missing", 0) > 0 and statuses.get("timeout", 0) >= 3, statuses
+    assert statuses.get("ok", 0) == 0
+
+
+def _sealed(raw: Path) -> dict[str, int]:
+    return {str(p.parent.relative_to(raw)): p.stat().st_ino for p in raw.rglob(layout.STATUS)}
+
+
+def _snakemake_child(parent: int) -> int | None:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"snakemake" in argv:
+                return int(entry.name)
+    return None
+
+
+@pytest.mark.infra
+def test_kill_9_of_snakemake_then_the_same_command_completes_without_rerunning_cells(tmp_path: Path) -> None:
+    _impi()
+    work = campaign_workdir(tmp_path, "config/test/tiny.yaml")
+    raw = work / "results" / "tiny" / "raw"
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    argv = [sys.executable, "-m", "mpiatlas.cli", "campaign", "--config", "config/campaign.yaml"]
+    first = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 400
+    while len(_sealed(raw) if raw.exists() else {}) < 8 and time.monotonic() < deadline:
+        assert first.poll() is None, first.stdout.read() if first.stdout else ""
+        time.sleep(0.5)
+    # A second campaign on the same checkout is refused and writes nothing.
+    second = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 3
+    assert f"a campaign is running here (pid {first.pid}, campaign tiny)" in second.stderr
+    assert not (work / "results" / "tiny" / "partial").exists()
+
+    snakemake = _snakemake_child(first.pid)
+    assert snakemake is not None
+    os.kill(snakemake, signal.SIGKILL)
+    out1, _ = first.communicate(timeout=300)
+    assert first.returncode != 0
+    assert "run the same command again" in out1, out1
+    before = _sealed(raw)
+    assert before, "no cell had finished before the kill"
+
+    again = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    out2 = again.stdout + again.stderr
+    assert again.returncode == 0, out2[-3000:]
+    assert "Directory cannot be locked" not in out2
+    assert f"report: {work / 'results' / 'tiny' / 'report.html'}" in out2
+    after = _sealed(raw)
+    rerun = sorted(cell for cell, inode in before.items() if after.get(cell) != inode)
+    assert not rerun, f"finished cells ran again: {rerun}"
+    assert len(after) == 42  # tiny.yaml: 18 IMB + 24 kernel cells
