@@ -3,7 +3,7 @@
 
 For each profile (local; slurm with each --cells-per-job value) the campaign
 (default config/test/slurm.yaml: 8 real Intel MPI + IMB cells) runs end to end,
-`mpiatlas campaign` from an empty results/ to results/report.html, in a fresh
+`mpiatlas campaign` from nothing to results/<campaign>/report.html, in a fresh
 work directory that reuses the checkout's stack installs (.stacks). Reported per run:
 
   wall_s        wall time of the whole campaign (DAG, cells, tidy, fits, report)
@@ -33,6 +33,8 @@ from pathlib import Path
 
 import yaml
 
+from mpiatlas import layout
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -48,6 +50,12 @@ def workdir(tmp: Path, config: Path, cells_per_job: int | None) -> Path:
     return tmp
 
 
+def results_dir(work: Path) -> Path:
+    """results/<campaign name>: where the campaign in ``work`` writes its cells and report."""
+    name = yaml.safe_load((work / "config" / "campaign.yaml").read_text())["campaign"]["name"]
+    return work / layout.results_dir(name)
+
+
 def run_campaign(work: Path, profile: str, timeout: float) -> float:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     argv = [sys.executable, "-m", "mpiatlas.cli", "campaign", "--config", "config/campaign.yaml",
@@ -55,14 +63,15 @@ def run_campaign(work: Path, profile: str, timeout: float) -> float:
     start = time.monotonic()
     out = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
     wall = time.monotonic() - start
-    if out.returncode != 0 or not (work / "results" / "report.html").is_file():
+    if out.returncode != 0 or not (results_dir(work) / layout.REPORT).is_file():
         raise RuntimeError(f"campaign with {profile} failed ({out.returncode}):\n{(out.stdout + out.stderr)[-3000:]}")
     return wall
 
 
 def cell_facts(work: Path) -> dict[str, object]:
-    provs = [json.loads(p.read_text()) for p in (work / "results" / "raw").rglob("provenance.json")]
-    statuses = [json.loads(p.read_text())["status"] for p in (work / "results" / "raw").rglob("status.json")]
+    raw = results_dir(work) / "raw"
+    provs = [json.loads(p.read_text()) for p in raw.rglob("provenance.json")]
+    statuses = [json.loads(p.read_text())["status"] for p in raw.rglob("status.json")]
     jobs = {p.get("slurm_job_id") for p in provs if p.get("slurm_job_id")}
     return {"cells": len(provs), "ok": statuses.count("ok"), "cells_s": round(sum(p.get("wall_s") or 0 for p in provs), 1),
             "jobs": len(jobs), "launchers": sorted({p.get("launcher") or "?" for p in provs})}

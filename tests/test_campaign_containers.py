@@ -14,6 +14,10 @@ from conftest import REPO, campaign_workdir, require_infra, run_campaign
 
 pytestmark = pytest.mark.infra
 
+# Where containers.yaml's campaign (name: containers) writes its cells, tables and report; the
+# images are shared by every campaign (results/images, here the repo's: campaign_workdir).
+RESULTS = "results/containers"
+
 
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -26,23 +30,28 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_containerised_cells_ran_in_the_image_with_its_digest(campaign: Path) -> None:
-    cells = pl.read_parquet(campaign / "results/tidy/cells.parquet")
+    cells = pl.read_parquet(campaign / RESULTS / "tidy/cells.parquet")
     impi = cells.filter(pl.col("stack") == "intelmpi")
     assert impi["status"].to_list() == ["ok", "ok"]
     assert impi["containerized"].all() and impi["transport_ok"].all() and impi["binding_ok"].all()
     record = json.loads((REPO / "results/images/intelmpi.inspect.json").read_text())
     assert set(impi["image_digest"]) == {f"sha256:{record['sha256']}"}
-    prov = json.loads((campaign / "results/raw/imb/intelmpi/shm/core/np2/PingPong/default/rep0/provenance.json").read_text())
+    prov = json.loads((campaign / RESULTS / "raw/imb/intelmpi/shm/core/np2/PingPong/default/rep0/provenance.json")
+                      .read_text())
     argv = prov["argv"]
     # Hybrid: host mpirun first, then apptainer exec IMAGE IMB-MPI1 for each rank.
     assert argv[:3] == [str(REPO / ".stacks/intelmpi/bin/mpirun"), "-n", "2"]
     assert argv[3:7] == ["apptainer", "exec", str(REPO / "results/images/intelmpi.sif"), "IMB-MPI1"]
 
 
-def test_open_mpi_imb_is_unavailable_with_the_reason_not_faked(campaign: Path) -> None:
-    cells = pl.read_parquet(campaign / "results/tidy/cells.parquet").filter(pl.col("stack") == "openmpi")
-    assert set(cells["status"]) == {"unavailable"}
-    assert all("IMB unavailable: IMB source not reachable" in r for r in cells["reason"])
+def test_open_mpi_imb_is_not_planned_with_the_reason_not_faked(campaign: Path) -> None:
+    # Its image has no IMB (imb: skip): its 2 IMB cells (formerly run as `unavailable`) are not
+    # planned at all, and the campaign's notes say which and why.
+    cells = pl.read_parquet(campaign / RESULTS / "tidy/cells.parquet").filter(pl.col("stack") == "openmpi")
+    assert cells.height == 0
+    notes = json.loads((campaign / RESULTS / "tidy/notes.json").read_text())
+    assert [(n["what"], n["cells"]) for n in notes] == [("IMB cells of stack 'openmpi'", 2)]  # 2 repetitions
+    assert "Open MPI needs IMB built from source" in notes[0]["why"]
 
 
 def test_preflight_passed_for_both_images(campaign: Path) -> None:
@@ -52,6 +61,6 @@ def test_preflight_passed_for_both_images(campaign: Path) -> None:
 
 
 def test_report_names_the_image_digest(campaign: Path) -> None:
-    html = (campaign / "results/report.html").read_text()
+    html = (campaign / RESULTS / "report.html").read_text()
     digest = json.loads((REPO / "results/images/intelmpi.inspect.json").read_text())["sha256"]
     assert digest[:12] in html

@@ -1,37 +1,36 @@
-"""End to end: a tiny campaign really launches Intel MPI + IMB with 2 ranks and builds the report."""
+"""End to end: a tiny campaign really launches Intel MPI + IMB with 2 ranks and builds the report.
+
+The campaign is the session's shared ``tiny_campaign`` (tests/campaign_fixtures.py): config/test/tiny.yaml,
+run once for every module that needs it.
+"""
 
 from __future__ import annotations
 
 import json
-import shutil
 import stat
-import subprocess
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from conftest import campaign_workdir, require_infra, run_campaign
+from campaign_fixtures import Campaign
+from conftest import run_campaign
 
 pytestmark = pytest.mark.infra
 
-
-def _campaign(work: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return run_campaign(work, *extra, timeout=900)
+# Everything of tiny.yaml's campaign (name: tiny) lives here, relative to its work dir.
+RESULTS = "results/tiny"
 
 
 @pytest.fixture(scope="module")
-def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    require_infra(shutil.which("gcc") is not None, "a C toolchain")
-    work = campaign_workdir(tmp_path_factory.mktemp("campaign"), "config/test/tiny.yaml")
-    result = _campaign(work)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert f"report: {work / 'results' / 'report.html'}" in result.stdout
-    return work
+def campaign(tiny_campaign: Campaign) -> Path:
+    """The shared tiny campaign's results/tiny, once the campaign announced its report there."""
+    assert tiny_campaign.report == tiny_campaign.work / RESULTS / "report.html", tiny_campaign.result.stdout[-3000:]
+    return tiny_campaign.work / RESULTS
 
 
 def test_every_cell_ran_ok_with_the_requested_transport_and_binding(campaign: Path) -> None:
-    cells = pl.read_parquet(campaign / "results/tidy/cells.parquet")
+    cells = pl.read_parquet(campaign / "tidy/cells.parquet")
     # tiny.yaml's kernel cells are checked in test_kernel_cells.py
     assert cells.filter(pl.col("kind") == "kernel").height == 24  # ring, matsum, jacobi, pingpong, coll
     cells = cells.filter(pl.col("kind") == "imb")
@@ -43,7 +42,7 @@ def test_every_cell_ran_ok_with_the_requested_transport_and_binding(campaign: Pa
 
 
 def test_raw_outputs_are_kept_read_only_with_provenance(campaign: Path) -> None:
-    cell = campaign / "results/raw/imb/intelmpi/ofi-tcp/core/np2/PingPong/default/rep1"
+    cell = campaign / "raw/imb/intelmpi/ofi-tcp/core/np2/PingPong/default/rep1"
     for name in ("stdout.txt", "stderr.txt", "provenance.json", "status.json"):
         mode = (cell / name).stat().st_mode
         assert not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH), name
@@ -55,7 +54,7 @@ def test_raw_outputs_are_kept_read_only_with_provenance(campaign: Path) -> None:
 
 
 def test_shared_memory_beats_tcp_and_fits_are_physical(campaign: Path) -> None:
-    fits = json.loads((campaign / "results/fits/hockney.json").read_text())
+    fits = json.loads((campaign / "fits/hockney.json").read_text())
     pingpong = {f["transport"]: f for f in fits if f["benchmark"] == "PingPong"}
     assert set(pingpong) == {"shm", "ofi-tcp"}
     for fit in pingpong.values():
@@ -68,7 +67,7 @@ def test_shared_memory_beats_tcp_and_fits_are_physical(campaign: Path) -> None:
 
 
 def test_summary_has_three_repetitions_and_a_ci(campaign: Path) -> None:
-    summary = pl.read_parquet(campaign / "results/tidy/imb_summary.parquet")
+    summary = pl.read_parquet(campaign / "tidy/imb_summary.parquet")
     pp = summary.filter((pl.col("benchmark") == "PingPong") & (pl.col("bytes") == 1024))
     assert pp.height == 2
     assert pp["n_reps"].to_list() == [3, 3]
@@ -78,12 +77,12 @@ def test_summary_has_three_repetitions_and_a_ci(campaign: Path) -> None:
 
 
 def test_report_is_offline_and_shows_the_cells(campaign: Path) -> None:
-    html = (campaign / "results/report.html").read_text()
+    html = (campaign / "report.html").read_text()
     assert "<script src=\"http" not in html and "<script src='http" not in html
     assert "intelmpi/shm/core" in html and "intelmpi/ofi-tcp/core" in html
 
 
-def test_rerun_redoes_nothing(campaign: Path) -> None:
-    result = _campaign(campaign, "--", "-n")
+def test_rerun_redoes_nothing(tiny_campaign: Campaign) -> None:
+    result = run_campaign(tiny_campaign.work, "--", "-n", timeout=900)
     assert result.returncode == 0
     assert "Nothing to be done" in result.stdout + result.stderr

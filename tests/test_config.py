@@ -9,7 +9,13 @@ import pytest
 import yaml
 
 from mpiatlas.config import ConfigError, load, validate
-from mpiatlas.matrix import cell_spec, imb_cells
+from mpiatlas.cells import Cell
+from mpiatlas.programs import cell_spec, cells_of_kind
+from mpiatlas.programs.imb import unplanned_notes
+
+
+def imb_cells(config: dict) -> list[Cell]:
+    return cells_of_kind(config, "imb")
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -18,17 +24,45 @@ def default_config() -> dict:
     return yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 
 
-def test_default_config_expands_to_every_cell() -> None:
-    config = load(REPO / "config" / "config.yaml")
+def without_user_built_imb(config: dict, monkeypatch: pytest.MonkeyPatch, stacks_dir: Path) -> dict:
+    """``config`` on a machine where Open MPI has no IMB: whether its IMB cells are planned depends
+    on MPIATLAS_IMB_OPENMPI and <stacks_dir>/openmpi/imb, which a developer may have set up."""
+    monkeypatch.delenv("MPIATLAS_IMB_OPENMPI", raising=False)
+    config["campaign"]["stacks_dir"] = str(stacks_dir)
+    return config
+
+
+def test_full_config_expands_to_every_cell(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # config/full.yaml is the former default campaign (the default is now a small first look).
+    config = without_user_built_imb(load(REPO / "config" / "full.yaml"), monkeypatch, tmp_path)
     cells = imb_cells(config)
-    # 3 stacks x 2 transports x 1 mapping x (10 benchmarks + Bcast, Allreduce x 4 algorithms) x 3 reps, np=2.
-    assert len(cells) == 3 * 2 * (10 + 2 * 4) * 3
-    assert {c.transport for c in cells} == {"shm", "ofi-tcp", "default", "ob1-sm", "ob1-tcp"}
+    # 2 stacks x 2 transports x 1 mapping x (10 benchmarks + Bcast, Allreduce x 4 algorithms) x 3 reps, np=2.
+    # (It was 3 stacks: Open MPI's IMB cells are no longer planned, IMB cannot be built offline; the
+    # note below says so instead.)
+    assert len(cells) == 2 * 2 * (10 + 2 * 4) * 3
+    assert {c.transport for c in cells} == {"shm", "ofi-tcp", "default"}
+    assert not [c for c in cells if c.stack == "openmpi"]
+    (note,) = unplanned_notes(config)
+    assert note["what"] == "IMB cells of stack 'openmpi'"
+    assert note["why"].startswith("Open MPI needs IMB built from source") and "pingpong and coll kernels" in note["why"]
+    assert note["cells"] == 2 * (10 + 2 * 4) * 3  # the 108 Open MPI cells formerly planned as `unavailable`
     assert {c.algorithm for c in cells if c.stack == "mpich" and c.benchmark == "Bcast"} == {
         "default", "binomial", "scatter_recursive_doubling_allgather", "scatter_ring_allgather"}
     assert {c.rep for c in cells} == {0, 1, 2}
     assert len({c.id for c in cells}) == len(cells)
     assert "imb/intelmpi/shm/core/np2/PingPong/default/rep0" in {c.id for c in cells}
+
+
+def test_default_config_is_a_first_look(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    config = without_user_built_imb(load(REPO / "config" / "config.yaml"), monkeypatch, tmp_path)
+    assert config["campaign"]["name"] == "first-look"
+    cells = imb_cells(config)
+    # 2 stacks x 2 transports x (PingPong, Allreduce, Alltoall + Bcast x 3 algorithms) x 3 reps, np=2;
+    # Open MPI's IMB cells are not planned (see the note).
+    assert len(cells) == 2 * 2 * (3 + 3) * 3
+    assert {c.stack for c in cells} == {"intelmpi", "mpich"}
+    notes = [(n["what"], n["cells"]) for n in unplanned_notes(config)]
+    assert notes == [("IMB cells of stack 'openmpi'", 2 * (3 + 3) * 3)]
 
 
 def test_defaults_are_filled_in() -> None:

@@ -104,7 +104,7 @@ def test_pingpong_kernel_speaks_only_for_series_without_imb_pingpong() -> None:
 def test_algorithms_more_than_twice_as_fast_as_the_default() -> None:
     rows = []
     for m, t_default, t_ring, t_rd in ((1024, 10.0, 4.0, 6.0), (2048, 12.0, 8.0, 9.0), (4096, 15.0, 5.0, 16.0),
-                                       (8192, 20.0, 10.0, 10.5)):
+                                       (8192, 20.0, 10.0, 10.5), (16384, 20.01, 10.0, 11.0)):
         rows += [("Allreduce", "impi", "shm", 8, "default", m, t_default, None),
                  ("Allreduce", "impi", "shm", 8, "ring", m, t_ring, None),
                  ("Allreduce", "impi", "shm", 8, "recursive_doubling", m, t_rd, None)]
@@ -113,7 +113,7 @@ def test_algorithms_more_than_twice_as_fast_as_the_default() -> None:
                                                                       0, 2.0, None)]
     s = summary(rows).with_columns(pl.when(pl.col("benchmark") == "Barrier").then(None).otherwise(pl.col("bytes"))
                                    .alias("bytes"))
-    # 2048: ring 1.5× (not named); 8192: ring exactly 2× (not "more than").
+    # 2048: ring 1.5× (not named); 8192: ring 2.0× (not "more than"), 16384: 2.001× (printed 2.00×: not either).
     assert F.algorithm_wins(F.imb_best_algorithms(s)) == [
         "Allreduce, impi/shm/core, np=8: ring beats the default by more than 2× at 2 sizes from 1 KiB to 4 KiB "
         "(up to 3.00×).",
@@ -133,15 +133,19 @@ def test_coll_kernel_wins_use_the_same_criterion() -> None:
 
 def test_latency_steps_between_neighbouring_sizes() -> None:
     series = pl.DataFrame({
-        "series": ["jump"] * 4 + ["sparse"] * 2 + ["drop"] * 3,
-        "bytes": [1024, 2048, 4096, 8192, 4, MiB4, 16, 32, 64],
-        "t_usec": [5.0, 5.5, 90.0, 100.0, 1.0, 900.0, 30.0, 2.0, 2.1],
+        "series": ["jump"] * 4 + ["sparse"] * 2 + ["drop"] * 3 + ["spike"] * 4,
+        "bytes": [1024, 2048, 4096, 8192, 4, MiB4, 16, 32, 64, 16, 32, 64, 128],
+        "t_usec": [5.0, 5.5, 90.0, 100.0, 1.0, 900.0, 30.0, 2.0, 2.1, 0.9, 1.0, 40.0, 1.1],
     })
     # sparse: 900× over a 2^20× size step is the bandwidth term, not an anomaly.
     assert F.latency_steps(series) == [
         "drop: latency drops 15.0× from 30.0 µs at 16 B to 2.00 µs at 32 B.",
         "jump: latency jumps 16.4× from 5.50 µs at 2 KiB to 90.0 µs at 4 KiB.",
+        "spike: an isolated spike at 64 B: 40.0 µs, 40.0× the 1.00 µs at 32 B and 36.4× the 1.10 µs at 128 B.",
     ]
+    edge = pl.DataFrame({"series": ["edge"] * 2, "bytes": [1024, 2048], "t_usec": [1.0, 10.02]})
+    assert F.latency_steps(edge) == []  # 10.02× prints as 10.0×: not "more than 10×"
+    assert F.latency_steps(series, factor=50.0) == []
 
 
 def test_failures_per_status_with_the_first_reason() -> None:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import polars as pl
@@ -17,22 +19,29 @@ import yaml
 
 from conftest import REPO, campaign_workdir, require_infra, run_campaign
 from mpiatlas.config import ConfigError, load, validate
-from mpiatlas.kernel_matrix import (
-    KernelCell,
-    build_labels,
-    build_outputs,
-    coll_group_parts,
-    kernel_cells,
-    kernel_spec,
-)
-from mpiatlas.kernel_runner import judge_kernel, rank_cpu_sets, run_kernel_cell, set_binding_problems
-from mpiatlas.matrix import imb_cells
-from mpiatlas.runner import Outcome
+from mpiatlas.cells import Cell
+from mpiatlas.programs import cell_spec, cells_of_kind
+from mpiatlas.programs.build import build_labels, build_outputs
+from mpiatlas.programs.kernels.coll import coll_group_parts
+from mpiatlas.resources import job_groups
+from mpiatlas.runner import Outcome, run_cell
+from mpiatlas.runner.judge import judge, set_binding_problems
+from mpiatlas.runner.plan import rank_cpu_sets
 from mpiatlas.stacks import LaunchSpec, StackError, get_stack
 from mpiatlas.tidy import tidy
 from mpiatlas.topology import Core, Topology
 
 TINY = "config/test/tiny.yaml"
+# Where tiny.yaml's campaign (name: tiny) writes everything, relative to the work dir.
+TINY_RESULTS = "results/tiny"
+
+
+def kernel_cells(config: dict) -> list[Cell]:
+    return cells_of_kind(config, "kernel")
+
+
+def imb_cells(config: dict) -> list[Cell]:
+    return cells_of_kind(config, "imb")
 
 
 def base_config() -> dict:
@@ -40,8 +49,9 @@ def base_config() -> dict:
 
 
 # ------------------------------------------------------------------------------------ matrix
-def test_default_campaign_kernel_cells() -> None:
-    config = load(REPO / "config" / "config.yaml")
+def test_full_campaign_kernel_cells() -> None:
+    # config/full.yaml is the former default campaign, with the same kernels block.
+    config = load(REPO / "config" / "full.yaml")
     cells = kernel_cells(config)
     by_kernel = {name: [c for c in cells if c.kernel == name] for name in ("ring", "matsum", "jacobi", "pingpong",
                                                                           "coll")}
@@ -69,9 +79,28 @@ def test_default_campaign_kernel_cells() -> None:
     # IMB cells are unchanged by the kernels block
     assert all(c.kind == "imb" for c in imb_cells(config))
     assert build_labels(config) == ["intelmpi", "mpich", "openmpi"]
-    assert build_outputs("openmpi")[-1] == "results/kernels/openmpi/build.json"
-    assert build_outputs("openmpi")[:-1] == [f"results/kernels/openmpi/{k}" for k in
-                                             ("ring", "matsum", "jacobi", "pingpong", "coll")]
+    assert build_outputs(config, "openmpi")[-1] == "results/full/kernels/openmpi/build.json"
+    assert build_outputs(config, "openmpi")[:-1] == [f"results/full/kernels/openmpi/{k}" for k in
+                                                     ("ring", "matsum", "jacobi", "pingpong", "coll")]
+
+
+def test_default_campaign_kernel_cells() -> None:
+    """The default config is now a first look: each kernel in its smallest useful form."""
+    config = load(REPO / "config" / "config.yaml")
+    cells = kernel_cells(config)
+    count = Counter((c.kernel, c.stack) for c in cells)
+    # ring P 2, 3; matsum P 1, 2; jacobi P 1, 2 + 1 hybrid: Intel MPI shm and Open MPI ob1-sm, 3 reps
+    for stack in ("intelmpi", "openmpi"):
+        assert (count[("ring", stack)], count[("matsum", stack)], count[("jacobi", stack)]) == (2 * 3, 2 * 3, 3 * 3)
+    # pingpong: every stack x both transports; coll: Open MPI only, default + 2 forced Bcast, both transports
+    assert {s: count[("pingpong", s)] for s in ("intelmpi", "mpich", "openmpi")} == {s: 2 * 3 for s in
+                                                                                     ("intelmpi", "mpich", "openmpi")}
+    assert count[("coll", "openmpi")] == 2 * 3 * 3 and {c.stack for c in cells if c.kernel == "coll"} == {"openmpi"}
+    assert len(cells) == 78  # with its 72 IMB cells, the 150-cell first look
+    assert len({c.id for c in cells}) == len(cells)
+    assert "kernel/openmpi/ob1-tcp/core/np2/coll/bcast-pipeline/rep2" in {c.id for c in cells}
+    assert build_labels(config) == ["intelmpi", "mpich", "openmpi"]
+    assert build_outputs(config, "mpich")[-1] == "results/first-look/kernels/mpich/build.json"
 
 
 def test_expansion_and_spec() -> None:
@@ -89,22 +118,22 @@ def test_expansion_and_spec() -> None:
                       (2, 4, "weak-L16-t4")}
     cell = next(c for c in cells if c.kernel == "ring" and c.variant == "blocking+ssend")
     assert cell.id == f"kernel/intelmpi/{cell.transport}/core/np2/ring/blocking+ssend/rep{cell.rep}"
-    spec = kernel_spec(config, cell)
+    spec = cell_spec(config, cell)
     assert spec["kind"] == "kernel" and spec["id"] == cell.id
     assert spec["kernel"]["args"] == ["--variant", "blocking,ssend", "--streams", "2", "--bytes", "4,4096",
                                       "--iterations", "200", "--warmup", "10"]
-    assert spec["kernel"]["build_dir"] == "results/kernels/intelmpi" and spec["container"] is None
+    assert spec["kernel"]["build_dir"] == f"{TINY_RESULTS}/kernels/intelmpi" and spec["container"] is None
     # coordinates read like an IMB cell's (benchmark = kernel, algorithm = variant group)
     assert spec["cell"]["benchmark"] == "ring" and spec["cell"]["algorithm"] == "blocking+ssend"
-    hyb = kernel_spec(config, KernelCell("intelmpi", "shm", "core", 2, "jacobi", "weak-L16-t4", 0, 4))
+    hyb = cell_spec(config, Cell("kernel", "intelmpi", "shm", "core", 2, "jacobi", "weak-L16-t4", 0, 4))
     assert hyb["kernel"]["threads"] == 4
     assert hyb["kernel"]["args"][:7] == ["--mode", "weak", "--L", "16,16,16", "--threads", "4", "--check"]
-    matsum = kernel_spec(config, next(c for c in cells if c.kernel == "matsum"))
+    matsum = cell_spec(config, next(c for c in cells if c.kernel == "matsum"))
     assert matsum["kernel"]["args"][:6] == ["--dims", "96,40,40", "--topo", "1", "--dist", "slab"]
     # with containers the kernel runs from the image: no host build
     config["containers"] = {"enabled": True}
-    assert kernel_spec(config, cell)["kernel"]["build_dir"] is None
-    assert kernel_spec(config, cell)["container"]["image"].endswith("intelmpi.sif")
+    assert cell_spec(config, cell)["kernel"]["build_dir"] is None
+    assert cell_spec(config, cell)["container"]["image"].endswith("intelmpi.sif")
     assert build_labels(config) == []
 
 
@@ -124,7 +153,7 @@ def test_pingpong_and_coll_cells_and_specs() -> None:
     # tiny.yaml: kernels.stacks = intelmpi/shm, 3 reps, always 2 ranks, the whole sweep in one launch
     assert [c.id for c in pingpong if c.rep == 0] == ["kernel/intelmpi/shm/core/np2/pingpong/m0-16/rep0"]
     assert len(pingpong) == 3
-    spec = kernel_spec(config, pingpong[0])
+    spec = cell_spec(config, pingpong[0])
     assert spec["kernel"]["args"] == ["--msglog", "0:16", "--iterations-large", "20", "--warmup-large", "2",
                                       "--large-size", "8192", "--time-budget-ms", "20", "--iterations", "200",
                                       "--warmup", "20"]
@@ -132,11 +161,11 @@ def test_pingpong_and_coll_cells_and_specs() -> None:
     coll = [c for c in cells if c.kernel == "coll" and c.rep == 0]
     assert sorted({c.variant for c in coll}) == ["allreduce-id3", "bcast-id1", "bcast-id2", "default"]
     assert {c.np for c in coll} == {2, 4} and len(coll) == 4 * 2
-    forced = kernel_spec(config, next(c for c in coll if c.variant == "bcast-id2" and c.np == 4))
+    forced = cell_spec(config, next(c for c in coll if c.variant == "bcast-id2" and c.np == 4))
     assert forced["kernel"]["collective"] == "bcast" and forced["kernel"]["algorithm"] == "id2"
     assert forced["kernel"]["args"][:2] == ["--collective", "bcast"]
     assert forced["cell"]["algorithm"] == "bcast-id2"  # cells.parquet's algorithm column = the group
-    default = kernel_spec(config, next(c for c in coll if c.variant == "default"))
+    default = cell_spec(config, next(c for c in coll if c.variant == "default"))
     assert default["kernel"]["args"][:4] == ["--collective", "bcast,allreduce,alltoall", "--msglog", "0:20"]  # default
     assert default["kernel"]["collective"] is None
     # forced_algorithms: false -> defaults only; a list -> only those stacks force
@@ -277,31 +306,31 @@ def ring_spec(np_: int = 2, threads: int = 1) -> dict:
 PINS2 = ["[0] MPI startup(): 0       11     vm         {0}", "[0] MPI startup(): 1       12     vm         {1}"]
 
 
-def test_judge_kernel(tmp_path: Path) -> None:
+def test_judge(tmp_path: Path) -> None:
     impi = get_stack("intelmpi", tmp_path / "impi")
-    ok = judge_kernel(impi, ring_spec(), [0, 1], None, 0, ring_output(2, [True, True], PINS2), "")
+    ok = judge(impi, ring_spec(), [0, 1], None, 0, ring_output(2, [True, True], PINS2), "")
     assert ok.status == "ok" and ok.details["binding_ok"] and ok.details["transport_ok"]
     assert ok.details["obtained_binding"] == {"0": [0], "1": [1]} and ok.details["records"] == 2
-    bad = judge_kernel(impi, ring_spec(), [0, 1], None, 0, ring_output(2, [True, False], PINS2), "")
+    bad = judge(impi, ring_spec(), [0, 1], None, 0, ring_output(2, [True, False], PINS2), "")
     assert bad.status == "failed" and "rank(s) 1 report valid: false" in bad.reason
-    short = judge_kernel(impi, ring_spec(3), [0, 1, 0], None, 0, ring_output(2, [True, True], PINS2), "")
+    short = judge(impi, ring_spec(3), [0, 1, 0], None, 0, ring_output(2, [True, True], PINS2), "")
     assert short.status == "failed" and "expected records of 3 ranks" in short.reason
-    pinned_wrong = judge_kernel(impi, ring_spec(), [1, 0], None, 0, ring_output(2, [True, True], PINS2), "")
+    pinned_wrong = judge(impi, ring_spec(), [1, 0], None, 0, ring_output(2, [True, True], PINS2), "")
     assert pinned_wrong.status == "invalid"
     hybrid = ["[0] MPI startup(): 0       11     vm         {0-1}"]
-    sets = judge_kernel(impi, ring_spec(1, 2), None, [(0, 1)], 0, ring_output(1, [True], hybrid), "")
+    sets = judge(impi, ring_spec(1, 2), None, [(0, 1)], 0, ring_output(1, [True], hybrid), "")
     assert sets.status == "ok" and sets.details["pinning"] == "cpu set per rank"
-    unpinned = judge_kernel(impi, ring_spec(1, 2), None, None, 0, ring_output(1, [True], hybrid), "",
+    unpinned = judge(impi, ring_spec(1, 2), None, None, 0, ring_output(1, [True], hybrid), "",
                             unpinned_note="hybrid: cannot bind")
     assert unpinned.status == "ok" and unpinned.reason.startswith("hybrid: cannot bind; binding as the stack reports")
-    assert judge_kernel(impi, ring_spec(), [0, 1], None, None, "", "").status == "timeout"
-    empty = judge_kernel(impi, ring_spec(), [0, 1], None, 0, "no records\n", "")
+    assert judge(impi, ring_spec(), [0, 1], None, None, "", "").status == "timeout"
+    empty = judge(impi, ring_spec(), [0, 1], None, 0, "no records\n", "")
     assert empty.status == "failed" and empty.reason == "no ring records in the output"
 
 
 # -------------------------------------------------------------------------------------- tidy
-def fake_cell(root: Path, cell: KernelCell, status: Outcome, stdout: str) -> Path:
-    d = root / "results/raw" / cell.id
+def fake_cell(root: Path, cell: Cell, status: Outcome, stdout: str) -> Path:
+    d = root / TINY_RESULTS / "raw" / cell.id
     d.mkdir(parents=True)
     (d / "stdout.txt").write_text(stdout)
     (d / "stderr.txt").write_text("")
@@ -312,11 +341,11 @@ def fake_cell(root: Path, cell: KernelCell, status: Outcome, stdout: str) -> Pat
 
 
 def test_tidy_writes_kernel_tables_and_kernel_cells(tmp_path: Path) -> None:
-    a = KernelCell("intelmpi", "shm", "core", 2, "ring", "nonblocking", 0)
-    b = KernelCell("intelmpi", "shm", "core", 2, "ring", "nonblocking", 1)
+    a = Cell("kernel", "intelmpi", "shm", "core", 2, "ring", "nonblocking", 0)
+    b = Cell("kernel", "intelmpi", "shm", "core", 2, "ring", "nonblocking", 1)
     dirs = [fake_cell(tmp_path, a, Outcome("ok"), ring_output(2, [True, True], PINS2)),
             fake_cell(tmp_path, b, Outcome("failed", "valid: false"), ring_output(2, [True, False], PINS2))]
-    missing = KernelCell("intelmpi", "shm", "core", 2, "ring", "nonblocking", 2)
+    missing = Cell("kernel", "intelmpi", "shm", "core", 2, "ring", "nonblocking", 2)
     counts = tidy(dirs, tmp_path / "tidy", expected=[a.id, b.id, missing.id])
     assert counts["kernel_rows"] == 4 and counts["missing"] == 1
     cells = pl.read_parquet(tmp_path / "tidy/cells.parquet").sort("cell")
@@ -344,8 +373,8 @@ def coll_output(np_: int, collectives: list[str]) -> str:
 
 
 def test_tidy_tags_coll_rows_with_the_forced_algorithm(tmp_path: Path) -> None:
-    forced = KernelCell("intelmpi", "shm", "core", 2, "coll", "bcast-id2", 0)
-    default = KernelCell("intelmpi", "shm", "core", 2, "coll", "default", 0)
+    forced = Cell("kernel", "intelmpi", "shm", "core", 2, "coll", "bcast-id2", 0)
+    default = Cell("kernel", "intelmpi", "shm", "core", 2, "coll", "default", 0)
     dirs = [fake_cell(tmp_path, forced, Outcome("ok"), coll_output(2, ["bcast"])),
             fake_cell(tmp_path, default, Outcome("ok"), coll_output(2, ["bcast", "allreduce"]))]
     counts = tidy(dirs, tmp_path / "tidy", expected=[forced.id, default.id])
@@ -365,11 +394,17 @@ def test_dry_run_lists_the_kernel_cells(tmp_path: Path) -> None:
                          cwd=work, env=env, capture_output=True, text=True, timeout=300)
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-3000:]
-    cells = kernel_cells(load(work / "config/campaign.yaml"))
+    config = load(work / "config/campaign.yaml")
+    cells = kernel_cells(config)
     assert len(cells) == 24
+    # Cells run a job group at a time (one run-cell process per group, not one job per cell):
+    # the dry run lists every group that holds a kernel cell, with how many cells it holds.
+    groups = job_groups(config, cells_of_kind(config, "kernel") + cells_of_kind(config, "imb"))
     for cell in cells:
-        assert f"results/raw/{cell.id}" in text
-    assert "rule kernels_build:" in text and "rule fit_kernels:" in text
+        group = next(g for g, members in groups.items() if cell in members)
+        job = re.search(rf"wildcards: group={re.escape(group)}\n\s*resources: [^\n]*cells=(\d+),", text)
+        assert job and int(job[1]) == len(groups[group]), group
+    assert "rule kernels_build:" in text and "rule fit_kernels_full:" in text
     listed = subprocess.run([sys.executable, "-m", "mpiatlas.cli", "cells", "--config", "config/campaign.yaml"],
                             cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert "kernel/intelmpi/shm/core/np1/jacobi/weak-L16-t2/rep0" in listed.stdout
@@ -397,7 +432,7 @@ def kernel_campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.infra
 def test_kernel_cells_ran_ok_with_valid_results(kernel_campaign: Path) -> None:
-    cells = pl.read_parquet(kernel_campaign / "results/tidy/cells.parquet").filter(pl.col("kind") == "kernel")
+    cells = pl.read_parquet(kernel_campaign / TINY_RESULTS / "tidy/cells.parquet").filter(pl.col("kind") == "kernel")
     assert cells.height == 24
     assert cells["status"].to_list() == ["ok"] * 24, cells.filter(pl.col("status") != "ok").select("cell", "reason")
     assert cells["transport_ok"].all() and cells["binding_ok"].all()
@@ -407,40 +442,40 @@ def test_kernel_cells_ran_ok_with_valid_results(kernel_campaign: Path) -> None:
     assert hybrid.height == 3
     if (os.cpu_count() or 1) >= 2:
         assert set(hybrid["obtained_binding"]) == {json.dumps({"0": [0, 1]})}
-    record = json.loads((kernel_campaign / "results/kernels/intelmpi/build.json").read_text())
+    record = json.loads((kernel_campaign / TINY_RESULTS / "kernels/intelmpi/build.json").read_text())
     assert set(record["binaries"]) == {"ring", "matsum", "jacobi", "pingpong", "coll"}
     assert "Intel" in record["stack_version"]
 
 
 @pytest.mark.infra
 def test_kernel_tables_hold_valid_ring_values(kernel_campaign: Path) -> None:
-    ring = pl.read_parquet(kernel_campaign / "results/tidy/kernel_ring.parquet")
+    ring = pl.read_parquet(kernel_campaign / TINY_RESULTS / "tidy/kernel_ring.parquet")
     assert ring.height == 3 * 2 * 3 * 2  # reps x ranks x variants x sizes
     assert ring["valid"].all() and ring["payload_intact"].all()
     assert (ring["msgleft"] == ring["rank"] + 1).all()  # rank + P(P-1)/2 with P = 2
     assert set(ring["variant"]) == {"nonblocking", "blocking", "ssend"} and (ring["time_us"] > 0).all()
     assert set(ring["label"]) == {"intelmpi/shm/core"} and set(ring["variant_group"]) == {"nonblocking+blocking+ssend"}
-    matsum = pl.read_parquet(kernel_campaign / "results/tidy/kernel_matsum.parquet")
+    matsum = pl.read_parquet(kernel_campaign / TINY_RESULTS / "tidy/kernel_matsum.parquet")
     assert matsum.height == 3 * (1 + 2 + 3) and matsum["valid"].all()
-    jacobi = pl.read_parquet(kernel_campaign / "results/tidy/kernel_jacobi.parquet")
+    jacobi = pl.read_parquet(kernel_campaign / TINY_RESULTS / "tidy/kernel_jacobi.parquet")
     assert jacobi.height == 3 * (2 + 1) and jacobi["valid"].all()
     assert sorted(set(jacobi["threads"])) == [1, 2]
 
 
 @pytest.mark.infra
 def test_kernel_tables_hold_pingpong_and_coll(kernel_campaign: Path) -> None:
-    pingpong = pl.read_parquet(kernel_campaign / "results/tidy/kernel_pingpong.parquet")
+    pingpong = pl.read_parquet(kernel_campaign / TINY_RESULTS / "tidy/kernel_pingpong.parquet")
     assert pingpong.height == 3 * 2 * 18  # reps x ranks x sizes (0, 1 .. 64 KiB)
     assert pingpong["valid"].all() and pingpong["payload_ok"].all() and (pingpong["t_usec"] > 0).all()
     assert set(pingpong["label"]) == {"intelmpi/shm/core"} and set(pingpong["variant_group"]) == {"m0-16"}
-    coll = pl.read_parquet(kernel_campaign / "results/tidy/kernel_coll.parquet")
+    coll = pl.read_parquet(kernel_campaign / TINY_RESULTS / "tidy/kernel_coll.parquet")
     assert coll.height == 3 * 2 * 2 * 14  # reps x ranks x (Bcast, Allreduce) x sizes (0, 1 .. 4 KiB)
     assert coll["valid"].all() and (coll["mismatches"] == 0).all() and set(coll["algorithm"]) == {"default"}
 
 
 @pytest.mark.infra
 def test_kernel_fits_and_report(kernel_campaign: Path) -> None:
-    fits = json.loads((kernel_campaign / "results/fits/kernels.json").read_text())
+    fits = json.loads((kernel_campaign / TINY_RESULTS / "fits/kernels.json").read_text())
     (ring,) = fits["ring"]
     assert ring["lambda_source"] == "PingPong" and ring["pingpong_latency_us"] > 0
     assert ring["ring_latency_us"] > 0 and ring["ring_vs_pingpong_latency"] > 0
@@ -456,7 +491,7 @@ def test_kernel_fits_and_report(kernel_campaign: Path) -> None:
     assert pingpong["bandwidth_4MiB_MBps"] is None  # tiny's sweep stops at 64 KiB
     assert pingpong["latency_4B_us"] > 0 and 10 < pingpong["bandwidth_MBps"] < 100_000
     assert {(c["collective"], c["np"]) for c in fits["coll"]} == {("bcast", 2), ("allreduce", 2)}
-    html = (kernel_campaign / "results/report.html").read_text()
+    html = (kernel_campaign / TINY_RESULTS / "report.html").read_text()
     for sid in ("kernel-ring", "kernel-matsum", "kernel-jacobi", "kernel-p2p-coll"):
         assert f'<section id="{sid}">' in html
     assert "could not be built" not in html
@@ -467,12 +502,12 @@ def test_kernel_fits_and_report(kernel_campaign: Path) -> None:
 @pytest.mark.infra
 def test_invalid_kernel_result_fails_the_cell(kernel_campaign: Path, tmp_path: Path) -> None:
     config = load(kernel_campaign / "config/campaign.yaml")
-    cell = KernelCell("intelmpi", "shm", "core", 2, "ring", "nonblocking", 0)
-    spec = kernel_spec(config, cell)
+    cell = Cell("kernel", "intelmpi", "shm", "core", 2, "ring", "nonblocking", 0)
+    spec = cell_spec(config, cell)
     spec["kernel"]["args"] = [*spec["kernel"]["args"], "--inject-fault"]
-    spec["kernel"]["build_dir"] = str(kernel_campaign / "results/kernels/intelmpi")
+    spec["kernel"]["build_dir"] = str(kernel_campaign / TINY_RESULTS / "kernels/intelmpi")
     spec["stack"]["prefix"] = str(REPO / ".stacks/intelmpi")
-    outcome = run_kernel_cell(spec, tmp_path / "cell")
+    outcome = run_cell(spec, tmp_path / "cell")
     assert outcome.status == "failed" and "report valid: false" in outcome.reason
     status = json.loads((tmp_path / "cell/status.json").read_text())
     assert status["status"] == "failed" and status["records"] == 4  # 2 ranks x 2 sizes
@@ -483,7 +518,7 @@ def test_invalid_kernel_result_fails_the_cell(kernel_campaign: Path, tmp_path: P
 def test_debian_openmpi_pingpong_and_forced_coll_cells(tmp_path: Path) -> None:
     """Real kernel cells on Debian's Open MPI 4.1 (which has no IMB here): the pingpong cell, and a coll
     cell whose Bcast algorithm is forced with Open MPI's coll_tuned knobs, like an IMB algorithm cell."""
-    from mpiatlas.kernels import build_kernels
+    from mpiatlas.programs.build import build_kernels
 
     require_infra(Path("/usr/bin/mpicc.openmpi").exists() and Path("/usr/bin/mpirun.openmpi").exists(),
                   "Debian Open MPI (mpicc.openmpi, mpirun.openmpi)")
@@ -500,9 +535,9 @@ def test_debian_openmpi_pingpong_and_forced_coll_cells(tmp_path: Path) -> None:
     assert set(cells) == {"m0-20", "default", "bcast-binomial"}
     outcomes = {}
     for variant, cell in cells.items():
-        spec = kernel_spec(config, cell)
+        spec = cell_spec(config, cell)
         spec["kernel"]["build_dir"] = str(build)
-        outcomes[variant] = (run_kernel_cell(spec, tmp_path / variant), tmp_path / variant)
+        outcomes[variant] = (run_cell(spec, tmp_path / variant), tmp_path / variant)
     for variant, (outcome, _) in outcomes.items():
         assert outcome.status == "ok", (variant, outcome.reason)
         assert outcome.details["binding_ok"] and outcome.details["transport_ok"]
@@ -517,7 +552,11 @@ def test_debian_openmpi_pingpong_and_forced_coll_cells(tmp_path: Path) -> None:
 
 
 def test_containerised_kernel_runs_from_the_image(tmp_path: Path) -> None:
-    from mpiatlas.kernel_runner import kernel_program
+    from mpiatlas.programs import program_of_spec
+    from mpiatlas.runner.run import program_argv
+
+    def kernel_program(spec: dict, record: dict) -> list[str]:
+        return program_argv(program_of_spec(spec), spec, None, record)
 
     inspect = tmp_path / "intelmpi.inspect.json"
     labels = {"mpiatlas.kernels": "jacobi matsum ring "}

@@ -1,7 +1,7 @@
 """The C kernels (src/kernels) on real MPI stacks, and their output parser.
 
 Infrastructure tests build ring/matsum/jacobi/pingpong/coll with each stack's compiler wrapper
-(``mpiatlas.kernels.build_kernels``), launch them for P = 1..4 (P = 4 oversubscribes
+(``mpiatlas.programs.build.build_kernels``), launch them for P = 1..4 (P = 4 oversubscribes
 the 2 cores) and check the results against what the test computes independently:
 the ring's closed form, a tiling of the matrix by the matsum blocks, a numpy
 Jacobi on the same global grid, the ping-pong's echoed payload (and a Hockney λ and B
@@ -21,7 +21,8 @@ import polars as pl
 import pytest
 
 from conftest import REPO, require_infra
-from mpiatlas.kernels import KERNEL_NAMES, KernelBuildError, build_kernels, mpicc_make_value
+from mpiatlas.programs import KERNEL_NAMES
+from mpiatlas.programs.build import KernelBuildError, build_kernels, mpicc_make_value
 from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_file, parse_kernel_output
 from mpiatlas.stacks import Launch, LaunchSpec, get_stack
 

@@ -564,3 +564,31 @@ def test_planned_notes_are_shown_once_in_a_neutral_notice(tmp_path: Path) -> Non
     assert "Not planned" not in html
     assert "notes.json: entry 0: &#39;cells&#39; must be an integer &gt;= 0, got &#39;many&#39;; ignored." in \
         _section(html, "header")
+
+
+def test_report_package_has_no_import_cycle() -> None:
+    """The report package's imports (module-level and lazy, read from the AST) form no cycle, no section
+    imports another section, and no module exceeds 600 lines."""
+    import ast
+    import graphlib
+
+    src = Path(__file__).resolve().parents[1] / "src"
+    pkg = src / "mpiatlas" / "report"
+    files = {".".join(f.relative_to(src).with_suffix("").parts).removesuffix(".__init__"): f for f in pkg.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for mod, f in files.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert node.level == 0, f"{mod}: relative import"
+                targets |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in files else node.module
+                            for a in node.names}
+            elif isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+        graph[mod] = {t for t in targets if t in files and t != mod}
+        assert len(f.read_text(encoding="utf-8").splitlines()) <= 600, f"{mod} is over 600 lines"
+        if mod.startswith("mpiatlas.report.sections."):
+            assert not {t for t in graph[mod] if t.startswith("mpiatlas.report.sections")}, mod
+    assert "mpiatlas.report.sections.findings" in graph and "mpiatlas.report.render" in graph
+    order = list(graphlib.TopologicalSorter(graph).static_order())  # raises CycleError on a cycle
+    assert order.index("mpiatlas.report.formatting") < order.index("mpiatlas.report.render")

@@ -24,9 +24,13 @@ import polars as pl
 import pytest
 
 from conftest import REPO, campaign_workdir, require_infra, run_campaign
-from mpiatlas import kernel_matrix, matrix
+from mpiatlas import programs, resources
+from mpiatlas.cells import Cell
 from mpiatlas.config import load, validate
-from mpiatlas.runner import resolve_launcher, scheduler_facts
+from mpiatlas.programs.base import MEM_PER_RANK_MB
+from mpiatlas.programs.build import build_outputs
+from mpiatlas.programs.imb import message_sizes
+from mpiatlas.runner import resolve_launcher, run_group, scheduler_facts
 from mpiatlas.stacks import LaunchSpec, StackError, get_stack
 from mpiatlas.tidy import tidy
 
@@ -48,8 +52,13 @@ def require_slurm() -> None:
         require_infra(False, "snakemake-executor-plugin-slurm (pip install -e '.[slurm]')")
 
 
+def results(work: Path) -> Path:
+    """Where the campaign in ``work`` writes everything: results/<campaign name>."""
+    return work / "results" / load(work / "config" / "campaign.yaml")["campaign"]["name"]
+
+
 def cell_dirs(work: Path) -> dict[str, Path]:
-    raw = work / "results" / "raw"
+    raw = results(work) / "raw"
     return {str(p.parent.relative_to(raw)): p.parent for p in raw.rglob("status.json")}
 
 
@@ -73,46 +82,60 @@ def campaign(**imb: object) -> dict:
     })
 
 
+def imb_cells(config: dict) -> list[Cell]:
+    return programs.cells_of_kind(config, "imb")
+
+
+def kernel_cells(config: dict) -> list[Cell]:
+    return programs.cells_of_kind(config, "kernel")
+
+
+def runtime_min(config: dict, cell: Cell, attempt: int = 1) -> int:
+    """The runtime a job of this one cell asks for (a group asks for the sum of its cells')."""
+    return resources.runtime_min(config, [cell], attempt)
+
+
 def test_runtime_is_sizes_times_imb_time_with_a_floor_and_the_timeout_as_ceiling() -> None:
     config = campaign()  # msglog 0..22: 24 sizes, -time 2 s, timeout 300 s
-    spec = matrix.cell_spec(config, matrix.imb_cells(config)[0])
-    seconds = matrix.RUNTIME_OVERHEAD_S + matrix.RUNTIME_SAFETY * 24 * 2
-    assert matrix.estimate_runtime_min(spec) == -(-int(seconds) // 60)
-    assert matrix.estimate_runtime_min(spec, attempt=2) >= 2 * matrix.estimate_runtime_min(spec) - 1
-    spec["imb"]["time_s"] = 1000  # the runner kills the launch at timeout_s anyway
-    assert matrix.estimate_runtime_min(spec) == -(-int(300 + matrix.RUNTIME_OVERHEAD_S) // 60)
-    spec["imb"].update(time_s=0.1, msglog=[0, 1])
-    assert matrix.estimate_runtime_min(spec) == matrix.RUNTIME_FLOOR_MIN
-    barrier = dict(spec, cell=dict(spec["cell"], benchmark="Barrier"))
-    assert matrix.message_sizes(barrier) == 1
-    assert matrix.estimate_mem_mb(spec) > spec["cell"]["np"] * matrix.MEM_PER_RANK_MB
+    cell = imb_cells(config)[0]
+    seconds = resources.RUNTIME_OVERHEAD_S + resources.RUNTIME_SAFETY * 24 * 2
+    assert runtime_min(config, cell) == -(-int(seconds) // 60)
+    assert runtime_min(config, cell, attempt=2) >= 2 * runtime_min(config, cell) - 1
+    # A group of cells asks for the sum of its cells' runtimes (they run one after another).
+    assert resources.runtime_min(config, [cell] * 4) == -(-int(4 * seconds) // 60)
+    config["imb"]["time_s"] = 1000  # the runner kills the launch at timeout_s anyway
+    assert runtime_min(config, cell) == -(-int(300 + resources.RUNTIME_OVERHEAD_S) // 60)
+    config["imb"].update(time_s=0.1, msglog=[0, 1])
+    assert runtime_min(config, cell) == resources.RUNTIME_FLOOR_MIN
+    assert message_sizes("Barrier", config["imb"]["msglog"]) == 1
+    assert resources.mem_mb(config, [cell]) > cell.np * MEM_PER_RANK_MB
 
 
 def test_allocation_of_a_cell_and_when_it_asks_for_whole_nodes() -> None:
     config = campaign()
-    core = matrix.Cell("intelmpi", "shm", "core", 4, "Bcast", "default", 0)
-    socket = matrix.Cell("intelmpi", "shm", "socket", 4, "Bcast", "default", 0)
-    node = matrix.Cell("intelmpi", "ofi-tcp", "node", 4, "Bcast", "default", 0, nodes=2)
-    assert matrix.slurm_extra(config, core) == "--ntasks-per-node=4"
-    assert matrix.slurm_extra(config, socket) == "--ntasks-per-node=4 --exclusive"
-    assert (matrix.nodes_for(node), matrix.slurm_extra(config, node)) == (2, "--ntasks-per-node=2 --exclusive")
+    core = Cell("imb", "intelmpi", "shm", "core", 4, "Bcast", "default", 0)
+    socket = Cell("imb", "intelmpi", "shm", "socket", 4, "Bcast", "default", 0)
+    node = Cell("imb", "intelmpi", "ofi-tcp", "node", 4, "Bcast", "default", 0, nodes=2)
+    assert resources.slurm_extra(config, core) == "--ntasks-per-node=4"
+    assert resources.slurm_extra(config, socket) == "--ntasks-per-node=4 --exclusive"
+    assert (node.nodes, resources.slurm_extra(config, node)) == (2, "--ntasks-per-node=2 --exclusive")
     assert node.id == "imb/intelmpi/ofi-tcp/node2/np4/Bcast/default/rep0"
     config["campaign"]["exclusive"] = "always"
-    assert matrix.slurm_extra(config, core).endswith("--exclusive")
+    assert resources.slurm_extra(config, core).endswith("--exclusive")
     config["campaign"]["exclusive"] = "never"
-    assert "--exclusive" not in matrix.slurm_extra(config, socket)
+    assert "--exclusive" not in resources.slurm_extra(config, socket)
 
 
 def test_hundreds_of_cells_become_a_few_dozen_jobs_of_one_allocation_each() -> None:
     config = campaign()
-    cells = matrix.imb_cells(config)
-    jobs = matrix.batch_jobs(config, cells)
+    cells = imb_cells(config)
+    jobs = resources.batch_jobs(config, cells)
     assert len(cells) >= 300 and jobs <= 40, (len(cells), jobs)
-    # Every job holds cells of one allocation: one group per stack x transport x mapping x np.
-    groups = {matrix.job_group(c) for c in cells}
-    for group in groups:
-        members = [c for c in cells if matrix.job_group(c) == group]
-        assert len({(c.np, matrix.nodes_for(c), matrix.slurm_extra(config, c)) for c in members}) == 1
+    # Every job holds cells of one allocation: stack x transport x mapping x np (x threads).
+    groups = resources.job_groups(config, cells)
+    assert len(groups) == jobs and sum(map(len, groups.values())) == len(cells)
+    for members in groups.values():
+        assert len({(c.np, c.nodes, resources.slurm_extra(config, c)) for c in members}) == 1
 
 
 def test_launcher_auto_is_srun_inside_a_slurm_job() -> None:
@@ -194,8 +217,9 @@ def slurm_dry_run(tmp_path: Path, work: Path) -> str:
 
 
 def planned_group_jobs(out: str) -> dict[str, int]:
-    """group -> batch jobs a dry run plans for it."""
-    return dict(Counter(re.findall(r"Group job (\S+) \(jobs in", out)))
+    """allocation -> batch jobs a dry run plans for it: one `cell_group` job per job group, whose
+    id is the allocation and the chunk's index (resources.job_groups)."""
+    return dict(Counter(g.rsplit("_", 1)[0] for g in re.findall(r"wildcards: group=(\S+)", out)))
 
 
 def test_dry_run_works_without_slurm_and_prints_resources(tmp_path: Path) -> None:
@@ -203,10 +227,12 @@ def test_dry_run_works_without_slurm_and_prints_resources(tmp_path: Path) -> Non
     (tmp_path / "work").mkdir()
     work = campaign_workdir(tmp_path / "work", SLURM_CONFIG)
     out = slurm_dry_run(tmp_path, work)
-    assert "Group job imb_intelmpi_shm_core_np2" in out and "Group job imb_intelmpi_ofi-tcp_core_np2" in out
-    assert out.count("Group job") == 2  # 8 cells, 2 allocations x 4 cells per job
-    for resource in ("tasks=2", "cpus_per_task=1", "mpi=srun", "nodes=1", "slurm_extra=--ntasks-per-node=2",
-                     "runtime=1", "mem_mb=1026", "slurm_partition=debug", "cell_slot=1"):
+    # One job per group of cells (one run-cell process each), no longer one job per cell.
+    assert "group=imb_intelmpi_shm_core_np2_t1_0" in out and "group=imb_intelmpi_ofi-tcp_core_np2_t1_0" in out
+    assert out.count("rule cell_group:") == 2  # 8 cells, 2 allocations x 4 cells per job
+    # runtime: the sum over the group's 4 cells of 30 s + 2 x sizes x 0.3 s (3 min).
+    for resource in ("cells=4", "tasks=2", "cpus_per_task=1", "mpi=srun", "nodes=1",
+                     "slurm_extra=--ntasks-per-node=2", "runtime=3", "mem_mb=1026", "slurm_partition=debug"):
         assert resource in out, resource
 
 
@@ -233,27 +259,25 @@ KERNEL_JOBS = {f"kernel_intelmpi_{t}_core_{alloc}": jobs for t in ("shm", "ofi-t
 
 def test_kernel_cells_of_one_allocation_share_batch_jobs() -> None:
     config = kernel_campaign()
-    cells = kernel_matrix.kernel_cells(config)
+    cells = kernel_cells(config)
     assert len(cells) == 32
-    groups = Counter(kernel_matrix.job_group(c) for c in cells)
+    groups = Counter(resources.allocation(c) for c in cells)
     assert {g: -(-n // 5) for g, n in groups.items()} == KERNEL_JOBS
-    assert kernel_matrix.batch_jobs(config, cells) == sum(KERNEL_JOBS.values()) == 10
+    assert resources.batch_jobs(config, cells) == sum(KERNEL_JOBS.values()) == 10
     # One allocation per group: same ranks, threads (cpus per task), nodes and sbatch extras.
-    for group in groups:
-        members = [c for c in cells if kernel_matrix.job_group(c) == group]
-        shapes = {(c.np, c.threads, kernel_matrix.kernel_nodes(c), kernel_matrix.slurm_extra(config, c))
-                  for c in members}
+    for group, members in resources.job_groups(config, cells).items():
+        shapes = {(c.np, c.threads, c.nodes, resources.slurm_extra(config, c)) for c in members}
         assert len(shapes) == 1, (group, shapes)
     hybrid = next(c for c in cells if c.threads == 2)
-    assert (hybrid.np, kernel_matrix.slurm_extra(config, hybrid)) == (1, "--ntasks-per-node=1")
+    assert (hybrid.np, resources.slurm_extra(config, hybrid)) == (1, "--ntasks-per-node=1")
     # Kernel and IMB cells never share a group (different programs, build inputs, resources).
-    assert not set(groups) & {matrix.job_group(c) for c in matrix.imb_cells(config)}
+    assert not set(groups) & {resources.allocation(c) for c in imb_cells(config)}
     # A campaign of N kernel cells is about N / cells_per_job jobs (one partial job per group).
     big = kernel_campaign(repetitions=10, cells_per_job=20)
-    many = kernel_matrix.kernel_cells(big)
-    assert len(many) == 160 and kernel_matrix.batch_jobs(big, many) == 10  # 40+30+10 cells per transport
+    many = kernel_cells(big)
+    assert len(many) == 160 and resources.batch_jobs(big, many) == 10  # 40+30+10 cells per transport
     socket = dataclasses.replace(hybrid, mapping="socket", np=2)
-    assert kernel_matrix.slurm_extra(config, socket) == "--ntasks-per-node=2 --exclusive"
+    assert resources.slurm_extra(config, socket) == "--ntasks-per-node=2 --exclusive"
 
 
 def test_kernel_runtime_is_modelled_work_with_a_floor_and_the_timeout_as_ceiling() -> None:
@@ -263,34 +287,47 @@ def test_kernel_runtime_is_modelled_work_with_a_floor_and_the_timeout_as_ceiling
         jacobi={"mode": "weak", "L": 100, "processes": [2]},
         matsum={"processes": [4]},
     )
-    cells = {c.kernel: c for c in kernel_matrix.kernel_cells(config) if c.transport == "shm" and c.rep == 0}
+    cells = {c.kernel: c for c in kernel_cells(config) if c.transport == "shm" and c.rep == 0}
+
+    def work_s(cell: Cell) -> float | None:
+        return programs.program_of(cell).work_s(config, cell)
+
+    def mem_mb(cell: Cell) -> int:
+        return resources.mem_mb(config, [cell])
+
     # ring: 1000 exchanges x 4 steps x (50 us + 2 streams x 1 MiB / 100 MB/s) = 84.09 s;
     # x2 safety + 30 s overhead = 198 s -> 4 min (a retry asks for twice that: 396 s -> 7).
-    assert kernel_matrix.estimate_work_s(config, cells["ring"]) == pytest.approx(84.08608)
-    assert kernel_matrix.estimate_runtime_min(config, cells["ring"]) == 4
-    assert kernel_matrix.estimate_runtime_min(config, cells["ring"], attempt=2) == 7
+    assert work_s(cells["ring"]) == pytest.approx(84.08608)
+    assert runtime_min(config, cells["ring"]) == 4
+    assert runtime_min(config, cells["ring"], attempt=2) == 7
     # jacobi: 105 sweeps of 1e6 points/rank at 20 ns + halos, plus rank 0's serial check of 2e6 points.
-    assert kernel_matrix.estimate_work_s(config, cells["jacobi"]) == pytest.approx(105 * (0.02 + 3e-4) + 4.2)
+    assert work_s(cells["jacobi"]) == pytest.approx(105 * (0.02 + 3e-4) + 4.2)
     # matsum: 11 iterations moving A, B, C (3 x 8 B x 2.4e6) through rank 0 at 100 MB/s.
-    assert kernel_matrix.estimate_work_s(config, cells["matsum"]) == pytest.approx(11 * (0.576 + 4 * 50e-6))
-    assert kernel_matrix.estimate_runtime_min(config, cells["jacobi"]) == matrix.RUNTIME_FLOOR_MIN
+    assert work_s(cells["matsum"]) == pytest.approx(11 * (0.576 + 4 * 50e-6))
+    assert runtime_min(config, cells["jacobi"]) == resources.RUNTIME_FLOOR_MIN
     # Memory: 512 MB per job + per rank 256 MB and its arrays (+ rank 0's whole matrices / check grid).
-    assert kernel_matrix.estimate_mem_mb(config, cells["ring"]) == 512 + 4 * (256 + 4) + 1
-    assert kernel_matrix.estimate_mem_mb(config, cells["matsum"]) == 1646
-    assert kernel_matrix.estimate_mem_mb(config, cells["jacobi"]) == 1092
+    assert mem_mb(cells["ring"]) == 512 + 4 * (256 + 4) + 1
+    assert mem_mb(cells["matsum"]) == 1646
+    assert mem_mb(cells["jacobi"]) == 1092
     # Never more than the launch timeout (600 s) + overhead: 630 s -> 11 min; an unmodelled
     # kernel gets that ceiling too.
     config["kernels"]["ring"]["iterations"] = 10**7
-    assert kernel_matrix.estimate_runtime_min(config, cells["ring"]) == 11
-    future = dataclasses.replace(cells["ring"], kernel="future", variant="x")
+    assert runtime_min(config, cells["ring"]) == 11
+    future = dataclasses.replace(cells["ring"], benchmark="future", algorithm="x")
     config["kernels"]["future"] = {}
-    assert kernel_matrix.estimate_work_s(config, future) is None
-    assert kernel_matrix.estimate_runtime_min(config, future) == 11
+    assert programs.program_named("kernel", "future") is None
+    assert runtime_min(config, future) == 11
 
 
-def _resources(out: str, cell_id: str) -> dict[str, str]:
-    """The resources a dry run prints for the job that writes ``cell_id``."""
-    match = re.search(rf"output: results/raw/{re.escape(cell_id)}\n(?:.*\n){{0,6}}?\s*resources: (.*)\n", out)
+def group_of(config: dict, cell_id: str) -> str:
+    return next(g for g, members in resources.job_groups(config, programs.expand(config)).items()
+                if cell_id in {c.id for c in members})
+
+
+def _resources(out: str, cell_id: str, config: dict | None = None) -> dict[str, str]:
+    """The resources a dry run prints for the group job that runs ``cell_id`` (of kernel_campaign() by default)."""
+    group = group_of(config or kernel_campaign(), cell_id)
+    match = re.search(rf"wildcards: group={re.escape(group)}\n\s*resources: (.*)\n", out)
     assert match, f"no job for {cell_id} in the dry run"
     return dict(part.split("=", 1) for part in match[1].split(", "))
 
@@ -303,35 +340,57 @@ def test_dry_run_packs_kernel_cells_into_batch_jobs_and_a_resume_plans_only_the_
     (tmp_path / "work").mkdir()
     work = campaign_workdir(tmp_path / "work", str(config_file))
     out = slurm_dry_run(tmp_path, work)
-    imb_jobs = {"imb_intelmpi_shm_core_np2": 1, "imb_intelmpi_ofi-tcp_core_np2": 1}
+    imb_jobs = {"imb_intelmpi_shm_core_np2_t1": 1, "imb_intelmpi_ofi-tcp_core_np2_t1": 1}
     assert planned_group_jobs(out) == KERNEL_JOBS | imb_jobs  # 12 batch jobs for 4 IMB + 32 kernel cells
     hybrid = _resources(out, "kernel/intelmpi/shm/core/np1/jacobi/weak-L16-t2/rep0")
     # One rank: no `mpi` flag (the plugin refuses an MPI job of one task, and hangs doing so).
-    assert {k: hybrid[k] for k in ("tasks", "cpus_per_task", "nodes", "mpi", "slurm_extra", "cell_slot", "runtime")} \
+    assert {k: hybrid[k] for k in ("tasks", "cpus_per_task", "nodes", "mpi", "slurm_extra", "cells", "runtime")} \
         == {"tasks": "1", "cpus_per_task": "2", "nodes": "1", "mpi": "", "slurm_extra": "--ntasks-per-node=1",
-            "cell_slot": "1", "runtime": "1"}
+            "cells": "2", "runtime": "1"}
     ring4 = _resources(out, "kernel/intelmpi/ofi-tcp/core/np4/ring/ssend/rep1")
     assert (ring4["tasks"], ring4["cpus_per_task"], ring4["slurm_extra"]) == ("4", "1", "--ntasks-per-node=4")
-    assert int(ring4["mem_mb"]) == kernel_matrix.estimate_mem_mb(
-        kernel_campaign(), kernel_matrix.cell_from_id(kernel_matrix.kernel_cells(kernel_campaign()),
-                                                      "kernel/intelmpi/ofi-tcp/core/np4/ring/ssend/rep1"))
+    ring4_cell = next(c for c in kernel_cells(kernel_campaign()) if c.id == "kernel/intelmpi/ofi-tcp/core/np4/ring/ssend/rep1")
+    assert int(ring4["mem_mb"]) == resources.mem_mb(kernel_campaign(), [ring4_cell])
 
-    # Resume: the stack and its kernels are there, 3 of the 8 cells of one group finished (what a
-    # killed job leaves behind). Only the 5 others are planned, in one job; nothing else changes.
+    # Resume. A job is a group of cells now: a killed group job leaves its sealed cells and no group
+    # file, so the re-run plans that group again (its run-cell skips the sealed cells, see
+    # test_a_group_skips_its_sealed_cells); a group that finished (its file written) is not planned.
     config = load(work / "config" / "campaign.yaml")
-    for path in ["results/stacks/intelmpi.json", *kernel_matrix.build_outputs("intelmpi")]:
+    assert config["campaign"]["name"] == "k"  # kernel_campaign(): its outputs go to results/k
+    for path in ["results/k/stacks/intelmpi.json", *build_outputs(config, "intelmpi"), "results/k/cells.json",
+                 "results/k/notes.json", "results/k/campaign.json"]:
         (work / path).parent.mkdir(parents=True, exist_ok=True)
         (work / path).write_text("{}")
     time.sleep(1.1)  # finished cells are newer than their inputs
-    group = "kernel_intelmpi_shm_core_np2_t1"
-    finished = [c.id for c in kernel_matrix.kernel_cells(config) if kernel_matrix.job_group(c) == group][:3]
+    groups = resources.job_groups(config, programs.expand(config))
+    killed, done = "kernel_intelmpi_shm_core_np2_t1_0", "kernel_intelmpi_shm_core_np2_t1_1"
+    finished = [c.id for c in groups[killed]][:3] + [c.id for c in groups[done]]
     for cell_id in finished:
-        (work / "results/raw" / cell_id).mkdir(parents=True)
-        (work / "results/raw" / cell_id / "status.json").write_text('{"status": "ok"}')
+        (work / "results/k/raw" / cell_id).mkdir(parents=True)
+        (work / "results/k/raw" / cell_id / "status.json").write_text('{"status": "ok"}')
+    (work / "results/k/groups").mkdir()
+    (work / f"results/k/groups/{done}.json").write_text("{}")
     again = slurm_dry_run(tmp_path, work)
-    assert planned_group_jobs(again) == KERNEL_JOBS | imb_jobs | {group: 1}
-    assert re.search(r"^kernel\s+29$", again, re.MULTILINE), again[-2000:]
-    assert not any(f"output: results/raw/{c}\n" in again for c in finished)
+    assert planned_group_jobs(again) == KERNEL_JOBS | imb_jobs | {"kernel_intelmpi_shm_core_np2_t1": 1}
+    assert f"group={killed}\n" in again and f"group={done}\n" not in again
+    assert re.search(r"^cell_group\s+11$", again, re.MULTILINE), again[-2000:]
+
+
+def test_a_group_skips_its_sealed_cells(tmp_path: Path) -> None:
+    """A re-run of a killed group job resumes at its first unsealed cell: sealed cells are reported
+    with their status and never launched again (here every cell is sealed, so nothing launches)."""
+    config = kernel_campaign()
+    group = resources.job_groups(config, programs.expand(config))["kernel_intelmpi_shm_core_np2_t1_0"]
+    specs = [programs.cell_spec(config, cell) for cell in group]
+    outs = [tmp_path / "raw" / cell.id for cell in group]
+    for out, status in zip(outs, ["ok", "failed"] * len(outs)):
+        out.mkdir(parents=True)
+        (out / "status.json").write_text(json.dumps({"status": status}))
+    done = run_group(specs, outs)
+    assert [d["cell"] for d in done] == [c.id for c in group]
+    assert [d["status"] for d in done] == (["ok", "failed"] * len(outs))[:len(outs)]
+    assert not any(d["ran"] for d in done)
+    assert all(sorted(p.name for p in out.iterdir()) == ["status.json"] for out in outs)
 
 
 # -- a real SLURM cluster --------------------------------------------------------------------
@@ -349,8 +408,8 @@ def slurm_campaign(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subp
 @pytest.mark.infra
 def test_slurm_campaign_every_cell_ok_in_two_batch_jobs_launched_by_srun(slurm_campaign) -> None:
     work, result = slurm_campaign
-    assert f"report: {work / 'results' / 'report.html'}" in result.stdout
-    cells = pl.read_parquet(work / "results/tidy/cells.parquet")
+    assert f"report: {work / 'results/slurm-tiny/report.html'}" in result.stdout
+    cells = pl.read_parquet(work / "results/slurm-tiny/tidy/cells.parquet")
     assert cells.height == 8
     assert cells["status"].to_list() == ["ok"] * 8, cells.filter(pl.col("status") != "ok")
     assert cells["transport_ok"].all() and cells["binding_ok"].all()
@@ -371,7 +430,7 @@ def test_slurm_campaign_every_cell_ok_in_two_batch_jobs_launched_by_srun(slurm_c
         spans = sorted((p["start"], p["end"]) for p in map(provenance, cell_dirs(work).values())
                        if p["slurm_job_id"] == job)
         assert len(spans) == 4 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
-    html = (work / "results/report.html").read_text()
+    html = (work / "results/slurm-tiny/report.html").read_text()
     assert "intelmpi/shm/core" in html and "intelmpi/ofi-tcp/core" in html
 
 
@@ -412,7 +471,7 @@ def test_scancel_loses_only_that_jobs_unfinished_cells_and_a_rerun_runs_only_tho
     assert rc != 0, first_out[-3000:]
 
     survivors = cell_dirs(work)
-    expected = {c.id for c in matrix.imb_cells(load(work / "config" / "campaign.yaml"))}
+    expected = {c.id for c in imb_cells(load(work / "config" / "campaign.yaml"))}
     missing = expected - set(survivors)
     of_cancelled = {c for c, d in survivors.items() if provenance(d)["slurm_job_id"] == cancelled}
     assert of_cancelled and missing, (of_cancelled, missing)  # the cancelled job finished some, not all
@@ -424,10 +483,11 @@ def test_scancel_loses_only_that_jobs_unfinished_cells_and_a_rerun_runs_only_tho
     for d in survivors.values():
         assert json.loads((d / "status.json").read_text())["status"] == "ok"
     # The partial report lists the missing cells.
-    assert f"partial report: {work / 'results/partial/report.html'} ({len(missing)} of 8 cells missing" in first_out
-    partial = pl.read_parquet(work / "results/partial/tidy/cells.parquet")
+    assert f"partial report: {work / 'results/slurm-tiny/partial/report.html'} ({len(missing)} of 8 cells not run" \
+        in first_out
+    partial = pl.read_parquet(work / "results/slurm-tiny/partial/tidy/cells.parquet")
     assert set(partial.filter(pl.col("status") == "missing")["cell"]) == missing
-    assert sorted(missing)[0] in (work / "results/partial/report.html").read_text()
+    assert sorted(missing)[0] in (work / "results/slurm-tiny/partial/report.html").read_text()
 
     before = {c: (d.stat().st_ino, provenance(d)["start"]) for c, d in survivors.items()}
     second = run_campaign(work, *PROFILE, timeout=300)
@@ -439,10 +499,11 @@ def test_scancel_loses_only_that_jobs_unfinished_cells_and_a_rerun_runs_only_tho
     rerun = {c for c in after if c not in before}
     assert rerun == missing
     assert all(provenance(after[c])["slurm_job_id"] != cancelled for c in rerun)
-    assert not list((work / "results" / "raw").rglob(".rep*")), "a killed cell's scratch directory was left behind"
-    cells = pl.read_parquet(work / "results/tidy/cells.parquet")
+    scratch = list((work / "results/slurm-tiny/raw").rglob(".rep*"))
+    assert not scratch, f"a killed cell's scratch directory was left behind: {scratch}"
+    cells = pl.read_parquet(work / "results/slurm-tiny/tidy/cells.parquet")
     assert cells.height == 8 and cells["status"].to_list() == ["ok"] * 8
-    assert f"report: {work / 'results' / 'report.html'}" in second.stdout
+    assert f"report: {work / 'results/slurm-tiny/report.html'}" in second.stdout
 
 
 def test_openmpi_srun_launch_passes_mca_knobs_as_environment(tmp_path: Path, monkeypatch) -> None:
@@ -472,26 +533,31 @@ def test_openmpi_srun_launch_passes_mca_knobs_as_environment(tmp_path: Path, mon
 @pytest.mark.infra
 def test_openmpi_cells_run_under_srun_with_pmix_and_mca_environment(tmp_path: Path) -> None:
     """Debian Open MPI 4.1 direct-launched by srun --mpi=pmix; it has no IMB here, so its IMB
-    cells are `unavailable` and the ring kernel measures it; an all-unavailable IMB part still
-    gives a report."""
+    cells are not planned (a note says why) and the ring kernel measures it; a campaign without
+    IMB cells still gives a report."""
     require_slurm()
     require_infra(shutil.which("mpirun.openmpi") is not None, "Debian Open MPI")
     work = campaign_workdir(tmp_path, "config/test/slurm_openmpi.yaml")
     result = run_campaign(work, *PROFILE, timeout=400)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    cells = pl.read_parquet(work / "results/tidy/cells.parquet")
+    cells = pl.read_parquet(work / "results/slurm-openmpi/tidy/cells.parquet")
     kernel = cells.filter(pl.col("kind") == "kernel")
     assert kernel.height == 2 and set(kernel["status"]) == {"ok"}, kernel
     assert set(kernel["obtained_transport"]) == {"vader", "tcp"}
     assert set(kernel["obtained_binding"]) == {json.dumps({"0": [0], "1": [1]})}
     assert set(kernel["launcher"]) == {"srun"}
-    imb = cells.filter(pl.col("kind") == "imb")
-    assert set(imb["status"]) == {"unavailable"}
-    for cell_dir in (work / "results/raw/kernel").glob("openmpi/*/core/np2/ring/*/rep0"):
+    # Formerly 2 `unavailable` IMB cells: now none is planned, and the notes say which and why.
+    assert cells.filter(pl.col("kind") == "imb").height == 0
+    notes = json.loads((work / "results/slurm-openmpi/tidy/notes.json").read_text())
+    assert [(n["what"], n["cells"]) for n in notes] == [("IMB cells of stack 'openmpi'", 2)]  # 2 transports
+    assert "Open MPI needs IMB built from source" in notes[0]["why"]
+    ring_dirs = list((work / "results/slurm-openmpi/raw/kernel").glob("openmpi/*/core/np2/ring/*/rep0"))
+    assert len(ring_dirs) == 2, ring_dirs
+    for cell_dir in ring_dirs:
         prov = provenance(cell_dir)
         assert Path(prov["argv"][0]).name == "srun" and "--mpi=pmix" in prov["argv"]
         assert prov["env"]["OMPI_MCA_btl_base_verbose"] == "1"
-    assert (work / "results/report.html").exists()
+    assert (work / "results/slurm-openmpi/report.html").exists()
 
 
 @pytest.mark.infra
@@ -504,7 +570,7 @@ def test_mpich_cells_run_under_srun_with_pmi2_and_kernel_cells_share_batch_jobs(
     work = campaign_workdir(tmp_path, "config/test/slurm_mpich.yaml")
     result = run_campaign(work, *PROFILE, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    cells = pl.read_parquet(work / "results/tidy/cells.parquet")
+    cells = pl.read_parquet(work / "results/slurm-mpich/tidy/cells.parquet")
     assert cells.height == 16
     assert cells["status"].to_list() == ["ok"] * 16, cells.filter(pl.col("status") != "ok")
     assert cells["transport_ok"].all() and cells["binding_ok"].all() and set(cells["launcher"]) == {"srun"}
@@ -514,11 +580,11 @@ def test_mpich_cells_run_under_srun_with_pmi2_and_kernel_cells_share_batch_jobs(
                         ("imb", "mpich", "ofi-tcp"): "ofi:tcp", ("imb", "mpich4", "ucx-sm"): "ucx:sm",
                         ("kernel", "mpich", "default"): "shm", ("kernel", "mpich4", "ucx-sm"): "ucx:sm"}
     # One 2-rank world per launch, not two 1-rank worlds: IMB ran PingPong with 2 processes...
-    samples = pl.read_parquet(work / "results/tidy/imb_samples.parquet")
+    samples = pl.read_parquet(work / "results/slurm-mpich/tidy/imb_samples.parquet")
     per_cell = samples.group_by("cell").agg(pl.col("processes").unique(), pl.len())
     assert per_cell.height == 8 and all(p.to_list() == [2] for p in per_cell["processes"]), per_cell
     # ...and every ring launch has ranks 0 and 1 of a size-2 communicator, each message intact.
-    ring = pl.read_parquet(work / "results/tidy/kernel_ring.parquet")
+    ring = pl.read_parquet(work / "results/slurm-mpich/tidy/kernel_ring.parquet")
     ranks = ring.group_by("cell").agg(pl.col("rank").unique().sort(), pl.col("size").unique())
     assert ranks.height == 8 and all(r.to_list() == [0, 1] for r in ranks["rank"]), ranks
     assert all(s.to_list() == [2] for s in ranks["size"]) and ring["valid"].all()
@@ -542,4 +608,4 @@ def test_mpich_cells_run_under_srun_with_pmi2_and_kernel_cells_share_batch_jobs(
         spans = sorted((p["start"], p["end"]) for p in map(provenance, cell_dirs(work).values())
                        if p["slurm_job_id"] == job)
         assert len(spans) == 4 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
-    assert (work / "results/report.html").exists()
+    assert (work / "results/slurm-mpich/report.html").exists()

@@ -20,15 +20,17 @@ import polars as pl
 import pytest
 
 from conftest import REPO, campaign_workdir, require_infra, run_campaign
-from mpiatlas import kernel_matrix, matrix, multinode, runner, topology
+from mpiatlas import multinode, programs, resources, runner, topology
+from mpiatlas.cells import mapping_segment, parse_mapping_segment
 from mpiatlas.config import ConfigError, validate
-from mpiatlas.kernel_runner import run_kernel_cell
 from mpiatlas.stacks import LaunchSpec, StackError
 from mpiatlas.stacks.base import srun_argv
 from mpiatlas.tidy import missing_row, tidy
 
 NETNS_TOOL = Path(os.environ.get("MPIATLAS_NETNS_TOOL", REPO.parent / "shared" / "tools" / "netns-cluster"))
 TWO_NODE = "config/test/two_node.yaml"
+# Where its campaign (name: two-node) writes everything, relative to the work dir.
+RESULTS = "results/two-node"
 PROFILE = ["--profile", "profiles/slurm"]
 # One batch job at a time: the emulated nodes share this machine's 2 cores, so a one-node job on
 # node1 and another on node2 at once would share them and skew each other's timings.
@@ -59,15 +61,15 @@ def two_node_config(**top: object) -> dict:
 
 
 def test_node_mapping_gives_one_cell_per_node_count_that_splits_the_ranks() -> None:
-    cells = {c.id: c for c in matrix.imb_cells(two_node_config()) if c.transport == "ofi-tcp"}
+    cells = {c.id: c for c in programs.cells_of_kind(two_node_config(), "imb") if c.transport == "ofi-tcp"}
     node_cells = sorted((c.benchmark, c.np, c.nodes, c.ppn) for c in cells.values() if c.mapping == "node")
     # PingPong: 2 ranks over 2 nodes; Alltoall: every np >= m that m divides (np 1 has no node cell).
     assert node_cells == [("Alltoall", 2, 2, 1), ("Alltoall", 4, 2, 2), ("Alltoall", 6, 2, 3),
                           ("Alltoall", 6, 3, 2), ("PingPong", 2, 2, 1)]
     cell = cells["imb/intelmpi/ofi-tcp/node3/np6/Alltoall/default/rep0"]
     assert (cell.mapping, cell.nodes, cell.ppn, cell.label) == ("node", 3, 2, "intelmpi/ofi-tcp/node3")
-    assert matrix.slurm_extra(two_node_config(), cell) == "--ntasks-per-node=2 --exclusive"
-    assert matrix.nodes_for(cell) == 3
+    assert resources.slurm_extra(two_node_config(), cell) == "--ntasks-per-node=2 --exclusive"
+    assert cell.nodes == 3
     assert all(c.nodes == 1 for c in cells.values() if c.mapping == "core")
     # A missing cell's row is rebuilt from its id alone (partial reports).
     row = missing_row(cell.id)
@@ -76,9 +78,9 @@ def test_node_mapping_gives_one_cell_per_node_count_that_splits_the_ranks() -> N
 
 def test_mapping_segments_round_trip() -> None:
     for mapping, nodes in (("core", 1), ("socket", 1), ("node", 2), ("node", 16)):
-        assert matrix.parse_mapping_segment(matrix.mapping_segment(mapping, nodes)) == (mapping, nodes)
+        assert parse_mapping_segment(mapping_segment(mapping, nodes)) == (mapping, nodes)
     with pytest.raises(ValueError, match="not a mapping segment"):
-        matrix.parse_mapping_segment("Node-2")
+        parse_mapping_segment("Node-2")
 
 
 def test_srun_spreads_ranks_cyclically_and_binds_by_local_task_id(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -138,7 +140,7 @@ def test_placement_spreads_over_the_node_only_on_shared_machines() -> None:
 
 
 def _spec(config: dict, cell_id: str) -> dict:
-    return matrix.cell_spec(config, next(c for c in matrix.imb_cells(config) if c.id == cell_id))
+    return programs.cell_spec(config, next(c for c in programs.cells_of_kind(config, "imb") if c.id == cell_id))
 
 
 def test_multi_node_cells_need_srun_and_a_network_transport(tmp_path: Path) -> None:
@@ -170,36 +172,37 @@ def kernel_two_node_config(**top: object) -> dict:
 
 def test_kernel_cells_over_nodes_are_named_and_allocated_like_imb_cells() -> None:
     config = kernel_two_node_config()
-    cells = {c.id: c for c in kernel_matrix.kernel_cells(config)}
+    cells = {c.id: c for c in programs.cells_of_kind(config, "kernel")}
     node = sorted((c.kernel, c.np, c.nodes, c.ppn) for c in cells.values()
                   if c.mapping == "node" and c.transport == "ob1-tcp" and c.rep == 0)
     # As for IMB: one cell per m in `nodes` that splits np (coll np 1 and np 2 over 3 have none).
     assert node == [("coll", 2, 2, 1), ("coll", 4, 2, 2), ("jacobi", 2, 2, 1), ("jacobi", 2, 2, 1),
                     ("pingpong", 2, 2, 1)]
     pp = cells["kernel/openmpi/ob1-tcp/node2/np2/pingpong/m0-4/rep0"]
-    assert (pp.placement, pp.label, kernel_matrix.kernel_nodes(pp)) == ("node2", "openmpi/ob1-tcp/node2", 2)
-    assert kernel_matrix.slurm_extra(config, pp) == "--ntasks-per-node=1 --exclusive"
-    assert kernel_matrix.job_group(pp) == "kernel_openmpi_ob1-tcp_node2_np2_t1"
+    assert (pp.placement, pp.label, pp.nodes) == ("node2", "openmpi/ob1-tcp/node2", 2)
+    assert resources.slurm_extra(config, pp) == "--ntasks-per-node=1 --exclusive"
+    # The allocation its job groups are cut from (campaign.cells_per_job cells each).
+    assert resources.allocation(pp) == "kernel_openmpi_ob1-tcp_node2_np2_t1"
     coll4 = cells["kernel/openmpi/ob1-tcp/node2/np4/coll/default/rep0"]
-    assert (coll4.ppn, kernel_matrix.slurm_extra(config, coll4)) == (2, "--ntasks-per-node=2 --exclusive")
+    assert (coll4.ppn, resources.slurm_extra(config, coll4)) == (2, "--ntasks-per-node=2 --exclusive")
     core = cells["kernel/openmpi/ob1-vader/core/np2/pingpong/m0-4/rep0"]
-    assert (core.nodes, kernel_matrix.slurm_extra(config, core)) == (1, "--ntasks-per-node=2")
-    spec = kernel_matrix.kernel_spec(config, pp)
+    assert (core.nodes, resources.slurm_extra(config, core)) == (1, "--ntasks-per-node=2")
+    spec = programs.cell_spec(config, pp)
     assert (spec["cell"]["nodes"], spec["tcp_interface"], spec["colocated_nodes"]) == (2, "cl0", "spread")
     row = missing_row(pp.id)
     assert (row["kind"], row["mapping"], row["nodes"], row["ppn"]) == ("kernel", "node", 2, 1)
     # imb.stacks keeps Open MPI (no IMB here) out of the IMB cells, and names existing stacks only.
-    assert {c.stack for c in matrix.imb_cells(config)} == {"intelmpi"}
+    assert {c.stack for c in programs.cells_of_kind(config, "imb")} == {"intelmpi"}
     with pytest.raises(ConfigError, match=r"imb.stacks.1: no stack 'ompi'"):
         kernel_two_node_config(imb={"benchmarks": ["PingPong"], "stacks": ["intelmpi", "ompi"]})
 
 
 def test_multi_node_kernel_cells_need_srun_a_network_transport_and_one_thread_per_rank(tmp_path: Path) -> None:
     config = kernel_two_node_config(campaign={"name": "t", "repetitions": 1, "launcher": "mpirun"})
-    cells = {c.id: c for c in kernel_matrix.kernel_cells(config)}
+    cells = {c.id: c for c in programs.cells_of_kind(config, "kernel")}
 
     def run(cell_id: str, name: str) -> runner.Outcome:
-        return run_kernel_cell(kernel_matrix.kernel_spec(config, cells[cell_id]), tmp_path / name)
+        return runner.run_cell(programs.cell_spec(config, cells[cell_id]), tmp_path / name)
 
     out = run("kernel/openmpi/ob1-tcp/node2/np2/pingpong/m0-4/rep0", "a")
     assert out.status == "unavailable" and "launcher srun" in out.reason
@@ -212,7 +215,7 @@ def test_multi_node_kernel_cells_need_srun_a_network_transport_and_one_thread_pe
 
 
 def test_kernel_tables_of_a_two_node_cell_carry_nodes_ppn_and_region(tmp_path: Path) -> None:
-    cell = next(c for c in kernel_matrix.kernel_cells(kernel_two_node_config())
+    cell = next(c for c in programs.cells_of_kind(kernel_two_node_config(), "kernel")
                 if c.id == "kernel/openmpi/ob1-tcp/node2/np2/pingpong/m0-4/rep0")
     raw = tmp_path / "raw" / cell.id
     raw.mkdir(parents=True)
@@ -267,14 +270,14 @@ def netns_cluster(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _cells(work: Path) -> pl.DataFrame:
-    return pl.read_parquet(work / "results" / "tidy" / "cells.parquet")
+    return pl.read_parquet(work / RESULTS / "tidy" / "cells.parquet")
 
 
 def test_two_node_campaign_through_slurm_into_the_report(netns_cluster: Path, tmp_path: Path) -> None:
     work = campaign_workdir(tmp_path, TWO_NODE)
     done = run_campaign(work, *PROFILE, *ONE_JOB_AT_A_TIME, timeout=1500, path_prefix=netns_cluster / "bin")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == f"report: {work / 'results' / 'report.html'}"
+    assert done.stdout.strip().splitlines()[-1] == f"report: {work / RESULTS / 'report.html'}"
     cells = _cells(work)
     assert cells.filter(pl.col("status") == "missing").height == 0
     node = cells.filter((pl.col("mapping") == "node") & (pl.col("kind") == "imb"))
@@ -290,7 +293,7 @@ def test_two_node_campaign_through_slurm_into_the_report(netns_cluster: Path, tm
     shm = node.filter(pl.col("transport") != "ofi-tcp")
     assert set(shm["status"]) == {"unavailable"} and all("different nodes" in r for r in shm["reason"])
 
-    summary = pl.read_parquet(work / "results" / "tidy" / "imb_summary.parquet")
+    summary = pl.read_parquet(work / RESULTS / "tidy" / "imb_summary.parquet")
 
     def latency(label: str) -> float:
         rows = summary.filter((pl.col("benchmark") == "PingPong") & (pl.col("label") == label)
@@ -308,14 +311,14 @@ def test_two_node_campaign_through_slurm_into_the_report(netns_cluster: Path, tm
 
     _check_openmpi_kernels(work, cells)
 
-    fits = json.loads((work / "results" / "fits" / "alphabeta.json").read_text())
+    fits = json.loads((work / RESULTS / "fits" / "alphabeta.json").read_text())
     fitted = {(f["stack"], f["benchmark"]): f for f in fits["fits"] if "error" not in f}
     for stack in ("intelmpi", "mpich"):
         for bench in ("Alltoall", "Allgather"):
             f = fitted[(stack, bench)]
             assert f["transport"] == "ofi-tcp" and f["nodes"] == [2] and f["ppn"] == 1
             assert 0 < f["alpha"] < 100 and f["beta_us"] > 0 and f["bandwidth_gbit_s"] == 10
-    html = (work / "results" / "report.html").read_text()
+    html = (work / RESULTS / "report.html").read_text()
     assert "other_node" in html or "other node" in html
     assert "speed of light" in html.lower()
     assert "<script src=\"http" not in html and "<script src='http" not in html
@@ -335,18 +338,18 @@ def _check_openmpi_kernels(work: Path, cells: pl.DataFrame) -> None:
     assert set(inter["region"]) == {"other_node"} and inter["colocated"].to_list() == [True, True]
     for cell_id in inter["cell"]:
         # Open MPI's own word that the peer on the other node is reached over TCP.
-        stderr = (work / "results" / "raw" / cell_id / "stderr.txt").read_text()
+        stderr = (work / RESULTS / "raw" / cell_id / "stderr.txt").read_text()
         assert re.search(r"mca: bml: Using tcp btl for send to \S+ on node node2", stderr), stderr[-1500:]
     shm = kernel.filter((pl.col("mapping") == "node") & (pl.col("transport") == "ob1-vader"))
     assert set(shm["status"]) == {"unavailable"} and all("different nodes" in r for r in shm["reason"])
     intra = kernel.filter((pl.col("mapping") == "core") & (pl.col("transport") == "ob1-vader"))
     assert set(intra["status"]) == {"ok"} and set(intra["obtained_transport"]) == {"vader"}
 
-    table = pl.read_parquet(work / "results" / "tidy" / "kernel_pingpong.parquet")
+    table = pl.read_parquet(work / RESULTS / "tidy" / "kernel_pingpong.parquet")
     node_rows = table.filter(pl.col("label") == "openmpi/ob1-tcp/node2")
     assert set(node_rows.select("nodes", "ppn", "region").iter_rows()) == {(2, 1, "other_node")}
     assert set(node_rows["host"]) == {"node1", "node2"}  # each rank's own record says where it ran
-    fits = json.loads((work / "results" / "fits" / "kernels.json").read_text())
+    fits = json.loads((work / RESULTS / "fits" / "kernels.json").read_text())
     pingpong = {f["label"]: f for f in fits["pingpong"]}
     vader, tcp = pingpong["openmpi/ob1-vader/core"], pingpong["openmpi/ob1-tcp/node2"]
     shm_lat, tcp_lat = vader["latency_4B_us"], tcp["latency_4B_us"]
@@ -355,7 +358,7 @@ def _check_openmpi_kernels(work: Path, cells: pl.DataFrame) -> None:
           f"ratio {tcp_lat / shm_lat:.1f}; 4 MiB {shm_bw:.4g} vs {tcp_bw:.4g} MB/s, ratio {shm_bw / tcp_bw:.1f}")
     assert tcp_lat >= 10 * shm_lat, (shm_lat, tcp_lat)
     assert shm_bw > 0 and tcp_bw > 0
-    html = (work / "results" / "report.html").read_text()
+    html = (work / RESULTS / "report.html").read_text()
     assert "openmpi/ob1-tcp/node2" in html
 
 
@@ -379,10 +382,10 @@ def test_mispinned_one_rank_per_node_cell_is_invalid_not_averaged(netns_cluster:
     assert json.loads(cell["obtained_binding"]) == {"0": [0], "1": [0]}
     assert cell["status"] == "invalid" and cell["reason"].startswith("mis-pinned"), cell["reason"]
     # Its raw rows are kept, but nothing is computed from them.
-    samples = pl.read_parquet(work / "results" / "tidy" / "imb_samples.parquet")
+    samples = pl.read_parquet(work / RESULTS / "tidy" / "imb_samples.parquet")
     assert samples.height > 0 and set(samples["cell_status"]) == {"invalid"}
-    assert pl.read_parquet(work / "results" / "tidy" / "imb_summary.parquet").height == 0
-    hockney = json.loads((work / "results" / "fits" / "hockney.json").read_text())
+    assert pl.read_parquet(work / RESULTS / "tidy" / "imb_summary.parquet").height == 0
+    hockney = json.loads((work / RESULTS / "fits" / "hockney.json").read_text())
     fits = hockney if isinstance(hockney, list) else hockney.get("fits", [])
     assert not [f for f in fits if "node2" in json.dumps(f) and "error" not in f]
-    assert "mis-pinned" in (work / "results" / "report.html").read_text()
+    assert "mis-pinned" in (work / RESULTS / "report.html").read_text()

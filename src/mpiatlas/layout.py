@@ -6,6 +6,8 @@
       fits/{hockney.json,kernels.json,alphabeta.json}
       report.html                       the full report (every planned cell has run)
       partial/{tidy,fits}/, partial/report.html   what exists, when cells are missing
+      campaign.json                     the campaign's validated config, as the cell groups read it
+      groups/<group id>.json            a job group's cells and statuses, written once all are sealed
       logs/                             one log per rule, snakemake.log of `mpiatlas campaign`
       kernels/<stack>/                  the C kernels built against each stack
     results/images/                     Apptainer images (shared: they depend on the stack kind only)
@@ -38,6 +40,8 @@ HOCKNEY_FIT, KERNELS_FIT, ALPHABETA_FIT = "hockney.json", "kernels.json", "alpha
 REPORT = "report.html"
 PARTIAL = "partial"
 CELLS_MANIFEST = "cells.json"
+CAMPAIGN_CONFIG = "campaign.json"
+GROUPS = "groups"
 SNAKEMAKE_LOG = "snakemake.log"
 
 
@@ -79,11 +83,25 @@ def is_sealed(cell_dir: Path) -> bool:
     return (cell_dir / STATUS).is_file()
 
 
-def write_manifest(manifest: str | Path, notes: str | Path, cell_ids: list[str], unplanned: list[dict]) -> None:
-    """The campaign's cell ids (one JSON list) and its notes on what was not planned, each written
-    aside and renamed so that a reader never sees half a file."""
-    for path, data in ((Path(manifest), cell_ids), (Path(notes), unplanned)):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(data, indent=0) + "\n")
-        tmp.replace(path)
+def group_done(results: str, group_id: str) -> str:
+    """The file a job group writes once every one of its cells is sealed."""
+    return f"{results}/{GROUPS}/{group_id}.json"
+
+
+def write_json_atomic(path: str | Path, data: object) -> None:
+    """``data`` as JSON, written aside and renamed so that a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=0) + "\n")
+    tmp.replace(path)
+
+
+def write_manifest(manifest: str | Path, notes: str | Path, cell_ids: list[str], unplanned: list[dict],
+                   config: str | Path | None = None, campaign: dict | None = None) -> None:
+    """The campaign's cell ids (one JSON list), its notes on what was not planned and, for the cell
+    groups, its validated config."""
+    write_json_atomic(manifest, cell_ids)
+    write_json_atomic(notes, unplanned)
+    if config is not None:
+        write_json_atomic(config, campaign)

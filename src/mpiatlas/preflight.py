@@ -22,7 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from mpiatlas import layout, matrix
+from mpiatlas import cells as cell_model
+from mpiatlas import layout
 
 # Set by `mpiatlas campaign` once its checks passed, so that Snakemake's onstart does not repeat them.
 DONE_ENV = "MPIATLAS_PREFLIGHT_DONE"
@@ -84,7 +85,26 @@ def check_compiler(needed_for: str) -> Check:
                      "with root: apt-get install gcc make (Debian/Ubuntu) or dnf install gcc make; without root: "
                      "`module load gcc` on a cluster, or a conda environment with gcc and make")
     compiler = shutil.which("cc") or shutil.which("gcc")
+    problem = compile_problem(str(compiler))
+    if problem:
+        return Check("C compiler", False, f"{compiler} cannot build a C program: {problem}",
+                     "with root: apt-get install build-essential (gcc with the C library headers, libc6-dev); "
+                     "without root: `module load gcc` on a cluster, or a conda environment with gcc")
     return Check("C compiler", True, f"{compiler}, {shutil.which('make')}")
+
+
+def compile_problem(compiler: str) -> str:
+    """Why ``compiler`` cannot build a hello that includes the C library's headers ('' when it can):
+    a gcc without libc6-dev (a minimal image) is found on PATH and still fails every build."""
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "probe.c"
+        source.write_text("#include <stdio.h>\nint main(void) { puts(\"ok\"); return 0; }\n")
+        try:
+            done = subprocess.run([compiler, str(source), "-o", str(Path(tmp) / "probe")], capture_output=True,
+                                  text=True, timeout=120, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return str(exc)
+    return "" if done.returncode == 0 else last_line(done.stderr + done.stdout)
 
 
 def stack_fix(stack: dict[str, Any]) -> str:
@@ -103,7 +123,7 @@ def check_stack(config: dict[str, Any], label: str, workdir: Path, *, hello: boo
 
     spec = config["stacks"][label]
     name = f"stack {label} ({spec['kind']}, {spec.get('source', 'pypi')})"
-    stack = get_stack(spec["kind"], matrix.stack_prefix(config, label), source=spec.get("source", "pypi"))
+    stack = get_stack(spec["kind"], cell_model.stack_prefix(config, label), source=spec.get("source", "pypi"))
     log = workdir / f"{label}.install.log"
     try:
         if not stack.is_installed():
@@ -148,7 +168,8 @@ def hello_check(stack: Any, label: str, transport: str, workdir: Path) -> Check:
         return Check(name, False, f"cannot compile with {stack.mpicc()[0]}: {exc}", stack_fix({"kind": stack.kind}))
     if build.returncode != 0:
         return Check(name, False, f"{' '.join(stack.mpicc())} failed: {last_line(build.stderr + build.stdout)}",
-                     "the stack's compiler wrapper needs a C compiler (gcc) and the MPI headers")
+                     "the stack's compiler wrapper needs a working C compiler (gcc with libc6-dev) and the "
+                     "stack's MPI headers (a PyPI stack brings its own)")
     try:
         launch = stack.launch([str(binary)], LaunchSpec(np=2, transport=transport, oversubscribe=True,
                                                         workdir=workdir, launcher="mpirun"))
@@ -170,8 +191,8 @@ def check_imb(config: dict[str, Any], label: str) -> Check:
     from mpiatlas.stacks import get_stack
 
     spec = config["stacks"][label]
-    stack = get_stack(spec["kind"], matrix.stack_prefix(config, label), source=spec.get("source", "pypi"),
-                      imb_from=_resolved(matrix.imb_provider_prefix(config, label)))
+    stack = get_stack(spec["kind"], cell_model.stack_prefix(config, label), source=spec.get("source", "pypi"),
+                      imb_from=_resolved(cell_model.imb_provider_prefix(config, label)))
     binary = stack.imb_binary("IMB-MPI1")
     if binary is None:
         return Check(f"IMB ({label})", False, "no IMB-MPI1 for this stack",
@@ -213,16 +234,17 @@ def check_slurm() -> Iterator[Check]:
 
 def run_checks(config: dict[str, Any], *, slurm: bool, cells: int | None = None) -> list[Check]:
     """Every check this campaign needs, in order; a failed stack skips its own hello and IMB check."""
-    from mpiatlas.kernel_matrix import kernel_cells
+    from mpiatlas.programs import expand
 
-    imb = matrix.imb_cells(config)
-    kernels = kernel_cells(config)
+    planned = expand(config)
+    imb = [c for c in planned if c.kind == "imb"]
+    kernels = [c for c in planned if c.kind == "kernel"]
     containers = bool((config.get("containers") or {}).get("enabled"))
     compiler = check_compiler("the C kernels and the stacks' hello" if kernels and not containers
                               else "the stacks' hello")
     checks = [check_topology(), compiler]
     labels = sorted({c.stack for c in imb} | {c.stack for c in kernels}
-                    | {matrix.imb_provider(config, c.stack) for c in imb if matrix.imb_provider(config, c.stack)})
+                    | {cell_model.imb_provider(config, c.stack) for c in imb if cell_model.imb_provider(config, c.stack)})
     workdir = (Path(config["campaign"]["stacks_dir"]) / ".preflight").resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=workdir) as scratch:

@@ -1,7 +1,9 @@
-"""Raw cell directories -> tidy polars tables (samples, cells, provenance).
+"""Raw cell directories -> tidy polars tables (cells, provenance, and every program's own tables).
 
-The samples table keeps every IMB row of every launch (no averaging here):
-aggregation and fits read it, and so can a user in a notebook.
+One loop over the sealed cells: each gives a cells-table row, its provenance record, and its
+program's rows (mpiatlas.programs: IMB's ``imb_samples``, a kernel's ``kernel_<name>``). The tables
+keep every row of every launch (no averaging here): aggregation and fits read them, and so can a
+user in a notebook.
 """
 
 from __future__ import annotations
@@ -12,10 +14,9 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas.matrix import mapping_segment, parse_mapping_segment
-from mpiatlas.kernel_tidy import is_kernel_row, kernel_frames, write_kernel_tables
-from mpiatlas.parsers.imb import ImbParseError, parse_imb_text
-from mpiatlas.layout import PROVENANCE, STATUS, STDOUT
+from mpiatlas.cells import parse_id
+from mpiatlas.layout import CELLS_TABLE, IMB_SAMPLES, PROVENANCE, PROVENANCE_TABLE, STATUS
+from mpiatlas.programs import REGISTRY, program_named
 
 CELL_SCHEMA: dict[str, pl.DataType] = {
     "cell": pl.String, "stack": pl.String, "stack_kind": pl.String, "stack_version": pl.String,
@@ -72,37 +73,18 @@ def cell_row(cell_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return row, prov
 
 
-def cell_samples(cell_dir: Path, row: dict[str, Any]) -> pl.DataFrame | None:
-    """The IMB rows of a cell that produced output, tagged with the cell's coordinates."""
-    if row["status"] not in ("ok", "invalid") or is_kernel_row(row):
-        return None
-    try:
-        samples = parse_imb_text((cell_dir / STDOUT).read_text(errors="replace"), str(cell_dir / STDOUT))
-    except ImbParseError:
-        return None
-    tags = {
-        "cell": row["cell"], "label": f"{row['stack']}/{row['transport']}/{mapping_segment(row['mapping'], row['nodes'])}",
-        "stack": row["stack"], "stack_kind": row["stack_kind"], "stack_version": row["stack_version"],
-        "transport": row["transport"], "mapping": row["mapping"], "np": row["np"],
-        "algorithm": row["algorithm"], "rep": row["rep"], "oversubscribed": row["oversubscribed"],
-        "containerized": row["containerized"], "image_digest": row["image_digest"],
-        "region": row["region"], "cell_status": row["status"], "nodes": row["nodes"], "ppn": row["ppn"],
-    }
-    return samples.with_columns(
-        pl.lit(v, dtype=CELL_SCHEMA.get(k, pl.String) if k != "label" and k != "cell_status" else pl.String).alias(k)
-        for k, v in tags.items()
-    )
+def is_kernel_row(row: dict[str, Any]) -> bool:
+    return row.get("kind") == "kernel" or str(row.get("cell", "")).startswith("kernel/")
 
 
 def missing_row(cell_id: str) -> dict[str, Any]:
     """A cells-table row for a campaign cell that has no raw directory (status ``missing``)."""
-    kind, stack, transport, placement, np, benchmark, algorithm, rep = cell_id.split("/")
-    mapping, nodes = parse_mapping_segment(placement)
+    coords = parse_id(cell_id)
     row: dict[str, Any] = dict.fromkeys(CELL_SCHEMA)
-    row.update(cell=cell_id, stack=stack, transport=transport, mapping=mapping, np=int(np.removeprefix("np")),
-               benchmark=benchmark, algorithm=algorithm, rep=int(rep.removeprefix("rep")), status="missing",
-               reason=MISSING_REASON, kind=kind, nodes=nodes)
-    row["ppn"] = row["np"] // nodes
+    row.update(cell=cell_id, stack=coords["stack"], transport=coords["transport"], mapping=coords["mapping"],
+               np=coords["np"], benchmark=coords["benchmark"], algorithm=coords["algorithm"], rep=coords["rep"],
+               status="missing", reason=MISSING_REASON, kind=coords["kind"], nodes=coords["nodes"])
+    row["ppn"] = row["np"] // coords["nodes"]
     return row
 
 
@@ -110,26 +92,26 @@ def tidy(cell_dirs: list[Path], out_dir: Path, expected: list[str] | None = None
     """Tables from ``cell_dirs``; every id in ``expected`` (the campaign's cells) that has no
     directory among them gets a ``missing`` row, so a report of a partial campaign lists it."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    rows, provs, frames = [], [], []
-    kernel_parts: dict[str, list[pl.DataFrame]] = {}
+    rows, provs = [], []
+    parts: dict[str, list[pl.DataFrame]] = {table: [] for program in REGISTRY.values() for table in program.tables}
     for cell_dir in sorted(Path(d) for d in cell_dirs):
         row, prov = cell_row(cell_dir)
         rows.append(row)
         provs.append(prov)
-        if is_kernel_row(row):
-            for name, frame in kernel_frames(cell_dir, row, prov).items():
-                kernel_parts.setdefault(name, []).append(frame)
-            continue
-        samples = cell_samples(cell_dir, row)
-        if samples is not None:
-            frames.append(samples)
+        program = program_named(row["kind"], row["benchmark"])
+        for table, frame in (program.rows(cell_dir, row, prov) if program else {}).items():
+            parts[table].append(frame)
     seen = {row["cell"] for row in rows}
     rows += [missing_row(cell_id) for cell_id in sorted(set(expected or ())) if cell_id not in seen]
     cells = pl.DataFrame(rows, schema=CELL_SCHEMA)
-    cells.write_parquet(out_dir / "cells.parquet")
-    samples = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
-    samples.write_parquet(out_dir / "imb_samples.parquet")
-    (out_dir / "provenance.json").write_text(json.dumps(provs, indent=1, default=str) + "\n")
-    kernel_rows = write_kernel_tables(kernel_parts, out_dir)
-    return {"cells": cells.height, "samples": samples.height, "kernel_rows": sum(kernel_rows.values()),
+    cells.write_parquet(out_dir / CELLS_TABLE)
+    counts = {}
+    for table, frames in parts.items():
+        # Every program's tables exist, empty when it has no rows.
+        frame = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+        frame.write_parquet(out_dir / table)
+        counts[table] = frame.height
+    (out_dir / PROVENANCE_TABLE).write_text(json.dumps(provs, indent=1, default=str) + "\n")
+    samples = sum(n for table, n in counts.items() if table == IMB_SAMPLES)
+    return {"cells": cells.height, "samples": samples, "kernel_rows": sum(counts.values()) - samples,
             "missing": cells.filter(pl.col("status") == "missing").height}

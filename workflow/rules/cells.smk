@@ -1,5 +1,42 @@
-# Every cell of the campaign (IMB and kernel cells), and the two views the analysis runs for.
+# Every cell of the campaign (IMB and kernel cells, mpiatlas.programs), run a job group at a time.
+#
+# One job per group (mpiatlas.resources.job_groups: the cells of one allocation, up to
+# campaign.cells_per_job of them): one `mpiatlas run-cell --group` process runs them one after
+# another (imports, topology and stacks once), seals each cell on its own into R/raw/<cell id>,
+# and writes R/groups/<group>.json once every cell of the group is sealed. Sealed cells are not
+# Snakemake outputs: a killed group job loses only its unsealed cells, and its re-run skips the
+# sealed ones. A failed launch still ends the job successfully, its status.json says why.
 
-CELL_IDS = [c.id for c in CELLS] + [c.id for c in KERNEL_CELLS]
-ALL_CELL_DIRS = [layout.raw_dir(R, cell_id) for cell_id in CELL_IDS]
+CELL_IDS = [c.id for c in CELLS]
+GROUP_DONE = [layout.group_done(R, group) for group in GROUPS]
 VIEWS = {"full": R, "partial": f"{R}/{layout.PARTIAL}"}
+
+
+rule cell_group:
+    input:
+        group_inputs,
+        # The validated config the group's cells are expanded from (written by cells_manifest).
+        campaign=f"{R}/{layout.CAMPAIGN_CONFIG}",
+    output:
+        layout.group_done(R, "{group}"),
+    log:
+        f"{LOGS}/groups/{{group}}.log",
+    conda:
+        "../envs/mpiatlas.yaml"
+    # A group takes every core Snakemake has (threads are capped at --cores), so two groups never
+    # run side by side skewing each other's timings; sbatch still gets cpus_per_task per rank.
+    threads: 4096
+    resources:
+        # How many cells the group holds: a plain count, shown by `snakemake -n` with the others.
+        cells=lambda wc: len(group_cells(wc)),
+        tasks=group_resource("tasks"),
+        cpus_per_task=group_resource("cpus_per_task"),
+        # The executor plugin only checks that `mpi` is set (sbatch --ntasks, no srun wrapper):
+        # run-cell starts the ranks itself with campaign.launcher (auto: srun inside a job).
+        mpi=group_resource("mpi"),
+        nodes=group_resource("nodes"),
+        slurm_extra=group_resource("slurm_extra"),
+        runtime=group_resource("runtime"),
+        mem_mb=group_resource("mem_mb"),
+    shell:
+        "mpiatlas run-cell --group {wildcards.group:q} --config {input.campaign:q} --done {output:q} > {log:q} 2>&1"

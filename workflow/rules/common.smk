@@ -3,140 +3,61 @@
 import json
 import os
 
+from mpiatlas import cells as cell_model
 from mpiatlas import config as mpiatlas_config
 from mpiatlas import containers as _containers
-from mpiatlas import kernel_matrix, layout, matrix
+from mpiatlas import layout, programs, resources
+from mpiatlas.programs import build as kernel_build
+from mpiatlas.programs.imb import unplanned_notes
 
 # Validate once, with defaults filled in; errors name the key and the allowed values.
 if not config:
     config = mpiatlas_config.load("config/config.yaml")
 else:
     config = mpiatlas_config.validate(config, source="campaign config (--configfile)")
-CELLS = matrix.imb_cells(config)
-CELLS_BY_ID = {c.id: c for c in CELLS}
-KERNEL_CELLS = kernel_matrix.kernel_cells(config)
-KERNEL_CELLS_BY_ID = {c.id: c for c in KERNEL_CELLS}
+CELLS = programs.expand(config)
+# Job groups (mpiatlas.resources): the cells of one allocation, cells_per_job at a time; one
+# Snakemake job and one `mpiatlas run-cell --group` process each.
+GROUPS = resources.job_groups(config, CELLS)
 R = layout.results_dir(config["campaign"]["name"])
 LOGS = layout.logs_dir(R)
+KERNEL_TABLE_NAMES = [layout.kernel_table(name) for name in programs.KERNEL_NAMES]
 
 
 wildcard_constraints:
     stack=r"[A-Za-z0-9_-]+",
-    transport=r"[A-Za-z0-9_-]+",
-    mapping=r"[a-z0-9]+",
-    np=r"\d+",
-    benchmark=r"[A-Za-z_]+",
-    algorithm=r"[A-Za-z0-9_-]+",
-    rep=r"\d+",
-
-
-def raw_dir(cell):
-    return layout.raw_dir(R, cell.id)
-
-
-def cell_from_wildcards(wildcards):
-    cell_id = (f"imb/{wildcards.stack}/{wildcards.transport}/{wildcards.mapping}/np{wildcards.np}/"
-               f"{wildcards.benchmark}/{wildcards.algorithm}/rep{wildcards.rep}")
-    try:
-        return CELLS_BY_ID[cell_id]
-    except KeyError:
-        raise ValueError(f"{cell_id} is not a cell of this campaign") from None
-
-
-def cell_spec_json(wildcards):
-    return json.dumps(matrix.cell_spec(config, cell_from_wildcards(wildcards)), sort_keys=True)
+    group=r"[A-Za-z0-9_.+-]+",
 
 
 def stack_record(label):
     return f"{R}/stacks/{label}.json"
 
 
-def stack_records(wildcards):
-    """The cell's stack, plus the Intel MPI stack whose IMB an MPICH stack borrows."""
-    labels = [wildcards.stack, matrix.imb_provider(config, wildcards.stack)]
-    return [stack_record(label) for label in labels if label]
-
-
-def cell_container_inputs(wildcards):
-    """The image, its build record and its preflight, for containerised cells."""
-    image = matrix.container_spec(config, wildcards.stack)
-    if image is None:
-        return []
-    return [image["image"], image["inspect"], image["preflight"]]
-
-
-# -- batch-job resources of a cell (used by profiles/slurm; harmless locally) -------------------
-# Cells needing the same allocation form one Snakemake group (matrix.job_group); Snakemake packs
-# each group's cells that still have to run into batch jobs of campaign.cells_per_job cells
-# (that group's --group-components; a value given on the command line wins). A resumed campaign
-# is packed again from its missing cells only.
-
-
-def register_job_group(group):
-    """``group``, with campaign.cells_per_job as its --group-components (IMB and kernel cells)."""
-    # Called while Snakemake builds the DAG, after it installed its group settings (the Snakefile
-    # is parsed before that, so this cannot be set at the top level).
-    settings = getattr(workflow, "group_settings", None)
-    if settings is not None and group not in settings.group_components:
-        components = dict(settings.group_components)
-        components[group] = int(config["campaign"]["cells_per_job"])
-        settings.group_components = type(settings.group_components)(components)
-    return group
-
-
-def imb_group(wildcards):
-    return register_job_group(matrix.job_group(cell_from_wildcards(wildcards)))
-
-
-def mpi_resource(wildcards):
-    """The executor plugin's `mpi` flag: set for multi-rank cells only. The plugin refuses an MPI
-    job of one task, and that refusal (in its submit thread) hangs the whole run instead of failing."""
-    return "srun" if int(wildcards.np) > 1 else ""
-
-
-def imb_nodes(wildcards):
-    return matrix.nodes_for(cell_from_wildcards(wildcards))
-
-
-def imb_slurm_extra(wildcards):
-    return matrix.slurm_extra(config, cell_from_wildcards(wildcards))
-
-
-def imb_runtime_min(wildcards, attempt):
-    return matrix.estimate_runtime_min(matrix.cell_spec(config, cell_from_wildcards(wildcards)), attempt)
-
-
-def imb_mem_mb(wildcards, attempt):
-    return matrix.estimate_mem_mb(matrix.cell_spec(config, cell_from_wildcards(wildcards)))
-
-
-# -- kernel cells (rules/kernels.smk) ------------------------------------------------------------
-
-
-def kernel_cell_from_wildcards(wildcards):
-    cell_id = (f"kernel/{wildcards.stack}/{wildcards.transport}/{wildcards.mapping}/np{wildcards.np}/"
-               f"{wildcards.kernel}/{wildcards.variant}/rep{wildcards.rep}")
+def group_cells(wildcards):
     try:
-        return KERNEL_CELLS_BY_ID[cell_id]
+        return GROUPS[wildcards.group]
     except KeyError:
-        raise ValueError(f"{cell_id} is not a kernel cell of this campaign") from None
+        raise ValueError(f"{wildcards.group} is not a job group of this campaign") from None
 
 
-def kernel_spec_json(wildcards):
-    return json.dumps(kernel_matrix.kernel_spec(config, kernel_cell_from_wildcards(wildcards)), sort_keys=True)
-
-
-def kernel_group(wildcards):
-    """Batch job group (profiles/slurm): kernel cells of one allocation, see kernel_matrix.job_group."""
-    return register_job_group(kernel_matrix.job_group(kernel_cell_from_wildcards(wildcards)))
-
-
-def kernel_cell_inputs(wildcards):
-    """The stack record, and the host build of the stack's kernels or the image the cell runs in."""
-    image = matrix.container_spec(config, wildcards.stack)
+def group_inputs(wildcards):
+    """Every stack record the group's cells need (an MPICH stack's IMB comes from the Intel MPI
+    stack), and the host build of the kernels or the image they run in."""
+    cells = group_cells(wildcards)
+    label = cells[0].stack
+    labels = {label} | {cell_model.imb_provider(config, label) for c in cells if c.kind == "imb"}
+    inputs = [stack_record(name) for name in sorted(filter(None, labels))]
+    image = cell_model.container_spec(config, label)
     if image is not None:
-        return [stack_record(wildcards.stack), image["image"], image["inspect"], image["preflight"]]
-    return [stack_record(wildcards.stack), *kernel_matrix.build_outputs(config, wildcards.stack)]
+        return inputs + [image["image"], image["inspect"], image["preflight"]]
+    if any(c.kind == "kernel" for c in cells):
+        inputs += kernel_build.build_outputs(config, label)
+    return inputs
+
+
+def group_resource(name):
+    """A resource of a group job (resources.group_resources), for the `resources:` directive."""
+    return lambda wildcards, attempt: resources.group_resources(config, group_cells(wildcards), attempt)[name]
 
 
 # -- Apptainer images (rules/images.smk; the config block is described there) --------------------

@@ -88,14 +88,14 @@ rule image_preflight:
     # Before any cell uses an image: labels name the host's MPI kind and version, and a real
     # 2-rank hybrid hello forms one job (not N copies of rank 0).
     input:
-        sif=lambda wc: matrix.container_spec(config, wc.stack)["image"],
+        sif=lambda wc: cell_model.container_spec(config, wc.stack)["image"],
         stack=lambda wc: stack_record(wc.stack),
     output:
         f"{IMAGES_DIR}/{{stack}}.preflight.txt",
     params:
         kind=lambda wc: config["stacks"][wc.stack]["kind"],
         source=lambda wc: config["stacks"][wc.stack].get("source", "pypi"),
-        prefix=lambda wc: matrix.stack_prefix(config, wc.stack),
+        prefix=lambda wc: cell_model.stack_prefix(config, wc.stack),
     log:
         "results/logs/images/{stack}.preflight.log",
     conda:

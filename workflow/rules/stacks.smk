@@ -7,7 +7,7 @@ rule stack:
     params:
         kind=lambda wc: config["stacks"][wc.stack]["kind"],
         source=lambda wc: config["stacks"][wc.stack].get("source", "pypi"),
-        prefix=lambda wc: matrix.stack_prefix(config, wc.stack),
+        prefix=lambda wc: cell_model.stack_prefix(config, wc.stack),
     log:
         f"{LOGS}/stacks/{{stack}}.log",
     conda:

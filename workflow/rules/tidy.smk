@@ -12,19 +12,22 @@
 
 rule cells_manifest:
     # Every cell id of the campaign (tidy writes a `missing` row for any that has no raw directory)
-    # and the notes on what was left out before the run (mpiatlas.matrix.unplanned_notes).
+    # the notes on what was left out before the run (mpiatlas.programs.imb.unplanned_notes), and the
+    # validated config the cell groups expand their cells from.
     output:
         manifest=f"{R}/{layout.CELLS_MANIFEST}",
         notes=f"{R}/{layout.NOTES}",
+        campaign=f"{R}/{layout.CAMPAIGN_CONFIG}",
     params:
         cells=CELL_IDS,
-        notes=matrix.unplanned_notes(config),
+        notes=unplanned_notes(config),
+        campaign=config,
     log:
         f"{LOGS}/cells_manifest.log",
     localrule: True
     # No conda: a run block executes in Snakemake's own interpreter.
     run:
-        layout.write_manifest(output.manifest, output.notes, params.cells, params.notes)
+        layout.write_manifest(output.manifest, output.notes, params.cells, params.notes, output.campaign, params.campaign)
 
 
 for VIEW, OUT in VIEWS.items():
@@ -35,7 +38,7 @@ for VIEW, OUT in VIEWS.items():
         input:
             manifest=rules.cells_manifest.output.manifest,
             notes=rules.cells_manifest.output.notes,
-            cells=ALL_CELL_DIRS if VIEW == "full" else [],
+            groups=GROUP_DONE if VIEW == "full" else [],
         output:
             samples=f"{OUT}/tidy/{layout.IMB_SAMPLES}",
             cells=f"{OUT}/tidy/{layout.CELLS_TABLE}",

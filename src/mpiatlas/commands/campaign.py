@@ -206,10 +206,9 @@ def _live_display(console: Any, tracker: Any) -> Any:
 
 
 def campaign_cell_ids(config: dict[str, Any]) -> list[str]:
-    from mpiatlas.kernel_matrix import kernel_cells
-    from mpiatlas.matrix import imb_cells
+    from mpiatlas.programs import expand
 
-    return [c.id for c in imb_cells(config)] + [c.id for c in kernel_cells(config)]
+    return [c.id for c in expand(config)]
 
 
 def _finish(args: argparse.Namespace, root: Path, config: dict[str, Any], env: dict[str, str], rc: int,
@@ -252,12 +251,13 @@ def _partial_report(args: argparse.Namespace, root: Path, results: str, env: dic
 def _summary(console: Any, tracker: Any, out: Path, config: dict[str, Any]) -> None:
     """Three lines: cells by status, then latency λ and bandwidth B of the campaign's first stack."""
     console.print(tracker.summary_line(), markup=False)
-    for line in headline(out / "fits" / layout.HOCKNEY_FIT, list(config["stacks"])):
+    order = [(label, transport) for label, stack in config["stacks"].items() for transport in stack["transports"]]
+    for line in headline(out / "fits" / layout.HOCKNEY_FIT, order):
         console.print(line, markup=False)
 
 
-def headline(fits: Path, stack_order: list[str]) -> list[str]:
-    """λ and B of the PingPong fit of the first stack in the config (its first transport first)."""
+def headline(fits: Path, order: list[tuple[str, str]]) -> list[str]:
+    """λ and B of the PingPong fit of the first (stack, transport) of the config that has one."""
     try:
         data = json.loads(fits.read_text())
     except (OSError, json.JSONDecodeError):
@@ -265,8 +265,8 @@ def headline(fits: Path, stack_order: list[str]) -> list[str]:
     pingpong = [f for f in data if f.get("benchmark") in ("PingPong", "pingpong") and f.get("latency_us")]
     if not pingpong:
         return ["latency: no PingPong fit", "bandwidth: no PingPong fit"]
-    rank = {label: i for i, label in enumerate(stack_order)}
-    first = min(pingpong, key=lambda f: rank.get(str(f.get("stack")), len(rank)))
+    rank = {key: i for i, key in enumerate(order)}
+    first = min(pingpong, key=lambda f: rank.get((str(f.get("stack")), str(f.get("transport"))), len(rank)))
     label = first.get("label") or f"{first.get('stack')}/{first.get('transport')}"
     return [f"latency: {label} PingPong λ = {first['latency_us']:.3g} µs (Hockney fit)",
             f"bandwidth: {label} PingPong B = {first.get('bandwidth_MBps', float('nan')):,.0f} MB/s (Hockney fit)"]

@@ -6,8 +6,7 @@ import argparse
 from pathlib import Path
 
 from mpiatlas.config import load
-from mpiatlas.kernel_matrix import kernel_cells
-from mpiatlas.matrix import imb_cells
+from mpiatlas.programs import expand
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,9 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _main(args: argparse.Namespace) -> int:
     config = load(args.config)
-    cells = imb_cells(config)
-    kernels = kernel_cells(config)
-    for cell in [*cells, *kernels]:
+    cells = expand(config)
+    for cell in cells:
         print(cell.id)
-    print(f"# {len(cells) + len(kernels)} cells ({len(cells)} IMB, {len(kernels)} kernel)")
+    imb = sum(1 for c in cells if c.kind == "imb")
+    print(f"# {len(cells)} cells ({imb} IMB, {len(cells) - imb} kernel)")
     return 0

@@ -2,7 +2,7 @@
 
 ``mpiatlas kernels build --stack-kind intelmpi --prefix .stacks/intelmpi --source pypi
 --source-dir src/kernels --out results/kernels/intelmpi`` runs the kernels' Makefile with the
-stack's compiler wrapper (``mpiatlas.kernels.build_kernels``) and writes a build record
+stack's compiler wrapper (``mpiatlas.programs.build.build_kernels``) and writes a build record
 (``<out>/build.json``: stack, compiler, MPI version, sha256 of every source and binary), which the
 workflow keeps as the proof of what the kernel cells of that stack ran.
 
@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from mpiatlas import provenance
-from mpiatlas.kernel_matrix import BUILD_RECORD, KERNEL_NAMES
-from mpiatlas.kernels import KernelBuildError, build_kernels, kernels_source_dir
+from mpiatlas.programs import KERNEL_NAMES
+from mpiatlas.programs.build import KernelBuildError, build_kernels, kernels_source_dir
+from mpiatlas.programs.kernels import BUILD_RECORD
 from mpiatlas.stacks import StackError, get_stack
 
 

@@ -1,4 +1,11 @@
-"""``mpiatlas run-cell``: run one campaign cell into its raw output directory."""
+"""``mpiatlas run-cell``: run campaign cells into their raw output directories.
+
+``--group ID --config CAMPAIGN.json --done FILE`` (the workflow's form) runs every cell of one job
+group (mpiatlas.resources.job_groups) in this one process, skipping cells already sealed, and
+writes FILE (the group's cells and their statuses) once every cell of the group is sealed. The
+group's cells are expanded here from the campaign's config, so a group of any size needs no long
+command line. ``--spec JSON --out DIR`` runs one cell (for ad-hoc use).
+"""
 
 from __future__ import annotations
 
@@ -6,14 +13,16 @@ import argparse
 import json
 import sys
 from pathlib import Path
-
+from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run-cell", help="run one campaign cell (used by the workflow)")
-    p.add_argument("--spec", required=True, help="the cell spec as JSON (mpiatlas.matrix.cell_spec for IMB cells, "
-                   "mpiatlas.kernel_matrix.kernel_spec for kernel cells: \"kind\": \"kernel\")")
-    p.add_argument("--out", required=True, type=Path, help="raw output directory to create")
+    p = sub.add_parser("run-cell", help="run campaign cells: one (--spec) or a job group (--group; the workflow's)")
+    p.add_argument("--spec", help="one cell's spec as JSON (mpiatlas.programs.cell_spec)")
+    p.add_argument("--out", type=Path, help="with --spec: raw output directory to create")
+    p.add_argument("--group", help="a job group id (mpiatlas.resources.job_groups)")
+    p.add_argument("--config", type=Path, help="with --group: the campaign's config (YAML or JSON)")
+    p.add_argument("--done", type=Path, help="with --group: the file listing the group's cells, written at the end")
     p.set_defaults(func=_main)
 
 
@@ -21,24 +30,52 @@ def _main(args: argparse.Namespace) -> int:
     from mpiatlas.runner import CellInterrupted
 
     try:
+        if args.group:
+            return _run_group(args)
         return _run_one(args)
     except CellInterrupted as exc:
         # Stopped from outside (scancel, time limit, Ctrl-C): no result, no raw directory; the job
-        # fails so that Snakemake runs the cell again next time.
+        # fails so that Snakemake runs the group again next time (its sealed cells are skipped).
         print(f"mpiatlas run-cell: {exc}", file=sys.stderr)
         return 75  # EX_TEMPFAIL
 
 
 def _run_one(args: argparse.Namespace) -> int:
-    spec = json.loads(args.spec)
-    if spec.get("kind") == "kernel":
-        from mpiatlas.kernel_runner import run_kernel_cell
+    if not args.spec or not args.out:
+        raise SystemExit("mpiatlas run-cell: give --spec JSON --out DIR, or --group ID --config FILE --done FILE")
+    from mpiatlas.runner import run_cell
 
-        outcome = run_kernel_cell(spec, args.out)
-    else:
-        from mpiatlas.runner import run_cell
-
-        outcome = run_cell(spec, args.out)
+    outcome = run_cell(json.loads(args.spec), args.out)
     print(f"{args.out}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else ""))
     # A failed cell is a result, not a workflow error: the campaign goes on.
+    return 0
+
+
+def group_specs(config_path: Path, group: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The campaign config and the specs of the cells of ``group``."""
+    from mpiatlas.config import load
+    from mpiatlas.programs import cell_spec, expand
+    from mpiatlas.resources import job_groups
+
+    config = load(config_path)
+    groups = job_groups(config, expand(config))
+    if group not in groups:
+        raise SystemExit(f"mpiatlas run-cell: {config_path}: no job group {group!r} in this campaign "
+                         f"({len(groups)} groups, e.g. {next(iter(groups), 'none')})")
+    return config, [cell_spec(config, cell) for cell in groups[group]]
+
+
+def _run_group(args: argparse.Namespace) -> int:
+    if not args.config or not args.done:
+        raise SystemExit("mpiatlas run-cell --group needs --config FILE and --done FILE")
+    from mpiatlas import layout
+    from mpiatlas.runner import run_group
+
+    config, specs = group_specs(args.config, args.group)
+    results = layout.results_dir(config["campaign"]["name"])
+    outs = [Path(layout.raw_dir(results, spec["id"])) for spec in specs]
+    done = run_group(specs, outs)
+    for entry in done:
+        print(f"{entry['cell']}: {entry['status']}" + ("" if entry["ran"] else " (sealed before, skipped)"))
+    layout.write_json_atomic(args.done, {"group": args.group, "cells": done})
     return 0

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import polars as pl
 
@@ -248,7 +249,8 @@ def algorithm_wins(best: pl.DataFrame | None, factor: float = WIN_FACTOR) -> lis
     :func:`best_algorithms`), one sentence per (benchmark, label, np, algorithm), biggest gains first."""
     if best is None or best.height == 0:
         return []
-    wins = best.filter((pl.col("best") != "default") & (pl.col("speedup") > factor))
+    # Compared as printed (3 significant digits): a "2.00×" gain is not "more than 2×".
+    wins = best.filter((pl.col("best") != "default") & (pl.col("speedup").round_sig_figs(3) > factor))
     if wins.height == 0:
         return []
     groups = (wins.group_by("benchmark", "label", "np", "best")
@@ -267,33 +269,54 @@ def algorithm_wins(best: pl.DataFrame | None, factor: float = WIN_FACTOR) -> lis
 # -- 4. anomalies ----------------------------------------------------------------------------------
 
 
-def latency_steps(series: pl.DataFrame | None, factor: float = STEP_FACTOR) -> list[str]:
-    """Steps of more than ``factor``× between neighbouring sizes of one series.
-
-    A rise only counts when it is also steeper than the size ratio: t = λ + m/B grows at most as
-    fast as m, so a 4 B -> 4 MiB gap in a sparse sweep is not an anomaly; a drop always counts.
-    """
-    if series is None or series.height == 0:
-        return []
+def _steps(series: pl.DataFrame, factor: float) -> list[dict[str, Any]]:
+    """Neighbour pairs of one series' sizes whose latency rises or drops by more than ``factor``."""
     d = (series.filter((pl.col("bytes") > 0) & (pl.col("t_usec") > 0)).sort("series", "bytes")
          .with_columns(pl.col("bytes").shift(1).over("series").alias("prev_bytes"),
                        pl.col("t_usec").shift(1).over("series").alias("prev_t"))
          .drop_nulls(["prev_bytes", "prev_t"]))
-    rise = (pl.col("t_usec") / pl.col("prev_t") > factor) & (
-        pl.col("t_usec") / pl.col("prev_t") > pl.col("bytes") / pl.col("prev_bytes"))
-    drop = pl.col("prev_t") / pl.col("t_usec") > factor
-    steps = d.filter(rise | drop)
-    out = []
-    for r in steps.head(MAX_SENTENCES).iter_rows(named=True):
-        up = r["t_usec"] > r["prev_t"]
-        ratio = r["t_usec"] / r["prev_t"] if up else r["prev_t"] / r["t_usec"]
-        out.append(f"{r['series']}: latency {'jumps' if up else 'drops'} {_ratio(ratio)} from "
-                   f"{_us(r['prev_t'])} at {fmt_bytes(r['prev_bytes'])} to {_us(r['t_usec'])} at "
-                   f"{fmt_bytes(r['bytes'])}.")
-    if steps.height > MAX_SENTENCES:
-        out.append(f"… and {steps.height - MAX_SENTENCES} more steps of more than {factor:g}× between "
-                   "neighbouring sizes.")
-    return out
+    # Compared as printed (3 significant digits): a "10.0×" step is not "more than 10×".
+    up = (pl.col("t_usec") / pl.col("prev_t")).round_sig_figs(3)
+    rise = (up > factor) & (up > pl.col("bytes") / pl.col("prev_bytes"))
+    drop = (pl.col("prev_t") / pl.col("t_usec")).round_sig_figs(3) > factor
+    return list(d.filter(rise | drop).iter_rows(named=True))
+
+
+def _step_sentence(r: dict[str, Any], nxt: dict[str, Any] | None) -> tuple[str, bool]:
+    """One step, or an isolated spike (a rise then a drop at the next size) as one sentence;
+    returns the sentence and whether it used ``nxt``."""
+    rose = r["t_usec"] > r["prev_t"]
+    if rose and nxt is not None and nxt["series"] == r["series"] and nxt["prev_bytes"] == r["bytes"] \
+            and nxt["t_usec"] < nxt["prev_t"]:
+        return (f"{r['series']}: an isolated spike at {fmt_bytes(r['bytes'])}: {_us(r['t_usec'])}, "
+                f"{_ratio(r['t_usec'] / r['prev_t'])} the {_us(r['prev_t'])} at {fmt_bytes(r['prev_bytes'])} and "
+                f"{_ratio(r['t_usec'] / nxt['t_usec'])} the {_us(nxt['t_usec'])} at {fmt_bytes(nxt['bytes'])}.", True)
+    ratio = r["t_usec"] / r["prev_t"] if rose else r["prev_t"] / r["t_usec"]
+    return (f"{r['series']}: latency {'jumps' if rose else 'drops'} {_ratio(ratio)} from {_us(r['prev_t'])} at "
+            f"{fmt_bytes(r['prev_bytes'])} to {_us(r['t_usec'])} at {fmt_bytes(r['bytes'])}.", False)
+
+
+def latency_steps(series: pl.DataFrame | None, factor: float = STEP_FACTOR) -> list[str]:
+    """Steps of more than ``factor``× between neighbouring sizes of one series.
+
+    A rise only counts when it is also steeper than the size ratio: t = λ + m/B grows at most as
+    fast as m, so a 4 B -> 4 MiB gap in a sparse sweep is not an anomaly; a drop always counts. A
+    rise followed by a drop at the next size is one isolated spike, said once.
+    """
+    if series is None or series.height == 0:
+        return []
+    steps = _steps(series, factor)
+    sentences: list[str] = []
+    i = 0
+    while i < len(steps):
+        text, paired = _step_sentence(steps[i], steps[i + 1] if i + 1 < len(steps) else None)
+        sentences.append(text)
+        i += 2 if paired else 1
+    if len(sentences) > MAX_SENTENCES:
+        more = len(sentences) - MAX_SENTENCES
+        sentences = sentences[:MAX_SENTENCES] + [
+            f"… and {more} more latency steps of more than {factor:g}× between neighbouring sizes."]
+    return sentences
 
 
 # -- 5. failures -----------------------------------------------------------------------------------

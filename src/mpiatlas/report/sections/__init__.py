@@ -27,7 +27,7 @@ from mpiatlas.report.sections.parameters import section_parameters
 from mpiatlas.report.sections.provenance import section_provenance
 from mpiatlas.report.sections.regions import section_p2p_regions
 
-SectionFn = Callable[[ReportData], "Section | None"]
+SectionFn = Callable[[ReportData], Section | None]
 
 ORDER: list[SectionFn] = [
     section_findings,  # what the campaign shows, first

@@ -76,6 +76,6 @@ def section_cells(data: ReportData) -> Section:
     extra = _per_cell_samples(data.samples, data.kernels)
     recs = sorted(cells.iter_rows(named=True), key=lambda r: (status_rank(r.get("status")), str(r.get("cell"))))
     rows = [_row(r, extra.get(r.get("cell"), {}), bool(extra)) for r in recs]
-    return Section(TITLE, [Table(COLUMNS, rows, filterable=True, scroll=True,
-                                 caption=f"{len(rows)} cells (problems first). ✓/✗ = check passed/failed, "
-                                         "? = not checked. Samples: IMB rows, or the kernel's records.")], id=SECTION_ID)
+    caption = (f"{len(rows)} cells (problems first). ✓/✗ = check passed/failed, ? = not checked. "
+               "Samples: IMB rows, or the kernel's records.")
+    return Section(TITLE, [Table(COLUMNS, rows, filterable=True, scroll=True, caption=caption)], id=SECTION_ID)

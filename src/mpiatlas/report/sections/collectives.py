@@ -12,7 +12,7 @@ from mpiatlas.models.best_algorithm import best_algorithms
 from mpiatlas.report.blocks import Cell, ChartBlock, Details, Heading, Notice, Section, Table, Text, cell, num_cell
 from mpiatlas.report.charts import chart_spec, latency_lines, np_chart, rounded, with_size
 from mpiatlas.report.data import ReportData
-from mpiatlas.report.formatting import DASH, finite, fmt_bytes, fmt_num, fmt_pct
+from mpiatlas.report.formatting import DASH, finite, fmt_bytes, fmt_pct
 from mpiatlas.report.imb import bench_sort_key, coll_series, family_summary, no_summary_text
 
 TITLE = "Collectives"

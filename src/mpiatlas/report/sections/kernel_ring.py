@@ -4,24 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-import altair as alt
-import numpy as np
 import polars as pl
 
 from mpiatlas.report.blocks import Cell, ChartBlock, Details, Heading, Notice, Section, Table, Text, cell
-from mpiatlas.report.charts import CHART_H, CHART_W, FITTED, OVER, chart_spec, color, measured_vs_model, rounded
+from mpiatlas.report.charts import FITTED, OVER, chart_spec, measured_vs_model
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, fmt_bytes, fmt_ci, fmt_num
 from mpiatlas.report.kernel_blocks import (
     KERNEL_TITLES,
     err_cell,
     failure_notice,
-    fit_extra,
     no_fit_notice,
     over_cell,
     raw_table,
     status_notice,
-    topo_text,
 )
 
 

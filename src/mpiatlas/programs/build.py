@@ -1,4 +1,4 @@
-"""Build the C kernels of ``src/kernels`` (ring, matsum, jacobi, pingpong, coll) against one MPI stack.
+"""Build the C kernels of ``src/kernels`` (the registry's kernel programs) against one MPI stack.
 
 ``build_kernels(stack, outdir)`` runs ``make -C src/kernels MPICC=<stack's mpicc> OUT=<outdir>``
 in the stack's environment and returns ``{kernel name: binary path}``. ``OUT`` holds the
@@ -14,9 +14,12 @@ import re
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-KERNEL_NAMES: tuple[str, ...] = ("ring", "matsum", "jacobi", "pingpong", "coll")
+from mpiatlas import layout
+from mpiatlas.programs import KERNEL_NAMES, expand
+from mpiatlas.programs.kernels import BUILD_RECORD
+
 KERNELS_DIR = Path(__file__).resolve().parents[1] / "kernels"
 
 
@@ -94,3 +97,16 @@ def build_kernels(
             raise KernelBuildError(f"make succeeded but {path} is missing or not executable")
         binaries[name] = path
     return binaries
+
+
+def build_labels(config: dict[str, Any]) -> list[str]:
+    """Stacks whose kernels the DAG builds on the host (none when the images carry them)."""
+    if (config.get("containers") or {}).get("enabled"):
+        return []
+    return sorted({c.stack for c in expand(config) if c.kind == "kernel"})
+
+
+def build_outputs(config: dict[str, Any], label: str) -> list[str]:
+    """The files the build rule of stack ``label`` makes: every kernel binary, then the record."""
+    out = layout.kernel_build_dir(layout.results_dir(config["campaign"]["name"]), label)
+    return [f"{out}/{name}" for name in KERNEL_NAMES] + [f"{out}/{BUILD_RECORD}"]

@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+"""Parsing at scale: ``mpiatlas`` import + aggregate of ~1 M IMB rows vs a plain regex + pandas script.
+
+Generates ~25 k IMB-MPI1 2021.10 output files (~1 M table rows) in a temporary directory from
+the real captures in ``shared/datasets/local-imb-samples`` (every table shape there: PingPong
+``t[usec] Mbytes/sec``, collectives ``t_min/t_max/t_avg``, Exchange/Sendrecv with bandwidth,
+Uniband/Biband ``Mbytes/sec Msg/sec``, ``-multi`` with a ``Group`` column, ``-npmin`` blocks,
+IMB's own ``time-out.``/``out-of-mem.`` rows), every timing varied by a seeded log-normal
+factor. Files are ``rep<r>/<label>.txt``: each label (a cell) has 10..40 repetitions, pooled by
+the importer as one label.
+
+Then, in one run and on the same files (page cache warmed first), each in its own process:
+
+  (a) mpiatlas   ``import_files`` + ``write_samples`` + ``summarize`` (median, min, CV and the
+                 bootstrap CI of the median per cell x size) + the summary written to parquet;
+  (b) baseline   one regex per line over every file, a pandas DataFrame, pandas
+                 ``groupby().agg(median, min, std, mean)`` (no CI), both tables written to parquet.
+
+Wall time is that of the whole child process (interpreter start and imports included);
+peak RSS is the child's own maximum (plus its largest worker for a process pool).
+
+  .venv/bin/python bench/parse_aggregate.py [--rows 1000000] [--seed 1] [--keep DIR] [--json out.json]
+
+The baseline needs pandas (not a dependency of mpiatlas): ``pip install pandas==3.1.1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+TEMPLATES = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "local-imb-samples"
+SKIP_TEMPLATES = {"edge_invalid_option.txt"}  # IMB ran nothing: not a measurement file
+TIME_COLUMNS = {"t[usec]", "t_min[usec]", "t_max[usec]", "t_avg[usec]"}
+RATE_COLUMNS = {"Mbytes/sec", "Msg/sec"}
+
+# -- generator -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    """A table row of a template: its tokens, their right edges and the column header's names."""
+
+    tokens: tuple[str, ...]
+    ends: tuple[int, ...]
+    columns: tuple[str, ...]
+
+
+Template = list[str | Row]  # literal lines and table rows, in file order
+
+
+def load_template(path: Path) -> Template:
+    """Split a real IMB file into literal lines and the numeric table rows to vary."""
+    out: Template = []
+    columns: tuple[str, ...] = ()
+    for line in path.read_text().splitlines():
+        tokens = line.split()
+        if "#repetitions" in tokens:
+            columns = tuple(tokens)
+        elif line.startswith("#"):
+            columns = ()
+        is_row = bool(columns) and re.match(r"^\s*\d+(\s+\d+(\.\d+)?)+\s*$", line) is not None
+        if is_row and len(tokens) == len(columns):
+            ends = tuple(m.end() for m in re.finditer(r"\S+", line))
+            out.append(Row(tuple(tokens), ends, columns))
+        else:
+            out.append(line)  # headers, blank lines, IMB's time-out./out-of-mem. rows
+    return out
+
+
+def vary_row(row: Row, factor: float) -> str:
+    """The row with timings x factor and rates / factor, right-aligned where IMB put them."""
+    parts, pos = [], 0
+    for token, end, column in zip(row.tokens, row.ends, row.columns):
+        if column in TIME_COLUMNS:
+            token = f"{float(token) * factor:.2f}"
+        elif column in RATE_COLUMNS:
+            value = float(token) / factor
+            token = f"{value:.2f}" if "." in token else f"{round(value)}"
+        width = max(end - pos, len(token) + 1)
+        parts.append(token.rjust(width))
+        pos += width
+    return "".join(parts)
+
+
+def generate(root: Path, rows_target: int, seed: int) -> tuple[list[Path], int]:
+    """Write rep<r>/<label>.txt files until ``rows_target`` table rows; return (files, rows)."""
+    rng = random.Random(seed)
+    templates = {p.stem: load_template(p) for p in sorted(TEMPLATES.glob("*.txt")) if p.name not in SKIP_TEMPLATES}
+    if not templates:
+        raise SystemExit(f"no IMB templates under {TEMPLATES}")
+    names = sorted(templates)
+    files: list[Path] = []
+    rows = 0
+    cell = 0
+    while rows < rows_target:
+        name = names[cell % len(names)]
+        template = templates[name]
+        label = f"{name}_c{cell:05d}"
+        cell_factor = math.exp(rng.gauss(0.0, 0.3))  # cells differ (system, stack, ...)
+        for rep in range(rng.randint(10, 40)):
+            rep_factor = cell_factor * math.exp(rng.gauss(0.0, 0.05))  # run-to-run drift
+            lines = [
+                vary_row(item, rep_factor * math.exp(rng.gauss(0.0, 0.1))) if isinstance(item, Row) else item
+                for item in template
+            ]
+            if rep % 7 == 3:  # Intel MPI with I_MPI_DEBUG prints its startup lines first
+                lines.insert(0, "[0] MPI startup(): Intel(R) MPI Library, Version 2021.16  Build 20250513")
+            path = root / f"rep{rep:02d}" / f"{label}.txt"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("\n".join(lines) + "\n")
+            files.append(path)
+            rows += sum(isinstance(item, Row) for item in template) + sum(
+                isinstance(item, str) and re.search(r"\d (time-out|out-of-mem)\.", item) is not None for item in template
+            )
+        cell += 1
+    return files, rows
+
+
+# -- (a) mpiatlas --------------------------------------------------------------------------------
+
+
+def run_mpiatlas(paths: list[Path], out: Path) -> dict[str, object]:
+    from mpiatlas.aggregate import summarize
+    from mpiatlas.importer import import_files, write_samples
+
+    result = import_files(paths)
+    if result.failed or result.samples is None:
+        raise SystemExit(f"mpiatlas import failed on {len(result.failed)} files, e.g. {result.failed[0].error}")
+    write_samples(result.samples, out)
+    summary = summarize(result.samples)
+    summary.write_parquet(out / "imb_summary.parquet")
+    return {"rows": result.samples.height, "groups": summary.height}
+
+
+# -- (b) regex + pandas baseline -------------------------------------------------------------------
+
+# One regex per line: a block's name, its process count, a column header or a numeric table row.
+_LINE = re.compile(
+    r"^(?:# Benchmarking (?P<bench>\S+)"
+    r"|# #processes = (?P<procs>\d+)"
+    r"|\s*(?P<header>(?:Group\s+)?#bytes\s.*)"
+    r"|\s*(?P<row>\d+(?:\s+\d+(?:\.\d+)?)+))\s*$"
+)
+
+
+def run_baseline(paths: list[Path], out: Path) -> dict[str, object]:
+    import pandas as pd
+
+    records: list[tuple[object, ...]] = []
+    for path in paths:
+        label, bench, procs, columns = path.stem, None, None, []
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                m = _LINE.match(line)
+                if m is None:
+                    continue
+                if m["bench"]:
+                    bench, procs = m["bench"], None
+                elif m["procs"]:
+                    procs = m["procs"]
+                elif m["header"]:
+                    columns = m["header"].split()
+                else:
+                    values = dict(zip(columns, m["row"].split()))
+                    t = values.get("t[usec]") or values.get("t_avg[usec]")
+                    records.append((label, bench, procs, values.get("#bytes"), t, values.get("Mbytes/sec")))
+    df = pd.DataFrame(records, columns=["label", "benchmark", "processes", "bytes", "t_usec", "bandwidth_MBps"])
+    df = df.astype({"processes": "float64", "bytes": "float64", "t_usec": "float64", "bandwidth_MBps": "float64"})
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(out / "samples.parquet")
+    timed = df.dropna(subset=["t_usec"])  # bandwidth-only tables (Uniband) have no time to summarise
+    grouped = timed.groupby(["label", "benchmark", "processes", "bytes"], dropna=False)["t_usec"]
+    summary = grouped.agg(["count", "median", "min", "std", "mean"])
+    summary["cv"] = summary["std"] / summary["mean"]
+    summary.reset_index().to_parquet(out / "summary.parquet")
+    return {"rows": len(df), "groups": len(summary)}
+
+
+# -- driver --------------------------------------------------------------------------------------
+
+
+def _peak_mb() -> float:
+    """Peak RSS of this process, and of its largest finished child (a process-pool worker)."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return (own + child) / 1024  # Linux reports KiB
+
+
+def child(which: str, list_file: Path, out: Path) -> None:
+    paths = [Path(p) for p in list_file.read_text().splitlines()]
+    start = time.perf_counter()
+    figures = (run_mpiatlas if which == "mpiatlas" else run_baseline)(paths, out)
+    figures["work_s"] = time.perf_counter() - start
+    figures["peak_mb"] = _peak_mb()
+    print(json.dumps(figures))
+
+
+def measure(which: str, list_file: Path, out: Path) -> dict[str, object]:
+    """Run one side in a fresh interpreter; wall time includes start-up and imports, as on the CLI."""
+    argv = [sys.executable, __file__, "--child", which, str(list_file), str(out)]
+    start = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{which} failed (exit {proc.returncode}):\n{proc.stderr}")
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    figures["wall_s"] = wall
+    return figures
+
+
+def warm_page_cache(paths: list[Path]) -> int:
+    return sum(len(p.read_bytes()) for p in paths)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=1_000_000, help="table rows to generate (default 1 M)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--keep", type=Path, help="generate into DIR and keep it (default: a temp dir)")
+    ap.add_argument("--json", type=Path, help="also write the figures as JSON")
+    ap.add_argument("--child", nargs=3, metavar=("WHICH", "LIST", "OUT"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        child(args.child[0], Path(args.child[1]), Path(args.child[2]))
+        return 0
+
+    with tempfile.TemporaryDirectory(prefix="mpiatlas-bench-") as tmp:
+        root = args.keep or Path(tmp)
+        start = time.perf_counter()
+        files, rows = generate(root / "imb", args.rows, args.seed)
+        size = warm_page_cache(files)
+        print(f"generated {len(files)} files, {rows} table rows, {size / 1e6:.0f} MB in {time.perf_counter() - start:.1f} s")
+        list_file = root / "files.txt"
+        list_file.write_text("\n".join(map(str, files)) + "\n")
+        results = {which: measure(which, list_file, root / f"out-{which}") for which in ("mpiatlas", "baseline")}
+    a, b = results["mpiatlas"], results["baseline"]
+    print(f"{'':10} {'rows':>9} {'groups':>7} {'files':>6} {'wall s':>7} {'work s':>7} {'peak MB':>8}")
+    for which, r in results.items():
+        print(f"{which:10} {r['rows']:>9} {r['groups']:>7} {len(files):>6} {r['wall_s']:>7.2f} {r['work_s']:>7.2f} {r['peak_mb']:>8.0f}")
+    ratio = b["wall_s"] / a["wall_s"]
+    print(f"speed-up mpiatlas vs baseline (wall): {ratio:.2f}x   (work only: {b['work_s'] / a['work_s']:.2f}x)")
+    if args.json:
+        args.json.write_text(json.dumps({"files": len(files), "generated_rows": rows, **results, "ratio": ratio}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

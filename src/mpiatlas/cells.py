@@ -1,0 +1,208 @@
+"""The campaign matrix: a validated config expanded into cells, IMB and kernel cells alike.
+
+A cell is one launch of one program: stack x transport x mapping x process count x benchmark
+(the IMB benchmark or the kernel) x algorithm (the collective algorithm, or the kernel's variant
+group) x repetition, with ``threads`` per rank and the ``nodes`` it spans. Repetitions are separate
+launches on purpose: run-to-run variance (placement, page layout, noise) is what a user needs to
+see, and a program's inner iterations hide it. Each program (mpiatlas.programs) knows its own
+axes, and ``programs.expand`` collects them; this module holds what every cell shares: the id, the
+placement, the stack's facts and the checks of the config they rest on.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from mpiatlas.config import ConfigError
+from mpiatlas.stacks import STACK_KINDS, collectives
+
+DEFAULT_ALGORITHM = "default"
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    kind: str  # imb | kernel
+    stack: str
+    transport: str
+    mapping: str
+    np: int
+    benchmark: str  # the IMB benchmark, or the kernel
+    algorithm: str  # the collective algorithm, or the kernel's variant group
+    rep: int
+    # OpenMP threads per rank (kernels' hybrid cells); 1 otherwise.
+    threads: int = 1
+    # Nodes the ranks are spread over (the `node` mapping: rank i on node i mod nodes); 1 otherwise.
+    nodes: int = 1
+
+    @property
+    def id(self) -> str:
+        return (f"{self.kind}/{self.stack}/{self.transport}/{self.placement}/np{self.np}/"
+                f"{self.benchmark}/{self.algorithm}/rep{self.rep}")
+
+    @property
+    def ppn(self) -> int:
+        """Ranks per node."""
+        return self.np // self.nodes
+
+    @property
+    def placement(self) -> str:
+        """The mapping as a path segment: ``node2`` for the `node` mapping over 2 nodes."""
+        return mapping_segment(self.mapping, self.nodes)
+
+    @property
+    def label(self) -> str:
+        return f"{self.stack}/{self.transport}/{self.placement}"
+
+    # A kernel cell's names for its benchmark and algorithm (kept in its provenance's coords).
+    @property
+    def kernel(self) -> str:
+        return self.benchmark
+
+    @property
+    def variant(self) -> str:
+        return self.algorithm
+
+    @property
+    def cores(self) -> int:
+        return self.np * self.threads
+
+    def coords(self) -> dict[str, Any]:
+        """The cell's coordinates as provenance.json stores them (each kind keeps its own shape)."""
+        coords = asdict(self)
+        if self.kind == "imb":
+            del coords["threads"]  # IMB cells never had threads
+            return coords
+        return {**coords, "kernel": self.benchmark, "variant": self.algorithm}
+
+
+def mapping_segment(mapping: str, nodes: int) -> str:
+    return mapping if nodes == 1 else f"{mapping}{nodes}"
+
+
+def parse_mapping_segment(segment: str) -> tuple[str, int]:
+    """``node2`` -> ("node", 2); ``core`` -> ("core", 1): the inverse of :func:`mapping_segment`."""
+    match = re.fullmatch(r"([a-z]+?)(\d*)", segment)
+    if match is None:
+        raise ValueError(f"{segment!r} is not a mapping segment (e.g. core, socket, node2)")
+    return match.group(1), int(match.group(2) or 1)
+
+
+def parse_id(cell_id: str) -> dict[str, Any]:
+    """The coordinates an id names: kind, stack, transport, mapping, nodes, np, benchmark, algorithm, rep."""
+    parts = cell_id.split("/")
+    if len(parts) != 8:
+        raise ValueError(f"{cell_id!r} is not a cell id (<kind>/<stack>/<transport>/<placement>/np<P>/"
+                         "<benchmark>/<algorithm>/rep<r>)")
+    kind, stack, transport, placement, np, benchmark, algorithm, rep = parts
+    mapping, nodes = parse_mapping_segment(placement)
+    return {"kind": kind, "stack": stack, "transport": transport, "mapping": mapping, "nodes": nodes,
+            "np": int(np.removeprefix("np")), "benchmark": benchmark, "algorithm": algorithm,
+            "rep": int(rep.removeprefix("rep"))}
+
+
+# -- stacks --------------------------------------------------------------------------------------
+
+
+def stack_prefix(config: dict[str, Any], label: str) -> str:
+    stack = config["stacks"][label]
+    if "prefix" in stack:
+        return stack["prefix"]
+    if stack.get("source", "pypi") == "system":
+        return "/usr"
+    return str(Path(config["campaign"]["stacks_dir"]) / label)
+
+
+def imb_provider(config: dict[str, Any], label: str) -> str | None:
+    """The Intel MPI stack whose IMB binaries an MPICH stack runs (MPICH ABI), if any."""
+    if config["stacks"][label]["kind"] != "mpich":
+        return None
+    return next((name for name, s in config["stacks"].items() if s["kind"] == "intelmpi"), None)
+
+
+def imb_provider_prefix(config: dict[str, Any], label: str) -> str | None:
+    provider = imb_provider(config, label)
+    return stack_prefix(config, provider) if provider else None
+
+
+def container_spec(config: dict[str, Any], label: str) -> dict[str, Any] | None:
+    """The image a cell of stack ``label`` runs in (hybrid model), or None when containers are off."""
+    containers = config.get("containers") or {}
+    if not containers.get("enabled"):
+        return None
+    images = containers.get("images_dir", "results/images").rstrip("/")
+    kind = config["stacks"][label]["kind"]
+    return {"image": f"{images}/{kind}.sif", "inspect": f"{images}/{kind}.inspect.json",
+            "preflight": f"{images}/{label}.preflight.txt", "binds": list(containers.get("binds", []))}
+
+
+# -- validation and axes shared by the programs --------------------------------------------------
+
+
+def check_transports(config: dict[str, Any]) -> None:
+    for label, stack in config["stacks"].items():
+        known = STACK_KINDS.get(stack["kind"])
+        if known is None:
+            raise ConfigError(f"stacks.{label}.kind: {stack['kind']!r} has no launch module; known: {sorted(STACK_KINDS)}")
+        for transport in stack["transports"]:
+            if transport not in known.transports:
+                raise ConfigError(
+                    f"stacks.{label}.transports: {transport!r} is not a transport of {stack['kind']}; "
+                    f"allowed values: {', '.join(sorted(known.transports))}"
+                )
+
+
+def known_algorithms(kind: str, collective: str) -> set[str]:
+    """Every algorithm name any packaged version of ``kind`` accepts (the exact version is checked at launch)."""
+    names = {DEFAULT_ALGORITHM}
+    for version in collectives.available_tables().get(kind, []):
+        names |= set(collectives.algorithms(kind, version, collective))
+    return names
+
+
+def check_algorithms(config: dict[str, Any]) -> None:
+    for label, stack in config["stacks"].items():
+        for coll, requested in stack.get("algorithms", {}).items():
+            known = known_algorithms(stack["kind"], coll)
+            unknown = [a for a in requested if a not in known]
+            if unknown:
+                raise ConfigError(
+                    f"stacks.{label}.algorithms.{coll}: {', '.join(map(repr, unknown))} not known for "
+                    f"{stack['kind']}; allowed values: {', '.join(sorted(known))}"
+                )
+
+
+def node_counts(config: dict[str, Any], mapping: str, np: int) -> list[int]:
+    """The node counts a cell of ``np`` ranks runs over: 1 for single-node mappings; for `node`,
+    every configured m (``nodes``) that splits the ranks evenly (ppn = np / m ranks per node)."""
+    if mapping != "node":
+        return [1]
+    return [m for m in config.get("nodes", [2]) if m <= np and np % m == 0]
+
+
+def cell_from_id(cells: list[Cell], cell_id: str) -> Cell:
+    for cell in cells:
+        if cell.id == cell_id:
+            return cell
+    raise ValueError(f"{cell_id} is not a cell of this campaign")
+
+
+def cell_spec_base(config: dict[str, Any], cell: Cell) -> dict[str, Any]:
+    """What every cell's spec holds, whatever its program (programs.cell_spec adds the program's block)."""
+    stack = config["stacks"][cell.stack]
+    return {
+        "cell": cell.coords(),
+        "id": cell.id,
+        "stack": {"label": cell.stack, "kind": stack["kind"], "source": stack.get("source", "pypi"),
+                  "prefix": stack_prefix(config, cell.stack)},
+        "container": container_spec(config, cell.stack),
+        "timeout_s": config["campaign"]["timeout_s"],
+        "allow_oversubscribe": config["campaign"]["allow_oversubscribe"],
+        # Multi-node cells: placement on co-located nodes and the inter-node interface.
+        "colocated_nodes": config["campaign"].get("colocated_nodes", "spread"),
+        "tcp_interface": stack.get("tcp_interface"),
+        # auto|mpirun|srun; "auto" is resolved where the cell runs (runner.plan.resolve_launcher).
+        "launcher": config["campaign"].get("launcher", "auto"),
+    }

@@ -1,0 +1,68 @@
+"""The benchmark programs mpiatlas runs, and the campaign matrix they make together.
+
+``REGISTRY`` maps a program's name to its instance: IMB, and one module per C kernel under
+``programs/kernels``. Adding a kernel (or another benchmark suite) is one module here plus its
+C file: the matrix, the runner, the workflow, the build and tidy read this registry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mpiatlas.cells import Cell, cell_spec_base, check_algorithms, check_transports
+from mpiatlas.programs.base import Program
+from mpiatlas.programs.imb import Imb
+from mpiatlas.programs.kernels import KernelProgram
+from mpiatlas.programs.kernels.coll import Coll
+from mpiatlas.programs.kernels.jacobi import Jacobi
+from mpiatlas.programs.kernels.matsum import Matsum
+from mpiatlas.programs.kernels.pingpong import Pingpong
+from mpiatlas.programs.kernels.ring import Ring
+
+REGISTRY: dict[str, Program] = {p.name: p for p in (Imb(), Ring(), Matsum(), Jacobi(), Pingpong(), Coll())}
+# The C kernels, in the order they are built and tabled.
+KERNEL_NAMES: tuple[str, ...] = tuple(name for name, p in REGISTRY.items() if isinstance(p, KernelProgram))
+
+
+def program_named(kind: str, benchmark: str) -> Program | None:
+    """The program of a cell of ``kind`` running ``benchmark`` (None: no such program here)."""
+    return REGISTRY.get("imb" if kind == "imb" else benchmark)
+
+
+def program_of(cell: Cell) -> Program:
+    """The program a cell launches: IMB, or its kernel."""
+    return REGISTRY["imb" if cell.kind == "imb" else cell.benchmark]
+
+
+def program_of_spec(spec: dict[str, Any]) -> Program:
+    """The program of a cell spec (programs.cell_spec): its ``kernel`` block names a kernel."""
+    return REGISTRY[spec["kernel"]["name"]] if "kernel" in spec else REGISTRY["imb"]
+
+
+def expand(config: dict[str, Any]) -> list[Cell]:
+    """Every cell of every registered program, validated (transports, algorithms), sorted."""
+    check_transports(config)
+    check_algorithms(config)
+    cells: set[Cell] = set()
+    for program in REGISTRY.values():
+        cells.update(program.cells(config))
+    return sorted(cells)
+
+
+def cell_spec(config: dict[str, Any], cell: Cell) -> dict[str, Any]:
+    """Everything the runner needs for one cell, JSON-ready (no config file needed at run time):
+    what every cell shares, and its program's own block (``imb`` or ``kernel``)."""
+    program = program_of(cell)
+    spec = cell_spec_base(config, cell)
+    spec["stack"].update(program.stack_extras(config, cell))
+    return {**spec, **program.spec_block(config, cell)}
+
+
+def tables() -> list[str]:
+    """Every tidy table a program fills, in registry order."""
+    return [table for program in REGISTRY.values() for table in program.tables]
+
+
+def cells_of_kind(config: dict[str, Any], kind: str) -> list[Cell]:
+    """The campaign's cells of one kind (``imb`` or ``kernel``), validated and sorted."""
+    return [cell for cell in expand(config) if cell.kind == kind]

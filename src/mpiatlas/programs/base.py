@@ -1,0 +1,132 @@
+"""What a benchmark program is to mpiatlas: the one place that knows its axes, argv, output and rows.
+
+A program (IMB, or one C kernel) expands its own config block into cells, writes its block of
+the cell spec, builds the argv of one rank (from the host, or through the image), checks its
+output, turns a sealed cell into tidy rows, and models its work and memory for the scheduler.
+Everything else (placement, launch, exit status, transport and binding evidence, sealing,
+packing cells into jobs) is the same for every program and lives in mpiatlas.runner and
+mpiatlas.resources.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from mpiatlas.cells import Cell, mapping_segment
+from mpiatlas.outcome import Outcome
+from mpiatlas.stacks import Stack
+
+
+@dataclass
+class Checked:
+    """A program's verdict on output it could read: facts for status.json, and what it found wrong.
+
+    ``failure`` makes the cell ``failed`` (the program's own check: missing ranks, ``valid:
+    false``); ``binding_problems`` make it ``invalid`` like a wrong rank binding does."""
+
+    details: dict[str, Any]
+    failure: str | None = None
+    binding_problems: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LaunchExtras:
+    """What a program adds to its launch: a forced collective algorithm, environment for the ranks."""
+
+    collective: str | None = None
+    algorithm: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class Program(ABC):
+    name: str
+    kind: str  # the first part of its cells' ids: imb | kernel
+    tables: tuple[str, ...]  # the tidy tables (layout names) its rows go to
+    # Ranks may own several cores (OpenMP threads): the runner records the cores asked for.
+    threaded: bool = False
+
+    @abstractmethod
+    def cells(self, config: dict[str, Any]) -> list[Cell]:
+        """Every cell of this program in the campaign ([] without its config block)."""
+
+    def stack_extras(self, config: dict[str, Any], cell: Cell) -> dict[str, Any]:
+        """Entries of the spec's ``stack`` block beyond label, kind, source and prefix."""
+        return {}
+
+    @abstractmethod
+    def spec_block(self, config: dict[str, Any], cell: Cell) -> dict[str, Any]:
+        """The program's top-level entries of the cell spec (JSON-ready)."""
+
+    @abstractmethod
+    def host_argv(self, spec: dict[str, Any], stack: Stack) -> list[str]:
+        """argv of one rank, run from the host."""
+
+    @abstractmethod
+    def image_argv(self, spec: dict[str, Any], facts: dict[str, Any]) -> list[str]:
+        """argv of one rank inside the cell's image (``facts``: runner.lifecycle.image_facts)."""
+
+    def launch_extras(self, spec: dict[str, Any], oversubscribed: bool) -> LaunchExtras:
+        return LaunchExtras()
+
+    @abstractmethod
+    def check(self, spec: dict[str, Any], stdout: str, pins: list[int] | None,
+              sets: list[tuple[int, ...]] | None) -> Outcome | Checked:
+        """The program's reading of a launch that exited 0: an Outcome when its output is unusable."""
+
+    @abstractmethod
+    def single_rank_transport(self, transport: dict[str, Any]) -> dict[str, Any]:
+        """The transport evidence of a one-rank cell (no peer, so nothing was opened)."""
+
+    @abstractmethod
+    def rows(self, cell_dir: Path, row: dict[str, Any], prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
+        """Tidy table name -> the sealed cell's rows ({} when it has none)."""
+
+    def work_s(self, config: dict[str, Any], cell: Cell) -> float | None:
+        """Pessimistic seconds of one launch's own work; None: not modelled (the timeout is asked)."""
+        return None
+
+    @abstractmethod
+    def mem_mb(self, config: dict[str, Any], cell: Cell) -> int:
+        """Memory to request for the cell: the MPI library and the program's buffers, every rank."""
+
+
+# Per rank: the MPI library and its shared-memory segments, besides the program's own buffers.
+MEM_PER_RANK_MB = 256
+# Per job: the mpiatlas process that runs the cells of a group.
+MEM_PER_JOB_MB = 512
+
+
+def per_cell_mem_mb(np: int, per_rank_mb: float, root_mb: float = 0.0) -> int:
+    """The request of a cell whose ranks each hold ``per_rank_mb`` and rank 0 ``root_mb`` more."""
+    return int(MEM_PER_JOB_MB + np * (MEM_PER_RANK_MB + per_rank_mb) + root_mb + 1)
+
+
+# -- tidy rows: the cell's coordinates on every row of its output ---------------------------------
+
+# Statuses whose launch ended with output worth keeping (timeouts and launch failures have none).
+PARSED_STATUSES = ("ok", "invalid", "failed")
+
+
+def tag_columns(frame: pl.DataFrame, row: dict[str, Any], own: dict[str, tuple[Any, pl.DataType]],
+                at_end: dict[str, tuple[Any, pl.DataType]] | None = None) -> pl.DataFrame:
+    """``frame`` with the cell's coordinates as constant columns: the ones every program's rows
+    carry, the program's ``own`` after ``np``, and ``at_end`` before ``nodes``."""
+    # The label names the placement (node2): series over nodes stay apart.
+    label = f"{row['stack']}/{row['transport']}/{mapping_segment(row['mapping'], row['nodes'])}"
+    tags: dict[str, tuple[Any, pl.DataType]] = {
+        "cell": (row["cell"], pl.String()), "label": (label, pl.String()), "stack": (row["stack"], pl.String()),
+        "stack_kind": (row.get("stack_kind"), pl.String()), "stack_version": (row.get("stack_version"), pl.String()),
+        "transport": (row["transport"], pl.String()), "mapping": (row["mapping"], pl.String()),
+        "np": (row["np"], pl.Int32()), **own, "rep": (row["rep"], pl.Int32()),
+        "oversubscribed": (row.get("oversubscribed"), pl.Boolean()),
+        "containerized": (row.get("containerized"), pl.Boolean()),
+        "image_digest": (row.get("image_digest"), pl.String()), "region": (row.get("region"), pl.String()),
+        "cell_status": (row["status"], pl.String()), **(at_end or {}),
+        "nodes": (row["nodes"], pl.Int32()), "ppn": (row["ppn"], pl.Int32()),
+    }
+    return frame.with_columns(pl.lit(value, dtype=dtype).alias(name) for name, (value, dtype) in tags.items())

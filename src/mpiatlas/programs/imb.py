@@ -1,0 +1,193 @@
+"""Intel MPI Benchmarks (IMB-MPI1): one launch per cell runs every message size of one benchmark
+(-msglog) with one collective algorithm; its tables become ``imb_samples`` rows.
+
+Cells: stacks (``imb.stacks``, else every stack that can run IMB) x transports x mappings x
+benchmarks x process counts (PingPong/PingPing: 2) x nodes x algorithms (collectives: the
+stack's ``algorithms``) x repetitions.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from mpiatlas import containers, layout
+from mpiatlas.cells import DEFAULT_ALGORITHM, Cell, imb_provider, imb_provider_prefix, node_counts, stack_prefix
+from mpiatlas.outcome import Outcome
+from mpiatlas.parsers.imb import ImbParseError, parse_imb_text
+from mpiatlas.programs.base import MEM_PER_JOB_MB, MEM_PER_RANK_MB, Checked, LaunchExtras, Program, tag_columns
+from mpiatlas.stacks import Stack, StackError
+
+# IMB runs these with exactly two active ranks; more processes would only wait.
+TWO_RANK_BENCHMARKS = frozenset({"PingPong", "PingPing"})
+COLLECTIVES = frozenset(
+    {"Bcast", "Scatter", "Scatterv", "Gather", "Gatherv", "Reduce", "Reduce_scatter", "Allreduce",
+     "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Barrier"}
+)
+# Statuses whose IMB output is kept (a failed launch's tables may be cut short).
+SAMPLED_STATUSES = ("ok", "invalid")
+# Per rank, besides the MPI library: a send and a receive buffer of the largest message per peer.
+MB = 2**20
+
+
+def algorithms_for(config: dict[str, Any], stack: str, benchmark: str) -> list[str]:
+    if benchmark not in COLLECTIVES:
+        return [DEFAULT_ALGORITHM]
+    return list(config["stacks"][stack].get("algorithms", {}).get(benchmark, [DEFAULT_ALGORITHM]))
+
+
+def process_counts(config: dict[str, Any], benchmark: str) -> list[int]:
+    return [2] if benchmark in TWO_RANK_BENCHMARKS else sorted(config["processes"])
+
+
+def imb_unavailable_reason(config: dict[str, Any], label: str) -> str | None:
+    """Why stack ``label`` cannot run IMB, known before anything runs (None: it can).
+
+    Intel MPI ships IMB in its wheel; MPICH runs Intel's IMB through the MPICH ABI, so it needs an
+    Intel MPI stack in the campaign; Open MPI needs IMB built from source, which only an image with
+    ``imb: build`` or an IMB the user built (MPIATLAS_IMB_OPENMPI, <prefix>/imb) provides. Such cells
+    are not planned: the report states the reason once instead of showing them as failures."""
+    kind = config["stacks"][label]["kind"]
+    if kind == "mpich" and imb_provider(config, label) is None:
+        return ("MPICH runs Intel's IMB binaries through the MPICH ABI, and the campaign has no intelmpi "
+                "stack to take them from")
+    if kind != "openmpi":
+        return None
+    image_config = config.get("containers") or {}
+    image = (image_config.get("stacks") or {}).get("openmpi") or {}
+    if image_config.get("enabled") and image.get("imb", "skip") == "build":
+        return None
+    if os.environ.get("MPIATLAS_IMB_OPENMPI") or (Path(stack_prefix(config, label)) / "imb").exists():
+        return None
+    return ("Open MPI needs IMB built from source, and no registry has IMB's source (no internet here); "
+            "its point-to-point and collectives are measured by mpiatlas's own pingpong and coll kernels")
+
+
+def imb_stacks(config: dict[str, Any]) -> list[str]:
+    """Labels of the stacks with IMB cells: ``imb.stacks``, else every stack; never one that cannot
+    run IMB (see :func:`imb_unavailable_reason`)."""
+    chosen = config["imb"].get("stacks")
+    return [label for label in config["stacks"]
+            if (chosen is None or label in chosen) and imb_unavailable_reason(config, label) is None]
+
+
+def unplanned_notes(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """One note per stack whose IMB cells were left out before the run: what, why, how many cells."""
+    chosen = config["imb"].get("stacks")
+    notes = []
+    for label in config["stacks"]:
+        reason = imb_unavailable_reason(config, label)
+        if reason is None or (chosen is not None and label not in chosen):
+            continue
+        cells = len(cells_of(config, [label]))
+        notes.append({"what": f"IMB cells of stack {label!r}", "why": reason, "cells": cells})
+    return notes
+
+
+def cells_of(config: dict[str, Any], stacks: list[str]) -> list[Cell]:
+    reps = range(config["campaign"]["repetitions"])
+    cells = {
+        Cell("imb", stack, transport, mapping, np, bench, algo, rep, nodes=nodes)
+        for stack in stacks
+        for transport in config["stacks"][stack]["transports"]
+        for mapping in config["mappings"]
+        for bench in config["imb"]["benchmarks"]
+        for np in process_counts(config, bench)
+        for nodes in node_counts(config, mapping, np)
+        for algo in algorithms_for(config, stack, bench)
+        for rep in reps
+    }
+    return sorted(cells)
+
+
+def imb_args(benchmark: str, np: int, imb: dict[str, Any]) -> list[str]:
+    lo, hi = imb["msglog"]
+    args = [benchmark, "-msglog", f"{lo}:{hi}", "-npmin", str(np), "-time", str(imb["time_s"]), "-mem", str(imb["mem_gb"])]
+    if imb.get("iterations"):
+        args += ["-iter", str(imb["iterations"])]
+    return args
+
+
+def message_sizes(benchmark: str, msglog: list[int]) -> int:
+    """How many message sizes IMB measures for the cell (0 bytes, then 2^lo .. 2^hi)."""
+    if benchmark == "Barrier":
+        return 1
+    lo, hi = msglog
+    return hi - lo + 2
+
+
+class Imb(Program):
+    name = "imb"
+    kind = "imb"
+    tables = (layout.IMB_SAMPLES,)
+
+    def cells(self, config: dict[str, Any]) -> list[Cell]:
+        return cells_of(config, imb_stacks(config))
+
+    def stack_extras(self, config: dict[str, Any], cell: Cell) -> dict[str, Any]:
+        # An MPICH stack runs the IMB binaries of the campaign's Intel MPI stack (MPICH ABI).
+        return {"imb_from": imb_provider_prefix(config, cell.stack)}
+
+    def spec_block(self, config: dict[str, Any], cell: Cell) -> dict[str, Any]:
+        imb = config["imb"]
+        return {"imb": {"msglog": list(imb["msglog"]), "time_s": imb["time_s"], "mem_gb": imb["mem_gb"],
+                        "iterations": imb.get("iterations")}}
+
+    def host_argv(self, spec: dict[str, Any], stack: Stack) -> list[str]:
+        binary = stack.imb_binary("IMB-MPI1")
+        if binary is None:
+            raise StackError(f"unavailable: no IMB-MPI1 for {stack.kind} (IMB source not reachable or not built)")
+        cell = spec["cell"]
+        return [str(binary), *imb_args(cell["benchmark"], cell["np"], spec["imb"])]
+
+    def image_argv(self, spec: dict[str, Any], facts: dict[str, Any]) -> list[str]:
+        """Hybrid model: the host launcher starts ``apptainer exec IMAGE IMB-MPI1 ...`` per rank."""
+        status = facts["labels"].get("mpiatlas.imb", "")
+        if status.startswith("unavailable"):
+            raise StackError(f"unavailable: image {Path(facts['image']).name}: IMB {status}")
+        cell = spec["cell"]
+        argv = ["IMB-MPI1", *imb_args(cell["benchmark"], cell["np"], spec["imb"])]
+        return containers.exec_argv(facts["image"], argv, spec["container"].get("binds", []))
+
+    def launch_extras(self, spec: dict[str, Any], oversubscribed: bool) -> LaunchExtras:
+        cell = spec["cell"]
+        collective = cell["benchmark"].lower() if cell["algorithm"] != DEFAULT_ALGORITHM else None
+        return LaunchExtras(collective=collective, algorithm=cell["algorithm"])
+
+    def check(self, spec: dict[str, Any], stdout: str, pins: list[int] | None,
+              sets: list[tuple[int, ...]] | None) -> Outcome | Checked:
+        try:
+            rows = parse_imb_text(stdout, layout.STDOUT)
+        except ImbParseError as exc:
+            return Outcome("failed", str(exc))
+        return Checked({"rows": rows.height})
+
+    def single_rank_transport(self, transport: dict[str, Any]) -> dict[str, Any]:
+        # One rank has no peer: no transport is opened, so there is nothing to show or check.
+        return {**transport, "transport_ok": None}
+
+    def rows(self, cell_dir: Path, row: dict[str, Any], prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
+        """Every IMB row of a cell that produced output (no averaging here), with the cell's coordinates."""
+        if row["status"] not in SAMPLED_STATUSES:
+            return {}
+        stdout = Path(cell_dir) / layout.STDOUT
+        try:
+            samples = parse_imb_text(stdout.read_text(errors="replace"), str(stdout))
+        except ImbParseError:
+            return {}
+        return {layout.IMB_SAMPLES: tag_columns(samples, row, {"algorithm": (row["algorithm"], pl.String())})}
+
+    def work_s(self, config: dict[str, Any], cell: Cell) -> float | None:
+        # IMB stops a message size after about -time seconds.
+        imb = config["imb"]
+        return message_sizes(cell.benchmark, imb["msglog"]) * float(imb["time_s"])
+
+    def mem_mb(self, config: dict[str, Any], cell: Cell) -> int:
+        """Per rank the library plus IMB's buffers (a send and a receive buffer of the largest message
+        per peer, capped by IMB -mem)."""
+        _, hi = config["imb"]["msglog"]
+        buffers_mb = min(float(config["imb"]["mem_gb"]) * 1024, 2 * cell.np * 2**hi / MB)
+        return MEM_PER_JOB_MB + cell.np * (MEM_PER_RANK_MB + int(buffers_mb + 1))

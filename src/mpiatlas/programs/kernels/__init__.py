@@ -1,0 +1,255 @@
+"""What the C kernels of src/kernels share as programs; each kernel's own axes and options are in
+its module (ring, matsum, jacobi, pingpong, coll).
+
+A kernel cell is one launch of one kernel: stack x transport x mapping x kernel x process count x
+variant group (what one launch runs, named by the kernel's module) x repetition, with ``threads``
+OpenMP threads per rank (jacobi's hybrid cells). Its id reads like an IMB cell's::
+
+    kernel/intelmpi/shm/core/np3/ring/nonblocking/rep0
+    kernel/openmpi/ob1-sm/core/np1/jacobi/weak-L48-t2/rep1     (1 rank x 2 OpenMP threads)
+    kernel/openmpi/ob1-tcp/node2/np2/pingpong/m0-22/rep0       (the `node` mapping over 2 nodes)
+
+The binary is the stack's host build (``results/<campaign>/kernels/<stack>/<kernel>``) or, with
+``containers.enabled``, the kernel on the image's PATH run through ``apptainer exec``. Its output
+is JSON lines: a cell whose launch succeeded is ``failed`` when a rank reports ``"valid": false``
+or a rank's records are missing; an OpenMP thread outside its rank's cpu set makes it ``invalid``.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from mpiatlas import containers, layout
+from mpiatlas.cells import Cell, node_counts
+from mpiatlas.outcome import Outcome
+from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_file, parse_kernel_output
+from mpiatlas.programs.base import PARSED_STATUSES, Checked, LaunchExtras, Program, per_cell_mem_mb, tag_columns
+from mpiatlas.stacks import Stack, StackError
+
+# The record the kernels' build writes beside the binaries (layout.kernel_build_dir).
+BUILD_RECORD = "build.json"
+DEFAULT_GROUP = "default"
+
+# Pessimistic costs for the runtime request (a loaded, tcp-only or oversubscribed node): one
+# message's latency, a stream's bandwidth, one Jacobi point update on one thread. Real runs
+# here are 10-100x faster; the request is capped by the launch timeout anyway.
+MSG_LATENCY_S = 50e-6
+BANDWIDTH_BPS = 100e6
+POINT_UPDATE_S = 20e-9
+DOUBLE = 8
+MB = 2**20
+
+# One launch shape of a kernel on a stack: (variant group, process counts, threads per rank).
+Shape = tuple[str, list[int], int]
+
+
+def triplet(value: int | list[int]) -> list[int]:
+    return [int(value)] * 3 if isinstance(value, int) else [int(v) for v in value]
+
+
+def size_name(value: int | list[int]) -> str:
+    x = triplet(value)
+    return str(x[0]) if len(set(x)) == 1 else "x".join(map(str, x))
+
+
+def sweep_args(block: dict[str, Any]) -> list[str]:
+    """The message-size sweep options of pingpong and coll (util.h's KU_SWEEP_LONGOPTS)."""
+    lo, hi = block["msglog"]
+    return ["--msglog", f"{lo}:{hi}", "--iterations-large", str(block["iterations_large"]),
+            "--warmup-large", str(block["warmup_large"]), "--large-size", str(block["large_size"]),
+            "--time-budget-ms", str(block["time_budget_ms"])]
+
+
+def kernel_stacks(config: dict[str, Any], kernel: str | None = None) -> dict[str, list[str]]:
+    """stack label -> transports ``kernel`` runs over: its own ``stacks`` (pingpong, coll), else
+    ``kernels.stacks``, else every stack with every transport."""
+    kernels = config.get("kernels") or {}
+    chosen = ((kernels.get(kernel) or {}).get("stacks") if kernel else None) or kernels.get("stacks")
+    if chosen:
+        return {label: list(transports) for label, transports in chosen.items()}
+    return {label: list(spec["transports"]) for label, spec in config["stacks"].items()}
+
+
+def build_dir(config: dict[str, Any], label: str) -> str:
+    """Where the DAG builds stack ``label``'s kernels: results/<campaign>/kernels/<label>."""
+    return layout.kernel_build_dir(layout.results_dir(config["campaign"]["name"]), label)
+
+
+def invalid_records(frame: pl.DataFrame) -> str | None:
+    """Why the kernel's own check failed (``valid: false`` on some rank), or None."""
+    if "valid" not in frame.columns:
+        return None
+    bad = frame.filter(pl.col("valid") == False)  # noqa: E712 - polars expression, null is not false
+    if bad.height == 0:
+        return None
+    ranks = sorted(set(bad["rank"].to_list()))
+    show = [c for c in ("variant", "collective", "streams", "bytes", "topo", "dist", "mismatches", "max_rel_diff",
+                        "payload_ok", "msgleft", "expected_left") if c in bad.columns]
+    first = bad.row(0, named=True)
+    what = ", ".join(f"{c}={first[c]}" for c in show)
+    return (f"{bad.height} record(s) of rank(s) {', '.join(map(str, ranks))} report valid: false "
+            f"(first: rank {first['rank']}{', ' + what if what else ''})")
+
+
+def thread_problems(frame: pl.DataFrame, sets: list[tuple[int, ...]] | None) -> list[str]:
+    """OpenMP threads outside their rank's cpu set (jacobi's ``thread_cpus``)."""
+    if sets is None or "thread_cpus" not in frame.columns:
+        return []
+    problems = []
+    for row in frame.select("rank", "thread_cpus").iter_rows(named=True):
+        cpus = set(row["thread_cpus"] or [])
+        allowed = set(sets[row["rank"]]) if row["rank"] < len(sets) else set()
+        if cpus - allowed:
+            problems.append(f"rank {row['rank']}: OpenMP threads ran on cpus {sorted(cpus)}, "
+                            f"outside its set {sorted(allowed)}")
+    return problems
+
+
+def records_failure(frame: pl.DataFrame, np: int) -> str | None:
+    """Why a kernel's records do not show every rank of the launch, or ``valid: false``, or None."""
+    sizes = sorted(set(frame["size"].to_list()))
+    per_rank = frame.group_by("rank").len()
+    if sizes != [np] or per_rank.height != np:
+        return f"expected records of {np} ranks, got sizes {sizes} from {per_rank.height} rank(s)"
+    return invalid_records(frame)
+
+
+class KernelProgram(Program):
+    """One C kernel of src/kernels: ``name`` is its binary and its config block under ``kernels``."""
+
+    kind = "kernel"
+    threaded = True
+
+    @property
+    def tables(self) -> tuple[str, ...]:  # type: ignore[override]
+        return (layout.kernel_table(self.name),)
+
+    # -- what each kernel says about itself ---------------------------------------------------
+
+    @abstractmethod
+    def shapes(self, config: dict[str, Any], stack: str) -> list[Shape]:
+        """(variant group, process counts, threads) of every launch shape on ``stack``."""
+
+    @abstractmethod
+    def options(self, config: dict[str, Any], cell: Cell) -> list[str]:
+        """The kernel's own options for ``cell`` (before --iterations/--warmup)."""
+
+    def forced(self, cell: Cell) -> tuple[str | None, str | None]:
+        """(collective, algorithm) the launch forces for ``cell`` (coll groups), else (None, None)."""
+        return None, None
+
+    def buffers(self, config: dict[str, Any], cell: Cell) -> tuple[float, float]:
+        """(bytes per rank, extra bytes of rank 0) of the kernel's own arrays."""
+        return 0.0, 0.0
+
+    def finish_rows(self, frame: pl.DataFrame) -> pl.DataFrame:
+        return frame
+
+    # -- the Program protocol, the same for every kernel --------------------------------------
+
+    def block(self, config: dict[str, Any]) -> dict[str, Any]:
+        return (config.get("kernels") or {}).get(self.name) or {}
+
+    def cells(self, config: dict[str, Any]) -> list[Cell]:
+        if not self.block(config):
+            return []
+        reps = range(config["campaign"]["repetitions"])
+        cells = {
+            Cell("kernel", stack, transport, mapping, np, self.name, group, rep, threads, nodes=nodes)
+            for stack, transports in kernel_stacks(config, self.name).items()
+            for group, counts, threads in self.shapes(config, stack)
+            for transport in transports
+            for mapping in config["mappings"]
+            for np in counts
+            for nodes in node_counts(config, mapping, np)
+            for rep in reps
+        }
+        return sorted(cells)
+
+    def argv_options(self, config: dict[str, Any], cell: Cell) -> list[str]:
+        block = self.block(config)
+        return [*self.options(config, cell), "--iterations", str(block["iterations"]), "--warmup", str(block["warmup"])]
+
+    def spec_block(self, config: dict[str, Any], cell: Cell) -> dict[str, Any]:
+        collective, algorithm = self.forced(cell)
+        containerized = bool((config.get("containers") or {}).get("enabled"))
+        return {"kind": "kernel", "kernel": {
+            "name": self.name,
+            "args": self.argv_options(config, cell),
+            "threads": cell.threads,
+            # coll groups that force an algorithm: the stack sets it at launch (as for IMB cells).
+            "collective": collective,
+            "algorithm": algorithm,
+            # Host build of the DAG; None when the kernel runs from the image (on its PATH).
+            "build_dir": None if containerized else build_dir(config, cell.stack),
+        }}
+
+    def host_argv(self, spec: dict[str, Any], stack: Stack) -> list[str]:
+        kernel = spec["kernel"]
+        if not kernel.get("build_dir"):
+            raise StackError(f"no build directory for kernel {self.name!r} and no container image")
+        binary = Path(kernel["build_dir"]).resolve() / self.name
+        if not binary.is_file():
+            raise StackError(f"kernel {self.name} is not built: {binary} (rule kernels_build)")
+        return [str(binary), *kernel["args"]]
+
+    def image_argv(self, spec: dict[str, Any], facts: dict[str, Any]) -> list[str]:
+        listed = facts["labels"].get("mpiatlas.kernels")
+        if listed is not None and self.name not in listed.split():
+            raise StackError(f"unavailable: image {Path(facts['image']).name} has no kernel {self.name!r} "
+                             f"(mpiatlas.kernels: {listed.strip() or 'none'})")
+        argv = [self.name, *spec["kernel"]["args"]]
+        return containers.exec_argv(facts["image"], argv, spec["container"].get("binds", []))
+
+    def launch_extras(self, spec: dict[str, Any], oversubscribed: bool) -> LaunchExtras:
+        threads = int(spec["kernel"]["threads"])
+        env = {"OMP_NUM_THREADS": str(threads)}
+        if oversubscribed and threads > 1:
+            env["OMP_WAIT_POLICY"] = "passive"  # threads sharing cores must not spin at barriers
+        return LaunchExtras(spec["kernel"].get("collective"), spec["kernel"].get("algorithm"), env)
+
+    def check(self, spec: dict[str, Any], stdout: str, pins: list[int] | None,
+              sets: list[tuple[int, ...]] | None) -> Outcome | Checked:
+        try:
+            frames = parse_kernel_output(stdout, layout.STDOUT)
+        except KernelParseError as exc:
+            return Outcome("failed", f"kernel output: {exc}")
+        frame = frames.get(self.name)
+        if frame is None or frame.height == 0:
+            return Outcome("failed", f"no {self.name} records in the output")
+        pinning = "cpu set per rank" if sets is not None else ("cpu per rank" if pins is not None else "none")
+        details = {"records": frame.height, "threads": spec["kernel"]["threads"], "pinning": pinning}
+        return Checked(details, records_failure(frame, int(spec["cell"]["np"])), thread_problems(frame, sets))
+
+    def single_rank_transport(self, transport: dict[str, Any]) -> dict[str, Any]:
+        if transport["obtained_transport"] is not None:
+            return transport
+        # One rank has no peer: most stacks only show their transport when they first use it.
+        return {**transport, "transport_ok": None,
+                "transport_note": "not checked: a single rank sends no message to a peer"}
+
+    def rows(self, cell_dir: Path, row: dict[str, Any], prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
+        """One row per rank per record; the record's own ``variant``/``threads`` keep their meaning,
+        the cell's are ``variant_group`` and ``cell_threads``."""
+        if row["status"] not in PARSED_STATUSES:
+            return {}
+        try:
+            frame = parse_kernel_file(Path(cell_dir) / layout.STDOUT).get(self.name)
+        except (KernelParseError, OSError):
+            return {}
+        if frame is None or frame.height == 0:
+            return {}
+        coords = prov.get("coords", {})
+        own = {"variant_group": (coords.get("variant", row.get("algorithm")), pl.String()),
+               "cell_threads": (coords.get("threads", 1), pl.Int32())}
+        # Cores of the node the cell ran on (models cap the parallel work at it).
+        node_cores = {"node_cores": ((prov.get("topology") or {}).get("cores"), pl.Int32())}
+        return {layout.kernel_table(self.name): self.finish_rows(tag_columns(frame, row, own, node_cores))}
+
+    def mem_mb(self, config: dict[str, Any], cell: Cell) -> int:
+        per_rank_b, root_b = self.buffers(config, cell)
+        return per_cell_mem_mb(cell.np, per_rank_b / MB, root_b / MB)

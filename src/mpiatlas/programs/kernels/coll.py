@@ -1,0 +1,78 @@
+"""coll: mpiatlas's OSU-style collectives (bcast, allreduce, alltoall) over a size sweep.
+
+Variant groups: ``default`` (every configured collective, the stack's own algorithms) and, for
+the stacks of ``forced_algorithms``, ``<collective>-<algorithm>`` per non-default algorithm of
+``stacks.<label>.algorithms`` (e.g. ``bcast-binomial``): that collective only, launched with
+``LaunchSpec(collective=..., algorithm=...)`` like an IMB cell of that algorithm.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from mpiatlas.cells import DEFAULT_ALGORITHM, Cell
+from mpiatlas.programs.kernels import DEFAULT_GROUP, KernelProgram, Shape, sweep_args
+
+# The collectives of the coll kernel: config name (IMB's, as in stacks.<label>.algorithms) -> kernel name.
+COLL_COLLECTIVES: dict[str, str] = {"Bcast": "bcast", "Allreduce": "allreduce", "Alltoall": "alltoall"}
+
+
+def forces_algorithms(coll: dict[str, Any], stack: str) -> bool:
+    forced = coll.get("forced_algorithms", True)
+    return stack in forced if isinstance(forced, list) else bool(forced)
+
+
+def coll_groups(config: dict[str, Any], stack: str) -> list[str]:
+    """``default``, then ``<collective>-<algorithm>`` for every forced algorithm of ``stack``."""
+    coll = config["kernels"]["coll"]
+    groups = [DEFAULT_GROUP]
+    if forces_algorithms(coll, stack):
+        algorithms = config["stacks"][stack].get("algorithms", {})
+        groups += [f"{COLL_COLLECTIVES[name]}-{algo}" for name in coll["collectives"]
+                   for algo in algorithms.get(name, []) if algo != DEFAULT_ALGORITHM]
+    return groups
+
+
+def coll_group_parts(group: str) -> tuple[str | None, str]:
+    """``bcast-binomial`` -> (``bcast``, ``binomial``); ``default`` -> (None, ``default``).
+
+    Collective names have no '-', algorithm names may: split at the first one."""
+    if group == DEFAULT_GROUP:
+        return None, DEFAULT_ALGORITHM
+    collective, _, algorithm = group.partition("-")
+    if collective not in COLL_COLLECTIVES.values() or not algorithm:
+        raise ValueError(f"{group!r} is not a coll group (default or <collective>-<algorithm>)")
+    return collective, algorithm
+
+
+def with_coll_algorithm(frame: pl.DataFrame) -> pl.DataFrame:
+    """``algorithm`` of every coll record: the one its cell forced for that collective, else ``default``."""
+    try:
+        forced, algorithm = coll_group_parts(str(frame["variant_group"][0]))
+    except ValueError:
+        forced, algorithm = None, DEFAULT_ALGORITHM
+    return frame.with_columns(
+        pl.when(pl.col("collective") == pl.lit(forced)).then(pl.lit(algorithm)).otherwise(pl.lit(DEFAULT_ALGORITHM))
+        .alias("algorithm"))
+
+
+class Coll(KernelProgram):
+    name = "coll"
+
+    def shapes(self, config: dict[str, Any], stack: str) -> list[Shape]:
+        return [(group, list(self.block(config)["processes"]), 1) for group in coll_groups(config, stack)]
+
+    def options(self, config: dict[str, Any], cell: Cell) -> list[str]:
+        coll = self.block(config)
+        forced, _ = coll_group_parts(cell.variant)
+        names = [forced] if forced else [COLL_COLLECTIVES[name] for name in coll["collectives"]]
+        return ["--collective", ",".join(names), *sweep_args(coll)]
+
+    def forced(self, cell: Cell) -> tuple[str | None, str | None]:
+        collective, algorithm = coll_group_parts(cell.variant)
+        return (collective, algorithm) if collective else (None, None)
+
+    def finish_rows(self, frame: pl.DataFrame) -> pl.DataFrame:
+        return with_coll_algorithm(frame)

@@ -1,0 +1,27 @@
+"""pingpong: mpiatlas's OSU-style point-to-point sweep between two ranks.
+
+Variant group: ``m<lo>-<hi>`` (the whole size sweep in one launch); always 2 ranks. It may choose
+its own ``stacks`` (else ``kernels.stacks``): Open MPI, which has no IMB here, is measured too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mpiatlas.cells import Cell
+from mpiatlas.programs.kernels import KernelProgram, Shape, sweep_args
+
+
+def pingpong_group(pingpong: dict[str, Any]) -> str:
+    lo, hi = pingpong["msglog"]
+    return f"m{lo}-{hi}"
+
+
+class Pingpong(KernelProgram):
+    name = "pingpong"
+
+    def shapes(self, config: dict[str, Any], stack: str) -> list[Shape]:
+        return [(pingpong_group(self.block(config)), [2], 1)]  # a ping-pong has exactly two ranks
+
+    def options(self, config: dict[str, Any], cell: Cell) -> list[str]:
+        return sweep_args(self.block(config))

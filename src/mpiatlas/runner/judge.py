@@ -1,0 +1,134 @@
+"""A finished launch's status: how it exited, what its program read, which transport and binding
+the stack's own output shows, and, over several nodes, where the ranks really ran.
+
+The program (mpiatlas.programs) reads its output (IMB's tables, the kernels' JSON records and
+their own ``valid`` checks); everything else is judged here the same way for every program.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mpiatlas import multinode, topology
+from mpiatlas.outcome import Outcome
+from mpiatlas.programs import program_of_spec
+from mpiatlas.programs.base import Checked
+from mpiatlas.stacks import Stack
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def exit_outcome(spec: dict[str, Any], rc: int | None, stdout: str, stderr: str) -> Outcome | None:
+    """``timeout`` / ``failed`` for a launch that did not end cleanly, else None."""
+    if rc is None:
+        return Outcome("timeout", f"no result within {spec['timeout_s']} s")
+    if rc != 0:
+        return Outcome("failed", f"exit code {rc}: {_last_line(stderr) or _last_line(stdout)}")
+    return None
+
+
+def transport_evidence(stack: Stack, transport: str, output: str) -> dict[str, Any]:
+    """Requested vs obtained transport, as the stack's verbose output shows it."""
+    expected = stack.transport(transport).expect
+    obtained = stack.obtained_transport(output)
+    return {"requested_transport": expected, "obtained_transport": obtained,
+            "transport_ok": (obtained == expected) if expected else None}
+
+
+def transport_reason(details: dict[str, Any]) -> str:
+    return (f"requested transport {details['requested_transport']!r} "
+            f"but the stack used {details['obtained_transport']!r}")
+
+
+def binding_problems(pins: list[int] | None, binding: dict[int, set[int]]) -> list[str]:
+    if pins is None:
+        return []
+    if not binding:
+        return ["the stack reported no binding, so pinning cannot be verified"]
+    return topology.check_binding(pins, [binding.get(r, set()) for r in range(len(pins))])
+
+
+def set_binding_problems(requested: list[tuple[int, ...]], binding: dict[int, set[int]]) -> list[str]:
+    """Problems between the requested cpu set of every rank and the one the stack reported."""
+    if not binding:
+        return ["the stack reported no binding, so pinning cannot be verified"]
+    problems = []
+    for rank, want in enumerate(requested):
+        got = binding.get(rank, set())
+        if not got:
+            problems.append(f"rank {rank} asked for cpus {sorted(want)} but reported no binding")
+        elif got != set(want):
+            problems.append(f"rank {rank} asked for cpus {sorted(want)} but got {sorted(got)}")
+    return problems
+
+
+def judge(stack: Stack, spec: dict[str, Any], pins: list[int] | None, sets: list[tuple[int, ...]] | None,
+          rc: int | None, stdout: str, stderr: str, unpinned_note: str | None = None) -> Outcome:
+    """Decide a finished launch's status from its exit code, its program's reading of the output
+    and the evidence the stack printed. ``sets``: the cpu set of each rank of a one-node hybrid
+    cell; ``unpinned_note``: why such a cell ran unpinned."""
+    ended = exit_outcome(spec, rc, stdout, stderr)
+    if ended is not None:
+        return ended
+    program = program_of_spec(spec)
+    checked = program.check(spec, stdout, pins, sets)
+    if isinstance(checked, Outcome):
+        return checked
+    output = stdout + "\n" + stderr
+    transport = transport_evidence(stack, spec["cell"]["transport"], output)
+    if int(spec["cell"]["np"]) == 1:
+        transport = program.single_rank_transport(transport)
+    binding = stack.obtained_binding(output)
+    problems = set_binding_problems(sets, binding) if sets is not None else binding_problems(pins, binding)
+    pinned = pins is not None or sets is not None
+    details: dict[str, Any] = {
+        **checked.details, **transport,
+        "obtained_binding": {str(r): sorted(c) for r, c in sorted(binding.items())},
+        "binding_ok": (not problems) if pinned else None,
+    }
+    return _verdict(checked, details, problems, binding, unpinned_note)
+
+
+def _verdict(checked: Checked, details: dict[str, Any], problems: list[str], binding: dict[int, set[int]],
+             unpinned_note: str | None) -> Outcome:
+    """The status, in order of what matters most: the program's own check, the transport, the binding."""
+    if checked.failure:
+        return Outcome("failed", checked.failure, details)
+    if details["transport_ok"] is False:
+        return Outcome("invalid", transport_reason(details), details)
+    problems = problems + checked.binding_problems
+    if problems:
+        details["binding_ok"] = False
+        return Outcome("invalid", "; ".join(problems), details)
+    if unpinned_note:
+        bound = ", ".join(f"rank {r} -> {sorted(c)}" for r, c in sorted(binding.items())) or "not reported"
+        return Outcome("ok", f"{unpinned_note}; binding as the stack reports it: {bound}", details)
+    return Outcome("ok", None, details)
+
+
+def judge_placement(outcome: Outcome, spec: dict[str, Any], pin_sets: list[tuple[int, ...]] | None,
+                    facts: list[multinode.NodeFacts], output: str, record: dict[str, Any]) -> Outcome:
+    """A multi-node cell is only ``ok`` if its ranks really ran on different nodes, each on the cpus
+    asked for, and no two ranks of one machine were left to share a core (multinode.time_sliced)."""
+    if outcome.status not in ("ok", "invalid"):
+        return outcome
+    cell = spec["cell"]
+    details = dict(outcome.details or {})
+    hosts = multinode.srun_hosts(output)
+    record["rank_hosts"] = {str(r): h for r, h in sorted(hosts.items())}
+    binding = {int(r): set(c) for r, c in (details.get("obtained_binding") or {}).items()}
+    problems = multinode.placement_problems(int(cell["np"]), int(cell["nodes"]), hosts, binding, facts)
+    if pin_sets is not None:
+        wrong = [r for r, cpus in enumerate(pin_sets) if binding.get(r) != set(cpus)]
+        details["binding_ok"] = not wrong
+        if wrong:
+            problems.append(f"ranks {wrong} were not bound to the cpu sets asked for ({[list(pin_sets[r]) for r in wrong]})")
+    details.update(rank_hosts=record["rank_hosts"], placement_ok=not problems)
+    if outcome.status == "ok" and problems:
+        return Outcome("invalid", "; ".join(problems), details)
+    if problems:
+        return Outcome("invalid", "; ".join([outcome.reason or "", *problems]).strip("; "), details)
+    return Outcome(outcome.status, outcome.reason, details)

@@ -1,0 +1,173 @@
+"""The life cycle of one cell: a scratch directory, its provenance, a status, a read-only seal.
+
+A cell always ends with a status (ok, failed, timeout, unavailable, invalid) written next to its
+raw output, so one broken cell never stops a campaign. The output directory appears atomically
+(written aside, then renamed) and its files are made read-only: raw data is never edited after
+the fact. A cell stopped from outside (a signal, its batch job gone) is not sealed at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mpiatlas import provenance, topology
+from mpiatlas.layout import PROVENANCE, STATUS, STDERR, STDOUT
+from mpiatlas.outcome import Outcome
+from mpiatlas.stacks import StackError
+
+
+class CellInterrupted(RuntimeError):
+    """The cell was stopped from outside (a signal, its batch job cancelled, timed out or
+    preempted): it has no result, so it is not sealed and stays missing until it runs again."""
+
+
+_INTERRUPTED: list[str] = []  # why the cell being run was interrupted (set by the signal handler)
+_PREVIOUS_HANDLERS: dict[int, Any] = {}
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _on_stop_signal(signum: int, frame: Any) -> None:
+    name = signal.Signals(signum).name
+    _INTERRUPTED.append(f"received {name}")
+    raise CellInterrupted(f"received {name}")
+
+
+def _catch_stop_signals() -> None:
+    """scancel, a time limit or Snakemake's Ctrl-C send SIGTERM/SIGINT: stop the launch and leave
+    the cell unsealed instead of recording a failure that was not the cell's."""
+    _INTERRUPTED.clear()
+    try:
+        for sig in _STOP_SIGNALS:
+            _PREVIOUS_HANDLERS[sig] = signal.signal(sig, _on_stop_signal)
+    except ValueError:  # not the main thread: leave signals alone
+        _PREVIOUS_HANDLERS.clear()
+
+
+def _release_stop_signals() -> None:
+    for sig, handler in _PREVIOUS_HANDLERS.items():
+        signal.signal(sig, handler)
+    _PREVIOUS_HANDLERS.clear()
+
+
+def slurm_job_alive(environ: dict[str, str] | None = None) -> bool:
+    """Is the SLURM job this process runs in still RUNNING (not cancelled, timed out, preempted
+    or gone)? Unknown (squeue fails) counts as not alive: a cell left missing runs again later,
+    a cell wrongly sealed as failed would not."""
+    job = (os.environ if environ is None else environ).get("SLURM_JOB_ID")
+    if not job or shutil.which("squeue") is None:
+        return False
+    try:
+        out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and out.stdout.strip() == "RUNNING"
+
+
+def interruption(record: dict[str, Any]) -> str | None:
+    """Why a finished cell has no result of its own, or None: a stop signal, or an srun launch
+    that failed because its job is no longer running (scancel, time limit, preemption)."""
+    if _INTERRUPTED:
+        return _INTERRUPTED[0]
+    if record.get("launcher") == "srun" and record.get("exit_code") not in (0, None) and not slurm_job_alive():
+        return f"srun exited with {record.get('exit_code')} and SLURM job {os.environ.get('SLURM_JOB_ID')} is no longer running"
+    return None
+
+
+def scheduler_facts(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """The batch job a cell ran in (SLURM), or nulls outside a scheduler."""
+    environ = os.environ if environ is None else environ
+    slurm = {k: v for k, v in sorted(environ.items()) if k.startswith("SLURM_")}
+    return {"scheduler": "slurm" if environ.get("SLURM_JOB_ID") else None,
+            "slurm_job_id": environ.get("SLURM_JOB_ID"), "slurm": slurm or None}
+
+
+def clean_stale(out: Path) -> list[str]:
+    """Remove scratch directories (``.<name>.*`` beside ``out``) left by earlier attempts at this
+    cell that were killed before they could seal (e.g. scancel): only one attempt at a cell runs at
+    a time (Snakemake owns ``out``), so any such directory now is dead."""
+    removed = []
+    for stale in sorted(out.parent.glob(f".{out.name}.*")):
+        if stale.is_dir():
+            shutil.rmtree(stale, ignore_errors=True)
+            removed.append(stale.name)
+    return removed
+
+
+def open_cell(spec: dict[str, Any], out: Path) -> tuple[Path, dict[str, Any]]:
+    """Start a cell: refuse an existing ``out``, make the scratch directory the cell is written
+    into (sealed into ``out`` by :func:`close_cell`), and the provenance record's first facts."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out}: raw output already exists and is never overwritten")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stale = clean_stale(out)
+    # Absolute: the launch runs inside it, and launch-side files (rankfiles) are named by path.
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent)).resolve()
+    record: dict[str, Any] = {"cell": spec["id"], "coords": spec["cell"], "start": provenance.now(),
+                              **provenance.host_facts(), "containerized": False, "image_digest": None,
+                              "stack_kind": spec["stack"]["kind"], **scheduler_facts()}
+    if stale:
+        record["removed_stale_attempts"] = stale
+    _catch_stop_signals()
+    return work, record
+
+
+def close_cell(work: Path, out: Path, spec: dict[str, Any], record: dict[str, Any], outcome: Outcome) -> None:
+    """End a cell: provenance and status next to the raw output, read-only, renamed into ``out``.
+    An interrupted cell (see :func:`interruption`) is discarded instead and CellInterrupted raised:
+    its raw directory never appears, so Snakemake and the partial report see it as missing."""
+    _release_stop_signals()
+    why = interruption(record)
+    if why is not None:
+        shutil.rmtree(work, ignore_errors=True)
+        raise CellInterrupted(f"{spec['id']}: interrupted ({why}); not recorded, run it again")
+    record["end"] = provenance.now()
+    for name in (STDOUT, STDERR):
+        (work / name).touch()
+    _write_json(work / PROVENANCE, record)
+    _write_json(work / STATUS, {"cell": spec["id"], "status": outcome.status, "reason": outcome.reason,
+                                **(outcome.details or {})})
+    _seal(work, Path(out))
+
+
+def error_outcome(exc: topology.MappingUnavailable | StackError) -> Outcome:
+    """The status of a cell that could not be launched: ``unavailable`` (the node or the stack
+    cannot do it) or ``failed``."""
+    if isinstance(exc, topology.MappingUnavailable):
+        return Outcome("unavailable", str(exc))
+    text = str(exc)
+    return Outcome("unavailable", text.removeprefix("unavailable: ")) if text.startswith("unavailable") \
+        else Outcome("failed", text)
+
+
+def image_facts(container: dict[str, Any]) -> dict[str, Any]:
+    """Digest and labels of a cell's image, from the record the image rule wrote at build time."""
+    record = json.loads(Path(container["inspect"]).read_text())
+    labels = record["inspect"]["data"]["attributes"].get("labels", {})
+    return {"image": str(Path(container["image"]).resolve()), "digest": f"sha256:{record['sha256']}", "labels": labels}
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def _seal(work: Path, out: Path) -> None:
+    """Make files read-only and move the finished directory into place in one rename."""
+    for path in work.rglob("*"):
+        if path.is_file():
+            path.chmod(0o444)
+    work.chmod(0o755)
+    if out.exists():
+        out.rmdir()  # empty: checked at start
+    os.rename(work, out)
+
+
+def read_status(cell_dir: Path) -> dict[str, Any]:
+    return json.loads((Path(cell_dir) / STATUS).read_text())

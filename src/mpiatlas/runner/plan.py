@@ -1,0 +1,151 @@
+"""Where a cell's ranks go: the launcher, one node's pins or cpu sets, or a placement over nodes.
+
+One node: ``threads`` cores per rank under the mapping (a rank of a hybrid cell owns a *set* of
+cores: consecutive ones for `core`, one per domain round for the spreading mappings); a stack
+whose launch layer cannot bind a rank to a set (``Stack.multi_core_pins``) runs the cell unpinned
+and says so. Several nodes (the `node` mapping): srun inside the allocation, the nodes probed,
+ranks cyclic over them, co-located nodes recognised by their kernel boot id (mpiatlas.multinode).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from mpiatlas import multinode, topology
+from mpiatlas.stacks import Stack, StackError
+from mpiatlas.stacks.base import INTRA_NODE_EXPECT
+
+
+@dataclass
+class Plan:
+    """A cell's placement: a cpu per rank (``pins``) or a set per rank (``pin_sets``)."""
+
+    pins: list[int] | None
+    pin_sets: list[tuple[int, ...]] | None
+    oversubscribed: bool
+    # Over several nodes: what the probe found (judged after the launch).
+    node_facts: list[multinode.NodeFacts] | None = None
+    # Why a hybrid cell runs unpinned (its stack cannot bind a rank to a set), else None.
+    unpinned_note: str | None = None
+
+
+def resolve_launcher(requested: str | None, environ: dict[str, str] | None = None) -> str:
+    """campaign.launcher -> the launcher to use here: auto is srun inside a SLURM job, else mpirun."""
+    environ = os.environ if environ is None else environ
+    if requested in (None, "", "auto"):
+        return "srun" if environ.get("SLURM_JOB_ID") else "mpirun"
+    if requested not in ("mpirun", "srun"):
+        raise ValueError(f"unknown launcher {requested!r}; choose auto, mpirun or srun")
+    return requested
+
+
+def launch_topology(launcher: str) -> topology.Topology:
+    """The node's topology; under srun only the cores this batch job was given (its affinity):
+    on a node shared with other jobs, a `core` cell must pin to its own cpus, not to cpu 0."""
+    topo = topology.detect()
+    if launcher == "srun" and os.environ.get("SLURM_JOB_ID"):
+        topo = topo.restricted_to(os.sched_getaffinity(0))
+    return topo
+
+
+def cell_nodes(cell: dict[str, Any]) -> tuple[int, int | None]:
+    """(nodes, ranks per node) of a cell's launch; ranks per node is None on one node."""
+    nodes = int(cell.get("nodes", 1))
+    return nodes, (int(cell["np"]) // nodes if nodes > 1 else None)
+
+
+def interface_env(stack: Stack, spec: dict[str, Any]) -> dict[str, str]:
+    """Variables keeping the stack's TCP traffic on the cell's ``tcp_interface`` ({} without one)."""
+    iface = spec.get("tcp_interface")
+    return stack.interface_env(iface) if iface else {}
+
+
+def rank_cpu_sets(topo: topology.Topology, mapping: str, np: int, threads: int, *,
+                  oversubscribe: bool) -> list[tuple[int, ...]]:
+    """The OS cpus of each rank: ``threads`` cores per rank under ``mapping``."""
+    slots = topology.pin_list(topo, mapping, np * threads, oversubscribe=oversubscribe)
+    if threads == 1:
+        return [(cpu,) for cpu in slots]
+    if mapping == "core":
+        # Neighbouring cores (sharing the closest caches) for one rank's threads.
+        return [tuple(slots[r * threads:(r + 1) * threads]) for r in range(np)]
+    # l3/numa/socket order is round-robin over domains: stride np keeps a rank in its domain.
+    return [tuple(slots[r + k * np] for k in range(threads)) for r in range(np)]
+
+
+def plan_single_node(stack: Stack, spec: dict[str, Any], topo: topology.Topology, launcher: str,
+                     record: dict[str, Any], threads: int = 1, threaded: bool = False) -> Plan:
+    """The placement of a one-node cell: ``threads`` cores per rank under the mapping; a hybrid
+    rank gets a cpu set where the stack can bind one. ``threaded`` programs record the cores asked for."""
+    cell = spec["cell"]
+    ncores, cores = len(topo.cores), cell["np"] * threads
+    oversubscribed = record["oversubscribed"] = cores > ncores
+    if threaded:
+        record["cores_requested"] = cores
+    if oversubscribed and not spec["allow_oversubscribe"]:
+        wanted = f"{cell['np']} ranks x {threads} threads" if threaded else f"{cell['np']} ranks"
+        raise topology.MappingUnavailable(cell["mapping"], f"{wanted} > {ncores} cores and oversubscription is off")
+    sets = rank_cpu_sets(topo, cell["mapping"], cell["np"], threads, oversubscribe=oversubscribed)
+    plan = Plan(None, None, oversubscribed)
+    if threads == 1:
+        plan.pins = [s[0] for s in sets]
+        record["requested_pins"] = plan.pins
+    elif launcher in getattr(stack, "multi_core_pins", ()):
+        plan.pin_sets = sets
+        record["requested_pins"] = [list(s) for s in sets]
+    else:
+        record["requested_pins"] = None
+        record["wanted_cpu_sets"] = [list(s) for s in sets]
+        plan.unpinned_note = (f"hybrid ({threads} threads per rank): the {stack.kind} launch layer cannot bind a "
+                              f"rank to several cores with {launcher}, so the ranks ran unpinned "
+                              f"(wanted {[list(s) for s in sets]})")
+    firsts = [s[0] for s in sets]
+    record["region"] = topology.region(topo, firsts[0], firsts[1]) if len(firsts) > 1 else None
+    return plan
+
+
+def plan_multinode(stack: Stack, spec: dict[str, Any], topo: topology.Topology, launcher: str,
+                   record: dict[str, Any]) -> tuple[list[int] | None, list[tuple[int, ...]] | None, bool,
+                                                    list[multinode.NodeFacts]]:
+    """A `node`-mapped cell: refuse what cannot cross nodes, probe the allocation's nodes, and
+    place the ranks (see multinode.placement)."""
+    cell = spec["cell"]
+    nodes, np = int(cell["nodes"]), int(cell["np"])
+    if launcher != "srun":
+        raise StackError(f"unavailable: a cell over {nodes} nodes runs inside a SLURM allocation with launcher "
+                         f"srun (profiles/slurm); launcher {launcher} across hosts is not supported")
+    transport = stack.transport(cell["transport"])
+    if transport.expect in INTRA_NODE_EXPECT:
+        raise StackError(f"unavailable: transport {cell['transport']!r} of {stack.kind} is shared memory "
+                         f"({transport.expect}) and cannot connect ranks on different nodes")
+    facts = multinode.probe_nodes(nodes)
+    shared = multinode.colocated(facts)
+    record.update(node_facts=multinode.facts_record(facts), colocated=shared)
+    oversubscribed = record["oversubscribed"] = multinode.machine_oversubscribed(np, facts) or np // nodes > len(topo.cores)
+    if oversubscribed and not spec["allow_oversubscribe"]:
+        raise topology.MappingUnavailable("node", f"{np} ranks on {nodes} nodes need more cpus than the machine(s) "
+                                          "have and oversubscription is off")
+    pins, pin_sets = multinode.placement(topo, np, nodes, shared_machine=shared,
+                                         policy=spec.get("colocated_nodes", "spread"))
+    record["requested_pins"] = pins if pins is not None else [list(s) for s in pin_sets or []]
+    record["region"] = "other_node" if np > 1 else None
+    return pins, pin_sets, oversubscribed, facts
+
+
+def plan(stack: Stack, spec: dict[str, Any], topo: topology.Topology, launcher: str, record: dict[str, Any],
+         threads: int, threaded: bool) -> Plan:
+    """The placement of any cell: over nodes for the `node` mapping, else on this node."""
+    cell = spec["cell"]
+    nodes, _ = cell_nodes(cell)
+    if nodes == 1:
+        return plan_single_node(stack, spec, topo, launcher, record, threads, threaded)
+    if threads > 1:
+        raise topology.MappingUnavailable(
+            "node", f"hybrid ranks ({threads} threads each) over {nodes} nodes are not supported "
+            "(multinode.placement gives one cpu, or one shared set, per rank)")
+    pins, pin_sets, oversubscribed, facts = plan_multinode(stack, spec, topo, launcher, record)
+    if threaded:
+        record["cores_requested"] = cell["np"]
+    return Plan(pins, pin_sets, oversubscribed, facts)

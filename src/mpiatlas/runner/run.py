@@ -1,0 +1,172 @@
+"""Run cells: one (``run_cell``) or a group of them in one process (``run_group``).
+
+A cell: open it, plan its placement, let its program build the argv of one rank (from the host
+or through the cell's image), launch it with the stack's launcher under the timeout, judge it,
+seal it. A group runs its cells one after another, reading the node's topology once and reusing
+each stack; a cell already sealed (by an earlier, interrupted run of the group) is skipped, so
+a re-run resumes at the group's first unsealed cell.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mpiatlas import layout, provenance, topology
+from mpiatlas.layout import STDERR, STDOUT
+from mpiatlas.outcome import Outcome
+from mpiatlas.programs import program_of_spec
+from mpiatlas.programs.base import Program
+from mpiatlas.runner.judge import judge, judge_placement
+from mpiatlas.runner.lifecycle import CellInterrupted, close_cell, error_outcome, image_facts, open_cell, read_status
+from mpiatlas.runner.plan import Plan, cell_nodes, interface_env, launch_topology, plan, resolve_launcher
+from mpiatlas.stacks import LaunchSpec, Stack, StackError, get_stack
+
+
+def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> tuple[int | None, str, str, float]:
+    """Run in its own process group so a timeout kills every rank, not just the launcher."""
+    start = time.monotonic()
+    with (cwd / STDOUT).open("w") as out, (cwd / STDERR).open("w") as err:
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            rc: int | None = proc.wait(timeout=timeout_s)
+        except CellInterrupted:
+            _stop(proc)
+            raise
+        except subprocess.TimeoutExpired:
+            _stop(proc)
+            proc.wait()
+            rc = None
+    return rc, (cwd / STDOUT).read_text(errors="replace"), (cwd / STDERR).read_text(errors="replace"), time.monotonic() - start
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """TERM the launch's process group (srun passes it on to the step), KILL what is left."""
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def launch_and_run(stack: Stack, program: list[str], launch_spec: LaunchSpec, work: Path, timeout_s: float,
+                   record: dict[str, Any], extra_env: dict[str, str] | None = None) -> tuple[int | None, str, str]:
+    """Build the stack's launch of ``program``, run it in ``work`` with the timeout, and record
+    argv, the relevant environment, exit code and wall time. ``extra_env`` (e.g. OMP_NUM_THREADS)
+    goes to the launcher, which passes it on to the ranks."""
+    launch = stack.launch(program, launch_spec)
+    extra = dict(extra_env or {})
+    env = stack.env() | launch.env | extra
+    record.update(argv=launch.argv, env=provenance.relevant_env(stack.runtime_env() | launch.env | extra))
+    rc, stdout, stderr, wall = _run(launch.argv, env, work, timeout_s)
+    record.update(exit_code=rc, wall_s=round(wall, 3))
+    return rc, stdout, stderr
+
+
+@dataclass
+class Shared:
+    """What the cells of one process share: the node's topology per launcher, and the stacks."""
+
+    topologies: dict[str, topology.Topology] = field(default_factory=dict)
+    stacks: dict[tuple[str, str, str, str | None], Stack] = field(default_factory=dict)
+
+    def topology(self, launcher: str) -> topology.Topology:
+        if launcher not in self.topologies:
+            self.topologies[launcher] = launch_topology(launcher)
+        return self.topologies[launcher]
+
+    def stack(self, spec: dict[str, Any]) -> Stack:
+        imb_from = _absolute(spec["stack"].get("imb_from"))
+        key = (spec["stack"]["kind"], spec["stack"]["prefix"], spec["stack"]["source"], str(imb_from))
+        if key not in self.stacks:
+            self.stacks[key] = get_stack(key[0], key[1], source=key[2], imb_from=imb_from)
+        return self.stacks[key]
+
+
+def program_argv(program: Program, spec: dict[str, Any], stack: Stack, record: dict[str, Any]) -> list[str]:
+    """argv of one rank: the host's program, or ``apptainer exec IMAGE ...`` (hybrid model)."""
+    container = spec.get("container")
+    if not container:
+        return program.host_argv(spec, stack)
+    facts = image_facts(container)
+    record.update(containerized=True, image=facts["image"], image_digest=facts["digest"])
+    return program.image_argv(spec, facts)
+
+
+def _launch_and_judge(program: Program, stack: Stack, spec: dict[str, Any], work: Path,
+                      record: dict[str, Any], shared: Shared) -> Outcome:
+    cell = spec["cell"]
+    threads = int(cell.get("threads", 1))
+    launcher = record["launcher"] = resolve_launcher(spec.get("launcher"))
+    topo = shared.topology(launcher)
+    record["topology"] = topo.summary()
+    if program.threaded:
+        record["threads"] = threads
+    stack.check_launcher(launcher)
+    placed: Plan = plan(stack, spec, topo, launcher, record, threads, program.threaded)
+    record["stack_version"] = stack.version()
+    argv = program_argv(program, spec, stack, record)
+    extras = program.launch_extras(spec, placed.oversubscribed)
+    nodes, ppn = cell_nodes(cell)
+    rc, stdout, stderr = launch_and_run(stack, argv, LaunchSpec(
+        np=cell["np"], transport=cell["transport"], pins=placed.pins, pin_sets=placed.pin_sets,
+        oversubscribe=placed.oversubscribed, collective=extras.collective, algorithm=extras.algorithm,
+        workdir=work, launcher=launcher, nodes=nodes, ppn=ppn,
+    ), work, spec["timeout_s"], record, extras.env | interface_env(stack, spec))
+    if placed.node_facts is None:
+        return judge(stack, spec, placed.pins, placed.pin_sets, rc, stdout, stderr, placed.unpinned_note)
+    # Over nodes, the cpu sets of co-located nodes are checked by judge_placement.
+    outcome = judge(stack, spec, placed.pins, None, rc, stdout, stderr)
+    outcome = judge_placement(outcome, spec, placed.pin_sets, placed.node_facts, stdout + "\n" + stderr, record)
+    if placed.pin_sets is not None and outcome.details is not None and "pinning" in outcome.details:
+        outcome.details["pinning"] = "cpu set per rank"
+    return outcome
+
+
+def run_cell(spec: dict[str, Any], out: Path, shared: Shared | None = None) -> Outcome:
+    """Run the cell described by ``spec`` (programs.cell_spec) into directory ``out``."""
+    shared = shared or Shared()
+    program = program_of_spec(spec)
+    work, record = open_cell(spec, out)
+    outcome = Outcome("failed", "not run")
+    try:
+        stack = shared.stack(spec)
+        outcome = _launch_and_judge(program, stack, spec, work, record, shared)
+    except (topology.MappingUnavailable, StackError) as exc:
+        outcome = error_outcome(exc)
+    finally:
+        close_cell(work, out, spec, record, outcome)
+    return outcome
+
+
+def run_group(specs: list[dict[str, Any]], outs: list[Path]) -> list[dict[str, Any]]:
+    """Run a group's cells one after another in this process; skip the ones already sealed.
+
+    Returns one entry per cell: its id, status and whether it ran now. A CellInterrupted stops
+    the group (the cells after it stay missing until the group runs again)."""
+    shared = Shared()
+    results = []
+    for spec, out in zip(specs, outs, strict=True):
+        if layout.is_sealed(Path(out)):
+            status = read_status(Path(out))
+            results.append({"cell": spec["id"], "status": status["status"], "ran": False})
+            continue
+        outcome = run_cell(spec, Path(out), shared)
+        results.append({"cell": spec["id"], "status": outcome.status, "ran": True})
+    return results
+
+
+def _absolute(path: str | None) -> Path | None:
+    # Launches run in a scratch directory: relative prefixes would point nowhere.
+    return Path(path).resolve() if path else None

@@ -1,0 +1,30 @@
+# The C kernels of src/kernels, built once per stack against its compiler wrapper (the kernel
+# list is mpiatlas.programs.KERNEL_NAMES: one module under programs/kernels per kernel):
+#
+#   stack record --(kernels_build)--> R/kernels/<stack>/{<every kernel>,build.json}
+#
+# With containers.enabled the kernels run from the images instead (on their PATH; host launcher
+# + apptainer exec, like IMB), so nothing is built on the host.
+KERNEL_SOURCES = [str(p) for p in _containers.kernel_sources("src/kernels")] or ["src/kernels/Makefile"]
+
+
+rule kernels_build:
+    input:
+        stack=lambda wc: stack_record(wc.stack),
+        sources=KERNEL_SOURCES,
+    output:
+        [f"{R}/kernels/{{stack}}/{name}" for name in (*programs.KERNEL_NAMES, kernel_build.BUILD_RECORD)],
+    params:
+        kind=lambda wc: config["stacks"][wc.stack]["kind"],
+        source=lambda wc: config["stacks"][wc.stack].get("source", "pypi"),
+        prefix=lambda wc: cell_model.stack_prefix(config, wc.stack),
+        out=lambda wc: layout.kernel_build_dir(R, wc.stack),
+    log:
+        f"{LOGS}/kernels/{{stack}}.build.log",
+    conda:
+        "../envs/mpiatlas.yaml"
+    # Built where Snakemake runs (a cluster's login node shares the compute nodes' file system).
+    localrule: True
+    shell:
+        "mpiatlas kernels build --stack-kind {params.kind:q} --prefix {params.prefix:q} --source {params.source:q}"
+        " --source-dir src/kernels --out {params.out:q} > {log:q} 2>&1"
