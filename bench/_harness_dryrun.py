@@ -57,13 +57,13 @@ def big_config() -> dict[str, Any]:
 def count_cells(config: dict[str, Any], placeholder_imb: Path) -> int:
     """Cells the campaign plans, by mpiatlas's own matrix (with the same Open MPI IMB placeholder)."""
     from mpiatlas import config as mpiatlas_config
-    from mpiatlas import kernel_matrix, matrix
+    from mpiatlas import programs
 
     previous = os.environ.get("MPIATLAS_IMB_OPENMPI")
     os.environ["MPIATLAS_IMB_OPENMPI"] = str(placeholder_imb)
     try:
         valid = mpiatlas_config.validate(config, source="generated 177k campaign")
-        return len(matrix.imb_cells(valid)) + len(kernel_matrix.kernel_cells(valid))
+        return len(programs.expand(valid))
     finally:
         if previous is None:
             os.environ.pop("MPIATLAS_IMB_OPENMPI")

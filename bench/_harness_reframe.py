@@ -78,13 +78,13 @@ def launch_env(record: dict[str, Any], stack_env: dict[str, str]) -> dict[str, s
 
 def stack_runtime_env(config_path: Path, label: str) -> dict[str, str]:
     """The runtime environment of stack ``label`` of the campaign config at ``config_path``."""
+    from mpiatlas import cells
     from mpiatlas import config as mpiatlas_config
-    from mpiatlas import matrix
     from mpiatlas.stacks import get_stack
 
     config = mpiatlas_config.load(config_path)
     stack = config["stacks"][label]
-    return get_stack(stack["kind"], matrix.stack_prefix(config, label),
+    return get_stack(stack["kind"], cells.stack_prefix(config, label),
                      source=stack.get("source", "pypi")).runtime_env()
 
 

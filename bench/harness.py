@@ -7,17 +7,21 @@
   2  the same ratio for the IMB PingPong cells only: an mpiatlas campaign of just those cells,
      then ReFrame (reframe-hpc, pinned in bench/_harness_reframe.py, own venv under .cache/)
      running exactly those launches (argv and environment from the cells' provenance.json), one
-     at a time, each timed inside ReFrame's job script. PASS when mpiatlas's ratio <= ReFrame's.
+     at a time, each timed inside ReFrame's job script. PASS when mpiatlas's ratio <= ReFrame's
+     (medians over --rounds rounds, the order alternating). Also printed: Σ launch walls of the same
+     argv under mpiatlas / under ReFrame (a harness that disturbs its own launches looks cheaper).
   3  `snakemake -n --profile profiles/slurm` on a generated 177,100-cell campaign: wall time and
      peak RSS of its process tree, under a timeout. Targets <= 10 s, <= 500 MB.
   4  import + aggregate of 1 M generated IMB rows: bench/parse_aggregate.py's main() (another
      engineer's; this harness only calls it, and says so when the file is not there yet).
+     Targets: its own, <= 5 s and >= 5x a plain regex + pandas script.
 
 Ratios rather than seconds: this 2-core VM is noisy, and a ratio taken within one run cancels most
 of it. Run with the project's venv (mpiatlas importable):
 
   .venv/bin/python bench/harness.py                                   # all four, config/config.yaml
   .venv/bin/python bench/harness.py --only 1,2 --config config/test/tiny.yaml --reps 2
+  .venv/bin/python bench/harness.py --only 2 --config config/test/tiny.yaml --rounds 3 --json out.json
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import importlib.util
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -43,6 +48,9 @@ CAMPAIGN_TARGET = 1.3
 DRYRUN_TARGET_S = 10.0
 DRYRUN_TARGET_MB = 500.0
 PARSE_AGGREGATE = REPO / "bench" / "parse_aggregate.py"
+# bench/parse_aggregate.py's own targets (it prints them): mpiatlas <= 5 s wall, >= 5x the baseline.
+PARSE_TARGET_S = 5.0
+PARSE_TARGET_SPEEDUP = 5.0
 
 
 @dataclass
@@ -96,25 +104,46 @@ def part1(args: argparse.Namespace, tmp: Path) -> list[Figure]:
 
 
 def part2(args: argparse.Namespace, tmp: Path) -> list[Figure]:
+    """mpiatlas and ReFrame on the same PingPong launches, ``--rounds`` times, alternating which
+    goes first (round 0 must be mpiatlas: its cells' provenance gives ReFrame the launches);
+    the median ratio of each side is compared."""
     from _harness_reframe import REFRAME_PIN, run_reframe
 
     config = pingpong_only(with_repetitions(load_config(args.config), args.reps), args.config)
-    run = timed_campaign(config, tmp / "pingpong", args.campaign_timeout)
-    records = pingpong_launches(run)
-    say(f"  running the same {len(records)} launches with ReFrame ({REFRAME_PIN}) ...")
-    rfm = run_reframe(records, run.work / "config" / "campaign.yaml", tmp / "reframe", args.campaign_timeout)
-    rfm_sum = sum(rfm.launch_walls.values())
-    say(f"  ReFrame: {rfm.cases} cases ({rfm.passed} passed): wall {rfm.wall_s:.2f} s, Σ launch walls "
-        f"{rfm_sum:.2f} s (its own run phases: {rfm.time_run_s:.2f} s), ratio {rfm.ratio:.3f}")
-    per_launch = {r["cell"]: {"mpiatlas_s": r["wall_s"]} for r in records}
-    details = {"mpiatlas": describe_campaign(run), "reframe": {
-        "pin": REFRAME_PIN, "cases": rfm.cases, "passed": rfm.passed, "wall_s": round(rfm.wall_s, 2),
-        "launch_walls_s": round(rfm_sum, 2), "time_run_s": round(rfm.time_run_s, 2), "ratio": round(rfm.ratio, 3),
-        "launch_timing": "bash $EPOCHREALTIME around the launch in ReFrame's job script"},
-        "launches": per_launch}
-    ok = rfm.passed == rfm.cases == len(records) and run.ratio <= rfm.ratio
-    return [Figure(2, f"PingPong wall / Σ launch walls ({len(records)} launches): mpiatlas vs ReFrame",
-                   f"{run.ratio:.2f} vs {rfm.ratio:.2f}", "mpiatlas <= ReFrame", verdict(ok), details)]
+    records: list[dict[str, Any]] = []
+    launch_config = tmp / "pingpong0" / "config" / "campaign.yaml"
+    rounds: list[dict[str, Any]] = []
+    for rnd in range(args.rounds):
+        row: dict[str, Any] = {"round": rnd}
+        for side in (("mpiatlas", "reframe") if rnd % 2 == 0 else ("reframe", "mpiatlas")):
+            if side == "mpiatlas":
+                run = timed_campaign(config, tmp / f"pingpong{rnd}", args.campaign_timeout)
+                records = records or pingpong_launches(run)
+                row["mpiatlas"] = describe_campaign(run)
+                continue
+            say(f"  running the same {len(records)} launches with ReFrame ({REFRAME_PIN}) ...")
+            rfm = run_reframe(records, launch_config, tmp / f"reframe{rnd}", args.campaign_timeout)
+            if not rfm.passed == rfm.cases == len(records):
+                raise BenchError(f"ReFrame: {rfm.passed} of {rfm.cases} cases passed, {len(records)} launches")
+            rfm_sum = sum(rfm.launch_walls.values())
+            say(f"  ReFrame: {rfm.cases} cases passed: wall {rfm.wall_s:.2f} s, Σ launch walls {rfm_sum:.2f} s "
+                f"(its own run phases: {rfm.time_run_s:.2f} s), ratio {rfm.ratio:.3f}")
+            row["reframe"] = {"wall_s": round(rfm.wall_s, 2), "launch_walls_s": round(rfm_sum, 2),
+                              "time_run_s": round(rfm.time_run_s, 2), "ratio": round(rfm.ratio, 3)}
+        # The same argv under each harness: a slower launch under one of them is its own
+        # disturbance (or the machine's noise), and it hides harness cost inside the denominator.
+        row["launch_slowdown_mpiatlas_vs_reframe"] = round(
+            row["mpiatlas"]["launch_walls_s"] / row["reframe"]["launch_walls_s"], 3)
+        rounds.append(row)
+    mine = statistics.median(r["mpiatlas"]["ratio"] for r in rounds)
+    theirs = statistics.median(r["reframe"]["ratio"] for r in rounds)
+    slowdown = statistics.median(r["launch_slowdown_mpiatlas_vs_reframe"] for r in rounds)
+    say(f"  same launches: Σ launch walls under mpiatlas / under ReFrame = {slowdown:.2f} (median)")
+    details = {"reframe_pin": REFRAME_PIN, "launches": [r["cell"] for r in records], "rounds": rounds,
+               "launch_timing": "ReFrame: bash $EPOCHREALTIME around the launch in its job script",
+               "launch_slowdown_mpiatlas_vs_reframe": slowdown}
+    what = f"PingPong wall / Σ launch walls ({len(records)} launches, {args.rounds} round(s)): mpiatlas vs ReFrame"
+    return [Figure(2, what, f"{mine:.2f} vs {theirs:.2f}", "mpiatlas <= ReFrame", verdict(mine <= theirs), details)]
 
 
 # -- part 3 ----------------------------------------------------------------------------------------
@@ -166,10 +195,10 @@ def part4(args: argparse.Namespace, tmp: Path) -> list[Figure]:
     calls ``main(["--json", FILE])`` when the file exists (sys.argv is set to just its path, so
     nothing of the harness's options leaks into it), then reads FILE: ``mpiatlas.wall_s``,
     ``mpiatlas.peak_mb``, ``baseline.wall_s`` and ``ratio`` (baseline wall / mpiatlas wall).
-    Target: mpiatlas no slower than the baseline (ratio >= 1)."""
+    Targets: parse_aggregate.py's own (PARSE_TARGET_S, PARSE_TARGET_SPEEDUP)."""
     what = "import + aggregate of 1 M IMB rows (bench/parse_aggregate.py)"
     if not PARSE_AGGREGATE.is_file():
-        return [Figure(4, what, "not measured", "mpiatlas <= baseline wall", "MISSING",
+        return [Figure(4, what, "not measured", parse_target(), "MISSING",
                        {"hook": f"{PARSE_AGGREGATE} does not exist yet; this part calls its main() once it does"})]
     module = import_file("parse_aggregate", PARSE_AGGREGATE)
     if not callable(getattr(module, "main", None)):
@@ -187,12 +216,17 @@ def part4(args: argparse.Namespace, tmp: Path) -> list[Figure]:
     data = json.loads(out.read_text())
     try:
         mine, ratio = data["mpiatlas"], float(data["ratio"])
-        value = f"{mine['wall_s']:.1f} s, {mine['peak_mb']:.0f} MB; baseline {data['baseline']['wall_s']:.1f} s"
+        value = f"{mine['wall_s']:.1f} s, {mine['peak_mb']:.0f} MB, {ratio:.1f}x baseline"
+        ok = float(mine["wall_s"]) <= PARSE_TARGET_S and ratio >= PARSE_TARGET_SPEEDUP
     except (KeyError, TypeError, ValueError) as exc:
         raise BenchError(f"{PARSE_AGGREGATE}: its --json output lacks {exc} (expected mpiatlas.wall_s, "
                          "mpiatlas.peak_mb, baseline.wall_s, ratio)") from None
-    return [Figure(4, what, value, "mpiatlas <= baseline wall", verdict(ratio >= 1.0),
+    return [Figure(4, what, value, parse_target(), verdict(ok),
                    {"total_wall_s": round(wall, 1), **data})]
+
+
+def parse_target() -> str:
+    return f"<= {PARSE_TARGET_S:.0f} s, >= {PARSE_TARGET_SPEEDUP:.0f}x"
 
 
 def import_file(name: str, path: Path) -> Any:
@@ -255,6 +289,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--config", type=Path, default=REPO / "config" / "config.yaml",
                     help="campaign of parts 1 and 2 (default: %(default)s)")
     ap.add_argument("--reps", type=int, default=None, help="override campaign.repetitions in parts 1 and 2")
+    ap.add_argument("--rounds", type=int, default=1, help="part 2: mpiatlas/ReFrame rounds, order alternating "
+                    "(medians compared; default %(default)s)")
     ap.add_argument("--campaign-timeout", type=float, default=3600, help="seconds per campaign or ReFrame run")
     ap.add_argument("--dry-run-timeout", type=float, default=900, help="seconds for part 3 (reported as TIMEOUT)")
     ap.add_argument("--keep", action="store_true", help="keep the work directories (printed)")
@@ -262,6 +298,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     if args.reps is not None and args.reps < 1:
         ap.error("--reps must be at least 1")
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     args.config = args.config.resolve()
     return args
 

@@ -47,11 +47,20 @@ def test_containerised_cells_ran_in_the_image_with_its_digest(campaign: Path) ->
 def test_open_mpi_imb_is_not_planned_with_the_reason_not_faked(campaign: Path) -> None:
     # Its image has no IMB (imb: skip): its 2 IMB cells (formerly run as `unavailable`) are not
     # planned at all, and the campaign's notes say which and why.
-    cells = pl.read_parquet(campaign / RESULTS / "tidy/cells.parquet").filter(pl.col("stack") == "openmpi")
-    assert cells.height == 0
+    cells = pl.read_parquet(campaign / RESULTS / "tidy/cells.parquet")
+    assert cells.filter((pl.col("stack") == "openmpi") & (pl.col("kind") == "imb")).height == 0
     notes = json.loads((campaign / RESULTS / "tidy/notes.json").read_text())
     assert [(n["what"], n["cells"]) for n in notes] == [("IMB cells of stack 'openmpi'", 2)]  # 2 repetitions
     assert "Open MPI needs IMB built from source" in notes[0]["why"]
+
+
+def test_open_mpi_ring_cells_ran_in_its_image(campaign: Path) -> None:
+    cells = pl.read_parquet(campaign / RESULTS / "tidy/cells.parquet").filter(pl.col("kind") == "kernel")
+    assert cells.height == 2 and cells["status"].to_list() == ["ok", "ok"], cells
+    assert set(cells["stack"]) == {"openmpi"} and cells["containerized"].all()
+    prov = json.loads((campaign / RESULTS / "raw" / cells["cell"][0] / "provenance.json").read_text())
+    image = prov["argv"].index("apptainer")
+    assert prov["argv"][image:image + 4] == ["apptainer", "exec", str(REPO / "results/images/openmpi.sif"), "ring"]
 
 
 def test_preflight_passed_for_both_images(campaign: Path) -> None:

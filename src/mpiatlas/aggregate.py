@@ -21,16 +21,17 @@ noise (tests/test_aggregate.py compares them).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 import numpy as np
 import polars as pl
+
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
 SUMMARY_KEYS = ["label", "stack", "transport", "mapping", "np", "algorithm", "benchmark", "processes", "bytes"]
 CONFIDENCE = 0.95
 N_RESAMPLES = 999
 SEED = 0
-# (groups x resamples) float64 bootstrap medians held at once for even n: 8 MB per 1000 groups.
-_CHUNK_GROUPS = 4096
 
 
 def median_ci(values: np.ndarray, *, seed: int = SEED) -> tuple[float, float]:
@@ -71,62 +72,88 @@ def _resample_positions(n: int, seed: int) -> np.ndarray:
 def _bootstrap_ci(values: np.ndarray, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Percentile CI of the median for groups of ``n`` sorted values (one row per group)."""
     positions = _resample_positions(n, seed)
+    # The median of a resample: the mean of the values at its middle pair of positions (one
+    # position for odd n, where (v + v) / 2 == v exactly, as np.median returns it).
+    middle = positions[:, (n - 1) // 2], positions[:, n // 2]
     alpha = (1 - CONFIDENCE) / 2
-    if n % 2:
-        # median = values[:, m]; sorting m sorts every group's bootstrap medians alike.
-        order = np.sort(positions[:, n // 2])
-        low, high = (_quantile_of_sorted(values, order, q) for q in (alpha, 1 - alpha))
-    else:
-        below, above = positions[:, n // 2 - 1], positions[:, n // 2]
-        low, high = np.empty(len(values)), np.empty(len(values))
-        for start in range(0, len(values), _CHUNK_GROUPS):
-            chunk = values[start : start + _CHUNK_GROUPS]
-            medians = (chunk[:, below] + chunk[:, above]) / 2  # as np.median averages the middle pair
-            low[start : start + len(chunk)], high[start : start + len(chunk)] = np.quantile(
-                medians, [alpha, 1 - alpha], axis=1
-            )
+    low, high = (_bootstrap_quantile(values, *middle, q) for q in (alpha, 1 - alpha))
     # All repetitions equal: the bootstrap cannot vary (scipy would warn of a degenerate distribution).
     flat = values[:, 0] == values[:, -1]
     low[flat], high[flat] = values[flat, 0], values[flat, 0]
     return low, high
 
 
-def _quantile_of_sorted(values: np.ndarray, order: np.ndarray, q: float) -> np.ndarray:
-    """np.quantile(values[:, order], q, axis=1) for rows already ascending along ``order``.
+def _bootstrap_quantile(values: np.ndarray, lower: np.ndarray, upper: np.ndarray, q: float) -> np.ndarray:
+    """np.quantile(bootstrap medians, q) per group, from the few resamples that can reach that rank.
 
-    The default ('linear', Hyndman & Fan type 7) interpolation between the two order statistics
-    around ``q * (N - 1)``, written as numpy's own lerp so the results are identical.
+    numpy's default ('linear', Hyndman & Fan type 7) quantile interpolates between the order
+    statistics ``below`` and ``below + 1`` of the N medians; computed here as numpy does.
     """
-    virtual = q * (len(order) - 1)
+    count = len(lower)
+    virtual = (count - 1) * q  # numpy's virtual index for 'linear'
     below = int(np.floor(virtual))
+    above = min(below + 1, count - 1)
     gamma = virtual - below
-    a, b = values[:, order[below]], values[:, order[min(below + 1, len(order) - 1)]]
+    from_top = below > (count - 1) / 2
+    if from_top:  # rank counted from the largest median
+        chosen = _rank_candidates(-lower, -upper, count - 1 - below)
+    else:
+        chosen = _rank_candidates(lower, upper, above)
+    medians = (np.take(values, lower[chosen], axis=1) + np.take(values, upper[chosen], axis=1)) / 2
+    medians.sort(axis=1)
+    last = len(chosen) - 1
+    a = medians[:, last - (count - 1 - below)] if from_top else medians[:, below]
+    b = medians[:, last - (count - 1 - above)] if from_top else medians[:, above]
     diff = b - a
     return b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma
 
 
-def usable_samples(samples: pl.DataFrame) -> pl.DataFrame:
+def _rank_candidates(lower: np.ndarray, upper: np.ndarray, rank: int) -> np.ndarray:
+    """Resamples that may hold rank 0..``rank`` among the ascending medians, for *any* sorted group.
+
+    A resample whose middle positions are both <= another's has a median <= the other's whatever
+    the (ascending) values: it comes first. A resample that at least ``rank + 1`` others come
+    before cannot sit at rank <= ``rank``; the rest (of equal pairs, the first copies) contain
+    ranks 0..``rank`` exactly, so only these ~30 of 999 are evaluated for each group.
+    """
+    span = int(np.abs(upper).max()) + 1  # one integer per pair (np.unique on rows is slow)
+    _, first, counts = np.unique(lower * span + upper, return_index=True, return_counts=True)
+    a, b = lower[first], upper[first]
+    covers = (a[None, :] <= a[:, None]) & (b[None, :] <= b[:, None])  # covers[i, j]: pair j <= pair i
+    np.fill_diagonal(covers, False)  # the pairs are distinct: only the pair itself is equal
+    before = covers.astype(np.int64) @ counts
+    return np.repeat(first, np.clip(rank + 1 - before, 0, counts))
+
+
+def usable_samples(samples: FrameT) -> FrameT:
     """Rows that may enter statistics: valid cells, real timings (IMB's time-out rows carry none)."""
     df = samples
-    if "cell_status" in df.columns:
+    if "cell_status" in df.collect_schema().names():
         df = df.filter(pl.col("cell_status") == "ok")
     return df.filter((pl.col("status") == "ok") & pl.col("t_usec").is_not_null())
 
 
 def summarize(samples: pl.DataFrame) -> pl.DataFrame:
+    """Per cell and size: n_reps, median, min, CV, bandwidth median and the CI of the median."""
     if samples.height == 0:
         return pl.DataFrame()  # no IMB cell produced output: an empty summary, not an error
-    df = usable_samples(samples)
-    keys = [k for k in SUMMARY_KEYS if k in df.columns]
+    keys = [k for k in SUMMARY_KEYS if k in samples.columns]
+    # Keys null in every row (the cell columns of imported data) split nothing: group without them.
+    null_keys = [k for k in keys if samples[k].null_count() == samples.height]
     t = pl.col("t_usec")
-    grouped = df.group_by(keys, maintain_order=True).agg(
-        pl.len().cast(pl.Int32).alias("n_reps"),
-        t.median().alias("t_median_usec"),
-        t.min().alias("t_min_usec"),
-        (t.std() / t.mean()).alias("t_cv"),
-        pl.col("bandwidth_MBps").median().alias("bw_median_MBps"),
-        t.filter(t.is_finite()).sort().alias("_t"),
-        *([pl.col("oversubscribed").any().alias("oversubscribed")] if "oversubscribed" in df.columns else []),
+    grouped = (
+        usable_samples(samples.lazy())  # lazy: the filtered rows are never materialised
+        .group_by([k for k in keys if k not in null_keys], maintain_order=True)
+        .agg(
+            pl.len().cast(pl.Int32).alias("n_reps"),
+            t.median().alias("t_median_usec"),
+            t.min().alias("t_min_usec"),
+            (t.std() / t.mean()).alias("t_cv"),
+            pl.col("bandwidth_MBps").median().alias("bw_median_MBps"),
+            t.filter(t.is_finite()).sort().alias("_t"),
+            *([pl.col("oversubscribed").any().alias("oversubscribed")] if "oversubscribed" in samples.columns else []),
+        )
+        .collect()
     )
     lengths = grouped["_t"].list.len().to_numpy().astype(np.int64)
     flat = grouped["_t"].explode().drop_nulls().to_numpy().astype(float)
@@ -134,8 +161,10 @@ def summarize(samples: pl.DataFrame) -> pl.DataFrame:
     return (
         grouped.drop("_t")
         .with_columns(
+            *(pl.lit(None, dtype=samples.schema[k]).alias(k) for k in null_keys),
             pl.Series("t_ci_low_usec", low, dtype=pl.Float64),
             pl.Series("t_ci_high_usec", high, dtype=pl.Float64),
         )
+        .select(*keys, pl.exclude(keys))
         .sort(keys)
     )

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from mpiatlas.cells import Cell
+from mpiatlas.cells import Cell, sort_cells
 from mpiatlas.programs import program_named, program_of
 
 # Fixed cost of one cell inside a group: the launcher (hydra/srun, ~1 s), MPI_Init and the
@@ -44,7 +44,7 @@ def job_groups(config: dict[str, Any], cells: list[Cell]) -> dict[str, list[Cell
     """Group id -> its cells: each allocation's cells in sorted order, cut every cells_per_job."""
     size = int(config["campaign"].get("cells_per_job", DEFAULT_CELLS_PER_JOB))
     by_allocation: dict[str, list[Cell]] = defaultdict(list)
-    for cell in sorted(cells):
+    for cell in sort_cells(cells):
         by_allocation[allocation(cell)].append(cell)
     groups: dict[str, list[Cell]] = {}
     for key in sorted(by_allocation):

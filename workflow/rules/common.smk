@@ -1,5 +1,6 @@
 # Small named helpers shared by every stage. Logic lives in the mpiatlas package; file names in
 # mpiatlas.layout. Every output of a campaign lives under R = results/<campaign name>/.
+import functools
 import json
 import os
 
@@ -55,9 +56,15 @@ def group_inputs(wildcards):
     return inputs
 
 
+@functools.cache
+def _group_resources(group, attempt):
+    return resources.group_resources(config, GROUPS[group], attempt)
+
+
 def group_resource(name):
-    """A resource of a group job (resources.group_resources), for the `resources:` directive."""
-    return lambda wildcards, attempt: resources.group_resources(config, group_cells(wildcards), attempt)[name]
+    """A resource of a group job (resources.group_resources), for the `resources:` directive;
+    computed once per group and attempt (the rule asks for several)."""
+    return lambda wildcards, attempt: _group_resources(group_cells(wildcards) and wildcards.group, attempt)[name]
 
 
 # -- Apptainer images (rules/images.smk; the config block is described there) --------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mpiatlas.cells import Cell, cell_spec_base, check_algorithms, check_transports
+from mpiatlas.cells import Cell, cell_spec_base, check_algorithms, check_transports, sort_cells
 from mpiatlas.programs.base import Program
 from mpiatlas.programs.imb import Imb
 from mpiatlas.programs.kernels import KernelProgram
@@ -46,7 +46,7 @@ def expand(config: dict[str, Any]) -> list[Cell]:
     cells: set[Cell] = set()
     for program in REGISTRY.values():
         cells.update(program.cells(config))
-    return sorted(cells)
+    return sort_cells(cells)
 
 
 def cell_spec(config: dict[str, Any], cell: Cell) -> dict[str, Any]:

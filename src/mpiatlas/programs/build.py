@@ -20,7 +20,7 @@ from mpiatlas import layout
 from mpiatlas.programs import KERNEL_NAMES, expand
 from mpiatlas.programs.kernels import BUILD_RECORD
 
-KERNELS_DIR = Path(__file__).resolve().parents[1] / "kernels"
+KERNELS_DIR = Path(__file__).resolve().parents[2] / "kernels"
 
 
 class KernelBuildError(RuntimeError):

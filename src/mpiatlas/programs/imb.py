@@ -15,7 +15,15 @@ from typing import Any
 import polars as pl
 
 from mpiatlas import containers, layout
-from mpiatlas.cells import DEFAULT_ALGORITHM, Cell, imb_provider, imb_provider_prefix, node_counts, stack_prefix
+from mpiatlas.cells import (
+    DEFAULT_ALGORITHM,
+    Cell,
+    imb_provider,
+    imb_provider_prefix,
+    node_counts,
+    sort_cells,
+    stack_prefix,
+)
 from mpiatlas.outcome import Outcome
 from mpiatlas.parsers.imb import ImbParseError, parse_imb_text
 from mpiatlas.programs.base import MEM_PER_JOB_MB, MEM_PER_RANK_MB, Checked, LaunchExtras, Program, tag_columns
@@ -100,7 +108,7 @@ def cells_of(config: dict[str, Any], stacks: list[str]) -> list[Cell]:
         for algo in algorithms_for(config, stack, bench)
         for rep in reps
     }
-    return sorted(cells)
+    return sort_cells(cells)
 
 
 def imb_args(benchmark: str, np: int, imb: dict[str, Any]) -> list[str]:

@@ -91,7 +91,7 @@ def scheduler_facts(environ: dict[str, str] | None = None) -> dict[str, Any]:
 def clean_stale(out: Path) -> list[str]:
     """Remove scratch directories (``.<name>.*`` beside ``out``) left by earlier attempts at this
     cell that were killed before they could seal (e.g. scancel): only one attempt at a cell runs at
-    a time (Snakemake owns ``out``), so any such directory now is dead."""
+    a time (one job runs a group), so any such directory now is dead."""
     removed = []
     for stale in sorted(out.parent.glob(f".{out.name}.*")):
         if stale.is_dir():

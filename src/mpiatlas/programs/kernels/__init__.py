@@ -24,7 +24,7 @@ from typing import Any
 import polars as pl
 
 from mpiatlas import containers, layout
-from mpiatlas.cells import Cell, node_counts
+from mpiatlas.cells import Cell, node_counts, sort_cells
 from mpiatlas.outcome import Outcome
 from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_file, parse_kernel_output
 from mpiatlas.programs.base import PARSED_STATUSES, Checked, LaunchExtras, Program, per_cell_mem_mb, tag_columns
@@ -168,7 +168,7 @@ class KernelProgram(Program):
             for nodes in node_counts(config, mapping, np)
             for rep in reps
         }
-        return sorted(cells)
+        return sort_cells(cells)
 
     def argv_options(self, config: dict[str, Any], cell: Cell) -> list[str]:
         block = self.block(config)
