@@ -520,7 +520,7 @@ def test_debian_openmpi_pingpong_and_forced_coll_cells(tmp_path: Path) -> None:
     cell whose Bcast algorithm is forced with Open MPI's coll_tuned knobs, like an IMB algorithm cell."""
     from mpiatlas.programs.build import build_kernels
 
-    require_infra(Path("/usr/bin/mpicc.openmpi").exists() and Path("/usr/bin/mpirun.openmpi").exists(),
+    require_infra(shutil.which("mpicc.openmpi") is not None and shutil.which("mpirun.openmpi") is not None,
                   "Debian Open MPI (mpicc.openmpi, mpirun.openmpi)")
     config = base_config()
     config["stacks"]["debompi"] = {"kind": "openmpi", "source": "system", "transports": ["ob1-vader"],

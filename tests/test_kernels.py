@@ -12,6 +12,7 @@ tests/data/kernels/ (see README there).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -48,7 +49,9 @@ class DebianOpenMPI:
     kind = "openmpi"
 
     def available(self) -> bool:
-        return all(Path(f"/usr/bin/{name}").exists() for name in ("mpicc.openmpi", "mpirun.openmpi"))
+        # Looked up on PATH, as make and the launch will: a file under /usr/bin that PATH hides
+        # (a fresh-machine PATH) must count as absent, or the build fails instead of skipping.
+        return all(shutil.which(name) is not None for name in ("mpicc.openmpi", "mpirun.openmpi"))
 
     def mpicc(self) -> list[str]:
         return ["mpicc.openmpi"]
@@ -73,7 +76,7 @@ class DebianMPICH(DebianOpenMPI):
     kind = "mpich"
 
     def available(self) -> bool:
-        return all(Path(f"/usr/bin/{name}").exists() for name in ("mpicc.mpich", "mpiexec.mpich"))
+        return all(shutil.which(name) is not None for name in ("mpicc.mpich", "mpiexec.mpich"))
 
     def mpicc(self) -> list[str]:
         return ["mpicc.mpich"]
