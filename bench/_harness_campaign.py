@@ -69,22 +69,6 @@ def with_repetitions(config: dict[str, Any], reps: int | None) -> dict[str, Any]
     return config
 
 
-def pingpong_only(config: dict[str, Any], source: Path) -> dict[str, Any]:
-    """The IMB PingPong cells of ``config``'s Intel MPI stacks and nothing else (no other
-    benchmark, no kernels, no forced algorithms): the launches ReFrame runs too."""
-    stacks = {label: {k: v for k, v in stack.items() if k != "algorithms"}
-              for label, stack in config.get("stacks", {}).items() if stack.get("kind") == "intelmpi"}
-    if not stacks:
-        raise BenchError(f"{source}: stacks: no stack of kind intelmpi, whose IMB PingPong cells part 2 "
-                         "compares with ReFrame")
-    derived = {key: copy.deepcopy(config[key]) for key in ("campaign", "mappings", "processes", "imb")}
-    derived["campaign"]["name"] = f"{config['campaign']['name']}-pingpong"
-    derived["stacks"] = stacks
-    derived["imb"]["benchmarks"] = ["PingPong"]
-    derived["imb"].pop("stacks", None)
-    return derived
-
-
 def make_workdir(work: Path, config: dict[str, Any]) -> Path:
     """A throw-away checkout for ``config`` (see the module docstring)."""
     work.mkdir(parents=True, exist_ok=True)

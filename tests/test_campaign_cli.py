@@ -208,3 +208,20 @@ def test_kill_9_of_snakemake_then_the_same_command_completes_without_rerunning_c
     rerun = sorted(cell for cell, inode in before.items() if after.get(cell) != inode)
     assert not rerun, f"finished cells ran again: {rerun}"
     assert len(after) == 42  # tiny.yaml: 18 IMB + 24 kernel cells
+
+
+def test_headline_names_a_missing_bandwidth_asymptote(tmp_path: Path) -> None:
+    """A PingPong sweep that ends in the latency regime has B = null in its fit: the summary says so
+    (it used to raise a TypeError after the whole campaign had run)."""
+    from mpiatlas.commands.campaign import headline
+
+    fits = tmp_path / "hockney.json"
+    fits.write_text(json.dumps([
+        {"benchmark": "PingPong", "stack": "intelmpi", "transport": "shm", "latency_us": 0.31, "bandwidth_MBps": None},
+        {"benchmark": "PingPong", "stack": "mpich", "transport": "default", "latency_us": 1.7,
+         "bandwidth_MBps": 8200.0},
+    ]))
+    lines = headline(fits, [("intelmpi", "shm"), ("mpich", "default")])
+    assert lines[0] == "latency: intelmpi/shm PingPong λ = 0.31 µs (Hockney fit)"
+    assert lines[1].startswith("bandwidth: intelmpi/shm PingPong B not fitted")
+    assert headline(fits, [("mpich", "default")])[1] == "bandwidth: mpich/default PingPong B = 8,200 MB/s (Hockney fit)"

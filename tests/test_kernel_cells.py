@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from conftest import REPO, campaign_workdir, require_infra, run_campaign
+from mpiatlas.cli import main
 from mpiatlas.config import ConfigError, load, validate
 from mpiatlas.cells import Cell
 from mpiatlas.programs import cell_spec, cells_of_kind
@@ -386,7 +387,7 @@ def test_tidy_tags_coll_rows_with_the_forced_algorithm(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------- dry run
-def test_dry_run_lists_the_kernel_cells(tmp_path: Path) -> None:
+def test_dry_run_lists_the_kernel_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     work = campaign_workdir(tmp_path, TINY)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--snakefile", "workflow/Snakefile",
@@ -399,18 +400,25 @@ def test_dry_run_lists_the_kernel_cells(tmp_path: Path) -> None:
     assert len(cells) == 24
     # Cells run a job group at a time (one run-cell process per group, not one job per cell):
     # the dry run lists every group that holds a kernel cell, with how many cells it holds.
+    # profiles/local sets `grouping: machine` (one group per kind and stack: no scheduler).
+    config["grouping"] = "machine"
     groups = job_groups(config, cells_of_kind(config, "kernel") + cells_of_kind(config, "imb"))
+    assert sorted(g for g in groups if g.startswith("kernel_")) == ["kernel_intelmpi_machine_0"]
     for cell in cells:
         group = next(g for g, members in groups.items() if cell in members)
-        job = re.search(rf"wildcards: group={re.escape(group)}\n\s*resources: [^\n]*cells=(\d+),", text)
+        # The job's other attributes (threads, ...) may sit between its wildcards and resources.
+        job = re.search(rf"wildcards: group={re.escape(group)}\n(?:[ \t]+(?!resources:)\w+: [^\n]*\n)*"
+                        rf"[ \t]+resources: [^\n]*cells=(\d+),", text)
         assert job and int(job[1]) == len(groups[group]), group
     assert "rule kernels_build:" in text and "rule fit_kernels_full:" in text
-    listed = subprocess.run([sys.executable, "-m", "mpiatlas.cli", "cells", "--config", "config/campaign.yaml"],
-                            cwd=work, env=env, capture_output=True, text=True, timeout=120)
-    assert "kernel/intelmpi/shm/core/np1/jacobi/weak-L16-t2/rep0" in listed.stdout
-    assert "kernel/intelmpi/shm/core/np2/pingpong/m0-16/rep2" in listed.stdout
-    assert "kernel/intelmpi/shm/core/np2/coll/default/rep0" in listed.stdout
-    assert "(18 IMB, 24 kernel)" in listed.stdout
+    # `mpiatlas cells` through main(argv) in-process: the same command without another interpreter.
+    capsys.readouterr()
+    assert main(["cells", "--config", str(work / "config/campaign.yaml")]) == 0
+    listed = capsys.readouterr().out
+    assert "kernel/intelmpi/shm/core/np1/jacobi/weak-L16-t2/rep0" in listed
+    assert "kernel/intelmpi/shm/core/np2/pingpong/m0-16/rep2" in listed
+    assert "kernel/intelmpi/shm/core/np2/coll/default/rep0" in listed
+    assert "(18 IMB, 24 kernel)" in listed
 
 
 # ------------------------------------------------------------------------- real campaign (infra)

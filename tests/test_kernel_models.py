@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 
+from mpiatlas.cli import main
+from mpiatlas.models import kernels as kernel_models
 from mpiatlas.models.kernel_p2p import fit_coll, fit_pingpong
 from mpiatlas.models.kernels import (
     P2P,
@@ -34,6 +34,22 @@ from mpiatlas.models.kernels import (
 LABEL = "impi/shm/core"
 HEAD = {"label": LABEL, "stack": "impi", "transport": "shm", "mapping": "core", "cell_status": "ok"}
 LAMBDA, BW = 0.5, 5000.0  # µs, MB/s (bytes/µs)
+# Bootstrap replicates for the tests that check no confidence interval: every replicate of the
+# matsum model is a bounded least-squares fit (~20 ms), so the full 400 cost ~10 s per fit.
+FEW_BOOTSTRAPS = 40
+
+
+@pytest.fixture
+def few_bootstraps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fewer (still real) bootstrap replicates where the test asserts no interval."""
+    monkeypatch.setattr(kernel_models, "N_BOOT", FEW_BOOTSTRAPS)
+
+
+def strict_json(text: str) -> object:
+    """json.loads that refuses NaN and ±Infinity (Python's json accepts them; JSON does not)."""
+    def refuse(constant: str) -> object:
+        raise ValueError(f"not strict JSON: {constant}")
+    return json.loads(text, parse_constant=refuse)
 
 
 def hockney_entry(lam: float = LAMBDA, bw: float = BW, label: str = LABEL) -> dict:
@@ -88,7 +104,7 @@ def test_ring_fit_recovers_lambda_and_predicts_every_variant() -> None:
     assert fit["fails_where"].startswith("holds within 25% at every point")
 
 
-def test_ring_without_pingpong_fits_lambda_from_the_ring_and_says_so() -> None:
+def test_ring_without_pingpong_fits_lambda_from_the_ring_and_says_so(few_bootstraps: None) -> None:
     df = ring_table(P2P(2.0, 1000.0, "x"))
     (fit,) = fit_ring(df, [hockney_entry(label="other/label/core")])
     assert fit["lambda_source"] == "ring" and "no IMB PingPong" in fit["lambda_note"]
@@ -159,7 +175,7 @@ def test_amdahl_fit_recovers_parameters_and_serial_fraction() -> None:
     assert [p["oversubscribed"] for p in fit["points"]] == [False] * 4 + [True] * 2
 
 
-def test_amdahl_parameters_stay_non_negative() -> None:
+def test_amdahl_parameters_stay_non_negative(few_bootstraps: None) -> None:
     df = matsum_table(noise=0.0).with_columns(
         (pl.col("total_us") * 0 + 5000.0 / pl.col("np")).alias("total_us"))  # pure p/P: s = c = 0
     (fit,) = fit_matsum(df.filter(pl.col("np") <= CORES))
@@ -174,7 +190,7 @@ def test_too_few_process_counts_is_an_error_not_a_fit() -> None:
 
 @pytest.mark.parametrize(("gather", "verdict"), [("binomial", "binomial-tree signature"),
                                                  ("linear", "no binomial-tree signature")])
-def test_gather_ordering_tells_binomial_from_linear(gather: str, verdict: str) -> None:
+def test_gather_ordering_tells_binomial_from_linear(gather: str, verdict: str, few_bootstraps: None) -> None:
     (fit,) = fit_matsum(matsum_table(gather=gather))
     order = {g["np"]: g for g in fit["gather_order"]}
     assert set(order) == {3, 4, 6, 8}
@@ -342,7 +358,8 @@ def test_coll_best_algorithm_per_size_and_p() -> None:
     assert fit_coll(bad) == []
 
 
-def test_json_is_strict_and_the_cli_writes_kernels_json(tmp_path: Path) -> None:
+def test_json_is_strict_and_the_cli_writes_kernels_json(tmp_path: Path, few_bootstraps: None,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
     tidy = tmp_path / "tidy"
     tidy.mkdir()
     ring_table(P2P(LAMBDA, BW, "x")).write_parquet(tidy / "kernel_ring.parquet")
@@ -352,10 +369,10 @@ def test_json_is_strict_and_the_cli_writes_kernels_json(tmp_path: Path) -> None:
     coll_table().write_parquet(tidy / "kernel_coll.parquet")
     hockney = tmp_path / "hockney.json"
     hockney.write_text(json.dumps([hockney_entry()]))
-    out = subprocess.run([sys.executable, "-m", "mpiatlas.cli", "fit", str(tidy), "--model", "kernels",
-                          "--hockney", str(hockney), "--json"], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    result = json.loads(out.stdout)
+    # main(argv) in-process: the same parser and command as `mpiatlas fit`, without a second interpreter.
+    assert main(["fit", str(tidy), "--model", "kernels", "--hockney", str(hockney), "--json"]) == 0
+    result = strict_json(capsys.readouterr().out)
+    assert isinstance(result, dict)
     assert set(result) == {"ring", "matsum", "jacobi", "pingpong", "coll", "notes"}
     assert result["pingpong"][0]["latency_us"] > 0 and result["pingpong"][0]["imb_latency_us"] == LAMBDA
     assert len(result["coll"]) == 2 and all(f["best"] for f in result["coll"])
@@ -366,12 +383,11 @@ def test_json_is_strict_and_the_cli_writes_kernels_json(tmp_path: Path) -> None:
     assert result["ring"][0]["ring_latency_us"] > 0
     assert math.isfinite(result["matsum"][0]["serial_fraction"])
     # the table view works too
-    table = subprocess.run([sys.executable, "-m", "mpiatlas.cli", "fit", str(tidy), "--model", "kernels",
-                            "--hockney", str(hockney)], capture_output=True, text=True, timeout=300)
-    assert table.returncode == 0 and "Kernel models" in table.stdout
+    assert main(["fit", str(tidy), "--model", "kernels", "--hockney", str(hockney)]) == 0
+    assert "Kernel models" in capsys.readouterr().out
 
 
-def test_report_shows_each_kernel_with_its_model(tmp_path: Path) -> None:
+def test_report_shows_each_kernel_with_its_model(tmp_path: Path, few_bootstraps: None) -> None:
     from mpiatlas import report
 
     tidy, fits = tmp_path / "tidy", tmp_path / "fits"

@@ -230,9 +230,9 @@ def test_dry_run_works_without_slurm_and_prints_resources(tmp_path: Path) -> Non
     # One job per group of cells (one run-cell process each), no longer one job per cell.
     assert "group=imb_intelmpi_shm_core_np2_t1_0" in out and "group=imb_intelmpi_ofi-tcp_core_np2_t1_0" in out
     assert out.count("rule cell_group:") == 2  # 8 cells, 2 allocations x 4 cells per job
-    # runtime: the sum over the group's 4 cells of 30 s + 2 x sizes x 0.3 s (3 min).
+    # runtime: the sum over the group's 4 cells of 10 s + 2 x sizes x 0.3 s (4 x 18.4 s: 2 min).
     for resource in ("cells=4", "tasks=2", "cpus_per_task=1", "mpi=srun", "nodes=1",
-                     "slurm_extra=--ntasks-per-node=2", "runtime=3", "mem_mb=1026", "slurm_partition=debug"):
+                     "slurm_extra=--ntasks-per-node=2", "runtime=2", "mem_mb=1026", "slurm_partition=debug"):
         assert resource in out, resource
 
 
@@ -296,10 +296,10 @@ def test_kernel_runtime_is_modelled_work_with_a_floor_and_the_timeout_as_ceiling
         return resources.mem_mb(config, [cell])
 
     # ring: 1000 exchanges x 4 steps x (50 us + 2 streams x 1 MiB / 100 MB/s) = 84.09 s;
-    # x2 safety + 30 s overhead = 198 s -> 4 min (a retry asks for twice that: 396 s -> 7).
+    # x2 safety + 10 s overhead = 178 s -> 3 min (a retry asks for twice that: 356 s -> 6).
     assert work_s(cells["ring"]) == pytest.approx(84.08608)
-    assert runtime_min(config, cells["ring"]) == 4
-    assert runtime_min(config, cells["ring"], attempt=2) == 7
+    assert runtime_min(config, cells["ring"]) == 3
+    assert runtime_min(config, cells["ring"], attempt=2) == 6
     # jacobi: 105 sweeps of 1e6 points/rank at 20 ns + halos, plus rank 0's serial check of 2e6 points.
     assert work_s(cells["jacobi"]) == pytest.approx(105 * (0.02 + 3e-4) + 4.2)
     # matsum: 11 iterations moving A, B, C (3 x 8 B x 2.4e6) through rank 0 at 100 MB/s.
@@ -309,7 +309,7 @@ def test_kernel_runtime_is_modelled_work_with_a_floor_and_the_timeout_as_ceiling
     assert mem_mb(cells["ring"]) == 512 + 4 * (256 + 4) + 1
     assert mem_mb(cells["matsum"]) == 1646
     assert mem_mb(cells["jacobi"]) == 1092
-    # Never more than the launch timeout (600 s) + overhead: 630 s -> 11 min; an unmodelled
+    # Never more than the launch timeout (600 s) + overhead: 610 s -> 11 min; an unmodelled
     # kernel gets that ceiling too.
     config["kernels"]["ring"]["iterations"] = 10**7
     assert runtime_min(config, cells["ring"]) == 11
@@ -327,7 +327,9 @@ def group_of(config: dict, cell_id: str) -> str:
 def _resources(out: str, cell_id: str, config: dict | None = None) -> dict[str, str]:
     """The resources a dry run prints for the group job that runs ``cell_id`` (of kernel_campaign() by default)."""
     group = group_of(config or kernel_campaign(), cell_id)
-    match = re.search(rf"wildcards: group={re.escape(group)}\n\s*resources: (.*)\n", out)
+    # The job's other attributes (threads, ...) may sit between its wildcards and resources.
+    match = re.search(rf"wildcards: group={re.escape(group)}\n(?:[ \t]+(?!resources:)\w+: [^\n]*\n)*"
+                      rf"[ \t]+resources: (.*)\n", out)
     assert match, f"no job for {cell_id} in the dry run"
     return dict(part.split("=", 1) for part in match[1].split(", "))
 
@@ -361,15 +363,20 @@ def test_dry_run_packs_kernel_cells_into_batch_jobs_and_a_resume_plans_only_the_
                  "results/k/notes.json", "results/k/campaign.json"]:
         (work / path).parent.mkdir(parents=True, exist_ok=True)
         (work / path).write_text("{}")
-    time.sleep(1.1)  # finished cells are newer than their inputs
+    # Finished cells are newer than their inputs (as after a real run): dated 2 s ahead rather
+    # than written after sleeping past the file system's mtime resolution.
+    later = time.time() + 2
     groups = resources.job_groups(config, programs.expand(config))
     killed, done = "kernel_intelmpi_shm_core_np2_t1_0", "kernel_intelmpi_shm_core_np2_t1_1"
     finished = [c.id for c in groups[killed]][:3] + [c.id for c in groups[done]]
     for cell_id in finished:
         (work / "results/k/raw" / cell_id).mkdir(parents=True)
         (work / "results/k/raw" / cell_id / "status.json").write_text('{"status": "ok"}')
+        for path in (work / "results/k/raw" / cell_id, work / "results/k/raw" / cell_id / "status.json"):
+            os.utime(path, (later, later))
     (work / "results/k/groups").mkdir()
     (work / f"results/k/groups/{done}.json").write_text("{}")
+    os.utime(work / f"results/k/groups/{done}.json", (later, later))
     again = slurm_dry_run(tmp_path, work)
     assert planned_group_jobs(again) == KERNEL_JOBS | imb_jobs | {"kernel_intelmpi_shm_core_np2_t1": 1}
     assert f"group={killed}\n" in again and f"group={done}\n" not in again

@@ -273,6 +273,7 @@ def _cells(work: Path) -> pl.DataFrame:
     return pl.read_parquet(work / RESULTS / "tidy" / "cells.parquet")
 
 
+@pytest.mark.infra
 def test_two_node_campaign_through_slurm_into_the_report(netns_cluster: Path, tmp_path: Path) -> None:
     work = campaign_workdir(tmp_path, TWO_NODE)
     done = run_campaign(work, *PROFILE, *ONE_JOB_AT_A_TIME, timeout=1500, path_prefix=netns_cluster / "bin")
@@ -362,6 +363,7 @@ def _check_openmpi_kernels(work: Path, cells: pl.DataFrame) -> None:
     assert "openmpi/ob1-tcp/node2" in html
 
 
+@pytest.mark.infra
 def test_mispinned_one_rank_per_node_cell_is_invalid_not_averaged(netns_cluster: Path, tmp_path: Path) -> None:
     work = campaign_workdir(tmp_path, TWO_NODE, colocated_nodes="ignore", repetitions=1)
     import yaml

@@ -12,6 +12,7 @@ placement, the stack's facts and the checks of the config they rest on.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from operator import attrgetter
 from pathlib import Path
@@ -23,7 +24,9 @@ from mpiatlas.stacks import STACK_KINDS, collectives
 DEFAULT_ALGORITHM = "default"
 
 
-@dataclass(frozen=True, order=True)
+# Slots: a 177k-cell campaign holds every cell in Snakemake's process; without a __dict__ a cell
+# takes ~110 bytes instead of ~160 (CPython 3.11), and its fields read faster.
+@dataclass(frozen=True, order=True, slots=True)
 class Cell:
     kind: str  # imb | kernel
     stack: str
@@ -84,9 +87,20 @@ class Cell:
 _ORDER = attrgetter(*(f.name for f in fields(Cell)))
 
 
-def sort_cells(cells: set[Cell] | list[Cell]) -> list[Cell]:
-    """``cells`` in the campaign's order (Cell's field order), without duplicates."""
-    return sorted(set(cells), key=_ORDER)
+def sort_cells(cells: Iterable[Cell]) -> list[Cell]:
+    """``cells`` in the campaign's order (Cell's field order), without duplicates.
+
+    No set: hashing 10^5 cells costs as much as sorting them, and a set's order is random, which
+    makes the sort pay n log n comparisons; the cells mostly arrive sorted (each program's, then
+    their concatenation), where the sort is linear. Equal cells are adjacent once sorted."""
+    ordered = sorted(cells, key=_ORDER)
+    unique: list[Cell] = []
+    previous: tuple[Any, ...] | None = None
+    for key, cell in zip(map(_ORDER, ordered), ordered):
+        if key != previous:
+            unique.append(cell)
+            previous = key
+    return unique
 
 
 def mapping_segment(mapping: str, nodes: int) -> str:

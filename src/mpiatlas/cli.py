@@ -1,8 +1,10 @@
 """The ``mpiatlas`` command line: one subcommand per module in ``mpiatlas.commands``.
 
-Every subcommand module is imported to register its arguments, so a module keeps its heavy
-imports (polars, scipy, altair, snakemake) inside the functions that use them: ``mpiatlas
-run-cell`` and ``mpiatlas --help`` must not pay for the report's libraries.
+Only the module of the subcommand being run is imported: a cell group job (``mpiatlas run-cell``)
+starts one process per group, so it must not pay for the report's, the fits' or the other
+commands' imports. A command's module is found by its name (``run-cell`` is ``run_cell``,
+``import`` is ``import_``), listed without importing anything. ``mpiatlas --help`` and an
+unknown command import every module, so that the list of commands shows each one's help.
 """
 
 from __future__ import annotations
@@ -14,25 +16,49 @@ import sys
 from collections.abc import Sequence
 
 from mpiatlas import __version__, commands
-from mpiatlas.config import ConfigError
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_modules() -> dict[str, str]:
+    """Subcommand name -> its module in mpiatlas.commands (module ``run_cell`` registers
+    ``run-cell``; a trailing ``_`` avoids a keyword: ``import_`` registers ``import``)."""
+    return {info.name.rstrip("_").replace("_", "-"): info.name for info in pkgutil.iter_modules(commands.__path__)}
+
+
+def requested_command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` asks for: its first word that is not an option (the top-level
+    parser's own options, --help and --version, take no value), or None."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None, *, load_all: bool = False) -> argparse.ArgumentParser:
+    """The parser for ``argv``: only the subcommand it names is imported and registered; every
+    one of them when it names none or one that does not exist (or ``load_all``)."""
+    modules = command_modules()
+    wanted = requested_command(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="mpiatlas", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"mpiatlas {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        module.register(sub)
+    chosen = sorted(modules) if load_all or wanted not in modules else [wanted]
+    for name in chosen:
+        importlib.import_module(f"{commands.__name__}.{modules[name]}").register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv).parse_args(argv)
     # Each register() sets ``func`` with set_defaults; it returns an exit code.
     try:
         return int(args.func(args) or 0)
-    except ConfigError as exc:
+    except Exception as exc:
+        # A ConfigError can only come from mpiatlas.config once something imported it; looked up
+        # here so that commands which never read a config do not import its validator (jsonschema).
+        config = sys.modules.get("mpiatlas.config")
+        if config is None or not isinstance(exc, config.ConfigError):
+            raise
         print(f"mpiatlas: {exc}", file=sys.stderr)
         return 2
 

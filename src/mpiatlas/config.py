@@ -9,10 +9,12 @@ from __future__ import annotations
 import copy
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import yaml
+
+if TYPE_CHECKING:
+    import jsonschema
 
 
 class ConfigError(ValueError):
@@ -21,7 +23,8 @@ class ConfigError(ValueError):
 
 def schema() -> dict[str, Any]:
     text = resources.files("mpiatlas").joinpath("data/config.schema.yaml").read_text()
-    return yaml.safe_load(text)
+    # The C loader where libyaml is there: the pure-Python one takes ~60 ms on the schema.
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:
@@ -41,6 +44,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
 
 def _with_defaults(validator_cls: type) -> type:
     """A validator that fills in schema defaults, so code reads one complete config."""
+    import jsonschema  # only when validating: importing the cell model (a run-cell process) needs none of it
+
     validate_properties = validator_cls.VALIDATORS["properties"]
 
     def set_defaults(validator, properties, instance, schema_):  # type: ignore[no-untyped-def]
@@ -55,6 +60,8 @@ def _with_defaults(validator_cls: type) -> type:
 
 def validate(config: dict[str, Any], source: str = "<config>") -> dict[str, Any]:
     """Return a defaults-filled copy of ``config`` or raise ConfigError naming every problem."""
+    import jsonschema
+
     config = copy.deepcopy(config)
     validator = _with_defaults(jsonschema.Draft202012Validator)(schema())
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))

@@ -137,6 +137,22 @@ def check_stack(config: dict[str, Any], label: str, workdir: Path, *, hello: boo
         yield hello_check(stack, label, spec["transports"][0], workdir)
 
 
+def stack_hello(config: dict[str, Any], label: str, workdir: Path) -> Check:
+    """The 2-rank hello of an installed stack, on its first transport."""
+    from mpiatlas.stacks import get_stack
+
+    spec = config["stacks"][label]
+    stack = get_stack(spec["kind"], cell_model.stack_prefix(config, label), source=spec.get("source", "pypi"))
+    return hello_check(stack, label, spec["transports"][0], workdir)
+
+
+def _parallel(func: Callable[[str], Check], labels: list[str]) -> list[Check]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, len(labels))) as pool:
+        return list(pool.map(func, labels))
+
+
 def install_logged(install: Callable[[], None], log: Path) -> None:
     """Run a stack install with its output in ``log`` (pip is verbose on failure)."""
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -248,9 +264,14 @@ def run_checks(config: dict[str, Any], *, slurm: bool, cells: int | None = None)
     workdir = (Path(config["campaign"]["stacks_dir"]) / ".preflight").resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=workdir) as scratch:
+        # Installs one after another (pip's output goes to the process's own stdout, redirected
+        # per install), then every stack's hello at once: each is mostly a launcher starting up.
+        installed = {label: list(check_stack(config, label, Path(scratch), hello=False)) for label in labels}
+        # Without a compiler no hello can be built: that one missing piece is the message.
+        ready = [label for label in labels if compiler.ok and all(c.ok for c in installed[label])]
+        hellos = dict(zip(ready, _parallel(lambda label: stack_hello(config, label, Path(scratch)), ready)))
         for label in labels:
-            # Without a compiler no hello can be built: that one missing piece is the message.
-            stack_checks = list(check_stack(config, label, Path(scratch), hello=compiler.ok))
+            stack_checks = installed[label] + ([hellos[label]] if label in hellos else [])
             checks += stack_checks
             if all(c.ok for c in stack_checks) and not containers and label in {c.stack for c in imb}:
                 checks.append(check_imb(config, label))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import platform
 import socket
+from functools import cache
 from pathlib import Path
 
 from mpiatlas import __version__
@@ -32,6 +33,14 @@ def relevant_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def host_facts() -> dict[str, str]:
+    """Host, cpu model, kernel, Python and mpiatlas version (a fresh dict each call)."""
+    return dict(_host_facts())
+
+
+@cache
+def _host_facts() -> dict[str, str]:
+    # Read once per process: a cell group records them for every cell, and they cannot change
+    # while the process runs.
     return {
         "host": socket.gethostname(),
         "cpu_model": cpu_model(),

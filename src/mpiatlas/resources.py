@@ -2,8 +2,12 @@
 
 A group is the unit of one Snakemake job and one ``mpiatlas run-cell --group`` process: cells
 of one kind that share an allocation (stack x transport x placement x ranks x threads per rank),
-cut into chunks of ``campaign.cells_per_job`` in the campaign's sorted cell order,
-so a group's id and its cells are the same on every run of the same config. Its cells run one
+cut in the campaign's sorted cell order into chunks whose budgeted runtime (below) stays within
+``campaign.job_minutes`` and which hold at most ``campaign.cells_per_job`` cells, so a group's id
+and its cells are the same on every run of the same config. Cutting by time rather than by count
+alone keeps a batch job a sensible length on a cluster (fast cells share one job instead of
+queueing for hundreds) and keeps the number of Snakemake jobs, whose count is what a dry run and
+the scheduler pay for, proportional to the campaign's machine time. Its cells run one
 after another in one allocation; each is sealed on its own, so a group re-run after a killed job
 skips its sealed cells and resumes at the first unsealed one.
 
@@ -14,15 +18,20 @@ capped by the launch timeout; memory = the largest request among its cells.
 
 from __future__ import annotations
 
+import inspect
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import fields
+from operator import attrgetter
 from typing import Any
 
-from mpiatlas.cells import Cell, sort_cells
+from mpiatlas.cells import Cell, mapping_segment, sort_cells
 from mpiatlas.programs import program_named, program_of
 
-# Fixed cost of one cell inside a group: the launcher (hydra/srun, ~1 s), MPI_Init and the
-# program's warm-up; a margin for a slow shared file system when the cell is sealed.
-RUNTIME_OVERHEAD_S = 30.0
+# Fixed cost of one cell inside a group: the launcher (hydra/srun, ~1 s), MPI_Init (seconds at a
+# thousand nodes) and the program's warm-up, and a margin for a slow shared file system when the
+# cell is sealed. The harness itself adds ~0.1 s per cell (bench/group_cost.py).
+RUNTIME_OVERHEAD_S = 10.0
 # IMB stops a message size after about -time seconds, but one iteration of a large message can
 # overshoot it, and a loaded node is slower: budget twice the modelled work.
 RUNTIME_SAFETY = 2.0
@@ -30,28 +39,111 @@ RUNTIME_FLOOR_MIN = 1
 # Mappings whose placement only exists on a whole node: ranks spread over its L3/NUMA/package
 # domains (or over nodes). `core` packs ranks onto the first cores the job was given.
 EXCLUSIVE_MAPPINGS = frozenset({"l3", "numa", "socket", "node"})
-DEFAULT_CELLS_PER_JOB = 20
+DEFAULT_CELLS_PER_JOB = 1000
+DEFAULT_JOB_MINUTES = 120
+
+
+def fixed_signature(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``func`` with its signature stored on it (``__signature__``, which inspect.signature returns
+    as is). Snakemake inspects an input or resource function's parameters on every call: for the
+    group functions that is once per job and resource, and recomputing the signature each time
+    was a fifth of a 177k-cell dry run."""
+    func.__signature__ = inspect.signature(func)  # type: ignore[attr-defined]
+    return func
 
 
 def allocation(cell: Cell) -> str:
     """What a cell needs of its allocation, as the first part of its group's id. IMB and kernel
     cells never share a group: kernel groups wait for their stack's kernel build, IMB groups need
     not, and a group's log and resources stay those of one program family."""
-    return f"{cell.kind}_{cell.stack}_{cell.transport}_{cell.placement}_np{cell.np}_t{cell.threads}"
+    return _allocation_id(_ALLOCATION(cell))
 
 
-def job_groups(config: dict[str, Any], cells: list[Cell]) -> dict[str, list[Cell]]:
-    """Group id -> its cells: each allocation's cells in sorted order, cut every cells_per_job."""
+# The fields an allocation id is made of: a C-level key per cell, the id string once per allocation.
+_ALLOCATION = attrgetter("kind", "stack", "transport", "mapping", "nodes", "np", "threads")
+
+
+# A cell's fields but its repetition: what its modelled runtime depends on.
+_ALL_BUT_REP = attrgetter(*(f.name for f in fields(Cell) if f.name != "rep"))
+
+
+def _allocation_id(key: tuple[str, str, str, str, int, int, int]) -> str:
+    kind, stack, transport, mapping, nodes, np, threads = key
+    return f"{kind}_{stack}_{transport}_{mapping_segment(mapping, nodes)}_np{np}_t{threads}"
+
+
+def _machine_id(key: tuple[str, str]) -> str:
+    kind, stack = key
+    return f"{kind}_{stack}_machine"
+
+
+# config `grouping` -> (a cell's group key, the key's id). `machine`: no scheduler, so the only
+# boundaries that remain are those of the DAG (kernel cells wait for their stack's build, IMB cells
+# for the stack); each group then also mixes transports and process counts, whose cells the runner
+# plans one by one anyway.
+GROUP_KEYS: dict[str, tuple[Callable[[Cell], tuple[Any, ...]], Callable[[Any], str]]] = {
+    "allocation": (_ALLOCATION, _allocation_id),
+    "machine": (attrgetter("kind", "stack"), _machine_id),
+}
+
+
+def job_groups(config: dict[str, Any], cells: list[Cell], costs: CellCosts | None = None) -> dict[str, list[Cell]]:
+    """Group id -> its cells: each allocation's cells in sorted order, cut into chunks of at most
+    cells_per_job cells and job_minutes of budgeted runtime (a cell longer than that on its own is
+    a group of one)."""
     size = int(config["campaign"].get("cells_per_job", DEFAULT_CELLS_PER_JOB))
-    by_allocation: dict[str, list[Cell]] = defaultdict(list)
+    budget_s = 60.0 * float(config["campaign"].get("job_minutes", DEFAULT_JOB_MINUTES))
+    key_of, id_of = GROUP_KEYS[config.get("grouping", "allocation")]
+    by_key: dict[tuple[Any, ...], list[Cell]] = defaultdict(list)
     for cell in sort_cells(cells):
-        by_allocation[allocation(cell)].append(cell)
+        by_key[key_of(cell)].append(cell)
+    by_id = {id_of(key): members for key, members in by_key.items()}
+    runtime = (costs or CellCosts(config)).runtime_s
     groups: dict[str, list[Cell]] = {}
-    for key in sorted(by_allocation):
-        members = by_allocation[key]
-        for chunk, start in enumerate(range(0, len(members), size)):
-            groups[f"{key}_{chunk}"] = members[start:start + size]
+    for key in sorted(by_id):
+        for chunk, members in enumerate(_chunks(by_id[key], size, budget_s, runtime)):
+            groups[f"{key}_{chunk}"] = members
     return groups
+
+
+def _chunks(cells: list[Cell], size: int, budget_s: float, runtime: Callable[[Cell], float]) -> list[list[Cell]]:
+    chunks: list[list[Cell]] = []
+    current: list[Cell] = []
+    used_s = 0.0
+    for cell in cells:
+        cost_s = runtime(cell)
+        if current and (len(current) >= size or used_s + cost_s > budget_s):
+            chunks.append(current)
+            current, used_s = [], 0.0
+        current.append(cell)
+        used_s += cost_s
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+class CellCosts:
+    """A cell's budgeted runtime and memory, modelled once per distinct cell apart from its
+    repetition (repetitions cost the same: a 177k-cell campaign of 10 repetitions models ~18k)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self._config = config
+        self._runtime: dict[tuple[Any, ...], float] = {}
+        self._mem: dict[tuple[Any, ...], int] = {}
+
+    def runtime_s(self, cell: Cell) -> float:
+        key = _ALL_BUT_REP(cell)
+        found = self._runtime.get(key)
+        if found is None:
+            found = self._runtime[key] = cell_runtime_s(self._config, cell)
+        return found
+
+    def mem_mb(self, cell: Cell) -> int:
+        key = _ALL_BUT_REP(cell)
+        found = self._mem.get(key)
+        if found is None:
+            found = self._mem[key] = program_of(cell).mem_mb(self._config, cell)
+        return found
 
 
 def batch_jobs(config: dict[str, Any], cells: list[Cell]) -> int:
@@ -84,22 +176,26 @@ def cell_runtime_s(config: dict[str, Any], cell: Cell) -> float:
     return min(ceiling_s, RUNTIME_OVERHEAD_S + RUNTIME_SAFETY * work_s)
 
 
-def runtime_min(config: dict[str, Any], cells: list[Cell], attempt: int = 1) -> int:
+def runtime_min(config: dict[str, Any], cells: list[Cell], attempt: int = 1, costs: CellCosts | None = None) -> int:
     """Minutes to request for cells run one after another, at least RUNTIME_FLOOR_MIN; ``attempt``
     > 1 (a Snakemake retry) scales it up."""
-    seconds = sum(cell_runtime_s(config, cell) for cell in cells)
+    seconds = sum(map((costs or CellCosts(config)).runtime_s, cells))
     return max(RUNTIME_FLOOR_MIN, -(-int(seconds * max(1, attempt)) // 60))
 
 
-def mem_mb(config: dict[str, Any], cells: list[Cell]) -> int:
+def mem_mb(config: dict[str, Any], cells: list[Cell], costs: CellCosts | None = None) -> int:
     """Memory for cells run one after another: the largest request among them."""
-    return max(program_of(cell).mem_mb(config, cell) for cell in cells)
+    return max(map((costs or CellCosts(config)).mem_mb, cells))
 
 
-def group_resources(config: dict[str, Any], cells: list[Cell], attempt: int = 1) -> dict[str, Any]:
-    """The Snakemake resources of a group job (every cell of a group shares its allocation)."""
-    first = cells[0]
+def group_resources(config: dict[str, Any], cells: list[Cell], attempt: int = 1,
+                    costs: CellCosts | None = None) -> dict[str, Any]:
+    """The Snakemake resources of a group job (under grouping `allocation` every cell of a group
+    shares its allocation; under `machine` the largest cell's, though no scheduler reads them)."""
+    first = max(cells, key=attrgetter("np", "threads", "nodes"))
     return {
+        # How many cells the group holds: a plain count, shown by `snakemake -n` with the others.
+        "cells": len(cells),
         "tasks": first.np,
         # A hybrid rank owns its OpenMP threads' cores.
         "cpus_per_task": first.threads,
@@ -108,6 +204,38 @@ def group_resources(config: dict[str, Any], cells: list[Cell], attempt: int = 1)
         "mpi": "srun" if first.np > 1 else "",
         "nodes": first.nodes,
         "slurm_extra": slurm_extra(config, first),
-        "runtime": runtime_min(config, cells, attempt),
-        "mem_mb": mem_mb(config, cells),
+        "runtime": runtime_min(config, cells, attempt, costs),
+        "mem_mb": mem_mb(config, cells, costs),
     }
+
+
+class GroupResources:
+    """Every group's resources for the workflow's ``resources:`` directive, computed once per group
+    and attempt. Snakemake calls each resource of each job separately (7 per job, and again
+    whenever it re-evaluates the job): computed per call, a 177k-cell campaign would model every
+    cell's runtime and memory seven times over. Computed when first asked, not all up front:
+    inside a batch job Snakemake parses the workflow again but asks for one group only."""
+
+    def __init__(self, config: dict[str, Any], groups: dict[str, list[Cell]], costs: CellCosts | None = None) -> None:
+        self._config = config
+        self._groups = groups
+        self._costs = costs or CellCosts(config)
+        self._computed: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def of(self, group: str, attempt: int = 1) -> dict[str, Any]:
+        """The resources of ``group`` at Snakemake ``attempt``; a clear error for an unknown group."""
+        found = self._computed.get((group, attempt))
+        if found is None:
+            cells = self._groups.get(group)
+            if cells is None:
+                raise ValueError(f"{group} is not a job group of this campaign")
+            found = self._computed[(group, attempt)] = group_resources(self._config, cells, attempt, self._costs)
+        return found
+
+    def resource(self, name: str) -> Callable[..., Any]:
+        """A function Snakemake calls for resource ``name`` of a job (its group is a wildcard)."""
+        def value(wildcards: Any, attempt: int) -> Any:
+            return self.of(wildcards.group, attempt)[name]
+
+        value.__name__ = f"group_{name}"
+        return fixed_signature(value)

@@ -14,9 +14,10 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas.cells import parse_id
 from mpiatlas.layout import CELLS_TABLE, IMB_SAMPLES, PROVENANCE, PROVENANCE_TABLE, STATUS
-from mpiatlas.programs import REGISTRY, program_named
+
+# The program registry (and with it the parsers and the config validator) is imported by the
+# functions that read cells: the report imports this module for the cells table's schema only.
 
 CELL_SCHEMA: dict[str, pl.DataType] = {
     "cell": pl.String, "stack": pl.String, "stack_kind": pl.String, "stack_version": pl.String,
@@ -79,6 +80,8 @@ def is_kernel_row(row: dict[str, Any]) -> bool:
 
 def missing_row(cell_id: str) -> dict[str, Any]:
     """A cells-table row for a campaign cell that has no raw directory (status ``missing``)."""
+    from mpiatlas.cells import parse_id
+
     coords = parse_id(cell_id)
     row: dict[str, Any] = dict.fromkeys(CELL_SCHEMA)
     row.update(cell=cell_id, stack=coords["stack"], transport=coords["transport"], mapping=coords["mapping"],
@@ -91,6 +94,8 @@ def missing_row(cell_id: str) -> dict[str, Any]:
 def tidy(cell_dirs: list[Path], out_dir: Path, expected: list[str] | None = None) -> dict[str, int]:
     """Tables from ``cell_dirs``; every id in ``expected`` (the campaign's cells) that has no
     directory among them gets a ``missing`` row, so a report of a partial campaign lists it."""
+    from mpiatlas.programs import REGISTRY, program_named
+
     out_dir.mkdir(parents=True, exist_ok=True)
     rows, provs = [], []
     parts: dict[str, list[pl.DataFrame]] = {table: [] for program in REGISTRY.values() for table in program.tables}

@@ -1,6 +1,5 @@
 # Small named helpers shared by every stage. Logic lives in the mpiatlas package; file names in
 # mpiatlas.layout. Every output of a campaign lives under R = results/<campaign name>/.
-import functools
 import json
 import os
 
@@ -19,7 +18,8 @@ else:
 CELLS = programs.expand(config)
 # Job groups (mpiatlas.resources): the cells of one allocation, cells_per_job at a time; one
 # Snakemake job and one `mpiatlas run-cell --group` process each.
-GROUPS = resources.job_groups(config, CELLS)
+CELL_COSTS = resources.CellCosts(config)
+GROUPS = resources.job_groups(config, CELLS, CELL_COSTS)
 R = layout.results_dir(config["campaign"]["name"])
 LOGS = layout.logs_dir(R)
 KERNEL_TABLE_NAMES = [layout.kernel_table(name) for name in programs.KERNEL_NAMES]
@@ -41,30 +41,41 @@ def group_cells(wildcards):
         raise ValueError(f"{wildcards.group} is not a job group of this campaign") from None
 
 
+@resources.fixed_signature
 def group_inputs(wildcards):
     """Every stack record the group's cells need (an MPICH stack's IMB comes from the Intel MPI
-    stack), and the host build of the kernels or the image they run in."""
-    cells = group_cells(wildcards)
-    label = cells[0].stack
-    labels = {label} | {cell_model.imb_provider(config, label) for c in cells if c.kind == "imb"}
+    stack), and the host build of the kernels or the image they run in. A group's cells share
+    their kind and stack (resources.allocation), so its first cell says it all."""
+    first = group_cells(wildcards)[0]
+    labels = {first.stack, cell_model.imb_provider(config, first.stack) if first.kind == "imb" else None}
     inputs = [stack_record(name) for name in sorted(filter(None, labels))]
-    image = cell_model.container_spec(config, label)
+    image = cell_model.container_spec(config, first.stack)
     if image is not None:
         return inputs + [image["image"], image["inspect"], image["preflight"]]
-    if any(c.kind == "kernel" for c in cells):
-        inputs += kernel_build.build_outputs(config, label)
+    if first.kind == "kernel":
+        inputs += kernel_build.build_outputs(config, first.stack)
     return inputs
 
 
-@functools.cache
-def _group_resources(group, attempt):
-    return resources.group_resources(config, GROUPS[group], attempt)
+# Each group's resources, computed once per group and attempt (resources.GroupResources).
+GROUP_RESOURCES = resources.GroupResources(config, GROUPS, CELL_COSTS)
 
 
 def group_resource(name):
-    """A resource of a group job (resources.group_resources), for the `resources:` directive;
-    computed once per group and attempt (the rule asks for several)."""
-    return lambda wildcards, attempt: _group_resources(group_cells(wildcards) and wildcards.group, attempt)[name]
+    """A resource of a group job (resources.group_resources), for the `resources:` directive."""
+    return GROUP_RESOURCES.resource(name)
+
+
+@resources.fixed_signature
+def all_group_done(wildcards):
+    """Every group's done file, as an input function (tidy_full's input): for a rule that also
+    names another rule's output, Snakemake hashes the input item each file came from once per
+    file, and a list item of n files hashes all n each time (quadratic: 8,855 groups took a fifth
+    of a 177k-cell dry run); a function hashes in O(1)."""
+    return _GROUP_DONE_FILES
+
+
+_GROUP_DONE_FILES = [layout.group_done(R, group) for group in GROUPS]
 
 
 # -- Apptainer images (rules/images.smk; the config block is described there) --------------------

@@ -78,6 +78,8 @@ rule image:
         stack="openmpi|mpich|intelmpi",
     resources:
         apptainer_build=1,
+    # Images before cells, like stack installs and kernel builds (rules/stacks.smk).
+    priority: 100
     localrule: True
     shell:
         "mpiatlas image build {input.deffile:q} {output.sif:q} --log {log:q} --inspect {output.inspect:q}"
@@ -100,6 +102,7 @@ rule image_preflight:
         "results/logs/images/{stack}.preflight.log",
     conda:
         "../envs/mpiatlas.yaml"
+    priority: 100
     shell:
         "mpiatlas image preflight {input.sif:q} --host-kind {params.kind:q} --host-source {params.source:q}"
         " --host-prefix {params.prefix:q} > {output:q} 2> {log:q}"

@@ -25,9 +25,12 @@ rule cells_manifest:
     log:
         f"{LOGS}/cells_manifest.log",
     localrule: True
-    # No conda: a run block executes in Snakemake's own interpreter.
-    run:
-        layout.write_manifest(output.manifest, output.notes, params.cells, params.notes, output.campaign, params.campaign)
+    # Before the cells: it runs beside the stack installs and kernel builds, not between cell groups.
+    priority: 100
+    conda:
+        "../envs/mpiatlas.yaml"
+    script:
+        "../scripts/cells_manifest.py"
 
 
 for VIEW, OUT in VIEWS.items():

@@ -80,6 +80,13 @@ class Run:
     def poll(self) -> int | None:
         return self.proc.poll()
 
+    def exited_within(self, seconds: float) -> bool:
+        try:
+            self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def wait(self) -> int:
         try:
             return self.proc.wait()
@@ -155,8 +162,8 @@ def _run_with_progress(args: argparse.Namespace, root: Path, config: dict[str, A
         tracker.poll(limit=None)
         return rc, run.stopped, tracker
     with _live_display(console, tracker) as refresh:
-        while run.poll() is None:
-            time.sleep(POLL_S)
+        # Woken by Snakemake's exit as well as every POLL_S: the report is ready the moment it ends.
+        while not run.exited_within(POLL_S):
             tracker.poll()
             refresh()
             failure = tracker.same_failure(threshold)
@@ -239,8 +246,11 @@ def _partial_report(args: argparse.Namespace, root: Path, results: str, env: dic
 
     runlock.clear_stale(root)  # a killed Snakemake leaves its lock behind
     target = layout.report_path(results, partial=True)
+    # The campaign's profile too: its config (grouping) must be the run's, or Snakemake would see the
+    # manifest's params changed and rewrite it.
     argv = [sys.executable, "-m", "snakemake", "--snakefile", "workflow/Snakefile", "--configfile",
-            str(args.config), "--cores", "1", "--forcerun", "tidy_partial", "--nolock", target]
+            str(args.config), "--profile", args.profile, "--cores", "1", "--forcerun", "tidy_partial", "--nolock",
+            target]
     with (log or Path(os.devnull)).open("a") as out:
         done = subprocess.run(argv, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL)
@@ -268,8 +278,12 @@ def headline(fits: Path, order: list[tuple[str, str]]) -> list[str]:
     rank = {key: i for i, key in enumerate(order)}
     first = min(pingpong, key=lambda f: rank.get((str(f.get("stack")), str(f.get("transport"))), len(rank)))
     label = first.get("label") or f"{first.get('stack')}/{first.get('transport')}"
+    bandwidth = first.get("bandwidth_MBps")
+    # A sweep that stops in the latency regime has no asymptote: B is null in the fit, not zero.
+    b_text = (f"B = {bandwidth:,.0f} MB/s (Hockney fit)" if bandwidth is not None
+              else "B not fitted (no message size reaches the bandwidth regime)")
     return [f"latency: {label} PingPong λ = {first['latency_us']:.3g} µs (Hockney fit)",
-            f"bandwidth: {label} PingPong B = {first.get('bandwidth_MBps', float('nan')):,.0f} MB/s (Hockney fit)"]
+            f"bandwidth: {label} PingPong {b_text}"]
 
 
 def _log_tail(log: Path) -> str:

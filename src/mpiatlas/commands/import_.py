@@ -1,4 +1,5 @@
-"""``mpiatlas import``: parse raw IMB output files into DIR/imb_samples.parquet."""
+"""``mpiatlas import``: parse raw IMB or OSU Micro-Benchmarks output (text or the OSU CSV exports) into
+DIR/imb_samples.parquet."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from mpiatlas.layout import IMB_SAMPLES
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "import",
-        help="import raw IMB-MPI1/IMB-EXT output files as a samples table",
+        help="import raw IMB-MPI1/IMB-EXT or OSU output files as a samples table",
         description=__doc__,
     )
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="raw IMB stdout files")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="raw IMB or OSU stdout files, or OSU CSV exports")
+    p.add_argument("--np", type=int, default=None, metavar="N",
+                   help="rank count of OSU collective output (OSU does not print it; IMB files carry their own)")
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help=f"directory for {IMB_SAMPLES}")
     p.set_defaults(func=run)
 
@@ -26,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from mpiatlas.importer import import_files, write_samples
 
     out, err = Console(), Console(stderr=True)
-    result = import_files(args.files)
+    result = import_files(args.files, osu_processes=args.np)
     for f in result.files:
         if f.error is not None:
             # soft_wrap: keep "file:line: message" on one line whatever the terminal width.

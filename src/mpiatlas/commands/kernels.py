@@ -20,14 +20,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mpiatlas import provenance
-from mpiatlas.programs import KERNEL_NAMES
-from mpiatlas.programs.build import KernelBuildError, build_kernels, kernels_source_dir
-from mpiatlas.programs.kernels import BUILD_RECORD
-from mpiatlas.stacks import StackError, get_stack
+# The program registry, the build and the stacks are imported by the functions that use them:
+# `mpiatlas fit --model kernels` imports this module for fit_kernels_main only.
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from mpiatlas.programs.kernels import BUILD_RECORD
+
     p = sub.add_parser("kernels", help="build the C kernels against an MPI stack",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ksub = p.add_subparsers(dest="kernels_command", required=True)
@@ -58,11 +57,13 @@ def _compiler(mpicc: list[str], env: dict[str, str]) -> str | None:
 
 
 def build_record(stack: Any, args: argparse.Namespace, binaries: dict[str, Path], src: Path) -> dict[str, Any]:
+    from mpiatlas.provenance import host_facts, now
+
     sources = sorted(p for p in src.iterdir() if p.is_file() and (p.suffix in (".c", ".h") or p.name == "Makefile"))
     return {
         "stack_kind": args.stack_kind, "source": args.source, "prefix": str(Path(args.prefix).resolve()),
         "mpicc": stack.mpicc(), "compiler": _compiler(stack.mpicc(), stack.env()),
-        "stack_version": stack.version(), "built": provenance.now(), **provenance.host_facts(),
+        "stack_version": stack.version(), "built": now(), **host_facts(),
         "source_dir": str(src),
         "sources": {p.name: _sha256(p) for p in sources},
         "binaries": {name: {"path": str(path), "sha256": _sha256(path), "bytes": path.stat().st_size}
@@ -71,6 +72,11 @@ def build_record(stack: Any, args: argparse.Namespace, binaries: dict[str, Path]
 
 
 def _build(args: argparse.Namespace) -> int:
+    from mpiatlas.programs import KERNEL_NAMES
+    from mpiatlas.programs.build import KernelBuildError, build_kernels, kernels_source_dir
+    from mpiatlas.programs.kernels import BUILD_RECORD
+    from mpiatlas.stacks import StackError, get_stack
+
     try:
         stack = get_stack(args.stack_kind, args.prefix, source=args.source)
         src = kernels_source_dir(args.source_dir)
@@ -133,6 +139,8 @@ def _print_summary(result: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
+
+    from mpiatlas.programs import KERNEL_NAMES
 
     table = Table(title="Kernel models")
     table.add_column("kernel")

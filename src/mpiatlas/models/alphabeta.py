@@ -46,7 +46,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import polars as pl
-from scipy.optimize import lsq_linear
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -130,6 +129,9 @@ def _solve(a: FloatArray, c: FloatArray, t: FloatArray) -> tuple[float, float]:
     # Column scaling for conditioning: α's column is x-proportional (up to ~1e5), β's ~1/t.
     scale = np.abs(rows).max(axis=0)
     scale[scale == 0] = 1.0
+    # scipy is imported here: a one-node campaign fits nothing, and the report imports this module.
+    from scipy.optimize import lsq_linear
+
     res = lsq_linear(rows / scale, np.ones_like(t), bounds=(0.0, np.inf), method="bvls")
     alpha, beta = res.x / scale
     return float(alpha), float(beta)

@@ -65,7 +65,8 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from scipy import optimize, stats
+
+# scipy (~0.5 s to import) is imported by the fits that use it: most campaigns need few of them.
 
 KERNEL_NAMES: tuple[str, ...] = ("ring", "matsum", "jacobi", "pingpong", "coll")
 N_BOOT = 400
@@ -214,6 +215,8 @@ def fit_latency_bandwidth(x_bytes: np.ndarray, y_us: np.ndarray) -> tuple[float,
         return float(np.median(y)), 0.0
     scale = float(s.max()) or 1.0
     design = np.column_stack([1.0 / y, (s / scale) / y])
+    from scipy import optimize
+
     res = optimize.lsq_linear(design, np.ones_like(y), bounds=([0.0, 0.0], [np.inf, np.inf]))
     return float(res.x[0]), float(res.x[1] / scale)
 
@@ -361,6 +364,8 @@ def fit_amdahl(np_: np.ndarray, cores: np.ndarray, t: np.ndarray) -> np.ndarray:
     def resid(params: np.ndarray) -> np.ndarray:
         return matsum_model(params, np_, cores) / t - 1.0
 
+    from scipy import optimize
+
     res = optimize.least_squares(resid, x0, bounds=(0.0, np.inf), method="trf", x_scale=np.maximum(x0, 1e-9))
     return res.x
 
@@ -373,6 +378,8 @@ def _gather_order(df: pl.DataFrame) -> list[dict[str, Any]]:
     for (np_,), grp in per_rank.group_by(["np"], maintain_order=True):
         if np_ < 3:
             continue
+        from scipy import stats
+
         ranks = grp["rank"].to_list()
         g = grp["g"].to_numpy()
         nonroot = [i for i, r in enumerate(ranks) if r != 0]

@@ -9,13 +9,17 @@ IMB output is read as a state machine over lines:
              ``-multi`` group line until the column-header line.
 ``TABLE``    reading data rows until the next ``#`` line.
 
-The machine is evaluated with polars over the lines of many files at once instead of a Python
-loop per line. The states follow from a few events: the *global* lines (banner,
-``# Benchmarking``, finalize) start a segment whose kind is the state after them; inside a
+For many files (:func:`parse_imb_texts`, ``mpiatlas import``) the machine is evaluated with
+polars over the lines of all of them at once; one text (:func:`parse_imb_text`, a cell's output)
+is walked line by line in Python by :mod:`mpiatlas.parsers.imb_lines`. Both executors take the
+patterns, columns, row reading and error wording from :mod:`mpiatlas.parsers.imb_shapes`.
+
+Here the states follow from a few events: the *global* lines (banner, ``# Benchmarking``,
+finalize) start a segment whose kind is the state after them; inside a
 ``# Benchmarking`` segment the first column header ends BLOCK and the first ``#`` line after it
 ends TABLE. Cumulative sums and forward fills give every line its state; the table rows are then
-read by :mod:`mpiatlas.parsers.imb_rows`, one header layout at a time, with the former per-row
-logic kept for the rare rows the vectorised reading cannot take as they stand.
+read by :mod:`mpiatlas.parsers.imb_rows`, one header layout at a time, with the shared per-row
+logic (imb_shapes.parse_row) for the rare rows the vectorised reading cannot take as they stand.
 
 Every table is read by its column header, so all IMB layouts map onto the same columns. One
 output row per table row; ``line`` keeps the 1-based line in the file for traceability. Errors
@@ -35,34 +39,15 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from mpiatlas.parsers.imb_rows import FIELDS, HEADER_TOKENS, ImbParseError, Layout, read_rows
+from mpiatlas.parsers import imb_shapes as shapes
+from mpiatlas.parsers.imb_lines import parse_lines
+from mpiatlas.parsers.imb_rows import FIELDS, read_rows
+from mpiatlas.parsers.imb_shapes import COLUMN_TYPES, COLUMNS, MIB_TO_MB, ErrorKind, ImbParseError, Layout
+
+SCHEMA: dict[str, pl.DataType] = {name: getattr(pl, dtype)() for name, dtype in COLUMN_TYPES.items()}
 
 __all__ = ["COLUMNS", "MIB_TO_MB", "SCHEMA", "ImbBatch", "ImbParseError", "parse_imb_file", "parse_imb_text",
            "parse_imb_texts", "read_imb_file"]
-
-SCHEMA: dict[str, pl.DataType] = {
-    "source": pl.String(),
-    "run": pl.Int32(),
-    "imb_version": pl.String(),
-    "benchmark": pl.String(),
-    "mode": pl.String(),
-    "processes": pl.Int32(),
-    "group": pl.Int32(),
-    "bytes": pl.Int64(),
-    "repetitions": pl.Int64(),
-    "t_usec": pl.Float64(),
-    "t_min_usec": pl.Float64(),
-    "t_max_usec": pl.Float64(),
-    "t_avg_usec": pl.Float64(),
-    "bandwidth_MBps": pl.Float64(),
-    "msg_per_sec": pl.Float64(),
-    "status": pl.String(),
-    "line": pl.Int32(),
-}
-COLUMNS: list[str] = list(SCHEMA)
-
-# IMB before 2018 divides by 2^20 for "Mbytes/sec"; 2018 and later by 10^6.
-MIB_TO_MB = 1_048_576 / 1_000_000
 
 
 def _rx(pattern: str) -> str:
@@ -74,25 +59,25 @@ def _rx(pattern: str) -> str:
     return re.sub(r"\\[sS]", lambda m: r"[\s\x1f]" if m.group() == r"\s" else r"[^\s\x1f]", pattern)
 
 
-# The line patterns, run on the unstripped line: a leading ``\s*`` stands for the str.strip()
-# of a line-by-line reader; unanchored patterns are searches.
-_RX_BANNER = _rx(r"Intel\s?\(R\)\s+MPI\s+Benchmarks\s+([^,]+?)\s*(?:,|$)")
-_RX_INVALID = r"(?i)Invalid benchmark name"
-_RX_BENCHMARKING = _rx(r"^\s*#\s*Benchmarking\s+(\S+)")
-_RX_FINALIZE = _rx(r"^\s*#\s*All processes entering MPI_Finalize")
-_RX_GROUPS = _rx(r"\(\s*\d+\s+groups\s+of\s+(\d+)\s+processes")
-_RX_PROCESSES = _rx(r"#processes\s*=\s*(\d+)")
-_RX_MODE = _rx(r"^\s*#\s*MODE:\s*(\S+)")
-_RX_HEADER = _rx(r"(?:^|\s)#repetitions(?:\s|$)")
+# The shared line patterns (imb_shapes), for the Rust engine.
+_RX_BANNER = _rx(shapes.BANNER.regex)
+_RX_INVALID = shapes.INVALID
+_RX_BENCHMARKING = _rx(shapes.BENCHMARKING.regex)
+_RX_FINALIZE = _rx(shapes.FINALIZE.regex)
+_RX_GROUPS = _rx(shapes.GROUPS.regex)
+_RX_PROCESSES = _rx(shapes.PROCESSES.regex)
+_RX_MODE = _rx(shapes.MODE.regex)
+_RX_HEADER = _rx(shapes.HEADER.regex)
 # A cheap superset of the lines the patterns above match, as literals (a regex engine finds these
-# fast; (?i) would not be): "benchmark" in the case forms (?i) allows (with the Kelvin sign), then
-# a literal each pattern requires. Only these lines get the patterns themselves.
-_RX_MARK = "[Bb][Ee][Nn][Cc][Hh][Mm][Aa][Rr][Kk\u212a]|All processes|groups|#processes|MODE:|#repetitions"
+# fast; (?i) would not be): "benchmark" in the case forms (?i) allows (with the Kelvin sign) for
+# INVALID, then the literal each other pattern requires. Only these lines get the patterns themselves.
+_RX_MARK = "|".join(
+    ["[Bb][Ee][Nn][Cc][Hh][Mm][Aa][Rr][Kk\u212a]"]
+    + [re.escape(p.literal) for p in (shapes.BANNER, shapes.BENCHMARKING, shapes.FINALIZE, shapes.GROUPS,
+                                      shapes.PROCESSES, shapes.MODE, shapes.HEADER)]
+)  # fmt: skip
 # Line breaks of str.splitlines() other than "\n": such texts are split by Python first.
 _RX_OTHER_BREAKS = "[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]"
-
-# The name in IMB's complaint, for the error message.
-_INVALID = re.compile(r"Invalid benchmark name\s*(?P<name>.*)", re.IGNORECASE)
 
 
 class _Kind(IntEnum):
@@ -107,16 +92,6 @@ class _Kind(IntEnum):
     PROCESSES = 6
     MODE = 7
     HEADER = 8
-
-
-class _Error(IntEnum):
-    """Error kinds, formatted by :func:`_message` for the first one of each file."""
-
-    INVALID = 1
-    OUTSIDE_RUN = 2
-    HEADER = 3
-    ROW_IN_BLOCK = 4
-    ROW_IN_RUN = 5
 
 
 _GLOBAL_KINDS = [_Kind.BANNER, _Kind.BENCHMARKING, _Kind.FINALIZE]
@@ -154,11 +129,13 @@ def _split_lines(texts: Sequence[str]) -> tuple[pl.DataFrame, pl.Series]:
 
 
 def _to_int(digits: pl.Series) -> pl.Series:
-    """Digit strings as Int32; Python's int() for what polars does not read (non-ASCII digits)."""
+    """Process counts as Int32, by :func:`imb_shapes.process_count` where polars does not read them
+    (non-ASCII digits, a count too large: null, the line is no count)."""
     value = digits.cast(pl.Int32, strict=False)
     unread = value.is_null() & digits.is_not_null()
     if unread.any():
-        value = pl.Series(digits.name, [int(d) if d is not None else None for d in digits.to_list()], dtype=pl.Int32)
+        counts = [shapes.process_count(d) if d is not None else None for d in digits.to_list()]
+        value = pl.Series(digits.name, counts, dtype=pl.Int32)
     return value
 
 
@@ -189,10 +166,13 @@ def _marks(lines: pl.DataFrame) -> pl.DataFrame:
         .otherwise(_Kind.OTHER)
     )  # fmt: skip
     marks = marks.with_columns(kind.cast(pl.Int8).alias("kind")).filter(pl.col("kind") != _Kind.OTHER)
-    is_banner = pl.col("kind") == _Kind.BANNER
+    banners = (pl.col("kind") == _Kind.BANNER).cast(pl.Int32).cum_sum()
+    file_start = pl.col("file") != pl.col("file").shift(1, fill_value=-1)
     resets = pl.col("kind").is_in(_GLOBAL_KINDS)
     return marks.with_columns(
-        (is_banner.cast(pl.Int32).cum_sum().over("file") - 1).alias("run"),
+        # Banners so far in the file (marks are in file order: a running count less the count
+        # before the file's first mark, cheaper than a window over the files).
+        (banners - pl.when(file_start).then(banners.shift(1, fill_value=0)).forward_fill() - 1).alias("run"),
         # Within a file a valid '# Benchmarking' always has its banner before it, so the fill
         # cannot borrow a previous file's version for a block that parses.
         pl.col("version").forward_fill(),
@@ -237,7 +217,13 @@ def _states(lines: pl.DataFrame, marks: pl.DataFrame) -> pl.DataFrame:
             ),
             on="idx",
         )
+    # Only rows, '#' lines and marks drive the machine; of consecutive plain '#' lines only the first
+    # can end a table, the others change nothing (IMB's preambles are dozens of them).
+    plain_hash = pl.col("is_hash") & (pl.col("kind") == _Kind.OTHER)
     events = events.drop("unusual").filter(pl.col("is_row") | pl.col("is_hash") | (pl.col("kind") != _Kind.OTHER))
+    events = events.filter(
+        ~(plain_hash & plain_hash.shift(1, fill_value=False) & (pl.col("file") == pl.col("file").shift(1)))
+    )
 
     k = pl.col("kind")
     file_start = pl.col("file") != pl.col("file").shift(1, fill_value=-1)
@@ -279,11 +265,11 @@ def _errors_of_states(events: pl.DataFrame) -> pl.DataFrame:
     k = pl.col("kind")
     plain_row = pl.col("is_row") & (k == _Kind.OTHER)
     error = (
-        pl.when(k == _Kind.INVALID).then(_Error.INVALID)
-        .when((k == _Kind.BENCHMARKING) & pl.col("state_before").is_in([_Kind.OTHER, _Kind.FINALIZE])).then(_Error.OUTSIDE_RUN)
-        .when(plain_row & pl.col("in_block")).then(_Error.ROW_IN_BLOCK)
+        pl.when(k == _Kind.INVALID).then(ErrorKind.INVALID)
+        .when((k == _Kind.BENCHMARKING) & pl.col("state_before").is_in([_Kind.OTHER, _Kind.FINALIZE])).then(ErrorKind.OUTSIDE_RUN)
+        .when(plain_row & pl.col("in_block")).then(ErrorKind.ROW_IN_BLOCK)
         .when(pl.col("is_row") & ~k.is_in(_FIRST_KINDS)
-              & ((pl.col("seg_kind") == _Kind.BANNER) | (pl.col("after_header") & ~pl.col("in_table")))).then(_Error.ROW_IN_RUN)
+              & ((pl.col("seg_kind") == _Kind.BANNER) | (pl.col("after_header") & ~pl.col("in_table")))).then(ErrorKind.ROW_IN_RUN)
     )  # fmt: skip
     return events.select("file", "lineno", "idx", "seg", error.alias("error")).filter(pl.col("error").is_not_null())
 
@@ -309,18 +295,12 @@ def _blocks(events: pl.DataFrame, marks: pl.DataFrame) -> tuple[pl.DataFrame, li
         on="header_idx",
     )
     texts = headers["header_text"].unique(maintain_order=True).to_list()
-    layouts = [Layout(tuple(t.split()), tuple(tok for tok in t.split() if tok not in HEADER_TOKENS)) for t in texts]
+    layouts = [Layout.of(t) for t in texts]
     ids = pl.DataFrame(
         {"header_text": pl.Series(texts, dtype=pl.String), "layout": pl.Series(range(len(texts)), dtype=pl.Int32)}
     )
     blocks = headers.join(ids, on="header_text").join(bench.drop("idx"), on="seg")
     return blocks, layouts
-
-
-def _uses_mebibytes(version: str | None) -> bool:
-    """IMB 3.x/4.x print Mbytes/sec as MiB/s; the year-numbered releases (2018+) use 10^6."""
-    major = re.match(r"\d+", version or "")
-    return major is not None and int(major.group()) < 2018
 
 
 def _tidy(values: pl.DataFrame, sources: Sequence[str]) -> pl.DataFrame:
@@ -347,27 +327,6 @@ def _tidy(values: pl.DataFrame, sources: Sequence[str]) -> pl.DataFrame:
 # -- errors --------------------------------------------------------------------------------------
 
 
-def _message(code: int, line: str, benchmark: str | None, layout: Layout | None) -> str:
-    """What went wrong on ``line``, worded as the line-by-line parser worded it."""
-    stripped = line.strip()
-    if code == _Error.INVALID:
-        match = _INVALID.search(stripped)
-        name = match["name"].strip() if match else ""
-        # IMB prints this and exits 0 after running only the valid names: the run is not what was asked.
-        return f"IMB reported 'Invalid benchmark name {name}': run rejected"
-    if code == _Error.OUTSIDE_RUN:
-        # Without the banner the IMB version, hence the Mbytes/sec unit, is unknown.
-        return "'# Benchmarking' outside an IMB run (no 'Intel(R) MPI Benchmarks' banner before it)"
-    if code == _Error.HEADER:
-        assert layout is not None
-        if layout.unknown:
-            return f"unrecognised column(s) {list(layout.unknown)} in table header {stripped!r}"
-        return f"expected '# #processes = N' for {benchmark} before its table header"
-    if code == _Error.ROW_IN_BLOCK:
-        return f"expected a column header ('#bytes #repetitions ...') before data row {stripped!r}"
-    return f"data row outside a table (no column header before it): {stripped!r}"
-
-
 def _first_errors(
     candidates: pl.DataFrame, row_errors: list[tuple[int, ImbParseError]], lines: pl.DataFrame, sources: Sequence[str],
     blocks: pl.DataFrame, layouts: list[Layout],
@@ -386,7 +345,8 @@ def _first_errors(
         if file in first and first[file].line < lineno:
             continue
         layout = layouts[error["layout"]] if error["layout"] is not None else None
-        first[file] = ImbParseError(sources[file], lineno, _message(error["error"], text, error["benchmark"], layout))
+        what = shapes.message(error["error"], text, error["benchmark"], layout)
+        first[file] = ImbParseError(sources[file], lineno, what)
     return first
 
 
@@ -400,10 +360,8 @@ def _end_of_file_errors(
     for file, source in enumerate(sources):
         if file in with_rows or file in failed:
             continue
-        what = "no IMB result rows found" if tables.get(file) else "no IMB result tables found"
-        errors[file] = ImbParseError(
-            source, max(int(n_lines[file]), 1), f"end of file: {what} (expected '# Benchmarking <name>' followed by a table)"
-        )
+        what = shapes.end_of_file_message(bool(tables.get(file)))
+        errors[file] = ImbParseError(source, max(int(n_lines[file]), 1), what)
     return errors
 
 
@@ -423,7 +381,7 @@ def parse_imb_texts(texts: Sequence[tuple[str, str]]) -> ImbBatch:
     header_errors = blocks.filter(
         pl.col("layout").is_in([i for i, lay in enumerate(layouts) if lay.unknown]) | pl.col("processes").is_null()
     ).select("file", pl.col("header_line").alias("lineno"), pl.col("header_idx").alias("idx"), "seg",
-             pl.lit(_Error.HEADER, pl.Int32).alias("error"))  # fmt: skip
+             pl.lit(ErrorKind.HEADER, pl.Int32).alias("error"))  # fmt: skip
     candidates = pl.concat([_errors_of_states(events).cast({"error": pl.Int32}), header_errors], how="vertical_relaxed")
 
     table_rows = events.filter(
@@ -435,7 +393,7 @@ def parse_imb_texts(texts: Sequence[tuple[str, str]]) -> ImbBatch:
     if values.height:
         versions = blocks["version"].unique().to_list()
         mebibytes = pl.DataFrame(
-            {"version": versions, "mebibytes": [_uses_mebibytes(v) for v in versions]},
+            {"version": versions, "mebibytes": [shapes.uses_mebibytes(v) for v in versions]},
             schema={"version": pl.String, "mebibytes": pl.Boolean},
         )
         block_columns = blocks.select("seg", "benchmark", "processes", "mode", "run", "version").join(
@@ -453,11 +411,12 @@ def parse_imb_texts(texts: Sequence[tuple[str, str]]) -> ImbBatch:
 
 
 def parse_imb_text(text: str, source: str) -> pl.DataFrame:
-    """Parse the stdout of one or more IMB runs; raise ImbParseError on anything malformed."""
-    batch = parse_imb_texts([(source, text)])
-    if batch.errors:
-        raise batch.errors[0]
-    return batch.samples.drop("file")
+    """Parse the stdout of one or more IMB runs; raise ImbParseError on anything malformed.
+
+    One text is walked line by line in Python (imb_lines): a cell's output is a few hundred
+    lines, for which planning the batch executor's polars queries would cost more than reading.
+    """
+    return pl.DataFrame(parse_lines(text, source), schema=SCHEMA, orient="row")
 
 
 def read_imb_file(path: str | Path) -> str:

@@ -4,66 +4,23 @@ Rows are read as IMB prints them, each column right-aligned in 13 characters; ro
 (a wider number, other spacing) are split on runs of spaces instead. A row that neither way
 yields one number per column (IMB's ``time-out.``/``out-of-mem.`` rows, a wrong column count,
 a token polars does not read as the column's number, unusual whitespace) goes through
-:func:`_parse_row`, the per-row logic of the former line-by-line parser, so it gets exactly that
-parser's values or error. Rows are identified by ``idx``, their line's index in the batch.
+:func:`~mpiatlas.parsers.imb_shapes.parse_row`, the per-row logic of the line-by-line executor,
+so it gets exactly that executor's values or error. Rows are identified by ``idx``, their line's
+index in the batch.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import polars as pl
 
-# Column-header token -> (field, kind).  Fields with a None name are read and dropped.
-HEADER_TOKENS: dict[str, tuple[str | None, type]] = {
-    "Group": ("group", int),
-    "#bytes": ("bytes", int),
-    "#repetitions": ("repetitions", int),
-    "t[usec]": ("t", float),
-    "t_min[usec]": ("t_min", float),
-    "t_max[usec]": ("t_max", float),
-    "t_avg[usec]": ("t_avg", float),
-    "Mbytes/sec": ("mbytes", float),
-    "Msg/sec": ("msg_per_sec", float),
-    # IMB-NBC / IMB-RMA overlap tables: t_pure is the blocking-equivalent time.
-    "t_pure[usec]": ("t_pure", float),
-    "t_ovrl[usec]": (None, float),
-    "t_CPU[usec]": (None, float),
-    "overlap[%]": (None, float),
-    # IMB built with -DCHECK adds a defects column.
-    "defects": (None, float),
-}
-# The values a row yields, in the order of the output columns they feed.
-FIELDS: dict[str, pl.DataType] = {
-    "group": pl.Int32(), "bytes": pl.Int64(), "repetitions": pl.Int64(), "t": pl.Float64(),
-    "t_min": pl.Float64(), "t_max": pl.Float64(), "t_avg": pl.Float64(), "t_pure": pl.Float64(),
-    "mbytes": pl.Float64(), "msg_per_sec": pl.Float64(),
-}  # fmt: skip
+from mpiatlas.parsers.imb_shapes import FIELD_TYPES, HEADER_TOKENS, ImbParseError, Layout, parse_row
 
+# The values a row yields, as polars dtypes (imb_shapes names them).
+FIELDS: dict[str, pl.DataType] = {name: getattr(pl, dtype)() for name, dtype in FIELD_TYPES.items()}
 
-# IMB's own failure rows: "<size> out-of-mem.; needed X=...", "<size> time-out.; ...".
-_SPECIAL = re.compile(r"\b(?P<status>time-out|out-of-mem|int-overflow)\.")
 IMB_WIDTH = 13  # IMB's column width: IMB_output.c prints every column right-aligned in 13 characters
-
-
-class ImbParseError(ValueError):
-    """Raised when IMB output cannot be parsed; the message is ``<file>:<line>: <what>``."""
-
-    def __init__(self, source: str, line: int, what: str) -> None:
-        super().__init__(f"{source}:{line}: {what}")
-        self.source = source
-        self.line = line
-        self.what = what
-
-
-@dataclass(frozen=True)
-class Layout:
-    """A table's column header: its tokens, and those that are no known IMB column."""
-
-    columns: tuple[str, ...]
-    unknown: tuple[str, ...]
 
 
 def _squeeze_spaces(text: pl.Expr) -> pl.Expr:
@@ -75,7 +32,7 @@ def _squeeze_spaces(text: pl.Expr) -> pl.Expr:
 
 
 def _read_layout(rows: pl.DataFrame, layout: Layout) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Rows of one layout -> (rows read as numbers, rows left to :func:`_parse_row`).
+    """Rows of one layout -> (rows read as numbers, rows left to :func:`parse_row`).
 
     Two vectorised tries: IMB's own fixed-width columns, then whitespace-separated tokens.
     """
@@ -114,43 +71,13 @@ def _read_tokens(
     for token, name in zip(tokens, layout.columns):
         field, kind = HEADER_TOKENS[name]
         value = token.cast(pl.Int64 if kind is int else pl.Float64, strict=False)
-        read = read & value.is_not_null()
         if field is not None:
-            values[field] = value.cast(FIELDS[field]).alias(field)  # a repeated column: the last one
+            # Out of the column type's range: null, so the row takes parse_row and its clear error.
+            value = value.cast(FIELDS[field], strict=False)
+            values[field] = value.alias(field)  # a repeated column: the last one
+        read = read & value.is_not_null()
     out = rows.with_columns(*values.values(), read.alias("_read")).select(*columns, *values, "_read")
     return out.filter("_read").drop("_read", "text"), out.filter(~pl.col("_read")).select(columns)
-
-
-def _parse_row(source: str, lineno: int, line: str, columns: Sequence[str]) -> tuple[dict[str, float | int], str]:
-    """One stripped table row the way the line-by-line parser read it: (values, status)."""
-    special = _SPECIAL.search(line)
-    tokens = line[: special.start()].split() if special else line.split()
-    if special:
-        # Failure rows carry only the leading integer columns ([Group] #bytes).
-        if not tokens or len(tokens) > len(columns):
-            raise ImbParseError(source, lineno, f"malformed {special['status']} row {line!r}")
-    elif len(tokens) != len(columns):
-        raise ImbParseError(
-            source, lineno, f"expected {len(columns)} columns ({' '.join(columns)}) but found {len(tokens)}: {line!r}"
-        )
-    values: dict[str, float | int] = {}
-    for name, token in zip(columns, tokens):
-        fieldname, kind = HEADER_TOKENS[name]
-        value = _number(token, kind)
-        if value is None:
-            raise ImbParseError(
-                source, lineno, f"non-numeric value {token!r} in column {name} (expected {kind.__name__}): {line!r}"
-            )
-        if fieldname is not None:
-            values[fieldname] = value
-    return values, special["status"] if special else "ok"
-
-
-def _number(token: str, kind: type) -> float | int | None:
-    try:
-        return int(token) if kind is int else float(token)
-    except ValueError:
-        return None
 
 
 def read_rows(
@@ -170,7 +97,7 @@ def read_rows(
         slow: list[dict[str, object]] = []
         for idx, file, lineno, text in rest.select("idx", "file", "lineno", "text").iter_rows():
             try:
-                values, status = _parse_row(sources[file], lineno, text.strip(), layout.columns)
+                values, status = parse_row(sources[file], lineno, text.strip(), layout.columns)
             except ImbParseError as exc:
                 errors.append((file, exc))
                 continue

@@ -7,6 +7,7 @@ C file: the matrix, the runner, the workflow, the build and tidy read this regis
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any
 
 from mpiatlas.cells import Cell, cell_spec_base, check_algorithms, check_transports, sort_cells
@@ -43,10 +44,7 @@ def expand(config: dict[str, Any]) -> list[Cell]:
     """Every cell of every registered program, validated (transports, algorithms), sorted."""
     check_transports(config)
     check_algorithms(config)
-    cells: set[Cell] = set()
-    for program in REGISTRY.values():
-        cells.update(program.cells(config))
-    return sort_cells(cells)
+    return sort_cells(chain.from_iterable(program.cells(config) for program in REGISTRY.values()))
 
 
 def cell_spec(config: dict[str, Any], cell: Cell) -> dict[str, Any]:

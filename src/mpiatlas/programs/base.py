@@ -13,13 +13,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from mpiatlas.cells import Cell, mapping_segment
 from mpiatlas.outcome import Outcome
 from mpiatlas.stacks import Stack
+
+if TYPE_CHECKING:  # polars is imported where rows are built: `mpiatlas run-cell` starts without it
+    import polars as pl
 
 
 @dataclass
@@ -116,6 +117,8 @@ def tag_columns(frame: pl.DataFrame, row: dict[str, Any], own: dict[str, tuple[A
                 at_end: dict[str, tuple[Any, pl.DataType]] | None = None) -> pl.DataFrame:
     """``frame`` with the cell's coordinates as constant columns: the ones every program's rows
     carry, the program's ``own`` after ``np``, and ``at_end`` before ``nodes``."""
+    import polars as pl
+
     # The label names the placement (node2): series over nodes stay apart.
     label = f"{row['stack']}/{row['transport']}/{mapping_segment(row['mapping'], row['nodes'])}"
     tags: dict[str, tuple[Any, pl.DataType]] = {

@@ -48,6 +48,12 @@ def mpicc_make_value(mpicc: list[str]) -> str:
     return shlex.join(mpicc)
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, not the machine's count: a SLURM or
+    taskset mask is what make's parallel compiles can use)."""
+    return len(os.sched_getaffinity(0))
+
+
 def build_kernels(
     stack: _BuildStack,
     outdir: str | Path,
@@ -71,9 +77,7 @@ def build_kernels(
     if re.search(r"\s", str(out)):
         raise KernelBuildError(f"make cannot handle whitespace in OUT: {out}")
     out.mkdir(parents=True, exist_ok=True)
-    argv = [make, "-C", str(src)]
-    if jobs:
-        argv.append(f"-j{int(jobs)}")
+    argv = [make, "-C", str(src), f"-j{int(jobs or usable_cpus())}"]
     argv += [f"MPICC={mpicc_make_value(stack.mpicc())}", f"OUT={out}"]
     argv += [str(out / name) for name in kernels]
     env = stack.env()

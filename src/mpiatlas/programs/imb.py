@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
-from mpiatlas import containers, layout
+from mpiatlas import layout
 from mpiatlas.cells import (
     DEFAULT_ALGORITHM,
     Cell,
@@ -25,9 +23,13 @@ from mpiatlas.cells import (
     stack_prefix,
 )
 from mpiatlas.outcome import Outcome
-from mpiatlas.parsers.imb import ImbParseError, parse_imb_text
+from mpiatlas.parsers.imb_lines import parse_lines
+from mpiatlas.parsers.imb_shapes import ImbParseError
 from mpiatlas.programs.base import MEM_PER_JOB_MB, MEM_PER_RANK_MB, Checked, LaunchExtras, Program, tag_columns
 from mpiatlas.stacks import Stack, StackError
+
+if TYPE_CHECKING:
+    import polars as pl
 
 # IMB runs these with exactly two active ranks; more processes would only wait.
 TWO_RANK_BENCHMARKS = frozenset({"PingPong", "PingPing"})
@@ -97,7 +99,9 @@ def unplanned_notes(config: dict[str, Any]) -> list[dict[str, Any]]:
 
 def cells_of(config: dict[str, Any], stacks: list[str]) -> list[Cell]:
     reps = range(config["campaign"]["repetitions"])
-    cells = {
+    # A list, not a set: sort_cells drops duplicates itself, and a nearly sorted list sorts in
+    # linear time where a set's random order costs n log n.
+    cells = [
         Cell("imb", stack, transport, mapping, np, bench, algo, rep, nodes=nodes)
         for stack in stacks
         for transport in config["stacks"][stack]["transports"]
@@ -107,7 +111,7 @@ def cells_of(config: dict[str, Any], stacks: list[str]) -> list[Cell]:
         for nodes in node_counts(config, mapping, np)
         for algo in algorithms_for(config, stack, bench)
         for rep in reps
-    }
+    ]
     return sort_cells(cells)
 
 
@@ -158,6 +162,8 @@ class Imb(Program):
             raise StackError(f"unavailable: image {Path(facts['image']).name}: IMB {status}")
         cell = spec["cell"]
         argv = ["IMB-MPI1", *imb_args(cell["benchmark"], cell["np"], spec["imb"])]
+        from mpiatlas import containers  # jinja2 and image handling: container cells only
+
         return containers.exec_argv(facts["image"], argv, spec["container"].get("binds", []))
 
     def launch_extras(self, spec: dict[str, Any], oversubscribed: bool) -> LaunchExtras:
@@ -168,10 +174,12 @@ class Imb(Program):
     def check(self, spec: dict[str, Any], stdout: str, pins: list[int] | None,
               sets: list[tuple[int, ...]] | None) -> Outcome | Checked:
         try:
-            rows = parse_imb_text(stdout, layout.STDOUT)
+            # The plain-Python executor: checking one cell's output needs no polars (tidy reads the
+            # rows later, with the same table-shape rules).
+            rows = parse_lines(stdout, layout.STDOUT)
         except ImbParseError as exc:
             return Outcome("failed", str(exc))
-        return Checked({"rows": rows.height})
+        return Checked({"rows": len(rows)})
 
     def single_rank_transport(self, transport: dict[str, Any]) -> dict[str, Any]:
         # One rank has no peer: no transport is opened, so there is nothing to show or check.
@@ -179,6 +187,10 @@ class Imb(Program):
 
     def rows(self, cell_dir: Path, row: dict[str, Any], prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
         """Every IMB row of a cell that produced output (no averaging here), with the cell's coordinates."""
+        import polars as pl
+
+        from mpiatlas.parsers.imb import parse_imb_text
+
         if row["status"] not in SAMPLED_STATUSES:
             return {}
         stdout = Path(cell_dir) / layout.STDOUT

@@ -51,9 +51,13 @@ def _clean_json(obj: Any) -> Any:
 
 
 def chart_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
-    """Vega-Lite dict of an altair chart, without the schema URL, JSON-clean."""
+    """Vega-Lite dict of an altair chart, without the schema URL, JSON-clean.
+
+    Not validated against the Vega-Lite schema here (jsonschema over every chart was most of the
+    report's time, and it changes nothing in the spec): the charts come from this package's
+    code, and tests/test_report_bundle.py validates every chart of a report against the schema."""
     with alt.data_transformers.enable("default", max_rows=None):
-        spec = chart.to_dict()
+        spec = chart.to_dict(validate=False)
     spec.pop("$schema", None)
     return _clean_json(spec)
 
@@ -106,6 +110,8 @@ def legend_pick(field_: str = "series") -> alt.Parameter:
 
 
 def picked(sel: alt.Parameter, on: float, off: float = 0.07) -> alt.OpacityValue:
+    # A dict, which altair converts with a slow from_dict; typing it (OpacityValue) would change
+    # altair's view names in the spec, so the page would not stay byte-identical.
     return alt.condition(sel, alt.value(on), alt.value(off))
 
 
@@ -140,6 +146,10 @@ def hockney_curve(fit: dict[str, Any], lo: float, hi: float, points: int = 24) -
 # -- point-to-point: latency and bandwidth vs size -------------------------------------------------
 
 
+# Encodings are given as typed channels (alt.X("bytes:Q"), alt.Tooltip(...)), not shorthand strings:
+# altair converts each untyped one with a from_dict that hashes its whole schema (the same spec).
+
+
 def p2p_chart(meas: pl.DataFrame, title: str, *, model: pl.DataFrame | None = None,
               breakpoints: pl.DataFrame | None = None, overlays: Sequence[alt.Chart] = (),
               domain: list[str] | None = None, color_title: str = "series", tips: list[Any] | None = None,
@@ -165,8 +175,8 @@ def p2p_chart(meas: pl.DataFrame, title: str, *, model: pl.DataFrame | None = No
     lat: list[alt.Chart] = []
     if "t_ci_low_usec" in meas.columns and "t_ci_high_usec" in meas.columns:
         lat.append(base.transform_filter("datum.t_ci_low_usec > 0 && datum.t_ci_high_usec > 0").mark_area().encode(
-            x=x, y=alt.Y("t_ci_low_usec:Q", scale=alt.Scale(type="log")), y2="t_ci_high_usec:Q", color=colors,
-            opacity=picked(sel, 0.22, 0.03)))
+            x=x, y=alt.Y("t_ci_low_usec:Q", scale=alt.Scale(type="log")), y2=alt.Y2("t_ci_high_usec:Q"),
+            color=colors, opacity=picked(sel, 0.22, 0.03)))
     lat.append(base.mark_line(strokeWidth=1.2, point=alt.OverlayMarkDef(size=20)).encode(
         x=x, y=alt.Y("t_median_usec:Q", scale=alt.Scale(type="log"), title=latency_title), color=colors,
         opacity=picked(sel, 1.0), tooltip=tips).add_params(sel))
@@ -180,14 +190,16 @@ def p2p_chart(meas: pl.DataFrame, title: str, *, model: pl.DataFrame | None = No
         mtips = [alt.Tooltip("series:N"), size_tip(), alt.Tooltip("segment:O"),
                  alt.Tooltip("t_model_usec:Q", title="model t (µs)", format=".4~g")]
         lat.append(alt.Chart(model).mark_line(strokeDash=[5, 3], strokeWidth=2.4).encode(
-            x=x, y="t_model_usec:Q", color=colors, detail="segment:N", opacity=picked(sel, 0.9), tooltip=mtips))
+            x=x, y=alt.Y("t_model_usec:Q"), color=colors, detail=alt.Detail("segment:N"), opacity=picked(sel, 0.9),
+            tooltip=mtips))
         if bw and "bw_model_MBps" in model.columns and model.get_column("bw_model_MBps").is_not_null().any():
             bw.append(alt.Chart(model).mark_line(strokeDash=[5, 3], strokeWidth=2.4).encode(
-                x=x, y="bw_model_MBps:Q", color=colors, detail="segment:N", opacity=picked(sel, 0.9),
+                x=x, y=alt.Y("bw_model_MBps:Q"), color=colors, detail=alt.Detail("segment:N"),
+                opacity=picked(sel, 0.9),
                 tooltip=[*mtips, alt.Tooltip("bw_model_MBps:Q", title="model bw (MB/s)", format=",.4~g")]))
     if breakpoints is not None and breakpoints.height:
         lat.append(alt.Chart(breakpoints).mark_rule(strokeDash=[2, 3]).encode(
-            x="bytes:Q", color=colors, opacity=picked(sel, 0.7, 0.03),
+            x=alt.X("bytes:Q"), color=colors, opacity=picked(sel, 0.7, 0.03),
             tooltip=[alt.Tooltip("series:N"), alt.Tooltip("size:N", title="breakpoint")]))
     lat_chart = alt.layer(*lat, *overlays).properties(width=CHART_W, height=CHART_H, title=f"{title}: latency")
     if not bw:
@@ -201,7 +213,7 @@ def residual_chart(res: pl.DataFrame, colors: alt.Color, title: str, *, width: i
     """Relative error (model − measured)/measured vs size (``rel_err``, ``bytes``), a rule at zero."""
     sel = legend_pick(colors.to_dict()["field"])
     return alt.layer(
-        alt.Chart(pl.DataFrame({"zero": [0.0]})).mark_rule(color="#888").encode(y="zero:Q"),
+        alt.Chart(pl.DataFrame({"zero": [0.0]})).mark_rule(color="#888").encode(y=alt.Y("zero:Q")),
         alt.Chart(res).mark_line(point=alt.OverlayMarkDef(size=22)).encode(
             x=size_x(res, max_ticks=8), y=alt.Y("rel_err:Q", title="relative error (model − measured)/measured",
                                                  axis=alt.Axis(format="%")),
@@ -258,9 +270,10 @@ def np_chart(df: pl.DataFrame, title: str) -> alt.TopLevelMixin:
                 axis=alt.Axis(values=sorted(d.get_column("np").drop_nulls().unique().to_list()), format="d")),
         y=alt.Y("t_median_usec:Q", title="latency t (µs)", scale=alt.Scale(type="log")),
         color=color(series), opacity=picked(sel, 1.0),
-        tooltip=["series:N", "np:Q", alt.Tooltip("t_median_usec:Q", title="median t (µs)", format=".4~g"),
+        tooltip=[alt.Tooltip("series:N"), alt.Tooltip("np:Q"),
+                 alt.Tooltip("t_median_usec:Q", title="median t (µs)", format=".4~g"),
                  alt.Tooltip("t_ci_low_usec:Q", title="CI low (µs)", format=".4~g"),
-                 alt.Tooltip("t_ci_high_usec:Q", title="CI high (µs)", format=".4~g"), "n_reps:Q"],
+                 alt.Tooltip("t_ci_high_usec:Q", title="CI high (µs)", format=".4~g"), alt.Tooltip("n_reps:Q")],
     ).add_params(sel).properties(width=2 * CHART_W, height=CHART_H, title=title)
 
 
@@ -278,7 +291,7 @@ def measured_vs_model(points: pl.DataFrame, x: str, x_title: str, y_meas: str, y
     xs = sorted(data.get_column(x).drop_nulls().unique().to_list())
     x_enc = alt.X(f"{x}:Q", title=x_title, axis=alt.Axis(values=xs, format="d"), scale=alt.Scale(zero=False))
     y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=True)
-    tips = [c for c in data.columns if c not in ("series",)]
+    tips = [alt.Tooltip(c) for c in data.columns if c not in ("series",)]
     base = alt.Chart(data)
     measured = base.mark_point(size=60, filled=True).encode(
         x=x_enc, y=alt.Y(f"{y_meas}:Q", title=y_title, scale=y_scale),

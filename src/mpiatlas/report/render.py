@@ -27,14 +27,17 @@ TEMPLATE = "report.html.j2"
 
 @lru_cache(maxsize=1)
 def vega_bundle() -> str:
-    """The Vega + Vega-Lite + vega-embed JavaScript, from vl-convert (no network)."""
+    """The Vega + Vega-Lite + vega-embed JavaScript, from vl-convert (no network; kept on disk
+    between processes, see mpiatlas.report.bundle)."""
     import vl_convert
+
+    from mpiatlas.report.bundle import javascript_bundle
 
     version = None
     wanted = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
     if wanted in vl_convert.get_vegalite_versions():
         version = wanted
-    js = vl_convert.javascript_bundle(vl_version=version)
+    js = javascript_bundle(version)
     # Inline-script safety: nothing may close the <script> element early.
     return js.replace("</script", "<\\/script").replace("<!--", "<\\!--")
 

@@ -9,10 +9,6 @@ a re-run resumes at the group's first unsealed cell.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,48 +19,25 @@ from mpiatlas.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Program
 from mpiatlas.runner.judge import judge, judge_placement
-from mpiatlas.runner.lifecycle import CellInterrupted, close_cell, error_outcome, image_facts, open_cell, read_status
+from mpiatlas.runner.lifecycle import close_cell, error_outcome, image_facts, open_cell, read_status
 from mpiatlas.runner.plan import Plan, cell_nodes, interface_env, launch_topology, plan, resolve_launcher
+from mpiatlas.runner.process import run_launch
 from mpiatlas.stacks import LaunchSpec, Stack, StackError, get_stack
 
 
 def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> tuple[int | None, str, str, float]:
-    """Run in its own process group so a timeout kills every rank, not just the launcher."""
-    start = time.monotonic()
-    with (cwd / STDOUT).open("w") as out, (cwd / STDERR).open("w") as err:
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            rc: int | None = proc.wait(timeout=timeout_s)
-        except CellInterrupted:
-            _stop(proc)
-            raise
-        except subprocess.TimeoutExpired:
-            _stop(proc)
-            proc.wait()
-            rc = None
-    return rc, (cwd / STDOUT).read_text(errors="replace"), (cwd / STDERR).read_text(errors="replace"), time.monotonic() - start
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """TERM the launch's process group (srun passes it on to the step), KILL what is left."""
-    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, None)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(timeout=wait)
-            break
-        except subprocess.TimeoutExpired:
-            continue
+    """Run the launch (see runner.process for how its wall time is measured) and read its output."""
+    finished = run_launch(argv, env, cwd, cwd / STDOUT, cwd / STDERR, timeout_s)
+    return (finished.exit_code, (cwd / STDOUT).read_text(errors="replace"), (cwd / STDERR).read_text(errors="replace"),
+            finished.wall_s)
 
 
 def launch_and_run(stack: Stack, program: list[str], launch_spec: LaunchSpec, work: Path, timeout_s: float,
                    record: dict[str, Any], extra_env: dict[str, str] | None = None) -> tuple[int | None, str, str]:
     """Build the stack's launch of ``program``, run it in ``work`` with the timeout, and record
-    argv, the relevant environment, exit code and wall time. ``extra_env`` (e.g. OMP_NUM_THREADS)
-    goes to the launcher, which passes it on to the ranks."""
+    argv, the relevant environment, exit code and the launch's own wall time (``wall_s``, see
+    mpiatlas.runner.process). ``extra_env`` (e.g. OMP_NUM_THREADS) goes to the launcher, which
+    passes it on to the ranks."""
     launch = stack.launch(program, launch_spec)
     extra = dict(extra_env or {})
     env = stack.env() | launch.env | extra

@@ -85,6 +85,7 @@ class Stack(ABC):
         self.prefix = prefix.resolve()
         self.source = source
         self.requested_version = version
+        self._version: str | None = None  # see version()
 
     # -- installation -------------------------------------------------------
     def is_installed(self) -> bool:
@@ -123,12 +124,15 @@ class Stack(ABC):
     def mpicc(self) -> list[str]: ...
 
     def version(self) -> str:
-        out = subprocess.run(
-            [str(self.launcher_path()), "--version"],
-            env=self.env(), capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60,
-        )
-        text = (out.stdout + out.stderr).strip()
-        return first_version_line(text)
+        """The launcher's version line, asked once per stack object: every cell of a group
+        records it, and an installed stack does not change under a running group."""
+        if self._version is None:
+            out = subprocess.run(
+                [str(self.launcher_path()), "--version"],
+                env=self.env(), capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60,
+            )
+            self._version = first_version_line((out.stdout + out.stderr).strip())
+        return self._version
 
     # -- launching -----------------------------------------------------------
     def transport(self, name: str) -> Transport:

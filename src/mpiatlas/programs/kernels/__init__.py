@@ -19,16 +19,18 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
-from mpiatlas import containers, layout
+from mpiatlas import layout
 from mpiatlas.cells import Cell, node_counts, sort_cells
 from mpiatlas.outcome import Outcome
-from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_file, parse_kernel_output
 from mpiatlas.programs.base import PARSED_STATUSES, Checked, LaunchExtras, Program, per_cell_mem_mb, tag_columns
 from mpiatlas.stacks import Stack, StackError
+
+# polars, the kernels' parser and the container layer are imported where they are used, so that
+# importing the program registry (every `mpiatlas` command does) does not load them.
+if TYPE_CHECKING:
+    import polars as pl
 
 # The record the kernels' build writes beside the binaries (layout.kernel_build_dir).
 BUILD_RECORD = "build.json"
@@ -81,6 +83,8 @@ def build_dir(config: dict[str, Any], label: str) -> str:
 
 def invalid_records(frame: pl.DataFrame) -> str | None:
     """Why the kernel's own check failed (``valid: false`` on some rank), or None."""
+    import polars as pl
+
     if "valid" not in frame.columns:
         return None
     bad = frame.filter(pl.col("valid") == False)  # noqa: E712 - polars expression, null is not false
@@ -202,6 +206,8 @@ class KernelProgram(Program):
         if listed is not None and self.name not in listed.split():
             raise StackError(f"unavailable: image {Path(facts['image']).name} has no kernel {self.name!r} "
                              f"(mpiatlas.kernels: {listed.strip() or 'none'})")
+        from mpiatlas import containers
+
         argv = [self.name, *spec["kernel"]["args"]]
         return containers.exec_argv(facts["image"], argv, spec["container"].get("binds", []))
 
@@ -214,6 +220,8 @@ class KernelProgram(Program):
 
     def check(self, spec: dict[str, Any], stdout: str, pins: list[int] | None,
               sets: list[tuple[int, ...]] | None) -> Outcome | Checked:
+        from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_output
+
         try:
             frames = parse_kernel_output(stdout, layout.STDOUT)
         except KernelParseError as exc:
@@ -235,6 +243,10 @@ class KernelProgram(Program):
     def rows(self, cell_dir: Path, row: dict[str, Any], prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
         """One row per rank per record; the record's own ``variant``/``threads`` keep their meaning,
         the cell's are ``variant_group`` and ``cell_threads``."""
+        import polars as pl
+
+        from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_file
+
         if row["status"] not in PARSED_STATUSES:
             return {}
         try:

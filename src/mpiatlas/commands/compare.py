@@ -1,0 +1,111 @@
+"""``mpiatlas compare A B``: two campaigns compared per cell and size, with significance.
+
+Exit status: 0 when nothing is significantly slower beyond ``--fail-on-regression`` (or without
+that option), 1 when something is, 2 on bad input (a missing or malformed directory or file), or
+when ``--fail-on-regression`` is given but no size could be judged (a gate must not pass blind).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the statistics import polars and numpy: only when the command runs
+    from mpiatlas.compare import Comparison
+
+HELP = "compare two campaigns (results directories or imported data): ratio B/A per size with a bootstrap CI"
+
+
+DESCRIPTION = (
+    "Match the cells of A and B on every axis both carry (an axis with one value on each side, e.g. transport "
+    "shm in A and ofi-tcp in B, is the compared setting), then per message size: the ratio B/A of the medians "
+    "over repetitions with a 95 % bootstrap CI, significant when it excludes 1 (judged with at least 5 "
+    "repetitions per side); Hockney and alpha-beta parameter differences; cells on one side only are listed. "
+    "Exit status: 0, or 1 with --fail-on-regression when a size got significantly slower beyond it; 2 on bad "
+    "input, or when --fail-on-regression is given and no size could be judged.")
+
+
+def threshold(text: str) -> float:
+    """``5%`` or ``0.05`` -> 0.05 (argparse type)."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a percentage such as 5% or a fraction such as 0.05, "
+                                         f"got {text!r}") from exc
+    if not 0 <= value < 10:
+        raise argparse.ArgumentTypeError(f"expected a threshold between 0% and 1000%, got {text!r}")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("compare", help=HELP, description=DESCRIPTION)
+    p.add_argument("a", type=Path, metavar="A", help="baseline: a results directory (results/<name>), its tidy/ "
+                   "directory, or an imported imb_samples.parquet")
+    p.add_argument("b", type=Path, metavar="B", help="the campaign compared with A (same forms)")
+    p.add_argument("--out", type=Path, default=None, metavar="FILE", help="write the HTML diff report here")
+    p.add_argument("--json", type=Path, default=None, metavar="FILE",
+                   help="write the comparison as JSON (and FILE with .parquet: the per-size table)")
+    p.add_argument("--fail-on-regression", type=threshold, default=None, metavar="PCT",
+                   help="exit 1 when a size is significantly slower by more than PCT (e.g. 5%%): the lower end "
+                   "of its ratio CI above 1 + PCT")
+    p.add_argument("--ignore", action="append", default=[], metavar="AXIS",
+                   help="do not match on AXIS (e.g. transport), repeatable; refused when cells would be pooled")
+    p.add_argument("--plain", action="store_true", help="plain text summary (no colours)")
+    p.set_defaults(func=run)
+
+
+def _print_summary(lines: list[str], plain: bool) -> None:
+    if plain:
+        print("\n".join(lines))
+        return
+    from rich.console import Console
+    from rich.markup import escape
+
+    console = Console()
+    styles = {"slower": "red", "faster": "green", "regressions": "bold"}
+    for line in lines:
+        style = next((v for k, v in styles.items() if line.startswith(k)), None)
+        text = escape(line)
+        console.print(f"[{style}]{text}[/{style}]" if style else text, soft_wrap=True)
+
+
+def _write_json(cmp: Comparison, path: Path) -> None:
+    from mpiatlas.compare import tidy_record
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(tidy_record(cmp), indent=1, allow_nan=False, default=str))
+    tmp.replace(path)
+    cmp.sizes.write_parquet(path.with_suffix(".parquet"))
+
+
+def run(args: argparse.Namespace) -> int:
+    from mpiatlas.compare import FASTER, SAME, SLOWER, CompareError, compare, load_side, regressions
+    from mpiatlas.compare_summary import summary_lines
+
+    try:
+        cmp = compare(load_side(args.a, "A"), load_side(args.b, "B"), ignore=args.ignore)
+    except CompareError as exc:
+        print(f"mpiatlas compare: {exc}", file=sys.stderr)
+        return 2
+    _print_summary(summary_lines(cmp, args.fail_on_regression), args.plain)
+    if args.json is not None:
+        _write_json(cmp, args.json)
+        print(f"comparison written to {args.json} and {args.json.with_suffix('.parquet')}", file=sys.stderr)
+    if args.out is not None:
+        from mpiatlas.compare_report import write_report
+
+        out = write_report(cmp, args.out, args.fail_on_regression)
+        print(f"report written to {out} ({out.stat().st_size / 1e6:.2f} MB)", file=sys.stderr)
+    if args.fail_on_regression is None:
+        return 0
+    judged = cmp.sizes.filter(cmp.sizes["verdict"].is_in([SLOWER, FASTER, SAME])).height
+    if judged == 0:
+        print("mpiatlas compare: no size could be judged (nothing matched, or too few repetitions): "
+              "--fail-on-regression cannot decide", file=sys.stderr)
+        return 2
+    return 1 if regressions(cmp.sizes, args.fail_on_regression).height else 0

@@ -1,0 +1,113 @@
+"""Model parameters of two campaigns compared: Hockney λ and B, α-β α and β, difference B − A with a CI.
+
+Each fit file carries a 95 % CI per parameter (a bootstrap over repetitions or residuals, see
+:mod:`mpiatlas.models`). The CI of the difference of two independent estimates is the MOVER
+interval (Zou & Donner 2008): from estimates x_A, x_B with intervals [l_A, u_A], [l_B, u_B],
+
+    low  = d − sqrt((x_B − l_B)² + (u_A − x_A)²)
+    high = d + sqrt((u_B − x_B)² + (x_A − l_A)²),   d = x_B − x_A,
+
+which keeps each interval's asymmetry (a bandwidth CI is rarely symmetric). An interval that does not contain its estimate gets the larger of its two distances on both
+sides (see :func:`_half_widths`). The difference is significant when its CI excludes 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+# (model, parameter, its value key, its CI key, unit, slower when the parameter grows?)
+HOCKNEY_PARAMS = (("latency λ", "latency_us", "latency_ci_us", "µs", True),
+                  ("bandwidth B", "bandwidth_MBps", "bandwidth_ci_MBps", "MB/s", False))
+ALPHABETA_PARAMS = (("α", "alpha", "alpha_ci", "", True), ("β", "beta_us", "beta_ci_us", "µs", True))
+# Keys a fit entry may be identified by, besides the matching axes: α-β fits are per ranks per node.
+EXTRA_FIT_KEYS = ("ppn",)
+COLUMNS = ["model", "series", "parameter", "unit", "a", "a_ci_low", "a_ci_high", "b", "b_ci_low", "b_ci_high",
+           "diff", "diff_ci_low", "diff_ci_high", "rel_diff", "significant", "direction"]
+
+
+def _num(x: Any) -> float:
+    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else math.nan
+
+
+def mover_difference(a: float, a_ci: Sequence[float], b: float, b_ci: Sequence[float]) -> tuple[float, float, float]:
+    """B − A and its MOVER CI from two estimates and their (independent) CIs.
+
+    A missing CI end is unbounded (a fit reports none where the data cannot bound it, e.g. a
+    bandwidth with no large sizes): the difference's interval is then unbounded on that side.
+    """
+    a_down, a_up = _half_widths(a, a_ci)
+    b_down, b_up = _half_widths(b, b_ci)
+    d = b - a
+    return d, d - math.hypot(b_down, a_up), d + math.hypot(b_up, a_down)
+
+
+def _half_widths(x: float, ci: Sequence[Any]) -> tuple[float, float]:
+    """(x − low, high − x); an interval that does not contain its own estimate (a degenerate
+    bootstrap, e.g. [1e-06, 1e-06] around λ = 11 µs) is not trusted as to its shape: the larger
+    distance is used on both sides, which keeps the verdict conservative."""
+    low, high = _bound(ci[0], -math.inf), _bound(ci[1], math.inf)
+    down, up = x - low, high - x
+    if down < 0 or up < 0:
+        down = up = max(abs(down), abs(up))
+    return down, up
+
+
+def _bound(x: Any, missing: float) -> float:
+    value = _num(x)
+    return missing if math.isnan(value) else value
+
+
+def _identity(entry: dict[str, Any], keys: list[str]) -> tuple[Any, ...]:
+    return tuple(str(entry.get(k)) for k in keys)
+
+
+def _pair_up(fits_a: list[dict[str, Any]], fits_b: list[dict[str, Any]],
+             axes: list[str]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """Fits present on both sides with equal values on the axes both entries carry."""
+    if not fits_a or not fits_b:
+        return []
+    carried = [k for k in (*axes, *EXTRA_FIT_KEYS) if k in fits_a[0] and k in fits_b[0]]
+    by_key = {_identity(f, carried): f for f in fits_b}
+    pairs = []
+    for fa in fits_a:
+        fb = by_key.get(_identity(fa, carried))
+        if fb is not None:
+            series = " · ".join(f"{k}={fa.get(k)}" for k in carried if fa.get(k) is not None)
+            pairs.append((series, fa, fb))
+    return pairs
+
+
+def _rows(model: str, pairs: list[tuple[str, dict[str, Any], dict[str, Any]]],
+          params: tuple[tuple[str, str, str, str, bool], ...]) -> list[dict[str, Any]]:
+    rows = []
+    for series, fa, fb in pairs:
+        for name, key, ci_key, unit, up_is_slower in params:
+            a, b = _num(fa.get(key)), _num(fb.get(key))
+            a_ci, b_ci = fa.get(ci_key) or [None, None], fb.get(ci_key) or [None, None]
+            if not (math.isfinite(a) and math.isfinite(b)):
+                continue
+            d, low, high = mover_difference(a, a_ci, b, b_ci)
+            significant = low > 0 or high < 0  # an unbounded end (±inf) can still exclude 0 on the other
+            worse = (d > 0) == up_is_slower
+            rows.append({"model": model, "series": series, "parameter": name, "unit": unit,
+                         "a": a, "a_ci_low": _num(a_ci[0]), "a_ci_high": _num(a_ci[1]),
+                         "b": b, "b_ci_low": _num(b_ci[0]), "b_ci_high": _num(b_ci[1]),
+                         "diff": d, "diff_ci_low": low, "diff_ci_high": high,
+                         "rel_diff": d / a if a else math.nan, "significant": significant,
+                         "direction": ("slower" if worse else "faster") if significant else "no significant change"})
+    return rows
+
+
+def fit_differences(hockney: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+                    alphabeta: tuple[list[dict[str, Any]], list[dict[str, Any]]], axes: list[str]) -> pl.DataFrame:
+    """One row per parameter of every Hockney and α-β fit both sides have (matched on ``axes``)."""
+    rows = [*_rows("Hockney", _pair_up(*hockney, axes), HOCKNEY_PARAMS),
+            *_rows("α-β", _pair_up(*alphabeta, axes), ALPHABETA_PARAMS)]
+    schema = {c: (pl.Boolean if c == "significant" else pl.String if c in ("model", "series", "parameter", "unit",
+                                                                           "direction") else pl.Float64)
+              for c in COLUMNS}
+    return pl.DataFrame(rows, schema=schema)

@@ -1,0 +1,96 @@
+"""The compact summary of a comparison: what got faster or slower, where, by how much.
+
+Plain sentences (no markup): ``mpiatlas compare`` prints them and the diff report lists them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from mpiatlas.compare import FASTER, MIN_REPS, SAME, SLOWER, TOO_FEW, Comparison, regressions
+from mpiatlas.report.formatting import fmt_bytes
+
+
+def series_name(row: dict[str, Any], series: list[str]) -> str:
+    """``PingPong · intelmpi · core · np=2``: a series' key values, numbers named by their axis."""
+    parts = []
+    for k in sorted(series, key=lambda k: k != "benchmark"):  # the benchmark first, then the axes in order
+        v = row.get(k)
+        if v is not None:
+            parts.append(f"{k}={v}" if isinstance(v, int) else str(v))
+    return " · ".join(parts)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _ratio(x: float) -> str:
+    """A ratio for reading: ``1.23``, ``382``, ``1,910``, ``0.00029`` (no exponent notation)."""
+    if x >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.3g}" if x >= 1e-3 else f"{x:.1e}"
+
+
+def _direction_lines(sizes: pl.DataFrame, series: list[str], verdict: str, limit: int) -> list[str]:
+    """Per series with ``verdict`` sizes: how many, the median ratio and the extreme one (where)."""
+    hit = sizes.filter(pl.col("verdict") == verdict)
+    if hit.height == 0:
+        return []
+    worst = pl.col("ratio").max() if verdict == SLOWER else pl.col("ratio").min()
+    per = (hit.group_by(series, maintain_order=True)
+           .agg(pl.len().alias("n"), pl.col("ratio").median().alias("mid"), worst.alias("extreme"),
+                pl.col("bytes").sort_by(pl.col("ratio")).last().alias("at_max"),
+                pl.col("bytes").sort_by(pl.col("ratio")).first().alias("at_min"))
+           .join(sizes.group_by(series).agg(pl.len().alias("of")), on=series, nulls_equal=True))
+    per = per.sort("extreme", descending=verdict == SLOWER)
+    lines = []
+    for row in per.head(limit).to_dicts():
+        at = row["at_max"] if verdict == SLOWER else row["at_min"]
+        lines.append(f"{verdict} in B: {series_name(row, series)}: {row['n']} of {_count(row['of'], 'size')}, median "
+                     f"×{_ratio(row['mid'])}, {'up to' if verdict == SLOWER else 'down to'} ×{_ratio(row['extreme'])} "
+                     f"at {fmt_bytes(at)}")
+    if per.height > limit:
+        lines.append(f"… and {per.height - limit} more series {verdict} (see the report's table)")
+    return lines
+
+
+def summary_lines(cmp: Comparison, threshold: float | None = None, *, limit: int = 8) -> list[str]:
+    """The compact summary: what got faster or slower, where, by how much; fits; one-side-only."""
+    s, series = cmp.sizes, cmp.series_keys
+    counts = {v: s.filter(pl.col("verdict") == v).height for v in (SLOWER, FASTER, SAME, TOO_FEW)}
+    n_series = s.select(series).unique().height if s.height else 0
+    lines = [f"matched {_count(s.height, 'size')} in {n_series} series on {', '.join(cmp.matching.keys)}"]
+    for axis, (va, vb) in cmp.matching.settings.items():
+        lines.append(f"compared setting: {axis} {va} (A) → {vb} (B)")
+    if cmp.matching.ignored:
+        lines.append(f"ignored axes: {', '.join(cmp.matching.ignored)}")
+    lines.append(f"{_count(counts[SLOWER], 'size')} significantly slower in B, {counts[FASTER]} faster, {counts[SAME]} without "
+                 f"significant change (95 % bootstrap CI of the ratio of medians)")
+    if counts[TOO_FEW]:
+        lines.append(f"{_count(counts[TOO_FEW], 'size')} not judged: fewer than {MIN_REPS} repetitions on a side "
+                     f"(their CIs are listed, but cannot support a 95 % statement)")
+    lines += _direction_lines(s, series, SLOWER, limit) + _direction_lines(s, series, FASTER, limit)
+    for row in cmp.fits.filter(pl.col("significant")).to_dicts():
+        lines.append(f"{row['model']} {row['parameter']} {row['series']}: {row['a']:.4g} → {row['b']:.4g} "
+                     f"{row['unit']} ({row['rel_diff']:+.1%}, {row['direction']})".replace(" )", ")"))
+    for side, only in (("A", cmp.only_a), ("B", cmp.only_b)):
+        if only.height:
+            other = "B" if side == "A" else "A"
+            names = [series_name(r, series) + (f" (in {other}: {r['other_status']})" if r["other_status"] else "")
+                     for r in only.to_dicts()]
+            more = f" … and {len(names) - limit} more" if len(names) > limit else ""
+            lines.append(f"{only.height} series only in {side}: {'; '.join(names[:limit])}{more}")
+    for side, lone in (("A", cmp.lone_a), ("B", cmp.lone_b)):
+        if lone.height:
+            where = lone.group_by(series, maintain_order=True).agg(pl.col("bytes"))
+            names = [f"{series_name(r, series)} ({', '.join(fmt_bytes(m) for m in r['bytes'])})"
+                     for r in where.head(limit).to_dicts()]
+            more = f" … and {where.height - limit} more series" if where.height > limit else ""
+            lines.append(f"{_count(lone.height, 'size')} of matched series only in {side}: {'; '.join(names)}{more}")
+    if threshold is not None:
+        reg = regressions(s, threshold)
+        lines.append(f"regressions beyond {threshold:.1%} (CI's lower end above ×{1 + threshold:.3g}): {_count(reg.height, 'size')}")
+    return lines

@@ -1,0 +1,59 @@
+"""The Vega + Vega-Lite + vega-embed JavaScript the report inlines, from vl-convert, kept on disk.
+
+``vl_convert.javascript_bundle`` bundles the libraries afresh in every process (~3 s of CPU), and
+a campaign builds its report in a new process each time (full and partial views, every re-run).
+The bundle depends only on the vl-convert release and the Vega-Lite version asked for, so it is
+written once per (vl-convert, Vega-Lite) pair under the user's cache directory and read back
+after that. Written aside and renamed: a reader never sees half a file. An unreadable or
+unwritable cache only costs the time to bundle again.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+# Overrides the cache directory (tests; a shared cluster home that should not be written to).
+CACHE_ENV = "MPIATLAS_CACHE_DIR"
+
+
+def cache_dir() -> Path:
+    """$MPIATLAS_CACHE_DIR, else $XDG_CACHE_HOME/mpiatlas, else ~/.cache/mpiatlas."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mpiatlas"
+
+
+def bundle_path(vl_convert_version: str, vl_version: str | None) -> Path:
+    """Where the bundle of this vl-convert release and Vega-Lite version is kept."""
+    name = f"vega-bundle_vl-convert-{vl_convert_version}_vega-lite-{vl_version or 'default'}.js"
+    return cache_dir() / re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+def javascript_bundle(vl_version: str | None) -> str:
+    """``vl_convert.javascript_bundle(vl_version=...)``, from the disk cache when it is there."""
+    import vl_convert
+
+    path = bundle_path(vl_convert.__version__, vl_version)
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        pass
+    js = vl_convert.javascript_bundle(vl_version=vl_version)
+    _write_atomic(path, js)
+    return js
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:  # the directory itself could not be made
+            pass

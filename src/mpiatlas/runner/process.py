@@ -1,0 +1,112 @@
+"""One launch as a child process: its own session, a blocking wait, a kill at its deadline.
+
+``wall_s`` (provenance.json) is the launch's own time: ``time.perf_counter()`` read just before
+the launcher is spawned (fork + exec of the launcher included: starting it is part of launching)
+and again as soon as the kernel reports the launcher's exit (``os.waitid`` with ``WNOWAIT``). It
+excludes opening the output files, reaping the process and reading its output, and no polling
+sleep can add to it: the main thread blocks in ``waitid`` and a timer thread enforces the
+timeout. ``WNOWAIT`` leaves the exited launcher a zombie until the timer is stopped, so its
+process group id cannot be reused by another process while the timer may still signal it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+# Seconds between SIGTERM and SIGKILL: srun passes TERM on to the step and needs a moment.
+TERM_GRACE_S = 10.0
+
+
+@dataclass(frozen=True)
+class Finished:
+    """How a launch ended: its exit code (None: killed at its deadline) and its own wall time."""
+
+    exit_code: int | None
+    wall_s: float
+
+
+class Deadline:
+    """A timer thread that TERMs, then KILLs, a process group once ``timeout_s`` have passed,
+    unless :meth:`stop` is called first (the process exited)."""
+
+    def __init__(self, pgid: int, timeout_s: float) -> None:
+        self._pgid = pgid
+        self._timeout_s = timeout_s
+        self._exited = threading.Event()
+        self.fired = False
+        self._thread = threading.Thread(target=self._watch, name=f"deadline-{pgid}", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        if self._exited.wait(self._timeout_s):
+            return
+        self.fired = True
+        for sig, grace in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, None)):
+            if not kill_group(self._pgid, sig) or (grace is not None and self._exited.wait(grace)):
+                return
+
+    def stop(self) -> bool:
+        """Stop the timer; True when it had fired (the launch timed out)."""
+        self._exited.set()
+        self._thread.join()
+        return self.fired
+
+
+def kill_group(pgid: int, sig: signal.Signals) -> bool:
+    """Send ``sig`` to a process group; False when the group is gone."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait_exited(pid: int) -> None:
+    """Block until child ``pid`` has exited, without reaping it (it stays a zombie). A signal
+    handler that raises (CellInterrupted) interrupts the wait; others resume it (PEP 475)."""
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+    except ChildProcessError:
+        # SIGCHLD ignored by whoever started us: the kernel reaped the child already (Popen.wait
+        # then reports exit code 0, as it always has in that case).
+        pass
+
+
+def stop_now(proc: subprocess.Popen) -> None:
+    """TERM the launch's process group (srun passes it on to the step), KILL what is left: the
+    cell was interrupted from outside, so this path may poll (Popen.wait with a timeout)."""
+    for sig, grace in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, None)):
+        if not kill_group(proc.pid, sig):
+            break
+        try:
+            proc.wait(timeout=grace)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_launch(argv: list[str], env: dict[str, str], cwd: Path, stdout: Path, stderr: Path,
+               timeout_s: float) -> Finished:
+    """Run ``argv`` in ``cwd`` in its own session (a timeout kills every rank, not just the
+    launcher), its output to the files ``stdout`` and ``stderr``."""
+    with stdout.open("w") as out, stderr.open("w") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = Deadline(proc.pid, timeout_s)
+    try:
+        wait_exited(proc.pid)
+        wall_s = time.perf_counter() - start
+    except BaseException:
+        deadline.stop()
+        stop_now(proc)
+        raise
+    timed_out = deadline.stop()
+    exit_code = proc.wait()  # reaps the zombie: returns at once
+    return Finished(None if timed_out else exit_code, wall_s)

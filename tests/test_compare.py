@@ -1,0 +1,376 @@
+"""``mpiatlas compare``: matching, the bootstrap ratio, fit differences, exit status, the diff report.
+
+Statistics are checked on synthetic samples with a known truth (B = 1.2 x A; identical
+distributions); the infra test runs two real campaigns (Intel MPI over shared memory, then over
+TCP) and checks the TCP one is flagged as a regression.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+import yaml
+
+from conftest import REPO, campaign_workdir, require_infra, run_campaign
+from mpiatlas.commands import compare as command
+from mpiatlas.compare import (FASTER, MIN_REPS, SAME, SLOWER, TOO_FEW, CompareError, Side, compare, load_side,
+                              match_axes, ratio_cis, regressions)
+from mpiatlas.compare_fits import fit_differences, mover_difference
+from mpiatlas.compare_report import render
+from mpiatlas.compare_summary import summary_lines
+
+SIZES = [2**k for k in range(0, 21)]
+EVIL = "<script>alert(1)</script>"
+
+
+def samples(*, factor: float = 1.0, reps: int = 6, sizes: list[int] = SIZES, sigma: float = 0.03,
+            seed: int = 0, transport: str = "shm", benchmarks: tuple[str, ...] = ("PingPong", "Allreduce"),
+            stack: str = "intelmpi", nps: tuple[int, ...] = (2,)) -> pl.DataFrame:
+    """A campaign's samples table: t = factor * (1 + m / 1000) µs with lognormal noise per repetition."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for bench in benchmarks:
+        for np_ in nps:
+            for rep in range(reps):
+                cell = f"imb/{stack}/{transport}/core/np{np_}/{bench}/default/rep{rep}"
+                for m in sizes:
+                    rows.append({"cell": cell, "label": f"{stack}/{transport}/core", "stack": stack,
+                                 "transport": transport, "mapping": "core", "nodes": 1, "np": np_, "benchmark": bench,
+                                 "algorithm": "default", "processes": np_, "bytes": m, "rep": rep,
+                                 "t_usec": factor * (1 + m / 1000) * math.exp(rng.normal(0, sigma)),
+                                 "status": "ok", "cell_status": "ok"})
+    return pl.DataFrame(rows, schema_overrides={"np": pl.Int32, "nodes": pl.Int32, "processes": pl.Int32,
+                                                "rep": pl.Int32})
+
+
+def side(df: pl.DataFrame, name: str = "A") -> Side:
+    return Side(name, Path(f"/campaigns/{name}"), df)
+
+
+def write_results(root: Path, df: pl.DataFrame, hockney: list[dict] | None = None) -> Path:
+    (root / "tidy").mkdir(parents=True)
+    df.write_parquet(root / "tidy" / "imb_samples.parquet")
+    if hockney is not None:
+        (root / "fits").mkdir()
+        (root / "fits" / "hockney.json").write_text(json.dumps(hockney))
+    return root
+
+
+def run_cli(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="mpiatlas")
+    command.register(parser.add_subparsers())
+    args = parser.parse_args(["compare", *argv])
+    return args.func(args)
+
+
+# -- statistics ----------------------------------------------------------------------------------
+
+
+def test_known_slowdown_ratio_ci_contains_truth_and_excludes_one() -> None:
+    cmp = compare(side(samples(reps=8, seed=1)), side(samples(factor=1.2, reps=8, seed=2), "B"))
+    s = cmp.sizes
+    assert s.height == 2 * len(SIZES)
+    assert (s["verdict"] == SLOWER).all()  # every size: the CI excludes 1
+    covered = ((s["ratio_ci_low"] <= 1.2) & (s["ratio_ci_high"] >= 1.2)).mean()
+    assert covered >= 0.9, covered  # a 95 % interval, checked over 42 sizes
+    assert abs(float(np.median(s["ratio"].to_numpy())) - 1.2) < 0.02
+    assert regressions(s, 0.05).height > 0 and regressions(s, 0.5).height == 0
+
+
+@pytest.mark.parametrize("reps", [MIN_REPS, 10])
+def test_identical_distributions_flag_at_most_five_percent(reps: int) -> None:
+    sizes = [2**k for k in range(0, 30)] + [3 * 2**k for k in range(0, 30)]
+    a = samples(reps=reps, sizes=sizes, benchmarks=("PingPong", "Allreduce", "Bcast"), seed=11, sigma=0.1)
+    b = samples(reps=reps, sizes=sizes, benchmarks=("PingPong", "Allreduce", "Bcast"), seed=12, sigma=0.1)
+    s = compare(side(a), side(b, "B")).sizes
+    assert s.height == 180
+    flagged = s["significant"].mean()
+    assert flagged <= 0.05, flagged
+    assert set(s["verdict"].unique()) <= {SLOWER, FASTER, SAME}
+
+
+def test_too_few_repetitions_are_not_judged_even_when_separated() -> None:
+    # 3 vs 3 samples that do not overlap: the bootstrap CI excludes 1, but identical
+    # distributions give that 10 % of the time, so no 95 % verdict is made.
+    cmp = compare(side(samples(reps=3)), side(samples(factor=1.5, reps=3), "B"))
+    assert (cmp.sizes["ratio_ci_low"] > 1).all()
+    assert (cmp.sizes["verdict"] == TOO_FEW).all() and not cmp.sizes["significant"].any()
+    assert any("fewer than 5 repetitions" in line for line in summary_lines(cmp))
+
+
+def test_vectorised_bootstrap_equals_a_plain_loop() -> None:
+    rng = np.random.default_rng(5)
+    a = [np.sort(rng.lognormal(0, 0.2, n)) for n in (5, 5, 7, 4)]
+    b = [np.sort(rng.lognormal(0.1, 0.2, n)) for n in (5, 6, 7, 4)]
+    low, high = ratio_cis(a, b, seed=3)
+    for i, (x, y) in enumerate(zip(a, b)):
+        draw = np.random.default_rng([3, x.size, y.size])
+        ia, ib = draw.integers(0, x.size, (999, x.size)), draw.integers(0, y.size, (999, y.size))
+        ratios = np.median(y[ib], axis=1) / np.median(x[ia], axis=1)
+        assert np.allclose([low[i], high[i]], np.quantile(ratios, [0.025, 0.975]), rtol=1e-12)
+
+
+def test_bootstrap_is_seeded_and_independent_of_other_groups() -> None:
+    rng = np.random.default_rng(1)
+    a = [np.sort(rng.lognormal(0, 0.2, 6)) for _ in range(3)]
+    b = [np.sort(rng.lognormal(0, 0.2, 6)) for _ in range(3)]
+    first = ratio_cis(a, b)
+    assert np.array_equal(first[0], ratio_cis(a, b)[0])
+    alone = ratio_cis(a[1:2], b[1:2])
+    assert alone[0][0] == first[0][1] and alone[1][0] == first[1][1]
+
+
+# -- matching ------------------------------------------------------------------------------------
+
+
+def test_a_setting_constant_on_each_side_is_compared_not_matched() -> None:
+    cmp = compare(side(samples()), side(samples(factor=3, transport="ofi-tcp"), "B"))
+    assert cmp.matching.settings == {"transport": ("shm", "ofi-tcp")}
+    assert "transport" not in cmp.matching.keys and "label" not in cmp.matching.keys
+    assert cmp.sizes.height == 2 * len(SIZES) and cmp.only_a.height == 0 and cmp.only_b.height == 0
+    assert (cmp.sizes["verdict"] == SLOWER).all()
+    assert any(line == "compared setting: transport shm (A) → ofi-tcp (B)" for line in summary_lines(cmp))
+
+
+def test_cells_on_one_side_only_are_listed_not_dropped() -> None:
+    a = pl.concat([samples(nps=(2, 4)), samples(benchmarks=("Bcast",), sizes=SIZES[:5])])
+    b = samples(nps=(2, 8), sizes=SIZES[:-1])  # a size fewer in every cell, np 8 instead of 4, no Bcast
+    cmp = compare(side(a), side(b, "B"))
+    assert sorted(cmp.only_a.select("benchmark", "np").rows()) == [("Allreduce", 4), ("Bcast", 2), ("PingPong", 4)]
+    assert sorted(cmp.only_b.select("benchmark", "np").rows()) == [("Allreduce", 8), ("PingPong", 8)]
+    assert cmp.only_a.filter(pl.col("benchmark") == "Bcast")["sizes"].to_list() == [5]
+    assert cmp.sizes.height == 2 * (len(SIZES) - 1)  # np 2, both benchmarks, the sizes both have
+    lines = summary_lines(cmp)
+    only_a = next(line for line in lines if line.startswith("3 series only in A: "))
+    assert "Bcast · intelmpi · shm · core · nodes=1 · np=2" in only_a
+    assert any(line.startswith("2 series only in B: ") for line in lines)
+    # The largest size of the series both have was measured in A only: listed as well.
+    assert cmp.lone_a.select("benchmark", "np", "bytes").sort("benchmark").rows() == [
+        ("Allreduce", 2, SIZES[-1]), ("PingPong", 2, SIZES[-1])]
+    assert cmp.lone_b.height == 0
+    assert any(line.startswith("2 sizes of matched series only in A: ") and "1 MiB" in line for line in lines)
+
+
+def test_a_cell_that_failed_on_one_side_says_so() -> None:
+    a = samples(nps=(2, 4))
+    b = samples(nps=(2,))
+    cells_b = pl.DataFrame({"cell": ["imb/intelmpi/shm/core/np4/PingPong/default/rep0",
+                                     "imb/intelmpi/shm/core/np4/PingPong/default/rep1"],
+                            "stack": ["intelmpi"] * 2, "transport": ["shm"] * 2, "mapping": ["core"] * 2,
+                            "nodes": [1, 1], "np": [4, 4], "benchmark": ["PingPong"] * 2,
+                            "algorithm": ["default"] * 2, "status": ["failed", "timeout"]},
+                           schema_overrides={"np": pl.Int32, "nodes": pl.Int32})
+    cmp = compare(side(a), Side("B", Path("/campaigns/B"), b, cells_b))
+    statuses = dict(cmp.only_a.select("benchmark", "other_status").rows())
+    assert statuses == {"PingPong": "failed, timeout", "Allreduce": None}
+    line = next(x for x in summary_lines(cmp) if x.startswith("2 series only in A"))
+    assert "PingPong · intelmpi · shm · core · nodes=1 · np=4 · default · processes=4 (in B: failed, timeout)" in line
+
+
+def test_label_is_the_identity_of_imported_data() -> None:
+    imported = samples().with_columns(pl.lit(None, dtype=pl.String).alias(c) for c in
+                                      ("stack", "transport", "mapping", "algorithm", "cell"))
+    m = match_axes(imported, imported)
+    assert m.keys[0] == "label" and "stack" not in m.keys and m.settings == {}
+    other = imported.with_columns(pl.lit("other-system").alias("label"))
+    m = match_axes(imported, other)
+    assert m.settings == {"label": ("intelmpi/shm/core", "other-system")}
+
+
+def test_ignore_refuses_to_pool_different_cells() -> None:
+    both = pl.concat([samples(), samples(transport="ofi-tcp", factor=5)])
+    with pytest.raises(CompareError, match="stand for several cells"):
+        compare(side(both), side(both, "B"), ignore=["transport"])
+    with pytest.raises(CompareError, match="not an axis"):
+        compare(side(both), side(both, "B"), ignore=["colour"])
+    # Ignoring an axis that does not pool anything is fine (one transport per side here).
+    cmp = compare(side(samples()), side(samples(transport="ofi-tcp"), "B"), ignore=["mapping"])
+    assert "mapping" not in cmp.matching.keys and cmp.matching.ignored == ["mapping"]
+
+
+# -- fits ----------------------------------------------------------------------------------------
+
+
+def test_mover_difference_keeps_asymmetry() -> None:
+    d, low, high = mover_difference(10.0, [9.0, 11.0], 12.0, [11.0, 14.0])
+    assert d == 2.0
+    assert low == pytest.approx(2 - math.sqrt(1 + 1)) and high == pytest.approx(2 + math.sqrt(4 + 1))
+
+
+def hockney_fit(transport: str, latency: float, ci: list[float], bw: float, bw_ci: list[float | None]) -> dict:
+    return {"label": f"intelmpi/{transport}/core", "stack": "intelmpi", "transport": transport, "mapping": "core",
+            "np": 2, "algorithm": "default", "benchmark": "PingPong", "latency_us": latency, "latency_ci_us": ci,
+            "bandwidth_MBps": bw, "bandwidth_ci_MBps": bw_ci}
+
+
+def test_hockney_differences_across_the_compared_setting() -> None:
+    fa = [hockney_fit("shm", 0.5, [0.45, 0.55], 6000.0, [5000.0, None])]
+    fb = [hockney_fit("ofi-tcp", 11.0, [10.5, 12.0], 1200.0, [1100.0, 1300.0])]
+    fits = fit_differences((fa, fb), ([], []), ["stack", "mapping", "np", "benchmark", "algorithm"])
+    lat = fits.filter(pl.col("parameter") == "latency λ").row(0, named=True)
+    assert lat["diff"] == pytest.approx(10.5) and lat["significant"] and lat["direction"] == "slower"
+    assert lat["diff_ci_low"] == pytest.approx(10.5 - math.hypot(0.5, 0.05))
+    bw = fits.filter(pl.col("parameter") == "bandwidth B").row(0, named=True)
+    assert bw["direction"] == "slower" and bw["rel_diff"] == pytest.approx(-0.8)
+    # A's bandwidth CI has no upper end: the difference is unbounded below, still excludes 0.
+    assert bw["diff_ci_low"] == -math.inf and bw["diff_ci_high"] == pytest.approx(-4800 + math.hypot(100, 1000))
+    # A fit of another np is not paired.
+    other = [dict(fb[0], np=4)]
+    assert fit_differences((fa, other), ([], []), ["stack", "np"]).height == 0
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+def test_exit_status_json_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_results(tmp_path / "a", samples(reps=6, seed=1),
+                      [hockney_fit("shm", 0.5, [0.45, 0.55], 6000.0, [5000.0, 7000.0])])
+    b = write_results(tmp_path / "b", samples(factor=1.3, reps=6, seed=2, stack=EVIL),
+                      [hockney_fit("shm", 0.6, [0.55, 0.65], 5000.0, [4500.0, 5500.0])])
+    same = write_results(tmp_path / "same", samples(reps=6, seed=3))
+    assert run_cli(str(a), str(same), "--fail-on-regression", "5%", "--plain") == 0
+    # Another stack on the B side is the compared setting: matched and flagged.
+    assert run_cli(str(a), str(b), "--fail-on-regression", "5%") == 1
+    assert "compared setting: stack intelmpi (A) → <script>" in capsys.readouterr().out
+    # Three repetitions cannot support a verdict: a gate cannot decide.
+    few = write_results(tmp_path / "few", samples(factor=2, reps=3))
+    assert run_cli(str(a), str(few), "--fail-on-regression", "5%") == 2
+    assert "no size could be judged" in capsys.readouterr().err
+    assert run_cli(str(a), str(few)) == 0  # without a gate: the summary says why nothing was judged
+    b2 = write_results(tmp_path / "b2", samples(factor=1.3, reps=6, seed=2),
+                       [hockney_fit("shm", 0.65, [0.6, 0.7], 4600.0, [4500.0, 4700.0])])
+    out, js = tmp_path / "diff.html", tmp_path / "diff.json"
+    assert run_cli(str(a), str(b2), "--fail-on-regression", "5%", "--plain", "--out", str(out), "--json", str(js)) == 1
+    printed = capsys.readouterr().out
+    assert "42 sizes significantly slower in B" in printed
+    assert run_cli(str(a), str(b2), "--fail-on-regression", "50%") == 0
+    assert run_cli(str(a), str(b2)) == 0  # no gate asked for
+    record = json.loads(js.read_text())
+    assert len(record["sizes"]) == 42 and record["matched_on"][-1] == "bytes"
+    assert pl.read_parquet(js.with_suffix(".parquet")).height == 42
+    html = out.read_text()
+    assert "Ratio heatmaps" in html and "Model parameters" in html
+    assert not re.search(r"<script[^>]*\bsrc\s*=", html, re.I)
+    assert not re.search(r"""<(link|img|iframe|embed|object)\b[^>]*(href|src|data)\s*=\s*["']?https?:""", html, re.I)
+
+
+def test_help_states_the_rules_the_code_applies() -> None:
+    # The parser must not import the statistics (numpy, polars) to say this, so it repeats it.
+    assert f"at least {MIN_REPS} repetitions per side" in command.DESCRIPTION
+    assert command.threshold("5%") == pytest.approx(0.05) and command.threshold("0.1") == pytest.approx(0.1)
+
+
+def test_bad_input_exits_2_naming_the_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = write_results(tmp_path / "good", samples())
+    assert run_cli(str(tmp_path / "nowhere"), str(good)) == 2
+    assert str(tmp_path / "nowhere") in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run_cli(str(good), str(empty)) == 2
+    assert f"{empty}: neither tidy/imb_samples.parquet" in capsys.readouterr().err
+    broken = tmp_path / "broken"
+    write_results(broken, samples().drop("t_usec"))
+    assert run_cli(str(good), str(broken)) == 2
+    assert "missing columns: t_usec" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run_cli(str(good), str(good), "--fail-on-regression", "five")
+
+
+def barrier(df: pl.DataFrame) -> pl.DataFrame:
+    """IMB Barrier rows (no message size) for the cells of ``df``."""
+    return (df.filter(pl.col("bytes") == 1)
+            .with_columns(pl.lit("Barrier").alias("benchmark"), pl.lit(None, dtype=pl.Int64).alias("bytes"),
+                          pl.col("cell").str.replace("/PingPong/|/Allreduce/", "/Barrier/"))
+            .unique(subset=["cell"]))
+
+
+def test_size_less_barrier_is_compared_and_drawn() -> None:
+    a, b = samples(), samples(factor=1.4, seed=8)
+    a, b = pl.concat([a, barrier(a)]), pl.concat([b, barrier(b)])
+    cmp = compare(side(a), side(b, "B"))
+    row = cmp.sizes.filter(pl.col("benchmark") == "Barrier").row(0, named=True)
+    assert row["bytes"] is None and row["n_a"] == 6 and row["verdict"] == SLOWER
+    html = render(cmp)
+    assert "Barrier: B / A" in html
+
+
+def test_report_escapes_labels() -> None:
+    a, b = samples(stack=EVIL), samples(stack=EVIL, factor=1.5, seed=4)
+    html = render(compare(side(a), side(b, "B")), 0.05)
+    assert EVIL not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+# -- real campaigns ------------------------------------------------------------------------------
+
+
+def _config(transport: str) -> dict:
+    # Two repetitions to spare: on a shared machine a launch may fail its binding or transport
+    # check (its cell is then not ok and gives no samples), and each side needs MIN_REPS.
+    return {"campaign": {"name": "cmp", "repetitions": MIN_REPS + 2, "timeout_s": 120},
+            "stacks": {"intelmpi": {"kind": "intelmpi", "source": "pypi", "transports": [transport]}},
+            "mappings": ["core"], "processes": [2],
+            "imb": {"benchmarks": ["PingPong"], "msglog": [0, 16], "time_s": 0.2, "mem_gb": 0.5, "iterations": 100}}
+
+
+@pytest.mark.infra
+def test_real_tcp_campaign_is_flagged_against_shared_memory(tmp_path: Path) -> None:
+    require_infra(shutil.which("gcc") is not None, "a C toolchain")
+    results = []
+    for transport in ("shm", "ofi-tcp"):
+        (tmp_path / transport).mkdir()
+        work = campaign_workdir(tmp_path / transport, "config/test/tiny.yaml")  # then our own config
+        data = _config(transport)
+        data["campaign"]["stacks_dir"] = str(REPO / ".stacks")
+        (work / "config" / "campaign.yaml").write_text(yaml.safe_dump(data))
+        run = run_campaign(work, timeout=900)
+        assert run.returncode == 0, run.stderr[-3000:]
+        results.append(work / "results" / "cmp")
+    shm, tcp = (load_side(p, n) for p, n in zip(results, "AB"))
+    cmp = compare(shm, tcp)
+    assert cmp.matching.settings == {"transport": ("shm", "ofi-tcp")}
+    assert 12 <= cmp.sizes.height <= 18  # PingPong 0 B .. 64 KiB (IMB may time out the largest sizes)
+    # TCP over loopback costs microseconds where shared memory costs a fraction of one. The
+    # machine is shared, so single sizes may be noisy: most small ones must be flagged, none faster.
+    small = cmp.sizes.filter(pl.col("bytes") <= 64)
+    statuses = [side.cells.group_by("status").len().rows() if side.cells is not None else None for side in (shm, tcp)]
+    assert (small["verdict"] == SLOWER).sum() >= 5, (small.to_dicts(), statuses)
+    assert not (small["verdict"] == FASTER).any() and float(small["ratio"].median()) > 2
+    assert run_cli(str(results[0]), str(results[1]), "--fail-on-regression", "5%", "--plain") == 1
+
+
+@pytest.mark.infra
+def test_diff_report_draws_every_heatmap_offline(tmp_path: Path) -> None:
+    """The diff report in headless Chromium with the network blocked (the main report's browser
+    helpers): every heatmap drawn, no console error, no request besides the page itself."""
+    require_infra(shutil.which("chromium") is not None and shutil.which("chromedriver") is not None,
+                  "Debian chromium and chromium-driver")
+    from selenium.webdriver.common.by import By
+    from test_report_browser import (chromium_driver, network_events, requested_urls, severe_console_messages,
+                                     wait_for_chart)
+
+    a = samples(nps=(2, 4), stack=EVIL)
+    b = samples(nps=(2, 4), stack=EVIL, factor=1.3, seed=9)
+    out = tmp_path / "diff.html"
+    out.write_text(render(compare(side(a), side(b, "B")), 0.05))
+    driver = chromium_driver()
+    try:
+        driver.get(out.resolve().as_uri())
+        charts = [wait_for_chart(driver, c) for c in driver.find_elements(By.CSS_SELECTOR, ".vega-target")]
+        errors = severe_console_messages(driver)
+        requests = requested_urls(network_events(driver))
+        n_scripts = driver.execute_script("return document.querySelectorAll('script').length")
+    finally:
+        driver.quit()
+    assert len(charts) == 2 and all(c.rendered for c in charts), charts  # PingPong, Allreduce
+    assert errors == []
+    assert requests == [out.resolve().as_uri()]
+    assert n_scripts == 4  # the page's own scripts: the label's <script> is text

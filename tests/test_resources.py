@@ -1,0 +1,169 @@
+"""Cell order, job groups and their resources at scale: what `snakemake -n` on a large campaign
+pays for (bench/harness.py part 3). Pure logic, no infrastructure."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import pytest
+
+from mpiatlas import cells as cell_model
+from mpiatlas import programs, resources
+from mpiatlas.cells import Cell, sort_cells
+from mpiatlas.config import validate
+
+RESOURCE_NAMES = ("tasks", "cpus_per_task", "mpi", "nodes", "slurm_extra", "runtime", "mem_mb")
+
+
+def campaign(cells_per_job: int = 4) -> dict:
+    """IMB and kernel cells over two transports, three mappings (one over 2 nodes), several sizes."""
+    return validate({
+        "campaign": {"name": "r", "repetitions": 3, "timeout_s": 300, "cells_per_job": cells_per_job},
+        "stacks": {"intelmpi": {"kind": "intelmpi", "transports": ["shm", "ofi-tcp"],
+                                "algorithms": {"Bcast": ["default", "id1"]}}},
+        "mappings": ["core", "socket", "node"], "nodes": [2], "processes": [2, 4],
+        "imb": {"benchmarks": ["PingPong", "Bcast", "Allreduce"], "msglog": [0, 10], "time_s": 0.5, "mem_gb": 1},
+        "kernels": {"ring": {"variants": ["nonblocking", "blocking"], "processes": [2, 4]}},
+    })
+
+
+def test_sort_cells_orders_by_the_fields_and_drops_duplicates_whatever_the_input_order() -> None:
+    cells = programs.expand(campaign())
+    assert len(cells) > 100
+    shuffled = cells + cells[::7]  # duplicates
+    random.Random(1).shuffle(shuffled)
+    # The dataclass's own order (field by field) and equality are the reference.
+    assert sort_cells(shuffled) == sorted(set(shuffled)) == cells
+    assert sort_cells(iter(cells)) == cells  # any iterable, an already sorted one too
+    assert sort_cells([]) == []
+
+
+def test_numbers_sort_as_numbers_not_as_text() -> None:
+    a, b = (Cell("imb", "s", "shm", "core", np, "Bcast", "default", rep) for np, rep in ((10, 0), (2, 1)))
+    assert sort_cells([a, b]) == [b, a]  # np 2 before np 10, whatever the rep
+
+
+def test_a_cell_has_no_instance_dict() -> None:
+    """A 177k-cell campaign holds every cell in Snakemake's process: slots keep each one small."""
+    cell = programs.expand(campaign())[0]
+    assert not hasattr(cell, "__dict__")
+    with pytest.raises(AttributeError):
+        cell.np = 3  # type: ignore[misc]  # still frozen
+
+
+def test_job_groups_are_allocations_in_id_order_cut_every_cells_per_job() -> None:
+    config = campaign(cells_per_job=4)
+    cells = programs.expand(config)
+    groups = resources.job_groups(config, list(reversed(cells)))  # input order does not matter
+    assert sorted(c for members in groups.values() for c in members) == cells  # every cell once
+    allocations = list(dict.fromkeys(g.rsplit("_", 1)[0] for g in groups))
+    assert allocations == sorted(allocations)  # groups in the order of their allocation ids
+    for group, members in groups.items():
+        allocation, chunk = group.rsplit("_", 1)
+        assert {resources.allocation(c) for c in members} == {allocation}
+        assert members == sort_cells(members) and 1 <= len(members) <= 4
+        same = [c for c in cells if resources.allocation(c) == allocation]
+        assert members == same[int(chunk) * 4:int(chunk) * 4 + 4]
+    assert "imb_intelmpi_shm_node2_np4_t1_0" in groups  # the node mapping's placement names its nodes
+    assert all(c.nodes == 2 for c in groups["imb_intelmpi_shm_node2_np4_t1_0"])
+
+
+def test_group_resources_are_computed_once_per_group_and_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Snakemake calls every resource of every job on its own, and again when it prints the job:
+    the group's cells are modelled once per group and attempt, not once per call."""
+    config = campaign()
+    groups = resources.job_groups(config, programs.expand(config))
+    computed: list[tuple[str, int]] = []
+    real = resources.group_resources
+
+    def counting(config_: dict, cells: list[Cell], attempt: int = 1, costs: resources.CellCosts | None = None) -> dict:
+        computed.append((resources.allocation(cells[0]), attempt))
+        return real(config_, cells, attempt, costs)
+
+    monkeypatch.setattr(resources, "group_resources", counting)
+    table = resources.GroupResources(config, groups)
+    getters = {name: table.resource(name) for name in RESOURCE_NAMES}
+    for _ in range(3):  # the DAG, the scheduler, the dry run's print
+        for group in groups:
+            wildcards = SimpleNamespace(group=group)
+            for name, get in getters.items():
+                assert get(wildcards, 1) == real(config, groups[group], 1)[name]
+    assert len(computed) == len(groups)
+    # A retry is another attempt: computed once more, with a longer runtime.
+    group = next(iter(groups))
+    again = getters["runtime"](SimpleNamespace(group=group), 2)
+    assert len(computed) == len(groups) + 1 and again >= getters["runtime"](SimpleNamespace(group=group), 1)
+    with pytest.raises(ValueError, match="nosuch_0 is not a job group of this campaign"):
+        table.of("nosuch_0")
+
+
+def test_group_resources_of_the_first_cell_hold_for_the_whole_group() -> None:
+    """Resources use the first cell for the allocation (all cells share it) and every cell for
+    runtime (the sum) and memory (the largest)."""
+    config = campaign(cells_per_job=6)
+    groups = resources.job_groups(config, programs.expand(config))
+    for members in groups.values():
+        res = resources.group_resources(config, members)
+        assert {(c.np, c.threads, c.nodes, resources.slurm_extra(config, c)) for c in members} \
+            == {(res["tasks"], res["cpus_per_task"], res["nodes"], res["slurm_extra"])}
+        assert res["runtime"] == resources.runtime_min(config, members)
+        assert res["mem_mb"] == max(programs.program_of(c).mem_mb(config, c) for c in members)
+        assert cell_model.parse_id(members[0].id)["np"] == res["tasks"]
+
+
+def test_groups_are_cut_by_budgeted_runtime_as_well_as_by_count() -> None:
+    """A group's budgeted runtime (what the SLURM profile requests) stays within job_minutes: the
+    chunks of an allocation are the longest runs of cells, in order, that fit the budget, and a cell
+    longer than the budget on its own is a group of one."""
+    config = campaign(cells_per_job=1000)
+    cells = programs.expand(config)
+    prefix = "imb_intelmpi_shm_core_np2_t1_"
+    allocation = [c for c in cells if resources.allocation(c) + "_" == prefix]
+    cost = {c: resources.cell_runtime_s(config, c) for c in allocation}
+    assert len(allocation) == 12  # PingPong, Bcast x 2 algorithms, Allreduce; 3 repetitions
+    budget_s = 3.5 * max(cost.values())
+    config["campaign"]["job_minutes"] = budget_s / 60
+    chunks = [m for g, m in resources.job_groups(config, cells).items() if g.startswith(prefix)]
+    assert [c for m in chunks for c in m] == allocation  # in order, none lost or repeated
+    assert len(chunks) >= 4
+    for i, members in enumerate(chunks):
+        used = sum(cost[c] for c in members)
+        assert used <= budget_s
+        if i + 1 < len(chunks):  # the longest run that fits: the next cell would not have
+            assert used + cost[chunks[i + 1][0]] > budget_s
+    # The count still caps a group when the budget does not bind; a budget below one cell: groups of one.
+    config["campaign"]["job_minutes"] = 10_000
+    config["campaign"]["cells_per_job"] = 5
+    assert [len(m) for g, m in resources.job_groups(config, cells).items() if g.startswith(prefix)] == [5, 5, 2]
+    config["campaign"]["job_minutes"] = min(cost.values()) / 120
+    assert all(len(m) == 1 for m in resources.job_groups(config, cells).values())
+
+
+def test_default_groups_hold_an_allocation_up_to_two_hours_of_budget() -> None:
+    """The schema's defaults (cells_per_job 1000, job_minutes 120): a small campaign's allocation is
+    one group, so a campaign starts one `run-cell` process per allocation, not one per 20 cells."""
+    config = validate({k: v for k, v in campaign().items() if k != "campaign"}
+                      | {"campaign": {"name": "r", "repetitions": 3, "timeout_s": 300}})
+    assert config["campaign"]["cells_per_job"] == 1000 and config["campaign"]["job_minutes"] == 120
+    cells = programs.expand(config)
+    groups = resources.job_groups(config, cells)
+    allocations = {resources.allocation(c) for c in cells}
+    assert len(groups) == len(allocations) and all(g.endswith("_0") for g in groups)
+
+
+def test_machine_grouping_has_one_group_per_kind_and_stack() -> None:
+    """grouping: machine (profiles/local, no scheduler): every transport, placement and process count
+    of a stack's IMB cells in one group, its kernel cells in another; the resources shown are the
+    largest cell's; the time budget and the count still cut."""
+    config = campaign(cells_per_job=1000) | {"grouping": "machine"}
+    cells = programs.expand(config)
+    groups = resources.job_groups(config, cells)
+    assert sorted(groups) == ["imb_intelmpi_machine_0", "kernel_intelmpi_machine_0"]
+    imb = groups["imb_intelmpi_machine_0"]
+    assert imb == [c for c in cells if c.kind == "imb"]  # in the campaign's order
+    assert {c.transport for c in imb} == {"shm", "ofi-tcp"} and {c.np for c in imb} == {2, 4}
+    res = resources.group_resources(config, imb)
+    assert res["tasks"] == 4 and res["nodes"] == 2 and res["cells"] == len(imb)
+    config["campaign"]["cells_per_job"] = 10
+    assert [len(m) for g, m in resources.job_groups(config, cells).items() if g.startswith("imb_")][:2] == [10, 10]
