@@ -53,8 +53,8 @@ def is_slurm(profile: str) -> bool:
 
 
 class Run:
-    """Snakemake in its own session; SIGINT/SIGTERM/SIGHUP to this command reach it exactly once,
-    as SIGINT: Snakemake ignores SIGTERM while jobs run, and on SIGINT it cancels its batch jobs
+    """Snakemake in its own session; SIGINT/SIGTERM/SIGHUP to this command reach that session
+    exactly once, as SIGINT: Snakemake ignores SIGTERM while jobs run, and on SIGINT it cancels its batch jobs
     (scancel) and marks unfinished outputs incomplete."""
 
     def __init__(self, argv: list[str], root: Path, env: dict[str, str], log: Path | None) -> None:
@@ -70,10 +70,13 @@ class Run:
         self.stop(f"received {signal.Signals(signum).name}")
 
     def stop(self, why: str) -> None:
+        # To Snakemake's whole session, as Ctrl-C in a terminal would: Snakemake does not stop its
+        # running local jobs, and a cell group may hold a whole stack's cells. A group's run-cell
+        # discards the cell it is in (CellInterrupted) and stops; its launch gets the signal too.
         if self.stopped is None:
             self.stopped = why
             try:
-                self.proc.send_signal(signal.SIGINT)
+                os.killpg(self.proc.pid, signal.SIGINT)
             except ProcessLookupError:
                 pass
 
