@@ -23,7 +23,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from conftest import REPO, campaign_workdir, require_infra, run_campaign
+from conftest import campaign_workdir, require_infra, run_campaign
 from mpiatlas import programs, resources
 from mpiatlas.cells import Cell
 from mpiatlas.config import load, validate

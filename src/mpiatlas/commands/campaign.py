@@ -18,7 +18,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -79,9 +78,6 @@ class Run:
                 os.killpg(self.proc.pid, signal.SIGINT)
             except ProcessLookupError:
                 pass
-
-    def poll(self) -> int | None:
-        return self.proc.poll()
 
     def exited_within(self, seconds: float) -> bool:
         try:
