@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from mpiatlas import topology_sysfs
+from mpiatlas.topology_sysfs import cpu_list
 
 Mapping = Literal["core", "l3", "numa", "socket", "node"]
 MAPPINGS: tuple[str, ...] = get_args(Mapping)
@@ -155,7 +156,7 @@ class Topology:
         try:
             return self._core_by_cpu[cpu]
         except KeyError:
-            raise ValueError(f"cpu {cpu} is not a PU of this topology (PUs: {_ranges(self.pus)})") from None
+            raise ValueError(f"cpu {cpu} is not a PU of this topology (PUs: {cpu_list(self.pus)})") from None
 
     @cached_property
     def _inside_package(self) -> frozenset[tuple[str, int]]:
@@ -358,17 +359,6 @@ def _cache_sizes(root: ET.Element) -> dict[str, int]:
     return {k: sizes[k] for k in ("L1d", "L2", "L3") if k in sizes}
 
 
-def _ranges(values: Iterable[int]) -> str:
-    """Compact cpu list, "0-3,8" style, for readable messages."""
-    runs: list[list[int]] = []
-    for v in sorted(set(values)):
-        if runs and v == runs[-1][1] + 1:
-            runs[-1][1] = v
-        else:
-            runs.append([v, v])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
-
-
 # ---------------------------------------------------------------------------
 # Pin lists
 # ---------------------------------------------------------------------------
@@ -512,7 +502,7 @@ def check_binding(requested: Sequence[int], obtained: Sequence[set[int]]) -> lis
             problems.append(f"rank {rank} asked for cpu {want} but reported no binding")
         elif got != {want}:
             what = "is not pinned: bound to" if want in got else "got"
-            problems.append(f"rank {rank} asked for cpu {want} but {what} {{{_ranges(got)}}}")
+            problems.append(f"rank {rank} asked for cpu {want} but {what} {{{cpu_list(got)}}}")
 
     # The classic launcher bug: every rank pinned to cpu 0.  Only flag it when
     # the ranks did not ask for that same cpu (deliberate oversubscription).

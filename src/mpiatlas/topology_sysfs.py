@@ -325,7 +325,7 @@ def _home_node(core: CpuSet, node_order: list[_Node], root: Path) -> _Node:
     """The node hwloc's XML parser gives a core: the first node of the smallest object above it."""
     holding = [n for n in node_order if core <= n.cpus]
     if not holding:
-        raise SysfsError(f"cpus {_ranges(core)} are in no NUMA node's cpulist ({root / 'node'}/node*/cpulist)")
+        raise SysfsError(f"cpus {cpu_list(core)} are in no NUMA node's cpulist ({root / 'node'}/node*/cpulist)")
     smallest = min(len(n.cpus) for n in holding)
     return next(n for n in holding if len(n.cpus) == smallest)
 
@@ -400,7 +400,9 @@ def _first_seen(values: Iterable[_T]) -> dict[_T, int]:
     return ids
 
 
-def _ranges(values: Iterable[int]) -> str:
+def cpu_list(values: Iterable[int]) -> str:
+    """CPU ids in the kernel's cpulist format (``[0, 1, 2, 5]`` -> ``0-2,5``), the form sysfs and
+    taskset print and users read, for messages and the report."""
     runs: list[list[int]] = []
     for v in sorted(set(values)):
         if runs and v == runs[-1][1] + 1:

@@ -11,6 +11,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from mpiatlas.topology_sysfs import cpu_list
+
 DASH = "—"
 
 
@@ -72,20 +74,6 @@ def fmt_bool(x: Any) -> str:
     return "yes" if x else "no"
 
 
-def cpu_ranges(values: Iterable[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``0-2,5``."""
-    vals = sorted(set(values))
-    out: list[str] = []
-    i = 0
-    while i < len(vals):
-        j = i
-        while j + 1 < len(vals) and vals[j + 1] == vals[j] + 1:
-            j += 1
-        out.append(str(vals[i]) if i == j else f"{vals[i]}-{vals[j]}")
-        i = j + 1
-    return ",".join(out)
-
-
 def fmt_pins(value: Any) -> str:
     """Requested pins (JSON list or plain text) as cpu ranges."""
     if value is None:
@@ -97,7 +85,7 @@ def fmt_pins(value: Any) -> str:
         except ValueError:
             return value
     if isinstance(obj, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in obj):
-        return cpu_ranges(obj) if len(set(obj)) == len(obj) else ",".join(map(str, obj))
+        return cpu_list(obj) if len(set(obj)) == len(obj) else ",".join(map(str, obj))
     return str(value)
 
 
@@ -118,7 +106,7 @@ def fmt_binding(value: Any) -> str:
 
     def cpus(v: Any) -> str:
         if isinstance(v, list) and all(isinstance(c, int) for c in v):
-            return cpu_ranges(v)
+            return cpu_list(v)
         return str(v)
 
     def key(k: Any) -> tuple[int, Any]:
