@@ -49,6 +49,9 @@ MAX_SEGMENTS = 5
 N_BOOT = 1000
 SPIKE_FACTOR = 1.25
 BIC_PENALTY = 2.0  # multiplies BIC's ln(n) per parameter, see the module docstring
+# The bootstrap resamples a size's repetitions only from 3 on: the median of 2 resampled values
+# takes just 3 values, and its percentile interval often misses the fit's own estimate.
+MIN_REPS_TO_RESAMPLE = 3
 # Relative residuals below ~1e-4 are rounding (IMB prints 2 decimals); floor the RSS so BIC does
 # not chase float noise on exact synthetic data.
 _RSS_FLOOR_PER_POINT = 1e-8
@@ -70,6 +73,9 @@ class HockneyFit:
     excluded_bytes: list[int] = field(default_factory=list)
     ci_method: str = "residuals"
     n_boot: int = N_BOOT
+    # Set when an estimate lies outside its own bootstrap interval (bimodal repetitions, a fit on a
+    # bound): the interval then says nothing about the estimate's precision.
+    ci_warning: str | None = None
 
     def segment_of(self, sizes: npt.ArrayLike) -> npt.NDArray[np.intp]:
         """Index of the segment that models each size: the last one starting at or below it (the
@@ -123,6 +129,7 @@ class HockneyFit:
             zero_byte_us=_finite_or_none(d.get("zero_byte_us")),
             excluded_bytes=[int(b) for b in d.get("excluded_bytes") or [] if _finite_or_none(b) is not None],
             ci_method=str(d.get("ci_method") or "residuals"),
+            ci_warning=d.get("ci_warning") if isinstance(d.get("ci_warning"), str) else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -138,6 +145,7 @@ class HockneyFit:
             "zero_byte_us": _json_float(self.zero_byte_us),
             "excluded_bytes": list(self.excluded_bytes),
             "ci_method": self.ci_method,
+            "ci_warning": self.ci_warning,
             "residuals": self.residuals,
         }
 
@@ -289,7 +297,7 @@ def _bootstrap(
     rng: np.random.Generator,
 ) -> tuple[FloatArray, FloatArray, str]:
     """Bootstrap replicates of (λ of the first segment, 1/B of the last one)."""
-    by_reps = all(len(x) >= 2 for x in samples)
+    by_reps = all(len(x) >= MIN_REPS_TO_RESAMPLE for x in samples)
     if by_reps:
         # Resample each size's repetitions, then take the median as the fit does.
         t_star = np.column_stack([np.median(rng.choice(x, size=(N_BOOT, len(x))), axis=1) for x in samples])
@@ -375,12 +383,22 @@ def fit_hockney(sizes: Iterable[float], times: Iterable[float], *, seed: int = 0
         zero_byte_us=float(np.median(zero)) if zero.size else None,
         excluded_bytes=excluded,
         ci_method=method,
+        ci_warning=_ci_warning(params[0][0], lam_ci, params[-1][1], (g_lo, g_hi)),
     )
     fit.residuals = [
         {"bytes": int(v), "measured_us": float(m), "predicted_us": float(p), "rel_err": float(p / m - 1.0)}
         for v, m, p in zip(s, t_med, fit.predict(s))
     ]
     return fit
+
+
+def _ci_warning(lam: float, lam_ci: tuple[float, float], g: float, g_ci: tuple[float, float]) -> str | None:
+    """Why the intervals cannot be trusted, or None: an estimate outside its own percentile interval."""
+    outside = [name for name, value, (lo, hi) in (("λ", lam, lam_ci), ("B", g, g_ci)) if not lo <= value <= hi]
+    if not outside:
+        return None
+    return (f"{' and '.join(outside)} outside {'its' if len(outside) == 1 else 'their'} own bootstrap interval "
+            "(bimodal or too few repetitions): the interval does not measure the estimate's precision")
 
 
 def fit_hockney_table(

@@ -64,9 +64,9 @@ def _fit_rows(fits: list[dict[str, Any]], zero: dict[tuple[Any, Any, Any], float
             bp_text += f" (spikes excluded: {', '.join(fmt_bytes(b) for b in excl)})"
         rows.append([
             *ident,
-            num_cell(f.get("latency_us")), Cell(fmt_ci(f.get("latency_ci_us")), cls="num"),
+            num_cell(f.get("latency_us")), _ci_cell(f, fmt_ci(f.get("latency_ci_us"))),
             Cell(_bw_text(f, f.get("bandwidth_MBps")), cls="num"),
-            Cell(fmt_ci(f.get("bandwidth_ci_MBps"), unbounded="∞"), cls="num"),
+            _ci_cell(f, fmt_ci(f.get("bandwidth_ci_MBps"), unbounded="∞")),
             Cell(bp_text, title=", ".join(f"{int(b)} B" for b in bps) or None),
             cell(len(f.get("segments") or []) or 1), cell(f.get("n_sizes")),
             Cell(fmt_pct(max(res)) if res else DASH, cls="num"),
@@ -80,6 +80,14 @@ def _fit_rows(fits: list[dict[str, Any]], zero: dict[tuple[Any, Any, Any], float
                                  num_cell(seg.get("latency_us")),
                                  Cell(_bw_text(f, seg.get("bandwidth_MBps")), cls="num")])
     return rows, seg_rows
+
+
+def _ci_cell(fit: dict[str, Any], text: str) -> Cell:
+    """A CI, marked when the fit found it untrustworthy (its ``ci_warning`` says why, on hover)."""
+    warning = fit.get("ci_warning")
+    if not warning:
+        return Cell(text, cls="num")
+    return Cell(f"{text} unreliable", cls="num bad", title=str(warning))
 
 
 def section_parameters(data: ReportData) -> Section:
