@@ -31,8 +31,9 @@ from mpiatlas.topology_sysfs import cpu_list
 Mapping = Literal["core", "l3", "numa", "socket", "node"]
 MAPPINGS: tuple[str, ...] = get_args(Mapping)
 
-Region = Literal["same_core", "same_l3", "same_numa", "same_socket", "other_socket", "other_node"]
-# Ordered from closest to farthest.
+Region = Literal["same_core", "same_l3", "same_die", "same_numa", "same_socket", "other_socket", "other_node"]
+# Ordered from closest to farthest. ``same_die``: one die (AMD CCD, Intel tile) but not one L3; only
+# where hwloc reports Die objects (or a synthetic description has a ``die`` level).
 REGIONS: tuple[str, ...] = get_args(Region)
 
 # hwloc 2.x cache object types -> the level names we report.
@@ -75,6 +76,7 @@ class Core:
     package: int
     numa: int
     l3: int | None  # None when the machine has no L3 above this core
+    die: int | None = None  # hwloc Die (CCD) logical index; None when no Die level is known
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ class Topology:
     numa_os_index: tuple[int, ...] = ()  # logical NUMA id -> OS id (for numactl)
     cache_sizes: dict[str, int] = field(default_factory=dict)  # bytes per level
     info: dict[str, str] = field(default_factory=dict)
-    source: str = "hwloc"  # where it was read from: "hwloc" (lstopo XML) or "sysfs" (Linux /sys)
+    source: str = "hwloc"  # "hwloc" (lstopo XML), "sysfs" (Linux /sys) or "synthetic" (mpiatlas.topology_synthetic)
 
     # -- construction -------------------------------------------------------
 
@@ -160,14 +162,21 @@ class Topology:
 
     @cached_property
     def _inside_package(self) -> frozenset[tuple[str, int]]:
-        """(kind, id) of the L3 / NUMA domains whose cores all sit in one package."""
+        """(kind, id) of the L3 / NUMA / die domains whose cores all sit in one package (a die also
+        in one NUMA node)."""
         packages: dict[tuple[str, int], set[int]] = {}
+        numas: dict[int, set[int]] = {}
         for core in self.cores:
-            for kind in ("l3", "numa"):
+            for kind in ("l3", "numa", "die"):
                 ident = getattr(core, kind)
                 if ident is not None:
                     packages.setdefault((kind, ident), set()).add(core.package)
-        return frozenset(key for key, pkgs in packages.items() if len(pkgs) == 1)
+            if core.die is not None:
+                numas.setdefault(core.die, set()).add(core.numa)
+        # A die that spans NUMA nodes is farther than "same NUMA": it cannot sit between L3 and NUMA.
+        return frozenset(
+            key for key, pkgs in packages.items() if len(pkgs) == 1 and (key[0] != "die" or len(numas[key[1]]) == 1)
+        )
 
     def domains(self, kind: str) -> list[list[Core]]:
         """Cores grouped by ``package``, ``numa`` or ``l3``, groups in logical order."""
@@ -262,10 +271,11 @@ def _parse(text: str) -> Topology:
 
     # Logical indices follow document order, as hwloc's do.
     logical = {
-        kind: {id(el): i for i, el in enumerate(_objects(root, kind))} for kind in ("Package", "NUMANode", "L3Cache")
+        kind: {id(el): i for i, el in enumerate(_objects(root, kind))}
+        for kind in ("Package", "NUMANode", "L3Cache", "Die")
     }
     cores: list[Core] = []
-    _walk(machine, {"package": None, "numa": None, "l3": None}, logical, cores)
+    _walk(machine, {"package": None, "numa": None, "l3": None, "die": None}, logical, cores)
     if not cores:
         raise TopologyError("hwloc XML contains no PU")
 
@@ -316,6 +326,8 @@ def _walk(el: ET.Element, ctx: dict[str, int | None], logical: dict[str, dict[in
         ctx["package"] = logical["Package"][id(el)]
     elif kind == "L3Cache":
         ctx["l3"] = logical["L3Cache"][id(el)]
+    elif kind == "Die":
+        ctx["die"] = logical["Die"][id(el)]
     home = _local_numa(el)
     if home is not None:
         ctx["numa"] = logical["NUMANode"][id(home)]
@@ -331,6 +343,7 @@ def _walk(el: ET.Element, ctx: dict[str, int | None], logical: dict[str, dict[in
                 package=ctx["package"] or 0,
                 numa=ctx["numa"] or 0,
                 l3=ctx["l3"],
+                die=ctx["die"],
             )
         )
         return
@@ -464,6 +477,8 @@ def region(topo: Topology, cpu_a: int, cpu_b: int, same_node: bool = True) -> st
     # NUMA node spans both sockets, "same NUMA" says nothing about distance.
     if a.l3 is not None and a.l3 == b.l3 and ("l3", a.l3) in topo._inside_package:
         return "same_l3"
+    if a.die is not None and a.die == b.die and ("die", a.die) in topo._inside_package:
+        return "same_die"
     if a.numa == b.numa and ("numa", a.numa) in topo._inside_package:
         return "same_numa"
     return "same_socket"

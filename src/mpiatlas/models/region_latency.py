@@ -1,0 +1,163 @@
+"""Per-region point-to-point costs and where ranks sit: the inputs of the collective models.
+
+* :class:`RegionTable` — λ (µs) and optionally B (MB/s) per region (:data:`REGIONS` names), read
+  from a CSV ``region,latency_us[,bandwidth_MBps]``. A message of ``m`` bytes between two ranks
+  costs ``λ + m / B`` µs (Hockney per region; bytes / (MB/s) is µs). Without a bandwidth the
+  latency is taken as the cost at every size: a "4 B latency" table predicts small messages only.
+* :class:`Placement` — node and OS cpu of every rank, built by :func:`place` from a topology
+  and the placement (``block``/``cyclic`` over nodes, or a mapping name), so the region of any
+  rank pair is the one :func:`mpiatlas.topology.region` gives for that pair.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from mpiatlas.topology import MAPPINGS, REGIONS, Topology, pin_list, region
+
+__all__ = ["PLACEMENTS", "Placement", "RegionTable", "RegionTableError", "place", "read_region_table"]
+
+PLACEMENTS = ("block", "cyclic")
+
+
+class RegionTableError(ValueError):
+    """A region table that cannot be used (bad CSV, unknown or missing region)."""
+
+
+@dataclass(frozen=True)
+class RegionTable:
+    latency_us: dict[str, float]
+    bandwidth_MBps: dict[str, float] = field(default_factory=dict)
+    source: str = "<table>"
+
+    def __post_init__(self) -> None:
+        for name, value in [*self.latency_us.items(), *self.bandwidth_MBps.items()]:
+            if name not in REGIONS:
+                raise RegionTableError(f"{self.source}: unknown region {name!r}; expected one of {', '.join(REGIONS)}")
+            if not (math.isfinite(value) and value > 0):
+                raise RegionTableError(f"{self.source}: region {name!r} needs a positive number, got {value!r}")
+
+    def cost(self, region_name: str, nbytes: float) -> float:
+        """µs for ``nbytes`` between two ranks of ``region_name``."""
+        try:
+            lat = self.latency_us[region_name]
+        except KeyError:
+            raise RegionTableError(
+                f"{self.source}: the placement has rank pairs in region {region_name!r}, which the table lacks "
+                f"(it has {', '.join(self.latency_us) or 'none'})"
+            ) from None
+        bw = self.bandwidth_MBps.get(region_name)
+        return lat + (nbytes / bw if bw and nbytes > 0 else 0.0)
+
+
+def read_region_table(path: str | Path) -> RegionTable:
+    """Read ``region,latency_us[,bandwidth_MBps]``; errors name the file, line and region."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RegionTableError(f"cannot read region table {source}: {exc.strerror or exc}") from exc
+    rows = list(csv.reader(line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")))
+    if not rows:
+        raise RegionTableError(f"{source}: empty; expected a header 'region,latency_us[,bandwidth_MBps]'")
+    header = [h.strip() for h in rows[0]]
+    if header[:2] != ["region", "latency_us"] or header[2:] not in ([], ["bandwidth_MBps"]):
+        raise RegionTableError(f"{source}:1: header {','.join(header)!r}, expected 'region,latency_us[,bandwidth_MBps]'")
+    latency: dict[str, float] = {}
+    bandwidth: dict[str, float] = {}
+    lines = [i + 1 for i, line in enumerate(text.splitlines()) if line.strip() and not line.lstrip().startswith("#")]
+    for line, row in zip(lines[1:], rows[1:]):
+        cells = [c.strip() for c in row]
+        if len(cells) not in (2, len(header)):
+            raise RegionTableError(f"{source}:{line}: expected {len(header)} values, got {len(cells)}: {','.join(row)!r}")
+        name = cells[0]
+        if name not in REGIONS:
+            raise RegionTableError(f"{source}:{line}: unknown region {name!r}; expected one of {', '.join(REGIONS)}")
+        if name in latency:
+            raise RegionTableError(f"{source}:{line}: region {name!r} listed twice")
+        latency[name] = _positive(cells[1], "latency_us", source, line, name)
+        if len(cells) > 2 and cells[2]:
+            bandwidth[name] = _positive(cells[2], "bandwidth_MBps", source, line, name)
+    if not latency:
+        raise RegionTableError(f"{source}: no regions after the header")
+    return RegionTable(latency, bandwidth, source)
+
+
+def _positive(text: str, column: str, source: str, line: int, name: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise RegionTableError(f"{source}:{line}: region {name!r}: {column} {text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise RegionTableError(f"{source}:{line}: region {name!r}: {column} must be > 0, got {text!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where each rank of one run sits: ``node_of[r]`` and OS ``cpu_of[r]`` on ``topology``'s nodes."""
+
+    topology: Topology
+    node_of: tuple[int, ...]
+    cpu_of: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.cpu_of)
+
+    @cached_property
+    def _core_index(self) -> tuple[int, ...]:
+        return tuple(self.topology.core_of(cpu).index for cpu in self.cpu_of)
+
+    def region(self, a: int, b: int) -> str:
+        """Region of ranks ``a`` and ``b`` (one of :data:`REGIONS`)."""
+        return region(self.topology, self.cpu_of[a], self.cpu_of[b], same_node=self.node_of[a] == self.node_of[b])
+
+    def prefix(self, size: int) -> Placement:
+        """The first ``size`` ranks (their places do not depend on how many follow under block)."""
+        return Placement(self.topology, self.node_of[:size], self.cpu_of[:size])
+
+
+def place(
+    topo: Topology,
+    np: int,
+    *,
+    nodes: int = 1,
+    ppn: int | None = None,
+    placement: str = "block",
+    mapping: str = "core",
+) -> Placement:
+    """Rank -> (node, cpu) for ``np`` ranks on ``nodes`` nodes shaped like ``topo``.
+
+    ``placement`` ``block`` fills node 0 with ``ppn`` ranks, then node 1 (Open MPI
+    ``--map-by core``/``socket`` on a multi-node allocation, SLURM block); ``cyclic`` deals ranks
+    round-robin over nodes (``--map-by node``). Inside a node, ranks take cores in ``mapping``
+    order (``core``: consecutive cores; ``socket``/``numa``/``l3``: round-robin over those
+    domains, as :func:`mpiatlas.topology.pin_list`); mapping ``node`` means cyclic + core.
+    ``ppn`` defaults to the cores of a node; oversubscription is refused.
+    """
+    if mapping not in MAPPINGS:
+        raise ValueError(f"unknown mapping {mapping!r}; choose from {', '.join(MAPPINGS)}")
+    if placement not in PLACEMENTS:
+        raise ValueError(f"unknown placement {placement!r}; choose from {', '.join(PLACEMENTS)}")
+    if mapping == "node":
+        placement, mapping = "cyclic", "core"
+    per_node = topo.n_cores if ppn is None else ppn
+    if nodes < 1 or per_node < 1:
+        raise ValueError(f"nodes and ppn must be >= 1 (got nodes={nodes}, ppn={per_node})")
+    if per_node > topo.n_cores:
+        raise ValueError(f"ppn={per_node} exceeds the {topo.n_cores} cores of a node (no oversubscription)")
+    if np < 1 or np > nodes * per_node:
+        raise ValueError(f"np={np} does not fit {nodes} node(s) x {per_node} ranks per node")
+    if placement == "block":
+        node_of = [r // per_node for r in range(np)]
+        local = [r % per_node for r in range(np)]
+    else:
+        node_of = [r % nodes for r in range(np)]
+        local = [r // nodes for r in range(np)]
+    order = list(pin_list(topo, mapping, per_node))  # cpu of the j-th rank on a node
+    return Placement(topo, tuple(node_of), tuple(order[j] for j in local))
