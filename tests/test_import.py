@@ -104,3 +104,25 @@ def test_missing_file_is_a_failure_not_a_crash(tmp_path: Path, capsys: pytest.Ca
 def test_fit_on_a_directory_without_samples_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["fit", str(tmp_path), "--model", "hockney", "--json"]) == 2
     assert f"no *samples.parquet under {tmp_path}" in capsys.readouterr().err
+
+
+def test_rows_come_by_file_whichever_reader_took_it(tmp_path: Path) -> None:
+    """The C scanner's files, a file it leaves to the Python lines executor ("\\r\\n" line ends) and
+    an OSU log, interleaved: rows come by file order, each file's as its own reader gives them."""
+    from mpiatlas.importer import import_files
+    from mpiatlas.parsers.imb import parse_imb_file
+    from mpiatlas.parsers.imb_scan import scan_imb_files
+
+    good = _good_files(tmp_path)
+    crlf = tmp_path / "crlf_PingPong.txt"
+    crlf.write_bytes(good[0].read_bytes().replace(b"\n", b"\r\n"))
+    osu = sorted((require_datasets() / "stackhpc-alaska-csd3-imb-omb" / "output").glob("*/*/omb/*/*.out"))[0]
+    files = [good[1], crlf, good[0], osu, good[2]]
+    assert scan_imb_files(files).bailed == [1, 3]
+    result = import_files(files, osu_processes=2)
+    assert not result.failed and result.samples is not None
+    labels = result.samples["label"]
+    assert labels.rle_id().max() == len(files) - 1  # each file's rows together: one run per file
+    assert labels.unique(maintain_order=True).to_list() == [f.stem for f in files]
+    crlf_rows = result.samples.filter(pl.col("label") == crlf.stem).select(COLUMNS)
+    assert crlf_rows.equals(parse_imb_file(crlf)) and crlf_rows.height == 24

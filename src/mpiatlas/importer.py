@@ -9,10 +9,13 @@ Each file's rows are labelled with ``label`` = the file stem. The pipeline's cel
 (``stack``, ``transport``, ``mapping``, ``algorithm``) are null for imported data and ``np`` is
 IMB's ``#processes``, so ``mpiatlas fit`` and the report read both kinds of data alike.
 
-Files are read and parsed in chunks, each chunk one vectorised :func:`parse_imb_texts` call, on
-a pool of threads: polars and the file reads release the GIL, so the chunks use every core
-without the start-up and pickling costs of worker processes (bench/parse_aggregate.py measured
-both). A file that fails is reported on its own and the others are kept.
+IMB output has two executors (:mod:`mpiatlas.parsers.imb`): files are read and parsed in chunks by
+the C batch scanner (:mod:`mpiatlas.parsers.imb_scan`), which takes the happy path only and bails
+on anything else; a bailed file, a ``.csv`` and an OSU text go through the Python readers one by
+one (the IMB lines executor words every error), exactly as a single file would. The chunks run on a
+pool of threads: the scanner runs without the GIL, so they use every core without the start-up
+and pickling costs of worker processes. A file that fails is reported on its own and the others
+are kept. Rows come by file, then line.
 """
 
 from __future__ import annotations
@@ -24,15 +27,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
-from mpiatlas.parsers.imb import COLUMNS, ImbParseError, parse_imb_texts, read_imb_file
+from mpiatlas.parsers.imb import COLUMNS, ImbParseError, parse_imb_text, read_imb_file
+from mpiatlas.parsers.imb_scan import scan_imb_files, scanner_available
 from mpiatlas.parsers.osu_input import osu_kind, parse_osu_input
 
 SAMPLES_FILE = "imb_samples.parquet"
 NULL_CELL_COLUMNS: tuple[str, ...] = ("stack", "transport", "mapping", "algorithm")
-# Files per parse call: big enough that polars' per-call overhead vanishes, small enough that
-# the chunks spread over the threads and the lines of a chunk stay a few tens of MB.
+# Files per scanner call: big enough that the per-call conversion to polars vanishes, small
+# enough that the chunks spread over the threads.
 CHUNK_FILES = 2048
 
 
@@ -79,50 +84,61 @@ def _import_osu(path: Path, text: str, processes: int | None) -> tuple[pl.DataFr
     return label_samples(rows, path.stem), FileResult(path=path, rows=rows.height, benchmarks=benchmarks)
 
 
-def _import_chunk(paths: Sequence[Path], osu_processes: int | None = None) -> tuple[pl.DataFrame | None, list[FileResult]]:
-    """Read and parse some files: their labelled rows and one result per file, in order."""
-    results: dict[int, FileResult] = {}
-    readable: list[int] = []
-    texts: list[tuple[str, str]] = []
-    osu_frames: list[pl.DataFrame] = []
-    for i, path in enumerate(paths):
-        try:
-            text = read_imb_file(path)
-        except OSError as exc:  # unreadable or missing file: same treatment as a parse failure
-            results[i] = FileResult(path=path, error=f"{path}: cannot read: {exc.strerror or exc}")
-            continue
-        if osu_kind(path, text) is not None:
-            frame, results[i] = _import_osu(path, text, osu_processes)
-            osu_frames += [frame] if frame is not None else []
-            continue
-        texts.append((str(path), text))
-        readable.append(i)
-    imb, imb_results = _import_imb(paths, readable, texts)
-    results |= imb_results
-    frames = [f.select(*COLUMNS, "label", *NULL_CELL_COLUMNS, "np") for f in (imb, *osu_frames) if f is not None]
-    samples = pl.concat(frames, how="vertical") if frames else None
-    return samples, [results[i] for i in range(len(paths))]
+def _import_in_python(path: Path, osu_processes: int | None) -> tuple[pl.DataFrame | None, FileResult]:
+    """One file the C scanner did not take: OSU text or CSV, or IMB output for the lines executor
+    (which words the file's error, if it has one)."""
+    try:
+        text = read_imb_file(path)
+    except OSError as exc:  # unreadable or missing file: same treatment as a parse failure
+        return None, FileResult(path=path, error=f"{path}: cannot read: {exc.strerror or exc}")
+    if osu_kind(path, text) is not None:
+        return _import_osu(path, text, osu_processes)
+    try:
+        rows = parse_imb_text(text, str(path))
+    except ImbParseError as exc:
+        return None, FileResult(path=path, error=str(exc))
+    benchmarks = rows["benchmark"].unique(maintain_order=True).to_list()
+    return label_samples(rows, path.stem), FileResult(path=path, rows=rows.height, benchmarks=benchmarks)
 
 
-def _import_imb(paths: Sequence[Path], readable: list[int], texts: list[tuple[str, str]]
-                ) -> tuple[pl.DataFrame | None, dict[int, FileResult]]:
-    """The IMB files of a chunk, parsed in one vectorised call."""
-    results: dict[int, FileResult] = {}
-    if not texts:
-        return None, results
-    batch = parse_imb_texts(texts)
-    for j, exc in batch.errors.items():
-        results[readable[j]] = FileResult(path=paths[readable[j]], error=str(exc))
-    samples = batch.samples
-    per_file = samples.group_by("file", maintain_order=True).agg(
-        pl.len().alias("rows"), pl.col("benchmark").unique(maintain_order=True).alias("benchmarks")
-    )
-    for j, rows, benchmarks in per_file.iter_rows():
-        results[readable[j]] = FileResult(path=paths[readable[j]], rows=rows, benchmarks=benchmarks)
+def _import_scanned(
+    paths: Sequence[Path], picked: list[int]
+) -> tuple[pl.DataFrame | None, dict[int, FileResult], list[int]]:
+    """The files ``picked`` (indices into ``paths``) through the C scanner: their labelled rows
+    with ``file`` (the index into ``paths``), a result per file it read, and the files it bailed."""
+    scan = scan_imb_files([paths[i] for i in picked])
+    bailed = [picked[j] for j in scan.bailed]
+    samples = scan.samples
     if samples.height == 0:
-        return None, results
-    stems = pl.Series([paths[i].stem for i in readable], dtype=pl.String)
-    return label_samples(samples.drop("file"), pl.lit(stems).gather(samples["file"])), results
+        return None, {}, bailed
+    counts = np.bincount(samples["file"].to_numpy(), minlength=len(picked))
+    results = {picked[j]: FileResult(path=paths[picked[j]], rows=int(counts[j]), benchmarks=benchmarks)
+               for j, benchmarks in scan.benchmarks.items()}  # fmt: skip
+    if picked != list(range(len(paths))):
+        samples = samples.with_columns(pl.Series(picked, dtype=pl.Int32).gather(samples["file"]).alias("file"))
+    stems = pl.Series([p.stem for p in paths], dtype=pl.String)
+    return label_samples(samples, stems.gather(samples["file"])), results, bailed
+
+
+def _import_chunk(
+    paths: Sequence[Path], osu_processes: int | None = None
+) -> tuple[pl.DataFrame | None, list[FileResult]]:
+    """Read and parse some files: their labelled rows (by file, then line) and a result per file, in order."""
+    # A .csv is an OSU export (osu_input's rule): the scanner reads IMB text only.
+    picked = [i for i, path in enumerate(paths) if str(path)[-4:].lower() != ".csv"]
+    scanned, results, bailed = _import_scanned(paths, picked)
+    frames = [scanned] if scanned is not None else []
+    for i in sorted([*bailed, *(set(range(len(paths))) - set(picked))]):
+        frame, results[i] = _import_in_python(paths[i], osu_processes)
+        if frame is not None:
+            frames.append(frame.with_columns(pl.lit(i, dtype=pl.Int32).alias("file")))
+    if not frames:
+        return None, [results[i] for i in range(len(paths))]
+    columns = [*COLUMNS, "label", *NULL_CELL_COLUMNS, "np"]
+    samples = pl.concat([f.select(*columns, "file") for f in frames], how="vertical")
+    if len(frames) > 1:  # the scanner's rows are in file order; the others go where their file is
+        samples = samples.sort("file", maintain_order=True)
+    return samples.drop("file"), [results[i] for i in range(len(paths))]
 
 
 def import_files(paths: Iterable[str | Path], *, threads: int | None = None,
@@ -133,6 +149,8 @@ def import_files(paths: Iterable[str | Path], *, threads: int | None = None,
     all_paths = [p if isinstance(p, Path) else Path(p) for p in paths]
     chunks = [all_paths[i : i + CHUNK_FILES] for i in range(0, len(all_paths), CHUNK_FILES)]
     workers = threads or min(len(chunks), os.cpu_count() or 1) or 1
+    if chunks:
+        scanner_available()  # build or load it once, before the threads ask for it
     with ThreadPoolExecutor(max_workers=workers) as pool:
         parts = list(pool.map(lambda chunk: _import_chunk(chunk, osu_processes), chunks))
     frames = [frame for frame, _ in parts if frame is not None]

@@ -1,10 +1,11 @@
-"""The IMB state machine in plain Python, line by line, for ONE text (a cell's stdout).
+"""The IMB state machine in plain Python, line by line, for ONE text: the reference executor.
 
 Its states (``OUTSIDE``, ``RUN``, ``BLOCK``, ``TABLE``) are those :mod:`mpiatlas.parsers.imb` describes.
 
-A cell's output of a few hundred lines takes about a millisecond here, where the ~90 polars
-queries of the batch executor (:mod:`mpiatlas.parsers.imb`) cost ~30 ms per call whatever the size. Both take
-their patterns, columns, row reading and error wording from :mod:`mpiatlas.parsers.imb_shapes`.
+It parses a cell's output (a few hundred lines in about a millisecond) and, in ``mpiatlas import``,
+every file the C batch scanner (:mod:`mpiatlas.parsers.imb_scan`) bails on, so every error message
+comes from here. Both take their patterns, columns and row reading from
+:mod:`mpiatlas.parsers.imb_shapes`; the error wording is this executor's alone.
 """
 
 from __future__ import annotations

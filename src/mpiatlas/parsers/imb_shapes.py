@@ -1,12 +1,16 @@
-"""The one definition of IMB output's shapes, shared by both IMB parsers.
+"""The one definition of IMB output's shapes, shared by both IMB executors.
 
-Two executors read IMB stdout with these rules and must give identical rows and errors
-(tests/test_imb_executors.py checks them on every capture of the shared datasets):
+Two executors read IMB stdout with these rules and must give identical rows
+(tests/test_imb_executors.py checks them on every capture of the shared datasets and on damaged
+variants):
 
-* :mod:`mpiatlas.parsers.imb_lines` walks the lines of ONE text in plain Python (a running
-  campaign checks one small output per cell: no per-call polars planning);
-* :mod:`mpiatlas.parsers.imb` evaluates the same state machine with polars over the lines of
-  many texts at once (``mpiatlas import`` of thousands of files).
+* :mod:`mpiatlas.parsers.imb_lines` walks the lines of ONE text in plain Python: the reference, a
+  running campaign's check of one cell's output, and every file the C scanner bails on; it words
+  every error;
+* ``imbscan.c`` (loaded by :mod:`mpiatlas.parsers.imb_scan`) scans many files in C for
+  ``mpiatlas import``, the happy path only: it mirrors these patterns on printable ASCII and bails
+  on anything else (an error, a line or number shape it cannot prove it reads alike), so a
+  change here needs the same change there.
 
 Here: the output schema, the line patterns (the state machine's events), the column-header
 tokens and what they feed, the reading of one table row, the MiB rule and the error wording.
@@ -94,12 +98,6 @@ HEADER_TOKENS: dict[str, tuple[str | None, type]] = {
     # IMB built with -DCHECK adds a defects column.
     "defects": (None, float),
 }
-# The values a row yields, in the order of the output columns they feed.
-FIELD_TYPES: dict[str, str] = {
-    "group": "Int32", "bytes": "Int64", "repetitions": "Int64", "t": "Float64",
-    "t_min": "Float64", "t_max": "Float64", "t_avg": "Float64", "t_pure": "Float64",
-    "mbytes": "Float64", "msg_per_sec": "Float64",
-}  # fmt: skip
 # The largest value of each integer field's column type (a wider number is an error, not a crash).
 _INT_MAX = {"group": 2**31 - 1, "bytes": 2**63 - 1, "repetitions": 2**63 - 1}
 # t_usec is the first of these a table has (point-to-point t, collectives' average, overlap's pure).

@@ -97,7 +97,7 @@ _TITLES: dict[str, _Benchmark] = {
 # Non-blocking collectives: "Non-blocking Broadcast Latency" -> "Ibcast" (IMB-NBC's names).
 _NBC_PREFIX = re.compile(r"^Non[- ]?[Bb]locking\s+")
 
-# Column label -> (field, parse). Fields: the IMB row fields of imb_rows.FIELDS, "validation",
+# Column label -> (field, parse). Fields: the IMB row fields (imb_shapes.HEADER_TOKENS' values), "validation",
 # or None (read and dropped). "Avg Latency(us)"/"Latency (us)" are resolved per benchmark.
 _LATENCY = "latency"
 _COLUMNS: dict[str, tuple[str | None, Callable[[str], object]]] = {
