@@ -7,26 +7,45 @@ time, only bandwidth, and are not fitted with Hockney.
 ``--model alphabeta --bandwidth-gbit-s B`` fits the Alltoall / Allgather α-β models over nodes
 (:mod:`mpiatlas.models.alphabeta`) against the nominal link bandwidth B; prints one JSON object
 (network, fits, notes).
+
+``--model all --out-dir FITS`` fits every model in one process (the workflow's fit rule) and
+writes each one's JSON to FITS/<model>.json, the same bytes ``--model <model> --json`` prints;
+the kernel models take λ and B from the Hockney fits just written.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mpiatlas.layout import ALPHABETA_FIT, HOCKNEY_FIT, KERNELS_FIT
+
 # Heavy imports (polars, scipy, rich) stay inside the functions: every CLI call imports this module.
+
+# The models, in the order --model all fits them (kernels after hockney: they use its fits).
+MODELS: tuple[str, ...] = ("hockney", "kernels", "alphabeta")
+MODEL_FILES = {"hockney": HOCKNEY_FIT, "kernels": KERNELS_FIT, "alphabeta": ALPHABETA_FIT}
+ALL = "all"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("fit", help="fit performance models to samples tables", description=__doc__)
     p.add_argument("dir", type=Path, metavar="DIR", help="directory searched recursively for *samples.parquet")
-    p.add_argument("--model", choices=["hockney", "kernels", "alphabeta"], default="hockney",
+    p.add_argument("--model", choices=[*MODELS, ALL], default="hockney",
                    help="model to fit (default hockney); kernels: the ring/matsum/jacobi models of "
                    "mpiatlas.models.kernels on DIR/kernel_*.parquet; alphabeta: the Alltoall/Allgather "
-                   "models over nodes of mpiatlas.models.alphabeta")
+                   "models over nodes of mpiatlas.models.alphabeta; all: every model in one process "
+                   "(needs --out-dir and --bandwidth-gbit-s; the kernel models use the Hockney fits just made)")
+    p.add_argument("--out-dir", type=Path, default=None, metavar="FITS",
+                   help="write each model's JSON to FITS/<model>.json (written aside and renamed) instead "
+                   "of printing it")
     p.add_argument("--bandwidth-gbit-s", type=float, default=None, metavar="GBIT",
                    help="--model alphabeta (required): nominal link bandwidth b in Gbit/s "
                    "(config network.bandwidth_gbit_s)")
@@ -47,15 +66,58 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.model == ALL or args.out_dir is not None:
+        return fit_to_files(args)
+    return MODEL_MAINS[args.model](args)
+
+
+def fit_to_files(args: argparse.Namespace) -> int:
+    """``--out-dir``: each model's ``--json`` output into FITS/<model>.json, in one process.
+
+    One process for every model (the workflow's fit rule, once per campaign view after all
+    cells) saves an interpreter, the polars/numpy imports and a job start per model, and the
+    kernel fits need not wait for a Hockney job to finish. Each file holds exactly what
+    ``--model <model> --json`` prints, so the outputs are those of separate runs; it is written
+    aside and renamed, and only when that model's fit succeeded: a failed fit never leaves a
+    truncated file behind.
+    """
+    if args.out_dir is None:
+        print(f"mpiatlas fit: --model {ALL} needs --out-dir (the directory of the fits' JSON files)", file=sys.stderr)
+        return 2
+    if args.model == ALL and (args.hockney is not None or args.benchmark):
+        print(f"mpiatlas fit: --model {ALL} fits every model on its own benchmarks and Hockney itself; "
+              "--benchmark and --hockney are for a single --model", file=sys.stderr)
+        return 2
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    for model in (MODELS if args.model == ALL else [args.model]):
+        one = argparse.Namespace(**{**vars(args), "model": model, "json": True})
+        if args.model == ALL and model == "kernels":
+            # λ and B from the Hockney fits written above, read back as `--hockney FILE` reads
+            # them: the kernel models see exactly what a separate `--model kernels` run would.
+            one.hockney = args.out_dir / MODEL_FILES["hockney"]
+        code = _write_output(MODEL_MAINS[model], one, args.out_dir / MODEL_FILES[model])
+        if code != 0:
+            return code
+    return 0
+
+
+def _write_output(main: Callable[[argparse.Namespace], int], args: argparse.Namespace, out: Path) -> int:
+    """Run one model's main with its stdout captured; keep the text as ``out`` if it succeeded."""
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        code = main(args)
+    if code == 0:
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(text.getvalue())
+        os.replace(tmp, out)
+    return code
+
+
+def fit_hockney_main(args: argparse.Namespace) -> int:
+    """``--model hockney``: the piecewise Hockney fits of the PingPong/PingPing samples under DIR."""
     from mpiatlas.models.hockney import fit_hockney_table
     from mpiatlas.samples import CELL_COLUMNS, load_samples
 
-    if args.model == "kernels":
-        from mpiatlas.commands.kernels import fit_kernels_main
-
-        return fit_kernels_main(args)
-    if args.model == "alphabeta":
-        return fit_alphabeta_main(args)
     samples, problem = load_samples(args.dir)
     if samples is None:
         print(f"mpiatlas fit: {problem}", file=sys.stderr)
@@ -207,3 +269,15 @@ def _print_alphabeta(result: dict[str, Any]) -> None:
                       f"{_fmt(f['beta_us'], 2)} ({_fmt(blo, 2)}–{_fmt(bhi, 2)})",
                       str(f["n_points"]), _fmt(f["r2"], 4), _fmt(f["rel_rms"], 3))
     Console().print(table)
+
+
+def fit_kernels_main(args: argparse.Namespace) -> int:
+    """``--model kernels``: lives with the other kernel commands (mpiatlas.commands.kernels)."""
+    from mpiatlas.commands.kernels import fit_kernels_main as kernels_main
+
+    return kernels_main(args)
+
+
+MODEL_MAINS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "hockney": fit_hockney_main, "kernels": fit_kernels_main, "alphabeta": fit_alphabeta_main,
+}
