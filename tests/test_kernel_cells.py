@@ -214,7 +214,7 @@ def test_no_kernels_block_means_no_kernel_cells() -> None:
         (lambda k: k["ring"].update(bytes=[2]), "kernels.ring.bytes.0: 2 is less than the minimum of 4"),
         (lambda k: k["matsum"].update(dist=["slabs"]), "'slabs' is not allowed; allowed values: slab, block"),
         (lambda k: k["matsum"].update(dims=[1, 2]), "kernels.matsum.dims"),
-        (lambda k: k["jacobi"].update(mode="strong"), "kernels.jacobi.L: not used in mode 'strong', which takes N"),
+        (lambda k: k["jacobi"].update(mode="strong"), "kernels.jacobi.L: not used: L (points per rank per axis) is for mode 'weak', and mode is 'strong'"),
         (lambda k: k["jacobi"].update(hybrid={"processes": [1], "threads": [1]}),
          "kernels.jacobi.hybrid.threads.0: 1 is less than the minimum of 2"),
         (lambda k: k.update(stacks={"mpich": ["default"]}), "kernels.stacks.mpich: no stack 'mpich'"),
@@ -410,7 +410,7 @@ def test_dry_run_lists_the_kernel_cells(tmp_path: Path, capsys: pytest.CaptureFi
         job = re.search(rf"wildcards: group={re.escape(group)}\n(?:[ \t]+(?!resources:)\w+: [^\n]*\n)*"
                         rf"[ \t]+resources: [^\n]*cells=(\d+),", text)
         assert job and int(job[1]) == len(groups[group]), group
-    assert "rule kernels_build:" in text and "rule fit_kernels_full:" in text
+    assert "rule kernels_build:" in text and "rule fit_full:" in text  # fit_full: every model (rules/fit.smk)
     # `mpiatlas cells` through main(argv) in-process: the same command without another interpreter.
     capsys.readouterr()
     assert main(["cells", "--config", str(work / "config/campaign.yaml")]) == 0

@@ -373,7 +373,7 @@ def test_json_is_strict_and_the_cli_writes_kernels_json(tmp_path: Path, few_boot
     assert main(["fit", str(tidy), "--model", "kernels", "--hockney", str(hockney), "--json"]) == 0
     result = strict_json(capsys.readouterr().out)
     assert isinstance(result, dict)
-    assert set(result) == {"ring", "matsum", "jacobi", "pingpong", "coll", "notes"}
+    assert set(result) == {"ring", "matsum", "matsum_grids", "jacobi", "pingpong", "coll", "notes"}
     assert result["pingpong"][0]["latency_us"] > 0 and result["pingpong"][0]["imb_latency_us"] == LAMBDA
     assert len(result["coll"]) == 2 and all(f["best"] for f in result["coll"])
     for name in ("ring", "matsum", "jacobi"):

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import altair as alt
 import polars as pl
 
-from mpiatlas.report.blocks import Cell, Notice, Table, cell
-from mpiatlas.report.charts import OVER
-from mpiatlas.report.formatting import DASH, fmt_bool, fmt_num
+from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Notice, Table, cell
+from mpiatlas.report.charts import CHART_H, OVER, chart_spec, rounded
+from mpiatlas.report.formatting import DASH, fmt_bool, fmt_ci, fmt_num
 
 KERNEL_TITLES = {
     "ring": "Kernel: message ring",
@@ -56,7 +57,8 @@ def failure_notice(fits: list[dict[str, Any]], prefix: str = "") -> Notice | Non
 
 
 def fit_extra(f: dict[str, Any]) -> str:
-    parts = [f"topo={''.join(map(str, f['topo']))}" if isinstance(f.get("topo"), list) else
+    parts = [f"dims={f['dims']}" if f.get("dims") not in (None, "?") else None,
+             f"topo={''.join(map(str, f['topo']))}" if isinstance(f.get("topo"), list) else
              (f"topo={f['topo']}" if f.get("topo") is not None else None),
              f"dist={f['dist']}" if f.get("dist") is not None else None]
     parts = [p for p in parts if p]
@@ -78,3 +80,67 @@ def topo_text(topo: Any) -> str:
         return ",".join(map(str, topo))
     return DASH if topo is None else str(topo)
 
+
+
+# -- process grids compared at one P (matsum, jacobi: mpiatlas.models.kernel_grids) --------------
+
+GRID_EXPLICIT = "asked for (procdims)"
+GRID_DEFAULT = "MPI_Dims_create"
+
+
+def grid_blocks(entries: list[dict[str, Any]], facet_keys: list[tuple[str, str, str]], value_title: str,
+                extras: list[tuple[str, str]], title: str) -> list[Any]:
+    """A table of every grid (fastest first per comparison) and a chart of their times with the
+    95 % CI of the median and every repetition, one facet per comparison. ``facet_keys``: (entry
+    key, column title, prefix in the facet's title) naming a comparison; ``extras``: (grid key, column title) of the per-grid
+    numbers beside the time."""
+    if not entries:
+        return []
+    rows, points, reps = [], [], []
+    for entry in entries:
+        facet = " · ".join(f"{prefix}{entry.get(key)}" for key, _, prefix in facet_keys)
+        for g in entry["grids"]:
+            lo, hi = g.get("ci_us") or [None, None]
+            rows.append([cell(entry.get(key)) for key, _, _ in facet_keys] + [
+                cell(g["grid"]), cell(GRID_EXPLICIT if g["explicit"] else GRID_DEFAULT),
+                Cell(f"{fmt_num(g['measured_us'])} {fmt_ci(g.get('ci_us'))}", cls="num"),
+                Cell(f"{fmt_num(g.get('vs_best'))}×", cls="ok" if g["grid"] == entry["best"] else "num"),
+                *(Cell(fmt_num(g.get(key)), cls="num") for key, _ in extras), cell(g["n_reps"])])
+            points.append({"comparison": facet, "grid": g["grid"], "measured_us": g["measured_us"], "ci_low_us": lo,
+                           "ci_high_us": hi, "source": GRID_EXPLICIT if g["explicit"] else GRID_DEFAULT,
+                           "vs_best": g.get("vs_best"), "n_reps": g["n_reps"]})
+            reps += [{"comparison": facet, "grid": g["grid"], "rep_us": v} for v in g.get("reps_us") or []]
+    table = Table([*(name for _, name, _ in facet_keys), "grid", "grid from", f"{value_title} [95 % CI]",
+                   "vs fastest", *(name for _, name in extras), "reps"], rows, filterable=True,
+                  scroll=len(rows) > 25,
+                  caption="Median over repetitions of the slowest rank; CI: bootstrap of the median. "
+                          "Fastest grid first in each comparison.")
+    chart = grid_chart(pl.DataFrame(points), pl.DataFrame(reps, schema={"comparison": pl.String, "grid": pl.String,
+                                                                        "rep_us": pl.Float64}), value_title)
+    return [Heading(title), table, ChartBlock(chart_spec(chart))]
+
+
+def grid_chart(points: pl.DataFrame, reps: pl.DataFrame, value_title: str) -> alt.TopLevelMixin:
+    """Per grid the median (dot, colour: asked for or MPI_Dims_create) with its CI (rule) and every
+    repetition (grey ticks), log time axis (a grid costs a factor), one facet per comparison."""
+    data = pl.concat([rounded(points), rounded(reps)], how="diagonal_relaxed")
+    data = data.select(c for c, t in data.schema.items() if t != pl.Null)
+    x = alt.X("grid:N", title="process grid", sort=None)
+    y_scale = alt.Scale(type="log")
+    tips = ["comparison:N", "grid:N", "source:N", alt.Tooltip("measured_us:Q", format=".4~g"),
+            alt.Tooltip("vs_best:Q", format=".3~g"), "n_reps:Q"]
+    median = alt.Chart().transform_filter("isValid(datum.measured_us)").mark_point(size=90, filled=True).encode(
+        x=x, y=alt.Y("measured_us:Q", title=value_title, scale=y_scale),
+        color=alt.Color("source:N", title="grid", scale=alt.Scale(domain=[GRID_EXPLICIT, GRID_DEFAULT])),
+        tooltip=tips)
+    layers = [median]
+    if "ci_low_us" in data.columns and "ci_high_us" in data.columns:
+        layers.insert(0, alt.Chart().transform_filter("isValid(datum.ci_low_us)").mark_rule().encode(
+            x=x, y=alt.Y("ci_low_us:Q", scale=y_scale), y2="ci_high_us:Q", tooltip=tips))
+    if "rep_us" in data.columns:
+        layers.insert(0, alt.Chart().transform_filter("isValid(datum.rep_us)").mark_tick(color="#999").encode(
+            x=x, y=alt.Y("rep_us:Q", scale=y_scale), tooltip=["comparison:N", "grid:N",
+                                                             alt.Tooltip("rep_us:Q", format=".4~g")]))
+    return alt.layer(*layers, data=data).properties(width=max(120, 60 * data["grid"].n_unique()),
+                                                    height=CHART_H - 60).facet(
+        facet=alt.Facet("comparison:N", title=None), columns=3).resolve_scale(x="independent", y="independent")

@@ -21,8 +21,9 @@ from abc import abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mpiatlas import layout
+from mpiatlas import adaptive, layout
 from mpiatlas.cells import Cell, node_counts, sort_cells
+from mpiatlas.config import ConfigError
 from mpiatlas.outcome import Outcome
 from mpiatlas.programs.base import PARSED_STATUSES, Checked, LaunchExtras, Program, per_cell_mem_mb, tag_columns
 from mpiatlas.stacks import Stack, StackError
@@ -47,15 +48,6 @@ MB = 2**20
 
 # One launch shape of a kernel on a stack: (variant group, process counts, threads per rank).
 Shape = tuple[str, list[int], int]
-
-
-def triplet(value: int | list[int]) -> list[int]:
-    return [int(value)] * 3 if isinstance(value, int) else [int(v) for v in value]
-
-
-def size_name(value: int | list[int]) -> str:
-    x = triplet(value)
-    return str(x[0]) if len(set(x)) == 1 else "x".join(map(str, x))
 
 
 def sweep_args(block: dict[str, Any]) -> list[str]:
@@ -113,6 +105,17 @@ def thread_problems(frame: pl.DataFrame, sets: list[tuple[int, ...]] | None) -> 
     return problems
 
 
+def with_grid_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """``grid_explicit`` (matsum, jacobi): whether the cell's process grid was asked for
+    (``procdims``, a ``-g`` group) or is the stack's MPI_Dims_create choice."""
+    import polars as pl
+
+    from mpiatlas.kernel_sweeps import group_grid
+
+    explicit = group_grid(str(frame["variant_group"][0])) is not None
+    return frame.with_columns(pl.lit(explicit).alias("grid_explicit"))
+
+
 def records_failure(frame: pl.DataFrame, np: int) -> str | None:
     """Why a kernel's records do not show every rank of the launch, or ``valid: false``, or None."""
     sizes = sorted(set(frame["size"].to_list()))
@@ -142,6 +145,11 @@ class KernelProgram(Program):
     def options(self, config: dict[str, Any], cell: Cell) -> list[str]:
         """The kernel's own options for ``cell`` (before --iterations/--warmup)."""
 
+    def problems(self, block: dict[str, Any]) -> list[str]:
+        """What is wrong with the kernel's block beyond the schema's types (its sweeps), as
+        ``<key>: <why>`` lines; expanding the cells refuses a block with any."""
+        return []
+
     def forced(self, cell: Cell) -> tuple[str | None, str | None]:
         """(collective, algorithm) the launch forces for ``cell`` (coll groups), else (None, None)."""
         return None, None
@@ -161,7 +169,10 @@ class KernelProgram(Program):
     def cells(self, config: dict[str, Any]) -> list[Cell]:
         if not self.block(config):
             return []
-        reps = range(config["campaign"]["repetitions"])
+        problems = self.problems(self.block(config))
+        if problems:
+            raise ConfigError("invalid campaign config:\n  " + "\n  ".join(problems))
+        reps = adaptive.initial_repetitions(config)
         cells = {
             Cell("kernel", stack, transport, mapping, np, self.name, group, rep, threads, nodes=nodes)
             for stack, transports in kernel_stacks(config, self.name).items()

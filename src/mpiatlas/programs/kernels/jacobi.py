@@ -1,63 +1,76 @@
 """jacobi: a 3-D Jacobi sweep with halo exchange, pure MPI or MPI + OpenMP (hybrid).
 
-Variant group: ``<mode>-L<L>-t<threads>`` (or ``-N<N>-``): ``processes`` gives the pure MPI cells
-(t1), ``hybrid.processes`` x ``hybrid.threads`` the MPI + OpenMP ones.
+Variant group: ``<mode>-L<L>-t<threads>`` (or ``-N<N>-``), one per mode x size x threads:
+``processes`` gives the pure MPI cells (t1), ``hybrid.processes`` x ``hybrid.threads`` and the
+ranks x threads pairs of ``hybrid.cores`` the MPI + OpenMP ones; an explicit process grid of
+``procdims`` adds ``-g<grid>`` (``weak-L16-t1-g2x1x1``, run with ``--procdims 2,1,1``;
+mpiatlas.kernel_sweeps).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpiatlas.cells import Cell
-from mpiatlas.programs.kernels import DOUBLE, MSG_LATENCY_S, POINT_UPDATE_S, KernelProgram, Shape, size_name, triplet
+from mpiatlas.config import ConfigError
+from mpiatlas.kernel_sweeps import JacobiVariant, jacobi_problems, jacobi_variants
+from mpiatlas.programs.kernels import DOUBLE, MSG_LATENCY_S, POINT_UPDATE_S, KernelProgram, Shape, with_grid_columns
+
+if TYPE_CHECKING:  # imported where rows are built (see programs.kernels)
+    import polars as pl
 
 
 def jacobi_group(jacobi: dict[str, Any], threads: int) -> str:
-    size = "L" if jacobi["mode"] == "weak" else "N"
-    return f"{jacobi['mode']}-{size}{size_name(jacobi[size])}-t{threads}"
+    """The group of a block without sweeps (one mode, one size, no explicit grid) at ``threads``."""
+    return next(v.group for v in jacobi_variants(jacobi) if v.threads == threads and v.grid is None)
 
 
-def grid_points(jacobi: dict[str, Any], np: int) -> tuple[float, float]:
+def grid_points(variant: JacobiVariant, np: int) -> tuple[float, float]:
     """(points per rank, global points) of a Jacobi launch."""
-    if jacobi["mode"] == "weak":
-        per_rank = float(math.prod(triplet(jacobi["L"])))
+    if variant.mode == "weak":
+        per_rank = float(math.prod(variant.size))
         return per_rank, per_rank * np
-    total = float(math.prod(triplet(jacobi["N"])))
+    total = float(math.prod(variant.size))
     return total / np, total
 
 
 class Jacobi(KernelProgram):
     name = "jacobi"
 
+    def problems(self, block: dict[str, Any]) -> list[str]:
+        return jacobi_problems(block)
+
+    def variant(self, config: dict[str, Any], cell: Cell) -> JacobiVariant:
+        for variant in jacobi_variants(self.block(config)):
+            if variant.group == cell.variant:
+                return variant
+        raise ConfigError(f"{cell.id}: kernels.jacobi has no variant group {cell.variant!r}")
+
     def shapes(self, config: dict[str, Any], stack: str) -> list[Shape]:
-        block = self.block(config)
-        out = [(jacobi_group(block, 1), list(block["processes"]), 1)]
-        hybrid = block.get("hybrid")
-        if hybrid:
-            out += [(jacobi_group(block, t), list(hybrid["processes"]), t) for t in hybrid["threads"]]
-        return out
+        return [(v.group, list(v.counts), v.threads) for v in jacobi_variants(self.block(config))]
 
     def options(self, config: dict[str, Any], cell: Cell) -> list[str]:
-        jacobi = self.block(config)
-        size = "L" if jacobi["mode"] == "weak" else "N"
-        args = ["--mode", jacobi["mode"], f"--{size}", ",".join(map(str, triplet(jacobi[size]))),
-                "--threads", str(cell.threads)]
-        if jacobi.get("check", True):
+        v = self.variant(config, cell)
+        args = ["--mode", v.mode, f"--{v.size_key}", ",".join(map(str, v.size)), "--threads", str(cell.threads)]
+        if self.block(config).get("check", True):
             args.append("--check")
-        return args
+        return args + (["--procdims", ",".join(map(str, v.grid))] if v.grid else [])
 
     def work_s(self, config: dict[str, Any], cell: Cell) -> float | None:
         # Timed and warm-up sweeps, plus the serial re-run of the check on rank 0.
         block = self.block(config)
         rounds = int(block.get("iterations", 0)) + int(block.get("warmup", 0))
-        per_rank, total = grid_points(block, cell.np)
+        per_rank, total = grid_points(self.variant(config, cell), cell.np)
         sweep_s = per_rank * POINT_UPDATE_S / cell.threads + 6 * MSG_LATENCY_S
         check_s = total * POINT_UPDATE_S * rounds if block.get("check", True) else 0.0
         return rounds * sweep_s + check_s
 
     def buffers(self, config: dict[str, Any], cell: Cell) -> tuple[float, float]:
         block = self.block(config)
-        per_rank, total = grid_points(block, cell.np)
+        per_rank, total = grid_points(self.variant(config, cell), cell.np)
         root_b = 2.0 * DOUBLE * total if block.get("check", True) else 0.0
         return 2.0 * DOUBLE * per_rank * 1.2, root_b  # two grids, plus halo layers
+
+    def finish_rows(self, frame: pl.DataFrame) -> pl.DataFrame:
+        return with_grid_columns(frame)

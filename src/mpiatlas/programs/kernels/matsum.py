@@ -1,40 +1,61 @@
 """matsum: C = A + B over a process grid; rank 0 scatters A and B and gathers C.
 
-Variant group: ``t<topos>-<dists>`` (every topo x dist combination in one launch, e.g. ``t1-slab``).
+Variant group: ``t<topos>-<dists>`` (every topo x dist combination in one launch, e.g. ``t1-slab``);
+an explicit process grid of ``procdims`` adds ``-g<grid>`` (``t2-slab-g2x1``, run at P = 2 with
+``--procdims 2,1``), several ``dims`` add ``-d<X>x<Y>x<Z>`` (mpiatlas.kernel_sweeps).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpiatlas.cells import Cell
-from mpiatlas.programs.kernels import BANDWIDTH_BPS, DOUBLE, MSG_LATENCY_S, KernelProgram, Shape, triplet
+from mpiatlas.config import ConfigError
+from mpiatlas.kernel_sweeps import MatsumVariant, matsum_problems, matsum_variants
+from mpiatlas.programs.kernels import BANDWIDTH_BPS, DOUBLE, MSG_LATENCY_S, KernelProgram, Shape, with_grid_columns
+
+if TYPE_CHECKING:  # imported where rows are built (see programs.kernels)
+    import polars as pl
 
 
 def matsum_group(matsum: dict[str, Any]) -> str:
-    return f"t{''.join(str(t) for t in matsum['topo'])}-{'+'.join(matsum['dist'])}"
+    """The group of a block without sweeps (one dims triple, no explicit grid)."""
+    return matsum_variants(matsum)[0].group
 
 
 class Matsum(KernelProgram):
     name = "matsum"
 
+    def problems(self, block: dict[str, Any]) -> list[str]:
+        return matsum_problems(block)
+
+    def variant(self, config: dict[str, Any], cell: Cell) -> MatsumVariant:
+        for variant in matsum_variants(self.block(config)):
+            if variant.group == cell.variant:
+                return variant
+        raise ConfigError(f"{cell.id}: kernels.matsum has no variant group {cell.variant!r}")
+
     def shapes(self, config: dict[str, Any], stack: str) -> list[Shape]:
-        block = self.block(config)
-        return [(matsum_group(block), list(block["processes"]), 1)]
+        return [(v.group, list(v.counts), 1) for v in matsum_variants(self.block(config))]
 
     def options(self, config: dict[str, Any], cell: Cell) -> list[str]:
-        matsum = self.block(config)
-        return ["--dims", ",".join(map(str, matsum["dims"])), "--topo", ",".join(map(str, matsum["topo"])),
-                "--dist", ",".join(matsum["dist"])]
+        v = self.variant(config, cell)
+        args = ["--dims", ",".join(map(str, v.dims)), "--topo", ",".join(map(str, v.topos)),
+                "--dist", ",".join(v.dists)]
+        return args + (["--procdims", ",".join(map(str, v.grid))] if v.grid else [])
 
     def work_s(self, config: dict[str, Any], cell: Cell) -> float | None:
         # Rank 0 scatters A and B and gathers C whole, once per iteration and topo x dist.
         block = self.block(config)
+        v = self.variant(config, cell)
         rounds = int(block.get("iterations", 0)) + int(block.get("warmup", 0))
-        moved_s = 3 * DOUBLE * math.prod(triplet(block["dims"])) / BANDWIDTH_BPS + cell.np * MSG_LATENCY_S
-        return len(block["topo"]) * len(block["dist"]) * rounds * moved_s
+        moved_s = 3 * DOUBLE * math.prod(v.dims) / BANDWIDTH_BPS + cell.np * MSG_LATENCY_S
+        return len(v.topos) * len(v.dists) * rounds * moved_s
 
     def buffers(self, config: dict[str, Any], cell: Cell) -> tuple[float, float]:
-        whole = DOUBLE * math.prod(triplet(self.block(config)["dims"]))
+        whole = DOUBLE * math.prod(self.variant(config, cell).dims)
         return 3.0 * whole / cell.np, 3.0 * whole
+
+    def finish_rows(self, frame: pl.DataFrame) -> pl.DataFrame:
+        return with_grid_columns(frame)

@@ -14,6 +14,7 @@ from mpiatlas.report.kernel_blocks import (
     KERNEL_TITLES,
     err_cell,
     failure_notice,
+    grid_blocks,
     no_fit_notice,
     over_cell,
     raw_table,
@@ -32,7 +33,9 @@ def section_kernel_jacobi(data: ReportData) -> Section | None:
         "cores. Halo model: T_c = c/B + k·λ, c = bytes a rank sends per iteration, k = decomposed directions "
         "(process-grid axes with more than one rank), λ and B from the point-to-point fits. The measured halo time "
         "compared with the model is the least-waiting rank's (a rank's halo time also holds its wait for a late "
-        "neighbour); the mean over ranks is shown beside it. Medians over repetitions.")]
+        "neighbour); the mean over ranks is shown beside it. Medians over repetitions. Each problem (mode and "
+        "size: weak L per rank, strong N in total) scales on its own; grids asked for (procdims) are compared "
+        "at their P.")]
     blocks += no_fit_notice("jacobi", fits)
     if df is not None:
         blocks += status_notice(df, "jacobi")
@@ -50,11 +53,13 @@ def section_kernel_jacobi(data: ReportData) -> Section | None:
         rows = [{**p, "label": f["label"]} for f in good for p in f.get("points", [])]
         blocks.append(Heading("Halo time: model vs measured, MLUP/s and scaling"))
         blocks.append(Table(
-            ["Stack / transport / mapping", "Group", "P", "threads", "cores", "grid", "k", "bytes/rank", "msgs/rank",
+            ["Stack / transport / mapping", "Problem", "Group", "P", "threads", "cores", "grid", "k", "bytes/rank",
+             "msgs/rank",
              "Oversub.", "halo mean over ranks (µs)", "halo measured (µs)", "halo model (µs)", "Error",
              "iteration (µs)", "MLUP/s",
              "scaling efficiency"],
-            [[cell(r["label"]), cell(r["variant_group"]), cell(r["np"]), cell(r["threads"]), cell(r["cores"]),
+            [[cell(r["label"]), cell(r.get("problem")), cell(r["variant_group"]), cell(r["np"]), cell(r["threads"]),
+              cell(r["cores"]),
               cell("×".join(map(str, r.get("procdims") or [])) or DASH), cell(r["k"]),
               Cell(fmt_num(r["bytes_per_rank"], 0), cls="num"), Cell(fmt_num(r["messages_per_rank"]), cls="num"),
               over_cell(r["oversubscribed"]), Cell(fmt_num(r.get("halo_mean_us")), cls="num"),
@@ -80,7 +85,7 @@ def section_kernel_jacobi(data: ReportData) -> Section | None:
                 "Jacobi halo: measured (marks) and c/B + k·λ (dashed)"))))
         eff = [r for r in rows if r.get("efficiency") is not None]
         if eff:
-            pts = pl.DataFrame([{"label": r["label"], "series": f"{r['label']} · {r['variant_group']}",
+            pts = pl.DataFrame([{"label": r["label"], "series": f"{r['label']} · {r.get('problem')}",
                                  "np": r["np"], "efficiency": r["efficiency"], "mlups_total": r["mlups_total"],
                                  "placement": OVER if r["oversubscribed"] else FITTED} for r in eff])
             blocks.append(ChartBlock(chart_spec(measured_vs_model(
@@ -90,10 +95,10 @@ def section_kernel_jacobi(data: ReportData) -> Section | None:
         if hybrid:
             blocks.append(Heading("Pure MPI vs hybrid MPI + OpenMP at equal cores"))
             blocks.append(Table(
-                ["Stack / transport / mapping", "cores", "hybrid ranks × threads", "pure ranks × threads",
+                ["Stack / transport / mapping", "Problem", "cores", "hybrid ranks × threads", "pure ranks × threads",
                  "bytes/rank hybrid", "bytes/rank pure", "msgs/rank hybrid", "msgs/rank pure", "halo µs hybrid",
                  "halo µs pure", "MLUP/s hybrid", "MLUP/s pure"],
-                [[cell(f["label"]), cell(h["cores"]), cell(h["hybrid"]), cell(h["pure"]),
+                [[cell(f["label"]), cell(h.get("problem")), cell(h["cores"]), cell(h["hybrid"]), cell(h["pure"]),
                   Cell(fmt_num(h["hybrid_bytes_per_rank"], 0), cls="num"),
                   Cell(fmt_num(h["pure_bytes_per_rank"], 0), cls="num"),
                   Cell(fmt_num(h["hybrid_messages_per_rank"]), cls="num"),
@@ -104,8 +109,14 @@ def section_kernel_jacobi(data: ReportData) -> Section | None:
                 caption="Fewer ranks per node send fewer halo bytes and messages per core; in weak mode the hybrid "
                         "rank owns L³ points for all its threads.",
             ))
+        blocks += grid_blocks(
+            [{**g, "label": f["label"]} for f in good for g in f.get("grids", [])],
+            [("label", "Stack / transport / mapping", ""), ("problem", "Problem", ""),
+             ("threads", "threads", "threads "), ("np", "P", "P=")], "iteration (µs)",
+            [("halo_us", "halo mean (µs)"), ("bytes_per_rank", "bytes/rank"), ("mlups_total", "MLUP/s")],
+            "Process grids at equal P: the cost of the decomposition")
     elif df is not None:
-        blocks.append(raw_table(df, ["label", "np", "cell_threads", "oversubscribed"], "halo_us"))
+        blocks.append(raw_table(df, ["label", "variant_group", "np", "cell_threads", "oversubscribed"], "halo_us"))
     return Section(KERNEL_TITLES["jacobi"], blocks, id="kernel-jacobi")
 
 

@@ -16,6 +16,7 @@ from mpiatlas.report.kernel_blocks import (
     KERNEL_TITLES,
     err_cell,
     failure_notice,
+    grid_blocks,
     no_fit_notice,
     over_cell,
     raw_table,
@@ -34,16 +35,21 @@ def section_kernel_matsum(data: ReportData) -> Section | None:
         "(slowest rank, median over repetitions). Model (Amdahl with communication): T(P) = s + p/min(P, cores) "
         "+ c·⌈log₂ P⌉, fitted with bounded least squares (s, p, c ≥ 0) on relative residuals; 95 % CIs from a "
         "bootstrap over repetitions; serial fraction s/(s+p). P beyond the node's cores cannot divide the work "
-        "(oversubscribed ranks share cores).")]
+        "(oversubscribed ranks share cores). One series per dims, topo and dist over the stack's own grids "
+        "(MPI_Dims_create); grids asked for (procdims) run at one P each and are compared below. With dist slab "
+        "the grid only orders the ranks (slabs along x); with block it splits the matrix.")]
     blocks += no_fit_notice("matsum", fits)
     if df is not None:
         blocks += status_notice(df, "matsum")
     good = [f for f in fits or [] if "error" not in f]
+    # Several dims (a sweep) make several series per stack: their names say which.
+    several_dims = len({f.get("dims") for f in fits or []}) > 1
     if good:
         blocks.append(Table(
-            ["Stack / transport / mapping", "topo", "dist", "cores", "s (µs) [CI]", "p (µs) [CI]", "c (µs) [CI]",
-             "serial fraction [CI]", "max speedup 1/f"],
-            [[cell(f["label"]), cell(topo_text(f.get("topo"))), cell(f.get("dist")), cell(f.get("cores")),
+            ["Stack / transport / mapping", "dims", "topo", "dist", "cores", "s (µs) [CI]", "p (µs) [CI]",
+             "c (µs) [CI]", "serial fraction [CI]", "max speedup 1/f"],
+            [[cell(f["label"]), cell(f.get("dims")), cell(topo_text(f.get("topo"))), cell(f.get("dist")),
+              cell(f.get("cores")),
               Cell(f"{fmt_num(f['s_us'])} {fmt_ci(f.get('s_ci_us'))}", cls="num"),
               Cell(f"{fmt_num(f['p_us'])} {fmt_ci(f.get('p_ci_us'))}", cls="num"),
               Cell(f"{fmt_num(f['c_us'])} {fmt_ci(f.get('c_ci_us'))}", cls="num"),
@@ -57,7 +63,8 @@ def section_kernel_matsum(data: ReportData) -> Section | None:
         rows = []
         curves = []
         for f in good:
-            series = f"{f['label']} · topo {topo_text(f.get('topo'))} · {f.get('dist')}"
+            series = (f"{f['label']} · {'dims ' + str(f.get('dims')) + ' · ' if several_dims else ''}"
+                      f"topo {topo_text(f.get('topo'))} · {f.get('dist')}")
             for p in f.get("points", []):
                 rows.append({"label": f["label"], "series": series, "np": p["np"], "measured_us": p["measured_us"],
                              "predicted_us": p["predicted_us"], "rel_err": p["rel_err"],
@@ -87,6 +94,12 @@ def section_kernel_matsum(data: ReportData) -> Section | None:
                   Cell(fmt_num(r.get("compute_us")), cls="num"), Cell(fmt_num(r.get("gather_us")), cls="num"),
                   cell(r["n_reps"])] for r in rows],
                 filterable=True, caption="Phases: slowest rank, median over repetitions.")], open=True))
+    blocks += grid_blocks(
+        data.kernel_fits("matsum_grids") or [],
+        [("label", "Stack / transport / mapping", ""), ("dims", "dims", "dims "), ("dist", "dist", ""),
+         ("np", "P", "P=")], "time per iteration (µs)",
+        [("scatter_us", "scatter (µs)"), ("compute_us", "compute (µs)"), ("gather_us", "gather (µs)")],
+        "Process grids at equal P: the cost of the grid's shape")
     gather = [(f, g) for f in fits or [] for g in f.get("gather_order", [])]
     if gather:
         blocks.append(Heading("Gather time per rank: the tree's signature"))
@@ -103,7 +116,8 @@ def section_kernel_matsum(data: ReportData) -> Section | None:
                     "for rank 3); a linear gather serves ranks in order. ρ = Spearman correlation over the non-root "
                     "ranks.",
         ))
-    if not good and df is not None:
-        blocks.append(raw_table(df, ["label", "np", "topo", "dist", "oversubscribed"], "total_us"))
+    if not good and not data.kernel_fits("matsum_grids") and df is not None:
+        blocks.append(raw_table(df, ["label", "dims", "variant_group", "np", "topo", "dist", "oversubscribed"],
+                                "total_us"))
     return Section(KERNEL_TITLES["matsum"], blocks, id="kernel-matsum")
 

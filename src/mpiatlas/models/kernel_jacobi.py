@@ -1,0 +1,192 @@
+"""The Jacobi kernel's model, fitted to ``kernel_jacobi.parquet`` (see :mod:`mpiatlas.models.kernels`).
+
+**jacobi** (halo exchange of the 6 faces per iteration, non-blocking, one Waitall)::
+
+    T_c(L, N) = c(L, N) / B + k · λ
+
+  c = bytes a rank sends per iteration (its faces, from the record), k = number of decomposed
+  directions (process-grid axes with more than one rank), λ and B from the p2p fits. Predicted
+  vs measured halo time of the rank that waited least (a rank's halo time also holds the wait for
+  a late neighbour, i.e. skew and noise, which that rank shows least; the mean over ranks is
+  reported beside it), MLUP/s, weak-scaling efficiency T(1)/T(P) (strong:
+  T(1)/(P·T(P))) of the pure MPI cells, and pure MPI vs hybrid (MPI + OpenMP) bytes and messages
+  per rank at equal cores.
+
+Swept knobs (mpiatlas.kernel_sweeps) stay apart: each point is one variant group (mode, size,
+threads, grid) at one P, scaling runs within one mode and size, and the hybrid comparison pairs
+cells of the same mode and size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from mpiatlas.models.kernel_common import (
+    LABEL_COLUMNS,
+    P2P,
+    failure_statement,
+    json_num,
+    pingpong_params,
+    relative_error,
+    size_text,
+    usable,
+)
+from mpiatlas.models.kernel_grids import jacobi_grids
+
+JACOBI_FORMULA = "T_c = c/B + k·λ (c = bytes sent per rank per iteration, k = decomposed directions)"
+
+
+def decomposed_directions(procdims: Sequence[int] | None) -> int:
+    return sum(1 for d in (procdims or []) if d and d > 1)
+
+
+def _least_waiting(cg: pl.DataFrame, pred_ranks: list[float | None]) -> float | None:
+    """The model's halo time of the rank with the smallest measured halo time."""
+    if not pred_ranks or None in pred_ranks:
+        return None
+    return float(pred_ranks[int(np.argmin(cg["halo_us"].to_numpy()))])
+
+
+def problem_of(row: dict[str, Any]) -> str:
+    """The problem a record solved: ``weak L=16`` or ``strong N=96×96×48`` (its mode and size)."""
+    mode = row.get("mode") or "?"
+    key = "L" if mode == "weak" else "N"
+    return f"{mode} {key}={size_text(row.get(key), cube=True) or '?'}"
+
+
+def cell_row(cg: pl.DataFrame, p2p: P2P | None, threads_col: str) -> dict[str, Any]:
+    """One cell's records (one per rank) as one row: the slowest rank's iteration, halo times over ranks."""
+    r0 = cg.row(0, named=True)
+    k = decomposed_directions(r0.get("procdims"))
+    pred_ranks = [None if p2p is None else r["bytes_sent"] * p2p.per_byte() + k * p2p.latency_us
+                  for r in cg.iter_rows(named=True)]
+    return {
+        "cell": r0["cell"], "variant_group": r0.get("variant_group"), "mode": r0.get("mode"),
+        "problem": problem_of(r0), "explicit": bool(r0.get("grid_explicit") or False),
+        "np": int(r0["np"]), "threads": int(r0.get(threads_col) or 1), "rep": r0.get("rep"),
+        "oversubscribed": bool(cg["oversubscribed"].any()), "k": k,
+        "procdims": list(r0.get("procdims") or []),
+        "bytes_per_rank": float(cg["bytes_sent"].mean()), "messages_per_rank": float(cg["messages"].mean()),
+        "halo_us": float(cg["halo_us"].mean()), "halo_min_us": float(cg["halo_us"].min()),
+        "halo_max_us": float(cg["halo_us"].max()),
+        # The rank that waited least for its neighbours: its halo time is closest to the transfer.
+        "halo_pred_us": _least_waiting(cg, pred_ranks),
+        "iteration_us": float(cg["iteration_us"].max()), "compute_us": float(cg["compute_us"].mean()),
+        "allreduce_us": float(cg["allreduce_us"].mean()), "mlups_total": float(cg["mlups_total"].max()),
+        "local_points": float(cg["local_points"].mean()),
+    }
+
+
+def point_rows(cells: pl.DataFrame) -> list[dict[str, Any]]:
+    """Per variant group and P (one problem, threads and grid each): medians over repetitions."""
+    pts = (cells.group_by(["variant_group", "mode", "problem", "explicit", "np", "threads"], maintain_order=True)
+           .agg(pl.len().alias("n_reps"), pl.col("oversubscribed").any(), pl.col("k").first(),
+                pl.col("procdims").first(), pl.col("bytes_per_rank").median(), pl.col("messages_per_rank").median(),
+                pl.col("halo_min_us").median().alias("halo_measured_us"),
+                pl.col("halo_min_us").alias("halo_reps_us"), pl.col("halo_us").median().alias("halo_mean_us"),
+                pl.col("halo_pred_us").median().alias("halo_predicted_us"),
+                pl.col("iteration_us").median(), pl.col("compute_us").median(), pl.col("allreduce_us").median(),
+                pl.col("mlups_total").median(), pl.col("local_points").median())
+           .sort(["problem", "threads", "np", "variant_group"]))
+    rows = []
+    for r in pts.iter_rows(named=True):
+        row = {k: (json_num(v) if isinstance(v, float) else v) for k, v in r.items()}
+        row["halo_reps_us"] = [json_num(v) for v in r["halo_reps_us"]]
+        row["cores"] = r["np"] * r["threads"]
+        row["rel_err"] = relative_error(r["halo_predicted_us"], r["halo_measured_us"]) if r["k"] else None
+        rows.append(row)
+    return rows
+
+
+def add_scaling(rows: list[dict[str, Any]]) -> None:
+    """Scaling efficiency of the pure MPI cells (one thread, the stack's own grid) of each problem:
+    weak T(1)/T(P), strong T(1)·P(1)/(P·T(P)), relative to the smallest P."""
+    for problem in {r["problem"] for r in rows}:
+        pure = sorted((r for r in rows if r["threads"] == 1 and r["problem"] == problem and not r["explicit"]),
+                      key=lambda r: r["np"])
+        if not pure:
+            continue
+        base = pure[0]
+        for r in pure:
+            if not r["iteration_us"] or not base["iteration_us"]:
+                continue
+            if r["mode"] == "weak":
+                r["efficiency"] = json_num(base["iteration_us"] / r["iteration_us"])
+            else:
+                r["efficiency"] = json_num(base["iteration_us"] * base["np"] / (r["np"] * r["iteration_us"]))
+            r["efficiency_base_np"] = base["np"]
+
+
+def hybrid_vs_pure(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every hybrid point beside the pure MPI point of the same problem at its core count (the
+    stack's own grid if that ran, else the fastest explicit one)."""
+    out = []
+    for h in (r for r in rows if r["threads"] > 1):
+        candidates = sorted((r for r in rows if r["threads"] == 1 and r["np"] == h["cores"]
+                             and r["problem"] == h["problem"]),
+                            key=lambda r: (r["explicit"], r["iteration_us"] or float("inf")))
+        pure = candidates[0] if candidates else None
+        grid = "×".join(map(str, pure.get("procdims") or [])) if pure else ""
+        out.append({
+            "problem": h["problem"], "cores": h["cores"], "hybrid": f"{h['np']} × {h['threads']}",
+            "pure": (f"{h['cores']} × 1" + (f" (grid {grid})" if pure["explicit"] else "")) if pure else None,
+            "hybrid_bytes_per_rank": h["bytes_per_rank"],
+            "pure_bytes_per_rank": pure["bytes_per_rank"] if pure else None,
+            "hybrid_messages_per_rank": h["messages_per_rank"],
+            "pure_messages_per_rank": pure["messages_per_rank"] if pure else None,
+            "hybrid_halo_us": h["halo_measured_us"], "pure_halo_us": pure["halo_measured_us"] if pure else None,
+            "hybrid_mlups": h["mlups_total"], "pure_mlups": pure["mlups_total"] if pure else None,
+            "hybrid_iteration_us": h["iteration_us"], "pure_iteration_us": pure["iteration_us"] if pure else None,
+        })
+    return out
+
+
+def headline(rows: list[dict[str, Any]]) -> str:
+    text = f"MLUP/s {max((r['mlups_total'] or 0) for r in rows):.0f} (best)"
+    scaled = [r for r in rows if r.get("efficiency") is not None and r["np"] > r.get("efficiency_base_np", r["np"])]
+    if scaled:
+        last = max(scaled, key=lambda r: r["np"])
+        text += f"; efficiency {last['efficiency']:.2f} at P={last['np']}"
+        if len({r["problem"] for r in rows}) > 1:
+            text += f" ({last['problem']})"
+    return text
+
+
+def fit_jacobi(df: pl.DataFrame | None, hockney: Sequence[dict[str, Any]] | None,
+               ring_p2p: dict[str, P2P] | None = None, *, seed: int = 0) -> list[dict[str, Any]]:
+    df = usable(df)
+    if df is None:
+        return []
+    out = []
+    keys = list(LABEL_COLUMNS)
+    threads_col = "threads" if "threads" in df.columns else "cell_threads"
+    for key, grp in df.group_by(keys, maintain_order=True):
+        head = dict(zip(keys, key))
+        label = head["label"]
+        p2p = pingpong_params(hockney, label) or (ring_p2p or {}).get(label)
+        note = ("λ, B from the IMB PingPong Hockney fit" if p2p is not None and p2p.source == "PingPong" else
+                "no PingPong fit: λ, B from the ring model's own fit" if p2p is not None else
+                "no λ, B (neither a PingPong fit nor ring data): the halo model is not evaluated")
+        cells = pl.DataFrame([cell_row(cg, p2p, threads_col) for _, cg in grp.group_by(["cell"], maintain_order=True)])
+        rows = point_rows(cells)
+        add_scaling(rows)
+
+        def describe(p: dict[str, Any]) -> str:
+            over = ", oversubscribed" if p["oversubscribed"] else ""
+            return f"P={p['np']}×{p['threads']} (k={p['k']}, {p['bytes_per_rank']:.0f} B/rank{over})"
+
+        tested = [r for r in rows if r["rel_err"] is not None]
+        fails = failure_statement(tested, describe) if p2p is not None else note
+        out.append({
+            **head, "model": JACOBI_FORMULA, "lambda_source": p2p.source if p2p else None, "lambda_note": note,
+            "latency_us": json_num(p2p.latency_us) if p2p else None,
+            "bandwidth_MBps": json_num(p2p.bandwidth_MBps) if p2p else None,
+            "problems": sorted({r["problem"] for r in rows}),
+            "points": rows, "hybrid_vs_pure": hybrid_vs_pure(rows), "grids": jacobi_grids(cells, seed=seed),
+            "headline": headline(rows), "fails_where": fails,
+        })
+    return out
