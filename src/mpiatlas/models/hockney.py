@@ -22,7 +22,12 @@ almost all the absolute error, so the intercept ends up fitted to them and can g
 * several samples per size (repetitions, e.g. several IMB runs) are reduced to the per-size
   median. 95 % CIs come from a seeded bootstrap: over the repetitions when every size has ≥ 2,
   otherwise over the fit's relative residuals. The segmentation is kept fixed in the bootstrap,
-  so the CIs are conditional on the detected regimes.
+  so the CIs are conditional on the detected regimes;
+* honest asymptote (:mod:`mpiatlas.models.asymptote`): a curve that peaks in cache and falls to a
+  memory-bound plateau (shared memory) gets its last segment from the plateau sizes, with B = their
+  median effective bandwidth (and λ fitted with that B fixed); the sizes before the plateau are
+  segmented as above. ``bandwidth_rule`` says which applied ("plateau" or "last_segment"). The
+  peak's bandwidth and size are reported on every curve (``peak_*``), with a bootstrap CI.
 
 Units: sizes in bytes, times in µs, so 1/B in µs per byte and B in bytes/µs = MB/s (10^6 B).
 """
@@ -37,6 +42,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import polars as pl
+
+from mpiatlas.models.asymptote import Asymptote, find_asymptote
 
 # Point-to-point benchmarks whose table has a one-message time. Uniband/Biband only print
 # bandwidth and message rate (no time column), Multi-* tables time concurrent pairs, and the
@@ -76,6 +83,15 @@ class HockneyFit:
     # Set when an estimate lies outside its own bootstrap interval (bimodal repetitions, a fit on a
     # bound): the interval then says nothing about the estimate's precision.
     ci_warning: str | None = None
+    # Honest asymptote: "plateau" when B is the median bandwidth of the plateau sizes (a curve that
+    # peaks in cache), "last_segment" when it is the last segment's fitted B (monotone curves).
+    bandwidth_rule: str = "last_segment"
+    plateau_from_bytes: int | None = None
+    plateau_n_sizes: int | None = None
+    # The highest effective bandwidth s/t of the per-size medians and where it is.
+    peak_bandwidth_MBps: float | None = None
+    peak_bandwidth_ci_MBps: tuple[float, float] = (math.nan, math.nan)
+    peak_bytes: int | None = None
 
     def segment_of(self, sizes: npt.ArrayLike) -> npt.NDArray[np.intp]:
         """Index of the segment that models each size: the last one starting at or below it (the
@@ -130,6 +146,12 @@ class HockneyFit:
             excluded_bytes=[int(b) for b in d.get("excluded_bytes") or [] if _finite_or_none(b) is not None],
             ci_method=str(d.get("ci_method") or "residuals"),
             ci_warning=d.get("ci_warning") if isinstance(d.get("ci_warning"), str) else None,
+            bandwidth_rule=str(d.get("bandwidth_rule") or "last_segment"),
+            plateau_from_bytes=_int_or_none(d.get("plateau_from_bytes")),
+            plateau_n_sizes=_int_or_none(d.get("plateau_n_sizes")),
+            peak_bandwidth_MBps=_finite_or_none(d.get("peak_bandwidth_MBps")),
+            peak_bandwidth_ci_MBps=_pair(d.get("peak_bandwidth_ci_MBps")),
+            peak_bytes=_int_or_none(d.get("peak_bytes")),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -146,6 +168,12 @@ class HockneyFit:
             "excluded_bytes": list(self.excluded_bytes),
             "ci_method": self.ci_method,
             "ci_warning": self.ci_warning,
+            "bandwidth_rule": self.bandwidth_rule,
+            "plateau_from_bytes": self.plateau_from_bytes,
+            "plateau_n_sizes": self.plateau_n_sizes,
+            "peak_bandwidth_MBps": _json_float(self.peak_bandwidth_MBps),
+            "peak_bandwidth_ci_MBps": [_json_float(v) for v in self.peak_bandwidth_ci_MBps],
+            "peak_bytes": self.peak_bytes,
             "residuals": self.residuals,
         }
 
@@ -169,6 +197,12 @@ def _fit_line(s: FloatArray, t: FloatArray) -> tuple[float, float, float]:
         flat = (max(LATENCY_FLOOR_US, float(a.sum() / (a @ a))), 0.0)
         lam, g = min(on_floor, flat, key=lambda p: _rss(s, t, *p))
     return float(lam), float(g), _rss(s, t, lam, g)
+
+
+def _fit_latency(s: FloatArray, t: FloatArray, g: float) -> float:
+    """λ minimising Σ((λ + g·s)/t − 1)² with the slope g fixed (the plateau's 1/B), λ ≥ floor."""
+    w = 1.0 / (t * t)
+    return max(LATENCY_FLOOR_US, float(((t - g * s) * w).sum() / w.sum()))
 
 
 def _stacked_lstsq() -> Any:
@@ -296,25 +330,47 @@ def _bootstrap(
     params: list[tuple[float, float]],
     rng: np.random.Generator,
 ) -> tuple[FloatArray, FloatArray, str]:
-    """Bootstrap replicates of (λ of the first segment, 1/B of the last one)."""
-    by_reps = all(len(x) >= MIN_REPS_TO_RESAMPLE for x in samples)
-    if by_reps:
+    """Bootstrap replicates of (λ of the first segment, 1/B of the last one), and the method."""
+    t_star, method = _bootstrap_times(s, t_med, samples, starts, params, rng)
+    lams, gs = _replicate_params(s, t_star, starts)
+    return lams, gs, method
+
+
+def _bootstrap_times(
+    s: FloatArray,
+    t_med: FloatArray,
+    samples: list[FloatArray],
+    starts: list[int],
+    params: list[tuple[float, float]],
+    rng: np.random.Generator,
+) -> tuple[FloatArray, str]:
+    """N_BOOT replicates of the per-size times (rows), and how they were drawn."""
+    if all(len(x) >= MIN_REPS_TO_RESAMPLE for x in samples):
         # Resample each size's repetitions, then take the median as the fit does.
         t_star = np.column_stack([np.median(rng.choice(x, size=(N_BOOT, len(x))), axis=1) for x in samples])
-    else:
-        fitted = _piecewise(s, starts, params)
-        rel = t_med / fitted - 1.0
-        n_par = 2 * len(starts)
-        rel = (rel - rel.mean()) * math.sqrt(len(s) / max(len(s) - n_par, 1))  # df-corrected
-        t_star = np.maximum(fitted * (1.0 + rng.choice(rel, size=(N_BOOT, len(s)))), 1e-9)
+        return t_star, "repetitions"
+    fitted = _piecewise(s, starts, params)
+    rel = t_med / fitted - 1.0
+    n_par = 2 * len(starts)
+    rel = (rel - rel.mean()) * math.sqrt(len(s) / max(len(s) - n_par, 1))  # df-corrected
+    return np.maximum(fitted * (1.0 + rng.choice(rel, size=(N_BOOT, len(s)))), 1e-9), "residuals"
+
+
+def _replicate_params(
+    s: FloatArray, t_star: FloatArray, starts: list[int], plateau: int | None = None
+) -> tuple[FloatArray, FloatArray]:
+    """(λ of the first segment, 1/B of the last) of every replicate; with ``plateau`` (its first
+    index) 1/B is the inverse of the replicate's plateau median bandwidth, as the fit computes B."""
     # Only λ of the first segment and g of the last are kept: the segments between them are not
     # fitted (a segment's fit depends on its own sizes only, so the values are the same).
     first = slice(starts[0], starts[1] if len(starts) > 1 else len(s))
     last = slice(starts[-1], len(s))
     lams, gs = _fit_lines(s[first], t_star[:, first])
-    if len(starts) > 1:
+    if plateau is not None:
+        gs = 1.0 / np.median(s[plateau:] / t_star[:, plateau:], axis=1)
+    elif len(starts) > 1:
         _, gs = _fit_lines(s[last], t_star[:, last])
-    return lams, gs, "repetitions" if by_reps else "residuals"
+    return lams, gs
 
 
 def _piecewise(s: FloatArray, starts: Sequence[int], params: Sequence[tuple[float, float]]) -> FloatArray:
@@ -355,9 +411,12 @@ def fit_hockney(sizes: Iterable[float], times: Iterable[float], *, seed: int = 0
     if len(s) < MIN_POINTS_PER_SEGMENT:
         raise ValueError(f"need at least {MIN_POINTS_PER_SEGMENT} distinct non-zero sizes, got {len(s)}")
 
-    starts = _choose_segments(s, t_med)
-    params = _fit_segments(s, t_med, starts)
-    lams, gs, method = _bootstrap(s, t_med, samples, starts, params, np.random.default_rng(seed))
+    asym = find_asymptote(s, t_med)
+    starts, params, plateau = _segments_and_asymptote(s, t_med, asym)
+    t_star, method = _bootstrap_times(s, t_med, samples, starts, params, np.random.default_rng(seed))
+    lams, gs = _replicate_params(s, t_star, starts, plateau)
+    peak = asym.peak_index
+    peak_star = s[peak] / t_star[:, peak]
     lam_ci = (float(np.percentile(lams, 2.5)), float(np.percentile(lams, 97.5)))
     g_lo, g_hi = float(np.percentile(gs, 2.5)), float(np.percentile(gs, 97.5))
 
@@ -384,12 +443,37 @@ def fit_hockney(sizes: Iterable[float], times: Iterable[float], *, seed: int = 0
         excluded_bytes=excluded,
         ci_method=method,
         ci_warning=_ci_warning(params[0][0], lam_ci, params[-1][1], (g_lo, g_hi)),
+        bandwidth_rule="last_segment" if plateau is None else "plateau",
+        plateau_from_bytes=None if plateau is None else int(s[plateau]),
+        plateau_n_sizes=None if plateau is None else len(s) - plateau,
+        peak_bandwidth_MBps=float(s[peak] / t_med[peak]),
+        peak_bandwidth_ci_MBps=(float(np.percentile(peak_star, 2.5)), float(np.percentile(peak_star, 97.5))),
+        peak_bytes=int(s[peak]),
     )
     fit.residuals = [
         {"bytes": int(v), "measured_us": float(m), "predicted_us": float(p), "rel_err": float(p / m - 1.0)}
         for v, m, p in zip(s, t_med, fit.predict(s))
     ]
     return fit
+
+
+def _segments_and_asymptote(
+    s: FloatArray, t: FloatArray, asym: Asymptote
+) -> tuple[list[int], list[tuple[float, float]], int | None]:
+    """Segment starts, their (λ, 1/B), and the plateau's first index when B is the plateau's.
+
+    A curve that peaks in cache: the sizes before the plateau are segmented as any curve, then the
+    plateau is the last segment with B fixed to its median bandwidth. Other curves (or too few
+    sizes before the plateau to segment): the segmentation alone decides, as before.
+    """
+    q = asym.plateau_start
+    if not asym.peaks_in_cache or q < MIN_POINTS_PER_SEGMENT:
+        starts = _choose_segments(s, t)
+        return starts, _fit_segments(s, t, starts), None
+    head = _choose_segments(s[:q], t[:q])
+    g = 1.0 / asym.plateau_MBps
+    params = [*_fit_segments(s[:q], t[:q], head), (_fit_latency(s[q:], t[q:], g), g)]
+    return [*head, q], params, q
 
 
 def _ci_warning(lam: float, lam_ci: tuple[float, float], g: float, g_ci: tuple[float, float]) -> str | None:
@@ -450,6 +534,11 @@ def _segment_from_dict(i: int, seg: Any) -> dict[str, Any]:
 def _finite_or_none(v: Any) -> float | None:
     ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
     return float(v) if ok else None
+
+
+def _int_or_none(v: Any) -> int | None:
+    f = _finite_or_none(v)
+    return None if f is None else int(f)
 
 
 def _pair(v: Any, null: float = math.nan) -> tuple[float, float]:

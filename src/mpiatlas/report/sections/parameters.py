@@ -1,4 +1,9 @@
-"""Section "Model parameters": the Hockney fits (fits/hockney.json) as a table, segment by segment."""
+"""Section "Model parameters": the Hockney fits (fits/hockney.json) as a table, segment by segment.
+
+Beside B (the plateau of the largest sizes on a curve that peaks in cache, see
+:mod:`mpiatlas.models.asymptote`) it shows the in-cache peak and, when the campaign measured its
+nodes' copy bandwidth (R/limits, :mod:`mpiatlas.limits`), each intra-node B and peak as a % of it.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from mpiatlas.report.cells import has_columns
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, finite, fmt_bytes, fmt_ci, fmt_num, fmt_pct
 from mpiatlas.report.imb import bench_sort_key
+from mpiatlas.report.physical_limits import PhysicalLimits, is_intra_node, limit_cells, load_limits
 
 TITLE = "Model parameters"
 SECTION_ID = "parameters"
@@ -40,8 +46,46 @@ def _sort_key(f: dict[str, Any]) -> tuple[Any, ...]:
     return (bench_sort_key(str(f.get("benchmark"))), str(f.get("label")), f.get("np") or 0, str(f.get("algorithm")))
 
 
+def _peak_cells(f: dict[str, Any]) -> list[Cell]:
+    rule = "B = median bandwidth of the plateau sizes" if f.get("bandwidth_rule") == "plateau" else None
+    plateau = f.get("plateau_from_bytes")
+    return [num_cell(f.get("peak_bandwidth_MBps"), title=rule), Cell(fmt_bytes(f.get("peak_bytes"))),
+            Cell(f"from {fmt_bytes(plateau)}" if finite(plateau) else DASH,
+                 title=f"{f.get('plateau_n_sizes')} sizes" if finite(plateau) else None)]
+
+
+def _link(data: ReportData) -> tuple[str, float] | None:
+    """(name, MB/s) of the campaign's nominal link (network.bandwidth_gbit_s, as the α-β fits use it)."""
+    ab = data.fits.get("alphabeta")
+    net = ab.get("network") if isinstance(ab, dict) else None
+    if not isinstance(net, dict):
+        return None
+    gbit = net.get("bandwidth_gbit_s")
+    if not isinstance(gbit, (int, float)) or isinstance(gbit, bool) or gbit <= 0:
+        return None
+    return str(net.get("name") or "network"), gbit * 1e9 / 8 / 1e6
+
+
+def _limit_cells(f: dict[str, Any], limits: PhysicalLimits | None, link: tuple[str, float] | None) -> list[Cell]:
+    if limits is None and link is None:
+        return []
+    if not is_intra_node(f):
+        b = f.get("bandwidth_MBps")
+        if link is None or not isinstance(b, (int, float)) or not isinstance(f.get("mapping"), str):
+            return [Cell(DASH, title="no limit for this placement"), Cell(DASH)]
+        return [Cell(fmt_pct(b / link[1]), cls="num", title=f"B / nominal link rate ({link[0]}, "
+                     f"{fmt_num(link[1])} MB/s, network.bandwidth_gbit_s)"), Cell(DASH)]
+    if limits is None:
+        return [Cell(DASH, title="no measured copy bandwidth (R/limits)"), Cell(DASH)]
+    b_frac, b_level, p_frac, p_level = limit_cells(f, limits)
+    return [Cell(fmt_pct(b_frac), cls="num", title=f"B / {b_level} copy rate"),
+            Cell(f"{fmt_pct(p_frac)} ({p_level})" if p_frac is not None else DASH, cls="num",
+                 title=f"peak / {p_level} copy rate: the smallest cache that holds the peak's message")]
+
+
 def _fit_rows(fits: list[dict[str, Any]], zero: dict[tuple[Any, Any, Any], float], show_alg: bool,
-              show_method: bool) -> tuple[list[list[Cell]], list[list[Cell]]]:
+              show_method: bool, limits: PhysicalLimits | None = None,
+              link: tuple[str, float] | None = None) -> tuple[list[list[Cell]], list[list[Cell]]]:
     rows: list[list[Cell]] = []
     seg_rows: list[list[Cell]] = []
     for f in sorted(fits, key=_sort_key):
@@ -57,7 +101,8 @@ def _fit_rows(fits: list[dict[str, Any]], zero: dict[tuple[Any, Any, Any], float
             zs = zero.get((f.get("label"), f.get("np"), f.get("benchmark")))
             z = num_cell(zs, title="median of the 0-byte rows in the summary" if zs is not None else None)
         if f.get("error") is not None:
-            rows.append([*ident, Cell(f"not fitted: {f['error']}", cls="bad wrap", colspan=8 + show_method), z])
+            span = 11 + show_method + (2 if limits is not None or link is not None else 0)
+            rows.append([*ident, Cell(f"not fitted: {f['error']}", cls="bad wrap", colspan=span), z])
             continue
         bp_text = ", ".join(fmt_bytes(b) for b in bps) or "none"
         if excl:
@@ -67,6 +112,7 @@ def _fit_rows(fits: list[dict[str, Any]], zero: dict[tuple[Any, Any, Any], float
             num_cell(f.get("latency_us")), _ci_cell(f, fmt_ci(f.get("latency_ci_us"))),
             Cell(_bw_text(f, f.get("bandwidth_MBps")), cls="num"),
             _ci_cell(f, fmt_ci(f.get("bandwidth_ci_MBps"), unbounded="∞")),
+            *_peak_cells(f), *_limit_cells(f, limits, link),
             Cell(bp_text, title=", ".join(f"{int(b)} B" for b in bps) or None),
             cell(len(f.get("segments") or []) or 1), cell(f.get("n_sizes")),
             Cell(fmt_pct(max(res)) if res else DASH, cls="num"),
@@ -100,14 +146,26 @@ def section_parameters(data: ReportData) -> Section:
         return Section(TITLE, [Notice("fits/hockney.json holds no fits.", "warn")], id=SECTION_ID)
     show_alg = any(f.get("algorithm") not in (None, "default") for f in fits)
     show_method = any(f.get("ci_method") for f in fits)
-    rows, seg_rows = _fit_rows(fits, _zero_byte_medians(data), show_alg, show_method)
+    blocks: list[Any] = []
+    try:
+        limits = load_limits(data.fits_dir)
+    except ValueError as exc:
+        limits = None
+        blocks.append(Notice(f"Physical limits not shown: {exc}", "warn"))
+    link = _link(data)
+    rows, seg_rows = _fit_rows(fits, _zero_byte_medians(data), show_alg, show_method, limits, link)
     id_cols = ["Benchmark", "Label", "np", *(["Algorithm"] if show_alg else [])]
-    blocks: list[Any] = [
+    blocks += [
         Text("Hockney model t(m) = λ + m/B per label and benchmark (λ in µs, B in MB/s = 10⁶ B/s) with the "
              "fit's 95 % confidence intervals. For a piecewise fit, λ is the first (small-message) segment's and "
-             "B the last (asymptotic) segment's; every segment is listed below. ∞ = unbounded bandwidth (flat "
+             "B the last (asymptotic) segment's; every segment is listed below. On a curve that peaks in cache "
+             "(shared memory) B is what the largest messages reach: the median bandwidth of the plateau sizes "
+             "(\"plateau\"); the peak is the best size/time and its size. ∞ = unbounded bandwidth (flat "
              "segment). t(0 B) is the 0-byte time, not part of the fit."),
-        Table([*id_cols, "λ (µs)", "λ 95 % CI", "B (MB/s)", "B 95 % CI", "Breakpoints", "Segments", "Sizes",
+        *_limits_text(limits, link),
+        Table([*id_cols, "λ (µs)", "λ 95 % CI", "B (MB/s)", "B 95 % CI", "Peak (MB/s)", "Peak at", "Plateau",
+               *(["B % of limit", "Peak % of cache copy"] if limits is not None or link is not None else []),
+               "Breakpoints", "Segments", "Sizes",
                "max |rel err|", *(["CI method"] if show_method else []), "t(0 B) (µs)"], rows,
               caption="Hockney parameters"),
     ]
@@ -119,3 +177,20 @@ def section_parameters(data: ReportData) -> Section:
         blocks.append(Notice("Other model files found but not yet shown by this report version:", "info",
                              [f"{k}.json" for k in others]))
     return Section(TITLE, blocks, id=SECTION_ID)
+
+
+def _limits_text(limits: PhysicalLimits | None, link: tuple[str, float] | None) -> list[Any]:
+    out: list[Any] = []
+    if link is not None:
+        out.append(Text(f"Inter-node B is set against the nominal link rate ({link[0]}: {fmt_num(link[1])} MB/s, "
+                        "the campaign's network.bandwidth_gbit_s)."))
+    if limits is None:
+        return out
+    if limits.rates:
+        rates = ", ".join(f"{level} {fmt_num(rate)}" for level, rate in limits.rates.items())
+        out.append(Text(f"Physical limits ({limits.source}, likwid-bench copy, one core, MB/s of bytes copied): "
+                        f"{rates}. Intra-node B is set against memory, the peak against the smallest cache that "
+                        "holds its message."))
+    if limits.unavailable:
+        out.append(Notice("No copy bandwidth for some nodes:", "info", limits.unavailable))
+    return out

@@ -1,0 +1,59 @@
+"""``mpiatlas limits``: measure the node's memory copy bandwidth per cache level (likwid-bench).
+
+Writes ``<out-dir>/<node>.json`` for this node and ``<out-dir>/limits.json`` with every node's
+record. Inside a multi-node SLURM allocation it runs itself once per node (``srun
+--ntasks-per-node=1``), so each node of the campaign is measured on that node. A missing or
+failing likwid-bench gives a record with ``available: false`` and the reason, and exit code 0:
+the limit is optional, the campaign goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser("limits", help="measure memory copy bandwidth per cache level (likwid-bench)",
+                              description=__doc__)
+    p.add_argument("--out-dir", required=True, metavar="DIR", help="directory for <node>.json and limits.json")
+    p.add_argument("--this-node", action="store_true",
+                   help="measure this node only, even inside a multi-node SLURM allocation (what srun runs)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mpiatlas import limits
+    from mpiatlas.layout import write_json_atomic
+
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    nodes = limits.slurm_nodes()
+    if nodes > 1 and not args.this_node and shutil.which("srun"):
+        argv = ["srun", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1",
+                sys.executable, "-m", "mpiatlas.cli", "limits", "--this-node", "--out-dir", str(out_dir)]
+        rc = subprocess.run(argv, check=False).returncode
+        if rc != 0:
+            print(f"mpiatlas limits: {' '.join(argv)} exited {rc}; merging the nodes that wrote a record",
+                  file=sys.stderr)
+    else:
+        record = limits.measure()
+        write_json_atomic(out_dir / f"{record['node']}.json", record)
+    records = []
+    for path in sorted(out_dir.glob("*.json")):
+        if path.name == "limits.json":
+            continue
+        try:
+            records.append(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError) as exc:
+            print(f"mpiatlas limits: {path}: unreadable record ({exc})", file=sys.stderr)
+    limits.write_records(records, out_dir / "limits.json")
+    for r in records:
+        state = "available" if r.get("available") else f"unavailable: {r.get('reason')}"
+        rates = ", ".join(f"{k} {v:.0f} MB/s" for k, v in limits.level_limits(r).items())
+        print(f"{r.get('node')}: {state}" + (f" (copy rate, 1 core: {rates})" if rates else ""))
+    return 0

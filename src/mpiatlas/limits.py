@@ -1,0 +1,207 @@
+"""Physical limits of a node: how fast one core copies memory, per cache level and from memory.
+
+Measured with ``likwid-bench`` (Debian/Ubuntu package ``likwid``; it needs no hardware counters).
+One record per node per campaign (R/limits/limits.json, ``mpiatlas limits``): the report sets a
+shared-memory bandwidth against it (the Hockney plateau against memory, the in-cache peak against
+the cache level the message fits in).
+
+Choices, and why:
+
+* kernels: ``copy`` in the widest SIMD variant this CPU runs (avx512 > avx > sse > scalar: likwid
+  lists every compiled kernel, not the ones the CPU supports, so /proc/cpuinfo flags decide), and
+  for memory also ``copy_mem`` (non-temporal stores, as glibc's memcpy uses for large copies); the
+  memory limit is the better of the two;
+* one thread on the first core (``-w S0:<size>:1``): a ping-pong's copies run one core at a time
+  per direction, so one core's copy rate is the limit a single transfer can reach;
+* working sets: half of each cache level (both arrays resident), and 8 × the largest cache (at
+  least 256 MiB) for memory;
+* likwid counts read + write volume (``MByte/s`` = 10^6 B/s over both arrays); the copy rate in
+  bytes *copied* per second, the figure a message bandwidth compares with, is half of it;
+* best of ``REPEATS`` runs: noise from other work on the node only lowers a bandwidth.
+
+When likwid-bench is missing or fails, the record says ``available: false`` and why: the
+campaign goes on without the limit.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import socket
+import subprocess
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from mpiatlas.layout import write_json_atomic
+
+LIKWID_BENCH = "likwid-bench"
+REPEATS = 3
+TARGET_VOLUME_BYTES = 4e9  # per run: ~0.1–1 s at 5–60 GB/s, long enough to dwarf the timer
+MIN_MEMORY_WS = 256 * 2**20
+MEMORY_WS_FACTOR = 8
+RUN_TIMEOUT_S = 120
+# The level a message of a given size is served from, for the peak: the smallest cache that holds it.
+MEMORY = "memory"
+
+_MBYTES = re.compile(r"^MByte/s:\s+([0-9.eE+-]+)", re.MULTILINE)
+_VERSION = re.compile(r"Version\s+(\S+)")
+
+Runner = Callable[[list[str]], str]
+
+
+class LimitsError(ValueError):
+    """A limits record that cannot be used (names the file or key)."""
+
+
+def cache_sizes(sysfs_cpu0: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> dict[str, int]:
+    """Data/unified cache sizes of the first cpu from sysfs: {"L1": bytes, "L2": ..., "L3": ...}."""
+    sizes: dict[str, int] = {}
+    for index in sorted(sysfs_cpu0.glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = int((index / "level").read_text())
+            size = _parse_size((index / "size").read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if kind in ("Data", "Unified"):
+            sizes[f"L{level}"] = size
+    return dict(sorted(sizes.items()))
+
+
+def _parse_size(text: str) -> int:
+    m = re.fullmatch(r"(\d+)\s*([KMG]?)B?", text.upper())
+    if not m:
+        raise ValueError(f"cache size {text!r}: expected e.g. 32K or 512K")
+    return int(m.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2)]
+
+
+def simd_suffix(cpuinfo: str) -> str:
+    """The likwid kernel suffix for the widest SIMD the CPU flags allow."""
+    flags = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.split(":", 1)[1].split())
+            break
+    for flag, suffix in (("avx512f", "_avx512"), ("avx", "_avx"), ("sse2", "_sse")):
+        if flag in flags:
+            return suffix
+    return ""
+
+
+def plan(caches: dict[str, int], suffix: str) -> list[dict[str, Any]]:
+    """(level, cache size, working set, kernel) of every run: half of each cache, then memory."""
+    runs = [{"level": name, "cache_bytes": size, "working_set_bytes": size // 2, "kernel": f"copy{suffix}"}
+            for name, size in caches.items()]
+    mem_ws = max(MIN_MEMORY_WS, MEMORY_WS_FACTOR * max(caches.values(), default=0))
+    for kernel in (f"copy{suffix}", f"copy_mem{suffix}"):
+        runs.append({"level": MEMORY, "cache_bytes": None, "working_set_bytes": mem_ws, "kernel": kernel})
+    return runs
+
+
+def bench_argv(kernel: str, working_set_bytes: int) -> list[str]:
+    iterations = max(10, int(TARGET_VOLUME_BYTES / working_set_bytes))
+    # likwid reads kB as 10^3 bytes (256000 B for "256kB").
+    return [LIKWID_BENCH, "-t", kernel, "-w", f"S0:{working_set_bytes // 1000}kB:1", "-i", str(iterations)]
+
+
+def parse_mbytes(output: str) -> float:
+    """likwid-bench's ``MByte/s:`` figure; ValueError when the output has none."""
+    m = _MBYTES.search(output)
+    if not m:
+        raise ValueError("no 'MByte/s:' line in the likwid-bench output")
+    value = float(m.group(1))
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"likwid-bench MByte/s is {value}")
+    return value
+
+
+def run_command(argv: list[str]) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {tail[0]}")
+    return done.stdout
+
+
+def measure(runner: Runner = run_command, caches: dict[str, int] | None = None,
+            cpuinfo: str | None = None) -> dict[str, Any]:
+    """This node's record: every planned run, best of REPEATS, or ``available: false`` and why."""
+    record: dict[str, Any] = {"node": socket.gethostname().split(".")[0], "tool": LIKWID_BENCH,
+                              "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                              "threads": 1, "repeats": REPEATS}
+    if runner is run_command and shutil.which(LIKWID_BENCH) is None:
+        return {**record, "available": False, "reason": f"{LIKWID_BENCH} not found on PATH (package likwid)"}
+    if cpuinfo is None:
+        cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    caches = cache_sizes() if caches is None else caches
+    try:
+        version = _VERSION.search(runner([LIKWID_BENCH, "-v"]))
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+        return {**record, "available": False, "reason": str(exc)}
+    record["version"] = version.group(1) if version else None
+    record["caches"] = caches
+    record["levels"] = [_measure_one(runner, run) for run in plan(caches, simd_suffix(cpuinfo))]
+    ok = [lv for lv in record["levels"] if lv.get("copy_MBps") is not None]
+    record["available"] = bool(ok)
+    if not ok:
+        record["reason"] = "every likwid-bench run failed: " + str(record["levels"][0].get("error"))
+    return record
+
+
+def _measure_one(runner: Runner, run: dict[str, Any]) -> dict[str, Any]:
+    argv = bench_argv(run["kernel"], run["working_set_bytes"])
+    values: list[float] = []
+    try:
+        for _ in range(REPEATS):
+            values.append(parse_mbytes(runner(argv)))
+    except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as exc:
+        return {**run, "argv": argv, "error": str(exc), "copy_MBps": None}
+    best = max(values)
+    return {**run, "argv": argv, "likwid_MByte_s": best, "runs_MByte_s": values, "copy_MBps": best / 2.0}
+
+
+# -- reading a record back ------------------------------------------------------------------------
+
+
+def level_limits(record: dict[str, Any]) -> dict[str, float]:
+    """level -> best copy rate (MB/s of bytes copied) of an available record; {} when unavailable."""
+    if not isinstance(record, dict):
+        raise LimitsError(f"a limits record must be a JSON object, got {type(record).__name__}")
+    if not record.get("available"):
+        return {}
+    levels = record.get("levels")
+    if not isinstance(levels, list):
+        raise LimitsError(f"limits record of node {record.get('node')!r}: 'levels' must be a list")
+    out: dict[str, float] = {}
+    for lv in levels:
+        rate = lv.get("copy_MBps") if isinstance(lv, dict) else None
+        if isinstance(rate, (int, float)) and rate > 0:
+            out[lv["level"]] = max(out.get(lv["level"], 0.0), float(rate))
+    return out
+
+
+def level_for_size(record: dict[str, Any], size_bytes: float) -> str:
+    """The smallest cache level of the record that holds a message of ``size_bytes``, else memory."""
+    caches = record.get("caches") if isinstance(record, dict) else None
+    for name, size in sorted((caches or {}).items(), key=lambda kv: kv[1]):
+        if size_bytes <= size:
+            return str(name)
+    return MEMORY
+
+
+def write_records(records: list[dict[str, Any]], out: Path) -> None:
+    """The campaign's limits file: one record per node."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out, {"nodes": sorted(records, key=lambda r: str(r.get("node")))})
+
+
+def slurm_nodes() -> int:
+    """Nodes of the SLURM allocation this process runs in (1 outside one)."""
+    try:
+        return max(1, int(os.environ.get("SLURM_JOB_NUM_NODES", "1")))
+    except ValueError:
+        return 1
