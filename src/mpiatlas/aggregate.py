@@ -28,7 +28,10 @@ import polars as pl
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
-SUMMARY_KEYS = ["label", "stack", "transport", "mapping", "np", "algorithm", "benchmark", "processes", "bytes"]
+# options and knobs: the IMB options and knob set of a series (also in its label), kept as columns
+# so the knob and off-cache sections can compare them.
+SUMMARY_KEYS = ["label", "stack", "transport", "mapping", "np", "algorithm", "options", "knobs", "benchmark",
+                "processes", "bytes"]
 CONFIDENCE = 0.95
 N_RESAMPLES = 999
 SEED = 0

@@ -40,11 +40,22 @@ class Cell:
     threads: int = 1
     # Nodes the ranks are spread over (the `node` mapping: rank i on node i mod nodes); 1 otherwise.
     nodes: int = 1
+    # IMB options of the cell, as its id segment (``off_cache=-1``; programs.imb_options); "" for
+    # IMB's defaults and for kernels.
+    options: str = ""
+    # The knob set (named environment variables, mpiatlas.knobs) the cell runs with; "" for none.
+    knobs: str = ""
 
     @property
     def id(self) -> str:
         return (f"{self.kind}/{self.stack}/{self.transport}/{self.placement}/np{self.np}/"
-                f"{self.benchmark}/{self.algorithm}/rep{self.rep}")
+                f"{self.benchmark}/{self.algorithm}/{self.axes_segments}rep{self.rep}")
+
+    @property
+    def axes_segments(self) -> str:
+        """The id's segments of the optional axes, each ending in ``/``; "" without options and
+        knobs, so such a cell keeps the id it had before these axes existed (sealed results resolve)."""
+        return axes_segments(self.options, self.knobs)
 
     @property
     def ppn(self) -> int:
@@ -58,7 +69,7 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return f"{self.stack}/{self.transport}/{self.placement}"
+        return series_label(f"{self.stack}/{self.transport}/{self.placement}", self.options, self.knobs)
 
     # A kernel cell's names for its benchmark and algorithm (kept in its provenance's coords).
     @property
@@ -76,6 +87,10 @@ class Cell:
     def coords(self) -> dict[str, Any]:
         """The cell's coordinates as provenance.json stores them (each kind keeps its own shape)."""
         coords = asdict(self)
+        # The optional axes appear only when set: a cell without them records what it always did.
+        for axis in ("options", "knobs"):
+            if not coords[axis]:
+                del coords[axis]
         if self.kind == "imb":
             del coords["threads"]  # IMB cells never had threads
             return coords
@@ -115,17 +130,38 @@ def parse_mapping_segment(segment: str) -> tuple[str, int]:
     return match.group(1), int(match.group(2) or 1)
 
 
+# The knob set's id segment: ``knobs=<name>``; an options segment is ``<option>=<value>[,...]``.
+KNOBS_SEGMENT_PREFIX = "knobs="
+
+
+def axes_segments(options: str, knobs: str) -> str:
+    """The id segments of a cell's IMB options and knob set, each with its trailing ``/``."""
+    return (f"{options}/" if options else "") + (f"{KNOBS_SEGMENT_PREFIX}{knobs}/" if knobs else "")
+
+
+def series_label(base: str, options: str, knobs: str) -> str:
+    """A series' label: ``stack/transport/placement``, then its options and knob set when it has
+    them, so every section that draws one series per label keeps such cells apart."""
+    return base + "".join(f" [{part}]" for part in (options, knobs and f"{KNOBS_SEGMENT_PREFIX}{knobs}") if part)
+
+
 def parse_id(cell_id: str) -> dict[str, Any]:
-    """The coordinates an id names: kind, stack, transport, mapping, nodes, np, benchmark, algorithm, rep."""
+    """The coordinates an id names: kind, stack, transport, mapping, nodes, np, benchmark, algorithm,
+    rep, and the IMB ``options`` and ``knobs`` set ("" when the id has none)."""
     parts = cell_id.split("/")
-    if len(parts) != 8:
+    if not 8 <= len(parts) <= 10:
         raise ValueError(f"{cell_id!r} is not a cell id (<kind>/<stack>/<transport>/<placement>/np<P>/"
-                         "<benchmark>/<algorithm>/rep<r>)")
-    kind, stack, transport, placement, np, benchmark, algorithm, rep = parts
+                         "<benchmark>/<algorithm>/[<options>/][knobs=<set>/]rep<r>)")
+    kind, stack, transport, placement, np, benchmark, algorithm = parts[:7]
+    extra, rep = parts[7:-1], parts[-1]
+    knobs = extra.pop()[len(KNOBS_SEGMENT_PREFIX):] if extra and extra[-1].startswith(KNOBS_SEGMENT_PREFIX) else ""
+    options = extra.pop() if extra and "=" in extra[-1] else ""
+    if extra or (options and options.startswith(KNOBS_SEGMENT_PREFIX)):
+        raise ValueError(f"{cell_id!r}: {'/'.join(parts[7:-1])!r} is not [<options>/][knobs=<set>/]")
     mapping, nodes = parse_mapping_segment(placement)
     return {"kind": kind, "stack": stack, "transport": transport, "mapping": mapping, "nodes": nodes,
             "np": int(np.removeprefix("np")), "benchmark": benchmark, "algorithm": algorithm,
-            "rep": int(rep.removeprefix("rep"))}
+            "rep": int(rep.removeprefix("rep")), "options": options, "knobs": knobs}
 
 
 # -- stacks --------------------------------------------------------------------------------------
@@ -230,4 +266,6 @@ def cell_spec_base(config: dict[str, Any], cell: Cell) -> dict[str, Any]:
         "tcp_interface": stack.get("tcp_interface"),
         # auto|mpirun|srun; "auto" is resolved where the cell runs (runner.plan.resolve_launcher).
         "launcher": config["campaign"].get("launcher", "auto"),
+        # The knob set's variables, applied over everything else at launch (runner.knob_overlay); None without.
+        "knobs": {"name": cell.knobs, "env": dict(config["knobs"][cell.knobs])} if cell.knobs else None,
     }

@@ -33,8 +33,15 @@ def _key_path(error: jsonschema.ValidationError) -> str:
 
 
 def _describe(error: jsonschema.ValidationError) -> str:
+    # YAML reads unquoted on/off/yes/no as booleans: say so where a boolean is not what the key takes.
+    hint = " (YAML reads unquoted on/off/yes/no as true/false: quote the value)" if isinstance(error.instance, bool) else ""
     if error.validator == "enum":
-        return f"{error.instance!r} is not allowed; allowed values: {', '.join(map(str, error.validator_value))}"
+        allowed = ", ".join(str(v) for v in error.validator_value if not isinstance(v, bool))
+        return f"{error.instance!r} is not allowed; allowed values: {allowed}"
+    if error.validator in ("anyOf", "oneOf", "not") and "description" in error.schema:
+        return f"{error.instance!r} is not allowed; expected {error.schema['description']}{hint}"
+    if error.validator == "type":
+        return f"{error.message}{hint}"
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
         hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
@@ -73,6 +80,11 @@ def validate(config: dict[str, Any], source: str = "<config>") -> dict[str, Any]
 
 
 def _check_cross_fields(config: dict[str, Any], source: str) -> None:
+    from mpiatlas import adaptive  # pure logic, no import of this module
+
+    problem = adaptive.spec_problem(config["campaign"]["repetitions"])
+    if problem:
+        raise ConfigError(f"{source}: campaign.repetitions: {problem}")
     lo, hi = config["imb"]["msglog"]
     if lo > hi:
         raise ConfigError(f"{source}: imb.msglog: min {lo} is larger than max {hi}")
@@ -91,6 +103,42 @@ def _check_cross_fields(config: dict[str, Any], source: str) -> None:
                     f"({', '.join(sorted(benches))}) nor in kernels.coll.collectives"
                 )
     _check_kernels(config, source)
+    _check_knobs(config, source)
+
+
+def _check_knobs(config: dict[str, Any], source: str) -> None:
+    """Knob sets: variable names a stack kind reads, values without shell meaning, selections that
+    name defined sets suiting their stacks (mpiatlas.knobs). Integer values become strings."""
+    from mpiatlas import knobs  # pure logic, no import of this module
+
+    sets = config.get("knobs") or {}
+    for name, env in sets.items():
+        for var, value in env.items():
+            value = env[var] = str(value)
+            name_problem = knobs.name_problem(var)
+            if name_problem:
+                raise ConfigError(f"{source}: knobs.{name}.{var}: {var!r} {name_problem}")
+            value_problem = knobs.value_problem(value)
+            if value_problem:
+                raise ConfigError(f"{source}: knobs.{name}.{var}: {value_problem}")
+        kinds = sorted({stack["kind"] for stack in config["stacks"].values()})
+        if not any(knobs.suits(kind, env) for kind in kinds):
+            detail = "; ".join(f"{kind} does not read {', '.join(knobs.unsuited(kind, env))}" for kind in kinds)
+            raise ConfigError(f"{source}: knobs.{name}: suits no stack of this campaign ({detail})")
+    for label, stack in config["stacks"].items():
+        names, strict = knobs.selection(config, label)
+        key = f"stacks.{label}.knobs" if strict else "campaign.knobs"
+        for i, name in enumerate(names):
+            if name != knobs.NONE and name not in sets:
+                raise ConfigError(f"{source}: {key}.{i}: no knob set {name!r}; defined (top-level knobs): "
+                                  f"{', '.join(sorted(sets)) or '(none)'}, or {knobs.NONE!r} for no set")
+            if strict and name != knobs.NONE and not knobs.suits(stack["kind"], sets[name]):
+                bad = ", ".join(knobs.unsuited(stack["kind"], sets[name]))
+                raise ConfigError(f"{source}: {key}.{i}: knob set {name!r} sets {bad}, which {stack['kind']} does not "
+                                  f"read; {stack['kind']} reads {', '.join(p + '*' for p in knobs.prefixes_for(stack['kind']))}")
+        if not knobs.selected_sets(config, label):
+            raise ConfigError(f"{source}: {key}: selects no knob set that stack {label!r} ({stack['kind']}) reads, so it "
+                              f"would have no cells; add {knobs.NONE!r} or give stacks.{label}.knobs")
 
 
 RING_VARIANTS = ("blocking", "ssend", "nonblocking")
@@ -120,14 +168,12 @@ def _check_kernels(config: dict[str, Any], source: str) -> None:
             raise ConfigError(
                 f"{source}: kernels.ring.variants.{i}: {group!r} is not a variant group; allowed variants: "
                 f"{', '.join(RING_VARIANTS)}, or several of them joined with '+' (each at most once)")
-    jacobi = kernels.get("jacobi")
-    if jacobi:
-        size, other = ("L", "N") if jacobi["mode"] == "weak" else ("N", "L")
-        if other in jacobi:
-            raise ConfigError(f"{source}: kernels.jacobi.{other}: not used in mode {jacobi['mode']!r}, "
-                              f"which takes {size} (points {'per rank' if size == 'L' else 'in total'} per axis)")
-        if size not in jacobi:
-            raise ConfigError(f"{source}: kernels.jacobi: mode {jacobi['mode']!r} needs {size}")
+    # The matsum/jacobi sweeps (mode lists, sizes, process grids whose product must be a P).
+    from mpiatlas.kernel_sweeps import kernel_sweep_problems  # pure logic, no import of this module
+
+    problems = kernel_sweep_problems(kernels)
+    if problems:
+        raise ConfigError(f"{source}: {problems[0]}")
 
 
 def _check_kernel_stacks(config: dict[str, Any], chosen: dict[str, list[str]] | None, key: str,

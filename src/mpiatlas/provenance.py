@@ -11,7 +11,9 @@ from pathlib import Path
 from mpiatlas import __version__
 
 # Environment variables worth recording: they change what MPI does.
-RELEVANT_ENV_PREFIXES = ("I_MPI_", "FI_", "UCX_", "OMPI_", "PMIX_", "MPIR_", "HYDRA_", "OMP_", "SLURM_JOB", "MPIATLAS_")
+# Every prefix a knob set may use (mpiatlas.knobs) is among them.
+RELEVANT_ENV_PREFIXES = ("I_MPI_", "FI_", "UCX_", "OMPI_", "PMIX_", "MPIR_", "MPICH_", "HYDRA_", "OMP_", "KMP_",
+                         "SLURM_JOB", "MPIATLAS_")
 
 
 def now() -> str:

@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import fields
 from operator import attrgetter
-from typing import Any
+from typing import Any, Protocol
 
 from mpiatlas.cells import Cell, mapping_segment, sort_cells
 from mpiatlas.programs import program_named, program_of
@@ -209,6 +209,13 @@ def group_resources(config: dict[str, Any], cells: list[Cell], attempt: int = 1,
     }
 
 
+class GroupLookup(Protocol):
+    """Group id -> cells: the groups' dict, or one that also resolves later adaptive rounds'
+    groups (mpiatlas.adaptive_rounds.RoundGroups)."""
+
+    def get(self, group: str, default: Any = None) -> Any: ...
+
+
 class GroupResources:
     """Every group's resources for the workflow's ``resources:`` directive, computed once per group
     and attempt. Snakemake calls each resource of each job separately (7 per job, and again
@@ -216,7 +223,7 @@ class GroupResources:
     cell's runtime and memory seven times over. Computed when first asked, not all up front:
     inside a batch job Snakemake parses the workflow again but asks for one group only."""
 
-    def __init__(self, config: dict[str, Any], groups: dict[str, list[Cell]], costs: CellCosts | None = None) -> None:
+    def __init__(self, config: dict[str, Any], groups: GroupLookup, costs: CellCosts | None = None) -> None:
         self._config = config
         self._groups = groups
         self._costs = costs or CellCosts(config)

@@ -34,6 +34,8 @@ CELL_SCHEMA: dict[str, pl.DataType] = {
     "nodes": pl.Int32, "ppn": pl.Int32,
     # Hosts the ranks ran on, and whether they shared one machine (emulated nodes).
     "hosts": pl.String, "colocated": pl.Boolean,
+    # IMB options (id segment, "" = IMB's defaults) and knob set ("" = none) of the cell.
+    "options": pl.String, "knobs": pl.String,
 }
 
 MISSING_REASON = ("no raw output: the cell never ran, or its batch job was killed before the cell finished "
@@ -70,6 +72,7 @@ def cell_row(cell_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         "nodes": coords.get("nodes", 1), "ppn": coords["np"] // coords.get("nodes", 1),
         "hosts": json.dumps(prov["rank_hosts"]) if prov.get("rank_hosts") else None,
         "colocated": prov.get("colocated"),
+        "options": coords.get("options", ""), "knobs": coords.get("knobs", ""),
     }
     return row, prov
 
@@ -86,7 +89,8 @@ def missing_row(cell_id: str) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(CELL_SCHEMA)
     row.update(cell=cell_id, stack=coords["stack"], transport=coords["transport"], mapping=coords["mapping"],
                np=coords["np"], benchmark=coords["benchmark"], algorithm=coords["algorithm"], rep=coords["rep"],
-               status="missing", reason=MISSING_REASON, kind=coords["kind"], nodes=coords["nodes"])
+               status="missing", reason=MISSING_REASON, kind=coords["kind"], nodes=coords["nodes"],
+               options=coords["options"], knobs=coords["knobs"])
     row["ppn"] = row["np"] // coords["nodes"]
     return row
 

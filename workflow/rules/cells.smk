@@ -44,5 +44,39 @@ rule cell_group:
         # group writes a few small files per cell; its inputs (stack records, builds, images) are
         # read in place. The SLURM executor passes no disk request.
         disk_mb=1000,
+    params:
+        # A later adaptive round's group: its cells are listed in the decision that created it.
+        round_cells=round_cells_option if ADAPTIVE is not None else "",
     shell:
-        "mpiatlas run-cell --group {wildcards.group:q} --config {input.campaign:q} --done {output:q} > {log:q} 2>&1"
+        # The option only in an adaptive campaign: each field costs a format per job in a dry run.
+        "mpiatlas run-cell --group {wildcards.group:q} --config {input.campaign:q}"
+        + (" {params.round_cells}" if ADAPTIVE is not None else "")
+        + " --done {output:q} > {log:q} 2>&1"
+
+
+if ADAPTIVE is not None:
+
+    # Adaptive repetitions (mpiatlas.adaptive_rounds): once a round's groups are done, decide from
+    # the sealed cells which series need more repetitions and cut those into the next round's
+    # groups. tidy_full's inputs walk the rounds (common.smk adaptive_walk) until a decision asks
+    # for none. Local: it reads the raw cells, seconds of work, no allocation needed.
+    checkpoint adaptive_round:
+        input:
+            groups=round_group_done,
+            previous=previous_decision,
+            campaign=f"{R}/{layout.CAMPAIGN_CONFIG}",
+        output:
+            decision=adaptive_rounds.decision_path(R, "{round}"),
+            manifest=adaptive_rounds.manifest_path(R, "{round}"),
+        params:
+            # The sealed cells, beside the manifest (as tidy finds them).
+            raw=lambda wildcards, output: os.path.join(os.path.dirname(output.manifest), "raw"),
+        wildcard_constraints:
+            round=r"\d+",
+        log:
+            f"{LOGS}/adaptive/round{{round}}.log",
+        localrule: True
+        conda:
+            "../envs/mpiatlas.yaml"
+        script:
+            "../scripts/adaptive_round.py"

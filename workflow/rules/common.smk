@@ -2,11 +2,12 @@
 # mpiatlas.layout. Every output of a campaign lives under R = results/<campaign name>/.
 import json
 import os
+import shlex
 
 from mpiatlas import cells as cell_model
 from mpiatlas import config as mpiatlas_config
 from mpiatlas import containers as _containers
-from mpiatlas import layout, programs, resources
+from mpiatlas import adaptive, adaptive_rounds, layout, programs, resources
 from mpiatlas.programs import build as kernel_build
 from mpiatlas.programs.imb import unplanned_notes
 
@@ -21,6 +22,11 @@ CELLS = programs.expand(config)
 CELL_COSTS = resources.CellCosts(config)
 GROUPS = resources.job_groups(config, CELLS, CELL_COSTS)
 R = layout.results_dir(config["campaign"]["name"])
+# Adaptive repetitions (mpiatlas.adaptive; None: a fixed count, and none of what follows is used):
+# CELLS hold min repetitions of every series (round 0); later rounds' groups (ids r<round>.<id>)
+# resolve through the decision that created them (mpiatlas.adaptive_rounds).
+ADAPTIVE = adaptive.spec_of(config)
+ALL_GROUPS = GROUPS if ADAPTIVE is None else adaptive_rounds.RoundGroups(R, GROUPS)
 LOGS = layout.logs_dir(R)
 KERNEL_TABLE_NAMES = [layout.kernel_table(name) for name in programs.KERNEL_NAMES]
 
@@ -36,9 +42,22 @@ def stack_record(label):
 
 def group_cells(wildcards):
     try:
-        return GROUPS[wildcards.group]
+        return ALL_GROUPS[wildcards.group]
     except KeyError:
         raise ValueError(f"{wildcards.group} is not a job group of this campaign") from None
+
+
+def round_decision(group):
+    """The decision file that created an adaptive round's group (None for the campaign's own groups)."""
+    round_ = adaptive_rounds.round_of_group(group) if ADAPTIVE is not None else None
+    return None if round_ is None else adaptive_rounds.decision_path(R, round_ - 1)
+
+
+@resources.fixed_signature
+def round_cells_option(wildcards):
+    """run-cell's --round-cells FILE for a later round's group (its cells are listed there), else ""."""
+    decision = round_decision(wildcards.group)
+    return "" if decision is None else f"--round-cells {shlex.quote(decision)}"
 
 
 @resources.fixed_signature
@@ -49,6 +68,9 @@ def group_inputs(wildcards):
     first = group_cells(wildcards)[0]
     labels = {first.stack, cell_model.imb_provider(config, first.stack) if first.kind == "imb" else None}
     inputs = [stack_record(name) for name in sorted(filter(None, labels))]
+    decision = round_decision(wildcards.group)
+    if decision is not None:
+        inputs.append(decision)  # a later round's group: run after the decision that asked for it
     image = cell_model.container_spec(config, first.stack)
     if image is not None:
         return inputs + [image["image"], image["inspect"], image["preflight"]]
@@ -58,7 +80,7 @@ def group_inputs(wildcards):
 
 
 # Each group's resources, computed once per group and attempt (resources.GroupResources).
-GROUP_RESOURCES = resources.GroupResources(config, GROUPS, CELL_COSTS)
+GROUP_RESOURCES = resources.GroupResources(config, ALL_GROUPS, CELL_COSTS)
 
 
 def group_resource(name):
@@ -71,8 +93,48 @@ def all_group_done(wildcards):
     """Every group's done file, as an input function (tidy_full's input): for a rule that also
     names another rule's output, Snakemake hashes the input item each file came from once per
     file, and a list item of n files hashes all n each time (quadratic: 8,855 groups took a fifth
-    of a 177k-cell dry run); a function hashes in O(1)."""
-    return _GROUP_DONE_FILES
+    of a 177k-cell dry run); a function hashes in O(1). An adaptive campaign's: those of every
+    round, walked through the rounds' checkpoints until a decision asks for no more cells."""
+    if ADAPTIVE is None:
+        return _GROUP_DONE_FILES
+    return adaptive_walk()[0]
+
+
+def adaptive_walk():
+    """(every group's done file through the last round, the last round): the recursive-checkpoint
+    pattern; each checkpoints.adaptive_round.get raises until that round's decision exists."""
+    files, round_ = list(_GROUP_DONE_FILES), 0
+    while True:
+        checkpoints.adaptive_round.get(round=round_)
+        groups = ALL_GROUPS.decision(round_)["groups"]
+        if not groups:
+            return files, round_
+        files += [layout.group_done(R, group) for group in groups]
+        round_ += 1
+
+
+def round_group_done(wildcards):
+    """The adaptive_round checkpoint's input: the done files of the round's groups (round 0: the
+    campaign's own; round r: those round r - 1 decided)."""
+    round_ = int(wildcards.round)
+    if round_ == 0:
+        return _GROUP_DONE_FILES
+    checkpoints.adaptive_round.get(round=round_ - 1)
+    return [layout.group_done(R, g) for g in ALL_GROUPS.decision(round_ - 1)["groups"]]
+
+
+def previous_decision(wildcards):
+    """Round r - 1's decision (the series it left at `more`), for round r > 0."""
+    round_ = int(wildcards.round)
+    return [] if round_ == 0 else [adaptive_rounds.decision_path(R, round_ - 1)]
+
+
+def expected_manifest(view):
+    """The cell ids tidy expects: the campaign's manifest, or for the full view of an adaptive
+    campaign every cell its last round planned (an input function: it walks the rounds)."""
+    if ADAPTIVE is None or view != "full":
+        return f"{R}/{layout.CELLS_MANIFEST}"
+    return lambda wildcards: adaptive_rounds.manifest_path(R, adaptive_walk()[1])
 
 
 _GROUP_DONE_FILES = [layout.group_done(R, group) for group in GROUPS]

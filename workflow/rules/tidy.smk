@@ -39,7 +39,8 @@ for VIEW, OUT in VIEWS.items():
         name:
             f"tidy_{VIEW}"
         input:
-            manifest=rules.cells_manifest.output.manifest,
+            # The campaign's cell ids (adaptive repetitions: every round's, common.smk expected_manifest).
+            manifest=expected_manifest(VIEW),
             notes=rules.cells_manifest.output.notes,
             groups=GROUP_DONE if VIEW == "full" else [],
         output:

@@ -23,6 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--group", help="a job group id (mpiatlas.resources.job_groups)")
     p.add_argument("--config", type=Path, help="with --group: the campaign's config (YAML or JSON)")
     p.add_argument("--done", type=Path, help="with --group: the file listing the group's cells, written at the end")
+    p.add_argument("--round-cells", type=Path, metavar="FILE",
+                   help="with --group: the adaptive round's decision that lists the group's cells "
+                        "(mpiatlas.adaptive_rounds; the workflow passes it for groups r<round>.<id>)")
     p.set_defaults(func=_main)
 
 
@@ -51,18 +54,34 @@ def _run_one(args: argparse.Namespace) -> int:
     return 0
 
 
-def group_specs(config_path: Path, group: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The campaign config and the specs of the cells of ``group``."""
+def group_specs(config_path: Path, group: str, round_cells: Path | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The campaign config and the specs of the cells of ``group``: re-expanded from the config, or
+    for a later adaptive round's group read from that round's decision (``round_cells``)."""
     from mpiatlas.config import load
     from mpiatlas.programs import cell_spec, expand
     from mpiatlas.resources import job_groups
 
     config = load(config_path)
+    if round_cells is not None:
+        return config, [cell_spec(config, cell) for cell in _round_group_cells(round_cells, group)]
     groups = job_groups(config, expand(config))
     if group not in groups:
         raise SystemExit(f"mpiatlas run-cell: {config_path}: no job group {group!r} in this campaign "
                          f"({len(groups)} groups, e.g. {next(iter(groups), 'none')})")
     return config, [cell_spec(config, cell) for cell in groups[group]]
+
+
+def _round_group_cells(decision_file: Path, group: str) -> list[Any]:
+    from mpiatlas.adaptive_rounds import cells_of_round_group
+
+    try:
+        decision = json.loads(decision_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"mpiatlas run-cell: --round-cells {decision_file}: not a readable decision ({exc})") from None
+    try:
+        return cells_of_round_group(decision, group)
+    except ValueError as exc:
+        raise SystemExit(f"mpiatlas run-cell: --round-cells {decision_file}: {exc}") from None
 
 
 def _run_group(args: argparse.Namespace) -> int:
@@ -71,7 +90,7 @@ def _run_group(args: argparse.Namespace) -> int:
     from mpiatlas import layout
     from mpiatlas.runner import run_group
 
-    config, specs = group_specs(args.config, args.group)
+    config, specs = group_specs(args.config, args.group, args.round_cells)
     results = layout.results_dir(config["campaign"]["name"])
     outs = [Path(layout.raw_dir(results, spec["id"])) for spec in specs]
     done = run_group(specs, outs)

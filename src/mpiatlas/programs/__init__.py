@@ -7,9 +7,12 @@ C file: the matrix, the runner, the workflow, the build and tidy read this regis
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import replace
 from itertools import chain
 from typing import Any
 
+from mpiatlas import knobs
 from mpiatlas.cells import Cell, cell_spec_base, check_algorithms, check_transports, sort_cells
 from mpiatlas.programs.base import Program
 from mpiatlas.programs.imb import Imb
@@ -41,10 +44,20 @@ def program_of_spec(spec: dict[str, Any]) -> Program:
 
 
 def expand(config: dict[str, Any]) -> list[Cell]:
-    """Every cell of every registered program, validated (transports, algorithms), sorted."""
+    """Every cell of every registered program, validated (transports, algorithms), sorted; each
+    once per knob set its stack runs with (mpiatlas.knobs: an axis of every program's cells)."""
     check_transports(config)
     check_algorithms(config)
-    return sort_cells(chain.from_iterable(program.cells(config) for program in REGISTRY.values()))
+    cells = chain.from_iterable(program.cells(config) for program in REGISTRY.values())
+    return sort_cells(with_knob_sets(config, cells))
+
+
+def with_knob_sets(config: dict[str, Any], cells: Iterable[Cell]) -> Iterable[Cell]:
+    """``cells``, each once per knob set selected for its stack ("" keeps the cell as it is)."""
+    if not config.get("knobs"):
+        return cells  # no knob set defined: every cell as it always was, at no cost
+    sets = {label: knobs.selected_sets(config, label) for label in config["stacks"]}
+    return (cell if name == "" else replace(cell, knobs=name) for cell in cells for name in sets[cell.stack])
 
 
 def cell_spec(config: dict[str, Any], cell: Cell) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mpiatlas.cells import Cell, mapping_segment
+from mpiatlas.cells import Cell, mapping_segment, series_label
 from mpiatlas.outcome import Outcome
 from mpiatlas.stacks import Stack
 
@@ -119,13 +119,16 @@ def tag_columns(frame: pl.DataFrame, row: dict[str, Any], own: dict[str, tuple[A
     carry, the program's ``own`` after ``np``, and ``at_end`` before ``nodes``."""
     import polars as pl
 
-    # The label names the placement (node2): series over nodes stay apart.
-    label = f"{row['stack']}/{row['transport']}/{mapping_segment(row['mapping'], row['nodes'])}"
+    # The label names the placement (node2), the IMB options and the knob set: series over nodes,
+    # options or knob sets stay apart in every section that draws one series per label.
+    base = f"{row['stack']}/{row['transport']}/{mapping_segment(row['mapping'], row['nodes'])}"
+    knobs = row.get("knobs") or ""
+    label = series_label(base, row.get("options") or "", knobs)
     tags: dict[str, tuple[Any, pl.DataType]] = {
         "cell": (row["cell"], pl.String()), "label": (label, pl.String()), "stack": (row["stack"], pl.String()),
         "stack_kind": (row.get("stack_kind"), pl.String()), "stack_version": (row.get("stack_version"), pl.String()),
         "transport": (row["transport"], pl.String()), "mapping": (row["mapping"], pl.String()),
-        "np": (row["np"], pl.Int32()), **own, "rep": (row["rep"], pl.Int32()),
+        "np": (row["np"], pl.Int32()), **own, "knobs": (knobs, pl.String()), "rep": (row["rep"], pl.Int32()),
         "oversubscribed": (row.get("oversubscribed"), pl.Boolean()),
         "containerized": (row.get("containerized"), pl.Boolean()),
         "image_digest": (row.get("image_digest"), pl.String()), "region": (row.get("region"), pl.String()),

@@ -3,7 +3,7 @@
 
 Cells: stacks (``imb.stacks``, else every stack that can run IMB) x transports x mappings x
 benchmarks x process counts (PingPong/PingPing: 2) x nodes x algorithms (collectives: the
-stack's ``algorithms``) x repetitions.
+stack's ``algorithms``) x IMB options (``imb.options``, programs.imb_options) x repetitions.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mpiatlas import layout
+from mpiatlas import adaptive, layout
 from mpiatlas.cells import (
     DEFAULT_ALGORITHM,
     Cell,
@@ -25,6 +25,7 @@ from mpiatlas.cells import (
 from mpiatlas.outcome import Outcome
 from mpiatlas.parsers.imb_lines import parse_lines
 from mpiatlas.parsers.imb_shapes import ImbParseError
+from mpiatlas.programs import imb_options
 from mpiatlas.programs.base import MEM_PER_JOB_MB, MEM_PER_RANK_MB, Checked, LaunchExtras, Program, tag_columns
 from mpiatlas.stacks import Stack, StackError
 
@@ -98,11 +99,12 @@ def unplanned_notes(config: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def cells_of(config: dict[str, Any], stacks: list[str]) -> list[Cell]:
-    reps = range(config["campaign"]["repetitions"])
+    reps = adaptive.initial_repetitions(config)
+    options = config["imb"].get("options")
     # A list, not a set: sort_cells drops duplicates itself, and a nearly sorted list sorts in
     # linear time where a set's random order costs n log n.
     cells = [
-        Cell("imb", stack, transport, mapping, np, bench, algo, rep, nodes=nodes)
+        Cell("imb", stack, transport, mapping, np, bench, algo, rep, nodes=nodes, options=opts)
         for stack in stacks
         for transport in config["stacks"][stack]["transports"]
         for mapping in config["mappings"]
@@ -110,6 +112,7 @@ def cells_of(config: dict[str, Any], stacks: list[str]) -> list[Cell]:
         for np in process_counts(config, bench)
         for nodes in node_counts(config, mapping, np)
         for algo in algorithms_for(config, stack, bench)
+        for opts in imb_options.combinations(options, bench in COLLECTIVES)
         for rep in reps
     ]
     return sort_cells(cells)
@@ -120,7 +123,8 @@ def imb_args(benchmark: str, np: int, imb: dict[str, Any]) -> list[str]:
     args = [benchmark, "-msglog", f"{lo}:{hi}", "-npmin", str(np), "-time", str(imb["time_s"]), "-mem", str(imb["mem_gb"])]
     if imb.get("iterations"):
         args += ["-iter", str(imb["iterations"])]
-    return args
+    # The cell's own options (absent from specs written before the axis existed).
+    return args + imb_options.argv(imb.get("options") or {})
 
 
 def message_sizes(benchmark: str, msglog: list[int]) -> int:
@@ -145,8 +149,11 @@ class Imb(Program):
 
     def spec_block(self, config: dict[str, Any], cell: Cell) -> dict[str, Any]:
         imb = config["imb"]
-        return {"imb": {"msglog": list(imb["msglog"]), "time_s": imb["time_s"], "mem_gb": imb["mem_gb"],
-                        "iterations": imb.get("iterations")}}
+        block = {"msglog": list(imb["msglog"]), "time_s": imb["time_s"], "mem_gb": imb["mem_gb"],
+                 "iterations": imb.get("iterations")}
+        if cell.options:  # a cell without options keeps the spec it always had
+            block["options"] = imb_options.parse_segment(cell.options)
+        return {"imb": block}
 
     def host_argv(self, spec: dict[str, Any], stack: Stack) -> list[str]:
         binary = stack.imb_binary("IMB-MPI1")
@@ -198,7 +205,8 @@ class Imb(Program):
             samples = parse_imb_text(stdout.read_text(errors="replace"), str(stdout))
         except ImbParseError:
             return {}
-        return {layout.IMB_SAMPLES: tag_columns(samples, row, {"algorithm": (row["algorithm"], pl.String())})}
+        own = {"algorithm": (row["algorithm"], pl.String()), "options": (row.get("options") or "", pl.String())}
+        return {layout.IMB_SAMPLES: tag_columns(samples, row, own)}
 
     def work_s(self, config: dict[str, Any], cell: Cell) -> float | None:
         # IMB stops a message size after about -time seconds.
@@ -209,5 +217,8 @@ class Imb(Program):
         """Per rank the library plus IMB's buffers (a send and a receive buffer of the largest message
         per peer, capped by IMB -mem)."""
         _, hi = config["imb"]["msglog"]
-        buffers_mb = min(float(config["imb"]["mem_gb"]) * 1024, 2 * cell.np * 2**hi / MB)
+        # Off cache, each buffer spans ~2 x max(cache size, message) (IMB -help off_cache).
+        cache_mib = imb_options.off_cache_mib(imb_options.parse_segment(cell.options))
+        per_peer_mb = 2 * max(cache_mib, 2**hi / MB) if cache_mib else 2**hi / MB
+        buffers_mb = min(float(config["imb"]["mem_gb"]) * 1024, 2 * cell.np * per_peer_mb)
         return MEM_PER_JOB_MB + cell.np * (MEM_PER_RANK_MB + int(buffers_mb + 1))

@@ -19,6 +19,7 @@ from mpiatlas.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Program
 from mpiatlas.runner.judge import judge, judge_placement
+from mpiatlas.runner.knob_overlay import overlay_launch, shell_replaced
 from mpiatlas.runner.lifecycle import close_cell, error_outcome, image_facts, open_cell, read_status
 from mpiatlas.runner.plan import Plan, cell_nodes, interface_env, launch_topology, plan, resolve_launcher
 from mpiatlas.runner.process import run_launch
@@ -33,15 +34,25 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> t
 
 
 def launch_and_run(stack: Stack, program: list[str], launch_spec: LaunchSpec, work: Path, timeout_s: float,
-                   record: dict[str, Any], extra_env: dict[str, str] | None = None) -> tuple[int | None, str, str]:
+                   record: dict[str, Any], extra_env: dict[str, str] | None = None,
+                   knobs: dict[str, Any] | None = None) -> tuple[int | None, str, str]:
     """Build the stack's launch of ``program``, run it in ``work`` with the timeout, and record
     argv, the relevant environment, exit code and the launch's own wall time (``wall_s``, see
     mpiatlas.runner.process). ``extra_env`` (e.g. OMP_NUM_THREADS) goes to the launcher, which
-    passes it on to the ranks."""
+    passes it on to the ranks. ``knobs`` (the cell's knob set: name and env) override all of it
+    (runner.knob_overlay gives the precedence); provenance records them and what they replaced."""
     launch = stack.launch(program, launch_spec)
+    knob_env = dict((knobs or {}).get("env") or {})
+    overlaid = overlay_launch(launch, program, knob_env)
+    launch = overlaid.launch
     extra = dict(extra_env or {})
-    env = stack.env() | launch.env | extra
-    record.update(argv=launch.argv, env=provenance.relevant_env(stack.runtime_env() | launch.env | extra))
+    replaced = overlaid.replaced | {k: v for k, v in extra.items() if k in knob_env and v != knob_env[k]}
+    base = stack.env()
+    replaced |= shell_replaced(base, knob_env, replaced)
+    env = base | launch.env | extra | knob_env
+    record.update(argv=launch.argv, env=provenance.relevant_env(stack.runtime_env() | launch.env | extra | knob_env))
+    if knobs:
+        record["knobs"] = {"name": knobs["name"], "env": knob_env, "replaced": replaced}
     rc, stdout, stderr, wall = _run(launch.argv, env, work, timeout_s)
     record.update(exit_code=rc, wall_s=round(wall, 3))
     return rc, stdout, stderr
@@ -96,7 +107,7 @@ def _launch_and_judge(program: Program, stack: Stack, spec: dict[str, Any], work
         np=cell["np"], transport=cell["transport"], pins=placed.pins, pin_sets=placed.pin_sets,
         oversubscribe=placed.oversubscribed, collective=extras.collective, algorithm=extras.algorithm,
         workdir=work, launcher=launcher, nodes=nodes, ppn=ppn,
-    ), work, spec["timeout_s"], record, extras.env | interface_env(stack, spec))
+    ), work, spec["timeout_s"], record, extras.env | interface_env(stack, spec), spec.get("knobs"))
     if placed.node_facts is None:
         return judge(stack, spec, placed.pins, placed.pin_sets, rc, stdout, stderr, placed.unpinned_note)
     # Over nodes, the cpu sets of co-located nodes are checked by judge_placement.

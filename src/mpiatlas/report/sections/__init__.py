@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from mpiatlas.report.blocks import Section
 from mpiatlas.report.data import ReportData
+from mpiatlas.report.sections.adaptive import section_adaptive
 from mpiatlas.report.sections.alphabeta import section_alphabeta
 from mpiatlas.report.sections.cell_table import section_cells
 from mpiatlas.report.sections.collectives import section_collectives
@@ -21,6 +22,8 @@ from mpiatlas.report.sections.kernel_jacobi import section_kernel_jacobi
 from mpiatlas.report.sections.kernel_matsum import section_kernel_matsum
 from mpiatlas.report.sections.kernel_p2p_coll import section_kernel_p2p_coll
 from mpiatlas.report.sections.kernel_ring import section_kernel_ring
+from mpiatlas.report.sections.knobs import section_knobs
+from mpiatlas.report.sections.off_cache import section_off_cache
 from mpiatlas.report.sections.other import section_other
 from mpiatlas.report.sections.p2p import section_p2p
 from mpiatlas.report.sections.parameters import section_parameters
@@ -36,12 +39,15 @@ ORDER: list[SectionFn] = [
     section_parameters,
     section_p2p_regions,
     section_collectives,
+    section_off_cache,  # IMB -off_cache: in and out of cache, cache-size rules
+    section_knobs,  # knob sets compared like algorithms
     section_alphabeta,
     section_other,
     section_kernel_ring,  # kernels before the cell list
     section_kernel_matsum,
     section_kernel_jacobi,
     section_kernel_p2p_coll,  # the own pingpong/coll kernels: Open MPI's only p2p/collective data
+    section_adaptive,  # how many repetitions each series needed (adaptive campaigns only), beside the cells
     section_cells,
     section_provenance,
 ]

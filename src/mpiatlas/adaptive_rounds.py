@@ -1,0 +1,243 @@
+"""Adaptive repetitions in the DAG: rounds of cells, each decided from the cells sealed so far.
+
+Round 0 is the campaign's own cells, ``min`` repetitions of every series (programs.expand with
+adaptive.initial_repetitions). After round r's job groups are done, the checkpoint ``adaptive_round``
+(workflow/rules/cells.smk) writes the decision of round r, ``R/adaptive/round<r>.json``:
+
+* every series (a cell minus its ``rep``): the repetitions it has, its worst relative CI
+  half-width, and its state (adaptive.MORE, REACHED, AT_MAX, NO_DATA) — carried over unchanged
+  once final, so the last round's file describes the whole campaign (the report reads it);
+* the cells of round r + 1 (the next repetitions of every series still at MORE) cut into job
+  groups as any cells are (resources.job_groups), their ids prefixed ``r<r+1>.``;
+* next to it ``R/cells.round<r>.json``: every cell id planned so far, the manifest tidy reads.
+
+A decision is a function of sealed cells only: series at MORE after round r-1 with n planned
+launches are judged on their repetitions 0..n-1 as sealed under ``R/raw``. A decision
+recomputed after an interruption (or a re-run of the checkpoint) is the same one, and the cells it
+asks for that are sealed already are skipped by run-cell as always.
+
+Per-size values come from each sealed cell's own rows (Program.rows, as tidy reads them); a
+program's table says what a size and its time are in :data:`MEASURES`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import defaultdict
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from mpiatlas import adaptive, layout
+from mpiatlas.cells import Cell
+
+ADAPTIVE_DIR = "adaptive"
+# A round group's id: r<round>.<the id job_groups gives its cells> (static ids hold no '.').
+_ROUND_GROUP = re.compile(r"r(\d+)\.(.+)")
+
+
+@dataclass(frozen=True)
+class Measure:
+    """How a tidy table gives one time per size of a cell: its rows where ``filters`` hold
+    (column -> required value), grouped by the ``keys`` present, time in ``value``."""
+
+    keys: tuple[str, ...]
+    value: str
+    filters: tuple[tuple[str, Any], ...] = ()
+
+
+MEASURES: dict[str, Measure] = {
+    # IMB: one row per (benchmark, processes, [group,] bytes); an IMB time-out row has no t_usec.
+    layout.IMB_SAMPLES: Measure(("benchmark", "processes", "group", "bytes"), "t_usec", (("status", "ok"),)),
+    # Own ping-pong: rank 0's half round trip, as the OSU/IMB reporter (models.kernel_p2p).
+    layout.kernel_table("pingpong"): Measure(("variant", "bytes"), "t_usec", (("rank", 0), ("valid", True))),
+    # Own collectives: rank 0's per-call time averaged over ranks.
+    layout.kernel_table("coll"): Measure(("collective", "algorithm", "bytes"), "t_avg_usec",
+                                         (("rank", 0), ("valid", True))),
+}
+
+
+# -- file names ----------------------------------------------------------------------------------
+
+
+def decision_path(results: str, round_: int | str) -> str:
+    return f"{results}/{ADAPTIVE_DIR}/round{round_}.json"
+
+
+def manifest_path(results: str, round_: int | str) -> str:
+    """Every cell id planned through a round; beside raw/ (tidy finds raw/ next to its manifest)."""
+    return f"{results}/cells.round{round_}.json"
+
+
+def final_decision(results_dir: Path) -> dict[str, Any] | None:
+    """The last round's decision under ``results_dir`` (the whole campaign's series), or None."""
+    rounds = sorted((int(m.group(1)), p) for p in (results_dir / ADAPTIVE_DIR).glob("round*.json")
+                    if (m := re.fullmatch(r"round(\d+)\.json", p.name)))
+    return json.loads(rounds[-1][1].read_text()) if rounds else None
+
+
+# -- series ----------------------------------------------------------------------------------------
+
+
+def series_id(cell: Cell) -> str:
+    """A cell's id without its ``rep<r>`` segment: the series it repeats."""
+    return cell.id.rsplit("/", 1)[0]
+
+
+def round_of_group(group: str) -> int | None:
+    """The round a group id belongs to (None: a group of the campaign's own cells, round 0)."""
+    match = _ROUND_GROUP.fullmatch(group)
+    return int(match.group(1)) if match else None
+
+
+def cells_of_round_group(decision: dict[str, Any], group: str) -> list[Cell]:
+    """The cells of ``group`` as the decision that created it lists them."""
+    try:
+        members = decision["groups"][group]
+    except KeyError:
+        raise ValueError(f"{group} is not a job group of adaptive round {decision.get('round', '?')} + 1") from None
+    return [Cell(**coords) for coords in members]
+
+
+class RoundGroups:
+    """Group id -> cells for the workflow: the campaign's own groups, then any round group, read
+    from the decision that created it (cached per file and modification time)."""
+
+    def __init__(self, results: str, static: dict[str, list[Cell]]) -> None:
+        self._results = results
+        self._static = static
+        self._read: dict[str, tuple[int, dict[str, Any]]] = {}
+
+    def get(self, group: str, default: Any = None) -> Any:
+        found = self._static.get(group)
+        if found is not None:
+            return found
+        round_ = round_of_group(group)
+        if round_ is None:
+            return default
+        decision = self.decision(round_ - 1)
+        if decision is None or group not in decision["groups"]:
+            return default
+        return cells_of_round_group(decision, group)
+
+    def __getitem__(self, group: str) -> list[Cell]:
+        found = self.get(group)
+        if found is None:
+            raise KeyError(group)
+        return found
+
+    def decision(self, round_: int) -> dict[str, Any] | None:
+        path = Path(decision_path(self._results, round_))
+        try:
+            mtime = path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return None
+        cached = self._read.get(str(path))
+        if cached is None or cached[0] != mtime:
+            cached = self._read[str(path)] = (mtime, json.loads(path.read_text()))
+        return cached[1]
+
+
+# -- per-size values of a sealed cell --------------------------------------------------------------
+
+
+def cell_values(cell_dir: Path) -> dict[tuple[Any, ...], float]:
+    """A sealed cell's time per size (its program's rows, :data:`MEASURES`); {} for a failed cell
+    or a program without a measure."""
+    from mpiatlas.programs import program_named
+    from mpiatlas.tidy import cell_row
+
+    row, prov = cell_row(cell_dir)
+    if row["status"] != "ok":
+        return {}
+    program = program_named(row["kind"], row["benchmark"])
+    tables = program.rows(cell_dir, row, prov) if program else {}
+    values: dict[tuple[Any, ...], float] = {}
+    for table, frame in tables.items():
+        measure = MEASURES.get(table)
+        if measure is None or measure.value not in frame.columns:
+            continue
+        for name, wanted in measure.filters:
+            if name in frame.columns:
+                frame = frame.filter(frame[name] == wanted)
+        keys = [k for k in measure.keys if k in frame.columns]
+        for record in frame.select(*keys, measure.value).iter_rows():
+            if record[-1] is not None:
+                values[(table, *record[:-1])] = float(record[-1])
+    return values
+
+
+def series_values(raw: Path, cells: list[Cell]) -> dict[tuple[Any, ...], list[float]]:
+    """Per size, the values of the sealed cells among ``cells`` (one series' repetitions)."""
+    by_size: dict[tuple[Any, ...], list[float]] = defaultdict(list)
+    for cell in cells:
+        cell_dir = raw / cell.id
+        if layout.is_sealed(cell_dir):
+            for size, value in cell_values(cell_dir).items():
+                by_size[size].append(value)
+    return by_size
+
+
+# -- one round's decision --------------------------------------------------------------------------
+
+
+def first_round_series(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every series of the campaign's own cells, at state MORE with their initial repetitions."""
+    from mpiatlas.programs import expand
+
+    counts: dict[str, int] = {}
+    base: dict[str, Cell] = {}
+    for cell in expand(config):
+        key = series_id(cell)
+        counts[key] = counts.get(key, 0) + 1
+        base.setdefault(key, replace(cell, rep=0))
+    return [{"series": key, "cell": cell_coords(base[key]), "reps": counts[key], "halfwidth": None,
+             "state": adaptive.MORE, "round": 0} for key in sorted(base)]
+
+
+def decide_round(config: dict[str, Any], raw: Path, round_: int,
+                 previous: dict[str, Any] | None) -> dict[str, Any]:
+    """The decision after round ``round_`` (``previous``: round - 1's decision, None for round 0)."""
+    spec = adaptive.spec_of(config)
+    if spec is None:
+        raise ValueError("campaign.repetitions is a fixed count: no adaptive rounds to decide")
+    series = first_round_series(config) if previous is None else previous["series"]
+    decided, new_cells = [], []
+    for entry in series:
+        if entry["state"] != adaptive.MORE:
+            decided.append(entry)  # final in an earlier round: unchanged
+            continue
+        base = Cell(**entry["cell"])
+        n = entry["reps"]
+        halfwidth = adaptive.worst_halfwidth(series_values(raw, [replace(base, rep=r) for r in range(n)]))
+        state, wanted = adaptive.decide(n, halfwidth, spec)
+        # JSON has no infinity: a size whose spread is unknown (one usable value) is stored as null.
+        known = halfwidth if halfwidth is not None and math.isfinite(halfwidth) else None
+        decided.append({**entry, "halfwidth": known, "state": state, "round": round_, "reps": wanted})
+        new_cells += [replace(base, rep=r) for r in range(n, wanted)]
+    return {"round": round_, "spec": asdict(spec), "series": decided, "groups": _round_groups(config, round_ + 1, new_cells)}
+
+
+def planned_cell_ids(decision: dict[str, Any]) -> list[str]:
+    """Every cell id a decision has planned: each series' repetitions 0..reps-1."""
+    return sorted(replace(Cell(**entry["cell"]), rep=r).id
+                  for entry in decision["series"] for r in range(entry["reps"]))
+
+
+def write_decision(decision: dict[str, Any], decision_file: str | Path, manifest_file: str | Path) -> None:
+    layout.write_json_atomic(manifest_file, planned_cell_ids(decision))
+    layout.write_json_atomic(decision_file, decision)
+
+
+def _round_groups(config: dict[str, Any], round_: int, cells: list[Cell]) -> dict[str, list[dict[str, Any]]]:
+    from mpiatlas.resources import job_groups
+
+    groups = job_groups(config, cells) if cells else {}
+    return {f"r{round_}.{gid}": [cell_coords(c) for c in members] for gid, members in groups.items()}
+
+
+def cell_coords(cell: Cell) -> dict[str, Any]:
+    """A cell as JSON: every field, so that Cell(**coords) is the cell (threads are not in its id)."""
+    return asdict(cell)

@@ -1,0 +1,161 @@
+"""Adaptive repetitions end to end: config/test/adaptive.yaml run for real through `mpiatlas campaign`
+(Intel MPI from PyPI, IMB), and planned under the SLURM profile.
+
+The campaign holds a quiet series (IMB Allreduce on one rank: a local copy) beside a noisy one (the
+same Allreduce on 4 ranks over 2 cores, oversubscribed) and IMB PingPong (2 ranks, in between; see
+the config's notes); the quiet one must stop with fewer repetitions than the noisy one. ~2 min here
+(local profile); the SLURM variant (~3 min) checks the mechanics.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from campaign_fixtures import announced_report
+from conftest import PYPI_STACKS, campaign_workdir, require_infra, run_campaign
+from mpiatlas import adaptive
+from mpiatlas.adaptive_rounds import ADAPTIVE_DIR, final_decision
+
+CONFIG = "config/test/adaptive.yaml"
+RESULTS = "results/adaptive"
+QUIET = "imb/intelmpi/shm/core/np1/Allreduce/default"
+NOISY = "imb/intelmpi/shm/core/np4/Allreduce/default"
+
+
+def _tail(result) -> str:  # type: ignore[no-untyped-def]
+    return f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-3000:]}"
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from mpiatlas.stacks import get_stack
+
+    require_infra(get_stack("intelmpi", PYPI_STACKS["intelmpi"]).is_installed(), "the PyPI Intel MPI stack")
+    work = campaign_workdir(tmp_path_factory.mktemp("adaptive"), CONFIG)
+    result = run_campaign(work, timeout=600)
+    assert result.returncode == 0, _tail(result)
+    report = announced_report(result.stdout, work)
+    assert report == work / RESULTS / "report.html", _tail(result)
+    return work
+
+
+def series_entries(results: Path) -> dict[str, dict]:
+    decision = final_decision(results)
+    assert decision is not None, f"no adaptive decision under {results}"
+    return {entry["series"]: entry for entry in decision["series"]}
+
+
+@pytest.mark.infra
+def test_the_quiet_series_stops_earlier_than_the_noisy_one(campaign: Path) -> None:
+    results = campaign / RESULTS
+    entries = series_entries(results)
+    quiet, noisy = entries[QUIET], entries[NOISY]
+    print(f"\nrepetitions: quiet {QUIET} {quiet['reps']} ({quiet['state']}, worst half-width "
+          f"{quiet['halfwidth']}); noisy {NOISY} {noisy['reps']} ({noisy['state']}, {noisy['halfwidth']})")
+    assert quiet["reps"] < noisy["reps"], (quiet, noisy)
+    assert quiet["state"] == adaptive.REACHED and quiet["halfwidth"] <= 0.25
+    assert noisy["state"] in (adaptive.REACHED, adaptive.AT_MAX) and 3 < noisy["reps"] <= 12
+    # Every repetition decided is a real, separate launch the tidy tables hold (ok cells, one each).
+    cells = pl.read_parquet(results / "tidy/cells.parquet")
+    for series, entry in entries.items():
+        ran = cells.filter(pl.col("cell").str.starts_with(series + "/rep") & (pl.col("status") == "ok"))
+        assert sorted(ran["rep"].to_list()) == list(range(entry["reps"])), series
+    samples = pl.read_parquet(results / "tidy/imb_samples.parquet")
+    assert samples.filter(pl.col("cell").str.starts_with(NOISY + "/"))["rep"].n_unique() == noisy["reps"]
+
+
+@pytest.mark.infra
+def test_the_report_shows_how_many_repetitions_each_series_needed(campaign: Path) -> None:
+    html = (campaign / RESULTS / "report.html").read_text()
+    section = html[html.index('id="adaptive"'):]
+    section = section[:section.index("</section>")] if "</section>" in section else section[:20000]
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", section))
+    for series, entry in series_entries(campaign / RESULTS).items():
+        # series, repetitions decided, ok launches counted from the cells table
+        assert re.search(rf"{re.escape(series)} {entry['reps']} {entry['reps']} ", text), (series, text[:2000])
+    assert "target reached" in text and "started with 3 launches" in text
+
+
+@pytest.mark.infra
+def test_a_rerun_after_an_interruption_recomputes_the_same_decisions_and_launches_nothing(campaign: Path) -> None:
+    """As if the campaign had been stopped in round 1, after its cells were sealed but before their
+    group finished: round 0's decision exists, nothing after it (later decisions and manifests,
+    the later rounds' done files, tables, fits, report). A re-run decides again from the sealed
+    cells, gets the same rounds, and its groups skip every cell (sealed before). (Deleting only
+    intermediate files while the report stays is not an interruption: Snakemake then re-runs
+    nothing, by design, snakemake/snakemake#4124.)"""
+    results = campaign / RESULTS
+    decisions = {p.name: json.loads(p.read_text()) for p in sorted((results / ADAPTIVE_DIR).glob("round*.json"))}
+    assert len(decisions) >= 2, "the noisy series needs more than one round"
+    for name in decisions:
+        if name != "round0.json":
+            (results / ADAPTIVE_DIR / name).unlink()
+            (results / name.replace("round", "cells.round")).unlink()
+    for done in (results / "groups").glob("r*.json"):
+        done.unlink()
+    for produced in ("tidy", "fits"):
+        shutil.rmtree(results / produced)
+    (results / "report.html").unlink()
+    raw_before = sorted(p.parent.relative_to(results) for p in (results / "raw").rglob("status.json"))
+    shutil.rmtree(results / "logs" / "groups")
+
+    result = run_campaign(campaign, timeout=600)
+    assert result.returncode == 0, _tail(result)
+    assert {p.name: json.loads(p.read_text()) for p in sorted((results / ADAPTIVE_DIR).glob("round*.json"))} == decisions
+    assert sorted(p.parent.relative_to(results) for p in (results / "raw").rglob("status.json")) == raw_before
+    logs = [p.read_text() for p in (results / "logs" / "groups").glob("r*.log")]
+    assert logs and all("(sealed before, skipped)" in log for log in logs)
+    assert not any(re.search(r": \w+$", line) for log in logs for line in log.splitlines() if "/rep" in line)
+
+
+def test_a_dry_run_under_the_slurm_profile_plans_round_0_and_its_decision(tmp_path: Path) -> None:
+    from test_slurm import slurm_dry_run
+
+    (tmp_path / "work").mkdir()
+    work = campaign_workdir(tmp_path / "work", CONFIG)
+    out = slurm_dry_run(tmp_path, work)
+    # Round 0: the campaign's own cells (min = 3 repetitions per series) in one batch job per
+    # allocation; then the checkpoint that decides round 1.
+    groups = set(re.findall(r"wildcards: group=(\S+)", out))
+    assert groups == {"imb_intelmpi_shm_core_np1_t1_0", "imb_intelmpi_shm_core_np2_t1_0",
+                      "imb_intelmpi_shm_core_np4_t1_0"}, out[-3000:]
+    assert "checkpoint adaptive_round:" in out and "wildcards: round=0" in out
+    assert "cells=3" in out and "mpi=srun" in out
+    assert "checkpoint jobs" in out
+
+
+@pytest.mark.infra
+def test_rounds_run_as_batch_jobs_under_the_slurm_profile(tmp_path: Path) -> None:
+    """The campaign through a real SLURM cluster: every round's groups are batch jobs whose cells srun
+    launches, the decisions run where Snakemake runs. The node has 2 CPUs, so no 4-rank cells, and
+    a target no launch meets, so that every series takes exactly two rounds (3, then 6)."""
+    import yaml
+
+    from test_slurm import require_slurm
+
+    require_slurm()
+    work = campaign_workdir(tmp_path, CONFIG, repetitions={"min": 3, "max": 6, "ci_halfwidth": 0.0001})
+    config = yaml.safe_load((work / "config/campaign.yaml").read_text())
+    config["processes"] = [1]
+    (work / "config/campaign.yaml").write_text(yaml.safe_dump(config))
+    result = run_campaign(work, "--profile", "profiles/slurm", timeout=900)
+    assert result.returncode == 0, _tail(result)
+    results = work / RESULTS
+    entries = series_entries(results)
+    pingpong = entries["imb/intelmpi/shm/core/np2/PingPong/default"]
+    assert (pingpong["reps"], pingpong["state"]) == (6, adaptive.AT_MAX)
+    cells = pl.read_parquet(results / "tidy/cells.parquet")
+    assert set(cells["status"]) == {"ok"} and set(cells["launcher"]) == {"srun"}
+    assert cells["slurm_job_id"].null_count() == 0
+    assert cells.height == sum(entry["reps"] for entry in entries.values())
+    # The later repetitions ran in round 1's batch job (its group r1.<allocation>_0), not round 0's.
+    series = cells.filter(pl.col("cell").str.starts_with("imb/intelmpi/shm/core/np2/PingPong/default/"))
+    first = set(series.filter(pl.col("rep") < 3)["slurm_job_id"])
+    assert set(series.filter(pl.col("rep") >= 3)["slurm_job_id"]).isdisjoint(first)
+    assert (results / "groups" / "r1.imb_intelmpi_shm_core_np2_t1_0.json").is_file()
