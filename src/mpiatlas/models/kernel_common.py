@@ -129,6 +129,11 @@ def fit_latency_bandwidth(x_bytes: np.ndarray, y_us: np.ndarray) -> tuple[float,
         return float(np.median(y)), 0.0
     scale = float(s.max()) or 1.0
     design = np.column_stack([1.0 / y, (s / scale) / y])
+    # The unconstrained least squares is the bounded optimum whenever it is feasible (the usual
+    # case), and is ~50x cheaper than lsq_linear, which this fit runs once per bootstrap replicate.
+    x, *_ = np.linalg.lstsq(design, np.ones_like(y), rcond=None)
+    if x[0] >= 0.0 and x[1] >= 0.0:
+        return float(x[0]), float(x[1] / scale)
     from scipy import optimize
 
     res = optimize.lsq_linear(design, np.ones_like(y), bounds=([0.0, 0.0], [np.inf, np.inf]))

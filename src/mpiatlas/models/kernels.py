@@ -118,9 +118,11 @@ def ring_predict(variant: str, np_: int, streams: int, size: float, p2p: P2P) ->
 def ring_points(df: pl.DataFrame) -> pl.DataFrame:
     """Per (label, variant, streams, bytes, P): the exchange time of every repetition (max over
     ranks: the exchange ends when its slowest rank does) and their median."""
-    per_cell = (df.group_by([*LABEL_COLUMNS, "cell", "rep", "np", "variant", "streams", "bytes"])
+    # maintain_order: the reps lists (and the bootstrap that draws from them) follow the table's
+    # order, so one table gives one kernels.json byte for byte.
+    per_cell = (df.group_by([*LABEL_COLUMNS, "cell", "rep", "np", "variant", "streams", "bytes"], maintain_order=True)
                 .agg(pl.col("time_us").max().alias("t"), pl.col("oversubscribed").any().alias("over")))
-    return (per_cell.group_by([*LABEL_COLUMNS, "np", "variant", "streams", "bytes"])
+    return (per_cell.group_by([*LABEL_COLUMNS, "np", "variant", "streams", "bytes"], maintain_order=True)
             .agg(pl.col("t").median().alias("measured_us"), pl.col("t").alias("reps"),
                  pl.col("over").any().alias("oversubscribed"))
             .sort([*LABEL_COLUMNS, "variant", "streams", "bytes", "np"]))
@@ -304,12 +306,12 @@ def fit_matsum(df: pl.DataFrame | None, *, seed: int = 0) -> list[dict[str, Any]
     out = []
     keys = [*LABEL_COLUMNS, "dims", "topo", "dist"]
     phases = [c for c in ("scatter_us", "compute_us", "gather_us") if c in df.columns]
-    per_cell = (df.group_by([*keys, "cell", "rep", "np"])
+    per_cell = (df.group_by([*keys, "cell", "rep", "np"], maintain_order=True)
                 .agg(pl.col("total_us").max().alias("t"), pl.col("oversubscribed").any().alias("over"),
                      pl.col("node_cores").max().alias("cores"), *(pl.col(c).max() for c in phases)))
     for key, grp in per_cell.group_by(keys, maintain_order=True):
         head = dict(zip(keys, key))
-        pts = (grp.group_by("np").agg(pl.col("t").median().alias("measured_us"), pl.col("t").alias("reps"),
+        pts = (grp.group_by("np", maintain_order=True).agg(pl.col("t").median().alias("measured_us"), pl.col("t").alias("reps"),
                                       pl.col("over").any().alias("oversubscribed"),
                                       pl.col("cores").max().alias("cores"),
                                       *(pl.col(c).median() for c in phases))
