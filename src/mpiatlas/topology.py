@@ -318,6 +318,12 @@ def _local_numa(el: ET.Element) -> ET.Element | None:
     return None
 
 
+def add_core(cores: list[Core], pus: list[int], ctx: dict[str, int | None]) -> None:
+    """Append the next core (logical index = its position) on ``pus`` with the domains in ``ctx``."""
+    cores.append(Core(index=len(cores), pu=pus[0], pus=tuple(pus), package=ctx["package"] or 0,
+                      numa=ctx["numa"] or 0, l3=ctx["l3"], die=ctx["die"]))
+
+
 def _walk(el: ET.Element, ctx: dict[str, int | None], logical: dict[str, dict[int, int]], out: list[Core]) -> None:
     """Depth-first walk that records every core with the domains above it."""
     kind = el.get("type")
@@ -335,17 +341,7 @@ def _walk(el: ET.Element, ctx: dict[str, int | None], logical: dict[str, dict[in
     # A PU outside any Core (hwloc could not see cores) counts as its own core.
     if kind in ("Core", "PU"):
         pus = sorted(int(pu.get("os_index", "-1")) for pu in el.iter("object") if pu.get("type") == "PU")
-        out.append(
-            Core(
-                index=len(out),
-                pu=pus[0],
-                pus=tuple(pus),
-                package=ctx["package"] or 0,
-                numa=ctx["numa"] or 0,
-                l3=ctx["l3"],
-                die=ctx["die"],
-            )
-        )
+        add_core(out, pus, ctx)
         return
     for child in _children(el):
         if child.get("type") not in ("NUMANode", "MemCache"):

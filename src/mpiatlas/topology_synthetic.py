@@ -25,7 +25,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from mpiatlas.topology import Core, Topology, TopologyError
+from mpiatlas.topology import Core, Topology, TopologyError, add_core
 
 __all__ = [
     "MAX_PUS", "SyntheticLevel", "looks_like_synthetic", "parse_levels", "parse_synthetic", "read_topology",
@@ -136,12 +136,12 @@ def parse_synthetic(description: str) -> Topology:
                 pus.append(counters["pu"])  # PU os indices in depth-first order, as hwloc's synthetic backend
                 counters["pu"] += 1
                 if not has_core_level:  # a PU outside any core counts as its own core
-                    _add_core(cores, [pus.pop()], here)
+                    add_core(cores, [pus.pop()], here)
                 continue
             if level.kind == "core":
                 core_pus: list[int] = []
                 walk(depth + 1, here, core_pus)
-                _add_core(cores, core_pus, here)
+                add_core(cores, core_pus, here)
                 continue
             walk(depth + 1, here, pus)
 
@@ -156,19 +156,6 @@ def parse_synthetic(description: str) -> Topology:
         source="synthetic",
     )
 
-
-def _add_core(cores: list[Core], pus: list[int], ctx: dict[str, int | None]) -> None:
-    cores.append(
-        Core(
-            index=len(cores),
-            pu=pus[0],
-            pus=tuple(pus),
-            package=ctx["package"] or 0,
-            numa=ctx["numa"] or 0,
-            l3=ctx["l3"],
-            die=ctx["die"],
-        )
-    )
 
 
 def synthetic_via_hwloc(description: str, lstopo: str = "lstopo") -> Topology:
