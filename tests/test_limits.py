@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from mpiatlas import limits
 from mpiatlas.cli import main
 from mpiatlas.models.hockney import fit_hockney
 from mpiatlas.parsers.imb import parse_imb_file
-from mpiatlas.report.blocks import Table
+from mpiatlas.report.blocks import Table, Text
 from mpiatlas.report.data import load_data
 from mpiatlas.report.sections.parameters import section_parameters
 
@@ -68,12 +69,14 @@ def test_missing_likwid_gives_an_unavailable_record_not_a_failure(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.delenv("SLURM_JOB_NUM_NODES", raising=False)
-    assert main(["limits", "--out-dir", str(tmp_path / "limits")]) == 0
+    cache = tmp_path / "cache"
+    assert main(["limits", "--out-dir", str(tmp_path / "limits"), "--cache-dir", str(cache)]) == 0
     doc = json.loads((tmp_path / "limits" / "limits.json").read_text())
     (record,) = doc["nodes"]
     assert record["available"] is False and "likwid-bench not found" in record["reason"]
     assert (tmp_path / "limits" / f"{record['node']}.json").is_file()
     assert "unavailable" in capsys.readouterr().out
+    assert not cache.exists()  # nothing cached: installing likwid takes effect at once
 
 
 @pytest.mark.infra
@@ -83,13 +86,18 @@ def test_measures_this_node_with_likwid_bench(
     require_infra(shutil.which("likwid-bench") is not None, "likwid-bench (Debian package likwid)")
     monkeypatch.setattr(limits, "TARGET_VOLUME_BYTES", 5e8)  # short runs: the figures, not their precision
     monkeypatch.delenv("SLURM_JOB_NUM_NODES", raising=False)
-    assert main(["limits", "--out-dir", str(tmp_path)]) == 0
-    (record,) = json.loads((tmp_path / "limits.json").read_text())["nodes"]
-    assert record["available"] is True and record["version"]
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    assert main(["limits", "--out-dir", str(out), "--cache-dir", str(cache)]) == 0
+    (record,) = json.loads((out / "limits.json").read_text())["nodes"]
+    assert record["available"] is True and record["version"] and "cached_from" not in record
     rates = limits.level_limits(record)
     assert "memory" in rates and "L1" in rates
     assert rates["L1"] > rates["memory"] > 500  # MB/s copied by one core; L1 is several times memory
     assert all(len(lv["runs_MByte_s"]) == limits.REPEATS for lv in record["levels"])
+    # The second campaign on this node and boot: the same record, from the cache.
+    assert main(["limits", "--out-dir", str(tmp_path / "again"), "--cache-dir", str(cache)]) == 0
+    (again,) = json.loads((tmp_path / "again" / "limits.json").read_text())["nodes"]
+    assert again["cached_from"].startswith(str(cache)) and again["levels"] == record["levels"]
 
 
 def _shm_fit_entry() -> dict:
@@ -107,7 +115,7 @@ def test_report_shows_shm_b_and_peak_as_a_percent_of_the_copy_rate(tmp_path: Pat
     (fits / "hockney.json").write_text(json.dumps([entry, inter]))
     (tmp_path / "R" / "limits").mkdir()
     shutil.copy(RECORD, tmp_path / "R" / "limits" / "limits.json")
-    section = section_parameters(load_data(None, fits))
+    section = section_parameters(load_data(None, fits, limits=tmp_path / "R" / "limits" / "limits.json"))
     table = next(b for b in section.blocks if isinstance(b, Table) and b.caption == "Hockney parameters")
     col = {name: i for i, name in enumerate(table.columns)}
     rows = {r[col["Label"]].text: r for r in table.rows}
@@ -121,11 +129,41 @@ def test_report_shows_shm_b_and_peak_as_a_percent_of_the_copy_rate(tmp_path: Pat
 
 
 def test_report_without_limits_has_no_percent_columns(tmp_path: Path) -> None:
+    """Limits reach the report only through --limits: a limits.json beside the fits (where the
+    report used to look for it) is not read, and the report says it was given none."""
+    fits = tmp_path / "R" / "fits"
+    fits.mkdir(parents=True)
+    (fits / "hockney.json").write_text(json.dumps([_shm_fit_entry()]))
+    (tmp_path / "R" / "limits").mkdir()
+    shutil.copy(RECORD, tmp_path / "R" / "limits" / "limits.json")
+    data = load_data(None, fits)
+    assert data.limits is None and data.limits_path is None
+    blocks = section_parameters(data).blocks
+    table = next(b for b in blocks if isinstance(b, Table))
+    assert "B % of limit" not in table.columns and "Peak (MB/s)" in table.columns
+    assert any("campaign.limits is off" in b.text for b in blocks if isinstance(b, Text))
+
+
+def test_report_command_takes_the_limits_file(tmp_path: Path) -> None:
     fits = tmp_path / "fits"
     fits.mkdir()
     (fits / "hockney.json").write_text(json.dumps([_shm_fit_entry()]))
-    table = next(b for b in section_parameters(load_data(None, fits)).blocks if isinstance(b, Table))
-    assert "B % of limit" not in table.columns and "Peak (MB/s)" in table.columns
+    limits_file = tmp_path / "elsewhere" / "nodes.json"
+    limits_file.parent.mkdir()
+    shutil.copy(RECORD, limits_file)
+    base = ["report", "--tidy", str(tmp_path / "no-tidy"), "--fits", str(fits)]
+    assert main([*base, "--limits", str(limits_file), "--out", str(tmp_path / "with.html")]) == 0
+    assert main([*base, "--out", str(tmp_path / "without.html")]) == 0
+    memory = limits.level_limits(json.loads(RECORD.read_text())["nodes"][0])["memory"]
+    want = f"{100 * _shm_fit_entry()['bandwidth_MBps'] / memory:.1f} %"
+    assert want in (tmp_path / "with.html").read_text() and str(limits_file) in (tmp_path / "with.html").read_text()
+    assert "B % of limit" not in (tmp_path / "without.html").read_text()
+    # A given file that is not there: said in the section, not fatal, no percent columns.
+    data = load_data(None, fits, limits=tmp_path / "missing.json")
+    assert data.limits is None and "missing.json" in str(data.limits_error)
+    assert any(f.name == "limits" and f.state == "missing" for f in data.inputs)
+    section = section_parameters(data)
+    assert any("Physical limits not shown" in getattr(b, "text", "") for b in section.blocks)
 
 
 def test_inter_node_b_against_the_nominal_link_rate(tmp_path: Path) -> None:
@@ -141,3 +179,142 @@ def test_inter_node_b_against_the_nominal_link_rate(tmp_path: Path) -> None:
     table = next(b for b in section.blocks if isinstance(b, Table) and b.caption == "Hockney parameters")
     (row,) = table.rows
     assert row[table.columns.index("B % of limit")].text == "96.4 %"
+
+
+# -- the cache per node and boot ------------------------------------------------------------------
+
+LIKWID_OUT = (DATA / "limits" / "likwid_bench_copy_mem_avx_256MiB.txt").read_text()
+CPUINFO = "processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu sse2 avx avx2\n"
+CACHES = {"L1": 32768, "L2": 524288, "L3": 32 * 2**20}
+
+
+class CountingRunner:
+    """likwid-bench stand-in: every run reports ``mbytes`` MByte/s; counts the benchmark runs."""
+
+    def __init__(self, mbytes: float = 11912.30, fail: bool = False) -> None:
+        self.runs = 0
+        self.mbytes, self.fail = mbytes, fail
+
+    def __call__(self, argv: list[str]) -> str:
+        if argv[1:] == ["-v"]:
+            return "likwid-bench -- Version 5.2.2 (commit: 233ab943543480cd46058b34616c174198ba0459)\n"
+        self.runs += 1
+        if self.fail:
+            raise RuntimeError(f"{' '.join(argv)} exited 1: Cannot pin thread")
+        return LIKWID_OUT.replace("11912.30", f"{self.mbytes:.2f}")
+
+
+def _sources(boot: str = "boot-1", version: str | None = "5.2.2") -> limits.KeySources:
+    return limits.KeySources(hostname=lambda: "n01.cluster", boot_id=lambda: boot, version=lambda: version,
+                             cpuinfo=lambda: CPUINFO, caches=lambda: dict(CACHES))
+
+
+RUNS_PER_RECORD = 5 * limits.REPEATS  # L1, L2, L3, memory copy, memory copy_mem
+
+
+def test_a_cache_hit_returns_the_stored_record_without_running_likwid(tmp_path: Path) -> None:
+    runner = CountingRunner()
+    first = limits.measure_cached(tmp_path, runner=runner, sources=_sources())
+    assert runner.runs == RUNS_PER_RECORD and first["available"] and "cached_from" not in first
+    assert first["node"] == "n01" and first["cache_key"]["cpu_model"] == "AMD EPYC 7B13"
+    (stored,) = tmp_path.glob("*.json")
+    assert stored.name.startswith("n01.cluster-")
+    hit = limits.measure_cached(tmp_path, runner=runner, sources=_sources())
+    assert runner.runs == RUNS_PER_RECORD  # nothing measured again
+    assert hit["cached_from"] == str(stored) and hit["measured_at"] == first["measured_at"]
+    assert {k: v for k, v in hit.items() if k != "cached_from"} == json.loads(stored.read_text())
+    assert limits.level_limits(hit)["memory"] == 11912.30 / 2
+
+
+def test_another_boot_or_tool_version_misses(tmp_path: Path) -> None:
+    runner = CountingRunner()
+    limits.measure_cached(tmp_path, runner=runner, sources=_sources(boot="boot-1"))
+    limits.measure_cached(tmp_path, runner=runner, sources=_sources(boot="boot-2"))
+    assert runner.runs == 2 * RUNS_PER_RECORD and len(list(tmp_path.glob("*.json"))) == 2
+    limits.measure_cached(tmp_path, runner=runner, sources=_sources(boot="boot-2", version="5.3.0"))
+    assert runner.runs == 3 * RUNS_PER_RECORD
+    limits.measure_cached(tmp_path, runner=runner, sources=_sources(boot="boot-1"))  # still cached
+    assert runner.runs == 3 * RUNS_PER_RECORD
+
+
+def test_fresh_measures_and_replaces_the_cached_record(tmp_path: Path) -> None:
+    limits.measure_cached(tmp_path, runner=CountingRunner(10000.0), sources=_sources())
+    runner = CountingRunner(12000.0)
+    record = limits.measure_cached(tmp_path, fresh=True, runner=runner, sources=_sources())
+    assert runner.runs == RUNS_PER_RECORD and "cached_from" not in record
+    assert limits.level_limits(record)["memory"] == 6000.0
+    hit = limits.measure_cached(tmp_path, runner=runner, sources=_sources())
+    assert runner.runs == RUNS_PER_RECORD and limits.level_limits(hit)["memory"] == 6000.0
+
+
+def test_unavailable_records_are_not_cached(tmp_path: Path) -> None:
+    runner = CountingRunner(fail=True)
+    record = limits.measure_cached(tmp_path, runner=runner, sources=_sources())
+    assert record["available"] is False and "Cannot pin thread" in record["reason"]
+    limits.measure_cached(tmp_path, runner=runner, sources=_sources())
+    assert runner.runs == 2 * 5 and not list(tmp_path.glob("*.json"))  # each of the 5 runs tried once per call
+    # No likwid-bench version (not installed, or it says none): measured, never cached.
+    ok = CountingRunner()
+    assert limits.measure_cached(tmp_path, runner=ok, sources=_sources(version=None))["available"]
+    assert not list(tmp_path.glob("*.json"))
+
+
+def test_a_corrupt_cache_file_is_ignored_with_a_warning_and_measured_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    limits.measure_cached(tmp_path, runner=CountingRunner(), sources=_sources())
+    (stored,) = tmp_path.glob("*.json")
+    stored.write_text('{"node": "n01", "levels": [')  # a half-written file (a crash mid-write elsewhere)
+    runner = CountingRunner()
+    with caplog.at_level(logging.WARNING, logger="mpiatlas.limits"):
+        record = limits.measure_cached(tmp_path, runner=runner, sources=_sources())
+    assert runner.runs == RUNS_PER_RECORD and record["available"] and "cached_from" not in record
+    assert any(str(stored) in r.getMessage() and "ignored" in r.getMessage() for r in caplog.records)
+    assert json.loads(stored.read_text())["measured_at"] == record["measured_at"]  # replaced whole
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_limits_command_uses_the_cache_and_fresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runner = CountingRunner()
+    real = limits.measure_cached
+    monkeypatch.setattr(limits, "measure_cached", lambda cache_dir, fresh=False: real(
+        cache_dir, fresh=fresh, runner=runner, sources=_sources()))
+    monkeypatch.delenv("SLURM_JOB_NUM_NODES", raising=False)
+    cache = tmp_path / "cache"
+    for run in ("a", "b", "c"):
+        fresh = ["--fresh"] if run == "c" else []
+        assert main(["limits", "--out-dir", str(tmp_path / run), "--cache-dir", str(cache), *fresh]) == 0
+    (a,), (b,), (c,) = (json.loads((tmp_path / r / "limits.json").read_text())["nodes"] for r in "abc")
+    assert runner.runs == 2 * RUNS_PER_RECORD  # a measured, b from the cache, c measured (--fresh)
+    assert "cached_from" not in a and b["cached_from"].startswith(str(cache)) and "cached_from" not in c
+    assert (tmp_path / "b" / "n01.json").is_file()
+    assert "cached, measured " + a["measured_at"] in capsys.readouterr().out
+
+
+def test_default_cache_dir_follows_xdg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert limits.default_cache_dir() == tmp_path / "xdg" / "mpiatlas" / "limits"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert limits.default_cache_dir() == tmp_path / "home" / ".cache" / "mpiatlas" / "limits"
+
+
+def test_two_campaigns_starting_at_once_measure_once(tmp_path: Path) -> None:
+    """The second waits for the first one's lock and reads its record, rather than measuring
+    beside it (each would see part of the memory bandwidth) or reading a half-written file."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    runner = CountingRunner()
+
+    def slow(argv: list[str]) -> str:
+        time.sleep(0.01)
+        return runner(argv)
+
+    with ThreadPoolExecutor(2) as pool:
+        records = list(pool.map(lambda _: limits.measure_cached(tmp_path, runner=slow, sources=_sources()), range(2)))
+    assert runner.runs == RUNS_PER_RECORD
+    assert sorted("cached_from" in r for r in records) == [False, True]
+    assert records[0]["measured_at"] == records[1]["measured_at"]

@@ -21,17 +21,32 @@ Choices, and why:
 
 When likwid-bench is missing or fails, the record says ``available: false`` and why: the
 campaign goes on without the limit.
+
+Cached per node and boot (:func:`measure_cached`, ``~/.cache/mpiatlas/limits``): a node's copy rate
+does not change within a boot, and re-measuring it alone on the machine every campaign costs ~20 s
+(5 runs × ``REPEATS`` × ~1 s), more than the harness spends on all the cells of a small campaign.
+The key is what would change the figure: the host, its boot id
+(/proc/sys/kernel/random/boot_id: a reboot may bring another kernel, BIOS or memory settings), the
+likwid-bench version, the CPU model and the cache sizes. Unavailable records are not cached: they
+cost nothing to redo, and installing likwid must take effect at once.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
+import logging
 import math
 import os
 import re
 import shutil
 import socket
 import subprocess
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -46,6 +61,8 @@ MEMORY_WS_FACTOR = 8
 RUN_TIMEOUT_S = 120
 # The level a message of a given size is served from, for the peak: the smallest cache that holds it.
 MEMORY = "memory"
+
+log = logging.getLogger(__name__)
 
 _MBYTES = re.compile(r"^MByte/s:\s+([0-9.eE+-]+)", re.MULTILINE)
 _VERSION = re.compile(r"Version\s+(\S+)")
@@ -128,15 +145,16 @@ def run_command(argv: list[str]) -> str:
 
 
 def measure(runner: Runner = run_command, caches: dict[str, int] | None = None,
-            cpuinfo: str | None = None) -> dict[str, Any]:
+            cpuinfo: str | None = None, hostname: str | None = None) -> dict[str, Any]:
     """This node's record: every planned run, best of REPEATS, or ``available: false`` and why."""
-    record: dict[str, Any] = {"node": socket.gethostname().split(".")[0], "tool": LIKWID_BENCH,
+    hostname = socket.gethostname() if hostname is None else hostname
+    record: dict[str, Any] = {"node": hostname.split(".")[0], "tool": LIKWID_BENCH,
                               "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                               "threads": 1, "repeats": REPEATS}
     if runner is run_command and shutil.which(LIKWID_BENCH) is None:
         return {**record, "available": False, "reason": f"{LIKWID_BENCH} not found on PATH (package likwid)"}
     if cpuinfo is None:
-        cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+        cpuinfo = read_cpuinfo()
     caches = cache_sizes() if caches is None else caches
     try:
         version = _VERSION.search(runner([LIKWID_BENCH, "-v"]))
@@ -205,3 +223,148 @@ def slurm_nodes() -> int:
         return max(1, int(os.environ.get("SLURM_JOB_NUM_NODES", "1")))
     except ValueError:
         return 1
+
+
+# -- the cache per node and boot (see the module docstring) ---------------------------------------
+
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+CPUINFO = Path("/proc/cpuinfo")
+_CPU_MODEL_KEYS = ("model name", "Processor", "cpu model", "cpu")  # x86, older Arm, MIPS, POWER
+
+
+def read_cpuinfo() -> str:
+    try:
+        return CPUINFO.read_text()
+    except OSError:
+        return ""
+
+
+def read_boot_id() -> str:
+    """This boot's id ("" when the kernel does not say: then nothing is cached)."""
+    try:
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return ""
+
+
+def cpu_model(cpuinfo: str) -> str:
+    fields = dict(line.split(":", 1) for line in cpuinfo.splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    return next((fields[k] for k in _CPU_MODEL_KEYS if fields.get(k)), "")
+
+
+def likwid_version(runner: Runner = run_command) -> str | None:
+    """``likwid-bench -v``'s version, None when it does not run or says none."""
+    try:
+        m = _VERSION.search(runner([LIKWID_BENCH, "-v"]))
+    except (OSError, RuntimeError, subprocess.SubprocessError):
+        return None
+    return m.group(1) if m else None
+
+
+@dataclass(frozen=True)
+class KeySources:
+    """Where the facts of the cache key come from; tests give fixed ones."""
+
+    hostname: Callable[[], str] = socket.gethostname
+    boot_id: Callable[[], str] = read_boot_id
+    version: Callable[[], str | None] = likwid_version
+    cpuinfo: Callable[[], str] = read_cpuinfo
+    caches: Callable[[], dict[str, int]] = cache_sizes
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "mpiatlas" / "limits"
+
+
+def cache_key(hostname: str, boot_id: str, version: str | None, cpuinfo: str,
+              caches: dict[str, int]) -> dict[str, Any] | None:
+    """The facts a cached record must match; None (nothing cached) without a boot id or a
+    likwid-bench version: a record could not be told from one of another boot or tool."""
+    if not boot_id or not version:
+        return None
+    return {"host": hostname, "boot_id": boot_id, "likwid_bench": version, "cpu_model": cpu_model(cpuinfo),
+            "caches": dict(sorted(caches.items()))}
+
+
+def cache_path(cache_dir: Path, key: dict[str, Any]) -> Path:
+    """``<host>-<digest of the key>.json``: the host in the name for a person listing the dir."""
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    host = re.sub(r"[^A-Za-z0-9_.-]", "_", str(key["host"])) or "host"
+    return cache_dir / f"{host}-{digest}.json"
+
+
+def read_cached(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
+    """The record cached at ``path`` for ``key``; None when there is none, and None with a warning
+    when the file is not a usable record of that key (it is measured again and overwritten)."""
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text())
+        if not isinstance(record, dict) or record.get("cache_key") != key or not level_limits(record):
+            raise LimitsError("not an available limits record of this node and boot")
+    except (OSError, ValueError) as exc:  # JSONDecodeError and LimitsError are ValueErrors
+        log.warning("%s: cached limits record ignored (%s); measuring again", path, exc)
+        return None
+    return record
+
+
+def store_cached(path: Path, record: dict[str, Any]) -> None:
+    """Write aside under a name of this process's own, then rename: concurrent writers (two
+    campaigns on one node) each replace the file whole, and a reader never sees half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f, indent=0)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def _measuring_alone(path: Path) -> Iterator[None]:
+    """Hold ``<path>.lock`` while looking up and measuring: a second campaign starting on this node
+    waits and then reads the first one's record, rather than measuring beside it (each would see
+    half the memory bandwidth). A lock file that cannot be made only costs that guarantee."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path.with_name(path.name + ".lock"), "a")  # noqa: SIM115 - held across the yield
+    except OSError as exc:
+        log.warning("%s: cannot lock the limits cache (%s); measuring without it", path.parent, exc)
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def measure_cached(cache_dir: Path | None = None, *, fresh: bool = False, runner: Runner = run_command,
+                   sources: KeySources = KeySources()) -> dict[str, Any]:
+    """This node's record from the cache when it holds one for this node, boot and likwid-bench
+    (marked ``cached_from``, its ``measured_at`` the original one), else measured and, when
+    available, cached. ``fresh`` measures (and caches) even when the cache holds a record."""
+    cache_dir = default_cache_dir() if cache_dir is None else cache_dir
+    hostname, cpuinfo, caches = sources.hostname(), sources.cpuinfo(), sources.caches()
+    key = cache_key(hostname, sources.boot_id(), sources.version(), cpuinfo, caches)
+    if key is None:
+        return measure(runner, caches=caches, cpuinfo=cpuinfo, hostname=hostname)
+    path = cache_path(cache_dir, key)
+    with _measuring_alone(path):
+        hit = None if fresh else read_cached(path, key)
+        if hit is not None:
+            return {**hit, "cached_from": str(path)}
+        record = measure(runner, caches=caches, cpuinfo=cpuinfo, hostname=hostname)
+        if not record.get("available"):
+            return record
+        record["cache_key"] = key
+        try:
+            store_cached(path, record)
+        except OSError as exc:
+            log.warning("%s: limits record not cached (%s)", path, exc)
+    return record

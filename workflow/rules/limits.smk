@@ -1,33 +1,44 @@
 # Physical limits of the campaign's nodes: memory copy bandwidth per cache level and memory, from
-# likwid-bench (mpiatlas.limits), once per campaign, one record per node in R/limits/<node>.json
-# and all of them in R/limits/limits.json. The report sets shared-memory bandwidths against it.
+# likwid-bench (mpiatlas.limits), one record per node in R/limits/<node>.json and all of them in
+# R/limits/limits.json. The report sets shared-memory bandwidths against it (rules/report.smk).
+#
+# campaign.limits: cached (default) reuses a node's record of this boot (~/.cache/mpiatlas/limits:
+# the copy rate does not change within a boot, and measuring costs ~20 s alone on the node every
+# campaign); fresh measures anyway (and refreshes the cache); off leaves the rule out of the DAG.
 #
 # Its own job, before the cells (priority) and alone (every core: no group runs beside it, as
 # cell_group does): the copy rate of a node that is running benchmarks is not its limit. Under
 # SLURM it asks for as many nodes as the widest cell spans and `mpiatlas limits` runs itself once
 # per node with srun; likwid-bench missing -> records that say unavailable, the job still succeeds.
 
+# YAML reads an unquoted `off` as false; the schema allows both.
+LIMITS_MODE = "off" if config["campaign"]["limits"] is False else config["campaign"]["limits"]
+# The campaign's limits file, [] when off: what rule all and the report rules ask for.
+LIMITS_TARGETS = [] if LIMITS_MODE == "off" else [f"{R}/limits/limits.json"]
 LIMITS_NODES = max((c.nodes for c in CELLS), default=1)
 
 
-rule limits:
-    output:
-        f"{R}/limits/limits.json",
-    params:
-        out_dir=lambda wildcards, output: os.path.dirname(output[0]),
-    log:
-        f"{LOGS}/limits.log",
-    threads: 4096
-    priority: 100
-    resources:
-        nodes=LIMITS_NODES,
-        tasks=LIMITS_NODES,
-        # One likwid thread per node; the node to itself (a copy rate beside other jobs is not a limit).
-        # Set so sbatch does not take threads (4096, the local "alone" device) as --cpus-per-task.
-        cpus_per_task=1,
-        slurm_extra="--ntasks-per-node=1 --exclusive",
-        runtime=30,
-    conda:
-        "../envs/mpiatlas.yaml"
-    shell:
-        "mpiatlas limits --out-dir {params.out_dir:q} > {log:q} 2>&1"
+if LIMITS_TARGETS:
+
+    rule limits:
+        output:
+            LIMITS_TARGETS[0],
+        params:
+            out_dir=lambda wildcards, output: os.path.dirname(output[0]),
+            fresh="--fresh" if LIMITS_MODE == "fresh" else "",
+        log:
+            f"{LOGS}/limits.log",
+        threads: 4096
+        priority: 100
+        resources:
+            nodes=LIMITS_NODES,
+            tasks=LIMITS_NODES,
+            # One likwid thread per node; the node to itself (a copy rate beside other jobs is not a limit).
+            # Set so sbatch does not take threads (4096, the local "alone" device) as --cpus-per-task.
+            cpus_per_task=1,
+            slurm_extra="--ntasks-per-node=1 --exclusive",
+            runtime=30,
+        conda:
+            "../envs/mpiatlas.yaml"
+        shell:
+            "mpiatlas limits --out-dir {params.out_dir:q} {params.fresh} > {log:q} 2>&1"

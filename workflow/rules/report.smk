@@ -1,5 +1,7 @@
 # One static, offline HTML file with findings, data, fits, residuals and provenance, for both
 # views (rules/tidy.smk): the partial report is built by exactly the same rule as the full one.
+# Both take the campaign's R/limits/limits.json as a declared input (none when campaign.limits is
+# off: rules/limits.smk, included before this file).
 
 for VIEW, OUT in VIEWS.items():
 
@@ -13,12 +15,14 @@ for VIEW, OUT in VIEWS.items():
             hockney=f"{OUT}/fits/{layout.HOCKNEY_FIT}",
             kernels=f"{OUT}/fits/{layout.KERNELS_FIT}",
             alphabeta=f"{OUT}/fits/{layout.ALPHABETA_FIT}",
+            limits=LIMITS_TARGETS,
         output:
             layout.report_path(R, partial=VIEW == "partial"),
         params:
             tidy=lambda wildcards, input: os.path.dirname(input.summary),
             fits=lambda wildcards, input: os.path.dirname(input.hockney),
             title=config["campaign"]["name"] + (" (partial)" if VIEW == "partial" else ""),
+            limits=lambda wildcards, input: " ".join(f"--limits {shlex.quote(p)}" for p in input.limits),
         log:
             f"{LOGS}/{VIEW}/report.log",
         conda:
@@ -26,4 +30,4 @@ for VIEW, OUT in VIEWS.items():
         localrule: True
         shell:
             "mpiatlas report --tidy {params.tidy:q} --fits {params.fits:q} --out {output:q}"
-            " --title {params.title:q} > {log:q} 2>&1"
+            " --title {params.title:q} {params.limits} > {log:q} 2>&1"

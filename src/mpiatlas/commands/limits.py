@@ -5,6 +5,13 @@ record. Inside a multi-node SLURM allocation it runs itself once per node (``sru
 --ntasks-per-node=1``), so each node of the campaign is measured on that node. A missing or
 failing likwid-bench gives a record with ``available: false`` and the reason, and exit code 0:
 the limit is optional, the campaign goes on.
+
+The record is cached per node and boot (``--cache-dir``, default ``$XDG_CACHE_HOME/mpiatlas/limits``
+or ``~/.cache/mpiatlas/limits``; key: hostname, boot id, likwid-bench version, CPU model, cache
+sizes): a node's copy rate does not change within a boot, and re-measuring it alone on the machine
+every campaign costs ~20 s. A cached record is copied with ``cached_from`` naming the cache file and
+its original ``measured_at``; ``--fresh`` measures (and re-caches) anyway. Records without likwid
+are never cached, so installing it takes effect at once.
 """
 
 from __future__ import annotations
@@ -23,6 +30,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--out-dir", required=True, metavar="DIR", help="directory for <node>.json and limits.json")
     p.add_argument("--this-node", action="store_true",
                    help="measure this node only, even inside a multi-node SLURM allocation (what srun runs)")
+    p.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+                   help="cache of records per node and boot (default: $XDG_CACHE_HOME/mpiatlas/limits, "
+                   "else ~/.cache/mpiatlas/limits)")
+    p.add_argument("--fresh", action="store_true", help="measure even when the cache holds this node's record")
     p.set_defaults(func=run)
 
 
@@ -35,13 +46,15 @@ def run(args: argparse.Namespace) -> int:
     nodes = limits.slurm_nodes()
     if nodes > 1 and not args.this_node and shutil.which("srun"):
         argv = ["srun", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1",
-                sys.executable, "-m", "mpiatlas.cli", "limits", "--this-node", "--out-dir", str(out_dir)]
+                sys.executable, "-m", "mpiatlas.cli", "limits", "--this-node", "--out-dir", str(out_dir),
+                *(["--cache-dir", str(args.cache_dir)] if args.cache_dir is not None else []),
+                *(["--fresh"] if args.fresh else [])]
         rc = subprocess.run(argv, check=False).returncode
         if rc != 0:
             print(f"mpiatlas limits: {' '.join(argv)} exited {rc}; merging the nodes that wrote a record",
                   file=sys.stderr)
     else:
-        record = limits.measure()
+        record = limits.measure_cached(args.cache_dir, fresh=args.fresh)
         write_json_atomic(out_dir / f"{record['node']}.json", record)
     records = []
     for path in sorted(out_dir.glob("*.json")):
@@ -55,5 +68,6 @@ def run(args: argparse.Namespace) -> int:
     for r in records:
         state = "available" if r.get("available") else f"unavailable: {r.get('reason')}"
         rates = ", ".join(f"{k} {v:.0f} MB/s" for k, v in limits.level_limits(r).items())
-        print(f"{r.get('node')}: {state}" + (f" (copy rate, 1 core: {rates})" if rates else ""))
+        origin = f"; cached, measured {r.get('measured_at')}" if r.get("cached_from") else ""
+        print(f"{r.get('node')}: {state}" + (f" (copy rate, 1 core: {rates}{origin})" if rates else ""))
     return 0

@@ -17,6 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--tidy", type=Path, required=True, metavar="DIR",
                    help="directory with imb_samples.parquet, imb_summary.parquet, cells.parquet, provenance.json")
     p.add_argument("--fits", type=Path, default=None, metavar="DIR", help="directory with hockney.json and other fits")
+    p.add_argument("--limits", type=Path, default=None, metavar="FILE",
+                   help="the campaign's physical limits (limits.json of `mpiatlas limits`); without it the report "
+                   "sets no bandwidth against a copy rate")
     p.add_argument("--out", type=Path, default=Path("results/report.html"), metavar="FILE",
                    help="output HTML file (default: %(default)s)")
     p.add_argument("--title", default=None, help="report title (default: 'mpiatlas report')")
@@ -26,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from mpiatlas.report import build_report  # heavy imports (altair, polars) only when used
 
-    out = build_report(args.tidy, args.fits, args.out, args.title)
+    out = build_report(args.tidy, args.fits, args.out, args.title, limits=args.limits)
     size = out.stat().st_size
     print(f"report written to {out} ({size / 1e6:.2f} MB)", file=sys.stderr)
     return 0

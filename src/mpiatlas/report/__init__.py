@@ -30,12 +30,14 @@ def build_report(
     title: str | None = None,
     *,
     now: datetime | None = None,
+    limits: str | Path | None = None,
 ) -> Path:
-    """Build the self-contained HTML report and return its path (written atomically)."""
+    """Build the self-contained HTML report and return its path (written atomically). ``limits``:
+    the campaign's physical limits file (R/limits/limits.json), None for none."""
     from mpiatlas.report.data import load_data
     from mpiatlas.report.render import render_html
 
-    data = load_data(tidy_dir, fits_dir, title=title, now=now)
+    data = load_data(tidy_dir, fits_dir, title=title, now=now, limits=limits)
     html = render_html(data)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

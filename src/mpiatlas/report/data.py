@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from mpiatlas import layout
+from mpiatlas.report.physical_limits import PhysicalLimits, load_limits
 
 KERNEL_PREFIX, KERNEL_SUFFIX = layout.KERNEL_TABLE.split("{name}")
 
@@ -44,6 +45,9 @@ class ReportData:
     generated: datetime
     tidy_dir: Path | None = None
     fits_dir: Path | None = None
+    limits_path: Path | None = None  # the campaign's limits.json (mpiatlas report --limits); None: not given
+    limits: PhysicalLimits | None = None
+    limits_error: str | None = None  # why the given limits file could not be used
     samples: pl.DataFrame | None = None
     summary: pl.DataFrame | None = None
     cells: pl.DataFrame | None = None
@@ -215,6 +219,18 @@ def _load_fits(fits_dir: Path, data: ReportData) -> None:
     data.fits["hockney"] = good
 
 
+def _load_limits(path: Path, data: ReportData) -> None:
+    data.limits_path = path
+    try:
+        data.limits = load_limits(path)
+    except ValueError as exc:  # LimitsError: the file is missing or malformed, and the message names it
+        data.limits_error = str(exc)
+        state = "missing" if not path.is_file() else "error"
+        data.inputs.append(InputFile("limits", str(path), state, "" if state == "missing" else str(exc)))
+        return
+    data.inputs.append(InputFile("limits", str(path), "ok", f"{len(data.limits.rates)} levels"))
+
+
 def report_time() -> datetime:
     """Now, or ``SOURCE_DATE_EPOCH`` (reproducible builds)."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
@@ -226,8 +242,10 @@ def load_data(
     fits_dir: str | Path | None,
     title: str | None = None,
     now: datetime | None = None,
+    limits: str | Path | None = None,
 ) -> ReportData:
-    """Read whatever inputs exist; record the missing and unreadable ones."""
+    """Read whatever inputs exist; record the missing and unreadable ones. ``limits``: the
+    campaign's physical limits file (none given: the report has no limits and says so)."""
     data = ReportData(title=title or "mpiatlas report", generated=now or report_time())
     if tidy_dir is None:
         data.notes.append("No tidy directory was given: no measurements, cells or provenance.")
@@ -237,4 +255,6 @@ def load_data(
         data.notes.append("No fits directory was given: no fitted models.")
     else:
         _load_fits(Path(fits_dir), data)
+    if limits is not None:
+        _load_limits(Path(limits), data)
     return data

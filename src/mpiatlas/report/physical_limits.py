@@ -1,7 +1,7 @@
 """The campaign's physical limits (R/limits/limits.json, :mod:`mpiatlas.limits`) as the report uses them.
 
-The report rule is given the fits directory, not the campaign directory: the limits file is found
-beside it (R/fits -> R/limits; the partial view's R/partial/fits -> R/limits). One record per node;
+The report is given the file (``mpiatlas report --limits``; the report rule passes the campaign's
+R/limits/limits.json to both views unless ``campaign.limits`` is ``off``). One record per node;
 with several nodes each level's limit is the median over the nodes that measured it (a campaign's
 nodes are one node type).
 """
@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from mpiatlas.limits import MEMORY, LimitsError, level_for_size, level_limits
-
-LIMITS_FILE = Path("limits") / "limits.json"
 
 
 @dataclass
@@ -36,21 +34,8 @@ class PhysicalLimits:
         return float(bandwidth) / rate
 
 
-def find_limits(fits_dir: Path | None) -> Path | None:
-    if fits_dir is None:
-        return None
-    for base in (fits_dir.parent, fits_dir.parent.parent):
-        if (base / LIMITS_FILE).is_file():
-            return base / LIMITS_FILE
-    return None
-
-
-def load_limits(fits_dir: Path | None) -> PhysicalLimits | None:
-    """The limits beside ``fits_dir``, or None when the campaign has none; LimitsError naming the
-    file when it cannot be read."""
-    path = find_limits(fits_dir)
-    if path is None:
-        return None
+def load_limits(path: Path) -> PhysicalLimits:
+    """The limits file at ``path``; LimitsError naming the file when it is missing or cannot be read."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:

@@ -2,7 +2,8 @@
 
 Beside B (the plateau of the largest sizes on a curve that peaks in cache, see
 :mod:`mpiatlas.models.asymptote`) it shows the in-cache peak and, when the campaign measured its
-nodes' copy bandwidth (R/limits, :mod:`mpiatlas.limits`), each intra-node B and peak as a % of it.
+nodes' copy bandwidth (R/limits/limits.json, given as ``mpiatlas report --limits``, see
+:mod:`mpiatlas.limits`), each intra-node B and peak as a % of it.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from mpiatlas.report.cells import has_columns
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, finite, fmt_bytes, fmt_ci, fmt_num, fmt_pct
 from mpiatlas.report.imb import bench_sort_key
-from mpiatlas.report.physical_limits import PhysicalLimits, is_intra_node, limit_cells, load_limits
+from mpiatlas.report.physical_limits import PhysicalLimits, is_intra_node, limit_cells
 
 TITLE = "Model parameters"
 SECTION_ID = "parameters"
 SHOWN_ELSEWHERE = ("hockney", "kernels", "alphabeta")  # fits files other sections draw
+NO_LIMITS = "no limits file given: campaign.limits is off, or mpiatlas report ran without --limits"
 
 
 def _zero_byte_medians(data: ReportData) -> dict[tuple[Any, Any, Any], float]:
@@ -76,7 +78,7 @@ def _limit_cells(f: dict[str, Any], limits: PhysicalLimits | None, link: tuple[s
         return [Cell(fmt_pct(b / link[1]), cls="num", title=f"B / nominal link rate ({link[0]}, "
                      f"{fmt_num(link[1])} MB/s, network.bandwidth_gbit_s)"), Cell(DASH)]
     if limits is None:
-        return [Cell(DASH, title="no measured copy bandwidth (R/limits)"), Cell(DASH)]
+        return [Cell(DASH, title="no measured copy bandwidth: the report was given no usable limits file"), Cell(DASH)]
     b_frac, b_level, p_frac, p_level = limit_cells(f, limits)
     return [Cell(fmt_pct(b_frac), cls="num", title=f"B / {b_level} copy rate"),
             Cell(f"{fmt_pct(p_frac)} ({p_level})" if p_frac is not None else DASH, cls="num",
@@ -147,11 +149,11 @@ def section_parameters(data: ReportData) -> Section:
     show_alg = any(f.get("algorithm") not in (None, "default") for f in fits)
     show_method = any(f.get("ci_method") for f in fits)
     blocks: list[Any] = []
-    try:
-        limits = load_limits(data.fits_dir)
-    except ValueError as exc:
-        limits = None
-        blocks.append(Notice(f"Physical limits not shown: {exc}", "warn"))
+    limits = data.limits
+    if data.limits_error is not None:
+        blocks.append(Notice(f"Physical limits not shown: {data.limits_error}", "warn"))
+    elif data.limits_path is None and any(is_intra_node(f) for f in fits):
+        blocks.append(Text(f"Intra-node B is not set against a memory copy rate ({NO_LIMITS})."))
     link = _link(data)
     rows, seg_rows = _fit_rows(fits, _zero_byte_medians(data), show_alg, show_method, limits, link)
     id_cols = ["Benchmark", "Label", "np", *(["Algorithm"] if show_alg else [])]
