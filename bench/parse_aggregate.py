@@ -7,7 +7,7 @@ the real captures in ``shared/datasets/local-imb-samples`` (every table shape th
 Uniband/Biband ``Mbytes/sec Msg/sec``, ``-multi`` with a ``Group`` column, ``-npmin`` blocks,
 IMB's own ``time-out.``/``out-of-mem.`` rows), every timing varied by a seeded log-normal
 factor. Files are ``rep<r>/<label>.txt``: each label (a cell) has 10..40 repetitions, pooled by
-the importer as one label.
+the importer as one label (``pool=True``: the file stem; the default would keep ``rep03/x`` apart).
 
 Then, in one run and on the same files (page cache warmed first), each in its own process:
 
@@ -139,7 +139,7 @@ def run_mpiatlas(paths: list[Path], out: Path) -> dict[str, object]:
     from mpiatlas.aggregate import summarize
     from mpiatlas.importer import import_files, write_samples
 
-    result = import_files(paths)
+    result = import_files(paths, pool=True)  # rep<r>/<label>.txt: repetitions of <label>
     if result.failed or result.samples is None:
         raise SystemExit(f"mpiatlas import failed on {len(result.failed)} files, e.g. {result.failed[0].error}")
     write_samples(result.samples, out)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 
@@ -23,7 +25,7 @@ def _good_files(tmp_path: Path) -> list[Path]:
         root / LOCAL / "impi_np4_npmin2_colls.txt",
         root / "brandino-juno-arm-imb41/data/IMB-EXT_intranode.txt",
     ]
-    # A copy under a distinct name, as one would import several systems' rfm_IMB_PingPong_job.out.
+    # A copy under a name of its own, so its label is that stem (same-named logs: the labels tests below).
     alaska = tmp_path / "alaska_ib_ompi4.out"
     shutil.copy(root / "stackhpc-alaska-csd3-imb-omb/output/alaska/ib-gcc9-openmpi4-ucx/imb/IMB_PingPong/rfm_IMB_PingPong_job.out", alaska)
     return [*files, alaska]
@@ -126,3 +128,130 @@ def test_rows_come_by_file_whichever_reader_took_it(tmp_path: Path) -> None:
     assert labels.unique(maintain_order=True).to_list() == [f.stem for f in files]
     crlf_rows = result.samples.filter(pl.col("label") == crlf.stem).select(COLUMNS)
     assert crlf_rows.equals(parse_imb_file(crlf)) and crlf_rows.height == 24
+
+
+# -- labels: one label is one system ---------------------------------------------------------------
+
+PARTITIONS = [
+    "ib-gcc9-impi-verbs", "ib-gcc9-openmpi4-ucx", "roce-gcc9-impi-verbs", "roce-gcc9-openmpi4-ucx",
+    "cclake-ib-gcc9-ompi3-ucx", "cclake-ib-icc19-impi19-ucx", "cclake-roce-gcc9-ompi3-ucx", "cclake-roce-icc19-impi19-ucx",
+]  # fmt: skip
+
+
+def _stackhpc_pingpongs() -> list[Path]:
+    """StackHPC's eight IMB PingPong logs: one per partition of two clusters, every one named alike."""
+    paths = sorted((require_datasets() / "stackhpc-alaska-csd3-imb-omb" / "output").rglob("rfm_IMB_PingPong_job.out"))
+    assert [p.parts[-4] for p in paths] == PARTITIONS
+    return paths
+
+
+def _hockney(out: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:
+    capsys.readouterr()
+    assert main(["fit", str(out), "--model", "hockney", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_logs_sharing_a_name_stay_apart_by_default(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No flag: eight partitions' rfm_IMB_PingPong_job.out are eight systems, eight Hockney fits."""
+    paths = _stackhpc_pingpongs()
+    out = tmp_path / "out"
+    assert main(["import", *map(str, paths), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    labels = [f"{partition}/rfm_IMB_PingPong_job" for partition in PARTITIONS]
+    df = pl.read_parquet(out / SAMPLES_FILE)
+    assert dict(df.group_by("label").len().iter_rows()) == dict.fromkeys(labels, 24)
+    assert df.select("source", "label").unique().sort("source").rows() == list(zip(map(str, paths), labels))
+    assert f"{paths[2]}: 24 rows, PingPong (label 'roce-gcc9-impi-verbs/rfm_IMB_PingPong_job')" in captured.out
+    assert "note" not in captured.err
+
+    fits = _hockney(out, capsys)
+    assert [(f["label"], f["benchmark"], "error" in f) for f in fits] == [(label, "PingPong", False) for label in labels]
+    bandwidth = {f["label"]: f["bandwidth_MBps"] for f in fits}
+    # RoCE with Intel MPI over verbs against InfiniBand with Open MPI + UCX: ~2.5 vs ~12 GB/s, on one cluster.
+    assert 2400 < bandwidth[labels[2]] < 2700 and 11_500 < bandwidth[labels[1]] < 12_500
+
+
+def test_pool_keeps_the_stem_and_pools_on_purpose(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = _stackhpc_pingpongs()
+    out = tmp_path / "out"
+    assert main(["import", *map(str, paths), "--pool", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "label 'rfm_IMB_PingPong_job' pools 8 files (as --pool asked)" in err
+    df = pl.read_parquet(out / SAMPLES_FILE)
+    assert df["label"].unique().to_list() == ["rfm_IMB_PingPong_job"] and df.height == 8 * 24
+    (fit,) = _hockney(out, capsys)  # one fit of eight systems' rows: what --pool asks for
+    assert fit["label"] == "rfm_IMB_PingPong_job" and "error" not in fit
+
+
+def test_one_label_for_every_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    paths = _stackhpc_pingpongs()[:4]
+    out = tmp_path / "out"
+    assert main(["import", *map(str, paths), "--label", "alaska", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "label 'alaska' pools 4 files (as --label asked)" in captured.err
+    assert captured.out.count("(label 'alaska')") == 4
+    df = pl.read_parquet(out / SAMPLES_FILE)
+    assert dict(df.group_by("label").len().iter_rows()) == {"alaska": 4 * 24}
+
+
+def test_labels_csv_maps_the_files_it_lists(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Alaska's four logs pooled as one label by the mapping; CSD3's keep their default labels."""
+    paths = _stackhpc_pingpongs()
+    mapping = tmp_path / "labels.csv"
+    mapping.write_text("path,label\n" + "".join(f"{os.path.relpath(p, tmp_path)},alaska\n" for p in paths[:4]))
+    out = tmp_path / "out"
+    assert main(["import", *map(str, paths), "--labels", str(mapping), "--out", str(out)]) == 0
+    assert "label 'alaska' pools 4 files (as --labels asked)" in capsys.readouterr().err
+    df = pl.read_parquet(out / SAMPLES_FILE)
+    assert dict(df.group_by("label").len().iter_rows()) == {
+        "alaska": 96, **{f"{partition}/rfm_IMB_PingPong_job": 24 for partition in PARTITIONS[4:]}}
+    assert set(df.filter(pl.col("label") == "alaska")["source"]) == set(map(str, paths[:4]))
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--labels", "{csv}"], "{csv}:3: expected a path and a label, got 'b.txt', ''"),
+        (["--labels", "{tmp}/none.csv"], "{tmp}/none.csv: cannot read the labels mapping: No such file or directory"),
+        (["--label", "x", "--pool"], "--label gives every file one label: it cannot be combined with --pool"),
+        (["--label", "x", "--labels", "{csv}"], "--label gives every file one label: it cannot be combined with --labels"),
+        (["--label", " "], "--label: expected a non-empty label"),
+    ],
+)
+def test_a_label_error_exits_2_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("path,label\na.txt,alaska\nb.txt,\n")
+    fill = {"csv": str(bad), "tmp": str(tmp_path)}
+    out = tmp_path / "out"
+    args = ["import", *map(str, _stackhpc_pingpongs()[:2]), *(f.format(**fill) for f in flags), "--out", str(out)]
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == f"mpiatlas import: {message.format(**fill)}"  # one line
+    assert not captured.out and not out.exists()
+
+
+def test_each_reader_and_chunk_gives_the_files_own_label(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Same-named files, in chunks of two on two threads, some through the C scanner and some through
+    Python ("\\r\\n" line ends, an OSU log): every row carries its own file's label."""
+    import mpiatlas.importer as importer
+
+    pingpong = require_datasets() / LOCAL / "impi_np2_PingPong.txt"
+    osu = sorted((require_datasets() / "stackhpc-alaska-csd3-imb-omb" / "output").glob("*/*/omb/*/*.out"))[0]
+    files = []
+    for rep, source in enumerate([pingpong, pingpong, osu, pingpong, pingpong]):
+        path = tmp_path / f"rep{rep}" / "x.txt"
+        path.parent.mkdir()
+        data = source.read_bytes()
+        path.write_bytes(data.replace(b"\n", b"\r\n") if rep == 3 else data)
+        files.append(path)
+    monkeypatch.setattr(importer, "CHUNK_FILES", 2)
+    result = importer.import_files(files, threads=2, osu_processes=2)
+    assert not result.failed and result.samples is not None
+    assert [f.label for f in result.files] == [f"rep{r}/x" for r in range(5)]
+    by_source = result.samples.select("source", "label").unique(maintain_order=True).rows()
+    assert by_source == [(str(f), f"rep{r}/x") for r, f in enumerate(files)]
+    pooled = importer.import_files(files, pool=True, osu_processes=2)
+    assert pooled.samples is not None and pooled.samples["label"].unique().to_list() == ["x"]
+    assert pooled.pooled_labels() == {"x": 5}

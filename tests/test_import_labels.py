@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from conftest import require_datasets
-from mpiatlas.import_labels import LabelError, assign_labels, distinguishing_labels, pooled_labels, read_labels_csv
+from mpiatlas.import_labels import (
+    LabelError,
+    assign_labels,
+    distinguishing_labels,
+    pooled_labels,
+    read_labels_csv,
+    resolve_paths,
+)
 
 
 def test_stackhpc_logs_of_eight_partitions_get_eight_labels() -> None:
@@ -90,3 +97,20 @@ def test_a_mapped_label_never_pools_an_unlisted_file(tmp_path: Path) -> None:
     paths = [tmp_path / "a" / "x.txt", tmp_path / "b" / "y.txt"]
     with pytest.raises(LabelError, match=r"y\.txt: its label 'y' is also the mapped label of .*x\.txt"):
         assign_labels(paths, mapping={paths[0].resolve(): "y"})
+
+
+def test_a_lengthened_label_never_equals_another_files_stem(tmp_path: Path) -> None:
+    """d/x.out beside d/x.txt needs its suffix, "x.out", which is e/x.out.txt's stem: both get their
+    absolute path rather than one label for two files."""
+    paths = [tmp_path / "d" / "x.out", tmp_path / "d" / "x.txt", tmp_path / "e" / "x.out.txt"]
+    labels = distinguishing_labels(paths)
+    assert labels == [str(paths[0]), "x.txt", str(paths[2])]
+    assert not pooled_labels(paths, labels)
+
+
+def test_symlinked_and_dotted_directories_are_one_directory(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    paths = [tmp_path / "real" / "x.txt", tmp_path / "link" / "x.txt", tmp_path / "real" / ".." / "real" / "x.txt"]
+    assert distinguishing_labels(paths) == ["x", "x", "x"]  # one file, three spellings
+    assert resolve_paths(paths) == [str(tmp_path.resolve() / "real" / "x.txt")] * 3

@@ -16,6 +16,7 @@ The rules, in order:
 from __future__ import annotations
 
 import csv
+import os
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,37 +26,74 @@ class LabelError(ValueError):
     """A labels mapping or an input list that cannot give each file a label; the message names the file."""
 
 
+def resolve_paths(paths: Sequence[Path]) -> list[str]:
+    """Absolute paths with symbolic links and ``..`` in the directories resolved: how files are told apart.
+
+    Strings, and each directory resolved once: a campaign's files share a few directories, and
+    resolving (and hashing) 25 k ``Path`` objects one by one costs seconds. The file name is kept as given."""
+    directories: dict[str, str] = {}
+    resolved = []
+    for path in paths:
+        head, name = os.path.split(os.fspath(path))
+        real = directories.get(head)
+        if real is None:
+            real = directories[head] = os.path.realpath(head or os.curdir)
+        resolved.append(os.path.join(real, name))
+    return resolved
+
+
 def distinguishing_labels(paths: Sequence[Path]) -> list[str]:
     """Each file's stem, lengthened by parent directories until no two different files share it."""
-    resolved = [p.resolve() for p in paths]
+    labels = [p.stem for p in paths]
     by_stem: dict[str, list[int]] = defaultdict(list)
-    for i, path in enumerate(resolved):
-        by_stem[path.stem].append(i)
-    labels = [path.stem for path in resolved]
-    for stem, members in by_stem.items():
+    for i, stem in enumerate(labels):
+        by_stem[stem].append(i)
+    colliding = [members for members in by_stem.values() if len(members) > 1]
+    if not colliding:  # the usual case: the stems already tell the files apart
+        return labels
+    resolved = resolve_paths(paths)
+    heads, names = zip(*map(os.path.split, resolved))
+    # Parent directories nearest first, split once per directory (files share a few).
+    parts = {head: Path(head).parts[::-1] for head in set(heads)}
+    for members in colliding:
         if len({resolved[i] for i in members}) > 1:
-            for i, label in zip(members, _shortest_unique([resolved[i] for i in members])):
+            stem = labels[members[0]]
+            group = _shortest_unique(stem, [names[i] for i in members], [parts[heads[i]] for i in members])
+            for i, label in zip(members, group):
                 labels[i] = label
+    # A lengthened label can still equal another stem's (d/x.out beside d/x.txt is "x.out", as is
+    # e/x.out.txt's stem): those files get their absolute path, which no relative label can equal.
+    for members in _shared_by_several(resolved, labels).values():
+        for i in members:
+            labels[i] = resolved[i]
     return labels
 
 
-def _shortest_unique(paths: list[Path]) -> list[str]:
-    """Labels from the fewest parent directories that tell the paths apart, nearest first; a directory
-    level every path shares (``imb/IMB_PingPong/``) tells nothing and is left out. The file name with
-    its suffix where only the suffix differs."""
-    distinct = len(set(paths))
-    ups = [p.parent.parts[::-1] for p in paths]  # parent directories, nearest first
-    chosen: list[int] = []
-    for leaf in ("stem", "name"):
+def _shared_by_several(resolved: Sequence[str], labels: Sequence[str]) -> dict[str, list[int]]:
+    """Labels given to more than one different file, with the indices of their files."""
+    by_label: dict[str, list[int]] = defaultdict(list)
+    for i, label in enumerate(labels):
+        by_label[label].append(i)
+    return {label: members for label, members in by_label.items() if len({resolved[i] for i in members}) > 1}
+
+
+def _shortest_unique(stem: str, names: list[str], ups: list[tuple[str, ...]]) -> list[str]:
+    """Labels of files with one stem (``names``, in directories ``ups``: their parts nearest first) from
+    the fewest parent directories that tell them apart; a directory level every file shares
+    (``imb/IMB_PingPong/``) tells nothing and is left out. The file name with its suffix where only the
+    suffix differs."""
+    distinct = len(set(zip(names, ups)))
+    for leaves in ([stem] * len(names), names):
+        chosen: list[int] = []
         for level in range(max(map(len, ups)) + 1):
-            labels = ["/".join([*(up[j] for j in reversed(chosen) if j < len(up)), getattr(p, leaf)]).lstrip("/")
-                      for p, up in zip(paths, ups)]  # fmt: skip
+            labels = ["/".join([*(up[j] for j in reversed(chosen) if j < len(up)), leaf]).lstrip("/")
+                      for leaf, up in zip(leaves, ups)]  # fmt: skip
             if len(set(labels)) == distinct:
                 return labels
             if len({up[level] if level < len(up) else "" for up in ups}) > 1:
                 chosen.append(level)
-        chosen = []
-    raise AssertionError(f"paths {sorted(set(map(str, paths)))} cannot be told apart")  # distinct paths always can
+    # Distinct files always can be told apart: by their directories, else by their names.
+    raise AssertionError(f"{stem}: files {sorted(set(zip(ups, names)))} cannot be told apart")
 
 
 def read_labels_csv(path: Path) -> dict[Path, str]:
@@ -72,7 +110,7 @@ def read_labels_csv(path: Path) -> dict[Path, str]:
                 file, label = (row.get("path") or "").strip(), (row.get("label") or "").strip()
                 if not file or not label:
                     raise LabelError(f"{path}:{line}: expected a path and a label, got {file!r}, {label!r}")
-                key = (path.parent / file).resolve()
+                key = Path(resolve_paths([path.parent / file])[0])
                 if mapping.get(key, label) != label:
                     raise LabelError(f"{path}:{line}: {file} already has the label {mapping[key]!r}, not {label!r}")
                 mapping[key] = label
@@ -90,7 +128,7 @@ def assign_labels(paths: Sequence[Path], *, label: str | None = None, mapping: M
         return [label] * len(paths)
     labels = [p.stem for p in paths] if pool else distinguishing_labels(paths)
     if mapping:
-        resolved = [p.resolve() for p in paths]
+        resolved = [Path(r) for r in resolve_paths(paths)]
         mapped = {i: mapping[r] for i, r in enumerate(resolved) if r in mapping}
         for i, name in mapped.items():
             labels[i] = name
@@ -105,7 +143,17 @@ def assign_labels(paths: Sequence[Path], *, label: str | None = None, mapping: M
 
 def pooled_labels(paths: Sequence[Path], labels: Sequence[str]) -> dict[str, int]:
     """Labels given to several different files (their rows are pooled), with the file counts."""
-    files: dict[str, set[Path]] = defaultdict(set)
-    for path, label in zip(paths, labels):
-        files[label].add(path.resolve())
-    return {label: len(members) for label, members in files.items() if len(members) > 1}
+    resolved = resolve_paths(paths)
+    return {label: len({resolved[i] for i in members})
+            for label, members in _shared_by_several(resolved, labels).items()}  # fmt: skip
+
+
+def file_labels(paths: Sequence[Path], *, label: str | None = None, labels_csv: str | Path | None = None,
+                pool: bool = False) -> list[str]:
+    """Each file's label from the import's options (``--label``, ``--labels CSV``, ``--pool``); one label
+    for all excludes the other two, which it would silently override."""
+    if label is not None and (labels_csv is not None or pool):
+        raise LabelError("--label gives every file one label: it cannot be combined with "
+                         + ("--labels" if labels_csv is not None else "--pool"))  # fmt: skip
+    mapping = read_labels_csv(Path(labels_csv)) if labels_csv is not None else None
+    return assign_labels(paths, label=label, mapping=mapping, pool=pool)

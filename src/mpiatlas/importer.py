@@ -5,9 +5,12 @@ OSU text output and the OSU CSV exports are recognised per file (:mod:`mpiatlas.
 holds that rule) and read into the same columns, with their mapping and algorithm where the file
 names them; everything else is IMB output.
 
-Each file's rows are labelled with ``label`` = the file stem. The pipeline's cell columns
-(``stack``, ``transport``, ``mapping``, ``algorithm``) are null for imported data and ``np`` is
-IMB's ``#processes``, so ``mpiatlas fit`` and the report read both kinds of data alike.
+Each file's rows get the file's label (:mod:`mpiatlas.import_labels`: by default the shortest
+distinguishing path, so files that share a name on different systems stay apart; ``pool``, one
+``label`` or a labels CSV pool files on purpose), decided once for all files before any is read.
+The pipeline's cell columns (``stack``, ``transport``, ``mapping``, ``algorithm``) are null for
+imported data and ``np`` is IMB's ``#processes``, so ``mpiatlas fit`` and the report read both
+kinds of data alike.
 
 IMB output has two executors (:mod:`mpiatlas.parsers.imb`): files are read and parsed in chunks by
 the C batch scanner (:mod:`mpiatlas.parsers.imb_scan`), which takes the happy path only and bails
@@ -21,7 +24,6 @@ are kept. Rows come by file, then line.
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from mpiatlas.import_labels import file_labels, pooled_labels
 from mpiatlas.parsers.imb import COLUMNS, ImbParseError, parse_imb_text, read_imb_file
 from mpiatlas.parsers.imb_scan import scan_imb_files, scanner_available
 from mpiatlas.parsers.osu_input import osu_kind, parse_osu_input
@@ -44,6 +47,7 @@ CHUNK_FILES = 2048
 @dataclass
 class FileResult:
     path: Path
+    label: str
     rows: int = 0
     benchmarks: list[str] = field(default_factory=list)
     error: str | None = None
@@ -58,10 +62,10 @@ class ImportResult:
     def failed(self) -> list[FileResult]:
         return [f for f in self.files if f.error is not None]
 
-    def duplicate_labels(self) -> dict[str, int]:
-        """Labels shared by several imported files (their rows are pooled as repetitions)."""
-        counts = Counter(f.path.stem for f in self.files if f.error is None)
-        return {label: n for label, n in counts.items() if n > 1}
+    def pooled_labels(self) -> dict[str, int]:
+        """Labels of several different imported files (their rows are pooled as repetitions), with the counts."""
+        imported = [f for f in self.files if f.error is None]
+        return pooled_labels([f.path for f in imported], [f.label for f in imported])
 
 
 def label_samples(df: pl.DataFrame, label: str | pl.Expr) -> pl.DataFrame:
@@ -75,34 +79,34 @@ def label_samples(df: pl.DataFrame, label: str | pl.Expr) -> pl.DataFrame:
     )
 
 
-def _import_osu(path: Path, text: str, processes: int | None) -> tuple[pl.DataFrame | None, FileResult]:
+def _import_osu(path: Path, label: str, text: str, processes: int | None) -> tuple[pl.DataFrame | None, FileResult]:
     try:
         rows = parse_osu_input(path, text, processes=processes)
     except ImbParseError as exc:  # OsuParseError is one: the message names the file and line
-        return None, FileResult(path=path, error=str(exc))
+        return None, FileResult(path=path, label=label, error=str(exc))
     benchmarks = rows["benchmark"].unique(maintain_order=True).to_list()
-    return label_samples(rows, path.stem), FileResult(path=path, rows=rows.height, benchmarks=benchmarks)
+    return label_samples(rows, label), FileResult(path=path, label=label, rows=rows.height, benchmarks=benchmarks)
 
 
-def _import_in_python(path: Path, osu_processes: int | None) -> tuple[pl.DataFrame | None, FileResult]:
+def _import_in_python(path: Path, label: str, osu_processes: int | None) -> tuple[pl.DataFrame | None, FileResult]:
     """One file the C scanner did not take: OSU text or CSV, or IMB output for the lines executor
     (which words the file's error, if it has one)."""
     try:
         text = read_imb_file(path)
     except OSError as exc:  # unreadable or missing file: same treatment as a parse failure
-        return None, FileResult(path=path, error=f"{path}: cannot read: {exc.strerror or exc}")
+        return None, FileResult(path=path, label=label, error=f"{path}: cannot read: {exc.strerror or exc}")
     if osu_kind(path, text) is not None:
-        return _import_osu(path, text, osu_processes)
+        return _import_osu(path, label, text, osu_processes)
     try:
         rows = parse_imb_text(text, str(path))
     except ImbParseError as exc:
-        return None, FileResult(path=path, error=str(exc))
+        return None, FileResult(path=path, label=label, error=str(exc))
     benchmarks = rows["benchmark"].unique(maintain_order=True).to_list()
-    return label_samples(rows, path.stem), FileResult(path=path, rows=rows.height, benchmarks=benchmarks)
+    return label_samples(rows, label), FileResult(path=path, label=label, rows=rows.height, benchmarks=benchmarks)
 
 
 def _import_scanned(
-    paths: Sequence[Path], picked: list[int]
+    paths: Sequence[Path], labels: Sequence[str], picked: list[int]
 ) -> tuple[pl.DataFrame | None, dict[int, FileResult], list[int]]:
     """The files ``picked`` (indices into ``paths``) through the C scanner: their labelled rows
     with ``file`` (the index into ``paths``), a result per file it read, and the files it bailed."""
@@ -112,24 +116,26 @@ def _import_scanned(
     if samples.height == 0:
         return None, {}, bailed
     counts = np.bincount(samples["file"].to_numpy(), minlength=len(picked))
-    results = {picked[j]: FileResult(path=paths[picked[j]], rows=int(counts[j]), benchmarks=benchmarks)
+    results = {picked[j]: FileResult(path=paths[picked[j]], label=labels[picked[j]], rows=int(counts[j]),
+                                     benchmarks=benchmarks)
                for j, benchmarks in scan.benchmarks.items()}  # fmt: skip
     if picked != list(range(len(paths))):
         samples = samples.with_columns(pl.Series(picked, dtype=pl.Int32).gather(samples["file"]).alias("file"))
-    stems = pl.Series([p.stem for p in paths], dtype=pl.String)
-    return label_samples(samples, stems.gather(samples["file"])), results, bailed
+    # One gather of the per-file labels by each row's file index: no per-file frame, no join.
+    per_file = pl.Series(labels, dtype=pl.String)
+    return label_samples(samples, per_file.gather(samples["file"])), results, bailed
 
 
 def _import_chunk(
-    paths: Sequence[Path], osu_processes: int | None = None
+    paths: Sequence[Path], labels: Sequence[str], osu_processes: int | None = None
 ) -> tuple[pl.DataFrame | None, list[FileResult]]:
     """Read and parse some files: their labelled rows (by file, then line) and a result per file, in order."""
     # A .csv is an OSU export (osu_input's rule): the scanner reads IMB text only.
     picked = [i for i, path in enumerate(paths) if str(path)[-4:].lower() != ".csv"]
-    scanned, results, bailed = _import_scanned(paths, picked)
+    scanned, results, bailed = _import_scanned(paths, labels, picked)
     frames = [scanned] if scanned is not None else []
     for i in sorted([*bailed, *(set(range(len(paths))) - set(picked))]):
-        frame, results[i] = _import_in_python(paths[i], osu_processes)
+        frame, results[i] = _import_in_python(paths[i], labels[i], osu_processes)
         if frame is not None:
             frames.append(frame.with_columns(pl.lit(i, dtype=pl.Int32).alias("file")))
     if not frames:
@@ -141,18 +147,24 @@ def _import_chunk(
     return samples.drop("file"), [results[i] for i in range(len(paths))]
 
 
-def import_files(paths: Iterable[str | Path], *, threads: int | None = None,
-                 osu_processes: int | None = None) -> ImportResult:
+def import_files(paths: Iterable[str | Path], *, label: str | None = None, labels_csv: str | Path | None = None,
+                 pool: bool = False, threads: int | None = None, osu_processes: int | None = None) -> ImportResult:
     """Parse every file; a file that fails is recorded with its parse error's message, not raised.
 
+    Labels (:mod:`mpiatlas.import_labels`): ``label`` for every file, else the ``labels_csv``
+    mapping (``path,label``) for the files it lists and, for the others, the file stem if ``pool``
+    or the shortest distinguishing path. A label that cannot be given raises
+    :class:`~mpiatlas.import_labels.LabelError` before any file is read.
     ``osu_processes``: the rank count of OSU collective text output, which OSU does not print."""
     all_paths = [p if isinstance(p, Path) else Path(p) for p in paths]
-    chunks = [all_paths[i : i + CHUNK_FILES] for i in range(0, len(all_paths), CHUNK_FILES)]
+    labels = file_labels(all_paths, label=label, labels_csv=labels_csv, pool=pool)
+    spans = [(i, i + CHUNK_FILES) for i in range(0, len(all_paths), CHUNK_FILES)]
+    chunks = [(all_paths[a:b], labels[a:b]) for a, b in spans]
     workers = threads or min(len(chunks), os.cpu_count() or 1) or 1
     if chunks:
         scanner_available()  # build or load it once, before the threads ask for it
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        parts = list(pool.map(lambda chunk: _import_chunk(chunk, osu_processes), chunks))
+    with ThreadPoolExecutor(max_workers=workers) as executor:
+        parts = list(executor.map(lambda chunk: _import_chunk(*chunk, osu_processes), chunks))
     frames = [frame for frame, _ in parts if frame is not None]
     results = [result for _, chunk_results in parts for result in chunk_results]
     samples = pl.concat(frames, how="vertical") if frames else None
