@@ -11,6 +11,8 @@
       logs/                             one log per rule, snakemake.log of `mpiatlas campaign`
       kernels/<stack>/                  the C kernels built against each stack
     results/images/                     Apptainer images (shared: they depend on the stack kind only)
+    ~/.cache/mpiatlas/ (user_cache_dir) the compiled IMB scanner, the report's Vega bundle, the node's
+                                        limits per boot, kernel builds by source and compiler
 
 Each campaign has its own directory so that two configs in one checkout never mix.
 """
@@ -18,6 +20,7 @@ Each campaign has its own directory so that two configs in one checkout never mi
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 RESULTS_ROOT = "results"
@@ -86,6 +89,16 @@ def is_sealed(cell_dir: Path) -> bool:
 def group_done(results: str, group_id: str) -> str:
     """The file a job group writes once every one of its cells is sealed."""
     return f"{results}/{GROUPS}/{group_id}.json"
+
+
+# Overrides the user cache (tests; a shared cluster home that must not be written to).
+CACHE_ENV = "MPIATLAS_CACHE_DIR"
+
+
+def user_cache_dir(*parts: str) -> Path:
+    """$MPIATLAS_CACHE_DIR, else $XDG_CACHE_HOME/mpiatlas, else ~/.cache/mpiatlas (then ``parts``)."""
+    base = os.environ.get(CACHE_ENV) or str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mpiatlas")
+    return Path(base).joinpath(*parts)
 
 
 def write_json_atomic(path: str | Path, data: object) -> None:

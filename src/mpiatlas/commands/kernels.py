@@ -39,6 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="kernel sources (default: src/kernels of this checkout)")
     b.add_argument("--out", required=True, type=Path, help="build directory (binaries, objects, build.json)")
     b.add_argument("--record", default=None, type=Path, help=f"build record (default: <out>/{BUILD_RECORD})")
+    b.add_argument("--cache-dir", default=None, type=Path,
+                   help="builds kept across campaigns, by the hash of sources, wrapper, MPI version and build "
+                        "variables (default: ~/.cache/mpiatlas/kernels)")
+    b.add_argument("--no-cache", action="store_true", help="compile even when the cache holds this build")
     b.set_defaults(func=_build)
 
 
@@ -73,15 +77,24 @@ def build_record(stack: Any, args: argparse.Namespace, binaries: dict[str, Path]
 
 def _build(args: argparse.Namespace) -> int:
     from mpiatlas.programs import KERNEL_NAMES
-    from mpiatlas.programs.build import KernelBuildError, build_kernels, kernels_source_dir
+    from mpiatlas.programs.build import KernelBuildError, build_key, build_kernels, cached_build, kernels_source_dir
     from mpiatlas.programs.kernels import BUILD_RECORD
     from mpiatlas.stacks import StackError, get_stack
 
     try:
         stack = get_stack(args.stack_kind, args.prefix, source=args.source)
         src = kernels_source_dir(args.source_dir)
-        binaries = build_kernels(stack, args.out, source_dir=src, kernels=KERNEL_NAMES)
+        key = build_key(stack, src, KERNEL_NAMES, stack.version())
+
+        def build() -> dict[str, Path]:
+            return build_kernels(stack, args.out, source_dir=src, kernels=KERNEL_NAMES)
+
+        if args.no_cache:
+            binaries, cached_from = build(), None
+        else:
+            binaries, cached_from = cached_build(key, Path(args.out), KERNEL_NAMES, build, cache=args.cache_dir)
         record = build_record(stack, args, binaries, src)
+        record.update(build_key=key, cached_from=str(cached_from) if cached_from else None)
     except (KernelBuildError, StackError) as exc:
         print(f"mpiatlas kernels build: {exc}", file=sys.stderr)
         return 1
@@ -107,7 +120,12 @@ def fit_kernels_main(args: argparse.Namespace) -> int:
     if not any(t is not None and t.height for t in tables.values()):
         print(f"mpiatlas fit: no kernel_*.parquet rows under {args.dir}: nothing fitted", file=sys.stderr)
     hockney = _hockney_fits(args)
-    result = fit_kernels(tables, hockney, seed=args.seed)
+    ring_regions = None
+    if tables.get("ring") is not None:  # hop regions of the ring cells' placements, per-region PingPong λ, B
+        from mpiatlas.models.ring_regions import region_inputs
+
+        ring_regions = region_inputs(args.dir, hockney)
+    result = fit_kernels(tables, hockney, seed=args.seed, ring_regions=ring_regions)
     for note in result.get("notes", []):
         print(f"mpiatlas fit: kernels: {note}", file=sys.stderr)
     if args.json:

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from mpiatlas.layout import user_cache_dir
 from mpiatlas.parsers.imb import SCHEMA
 
 __all__ = ["ImbScan", "scan_imb_files", "scanner_available"]
@@ -99,8 +100,7 @@ def _compiler() -> list[str] | None:
 
 
 def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mpiatlas"
+    return user_cache_dir()
 
 
 def _build(source: bytes) -> Path:

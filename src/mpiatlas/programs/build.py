@@ -9,14 +9,19 @@ and parse its stdout with :func:`mpiatlas.parsers.kernels.parse_kernel_output`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shlex
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from mpiatlas import layout
+from mpiatlas.layout import user_cache_dir
 from mpiatlas.programs import KERNEL_NAMES, expand
 from mpiatlas.programs.kernels import BUILD_RECORD
 
@@ -101,6 +106,83 @@ def build_kernels(
             raise KernelBuildError(f"make succeeded but {path} is missing or not executable")
         binaries[name] = path
     return binaries
+
+
+# -- a cache of builds, across campaigns ---------------------------------------------------------
+#
+# Every campaign builds the kernels against every stack it uses (~7 s here, before any cell, while
+# nothing else may run): the same sources with the same compiler against the same MPI give the
+# same binaries, so a build is kept in the user cache under the hash of everything that decides
+# it, and a campaign whose inputs hash the same copies the binaries instead of compiling.
+
+BUILD_ENV_VARS = ("CFLAGS", "OPENMP_CFLAGS", "LDFLAGS", "LDLIBS", "CC", "OMPI_CC", "MPICH_CC", "I_MPI_CC")
+
+
+def _wrapper_line(stack: _BuildStack, env: dict[str, str]) -> str:
+    """What the wrapper really runs (compiler, include and library paths): Open MPI's ``--showme``,
+    else MPICH's and Intel MPI's ``-show``; and the compiler's version line."""
+    lines = []
+    for flag in ("--showme", "-show", "--version"):
+        try:
+            done = subprocess.run([*stack.mpicc(), flag], env=env, capture_output=True, text=True,
+                                  stdin=subprocess.DEVNULL, timeout=60, check=False)
+        except (OSError, subprocess.SubprocessError) as exc:
+            lines.append(f"{flag}: {exc}")
+            continue
+        lines.append(f"{flag} -> {done.returncode}: {(done.stdout + done.stderr).strip()}")
+    return "\n".join(lines)
+
+
+def build_key(stack: _BuildStack, src: Path, kernels: tuple[str, ...] | list[str], version: str) -> str:
+    """sha256 of the sources, the wrapper argv and what it runs, the MPI version and the build
+    variables make would take from the environment."""
+    env = stack.env()
+    digest = hashlib.sha256()
+    for path in sorted(p for p in src.iterdir() if p.is_file()):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    wrapper = shutil.which(stack.mpicc()[0], path=env.get("PATH")) or stack.mpicc()[0]
+    parts = [repr(stack.mpicc()), wrapper, _wrapper_line(stack, env), version, repr(sorted(kernels)),
+             repr([(name, env.get(name)) for name in BUILD_ENV_VARS])]
+    digest.update("\0".join(parts).encode())
+    return digest.hexdigest()
+
+
+def cached_build(key: str, outdir: Path, kernels: tuple[str, ...] | list[str],
+                 build: Callable[[], dict[str, Path]], cache: Path | None = None) -> tuple[dict[str, Path], Path | None]:
+    """The kernels in ``outdir``: copied from the cache entry ``key`` when it holds all of them
+    (returns its path), else built by ``build`` and stored for the next campaign (returns None)."""
+    entry = (cache or user_cache_dir("kernels")) / key[:32]
+    if all((entry / name).is_file() for name in kernels):
+        outdir.mkdir(parents=True, exist_ok=True)
+        binaries = {}
+        for name in kernels:
+            tmp = outdir / f".{name}.{os.getpid()}.tmp"
+            shutil.copy2(entry / name, tmp)  # aside, then renamed: a reader never sees half a binary
+            tmp.replace(outdir / name)
+            binaries[name] = outdir / name
+        return binaries, entry
+    binaries = build()
+    _store(entry, binaries)
+    return binaries, None
+
+
+def _store(entry: Path, binaries: dict[str, Path]) -> None:
+    """Put a finished build in the cache: filled aside, renamed into place (a concurrent campaign
+    storing the same key loses the rename and changes nothing). A cache that cannot be written is
+    only a slower next campaign."""
+    try:
+        if entry.is_dir() and not all((entry / name).is_file() for name in binaries):
+            shutil.rmtree(entry)  # an incomplete entry (a file lost) is never read: replace it
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
+        for name, path in binaries.items():
+            shutil.copy2(path, staging / name)
+        try:
+            staging.rename(entry)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+    except OSError:
+        pass
 
 
 def build_labels(config: dict[str, Any]) -> list[str]:

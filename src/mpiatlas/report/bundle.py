@@ -14,16 +14,7 @@ import os
 import re
 from pathlib import Path
 
-# Overrides the cache directory (tests; a shared cluster home that should not be written to).
-CACHE_ENV = "MPIATLAS_CACHE_DIR"
-
-
-def cache_dir() -> Path:
-    """$MPIATLAS_CACHE_DIR, else $XDG_CACHE_HOME/mpiatlas, else ~/.cache/mpiatlas."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mpiatlas"
+from mpiatlas.layout import CACHE_ENV, user_cache_dir as cache_dir  # noqa: F401 (tests set CACHE_ENV)
 
 
 def bundle_path(vl_convert_version: str, vl_version: str | None) -> Path:

@@ -38,6 +38,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
+from mpiatlas.layout import user_cache_dir
 from mpiatlas.stacks import collectives
 from mpiatlas.stacks.base import Launch, LaunchSpec, Stack, StackError, Transport, srun_argv, srun_binding
 from mpiatlas.stacks.openmpi import _imb_in, ucx_transport
@@ -134,9 +135,7 @@ class MPICH(Stack):
             return None
         if lib.name == "libmpi.so.12":
             return lib.parent
-        directory = self._abi_dir or Path(
-            os.environ.get("MPIATLAS_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mpiatlas"
-        ) / ("mpich-abi-" + hashlib.sha1(str(lib).encode()).hexdigest()[:10])
+        directory = self._abi_dir or user_cache_dir("mpich-abi-" + hashlib.sha1(str(lib).encode()).hexdigest()[:10])
         link = directory / "libmpi.so.12"
         try:
             directory.mkdir(parents=True, exist_ok=True)
