@@ -52,6 +52,24 @@ def test_a_cell_has_no_instance_dict() -> None:
         cell.np = 3  # type: ignore[misc]  # still frozen
 
 
+def rep_major(cells: list[Cell]) -> list[Cell]:
+    """A group's order: repetition 0 of every cell in the campaign's order, then repetition 1, ..."""
+    return sorted(sort_cells(cells), key=lambda c: c.rep)
+
+
+def test_job_groups_spread_each_cells_repetitions_over_the_group() -> None:
+    """Back-to-back repetitions would hide the machine's drift in a bias between cells; spread out,
+    the drift becomes the repetitions' spread, which the CIs carry."""
+    config = campaign(cells_per_job=1000)
+    cells = programs.expand(config)
+    for members in resources.job_groups(config, cells).values():
+        reps = [c.rep for c in members]
+        assert reps == sorted(reps)
+        for rep in set(reps):  # each repetition holds every cell of the group once
+            assert [c.id.rsplit("/", 1)[0] for c in members if c.rep == rep] == \
+                [c.id.rsplit("/", 1)[0] for c in members if c.rep == 0]
+
+
 def test_job_groups_are_allocations_in_id_order_cut_every_cells_per_job() -> None:
     config = campaign(cells_per_job=4)
     cells = programs.expand(config)
@@ -62,8 +80,8 @@ def test_job_groups_are_allocations_in_id_order_cut_every_cells_per_job() -> Non
     for group, members in groups.items():
         allocation, chunk = group.rsplit("_", 1)
         assert {resources.allocation(c) for c in members} == {allocation}
-        assert members == sort_cells(members) and 1 <= len(members) <= 4
-        same = [c for c in cells if resources.allocation(c) == allocation]
+        assert members == rep_major(members) and 1 <= len(members) <= 4
+        same = rep_major([c for c in cells if resources.allocation(c) == allocation])
         assert members == same[int(chunk) * 4:int(chunk) * 4 + 4]
     assert "imb_intelmpi_shm_node2_np4_t1_0" in groups  # the node mapping's placement names its nodes
     assert all(c.nodes == 2 for c in groups["imb_intelmpi_shm_node2_np4_t1_0"])
@@ -119,7 +137,7 @@ def test_groups_are_cut_by_budgeted_runtime_as_well_as_by_count() -> None:
     config = campaign(cells_per_job=1000)
     cells = programs.expand(config)
     prefix = "imb_intelmpi_shm_core_np2_t1_"
-    allocation = [c for c in cells if resources.allocation(c) + "_" == prefix]
+    allocation = rep_major([c for c in cells if resources.allocation(c) + "_" == prefix])
     cost = {c: resources.cell_runtime_s(config, c) for c in allocation}
     assert len(allocation) == 12  # PingPong, Bcast x 2 algorithms, Allreduce; 3 repetitions
     budget_s = 3.5 * max(cost.values())
@@ -161,7 +179,7 @@ def test_machine_grouping_has_one_group_per_kind_and_stack() -> None:
     groups = resources.job_groups(config, cells)
     assert sorted(groups) == ["imb_intelmpi_machine_0", "kernel_intelmpi_machine_0"]
     imb = groups["imb_intelmpi_machine_0"]
-    assert imb == [c for c in cells if c.kind == "imb"]  # in the campaign's order
+    assert imb == rep_major([c for c in cells if c.kind == "imb"])  # by repetition, then the campaign's order
     assert {c.transport for c in imb} == {"shm", "ofi-tcp"} and {c.np for c in imb} == {2, 4}
     res = resources.group_resources(config, imb)
     assert res["tasks"] == 4 and res["nodes"] == 2 and res["cells"] == len(imb)

@@ -88,7 +88,7 @@ GROUP_KEYS: dict[str, tuple[Callable[[Cell], tuple[Any, ...]], Callable[[Any], s
 
 
 def job_groups(config: dict[str, Any], cells: list[Cell], costs: CellCosts | None = None) -> dict[str, list[Cell]]:
-    """Group id -> its cells: each allocation's cells in sorted order, cut into chunks of at most
+    """Group id -> its cells: each allocation's cells by repetition, then in sorted order, cut into chunks of at most
     cells_per_job cells and job_minutes of budgeted runtime (a cell longer than that on its own is
     a group of one)."""
     size = int(config["campaign"].get("cells_per_job", DEFAULT_CELLS_PER_JOB))
@@ -97,7 +97,11 @@ def job_groups(config: dict[str, Any], cells: list[Cell], costs: CellCosts | Non
     by_key: dict[tuple[Any, ...], list[Cell]] = defaultdict(list)
     for cell in sort_cells(cells):
         by_key[key_of(cell)].append(cell)
-    by_id = {id_of(key): members for key, members in by_key.items()}
+    # Repetition-major within an allocation (a stable sort: each repetition keeps the campaign
+    # order): the repetitions of a cell are spread over the group's run instead of back to back,
+    # so slow drift of the machine (frequency, other tenants, a warming cache) shows up as the
+    # spread of the repetitions, which the CIs carry, rather than as a bias between cells.
+    by_id = {id_of(key): sorted(members, key=attrgetter("rep")) for key, members in by_key.items()}
     runtime = (costs or CellCosts(config)).runtime_s
     groups: dict[str, list[Cell]] = {}
     for key in sorted(by_id):
