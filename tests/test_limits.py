@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -124,7 +125,8 @@ def test_report_shows_shm_b_and_peak_as_a_percent_of_the_copy_rate(tmp_path: Pat
     want = 100 * entry["bandwidth_MBps"] / memory["memory"]
     assert shm[col["B % of limit"]].text == f"{want:.1f} %"
     assert shm[col["Peak % of cache copy"]].text.endswith("(L2)")  # the peak at 512 KiB fits the 512 KiB L2
-    assert rows["intelmpi/ofi-tcp/node2"][col["B % of limit"]].text == "—"
+    # This record predates link rates and there are no α-β fits: the report says the rate is unknown.
+    assert rows["intelmpi/ofi-tcp/node2"][col["B % of limit"]].text == "link rate unknown"
     assert any("likwid-bench copy" in getattr(b, "text", "") for b in section.blocks)
 
 
@@ -178,7 +180,103 @@ def test_inter_node_b_against_the_nominal_link_rate(tmp_path: Path) -> None:
     section = section_parameters(load_data(None, fits))
     table = next(b for b in section.blocks if isinstance(b, Table) and b.caption == "Hockney parameters")
     (row,) = table.rows
-    assert row[table.columns.index("B % of limit")].text == "96.4 %"
+    assert row[table.columns.index("B % of limit")].text == "96.4 % (config)"
+
+
+def _node(name: str, net: dict) -> dict:
+    """A limits record of a node without likwid but with a network link."""
+    return {"node": name, "available": False, "reason": "likwid-bench not found", "network_link": net}
+
+
+def _inter_report(tmp_path: Path, records: list[dict], alphabeta: dict | None = None) -> tuple[Table, list]:
+    fits = tmp_path / "fits"
+    fits.mkdir(exist_ok=True)
+    entry = {**_shm_fit_entry(), "label": "ompi/ucx/node2", "mapping": "node2", "bandwidth_MBps": 12047.46}
+    region = {**entry, "label": "ompi/ucx/region", "mapping": None, "region": "other_node", "bandwidth_MBps": 2911.5}
+    (fits / "hockney.json").write_text(json.dumps([entry, region]))
+    if alphabeta is not None:
+        (fits / "alphabeta.json").write_text(json.dumps(alphabeta))
+    path = tmp_path / "limits.json"
+    path.write_text(json.dumps({"nodes": records}))
+    section = section_parameters(load_data(None, fits, limits=path))
+    table = next(b for b in section.blocks if isinstance(b, Table) and b.caption == "Hockney parameters")
+    return table, section.blocks
+
+
+def test_inter_node_b_against_the_recorded_link_rate(tmp_path: Path) -> None:
+    """Two nodes on EDR (100 Gbit/s = 12500 MB/s): 12047.46 MB/s is 96.4 %; the records win over
+    the α-β fits' configured 10 Gbit/s, and a fit placed by region (other_node) counts as inter-node."""
+    edr = {"interface": "ib0", "chosen_by": "config tcp_interface", "gbit_s": 100.0, "source": "infiniband:mlx5_0/1"}
+    table, blocks = _inter_report(tmp_path, [_node("n1", edr), _node("n2", edr)],
+                                  {"network": {"name": "nominal link", "bandwidth_gbit_s": 10}})
+    col = table.columns.index("B % of limit")
+    rows = {r[1].text: r for r in table.rows}
+    assert rows["ompi/ucx/node2"][col].text == "96.4 % (infiniband:mlx5_0/1)"
+    assert rows["ompi/ucx/region"][col].text == "23.3 % (infiniband:mlx5_0/1)"  # 2911.5 / 12500
+    assert rows["ompi/ucx/region"][col].cls == "num"
+    assert "n1: ib0 (config tcp_interface), 100 Gbit/s from infiniband:mlx5_0/1" in rows["ompi/ucx/node2"][col].title
+    assert any("12,500 MB/s" in getattr(b, "text", "") for b in blocks)
+
+
+def test_the_slower_node_bounds_the_link_and_unknown_rates_are_said(tmp_path: Path) -> None:
+    fast = {"interface": "eth0", "chosen_by": "default route", "gbit_s": 25.0, "source": "sysfs:eth0"}
+    slow = {"interface": "eth0", "chosen_by": "default route", "gbit_s": 10.0, "source": "sysfs:eth0"}
+    table, _ = _inter_report(tmp_path, [_node("n1", fast), _node("n2", slow)])
+    rows = {r[1].text: r for r in table.rows}
+    over = rows["ompi/ucx/region"][table.columns.index("B % of limit")]
+    assert over.text == "232.9 % (sysfs:eth0)" and over.cls == "num bad"  # / 1250 MB/s: above the link
+    assert "Above the link rate" in over.title
+    # The netns cluster: cl0 is a veth, the config's 10 Gbit/s stands in, and the report says why.
+    veth = {"interface": "cl0", "chosen_by": "config tcp_interface", "gbit_s": 10.0, "source": "config",
+            "config_name": "veth-tcp", "note": "cl0 is a veth interface, not a hardware link "
+            "(10000 Mbit/s is a kernel default): rate unknown"}
+    table, blocks = _inter_report(tmp_path, [_node("node1", veth)])
+    rows = {r[1].text: r for r in table.rows}
+    assert rows["ompi/ucx/region"][table.columns.index("B % of limit")].text == "232.9 % (config)"
+    notes = next(b for b in blocks if getattr(b, "text", "") == "Link rate notes:")
+    assert any(i.startswith("node1: cl0 is a veth") for i in notes.items)
+    # A VM NIC reporting -1 and no config value: no percent, and why.
+    vm = {"interface": "eth0", "chosen_by": "default route", "gbit_s": None, "source": None,
+          "note": "eth0: speed unknown (the NIC reports none, as a VM's virtio NIC does)"}
+    table, blocks = _inter_report(tmp_path, [_node("vm", vm)])
+    cell_ = table.rows[0][table.columns.index("B % of limit")]
+    assert cell_.text == "link rate unknown" and "virtio" in cell_.title
+    assert any("not set against a link rate" in getattr(b, "text", "") for b in blocks)
+
+
+def test_limits_command_records_links_fresh_not_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runner = CountingRunner()
+    real = limits.measure_cached
+    monkeypatch.setattr(limits, "measure_cached", lambda cache_dir, fresh=False: real(
+        cache_dir, fresh=fresh, runner=runner, sources=_sources()))
+    monkeypatch.delenv("SLURM_JOB_NUM_NODES", raising=False)
+    cache = tmp_path / "cache"
+    args = ["--cache-dir", str(cache), "--tcp-interface", "no-such-if0", "--bandwidth-gbit-s", "10",
+            "--network-name", "veth-tcp"]
+    for run in ("a", "b"):
+        assert main(["limits", "--out-dir", str(tmp_path / run), *args]) == 0
+    a, b = (json.loads((tmp_path / r / "n01.json").read_text()) for r in "ab")
+    assert runner.runs == RUNS_PER_RECORD and b["cached_from"]  # the copy rate from the cache ...
+    for rec in (a, b):  # ... the links read each time
+        net = rec["network_link"]
+        assert (net["interface"], net["source"], net["gbit_s"], net["MBps"]) == (None, "config", 10.0, 1250.0)
+        assert "no-such-if0 not on this node" in net["note"]
+        assert [lk["name"] for lk in rec["links"]] == sorted(n for n in os.listdir("/sys/class/net") if n != "lo")
+    (stored,) = cache.glob("*.json")
+    assert "links" not in json.loads(stored.read_text()) and "network_link" not in json.loads(stored.read_text())
+    assert "n01: link no interface: 10 Gbit/s (config)" in capsys.readouterr().out
+
+
+def test_srun_runs_get_the_link_options() -> None:
+    import argparse
+
+    from mpiatlas.commands.limits import _network_argv
+
+    args = argparse.Namespace(tcp_interface=["ib0", "eth0"], bandwidth_gbit_s=100.0, network_name="HDR100")
+    assert _network_argv(args) == ["--tcp-interface", "ib0", "--tcp-interface", "eth0", "--bandwidth-gbit-s",
+                                   "100.0", "--network-name", "HDR100"]
 
 
 # -- the cache per node and boot ------------------------------------------------------------------

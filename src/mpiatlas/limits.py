@@ -22,6 +22,10 @@ Choices, and why:
 When likwid-bench is missing or fails, the record says ``available: false`` and why: the
 campaign goes on without the limit.
 
+The record also holds the node's network links and the rate of the one inter-node traffic uses
+(:func:`node_record`, :mod:`mpiatlas.link_rate`): read fresh every time (a few sysfs files), never
+cached with the copy rate, since a link can be renegotiated or taken down within a boot.
+
 Cached per node and boot (:func:`measure_cached`, ``~/.cache/mpiatlas/limits``): a node's copy rate
 does not change within a boot, and re-measuring it alone on the machine every campaign costs ~20 s
 (5 runs × ``REPEATS`` × ~1 s), more than the harness spends on all the cells of a small campaign.
@@ -44,14 +48,15 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mpiatlas.layout import write_json_atomic
+from mpiatlas import link_rate
+from mpiatlas.layout import user_cache_dir, write_json_atomic
 
 LIKWID_BENCH = "likwid-bench"
 REPEATS = 3
@@ -274,8 +279,7 @@ class KeySources:
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "mpiatlas" / "limits"
+    return user_cache_dir("limits")
 
 
 def cache_key(hostname: str, boot_id: str, version: str | None, cpuinfo: str,
@@ -368,3 +372,11 @@ def measure_cached(cache_dir: Path | None = None, *, fresh: bool = False, runner
         except OSError as exc:
             log.warning("%s: limits record not cached (%s)", path, exc)
     return record
+
+
+def node_record(cache_dir: Path | None = None, *, fresh: bool = False, tcp_interfaces: Sequence[str] = (),
+                config_gbit_s: float | None = None, config_name: str | None = None) -> dict[str, Any]:
+    """This node's limits record: the copy rates (:func:`measure_cached`, cached) and, read now,
+    its ``links`` and the ``network_link`` the campaign's inter-node traffic uses (:mod:`mpiatlas.link_rate`)."""
+    record = measure_cached(cache_dir, fresh=fresh)
+    return {**record, **link_rate.network_record(tcp_interfaces, config_gbit_s, config_name)}

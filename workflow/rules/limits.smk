@@ -16,6 +16,12 @@ LIMITS_MODE = "off" if config["campaign"]["limits"] is False else config["campai
 # The campaign's limits file, [] when off: what rule all and the report rules ask for.
 LIMITS_TARGETS = [] if LIMITS_MODE == "off" else [f"{R}/limits/limits.json"]
 LIMITS_NODES = max((c.nodes for c in CELLS), default=1)
+# The link inter-node traffic uses (mpiatlas.link_rate): the stacks' tcp_interface, the config's rate as fallback.
+LIMITS_NETWORK = " ".join(
+    [f"--tcp-interface {shlex.quote(i)}" for i in dict.fromkeys(
+        s["tcp_interface"] for s in config["stacks"].values() if s.get("tcp_interface"))]
+    + [f"--bandwidth-gbit-s {config['network']['bandwidth_gbit_s']}",
+       f"--network-name {shlex.quote(config['network']['name'])}"])
 
 
 if LIMITS_TARGETS:
@@ -26,6 +32,7 @@ if LIMITS_TARGETS:
         params:
             out_dir=lambda wildcards, output: os.path.dirname(output[0]),
             fresh="--fresh" if LIMITS_MODE == "fresh" else "",
+            network=LIMITS_NETWORK,
         log:
             f"{LOGS}/limits.log",
         threads: 4096
@@ -41,4 +48,4 @@ if LIMITS_TARGETS:
         conda:
             "../envs/mpiatlas.yaml"
         shell:
-            "mpiatlas limits --out-dir {params.out_dir:q} {params.fresh} > {log:q} 2>&1"
+            "mpiatlas limits --out-dir {params.out_dir:q} {params.fresh} {params.network} > {log:q} 2>&1"

@@ -4,6 +4,12 @@ The report is given the file (``mpiatlas report --limits``; the report rule pass
 R/limits/limits.json to both views unless ``campaign.limits`` is ``off``). One record per node;
 with several nodes each level's limit is the median over the nodes that measured it (a campaign's
 nodes are one node type).
+
+The network limit is the rate of the link each node's record names (``network_link``, see
+:mod:`mpiatlas.link_rate`), the slowest over the nodes (a transfer between two nodes goes no
+faster than the slower end), with where it came from: ``sysfs:<iface>``,
+``infiniband:<dev>/<port>`` or ``config``. Records without one (older files) fall back to the
+α-β fits' ``network.bandwidth_gbit_s``, the config value.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mpiatlas.limits import MEMORY, LimitsError, level_for_size, level_limits
+from mpiatlas.link_rate import gbit_to_MBps
 
 
 @dataclass
@@ -23,6 +30,7 @@ class PhysicalLimits:
     rates: dict[str, float] = field(default_factory=dict)  # level -> MB/s copied by one core
     caches: dict[str, int] = field(default_factory=dict)
     unavailable: list[str] = field(default_factory=list)  # "node: reason"
+    links: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> its record's network_link
 
     def level_of(self, size_bytes: float) -> str:
         return level_for_size({"caches": self.caches}, size_bytes)
@@ -46,6 +54,9 @@ def load_limits(path: Path) -> PhysicalLimits:
     out = PhysicalLimits(source=str(path))
     per_level: dict[str, list[float]] = {}
     for rec in nodes:
+        net = rec.get("network_link") if isinstance(rec, dict) else None
+        if isinstance(net, dict):
+            out.links[str(rec.get("node"))] = net
         rates = level_limits(rec)
         if not rates:
             out.unavailable.append(f"{rec.get('node')}: {rec.get('reason') or 'no usable run'}")
@@ -63,7 +74,7 @@ def is_intra_node(fit: dict[str, Any]) -> bool:
     """A fit of ranks on one node (its copies are what the memory limit bounds): it names a mapping
     and that mapping does not spread the ranks over nodes (``node``, ``node2``, …)."""
     mapping = fit.get("mapping")
-    return isinstance(mapping, str) and bool(mapping) and not mapping.startswith("node")
+    return isinstance(mapping, str) and bool(mapping) and not is_inter_node(fit)
 
 
 def limit_cells(fit: dict[str, Any], limits: PhysicalLimits) -> tuple[float | None, str, float | None, str]:
@@ -72,3 +83,75 @@ def limit_cells(fit: dict[str, Any], limits: PhysicalLimits) -> tuple[float | No
     peak_level = limits.level_of(peak_bytes) if isinstance(peak_bytes, (int, float)) else MEMORY
     return (limits.fraction(fit.get("bandwidth_MBps"), MEMORY), MEMORY,
             limits.fraction(fit.get("peak_bandwidth_MBps"), peak_level), peak_level)
+
+
+@dataclass(frozen=True)
+class LinkLimit:
+    """The link rate inter-node B is set against: Gbit/s of data (None: unknown), its source
+    (``sysfs:eth0``, ``infiniband:mlx5_0/1``, ``config``), and notes on what is unknown or may
+    differ (a node whose link reports no rate, an InfiniBand port the TCP link is not on)."""
+
+    gbit_s: float | None
+    source: str = ""
+    detail: str = ""
+    notes: tuple[str, ...] = ()
+
+    @property
+    def MBps(self) -> float | None:  # noqa: N802 - the unit's spelling
+        return gbit_to_MBps(self.gbit_s) if self.gbit_s is not None else None
+
+    def fraction(self, bandwidth: Any) -> float | None:
+        rate = self.MBps
+        if rate is None or isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float)) or bandwidth <= 0:
+            return None
+        return float(bandwidth) / rate
+
+
+def _gbit(value: Any) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    return float(value) if ok else None
+
+
+def link_limit(limits: PhysicalLimits | None, alphabeta: Any) -> LinkLimit | None:
+    """The campaign's link limit: the slowest node's recorded link, else the α-β fits' configured
+    network; None when neither says anything."""
+    links = limits.links if limits is not None else {}
+    notes: list[str] = []
+    known: list[tuple[float, str, str]] = []  # (Gbit/s, source, node)
+    for node, net in sorted(links.items()):
+        if net.get("note"):
+            notes.append(f"{node}: {net['note']}")
+        for other in net.get("other_rdma") or []:
+            notes.append(f"{node}: InfiniBand port {other} is active too: a verbs/UCX transport uses it, "
+                         f"not {net.get('interface')}")
+        gbit = _gbit(net.get("gbit_s"))
+        if gbit is not None:
+            known.append((gbit, str(net.get("source") or "unknown"), node))
+    if known:
+        slowest = min(g for g, _, _ in known)
+        sources = ", ".join(sorted({src for g, src, _ in known if g == slowest}))
+        detail = "; ".join(f"{node}: {_link_text(links[node])}" for _, _, node in known)
+        return LinkLimit(slowest, sources, detail, tuple(notes))
+    net = alphabeta.get("network") if isinstance(alphabeta, dict) else None
+    gbit = _gbit(net.get("bandwidth_gbit_s")) if isinstance(net, dict) else None
+    if isinstance(net, dict) and gbit is not None:
+        if not links:
+            notes.append("no link read from the nodes (no limits record names one)")
+        name = str(net.get("name") or "network")
+        return LinkLimit(gbit, "config", f"network.bandwidth_gbit_s of the α-β fits ({name})", tuple(notes))
+    return LinkLimit(None, notes=tuple(notes)) if notes else None
+
+
+def _link_text(net: dict[str, Any]) -> str:
+    iface = net.get("interface") or "no interface"
+    how = f" ({net['chosen_by']})" if net.get("chosen_by") else ""
+    src = net.get("source")
+    named = f" {net['config_name']}" if src == "config" and net.get("config_name") else ""
+    return f"{iface}{how}, {net.get('gbit_s'):g} Gbit/s from {src}{named}"
+
+
+def is_inter_node(fit: dict[str, Any]) -> bool:
+    """A fit whose ranks are on different nodes: its region is ``other_node``, or its mapping spreads
+    the ranks over nodes (``node``, ``node2``, …)."""
+    mapping = fit.get("mapping")
+    return fit.get("region") == "other_node" or (isinstance(mapping, str) and mapping.startswith("node"))

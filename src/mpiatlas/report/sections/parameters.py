@@ -3,7 +3,9 @@
 Beside B (the plateau of the largest sizes on a curve that peaks in cache, see
 :mod:`mpiatlas.models.asymptote`) it shows the in-cache peak and, when the campaign measured its
 nodes' copy bandwidth (R/limits/limits.json, given as ``mpiatlas report --limits``, see
-:mod:`mpiatlas.limits`), each intra-node B and peak as a % of it.
+:mod:`mpiatlas.limits`), each intra-node B and peak as a % of it; each inter-node B is set against
+the link rate the nodes' records name (:mod:`mpiatlas.link_rate`: sysfs, InfiniBand, or the config
+value), with its source in the cell.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from mpiatlas.report.cells import has_columns
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, finite, fmt_bytes, fmt_ci, fmt_num, fmt_pct
 from mpiatlas.report.imb import bench_sort_key
-from mpiatlas.report.physical_limits import PhysicalLimits, is_intra_node, limit_cells
+from mpiatlas.report.physical_limits import (LinkLimit, PhysicalLimits, is_inter_node, is_intra_node, limit_cells,
+                                             link_limit)
 
 TITLE = "Model parameters"
 SECTION_ID = "parameters"
 SHOWN_ELSEWHERE = ("hockney", "kernels", "alphabeta")  # fits files other sections draw
+OVER_LINK = 1.05  # B / link rate above this is flagged (a few % for rounding and timer error)
 NO_LIMITS = "no limits file given: campaign.limits is off, or mpiatlas report ran without --limits"
 
 
@@ -56,27 +60,24 @@ def _peak_cells(f: dict[str, Any]) -> list[Cell]:
                  title=f"{f.get('plateau_n_sizes')} sizes" if finite(plateau) else None)]
 
 
-def _link(data: ReportData) -> tuple[str, float] | None:
-    """(name, MB/s) of the campaign's nominal link (network.bandwidth_gbit_s, as the α-β fits use it)."""
-    ab = data.fits.get("alphabeta")
-    net = ab.get("network") if isinstance(ab, dict) else None
-    if not isinstance(net, dict):
-        return None
-    gbit = net.get("bandwidth_gbit_s")
-    if not isinstance(gbit, (int, float)) or isinstance(gbit, bool) or gbit <= 0:
-        return None
-    return str(net.get("name") or "network"), gbit * 1e9 / 8 / 1e6
-
-
-def _limit_cells(f: dict[str, Any], limits: PhysicalLimits | None, link: tuple[str, float] | None) -> list[Cell]:
+def _limit_cells(f: dict[str, Any], limits: PhysicalLimits | None, link: LinkLimit | None) -> list[Cell]:
     if limits is None and link is None:
         return []
+    if is_inter_node(f):
+        frac = link.fraction(f.get("bandwidth_MBps")) if link is not None else None
+        if link is None or link.MBps is None:
+            why = "; ".join(link.notes) if link is not None else "no link rate: no limits record or α-β fits name one"
+            return [Cell("link rate unknown", title=why), Cell(DASH)]
+        if frac is None:
+            return [Cell(DASH, title="no finite B"), Cell(DASH)]
+        title = f"B / link rate {link.gbit_s:g} Gbit/s = {fmt_num(link.MBps)} MB/s ({link.detail})"
+        if frac > OVER_LINK:
+            # No transfer beats its link: the ranks shared a machine (namespace "nodes") or took another link.
+            title += ". Above the link rate: this traffic did not cross that link, or the rate is not the link's"
+        return [Cell(f"{fmt_pct(frac)} ({link.source})", cls="num bad" if frac > OVER_LINK else "num", title=title),
+                Cell(DASH)]
     if not is_intra_node(f):
-        b = f.get("bandwidth_MBps")
-        if link is None or not isinstance(b, (int, float)) or not isinstance(f.get("mapping"), str):
-            return [Cell(DASH, title="no limit for this placement"), Cell(DASH)]
-        return [Cell(fmt_pct(b / link[1]), cls="num", title=f"B / nominal link rate ({link[0]}, "
-                     f"{fmt_num(link[1])} MB/s, network.bandwidth_gbit_s)"), Cell(DASH)]
+        return [Cell(DASH, title="no limit for this placement (no mapping)"), Cell(DASH)]
     if limits is None:
         return [Cell(DASH, title="no measured copy bandwidth: the report was given no usable limits file"), Cell(DASH)]
     b_frac, b_level, p_frac, p_level = limit_cells(f, limits)
@@ -87,7 +88,7 @@ def _limit_cells(f: dict[str, Any], limits: PhysicalLimits | None, link: tuple[s
 
 def _fit_rows(fits: list[dict[str, Any]], zero: dict[tuple[Any, Any, Any], float], show_alg: bool,
               show_method: bool, limits: PhysicalLimits | None = None,
-              link: tuple[str, float] | None = None) -> tuple[list[list[Cell]], list[list[Cell]]]:
+              link: LinkLimit | None = None) -> tuple[list[list[Cell]], list[list[Cell]]]:
     rows: list[list[Cell]] = []
     seg_rows: list[list[Cell]] = []
     for f in sorted(fits, key=_sort_key):
@@ -154,7 +155,7 @@ def section_parameters(data: ReportData) -> Section:
         blocks.append(Notice(f"Physical limits not shown: {data.limits_error}", "warn"))
     elif data.limits_path is None and any(is_intra_node(f) for f in fits):
         blocks.append(Text(f"Intra-node B is not set against a memory copy rate ({NO_LIMITS})."))
-    link = _link(data)
+    link = link_limit(limits, data.fits.get("alphabeta")) if any(is_inter_node(f) for f in fits) else None
     rows, seg_rows = _fit_rows(fits, _zero_byte_medians(data), show_alg, show_method, limits, link)
     id_cols = ["Benchmark", "Label", "np", *(["Algorithm"] if show_alg else [])]
     blocks += [
@@ -181,11 +182,17 @@ def section_parameters(data: ReportData) -> Section:
     return Section(TITLE, blocks, id=SECTION_ID)
 
 
-def _limits_text(limits: PhysicalLimits | None, link: tuple[str, float] | None) -> list[Any]:
+def _limits_text(limits: PhysicalLimits | None, link: LinkLimit | None) -> list[Any]:
     out: list[Any] = []
-    if link is not None:
-        out.append(Text(f"Inter-node B is set against the nominal link rate ({link[0]}: {fmt_num(link[1])} MB/s, "
-                        "the campaign's network.bandwidth_gbit_s)."))
+    if link is not None and link.MBps is not None:
+        out.append(Text(f"Inter-node B is set against the link rate, {link.gbit_s:g} Gbit/s of data = "
+                        f"{fmt_num(link.MBps)} MB/s, from {link.source} ({link.detail}); sysfs:<interface> is the "
+                        "NIC's speed, infiniband:<device>/<port> the port's rate after line coding, config the "
+                        "campaign's network.bandwidth_gbit_s where a link's own rate is unknown."))
+    elif link is not None:
+        out.append(Text("Inter-node B is not set against a link rate: it is unknown."))
+    if link is not None and link.notes:
+        out.append(Notice("Link rate notes:", "info", list(link.notes)))
     if limits is None:
         return out
     if limits.rates:

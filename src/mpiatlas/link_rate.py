@@ -1,0 +1,248 @@
+"""The node's network links, and the rate of the one a campaign's inter-node traffic uses.
+
+The report sets an inter-node bandwidth against it (B as a % of the link rate), so the figure
+must be the rate the link *carries data* at, and must say where it came from:
+
+* ``sysfs:<iface>``: /sys/class/net/<iface>/speed (Mbit/s, what ethtool prints). Only for a link
+  backed by hardware (a NIC, or a bond/VLAN over NICs): a veth or a bridge reports a kernel
+  default (veth: 10000) that limits nothing, and a VM's virtio NIC reports -1;
+* ``infiniband:<dev>/<port>``: /sys/class/infiniband/<dev>/ports/<port>/rate (``100 Gb/sec (4X
+  EDR)``) of the InfiniBand/RoCE port behind the interface. IB rates name the signalling rate:
+  SDR/DDR/QDR lose 20 % to 8b/10b line coding and FDR 2.6 % to 64b/66b (EDR and later state the
+  data rate), so the data rate is the limit. A RoCE port is Ethernet: its rate is a data rate;
+* ``config``: ``network.bandwidth_gbit_s`` when the link's rate cannot be read.
+
+sysfs rather than ``ibstat``/``ibv_devinfo``: those read the same sysfs files, are missing on many
+compute nodes, and their text differs between versions.
+
+Which link: the interface the config makes the stacks use (``stacks.<label>.tcp_interface``),
+else the interface of the default route (/proc/net/route, then /proc/net/ipv6_route), else none.
+An active InfiniBand port that is not behind that interface is noted: a verbs/UCX transport uses
+it and not the TCP interface, and the report says so rather than guessing which one a stack took.
+
+Read fresh every time (a few small files): a link can be renegotiated or taken down between
+campaigns, unlike a node's memory copy rate.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+SYS_NET = Path("/sys/class/net")
+SYS_INFINIBAND = Path("/sys/class/infiniband")
+PROC_ROUTE = Path("/proc/net/route")
+PROC_ROUTE6 = Path("/proc/net/ipv6_route")
+
+# Kinds whose `speed` is a hardware link's (a bond's is the sum of its active NICs', a VLAN's its NIC's).
+HARDWARE_KINDS = ("physical", "bond", "vlan")
+# Data bits per signalled bit of the IB speeds whose sysfs rate is the signalling rate.
+IB_ENCODING = {"SDR": 0.8, "DDR": 0.8, "QDR": 0.8, "FDR": 14.0625 * 64 / 66 / 14}
+_IB_LANE_SPEED = {2.5: "SDR", 5.0: "DDR", 10.0: "QDR"}  # older kernels print "(4X)" for SDR
+_IB_RATE = re.compile(r"^\s*([0-9.]+)\s*Gb/sec(?:\s*\((\d+)X\s*([A-Za-z0-9]*)\))?")
+_SPEED_UNKNOWN = 2**31  # the kernel's SPEED_UNKNOWN (-1) printed unsigned by some drivers
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError):  # EINVAL: no speed on a down or virtual link
+        return None
+
+
+def gbit_to_MBps(gbit_s: float) -> float:
+    """Gbit/s (10^9 bit/s) -> MB/s (10^6 B/s), the unit the Hockney B is in."""
+    return gbit_s * 1000 / 8
+
+
+# -- the interfaces -------------------------------------------------------------------------------
+
+
+def interface_kind(iface: Path) -> str:
+    """physical (a ``device`` behind it), bond, vlan, bridge, … (uevent DEVTYPE), veth (a peer
+    link, no device), else virtual (lo, ifb, dummy, tun)."""
+    uevent = _read(iface / "uevent") or ""
+    devtype = next((line.split("=", 1)[1] for line in uevent.splitlines() if line.startswith("DEVTYPE=")), None)
+    if devtype:
+        return devtype
+    if (iface / "device").exists():
+        return "physical"
+    ifindex, iflink = _read(iface / "ifindex"), _read(iface / "iflink")
+    if ifindex and iflink and ifindex != iflink:
+        return "veth"
+    return "virtual"
+
+
+def speed_mbit_s(iface: Path) -> int | None:
+    """The interface's speed in Mbit/s; None when unreadable, -1 or 0 (unknown, link down)."""
+    text = _read(iface / "speed")
+    try:
+        value = int(text) if text is not None else -1
+    except ValueError:
+        return None
+    return value if 0 < value < _SPEED_UNKNOWN else None
+
+
+def read_links(sys_net: Path = SYS_NET, ports: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """Every interface but lo: name, kind, virtual, operstate, speed (Mbit/s or None), and the
+    RDMA ports (``<dev>/<port>``) behind it."""
+    links = []
+    for iface in sorted(sys_net.iterdir()) if sys_net.is_dir() else []:
+        if iface.name == "lo":
+            continue
+        kind = interface_kind(iface)
+        links.append({"name": iface.name, "kind": kind, "virtual": kind not in HARDWARE_KINDS,
+                      "operstate": _read(iface / "operstate") or "unknown", "speed_mbit_s": speed_mbit_s(iface),
+                      "rdma_ports": _rdma_ports_of(iface, ports)})
+    return links
+
+
+def _rdma_ports_of(iface: Path, ports: Sequence[dict[str, Any]]) -> list[str]:
+    """The RDMA ports an interface rides on: IPoIB and RoCE interfaces share the PCI device of their
+    HCA (``device/infiniband/<dev>``, port = dev_port + 1); RoCE ports also name their netdevs."""
+    out = [p["id"] for p in ports if iface.name in p.get("netdevs", ())]
+    devs = sorted(d.name for d in (iface / "device" / "infiniband").glob("*"))
+    try:
+        port = int(_read(iface / "dev_port") or "0") + 1
+    except ValueError:
+        port = 1
+    out += [f"{dev}/{port}" for dev in devs if any(p["id"] == f"{dev}/{port}" for p in ports)]
+    return list(dict.fromkeys(out))
+
+
+# -- InfiniBand / RoCE ports ----------------------------------------------------------------------
+
+
+def parse_ib_rate(text: str, link_layer: str = "InfiniBand") -> dict[str, Any]:
+    """``100 Gb/sec (4X EDR)`` -> rate, lanes, speed and the data rate after line coding (Gbit/s).
+    ValueError when the text is no rate."""
+    m = _IB_RATE.match(text)
+    if not m:
+        raise ValueError(f"InfiniBand rate {text!r}: expected e.g. '100 Gb/sec (4X EDR)'")
+    rate = float(m.group(1))
+    lanes = int(m.group(2)) if m.group(2) else None
+    speed = (m.group(3) or "").upper() or (_IB_LANE_SPEED.get(rate / lanes) if lanes else None)
+    # RoCE ports print an IB speed name for an Ethernet rate, which is already a data rate.
+    factor = IB_ENCODING.get(speed or "", 1.0) if link_layer == "InfiniBand" else 1.0
+    return {"rate_gbit_s": rate, "lanes": lanes, "speed": speed, "data_gbit_s": rate * factor}
+
+
+def read_rdma_ports(sys_ib: Path = SYS_INFINIBAND) -> list[dict[str, Any]]:
+    """Every port of every RDMA device: id ``<dev>/<port>``, rate text and figures, state,
+    link layer (InfiniBand or Ethernet = RoCE), the netdevs a RoCE port names."""
+    ports = []
+    for dev in sorted(sys_ib.iterdir()) if sys_ib.is_dir() else []:
+        for port in sorted((dev / "ports").glob("*"), key=lambda p: (len(p.name), p.name)):
+            text = _read(port / "rate")
+            layer = _read(port / "link_layer") or "InfiniBand"
+            entry: dict[str, Any] = {"id": f"{dev.name}/{port.name}", "rate": text, "link_layer": layer,
+                                     "state": _read(port / "state"), "phys_state": _read(port / "phys_state"),
+                                     "netdevs": sorted({n for f in (port / "gid_attrs" / "ndevs").glob("*")
+                                                        if (n := _read(f))})}
+            try:
+                entry.update(parse_ib_rate(text or "", layer))
+            except ValueError as exc:
+                entry["error"] = str(exc)
+            ports.append(entry)
+    return ports
+
+
+def port_active(port: dict[str, Any]) -> bool:
+    return "ACTIVE" in str(port.get("state") or "").upper()
+
+
+# -- which link, and its rate ---------------------------------------------------------------------
+
+
+def default_route_interface(route: Path = PROC_ROUTE, route6: Path = PROC_ROUTE6) -> str | None:
+    """The interface of the default route with the lowest metric: IPv4, else IPv6; None without one."""
+    # /proc/net/route: Iface Destination Gateway Flags RefCnt Use Metric(decimal) Mask … (a header line first)
+    v4 = [(_int(f[6], 10), f[0]) for f in _rows(route)
+          if len(f) >= 8 and f[1] == f[7] == "00000000" and _int(f[3], 16) & 1]  # RTF_UP
+    # /proc/net/ipv6_route: dest dest_prefix src src_prefix next_hop metric refcnt use flags iface (hex)
+    v6 = [(_int(f[5], 16), f[9]) for f in _rows(route6)
+          if len(f) >= 10 and set(f[0]) == {"0"} and f[1] == "00" and f[9] != "lo" and _int(f[8], 16) & 1]
+    for routes in (v4, v6):
+        if routes:
+            return min(routes)[1]
+    return None
+
+
+def _int(text: str, base: int) -> int:
+    """A route file's number, 0 when malformed (malformed flags then count as not up)."""
+    try:
+        return int(text, base)
+    except ValueError:
+        return 0
+
+
+def _rows(path: Path) -> list[list[str]]:
+    return [line.split() for line in (_read(path) or "").splitlines()]
+
+
+def choose_link(links: Sequence[dict[str, Any]], configured: Sequence[str], default_route: str | None
+                ) -> dict[str, Any]:
+    """``{interface, chosen_by}`` (interface None and a ``note`` when there is none): the first
+    configured interface, else the default route's. A configured interface missing on this node
+    gives none: the stacks' traffic does not take the default route then either."""
+    names = {link["name"] for link in links}
+    if configured:
+        present = [i for i in configured if i in names]
+        if present:
+            return {"interface": present[0], "chosen_by": "config tcp_interface"}
+        return {"interface": None, "chosen_by": None,
+                "note": f"configured tcp_interface {', '.join(configured)} not on this node"}
+    if default_route:
+        return {"interface": default_route, "chosen_by": "default route"}
+    return {"interface": None, "chosen_by": None, "note": "no tcp_interface configured and no default route"}
+
+
+def link_rate(link: dict[str, Any] | None, ports: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """``{gbit_s, source}`` of a link, or gbit_s None and a ``note`` saying why it is unknown."""
+    if link is None:
+        return {"gbit_s": None, "source": None, "note": "no such interface"}
+    name = link["name"]
+    for port in (p for p in ports if p["id"] in link.get("rdma_ports", ())):
+        if port_active(port) and port.get("data_gbit_s"):
+            return {"gbit_s": port["data_gbit_s"], "source": f"infiniband:{port['id']}"}
+    speed = link.get("speed_mbit_s")
+    if link.get("virtual"):
+        shown = f" ({speed} Mbit/s is a kernel default)" if speed else ""
+        return {"gbit_s": None, "source": None,
+                "note": f"{name} is a {link.get('kind')} interface, not a hardware link{shown}: rate unknown"}
+    if speed is None:
+        state = link.get("operstate")
+        why = f"link {state}" if state not in ("up", "unknown") else "the NIC reports none, as a VM's virtio NIC does"
+        return {"gbit_s": None, "source": None, "note": f"{name}: speed unknown ({why})"}
+    return {"gbit_s": speed / 1000, "source": f"sysfs:{name}"}
+
+
+def network_record(configured: Sequence[str] = (), config_gbit_s: float | None = None, config_name: str | None = None,
+                   *, sys_net: Path = SYS_NET, sys_ib: Path = SYS_INFINIBAND, route: Path = PROC_ROUTE,
+                   route6: Path = PROC_ROUTE6) -> dict[str, Any]:
+    """This node's ``links``, ``rdma_ports``, ``default_route`` and ``network_link``: the chosen
+    interface, its rate (Gbit/s of data, and MB/s), where that came from (``sysfs:<iface>``,
+    ``infiniband:<dev>/<port>`` or ``config``) and, when the link's own rate is unknown, why."""
+    ports = read_rdma_ports(sys_ib)
+    links = read_links(sys_net, ports)
+    default = default_route_interface(route, route6)
+    net: dict[str, Any] = choose_link(links, configured, default)
+    chosen = next((link for link in links if link["name"] == net["interface"]), None)
+    if chosen is not None:
+        net.update(link_rate(chosen, ports))
+    else:
+        net.update(gbit_s=None, source=None)
+        if net["interface"] is not None:
+            net["note"] = f"{net['interface']} (the default route's) is not in {sys_net}"
+    if net["gbit_s"] is None and config_gbit_s is not None:
+        net.update(gbit_s=float(config_gbit_s), source="config", config_name=config_name)
+    if net["gbit_s"] is not None:
+        net["MBps"] = gbit_to_MBps(net["gbit_s"])
+    used = set(chosen["rdma_ports"]) if chosen else set()
+    others = [f"{p['id']} ({p['data_gbit_s']:g} Gbit/s)" for p in ports
+              if port_active(p) and p["id"] not in used and p.get("data_gbit_s")]
+    if others:
+        net["other_rdma"] = others
+    return {"links": links, "rdma_ports": ports, "default_route": default, "network_link": net}
