@@ -71,6 +71,8 @@ from mpiatlas.models.kernel_common import (
 )
 from mpiatlas.models.kernel_grids import matsum_grids, with_grid_facts
 from mpiatlas.models.kernel_jacobi import fit_jacobi
+from mpiatlas.models.region_latency import RegionTable, RegionTableError
+from mpiatlas.models.ring_regions import RegionInputs, RingHops, exchange_time
 
 # scipy (~0.5 s to import) is imported by the fits that use it: most campaigns need few of them.
 
@@ -149,7 +151,10 @@ def _ring_self_fit(points: pl.DataFrame, rng: np.random.Generator) -> dict[str, 
 
 
 def fit_ring(df: pl.DataFrame | None, hockney: Sequence[dict[str, Any]] | None, *,
-             seed: int = 0) -> list[dict[str, Any]]:
+             seed: int = 0, regions: RegionInputs | None = None) -> list[dict[str, Any]]:
+    """One fit per stack/transport/mapping; with ``regions`` every point also carries the
+    region-aware prediction (:mod:`mpiatlas.models.ring_regions`): hops of the cell's placement,
+    each priced by its region, the slowest setting the pace."""
     df = usable(df)
     if df is None:
         return []
@@ -172,10 +177,13 @@ def fit_ring(df: pl.DataFrame | None, hockney: Sequence[dict[str, Any]] | None, 
             out.append({**head, "error": "no PingPong fit and no nonblocking ring points to take λ from"})
             continue
         rows = []
+        table = regions.table_for(label, head["stack"], head["transport"]) if regions else None
         for r in points.iter_rows(named=True):
             pred = ring_predict(r["variant"], r["np"], r["streams"], r["bytes"], p2p)
             msg = p2p.time(r["bytes"])
             unit = r["np"] * r["streams"] * msg
+            hops = regions.hops.get((label, r["np"])) if regions else None
+            region = _region_point(r, hops, table)
             rows.append({
                 "variant": r["variant"], "streams": r["streams"], "bytes": r["bytes"], "np": r["np"],
                 "oversubscribed": bool(r["oversubscribed"]), "n_reps": len(r["reps"]),
@@ -184,6 +192,7 @@ def fit_ring(df: pl.DataFrame | None, hockney: Sequence[dict[str, Any]] | None, 
                 "phases_model": ring_phases(r["variant"], r["np"]),
                 "phases_measured": json_num(r["measured_us"] / unit) if unit > 0 else None,
                 "reps_us": [json_num(v) for v in r["reps"]],
+                **region,
             })
         ratio = None
         if ring_fit and pingpong and pingpong.latency_us:
@@ -217,8 +226,47 @@ def fit_ring(df: pl.DataFrame | None, hockney: Sequence[dict[str, Any]] | None, 
             "points": rows,
             "headline": headline,
             "fails_where": fails,
+            **_region_summary(rows, table, regions, describe),
         })
     return out
+
+
+def _region_point(r: dict[str, Any], hops: RingHops | None, table: RegionTable | None) -> dict[str, Any]:
+    """The region-aware prediction of one ring point (None fields: no hops or no table)."""
+    if hops is None or table is None:
+        return {"region_predicted_us": None, "region_rel_err": None, "boundary_hops": None, "slowest_region": None,
+                "hop_regions": None}
+    try:
+        pred = exchange_time(hops, table, np=r["np"], streams=r["streams"], nbytes=r["bytes"],
+                             phases=ring_phases(r["variant"], r["np"]), ssend=r["variant"] == "ssend")
+    except RegionTableError:  # a hop region the table lacks: no prediction for this point
+        return {**_region_point(r, None, None), "boundary_hops": hops.boundary_hops, "hop_regions": hops.counts()}
+    return {"region_predicted_us": json_num(pred.predicted_us),
+            "region_rel_err": relative_error(pred.predicted_us, r["measured_us"]),
+            "boundary_hops": pred.boundary_hops, "slowest_region": pred.slowest_region, "hop_regions": pred.hop_regions}
+
+
+def _region_summary(rows: list[dict[str, Any]], table: RegionTable | None, regions: RegionInputs | None,
+                    describe: Any) -> dict[str, Any]:
+    """The fit's region-aware fields: the table used, where that model fails, and where it parts
+    from the single-λ model (|region/single − 1| > 10 %)."""
+    priced = [p for p in rows if p["region_predicted_us"] is not None]
+    if not priced:
+        why = ("no region table (no per-region PingPong fits for this stack/transport)" if table is None
+               else "no hop regions for these cells (placement or topology unknown)")
+        return {"region_model": None, "region_note": why if regions else "no region inputs given"}
+    scored = [{**p, "rel_err": p["region_rel_err"]} for p in priced]
+    differ = [p for p in priced if p["predicted_us"] and abs(p["region_predicted_us"] / p["predicted_us"] - 1) > 0.1]
+    changes = None
+    if differ:
+        nps = sorted({p["np"] for p in differ})
+        crossing = sorted({p["slowest_region"] for p in differ})
+        changes = (f"region-aware model parts from the single-λ one (>10 %) at P = {', '.join(map(str, nps))} "
+                   f"(slowest hop {', '.join(crossing)}); it {failure_statement(scored, describe)}")
+    return {"region_model": {"source": table.source, "latency_us": dict(table.latency_us),
+                             "bandwidth_MBps": dict(table.bandwidth_MBps)} if table else None,
+            "region_note": None, "region_fails_where": failure_statement(scored, describe),
+            "region_changes": changes}
 
 
 # ---------------------------------------------------------------------------------------- matsum
@@ -367,7 +415,7 @@ def fit_matsum(df: pl.DataFrame | None, *, seed: int = 0) -> list[dict[str, Any]
 
 
 def fit_kernels(tables: dict[str, pl.DataFrame | None], hockney: Sequence[dict[str, Any]] | None, *,
-                seed: int = 0) -> dict[str, Any]:
+                seed: int = 0, ring_regions: RegionInputs | None = None) -> dict[str, Any]:
     """Every kernel model: ``{"ring": [...], "matsum": [...], "matsum_grids": [...], "jacobi": [...],
     "pingpong": [...], "coll": [...], "notes": [...]}``, one entry per stack/transport/mapping (matsum:
     also per dims/topo/dist; matsum_grids: per dims/dist/P that ran several grids, :mod:`kernel_grids`;
@@ -375,7 +423,8 @@ def fit_kernels(tables: dict[str, pl.DataFrame | None], hockney: Sequence[dict[s
     from mpiatlas.models.kernel_p2p import fit_coll, fit_pingpong
 
     notes: list[str] = []
-    ring = fit_ring(tables.get("ring"), hockney, seed=seed)
+    ring = fit_ring(tables.get("ring"), hockney, seed=seed, regions=ring_regions)
+    notes += ring_regions.notes if ring_regions else []
     ring_p2p = {r["label"]: P2P(r["ring_latency_us"], r.get("ring_bandwidth_MBps"), "ring")
                 for r in ring if r.get("ring_latency_us") is not None}
     for r in ring:

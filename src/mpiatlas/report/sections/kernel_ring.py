@@ -56,7 +56,10 @@ def section_kernel_ring(data: ReportData) -> Section | None:
             blocks.append(Notice("λ taken from the ring itself (no PingPong for these):", "warn", notes))
         notice = failure_notice(good)
         if notice:
+            # Where the region-aware model changes the prediction, it says so on the same list.
+            notice.items.extend(f"{f['label']}: {f['region_changes']}" for f in good if f.get("region_changes"))
             blocks.append(notice)
+        blocks += _region_blocks(good)
         rows = [{**p, "label": f["label"]} for f in good for p in f.get("points", [])]
         if rows:
             pts = pl.DataFrame(rows).with_columns(
@@ -69,17 +72,53 @@ def section_kernel_ring(data: ReportData) -> Section | None:
             blocks.append(ChartBlock(chart_spec(measured_vs_model(
                 pts, "np", "processes P", "measured_us", "predicted_us", "time per full exchange (µs)",
                 "Ring: measured (marks) and model (dashed) vs P"))))
+            regional = any(p.get("region_predicted_us") is not None for f in good for p in f.get("points", []))
+            region_head = ["Region model (µs)", "Region error", "Boundary hops", "Slowest hop"] if regional else []
             blocks.append(Details("Ring residuals", [Table(
                 ["Stack / transport / mapping", "Variant", "Streams", "Bytes", "P", "Oversub.", "Measured (µs)",
-                 "Model (µs)", "Error", "Phases/shift measured", "Phases/shift model", "Reps"],
+                 "Model (µs)", "Error", *region_head, "Phases/shift measured", "Phases/shift model", "Reps"],
                 [[cell(f["label"]), cell(p["variant"]), cell(p["streams"]), Cell(fmt_bytes(p["bytes"])),
                   cell(p["np"]), over_cell(p["oversubscribed"]), Cell(fmt_num(p["measured_us"]), cls="num"),
                   Cell(fmt_num(p["predicted_us"]), cls="num"), err_cell(p["rel_err"]),
+                  *(_region_cells(p) if regional else []),
                   Cell(fmt_num(p.get("phases_measured")), cls="num"), cell(p.get("phases_model")), cell(p["n_reps"])]
                  for f in good for p in f.get("points", [])],
                 filterable=True, scroll=True,
-                caption="Error = model / measured − 1. Phases/shift measured = T / (P·m·t(s)).")], open=True))
+                caption="Error = model / measured − 1. Phases/shift measured = T / (P·m·t(s))."
+                + (" Region model: every hop priced by its region's λ, B, the slowest hop setting each phase; "
+                   "boundary hops cross a socket or a node." if regional else ""))], open=True))
     elif df is not None:
         blocks.append(raw_table(df, ["label", "variant", "streams", "bytes", "np", "oversubscribed"], "time_us"))
     return Section(KERNEL_TITLES["ring"], blocks, id="kernel-ring")
 
+
+
+def _region_cells(p: dict[str, Any]) -> list[Cell]:
+    hops = p.get("hop_regions") or {}
+    title = ", ".join(f"{n} × {r}" for r, n in hops.items()) or None
+    return [Cell(fmt_num(p.get("region_predicted_us")), cls="num"), err_cell(p.get("region_rel_err")),
+            Cell(DASH if p.get("boundary_hops") is None else str(p["boundary_hops"]), cls="num", title=title),
+            cell(p.get("slowest_region") or DASH)]
+
+
+def _region_blocks(fits: list[dict[str, Any]]) -> list[Any]:
+    """The region-aware model: the per-region λ, B it used, per label, or why it is absent."""
+    with_model = [f for f in fits if f.get("region_model")]
+    if not with_model:
+        notes = sorted({f"{f['label']}: {f['region_note']}" for f in fits if f.get("region_note")})
+        return [Notice("No region-aware ring prediction:", "info", notes)] if notes else []
+    rows = []
+    for f in with_model:
+        model = f["region_model"]
+        for region, lam in model["latency_us"].items():
+            bw = model["bandwidth_MBps"].get(region)
+            rows.append([cell(f["label"]), cell(region), Cell(fmt_num(lam), cls="num"),
+                         Cell(fmt_num(bw, 0) if bw else DASH, cls="num"), Cell(model["source"])])
+    return [Heading("Region-aware ring model"), Text(
+        "Each hop r → r+1 (and the wrap-around) of the cell's actual placement is priced by the region its two "
+        "ranks share, t = λ_region + s/B_region (ssend: 2λ_region + s/B_region); every rank waits for its "
+        "neighbour in every phase, so the slowest hop sets the pace: T = P·m·φ(P)·max over hops t. A ring "
+        "placed block-wise over sockets jumps at P = cores per socket + 1, where two hops (the crossing and the "
+        "wrap-around) reach the other socket."),
+        Table(["Stack / transport / mapping", "Region", "λ (µs)", "B (MB/s)", "From"], rows,
+              caption="Per-region λ and B the region-aware prediction used.")]

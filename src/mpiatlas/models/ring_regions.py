@@ -1,0 +1,254 @@
+"""Region-aware ring model: every hop priced by the region its two ranks share.
+
+The single-(λ, B) ring model (:mod:`mpiatlas.models.kernels`) charges every message the
+PingPong time of the ring's own stack/transport/mapping. A ring is as fast as its slowest hop:
+in the kernel's exchange every rank waits for its neighbour in every phase, so one hop that
+crosses a socket (or a node) sets the pace of all. With ranks placed block-wise over two sockets
+of ``c`` cores, P ≤ c keeps every hop inside socket 0; at P = c + 1 two hops cross (c−1 → c and
+the wrap-around c → 0), and the whole ring jumps to the other-socket latency. That is the spike
+the studies saw at P = cores/socket + 1.
+
+* :class:`RingHops` — the region of every hop i → i+1 (mod P) of a placement
+  (:class:`mpiatlas.models.region_latency.Placement`, whose pair regions are
+  :func:`mpiatlas.topology.region`'s: no second region mapper), and how many cross a socket or a
+  node (``boundary_hops``).
+* :func:`exchange_time` — the kernel's ring (all ranks exchange at once; P steps of m messages in
+  φ phases each): ``T = P · m · φ · max_hops t_region(s)``, ``t = λ_r + s/B_r`` (ssend:
+  ``2λ_r + s/B_r``, a rendezvous round trip first), φ from the caller (kernels.ring_phases).
+* :func:`token_time` — a ring where one token goes around (Open MPI's ``double_ring`` barrier:
+  two passes, each rank receives from the left, then sends to the right): the hops run one after
+  the other, ``T = passes · Σ_hops t_region(s)``.
+* :func:`region_inputs` — what a campaign gives the model: per ring (label, P) the hops of the
+  cell's actual placement (its ``requested_pins`` and hosts from ``cells.parquet``, on the node's
+  topology), and per stack/transport a :class:`RegionTable` from the per-region PingPong Hockney
+  fits (a PingPong label's region is the ``region`` its cells recorded for ranks 0 and 1), or one
+  region latency table (``mpiatlas predict``'s CSV) for every label.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mpiatlas.cells import mapping_segment, series_label
+from mpiatlas.models.region_latency import Placement, RegionTable, RegionTableError
+from mpiatlas.topology import REGIONS, Topology, TopologyError
+
+__all__ = [
+    "BOUNDARY_REGIONS",
+    "RegionInputs",
+    "RingHops",
+    "RingPrediction",
+    "cell_placement",
+    "exchange_time",
+    "hop_cost",
+    "region_inputs",
+    "ring_hops",
+    "table_from_hockney",
+    "token_time",
+]
+
+# A hop in one of these crosses a socket or a node boundary.
+BOUNDARY_REGIONS = ("other_socket", "other_node")
+_KNOBS = re.compile(r" \[knobs=([^\]]*)\]")
+
+
+@dataclass(frozen=True)
+class RingHops:
+    """Regions of the hops r → r+1 (mod P), r = 0..P−1 (P = 2: the pair twice, both directions)."""
+
+    regions: tuple[str, ...]
+
+    @property
+    def boundary_hops(self) -> int:
+        return sum(r in BOUNDARY_REGIONS for r in self.regions)
+
+    def counts(self) -> dict[str, int]:
+        """Hops per region, closest region first."""
+        c = Counter(self.regions)
+        return {r: c[r] for r in REGIONS if c[r]}
+
+
+def ring_hops(place: Placement) -> RingHops:
+    """The hops of a ring over ``place``'s ranks in rank order (one rank: no hop)."""
+    n = place.size
+    return RingHops(tuple(place.region(r, (r + 1) % n) for r in range(n)) if n > 1 else ())
+
+
+def hop_cost(table: RegionTable, region: str, nbytes: float, *, ssend: bool = False) -> float:
+    """µs of one s-byte message over a hop of ``region``: λ + s/B, or 2λ + s/B for an ssend."""
+    cost = table.cost(region, nbytes)
+    return cost + table.latency_us[region] if ssend else cost
+
+
+@dataclass(frozen=True)
+class RingPrediction:
+    predicted_us: float
+    slowest_region: str | None  # the region whose hop sets the pace (None: no hop)
+    boundary_hops: int
+    hop_regions: dict[str, int] = field(default_factory=dict)
+
+
+def exchange_time(hops: RingHops, table: RegionTable, *, np: int, streams: int, phases: int, nbytes: float,
+                  ssend: bool = False) -> RingPrediction:
+    """The kernel's ring: ``P · m · φ · max_hops t(s)`` (every phase waits for its slowest hop).
+
+    Region ties go to the farther region (the one a reader looks for: a crossing)."""
+    costs = [(hop_cost(table, r, nbytes, ssend=ssend), REGIONS.index(r), r) for r in set(hops.regions)]
+    slowest = max(costs, default=(0.0, -1, None))
+    return RingPrediction(np * streams * phases * slowest[0], slowest[2], hops.boundary_hops, hops.counts())
+
+
+def token_time(hops: RingHops, table: RegionTable, *, nbytes: float = 0.0, passes: int = 1) -> float:
+    """A token passed around the ring ``passes`` times: the hops run one after the other."""
+    return passes * sum(hop_cost(table, r, nbytes) for r in hops.regions)
+
+
+# -------------------------------------------------------------------------- a campaign's inputs
+
+
+def cell_placement(topo: Topology, pins: Sequence[Any], *, nodes: int = 1,
+                   hosts: Sequence[str] | None = None) -> Placement:
+    """The placement a cell ran with: ``pins`` (a cpu, or a cpu set, per rank: its first cpu
+    decides the region) on ``topo``'s node(s). Node of a rank: its host when recorded, else
+    round-robin over ``nodes`` (mpiatlas.multinode deals ranks cyclically)."""
+    cpus = tuple(int(p[0]) if isinstance(p, (list, tuple)) else int(p) for p in pins)
+    if hosts and len(hosts) == len(cpus):
+        index: dict[str, int] = {}
+        node_of = tuple(index.setdefault(h, len(index)) for h in hosts)
+    else:
+        node_of = tuple(r % max(nodes, 1) for r in range(len(cpus)))
+    missing = sorted({c for c in cpus if c not in topo.pus})
+    if missing:
+        raise ValueError(f"pins {missing} are not cpus of the topology ({topo.hostname or topo.source})")
+    return Placement(topo, node_of, cpus)
+
+
+def _knobs(label: str) -> str:
+    m = _KNOBS.search(label or "")
+    return m.group(1) if m else ""
+
+
+def _series_key(stack: str, transport: str, label: str) -> tuple[str, str, str]:
+    """Which PingPong fits may price a ring: same stack, transport and knob set (mapping differs)."""
+    return (stack, transport, _knobs(label))
+
+
+def _cell_label(row: Mapping[str, Any]) -> str:
+    nodes = int(row.get("nodes") or 1)
+    base = f"{row['stack']}/{row['transport']}/{mapping_segment(row['mapping'], nodes)}"
+    return series_label(base, row.get("options") or "", row.get("knobs") or "")
+
+
+def table_from_hockney(hockney: Iterable[Mapping[str, Any]], region_of_label: Mapping[str, str],
+                       ) -> tuple[dict[tuple[str, str, str], RegionTable], list[str]]:
+    """Per (stack, transport, knobs): λ (first segment) and asymptotic B of each region's PingPong
+    Hockney fit. Where two mappings measured one region, the first fit (lowest λ) is kept."""
+    found: dict[tuple[str, str, str], dict[str, tuple[float, float | None, str]]] = {}
+    notes: list[str] = []
+    for fit in hockney:
+        label = fit.get("label") or ""
+        region = region_of_label.get(label)
+        if fit.get("benchmark") != "PingPong" or "error" in fit or fit.get("latency_us") is None or region is None:
+            continue
+        key = _series_key(fit.get("stack") or label.split("/")[0], fit.get("transport") or label.split("/")[1], label)
+        lam, bw = float(fit["latency_us"]), fit.get("bandwidth_MBps")
+        held = found.setdefault(key, {})
+        if region not in held or lam < held[region][0]:
+            held[region] = (lam, float(bw) if bw else None, label)
+    tables = {}
+    for key, regions in found.items():
+        source = "PingPong Hockney fits " + ", ".join(f"{r}: {v[2]}" for r, v in regions.items())
+        try:
+            tables[key] = RegionTable({r: v[0] for r, v in regions.items()},
+                                      {r: v[1] for r, v in regions.items() if v[1]}, source)
+        except RegionTableError as exc:  # a zero λ (an unusable fit): say so, keep the others
+            notes.append(f"{'/'.join(key[:2])}: no region table: {exc}")
+    return tables, notes
+
+
+@dataclass
+class RegionInputs:
+    """What :func:`mpiatlas.models.kernels.fit_ring` needs for the region-aware prediction."""
+
+    hops: dict[tuple[str, int], RingHops] = field(default_factory=dict)  # (ring label, P) -> hops
+    tables: dict[tuple[str, str, str], RegionTable] = field(default_factory=dict)
+    table: RegionTable | None = None  # a given region latency table: prices every label
+    notes: list[str] = field(default_factory=list)
+
+    def table_for(self, label: str, stack: str, transport: str) -> RegionTable | None:
+        return self.table or self.tables.get(_series_key(stack, transport, label))
+
+
+def _matching(topo: Topology, summaries: Iterable[Mapping[str, Any]]) -> str | None:
+    """Why ``topo`` is not the node the cells ran on (None: it is)."""
+    for s in summaries:
+        host = s.get("hostname")
+        if host and topo.hostname and host != topo.hostname:
+            return f"the cells ran on {host}, this topology is {topo.hostname}'s"
+        if s.get("packages") not in (None, topo.packages):
+            return f"the cells' node has {s.get('packages')} package(s), this topology {topo.packages}"
+    return None
+
+
+def region_inputs(tidy_dir: str | Path, hockney: Sequence[Mapping[str, Any]] | None, *,
+                  topo: Topology | None = None, table: RegionTable | None = None) -> RegionInputs:
+    """Ring hops and region tables from a tidy directory (``cells.parquet``, ``provenance.json``).
+
+    ``topo``: the measured node's topology; by default the machine this runs on, used only when
+    the cells' provenance says they ran on it (hostname, packages). ``table``: a region latency
+    table pricing every label instead of the PingPong fits. Whatever is missing is a note."""
+    import polars as pl
+
+    from mpiatlas.layout import CELLS_TABLE, PROVENANCE_TABLE
+
+    out = RegionInputs(table=table)
+    cells_path = Path(tidy_dir) / CELLS_TABLE
+    if not cells_path.is_file():
+        out.notes.append(f"region-aware ring model: no {CELLS_TABLE} under {tidy_dir}")
+        return out
+    cells = pl.read_parquet(cells_path).filter(pl.col("status") == "ok")
+    pp = cells.filter((pl.col("benchmark") == "PingPong") & pl.col("region").is_not_null())
+    region_of: dict[str, str] = {}
+    for row in pp.iter_rows(named=True):
+        region_of.setdefault(_cell_label(row), row["region"])
+    if table is None:
+        out.tables, notes = table_from_hockney(hockney or [], region_of)
+        out.notes += notes
+    ring = cells.filter((pl.col("benchmark") == "ring") & pl.col("requested_pins").is_not_null())
+    if ring.height == 0:
+        return out
+    prov_path = Path(tidy_dir) / PROVENANCE_TABLE
+    records = json.loads(prov_path.read_text()) if prov_path.is_file() else []
+    ring_ids = set(ring["cell"].to_list())
+    summaries = [r.get("topology") or {} for r in records if r.get("cell") in ring_ids]
+    if topo is None:
+        from mpiatlas.topology import detect
+
+        try:
+            topo = detect()
+        except TopologyError as exc:
+            out.notes.append(f"region-aware ring model: no topology ({exc})")
+            return out
+    why = _matching(topo, summaries)
+    if why:
+        out.notes.append(f"region-aware ring model not applied: {why} (its hop regions are unknown here)")
+        return out
+    for row in ring.iter_rows(named=True):
+        key = (_cell_label(row), int(row["np"]))
+        if key in out.hops:
+            continue
+        hosts = json.loads(row["hosts"]) if row.get("hosts") else None
+        try:
+            place = cell_placement(topo, json.loads(row["requested_pins"]), nodes=int(row.get("nodes") or 1),
+                                   hosts=hosts)
+        except ValueError as exc:
+            out.notes.append(f"ring {key[0]} P={key[1]}: no hop regions: {exc}")
+            continue
+        out.hops[key] = ring_hops(place)
+    return out
