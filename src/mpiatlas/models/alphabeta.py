@@ -33,6 +33,14 @@ Fitting, per (stack, transport, algorithm, benchmark, k) over every node count m
   (m, x) points remain or when the points cannot tell α from β (no multi-node point, or one
   value of the network term only).
 
+Beside these two original models (whose α, β stay each entry's ``alpha``/``beta_us``),
+:func:`fit_families` fits every algorithm family of :mod:`mpiatlas.models.alphabeta_models`
+(Alltoall: linear, pairwise, Bruck; Allgather: ring, linear, recursive doubling, Bruck) to the
+multi-node points, picks the best by AIC of the relative residuals (``best_model``,
+``selection``) and fits the winner again per message size (``per_size``: α, β, 1/α per x, over
+the node counts and k of that size). ``fit_alphabeta_table`` adds these to every per-k entry and
+lists one fit pooled over k per series measured at several k under ``pooled``.
+
 Units: bytes, µs, b in bytes/µs internally (1 Gbit/s = 125 bytes/µs).
 """
 
@@ -46,6 +54,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import polars as pl
+
+from mpiatlas.models.alphabeta_models import (
+    BENCHMARK_MODELS,
+    MODELS,
+    Ranked,
+    aic,
+    coefficients,
+    not_applicable,
+    select,
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -223,10 +241,41 @@ def _bootstrap(a: FloatArray, c: FloatArray, t_med: FloatArray, samples: list[Fl
         rel = t_med / fitted - 1.0
         rel = (rel - rel.mean()) * math.sqrt(len(t_med) / max(len(t_med) - 2, 1))  # df-corrected
         t_star = np.maximum(fitted * (1.0 + rng.choice(rel, size=(N_BOOT, len(t_med)))), 1e-9)
-    alphas, betas = np.empty(N_BOOT), np.empty(N_BOOT)
-    for i in range(N_BOOT):
-        alphas[i], betas[i] = _solve(a, c, t_star[i])
+    alphas, betas = solve_batch(a, c, t_star)
     return alphas, betas, "repetitions" if by_reps else "residuals"
+
+
+def solve_batch(a: FloatArray, c: FloatArray, t: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """:func:`_solve` for many target rows at once (t: N × n): the exact bounded 2-parameter solution.
+
+    With two parameters and α, β ≥ 0 the optimum is the unconstrained one when it is feasible,
+    else the best of the faces α = 0 or β = 0 (the objective is convex): checking those
+    candidates is exact, and vectorised it makes a 1000-resample bootstrap of every model and
+    every message size cheap (lsq_linear takes ~0.2 ms a call).
+    """
+    t = np.atleast_2d(t)
+    scale_a = float(np.abs(a / t[0]).max()) or 1.0
+    scale_c = float(np.abs(c / t[0]).max()) or 1.0
+    ra_, rc_ = a / scale_a / t, c / scale_c / t
+    saa, scc, sac = (ra_ * ra_).sum(1), (rc_ * rc_).sum(1), (ra_ * rc_).sum(1)
+    ya, yc = ra_.sum(1), rc_.sum(1)
+
+    def obj(al: FloatArray, be: FloatArray) -> FloatArray:
+        return al * al * saa + 2 * al * be * sac + be * be * scc - 2 * al * ya - 2 * be * yc
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        det = saa * scc - sac * sac
+        ai, bi = (ya * scc - yc * sac) / det, (yc * saa - ya * sac) / det
+        a1 = np.where(saa > 0, np.maximum(ya / saa, 0.0), 0.0)
+        b2 = np.where(scc > 0, np.maximum(yc / scc, 0.0), 0.0)
+    inside = (det > 1e-12 * saa * scc) & (ai >= 0) & (bi >= 0)
+    cands = [(np.where(inside, ai, 0.0), np.where(inside, bi, 0.0), np.where(inside, 0.0, np.inf)),
+             (a1, np.zeros_like(a1), 0.0), (np.zeros_like(b2), b2, 0.0)]
+    scores = np.column_stack([obj(al, be) + pen for al, be, pen in cands])
+    pick = scores.argmin(axis=1)
+    alphas = np.choose(pick, [cd[0] for cd in cands]) / scale_a
+    betas = np.choose(pick, [cd[1] for cd in cands]) / scale_c
+    return alphas, betas
 
 
 def _r2(t: FloatArray, pred: FloatArray) -> float | None:
@@ -307,6 +356,151 @@ def _point_records(benchmark: str, pts: _Points, used: npt.NDArray[np.bool_], al
             "speed_of_light_us": float(light[i]),
         })
     return out
+
+
+# -- every model family, per message size, pooled over k --------------------------------------
+
+
+@dataclass
+class _MKPoints:
+    """Samples grouped by distinct (m, k, x); only multi-node points (m = 1 is not a network point)."""
+
+    nodes: FloatArray
+    ppn: FloatArray
+    x: FloatArray
+    samples: list[FloatArray]
+
+    @property
+    def median(self) -> FloatArray:
+        return np.array([np.median(s) for s in self.samples])
+
+    def subset(self, keep: npt.NDArray[np.bool_]) -> _MKPoints:
+        return _MKPoints(self.nodes[keep], self.ppn[keep], self.x[keep], [s for s, k in zip(self.samples, keep) if k])
+
+
+def _group_mkx(nodes: Iterable[float], ppns: Iterable[float], sizes: Iterable[float], times: Iterable[float]
+               ) -> _MKPoints:
+    m, k, x, t = (np.asarray(list(v), dtype=float) for v in (nodes, ppns, sizes, times))
+    if not (m.shape == k.shape == x.shape == t.shape):
+        raise ValueError(f"nodes, ppn, sizes and times differ in length ({m.size}, {k.size}, {x.size}, {t.size})")
+    keep = (x > 0) & (m > 1) & np.isfinite(t) & (t > 0)
+    m, k, x, t = m[keep], k[keep], x[keep], t[keep]
+    keys = sorted(set(zip(m.tolist(), k.tolist(), x.tolist())))
+    samples = [t[(m == a) & (k == b) & (x == c)] for a, b, c in keys]
+    cols = [np.array([key[i] for key in keys], dtype=float) for i in range(3)]
+    return _MKPoints(cols[0], cols[1], cols[2], samples)
+
+
+def _boot_targets(samples: list[FloatArray], rng: np.random.Generator) -> FloatArray | None:
+    """Bootstrap medians per point (N_BOOT × n), or None when a point has a single repetition."""
+    if not samples or any(len(s) < 2 for s in samples):
+        return None
+    return np.column_stack([np.median(rng.choice(s, size=(N_BOOT, len(s))), axis=1) for s in samples])
+
+
+def _identifiable(a: FloatArray, c: FloatArray, t: FloatArray) -> bool:
+    if len(t) < MIN_POINTS or not np.any(a > 0):
+        return False
+    rows = np.column_stack([a / t, c / t])
+    top = np.abs(rows).max(axis=0)
+    return bool(np.all(top > 0) and np.linalg.matrix_rank(rows / top) == 2)
+
+
+def _family_fit(model: str, pts: _MKPoints, b: float, rng: np.random.Generator) -> dict[str, Any]:
+    """One model fitted to all (m, k, x) points: α, β, CIs, RSS of the relative residuals."""
+    spec = MODELS[model]
+    head: dict[str, Any] = {"model": model, "label": spec.label, "formula": spec.formula}
+    why = not_applicable(model, pts.nodes, pts.ppn)
+    a, c = coefficients(model, pts.nodes, pts.ppn, pts.x, b)
+    t = pts.median
+    if why is None and not _identifiable(a, c, t):
+        why = "the points cannot tell α from β for this model"
+    if why is not None:
+        return {**head, "error": why}
+    alpha, beta = _solve(a, c, t)
+    rel = (alpha * a + beta * c) / t - 1.0
+    boot = _boot_targets(pts.samples, rng)
+    if boot is None:  # single repetitions: resample the relative residuals, as fit_alphabeta does
+        fitted = alpha * a + beta * c
+        r = (rel - rel.mean()) * math.sqrt(len(t) / max(len(t) - 2, 1))
+        boot = np.maximum(fitted * (1.0 + rng.choice(r, size=(N_BOOT, len(t)))), 1e-9)
+    alphas, betas = solve_batch(a, c, boot)
+    return {**head, "alpha": alpha, "alpha_ci": list(_ci(alphas)), "beta_us": beta, "beta_ci_us": list(_ci(betas)),
+            "n_points": len(t), "rss": float(rel @ rel), "rel_rms": float(math.sqrt(float(rel @ rel) / len(t))),
+            "median_abs_rel": float(np.median(np.abs(rel)))}
+
+
+def _per_size(model: str, pts: _MKPoints, b: float, beta_all: float, rng: np.random.Generator
+              ) -> list[dict[str, Any]]:
+    """α, β, 1/α per message size x, fitted over the (m, k) points of that size.
+
+    Where that size's points cannot separate α from β (one (m, k); or the ring at one k, whose
+    network and latency terms both scale with m − 1), β is held at the all-size fit's value and
+    only α is fitted (``beta_fixed``): 1/α is then still that size's fraction of the line rate.
+    """
+    rows = []
+    for x in sorted(set(pts.x.tolist())):
+        sub = pts.subset(pts.x == x)
+        a, c = coefficients(model, sub.nodes, sub.ppn, sub.x, b)
+        t = sub.median
+        boot = _boot_targets(sub.samples, rng)
+        fixed = not _identifiable(a, c, t)
+        if fixed:
+            w = a / t
+            alpha = max(float(w @ (1.0 - beta_all * c / t)) / float(w @ w), 0.0) if np.any(w > 0) else math.nan
+            beta = beta_all
+            alphas = None if boot is None else np.maximum(
+                ((a / boot) * (1.0 - beta_all * c / boot)).sum(1) / ((a / boot) ** 2).sum(1), 0.0)
+            betas = None
+        else:
+            alpha, beta = _solve(a, c, t)
+            alphas, betas = solve_batch(a, c, boot) if boot is not None else (None, None)
+        rows.append({"bytes": int(x), "n_points": len(t), "alpha": alpha, "beta_us": beta, "beta_fixed": fixed,
+                     "inv_alpha": 1.0 / alpha if alpha > 0 else None,
+                     "alpha_ci": list(_ci(alphas)) if alphas is not None else None,
+                     "beta_ci_us": list(_ci(betas)) if betas is not None else None})
+    return rows
+
+
+def fit_families(benchmark: str, nodes: Iterable[float], ppns: Iterable[float], sizes: Iterable[float],
+                 times: Iterable[float], *, network: Network, seed: int = 0) -> dict[str, Any]:
+    """Every model family of ``benchmark`` on the multi-node samples (m, k, x, t), the best by AIC, and
+    the best model's α, β per message size. k may vary between samples (the pooled-over-k fit)."""
+    if benchmark not in BENCHMARK_MODELS:
+        raise ValueError(f"no α-β model for {benchmark!r}; models: {', '.join(BENCHMARK_MODELS)}")
+    pts = _group_mkx(nodes, ppns, sizes, times)
+    rng = np.random.default_rng(seed)
+    b = network.bytes_per_us
+    models = [_family_fit(name, pts, b, rng) for name in BENCHMARK_MODELS[benchmark]]
+    ok = [f for f in models if "error" not in f]
+    for f in ok:  # ΔAIC to the lowest-AIC model: the same points, the same loss, 2 parameters each
+        f["aic"] = aic(f["rss"], f["n_points"])
+    best_aic = min((f["aic"] for f in ok), default=math.nan)
+    for f in ok:
+        f["delta_aic"] = f["aic"] - best_aic
+    distinct_mk = len(set(zip(pts.nodes.tolist(), pts.ppn.tolist())))
+    ranked = [Ranked(f["model"], f["rss"], f["n_points"], f["alpha_ci"][1]) for f in ok]
+    for f, r in zip(ok, ranked):
+        f["plausible"] = r.plausible
+    selection = select(ranked, distinct_mk)
+    best = selection["best"]
+    per_size: dict[str, Any] | None = None
+    if isinstance(best, str):
+        fit = next(f for f in ok if f["model"] == best)
+        per_size = {"model": best, "rows": _per_size(best, pts, b, fit["beta_us"], rng)}
+    return {"models": [_clean(f) for f in models], "best_model": best, "selection": _clean(selection),
+            "distinct_mk": distinct_mk, "per_size": _clean(per_size) if per_size else None}
+
+
+def _clean(v: Any) -> Any:
+    """JSON-ready: NaN/inf -> None, recursively."""
+    if isinstance(v, float):
+        return _json_float(v)
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_clean(x) for x in v]
+    return v
 
 
 # -- a samples table -----------------------------------------------------------------------
@@ -393,11 +587,41 @@ def fit_alphabeta_table(df: pl.DataFrame, network: Network, *, benchmarks: Seque
         entry = fit.to_dict()
         entry["notes"] = [*entry["notes"], *extra]
         entry["oversubscribed"] = over
+        entry.update(_families_of(str(head["benchmark"]), multi, network, seed))
         fits.append({**head, **entry})
     if single_only:
         notes.append(f"{single_only} Alltoall/Allgather series measured on one node only: not fitted "
                      "(the α-β models describe the network between nodes)")
-    return {"network": network.to_dict(), "time_column": " else ".join(TIME_COLUMNS), "fits": fits, "notes": notes}
+    pooled = _pooled_over_k(d, network, seed) if d.height else []
+    return {"network": network.to_dict(), "time_column": " else ".join(TIME_COLUMNS), "fits": fits,
+            "pooled": pooled, "notes": notes}
+
+
+def _families_of(benchmark: str, rows: pl.DataFrame, network: Network, seed: int) -> dict[str, Any]:
+    """:func:`fit_families` on a samples frame's multi-node rows."""
+    return fit_families(benchmark, rows.get_column("nodes").to_list(), rows.get_column("ppn").to_list(),
+                        rows.get_column("bytes").to_list(), rows.get_column("t_fit_usec").to_list(),
+                        network=network, seed=seed)
+
+
+def _pooled_over_k(d: pl.DataFrame, network: Network, seed: int) -> list[dict[str, Any]]:
+    """One α, β per (stack, transport, algorithm, benchmark) over every k with multi-node samples.
+
+    Listed apart from ``fits`` (whose entries are per k): consumers that pair fits by k keep working.
+    Only series measured at ≥ 2 values of k are pooled; one k is its per-k fit already.
+    """
+    out: list[dict[str, Any]] = []
+    multi = d.filter(pl.col("nodes") > 1)
+    keys = [*GROUP_KEYS, "benchmark"]
+    groups = multi.group_by(keys, maintain_order=True) if multi.height else []
+    for key, group in sorted(groups, key=lambda kg: tuple(str(v) for v in kg[0])):
+        ks = sorted({int(v) for v in group.get_column("ppn").to_list()})
+        if len(ks) < 2:
+            continue
+        head = {**dict(zip(keys, key)), "ppn": None, "ppns": ks, "bandwidth_gbit_s": network.bandwidth_gbit_s,
+                "network": network.name, "nodes": sorted({int(v) for v in group.get_column("nodes").to_list()})}
+        out.append({**head, **_families_of(str(head["benchmark"]), group, network, seed)})
+    return out
 
 
 def _json_float(v: float | None) -> float | None:

@@ -3,7 +3,9 @@
 Shows, per fitted series (stack · transport · algorithm · k ranks per node): the measured median time per
 node count m against the message size, the fitted model per m, the "speed of light" (α = 1,
 β = 0: the nominal link and nothing else) for the largest m, the relative residuals, and one
-table of α, β with their 95 % CIs. The section is left out of single-node campaigns that have no
+table of α, β with their 95 % CIs. Then the model choice: every algorithm family fitted to each
+series (per k and pooled over k), which one fits best and by how much (ΔAIC), and the winner's α,
+β and 1/α (the fraction of the line rate) per message size. The section is left out of single-node campaigns that have no
 ``alphabeta.json``; with a file that holds no fits it says so.
 """
 
@@ -16,10 +18,11 @@ import numpy as np
 import polars as pl
 
 from mpiatlas.models.alphabeta import FORMULAS, predict, speed_of_light
+from mpiatlas.models.alphabeta_models import DELTA_AIC_CLEAR, MODELS
 from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Notice, Section, Table, Text, cell
 from mpiatlas.report.charts import CHART_H, CHART_W, chart_spec, residual_chart, rounded, size_tip, size_x, with_size
 from mpiatlas.report.data import ReportData
-from mpiatlas.report.formatting import DASH, fmt_ci, fmt_num, fmt_pct
+from mpiatlas.report.formatting import DASH, fmt_bytes, fmt_ci, fmt_num, fmt_pct
 
 TITLE = "Alltoall / Allgather over nodes (α-β model)"
 SECTION_ID = "alphabeta"
@@ -167,6 +170,93 @@ def _param_table(fits: list[dict[str, Any]]) -> Table:
     return Table(cols, rows, caption="α-β parameters (α dimensionless, β in µs)")
 
 
+# -- model choice and per-size tables ---------------------------------------------------------
+
+
+def _choice_name(f: dict[str, Any]) -> str:
+    if f.get("ppn") is None and isinstance(f.get("ppns"), list):
+        base = _series_name({**f, "ppn": None}).rsplit(" · k = ", 1)[0]
+        return f"{base} · pooled over k = {', '.join(str(k) for k in f['ppns'])}"
+    return _series_name(f)
+
+
+def _with_families(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per-k entries and pooled entries that carry a model comparison (files from before have none)."""
+    pooled = result.get("pooled") if isinstance(result.get("pooled"), list) else []
+    out = [f for f in [*result["fits"], *pooled] if isinstance(f, dict) and isinstance(f.get("models"), list)
+           and f.get("error") is None]
+    return sorted(out, key=lambda f: (str(f.get("benchmark")), f.get("ppn") is None, _choice_name(f)))
+
+
+def _choice_table(entries: list[dict[str, Any]]) -> Table:
+    cols = ["Benchmark", "Series", "Model", "α", "α 95 % CI", "β (µs)", "β 95 % CI", "rel. RMS",
+            "median |rel. res.|", "ΔAIC", "choice"]
+    rows: list[list[Cell]] = []
+    for f in entries:
+        sel = f.get("selection") if isinstance(f.get("selection"), dict) else {}
+        for mf in f["models"]:
+            if not isinstance(mf, dict):
+                continue
+            ident = [cell(f.get("benchmark")), Cell(_choice_name(f)), Cell(str(mf.get("label") or mf.get("model")),
+                                                                           title=mf.get("formula"))]
+            if mf.get("error"):
+                rows.append([*ident, Cell(f"not fitted: {mf['error']}", cls="wrap", colspan=len(cols) - 3)])
+                continue
+            if mf.get("model") == f.get("best_model"):
+                mark = Cell(f"best ({sel.get('verdict')})", cls="ok" if sel.get("verdict") == "clear" else None)
+            elif mf.get("plausible") is False:
+                mark = Cell("excluded: α < 1", title="its whole α 95 % CI is below 1: faster than the link's line rate")
+            elif mf.get("model") in (sel.get("tied") or []):
+                mark = Cell("tied", title=f"ΔAIC < {DELTA_AIC_CLEAR:g}")
+            else:
+                mark = Cell(DASH)
+            rows.append([*ident, Cell(fmt_num(mf.get("alpha")), cls="num"), Cell(fmt_ci(mf.get("alpha_ci")), cls="num"),
+                         Cell(fmt_num(mf.get("beta_us")), cls="num"), Cell(fmt_ci(mf.get("beta_ci_us")), cls="num"),
+                         Cell(fmt_pct(mf.get("rel_rms")), cls="num"), Cell(fmt_pct(mf.get("median_abs_rel")), cls="num"),
+                         Cell(fmt_num(mf.get("delta_aic"), 2), cls="num"), mark])
+    return Table(cols, rows, caption="Model families fitted to the same multi-node points (ΔAIC to the lowest AIC)",
+                 filterable=True)
+
+
+def _per_size_table(entries: list[dict[str, Any]]) -> Table:
+    cols = ["Benchmark", "Series", "Model", "size", "points (m, k)", "α", "α 95 % CI", "1/α (of line rate)",
+            "β (µs)", "β"]
+    rows: list[list[Cell]] = []
+    for f in entries:
+        ps = f.get("per_size") if isinstance(f.get("per_size"), dict) else None
+        if ps is None or not isinstance(ps.get("rows"), list):
+            continue
+        model = MODELS.get(str(ps.get("model")))
+        label = model.label if model else str(ps.get("model"))
+        for r in ps["rows"]:
+            if not isinstance(r, dict):
+                continue
+            fixed = bool(r.get("beta_fixed"))
+            rows.append([cell(f.get("benchmark")), Cell(_choice_name(f)), Cell(label, title=model.formula if model else None),
+                         Cell(fmt_bytes(r.get("bytes"))), cell(r.get("n_points")),
+                         Cell(fmt_num(r.get("alpha")), cls="num"), Cell(fmt_ci(r.get("alpha_ci")), cls="num"),
+                         Cell(fmt_pct(r.get("inv_alpha")), cls="num"), Cell(fmt_num(r.get("beta_us")), cls="num"),
+                         Cell("held at the all-size fit" if fixed else "fitted",
+                              title=("this size's points cannot separate α from β (one (m, k), or the ring at one k): "
+                                     "β is the all-size value, α alone is fitted") if fixed else None)])
+    return Table(cols, rows, caption="α, β and 1/α per message size, for the best model of each series",
+                 filterable=True, scroll=True)
+
+
+def _choice_blocks(result: dict[str, Any]) -> list[Any]:
+    entries = _with_families(result)
+    if not entries:
+        return []
+    texts = [f"{f.get('benchmark')}: {_choice_name(f)}: {f['selection'].get('text')}" for f in entries
+             if isinstance(f.get("selection"), dict) and f["selection"].get("text")]
+    criterion = next((f["selection"].get("criterion") for f in entries if isinstance(f.get("selection"), dict)), "")
+    return [Heading("Which algorithm model fits"),
+            Text("Each family counts only the bytes that cross a node's link (k ranks per node, m nodes, block "
+                 "placement) and one β per step that crosses it: Alltoall linear, pairwise, Bruck; Allgather ring, "
+                 f"linear, recursive doubling, Bruck (hover a model for its formula). Choice: {criterion}."),
+            Notice("Best model per series:", "info", texts), _choice_table(entries), _per_size_table(entries)]
+
+
 # -- the section ---------------------------------------------------------------------------
 
 
@@ -206,6 +296,7 @@ def section_alphabeta(data: ReportData) -> Section | None:
         blocks.append(Notice("These series include oversubscribed cells (more ranks than cores); their timings "
                              "are not representative:", "warn", over))
     blocks.append(_param_table(fits))
+    blocks += _choice_blocks(result)
     for bench in FORMULAS:
         good = [f for f in fits if f.get("benchmark") == bench and _usable(f)]
         if not good:
