@@ -45,6 +45,9 @@ class Cell:
     options: str = ""
     # The knob set (named environment variables, mpiatlas.knobs) the cell runs with; "" for none.
     knobs: str = ""
+    # Who pins the ranks when it is not the stack (campaign.pinner: ``likwid``, kernel cells only); "" for
+    # the stack: a pinner changes where threads run, so it is part of what a cell measures.
+    pinner: str = ""
 
     @property
     def id(self) -> str:
@@ -53,9 +56,9 @@ class Cell:
 
     @property
     def axes_segments(self) -> str:
-        """The id's segments of the optional axes, each ending in ``/``; "" without options and
-        knobs, so such a cell keeps the id it had before these axes existed (sealed results resolve)."""
-        return axes_segments(self.options, self.knobs)
+        """The id's segments of the optional axes, each ending in ``/``; "" without options, knobs
+        and pinner, so such a cell keeps the id it had before these axes existed (sealed results resolve)."""
+        return axes_segments(self.options, self.knobs, self.pinner)
 
     @property
     def ppn(self) -> int:
@@ -88,7 +91,7 @@ class Cell:
         """The cell's coordinates as provenance.json stores them (each kind keeps its own shape)."""
         coords = asdict(self)
         # The optional axes appear only when set: a cell without them records what it always did.
-        for axis in ("options", "knobs"):
+        for axis in ("options", "knobs", "pinner"):
             if not coords[axis]:
                 del coords[axis]
         if self.kind == "imb":
@@ -132,11 +135,21 @@ def parse_mapping_segment(segment: str) -> tuple[str, int]:
 
 # The knob set's id segment: ``knobs=<name>``; an options segment is ``<option>=<value>[,...]``.
 KNOBS_SEGMENT_PREFIX = "knobs="
+# The pinner's id segment (``pinner=likwid``), only for a pinner other than the stack.
+PINNER_SEGMENT_PREFIX = "pinner="
+DEFAULT_PINNER = "stack"
 
 
-def axes_segments(options: str, knobs: str) -> str:
-    """The id segments of a cell's IMB options and knob set, each with its trailing ``/``."""
-    return (f"{options}/" if options else "") + (f"{KNOBS_SEGMENT_PREFIX}{knobs}/" if knobs else "")
+def axes_segments(options: str, knobs: str, pinner: str = "") -> str:
+    """The id segments of a cell's IMB options, knob set and pinner, each with its trailing ``/``."""
+    return ((f"{options}/" if options else "") + (f"{KNOBS_SEGMENT_PREFIX}{knobs}/" if knobs else "")
+            + (f"{PINNER_SEGMENT_PREFIX}{pinner}/" if pinner else ""))
+
+
+def cell_pinner(config: dict[str, Any]) -> str:
+    """The ``pinner`` field of a kernel cell under ``campaign.pinner``: "" for the stack's own binding."""
+    pinner = (config.get("campaign") or {}).get("pinner") or DEFAULT_PINNER
+    return "" if pinner == DEFAULT_PINNER else pinner
 
 
 def series_label(base: str, options: str, knobs: str) -> str:
@@ -147,21 +160,22 @@ def series_label(base: str, options: str, knobs: str) -> str:
 
 def parse_id(cell_id: str) -> dict[str, Any]:
     """The coordinates an id names: kind, stack, transport, mapping, nodes, np, benchmark, algorithm,
-    rep, and the IMB ``options`` and ``knobs`` set ("" when the id has none)."""
+    rep, and the IMB ``options``, ``knobs`` set and ``pinner`` ("" when the id has none)."""
     parts = cell_id.split("/")
-    if not 8 <= len(parts) <= 10:
+    if not 8 <= len(parts) <= 11:
         raise ValueError(f"{cell_id!r} is not a cell id (<kind>/<stack>/<transport>/<placement>/np<P>/"
-                         "<benchmark>/<algorithm>/[<options>/][knobs=<set>/]rep<r>)")
+                         "<benchmark>/<algorithm>/[<options>/][knobs=<set>/][pinner=<p>/]rep<r>)")
     kind, stack, transport, placement, np, benchmark, algorithm = parts[:7]
     extra, rep = parts[7:-1], parts[-1]
+    pinner = extra.pop()[len(PINNER_SEGMENT_PREFIX):] if extra and extra[-1].startswith(PINNER_SEGMENT_PREFIX) else ""
     knobs = extra.pop()[len(KNOBS_SEGMENT_PREFIX):] if extra and extra[-1].startswith(KNOBS_SEGMENT_PREFIX) else ""
     options = extra.pop() if extra and "=" in extra[-1] else ""
-    if extra or (options and options.startswith(KNOBS_SEGMENT_PREFIX)):
-        raise ValueError(f"{cell_id!r}: {'/'.join(parts[7:-1])!r} is not [<options>/][knobs=<set>/]")
+    if extra or (options and options.startswith((KNOBS_SEGMENT_PREFIX, PINNER_SEGMENT_PREFIX))):
+        raise ValueError(f"{cell_id!r}: {'/'.join(parts[7:-1])!r} is not [<options>/][knobs=<set>/][pinner=<p>/]")
     mapping, nodes = parse_mapping_segment(placement)
     return {"kind": kind, "stack": stack, "transport": transport, "mapping": mapping, "nodes": nodes,
             "np": int(np.removeprefix("np")), "benchmark": benchmark, "algorithm": algorithm,
-            "rep": int(rep.removeprefix("rep")), "options": options, "knobs": knobs}
+            "rep": int(rep.removeprefix("rep")), "options": options, "knobs": knobs, "pinner": pinner}
 
 
 # -- stacks --------------------------------------------------------------------------------------
@@ -268,4 +282,6 @@ def cell_spec_base(config: dict[str, Any], cell: Cell) -> dict[str, Any]:
         "launcher": config["campaign"].get("launcher", "auto"),
         # The knob set's variables, applied over everything else at launch (runner.knob_overlay); None without.
         "knobs": {"name": cell.knobs, "env": dict(config["knobs"][cell.knobs])} if cell.knobs else None,
+        # Who pins the ranks: the stack, or likwid-pin around each rank (runner.likwid_pin).
+        "pinner": cell.pinner or DEFAULT_PINNER,
     }

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import platform
+import re
+import shutil
 import socket
+import subprocess
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from mpiatlas import __version__
 
@@ -50,3 +55,66 @@ def _host_facts() -> dict[str, str]:
         "python": platform.python_version(),
         "mpiatlas_version": __version__,
     }
+
+
+# likwid-topology -O: "STRUCT,<name>,<rows>" headers, then "<key>:,<value>,..." rows. Which rows of
+# which block describe the node (not its state: free memory changes from one call to the next).
+_LIKWID_FIELDS = {("Info", "CPU name:"): "cpu_name", ("Info", "CPU type:"): "cpu_type",
+                  ("Hardware Thread Topology", "Sockets:"): "sockets",
+                  ("Hardware Thread Topology", "Cores per socket:"): "cores_per_socket",
+                  ("Hardware Thread Topology", "Threads per core:"): "threads_per_core"}
+
+
+def likwid_topology() -> dict[str, Any] | None:
+    """likwid's view of this node (``likwid-topology -O``), beside hwloc's: cpu, sockets, cores per
+    socket, threads per core, hardware threads, each cache's size and number of instances, NUMA
+    domains, likwid's version (a summary, like hwloc's: the full table grows with the node);
+    None where likwid-topology is not installed (a fresh dict each call)."""
+    facts = _likwid_topology()
+    return None if facts is None else copy.deepcopy(facts)
+
+
+@cache
+def _likwid_topology() -> dict[str, Any] | None:
+    # Asked once per process (~0.1 s): a cell group records it for every cell, and a node's topology
+    # does not change under a running group.
+    exe = shutil.which("likwid-topology")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "-O"], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+        version = subprocess.run([exe, "-v"], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"error": f"likwid-topology: {exc}", "caches": {}}
+    if out.returncode != 0:
+        return {"error": f"likwid-topology -O exited {out.returncode}: {out.stderr.strip()[-300:]}", "caches": {}}
+    match = re.search(r"Version\s+(\S+)", version.stdout + version.stderr)
+    return {"version": match[1] if match else None, **parse_likwid_topology(out.stdout)}
+
+
+def parse_likwid_topology(csv: str) -> dict[str, Any]:
+    """The node's facts from ``likwid-topology -O`` (see likwid_topology)."""
+    facts: dict[str, Any] = {"caches": {}}
+    block, cache_level, hwthreads, in_table = "", "", 0, False
+    for line in csv.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if cells[0] in ("STRUCT", "TABLE"):
+            block, in_table = (cells[1] if len(cells) > 1 else ""), cells[0] == "TABLE"
+            cache_level = block.removeprefix("Cache Topology ") if block.startswith("Cache Topology") else ""
+            continue
+        if in_table:
+            hwthreads += bool(re.match(r"\d+\s", cells[0]))  # one row per hardware thread
+            continue
+        key, value = cells[0], cells[1] if len(cells) > 1 else ""
+        if (block, key) in _LIKWID_FIELDS:
+            name = _LIKWID_FIELDS[(block, key)]
+            facts[name] = int(value) if value.isdigit() else value
+        elif cache_level and key == "Size:":
+            facts["caches"][cache_level] = {"size": value}
+        elif cache_level and key == "Cache groups:":
+            # groups are comma-separated, the cpus of one group space-separated: "0,1" is two, "0 1," one.
+            facts["caches"][cache_level]["groups"] = sum(1 for c in cells[1:] if c)
+        elif key == "NUMA domains:":
+            facts["numa_domains"] = int(value) if value.isdigit() else value
+    facts["hwthreads"] = hwthreads
+    return facts

@@ -16,6 +16,10 @@ import polars as pl
 
 from mpiatlas.layout import CELLS_TABLE, IMB_SAMPLES, PROVENANCE, PROVENANCE_TABLE, STATUS
 
+# The pinner of a cell whose coordinates name none (cells.DEFAULT_PINNER; cells is not imported at
+# module level, see below).
+DEFAULT_PINNER = "stack"
+
 # The program registry (and with it the parsers and the config validator) is imported by the
 # functions that read cells: the report imports this module for the cells table's schema only.
 
@@ -36,6 +40,8 @@ CELL_SCHEMA: dict[str, pl.DataType] = {
     "hosts": pl.String, "colocated": pl.Boolean,
     # IMB options (id segment, "" = IMB's defaults) and knob set ("" = none) of the cell.
     "options": pl.String, "knobs": pl.String,
+    # Who pinned the ranks: stack (the MPI stack's binding) or likwid (likwid-pin around each rank).
+    "pinner": pl.String,
 }
 
 MISSING_REASON = ("no raw output: the cell never ran, or its batch job was killed before the cell finished "
@@ -73,6 +79,7 @@ def cell_row(cell_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         "hosts": json.dumps(prov["rank_hosts"]) if prov.get("rank_hosts") else None,
         "colocated": prov.get("colocated"),
         "options": coords.get("options", ""), "knobs": coords.get("knobs", ""),
+        "pinner": coords.get("pinner") or DEFAULT_PINNER,
     }
     return row, prov
 
@@ -90,7 +97,7 @@ def missing_row(cell_id: str) -> dict[str, Any]:
     row.update(cell=cell_id, stack=coords["stack"], transport=coords["transport"], mapping=coords["mapping"],
                np=coords["np"], benchmark=coords["benchmark"], algorithm=coords["algorithm"], rep=coords["rep"],
                status="missing", reason=MISSING_REASON, kind=coords["kind"], nodes=coords["nodes"],
-               options=coords["options"], knobs=coords["knobs"])
+               options=coords["options"], knobs=coords["knobs"], pinner=coords["pinner"] or DEFAULT_PINNER)
     row["ppn"] = row["np"] // coords["nodes"]
     return row
 

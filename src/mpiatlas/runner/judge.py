@@ -13,6 +13,7 @@ from mpiatlas import multinode, topology
 from mpiatlas.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Checked
+from mpiatlas.runner.likwid_pin import is_likwid
 from mpiatlas.stacks import Stack
 
 
@@ -69,7 +70,9 @@ def judge(stack: Stack, spec: dict[str, Any], pins: list[int] | None, sets: list
           rc: int | None, stdout: str, stderr: str, unpinned_note: str | None = None) -> Outcome:
     """Decide a finished launch's status from its exit code, its program's reading of the output
     and the evidence the stack printed. ``sets``: the cpu set of each rank of a one-node hybrid
-    cell; ``unpinned_note``: why such a cell ran unpinned."""
+    cell, or of every rank under the likwid pinner; ``unpinned_note``: why a hybrid cell ran unpinned.
+    Under the likwid pinner the stack bound nothing (its report says so and is kept): where each
+    thread ran, as the program reports it, is the binding evidence (Checked.binding_problems)."""
     ended = exit_outcome(spec, rc, stdout, stderr)
     if ended is not None:
         return ended
@@ -82,7 +85,10 @@ def judge(stack: Stack, spec: dict[str, Any], pins: list[int] | None, sets: list
     if int(spec["cell"]["np"]) == 1:
         transport = program.single_rank_transport(transport)
     binding = stack.obtained_binding(output)
-    problems = set_binding_problems(sets, binding) if sets is not None else binding_problems(pins, binding)
+    if is_likwid(spec):
+        problems = []
+    else:
+        problems = set_binding_problems(sets, binding) if sets is not None else binding_problems(pins, binding)
     pinned = pins is not None or sets is not None
     details: dict[str, Any] = {
         **checked.details, **transport,

@@ -3,8 +3,10 @@
 One node: ``threads`` cores per rank under the mapping (a rank of a hybrid cell owns a *set* of
 cores: consecutive ones for `core`, one per domain round for the spreading mappings); a stack
 whose launch layer cannot bind a rank to a set (``Stack.multi_core_pins``) runs the cell unpinned
-and says so. Several nodes (the `node` mapping): srun inside the allocation, the nodes probed,
-ranks cyclic over them, co-located nodes recognised by their kernel boot id (mpiatlas.multinode).
+and says so. Under the likwid pinner (runner.likwid_pin) the same cpus go to likwid-pin instead,
+one list per rank, and the stack binds nothing. Several nodes (the `node` mapping): srun inside the
+allocation, the nodes probed, ranks cyclic over them, co-located nodes recognised by their kernel
+boot id (mpiatlas.multinode).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mpiatlas import multinode, topology
+from mpiatlas.runner import likwid_pin
 from mpiatlas.stacks import Stack, StackError
 from mpiatlas.stacks.base import INTRA_NODE_EXPECT
 
@@ -29,6 +32,10 @@ class Plan:
     node_facts: list[multinode.NodeFacts] | None = None
     # Why a hybrid cell runs unpinned (its stack cannot bind a rank to a set), else None.
     unpinned_note: str | None = None
+    # The likwid pinner: each rank's cpus, in thread order (likwid-pin pins thread i to the i-th); the
+    # stack binds nothing (pins and pin_sets are None), and likwid-pin's path.
+    likwid_sets: list[tuple[int, ...]] | None = None
+    likwid_pin: str | None = None
 
 
 def resolve_launcher(requested: str | None, environ: dict[str, str] | None = None) -> str:
@@ -89,7 +96,10 @@ def plan_single_node(stack: Stack, spec: dict[str, Any], topo: topology.Topology
         raise topology.MappingUnavailable(cell["mapping"], f"{wanted} > {ncores} cores and oversubscription is off")
     sets = rank_cpu_sets(topo, cell["mapping"], cell["np"], threads, oversubscribe=oversubscribed)
     plan = Plan(None, None, oversubscribed)
-    if threads == 1:
+    if threaded and likwid_pin.is_likwid(spec):
+        plan.likwid_sets, plan.likwid_pin = sets, likwid_pin.likwid_pin_path()
+        record["requested_pins"] = [list(s) for s in sets]
+    elif threads == 1:
         plan.pins = [s[0] for s in sets]
         record["requested_pins"] = plan.pins
     elif launcher in getattr(stack, "multi_core_pins", ()):
@@ -139,6 +149,8 @@ def plan(stack: Stack, spec: dict[str, Any], topo: topology.Topology, launcher: 
     """The placement of any cell: over nodes for the `node` mapping, else on this node."""
     cell = spec["cell"]
     nodes, _ = cell_nodes(cell)
+    if threaded and likwid_pin.is_likwid(spec):
+        likwid_pin.check_pinnable(spec, launcher, nodes)
     if nodes == 1:
         return plan_single_node(stack, spec, topo, launcher, record, threads, threaded)
     if threads > 1:

@@ -18,6 +18,7 @@ from mpiatlas.layout import STDERR, STDOUT
 from mpiatlas.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Program
+from mpiatlas.runner import likwid_pin
 from mpiatlas.runner.judge import judge, judge_placement
 from mpiatlas.runner.knob_overlay import overlay_launch, shell_replaced
 from mpiatlas.runner.lifecycle import close_cell, error_outcome, image_facts, open_cell, read_status
@@ -103,11 +104,14 @@ def _launch_and_judge(program: Program, stack: Stack, spec: dict[str, Any], work
     argv = program_argv(program, spec, stack, record)
     extras = program.launch_extras(spec, placed.oversubscribed)
     nodes, ppn = cell_nodes(cell)
+    rank_argvs = _likwid_argvs(placed, argv, stack, record)
     rc, stdout, stderr = launch_and_run(stack, argv, LaunchSpec(
         np=cell["np"], transport=cell["transport"], pins=placed.pins, pin_sets=placed.pin_sets,
         oversubscribe=placed.oversubscribed, collective=extras.collective, algorithm=extras.algorithm,
-        workdir=work, launcher=launcher, nodes=nodes, ppn=ppn,
+        workdir=work, launcher=launcher, nodes=nodes, ppn=ppn, rank_argvs=rank_argvs,
     ), work, spec["timeout_s"], record, extras.env | interface_env(stack, spec), spec.get("knobs"))
+    if placed.likwid_sets is not None:
+        return judge(stack, spec, None, placed.likwid_sets, rc, stdout, stderr)
     if placed.node_facts is None:
         return judge(stack, spec, placed.pins, placed.pin_sets, rc, stdout, stderr, placed.unpinned_note)
     # Over nodes, the cpu sets of co-located nodes are checked by judge_placement.
@@ -118,11 +122,24 @@ def _launch_and_judge(program: Program, stack: Stack, spec: dict[str, Any], work
     return outcome
 
 
+def _likwid_argvs(placed: Plan, argv: list[str], stack: Stack, record: dict[str, Any]) -> list[list[str]] | None:
+    """Under the likwid pinner, each rank's argv (runner.likwid_pin) and what provenance keeps of it;
+    None otherwise. The program sees the launch's own LD_LIBRARY_PATH, which likwid-pin would change."""
+    if placed.likwid_sets is None or placed.likwid_pin is None:
+        return None
+    record["likwid"] = {"pin": placed.likwid_pin, "version": likwid_pin.likwid_version(placed.likwid_pin)}
+    return likwid_pin.rank_argvs(placed.likwid_pin, placed.likwid_sets, argv, stack.env().get("LD_LIBRARY_PATH"))
+
+
 def run_cell(spec: dict[str, Any], out: Path, shared: Shared | None = None) -> Outcome:
     """Run the cell described by ``spec`` (programs.cell_spec) into directory ``out``."""
     shared = shared or Shared()
     program = program_of_spec(spec)
     work, record = open_cell(spec, out)
+    record["pinner"] = spec.get("pinner", "stack")
+    likwid_topology = provenance.likwid_topology()
+    if likwid_topology is not None:  # likwid's view of the node, beside hwloc's (record["topology"])
+        record["likwid_topology"] = likwid_topology
     outcome = Outcome("failed", "not run")
     try:
         stack = shared.stack(spec)

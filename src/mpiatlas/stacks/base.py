@@ -62,6 +62,10 @@ class LaunchSpec:
     # Several OS cpus per rank (hybrid MPI + OpenMP: a rank owns its threads' cores), instead of
     # ``pins``; only for launchers in the kind's ``multi_core_pins`` (see Stack.check_pin_sets).
     pin_sets: list[tuple[int, ...]] | None = None
+    # One argv per rank (rank r runs ``rank_argvs[r]``, e.g. ``likwid-pin -c 0,1 <program>``), started
+    # through the launcher's MPMD syntax (``-n 1 <argv 0> : -n 1 <argv 1> ...``) instead of the program;
+    # what each argv wraps around the program pins its rank, so the stack binds none itself.
+    rank_argvs: list[list[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,20 @@ class Stack(ABC):
             raise StackError(f"{self.kind}: pin_sets needs one non-empty cpu set per rank (several nodes: srun only) "
                              f"({spec.np} ranks, {len(spec.pin_sets)} sets, {spec.nodes} nodes)")
 
+    def check_rank_argvs(self, spec: LaunchSpec) -> None:
+        """Raise StackError unless ``spec.rank_argvs`` (if any) is one argv per rank of a one-node
+        mpirun launch that asks the stack for no binding of its own."""
+        if spec.rank_argvs is None:
+            return
+        if spec.launcher != "mpirun" or spec.nodes != 1:
+            raise StackError(f"unavailable: {self.kind}: a different argv per rank (MPMD) is implemented for one-node "
+                             f"mpirun launches only, not {spec.launcher} over {spec.nodes} node(s)")
+        if spec.pins is not None or spec.pin_sets is not None:
+            raise StackError(f"{self.kind}: ranks with their own argv pin themselves: give no pins or pin_sets")
+        if len(spec.rank_argvs) != spec.np or not all(spec.rank_argvs):
+            raise StackError(f"{self.kind}: rank_argvs needs one non-empty argv per rank "
+                             f"({spec.np} ranks, {len(spec.rank_argvs)} argvs)")
+
     def interface_env(self, interface: str) -> dict[str, str]:
         """Variables that keep TCP traffic between nodes on ``interface`` (libfabric, UCX)."""
         return {"FI_TCP_IFACE": interface, "UCX_NET_DEVICES": interface}
@@ -183,6 +201,17 @@ class Stack(ABC):
 
 # srun --cpu-bind=verbose: "cpu-bind=MAP  - node1, task  0  0 [4242]: mask 0x1 set"
 SRUN_BIND = re.compile(r"cpu[-_]bind[=_]\S*\s+-\s+\S+,\s+task\s+(\d+)\s+\d+\s+\[\d+\]:\s+mask\s+0x([0-9a-fA-F]+)\s+set")
+
+
+def mpmd_contexts(count_flag: str, rank_argvs: list[list[str]], per_context: Sequence[str] = ()) -> list[str]:
+    """One application context per rank, in the MPMD form Open MPI and hydra (MPICH, Intel MPI) share:
+    ``<count_flag> 1 <per_context> <argv 0> : <count_flag> 1 <per_context> <argv 1> ...`` (rank r is the
+    r-th context). ``per_context``: options that hold for one context only, repeated in each (Open MPI's
+    ``-x``: measured on 4.1, a ``-x`` before the first context does not reach the ranks of the others)."""
+    argv: list[str] = []
+    for rank, rank_argv in enumerate(rank_argvs):
+        argv += ([":"] if rank else []) + [count_flag, "1", *per_context, *rank_argv]
+    return argv
 
 
 def srun_argv(spec: LaunchSpec, mpi: str = "pmix") -> list[str]:

@@ -8,7 +8,17 @@ from pathlib import Path
 from typing import ClassVar
 
 from mpiatlas.stacks import collectives
-from mpiatlas.stacks.base import Launch, LaunchSpec, Stack, StackError, Transport, cpu_list, srun_argv, srun_binding
+from mpiatlas.stacks.base import (
+    Launch,
+    LaunchSpec,
+    Stack,
+    StackError,
+    Transport,
+    cpu_list,
+    mpmd_contexts,
+    srun_argv,
+    srun_binding,
+)
 
 IMPI_VERSION = "2021.16.1"  # 2021.19 needs a libfabric wheel no registry has
 
@@ -83,6 +93,7 @@ class IntelMPI(Stack):
 
     def launch(self, program: list[str], spec: LaunchSpec) -> Launch:
         self.check_launcher(spec.launcher)
+        self.check_rank_argvs(spec)
         transport = self.transport(spec.transport)
         env = dict(transport.env)
         # Level 5 prints the pin table and the libfabric provider: our evidence.
@@ -115,6 +126,12 @@ class IntelMPI(Stack):
         if spec.launcher == "srun":
             argv, pmi_env = self._srun(spec)
             return Launch(argv=[*argv, *program], env=env | pmi_env)
+        if spec.rank_argvs is not None:
+            # One context per rank (hydra's MPMD form); Intel MPI pins by default, and each rank's
+            # argv pins it here: I_MPI_PIN=0. Its pin table (I_MPI_DEBUG=5) then shows the affinity each
+            # rank's main thread has in MPI_Init (measured: the first cpu of its likwid-pin list).
+            env["I_MPI_PIN"] = "0"
+            return Launch(argv=[str(self.launcher_path()), *mpmd_contexts("-n", spec.rank_argvs)], env=env)
         argv = [str(self.launcher_path()), "-n", str(spec.np)]
         if spec.hosts:
             argv += ["-hosts", ",".join(spec.hosts)]

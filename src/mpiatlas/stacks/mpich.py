@@ -40,7 +40,16 @@ from typing import Any, ClassVar
 
 from mpiatlas.layout import user_cache_dir
 from mpiatlas.stacks import collectives
-from mpiatlas.stacks.base import Launch, LaunchSpec, Stack, StackError, Transport, srun_argv, srun_binding
+from mpiatlas.stacks.base import (
+    Launch,
+    LaunchSpec,
+    Stack,
+    StackError,
+    Transport,
+    mpmd_contexts,
+    srun_argv,
+    srun_binding,
+)
 from mpiatlas.stacks.openmpi import _imb_in, ucx_transport
 
 MPICH_PYPI_VERSION = "5.0.2"
@@ -271,6 +280,7 @@ class MPICH(Stack):
 
     def launch(self, program: list[str], spec: LaunchSpec) -> Launch:
         self.check_launcher(spec.launcher)
+        self.check_rank_argvs(spec)
         transport = self.transport(spec.transport)
         knobs = dict(transport.env)
         if spec.transport.startswith("ucx"):
@@ -286,6 +296,12 @@ class MPICH(Stack):
         if spec.launcher == "srun":
             return self._srun_launch(program, spec, knobs)
 
+        if spec.rank_argvs is not None:
+            # One context per rank (hydra's MPMD form), bound to nothing: each rank's argv pins it;
+            # -genv is global and must come before the first context.
+            argv = [str(self.launcher_path()), "-bind-to", "none"]
+            argv += [arg for key, value in knobs.items() for arg in ("-genv", key, value)]
+            return Launch(argv=[*argv, *mpmd_contexts("-n", spec.rank_argvs)], env={"HYDRA_TOPO_DEBUG": "1"})
         argv = [str(self.launcher_path()), "-n", str(spec.np)]
         if spec.hosts:
             argv += ["-hosts", ",".join(spec.hosts)]

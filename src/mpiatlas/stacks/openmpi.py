@@ -33,6 +33,7 @@ from mpiatlas.stacks.base import (
     StackError,
     Transport,
     cpu_list,
+    mpmd_contexts,
     srun_argv,
     srun_binding,
 )
@@ -296,8 +297,11 @@ class OpenMPI(Stack):
 
     def launch(self, program: list[str], spec: LaunchSpec) -> Launch:
         self.check_launcher(spec.launcher)
+        self.check_rank_argvs(spec)
         if spec.launcher == "srun":
             return self._srun_launch(program, spec)
+        if spec.rank_argvs is not None:
+            return self._mpmd_launch(spec)
         transport = self.transport(spec.transport)
         argv = [str(self.launcher_path()), "--allow-run-as-root", "-np", str(spec.np)]
         if spec.hosts:
@@ -312,6 +316,20 @@ class OpenMPI(Stack):
             argv += ["-x", f"{key}={value}"]
         argv += self._collective_args(spec)
         return Launch(argv=[*argv, *program], env={})
+
+    def _mpmd_launch(self, spec: LaunchSpec) -> Launch:
+        """One application context per rank (LaunchSpec.rank_argvs), bound to nothing: what each rank's
+        argv wraps around the program pins it. ``-x`` holds for one context only, so it goes in each;
+        ``--mca`` and the binding flags are global."""
+        assert spec.rank_argvs is not None
+        # --report-bindings stays: it shows that the stack bound nothing ("not bound").
+        argv = [str(self.launcher_path()), "--allow-run-as-root", "--report-bindings", *self._placement(spec),
+                "--bind-to", "none"]
+        argv += list(self.transport(spec.transport).args)
+        verbose, env = self._evidence_knobs(spec)
+        argv += [*verbose, *self._collective_args(spec)]
+        exports = [arg for key, value in env.items() for arg in ("-x", f"{key}={value}")]
+        return Launch(argv=[*argv, *mpmd_contexts("-np", spec.rank_argvs, exports)], env={})
 
     def _srun_launch(self, program: list[str], spec: LaunchSpec) -> Launch:
         """Under srun there is no mpirun to take ``--mca``: the same knobs go in as OMPI_MCA_*

@@ -12,7 +12,8 @@ OpenMP threads per rank (jacobi's hybrid cells). Its id reads like an IMB cell's
 The binary is the stack's host build (``results/<campaign>/kernels/<stack>/<kernel>``) or, with
 ``containers.enabled``, the kernel on the image's PATH run through ``apptainer exec``. Its output
 is JSON lines: a cell whose launch succeeded is ``failed`` when a rank reports ``"valid": false``
-or a rank's records are missing; an OpenMP thread outside its rank's cpu set makes it ``invalid``.
+or a rank's records are missing; an OpenMP thread outside its rank's cpu set makes it ``invalid``,
+and under the likwid pinner (``campaign.pinner``) so does thread i off the i-th cpu of its rank's list.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mpiatlas import adaptive, layout
-from mpiatlas.cells import Cell, node_counts, sort_cells
+from mpiatlas.cells import Cell, cell_pinner, node_counts, sort_cells
 from mpiatlas.config import ConfigError
 from mpiatlas.outcome import Outcome
 from mpiatlas.programs.base import PARSED_STATUSES, Checked, LaunchExtras, Program, per_cell_mem_mb, tag_columns
@@ -105,6 +106,38 @@ def thread_problems(frame: pl.DataFrame, sets: list[tuple[int, ...]] | None) -> 
     return problems
 
 
+def likwid_problems(frame: pl.DataFrame, sets: list[tuple[int, ...]]) -> list[str]:
+    """Under the likwid pinner: OpenMP thread i of rank r on the i-th cpu of r's list, one per core
+    (jacobi's ``thread_cpus``), and every record of r written on r's first cpu (every kernel's
+    ``cpu``: the main thread, which likwid-pin puts there). One line per rank: its first mismatch
+    (rank, thread, cpu seen, cpu planned)."""
+    problems: dict[int, str] = {}
+    columns = [c for c in ("rank", "cpu", "thread_cpus") if c in frame.columns]
+    if "thread_cpus" not in columns and "cpu" not in columns:
+        return ["the kernel reported no cpu, so the likwid pinning cannot be verified"]
+    for row in frame.select(columns).iter_rows(named=True):
+        rank = row["rank"]
+        if rank in problems:
+            continue
+        planned = list(sets[rank]) if 0 <= rank < len(sets) else []
+        if not planned:
+            problems[rank] = f"rank {rank}: no cpu list was planned for it ({len(sets)} ranks planned)"
+            continue
+        seen = list(row.get("thread_cpus") or [])
+        if "thread_cpus" in columns and len(seen) != len(planned):
+            problems[rank] = (f"rank {rank}: {len(seen)} OpenMP thread(s) reported cpus {seen}, "
+                              f"planned {len(planned)} on {planned}")
+            continue
+        wrong = next(((t, got, want) for t, (got, want) in enumerate(zip(seen, planned)) if got != want), None)
+        if wrong is not None:
+            thread, got, want = wrong
+            problems[rank] = (f"rank {rank}: OpenMP thread {thread} ran on cpu {got}, planned cpu {want} "
+                              f"(threads on {seen}, planned {planned})")
+        elif row.get("cpu") is not None and row["cpu"] != planned[0]:
+            problems[rank] = f"rank {rank}: its main thread ran on cpu {row['cpu']}, planned cpu {planned[0]}"
+    return [problems[rank] for rank in sorted(problems)]
+
+
 def with_grid_columns(frame: pl.DataFrame) -> pl.DataFrame:
     """``grid_explicit`` (matsum, jacobi): whether the cell's process grid was asked for
     (``procdims``, a ``-g`` group) or is the stack's MPI_Dims_create choice."""
@@ -173,8 +206,9 @@ class KernelProgram(Program):
         if problems:
             raise ConfigError("invalid campaign config:\n  " + "\n  ".join(problems))
         reps = adaptive.initial_repetitions(config)
+        pinner = cell_pinner(config)
         cells = {
-            Cell("kernel", stack, transport, mapping, np, self.name, group, rep, threads, nodes=nodes)
+            Cell("kernel", stack, transport, mapping, np, self.name, group, rep, threads, nodes=nodes, pinner=pinner)
             for stack, transports in kernel_stacks(config, self.name).items()
             for group, counts, threads in self.shapes(config, stack)
             for transport in transports
@@ -241,6 +275,10 @@ class KernelProgram(Program):
         if frame is None or frame.height == 0:
             return Outcome("failed", f"no {self.name} records in the output")
         pinning = "cpu set per rank" if sets is not None else ("cpu per rank" if pins is not None else "none")
+        if spec.get("pinner") == "likwid" and sets is not None:
+            details = {"records": frame.height, "threads": spec["kernel"]["threads"],
+                       "pinning": "likwid-pin, a cpu per thread"}
+            return Checked(details, records_failure(frame, int(spec["cell"]["np"])), likwid_problems(frame, sets))
         details = {"records": frame.height, "threads": spec["kernel"]["threads"], "pinning": pinning}
         return Checked(details, records_failure(frame, int(spec["cell"]["np"])), thread_problems(frame, sets))
 
