@@ -1,0 +1,105 @@
+"""``mpiatlas tune RESULTS --out DIR``: the winning collective algorithms as each stack's own tuning file.
+
+Per stack x transport x collective of a campaign that forced algorithms: a non-default algorithm
+where it beats the default significantly (95 % CI of the time ratio below 1, gain >= --min-gain),
+merged into size and process-count ranges (:mod:`mpiatlas.tuning.decide`). Written to DIR: an Open
+MPI coll_tuned rules file, an Intel MPI I_MPI_ADJUST env file, an MPICH selection JSON (+ its env
+file) per stack x transport, decision.json, and tuning.md explaining every choice.
+Exit status 0, or 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from mpiatlas.commands.compare import threshold
+
+HELP = "export the significantly faster collective algorithms as Open MPI / Intel MPI / MPICH tuning files"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("tune", help=HELP, description=__doc__)
+    p.add_argument("results", type=Path, metavar="RESULTS", help="a campaign's results directory (results/<name>)")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the tuning files")
+    p.add_argument("--min-gain", type=threshold, default=0.05, metavar="PCT",
+                   help="smallest median gain over the default worth a rule (default 5%%)")
+    p.add_argument("--stacks-dir", type=Path, default=Path(".stacks"), metavar="DIR",
+                   help="where `mpiatlas stack install` put the stacks (MPICH's built-in selection tree is read "
+                   "from its libmpi; default .stacks)")
+    p.set_defaults(func=run)
+
+
+def _mpich_lib(stacks_dir: Path, stack: str) -> Path | None:
+    """The MPICH library whose built-in tree the JSON extends: the installed stack's, else Debian's."""
+    # The versioned file: libmpi.so may be a stub of the ABI wrapper.
+    for pattern, where in (("libmpi.so.*", stacks_dir / stack / "lib"), ("libmpich.so.*", Path("/usr/lib/x86_64-linux-gnu"))):
+        found = sorted((f for f in where.glob(pattern) if f.is_file()), key=lambda f: f.stat().st_size, reverse=True)
+        if found:
+            return found[0]
+    return None
+
+
+def write_files(decision, out: Path, stacks_dir: Path) -> tuple[dict, dict]:  # noqa: ANN001 - Decision
+    """Every stack x transport's file(s); returns (files, usage) keyed by (stack, transport)."""
+    from mpiatlas.tuning import intelmpi_env, mpich_json, openmpi_rules
+    from mpiatlas.tuning.decide import TuneError
+
+    groups: dict[tuple[str, str], list] = {}
+    for s in decision.series:
+        groups.setdefault((s.stack, s.transport), []).append(s)
+    files: dict[tuple[str, str], list[str]] = {}
+    usage: dict[tuple[str, str], str] = {}
+    for (stack, transport), series in groups.items():
+        if not any(s.tuned for s in series):
+            continue
+        kind, stem = series[0].kind, f"{stack}.{transport}"
+        if kind == "openmpi":
+            path = out / f"{stem}.rules"
+            path.write_text(openmpi_rules.rules_text(series))
+            files[(stack, transport)] = [path.name]
+            usage[(stack, transport)] = "`mpirun " + " ".join(openmpi_rules.mca_args(str(path.resolve()))) + " ...`"
+        elif kind == "intelmpi":
+            path = out / f"{stem}.env"
+            path.write_text(intelmpi_env.env_text(series))
+            files[(stack, transport)] = [path.name]
+            usage[(stack, transport)] = f"`set -a; . {path.resolve()}; set +a` before mpirun"
+        elif kind == "mpich":
+            lib = _mpich_lib(stacks_dir, stack)
+            if lib is None:
+                raise TuneError(f"{stack}: no MPICH libmpi under {stacks_dir / stack / 'lib'} to read the built-in "
+                                "selection tree from (pass --stacks-dir)")
+            path = out / f"{stem}.json"
+            path.write_text(mpich_json.json_text(series, mpich_json.builtin_tree(lib), str(lib)))
+            env = out / f"{stem}.env"
+            env.write_text("".join(f'{k}="{v}"\n' for k, v in mpich_json.env_vars(series, str(path.resolve())).items()))
+            files[(stack, transport)] = [path.name, env.name]
+            usage[(stack, transport)] = f"`set -a; . {env.resolve()}; set +a` before mpirun"
+        else:
+            raise TuneError(f"{stack}: stack kind {kind!r} has no tuning format (openmpi, intelmpi, mpich)")
+    return files, usage
+
+
+def run(args: argparse.Namespace) -> int:
+    from mpiatlas.tuning.decide import TuneError, decide
+    from mpiatlas.tuning.markdown import tuning_markdown
+
+    try:
+        decision = decide(args.results, args.min_gain)
+        args.out.mkdir(parents=True, exist_ok=True)
+        files, usage = write_files(decision, args.out, args.stacks_dir)
+    except TuneError as exc:
+        print(f"mpiatlas tune: {exc}", file=sys.stderr)
+        return 2
+    (args.out / "tuning.md").write_text(tuning_markdown(decision, files, usage))
+    record = {"source": str(decision.source), "min_gain": decision.min_gain,
+              "series": [asdict(s) for s in decision.series]}
+    (args.out / "decision.json").write_text(json.dumps(record, indent=1, default=str, allow_nan=False))
+    for s in decision.series:
+        chosen = sorted({r.algorithm for b in s.blocks for r in b.ranges} - {"default"})
+        print(f"{s.stack} {s.transport} {s.collective}: {', '.join(chosen) if chosen else 'default everywhere'}")
+    print(f"tuning files in {args.out}: {', '.join(n for v in files.values() for n in v) or 'none (nothing beat the default)'}")
+    return 0
