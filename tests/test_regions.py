@@ -193,3 +193,34 @@ def test_region_section_escapes_and_degrades() -> None:
     other = _samples({("A", "shm", "same_l3"): _pp([1.0] * 3, [1.0] * 3)}).with_columns(
         pl.lit("Bcast").alias("benchmark"))
     assert "No PingPong or PingPing" in section_p2p_regions(_data(other, None)).blocks[0].text
+
+
+def test_region_fits_file_each_hockney_fit_under_its_region() -> None:
+    """Samples generated from a known λ and B per region, fitted by the real Hockney fit: the table
+    lists them closest region first and recovers each region's λ and B; a series whose cells put
+    ranks 0 and 1 in two regions is "mixed", not filed under either."""
+    import numpy as np
+
+    from mpiatlas.models.hockney import fit_hockney_table
+
+    truth = {"same_l3": (0.3, 18000.0), "other_socket": (0.7, 9000.0), "other_node": (1.8, 12000.0)}
+    sizes = [2**k for k in range(0, 23, 2)]
+    rng = np.random.default_rng(1)
+    rows = []
+    for region, (lam, bw) in truth.items():
+        for m in sizes:
+            for rep in range(5):
+                rows.append({"benchmark": "PingPong", "label": f"impi/shm/{region}", "stack": "impi", "transport": "shm",
+                             "region": region, "bytes": m, "rep": rep, "status": "ok",
+                             "t_usec": (lam + m / bw) * (1 + 0.01 * rng.standard_normal())})
+    for rep, region in enumerate(["same_l3", "other_socket"]):
+        rows += [{**r, "label": "impi/shm/mixed", "region": region, "rep": rep}
+                 for r in rows if r["label"] == "impi/shm/same_l3" and r["rep"] == 0]
+    samples = pl.DataFrame(rows)
+    table = regions.region_fits(samples, fit_hockney_table(samples, ["label"]))
+    assert table["region"].to_list() == ["same_l3", "other_socket", "other_node", "mixed"]
+    for r in table.filter(pl.col("region") != "mixed").iter_rows(named=True):
+        lam, bw = truth[r["region"]]
+        assert abs(r["latency_us"] / lam - 1) < 0.05 and abs(r["bandwidth_MBps"] / bw - 1) < 0.05, r
+        assert r["latency_ci_low"] <= r["latency_us"] <= r["latency_ci_high"]
+    assert regions.region_fits(samples, None).height == 0

@@ -31,6 +31,7 @@ __all__ = [
     "REGION_BENCHMARKS",
     "cache_lines",
     "intra_inter",
+    "region_fits",
     "region_medians",
     "region_rank",
     "with_scope",
@@ -286,3 +287,43 @@ def intra_inter(points: pl.DataFrame, benchmark: str = "PingPong", lat_bytes: in
                 if row is not None:
                     rows.append(row)
     return pl.DataFrame(rows, schema=INTRA_INTER_SCHEMA)
+
+
+# ---------------------------------------------------------------------------
+# Hockney λ and B per region
+# ---------------------------------------------------------------------------
+
+
+_REGION_FIT_SCHEMA = {**{c: pl.String for c in ("region", "stack", "transport", "label", "benchmark")},
+                      **{c: pl.Float64 for c in ("latency_us", "latency_ci_low", "latency_ci_high", "bandwidth_MBps",
+                                                 "bandwidth_ci_low", "bandwidth_ci_high", "n_sizes")}}
+
+
+def region_fits(samples: pl.DataFrame, hockney: Sequence[Mapping[str, Any]] | None) -> pl.DataFrame:
+    """The per-region point-to-point table: each PingPong/PingPing Hockney fit (one per label, i.e.
+    stack/transport/placement) with the region its ranks 0 and 1 sat in, closest region first.
+
+    A label whose samples span several regions (ranks placed differently from cell to cell) is
+    ``mixed``: its fit pools regions and says so instead of being filed under one of them."""
+    if not hockney or not {"label", "region"} <= set(samples.columns):
+        return pl.DataFrame(schema=_REGION_FIT_SCHEMA)
+    regions = (samples.filter(pl.col("benchmark").is_in(list(REGION_BENCHMARKS)))
+               .group_by("label").agg(pl.col("region").fill_null(UNKNOWN_REGION).unique().sort().alias("regions"),
+                                      pl.col("stack").first(), pl.col("transport").first()))
+    by_label = {r["label"]: r for r in regions.iter_rows(named=True)}
+    rows = []
+    for fit in hockney:
+        where = by_label.get(fit.get("label"))
+        if where is None or fit.get("benchmark") not in REGION_BENCHMARKS or fit.get("error"):
+            continue
+        lat_ci = fit.get("latency_ci_us") or [None, None]
+        bw_ci = fit.get("bandwidth_ci_MBps") or [None, None]
+        rows.append({"region": where["regions"][0] if len(where["regions"]) == 1 else "mixed",
+                     "stack": where["stack"], "transport": where["transport"], "label": fit["label"],
+                     "benchmark": fit["benchmark"], "latency_us": fit.get("latency_us"),
+                     "latency_ci_low": lat_ci[0], "latency_ci_high": lat_ci[1],
+                     "bandwidth_MBps": fit.get("bandwidth_MBps"), "bandwidth_ci_low": bw_ci[0],
+                     "bandwidth_ci_high": bw_ci[1], "n_sizes": float(fit.get("n_sizes") or 0)})
+    table = pl.DataFrame(rows, schema=_REGION_FIT_SCHEMA)
+    return (table.with_columns(pl.col("region").map_elements(region_rank, return_dtype=pl.Int32).alias("_rank"))
+            .sort("benchmark", "_rank", "stack", "transport", "label").drop("_rank"))

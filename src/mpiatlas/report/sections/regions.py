@@ -20,6 +20,7 @@ from mpiatlas.regions import (
     CacheLine,
     cache_lines,
     intra_inter,
+    region_fits,
     region_medians,
     region_rank,
 )
@@ -216,5 +217,22 @@ def section_p2p_regions(data: ReportData) -> Section:
         chart, caption = region_chart(bench, pts, lines)
         blocks.append(Heading(bench))
         blocks.append(ChartBlock(chart_spec(chart), caption))
+    blocks.extend(region_fit_blocks(region_fits(smp, data.hockney)))
     blocks.extend(intra_inter_blocks(points, data.cells))
     return Section(TITLE, blocks, id=SECTION_ID)
+
+
+def region_fit_blocks(table: pl.DataFrame) -> list[Any]:
+    """The per-region point-to-point table: Hockney λ and B with their 95 % CIs, closest region first."""
+    if table.height == 0:
+        return []
+    rows = [[cell(r["region"]), cell(f"{r['stack']}/{r['transport']}"), cell(r["label"]), cell(r["benchmark"]),
+             _num(_with_ci(r["latency_us"], r["latency_ci_low"], r["latency_ci_high"])),
+             _num(_with_ci(r["bandwidth_MBps"], r["bandwidth_ci_low"], r["bandwidth_ci_high"]))]
+            for r in table.iter_rows(named=True)]
+    return [Heading("λ and B per region"),
+            Text("The Hockney fit of each series (parameters section) filed under the region of its ranks 0 and 1: "
+                 "the table a collective or ring model prices its hops with (mpiatlas predict reads the same "
+                 "region names). \"mixed\": the series' cells put ranks 0 and 1 in different regions."),
+            Table(["Region", "Stack/transport", "Series", "Benchmark", "λ (µs) [95 % CI]", "B (MB/s) [95 % CI]"], rows,
+                  caption="Point-to-point latency and bandwidth per region")]
