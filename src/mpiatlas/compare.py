@@ -22,6 +22,15 @@ interval wider than [min B / max A, max B / min A], so it "excludes 1" whenever 
 overlap, which happens 10 % of the time for identical distributions (2 / C(6, 3)); no
 distribution-free 95 % statement exists for 3 vs 3. Simulated false-positive rates of this CI for
 identical lognormal samples (4000 sizes): n = 3: 9.7 %, 4: 8.3 %, 5: 2.8 %, 6: 3.7 %, 10: 3.6 %.
+
+Several runs per side. The repetitions of one run do not carry the run-to-run variation of a
+shared machine (a whole campaign shifts by ~20 % at small sizes now and then), so with one run
+per side two identical campaigns were flagged at 0-97 % of sizes on a 2-vCPU VM. A side may
+therefore be several results directories of the same campaign (its *runs*); with at least two
+runs on each side the CI is the two-level bootstrap of :mod:`mpiatlas.compare_stats` (runs, then
+repetitions within each drawn run), widened for few runs, and judged with at least
+:data:`MIN_RUNS` runs and :data:`MIN_REPS` repetitions in all per side. With one run on a side
+the one-level CI above is used, and the summary says run-to-run variation is not in it.
 """
 
 from __future__ import annotations
@@ -36,16 +45,22 @@ import polars as pl
 from mpiatlas import layout
 from mpiatlas.aggregate import CONFIDENCE, N_RESAMPLES, SEED, usable_samples
 from mpiatlas.compare_fits import fit_differences
+from mpiatlas.compare_stats import two_level_cis
 
 # Candidate matching axes, in display order (``bytes`` last: a cell's sizes).
 AXES: tuple[str, ...] = ("label", "stack", "transport", "mapping", "nodes", "np", "benchmark", "algorithm",
                          "processes", "group", "mode", "bytes")
 MIN_REPS = 5
+MIN_RUNS = 2
 TIME = "t_usec"
 # Groups per bootstrap chunk: bounds the (groups x resamples) float arrays to ~16 MB each.
 CHUNK = 2048
 
 SLOWER, FASTER, SAME, TOO_FEW = "slower", "faster", "no significant change", "too few repetitions"
+TOO_FEW_RUNS = "too few runs"
+NOT_JUDGED = (TOO_FEW, TOO_FEW_RUNS)
+ONE_RUN_NOTE = ("one run per side: run-to-run variation is not in the CI (two identical campaigns can differ "
+                "\"significantly\"); repeat each campaign and pass the runs, --a A1 A2 A3 --b B1 B2 B3, to include it")
 
 
 class CompareError(ValueError):
@@ -54,7 +69,8 @@ class CompareError(ValueError):
 
 @dataclass
 class Side:
-    """One campaign (or imported data set): its usable samples, cell statuses and fits."""
+    """One campaign (or imported data set), possibly several runs of it: usable samples (with a
+    ``run`` column when there are several), cell statuses and fits (of the first run)."""
 
     name: str
     path: Path
@@ -62,6 +78,11 @@ class Side:
     cells: pl.DataFrame | None = None
     hockney: list[dict[str, Any]] = field(default_factory=list)
     alphabeta: list[dict[str, Any]] = field(default_factory=list)
+    paths: list[Path] = field(default_factory=list)  # every run's directory; [path] when empty
+
+    @property
+    def runs(self) -> int:
+        return max(1, len(self.paths))
 
 
 @dataclass
@@ -86,6 +107,11 @@ class Comparison:
     @property
     def series_keys(self) -> list[str]:
         return [k for k in self.matching.keys if k != "bytes"]
+
+    @property
+    def two_level(self) -> bool:
+        """Several runs on each side: run-to-run variation is in the CI."""
+        return self.a.runs >= 2 and self.b.runs >= 2
 
 
 # -- loading -------------------------------------------------------------------------------------
@@ -142,6 +168,31 @@ def load_side(path: str | Path, name: str) -> Side:
     return side
 
 
+def load_runs(paths: list[str | Path] | tuple[str | Path, ...], name: str) -> Side:
+    """One side made of several runs of a campaign (each a results directory or samples file).
+
+    The runs' samples are stacked with a ``run`` column (0, 1, …); their cells are matched as one
+    campaign's. Fits stay per run and are not pooled: the side keeps none when it has several
+    runs (each run has its own λ and B; their differences are compared with one run per side).
+    """
+    if not paths:
+        raise CompareError(f"side {name}: no results directory given")
+    runs = [load_side(p, name) for p in paths]
+    if len(runs) == 1:
+        return runs[0]
+    seen: dict[Path, Path] = {}
+    for r in runs:
+        key = r.path.resolve()
+        if key in seen:
+            raise CompareError(f"{r.path}: given twice on side {name} (a run counted twice fakes replication)")
+        seen[key] = r.path
+    samples = pl.concat([r.samples.with_columns(pl.lit(i, dtype=pl.Int32).alias("run")) for i, r in enumerate(runs)],
+                        how="diagonal_relaxed")
+    cells = [r.cells for r in runs if r.cells is not None]
+    return Side(name, runs[0].path, samples, pl.concat(cells, how="diagonal_relaxed") if cells else None,
+                paths=[r.path for r in runs])
+
+
 # -- matching ------------------------------------------------------------------------------------
 
 
@@ -179,12 +230,14 @@ def _cast_keys(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 
 
 def _normalised(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """The key columns (one type on both sides), the time and the cell without its repetition."""
+    """The key columns (one type on both sides), the time, the run and the cell without its repetition."""
     cols = [pl.col(k) for k in keys]
     df = _cast_keys(df, keys)
     # The cell without its repetition: the unit that must not be pooled with another.
     cell = pl.col("cell").str.replace(r"/rep\d+$", "") if "cell" in df.columns else pl.lit(None, dtype=pl.String)
-    return df.select(*cols, pl.col(TIME).cast(pl.Float64), cell.alias("cell")).filter(pl.col(TIME).is_finite())
+    run = pl.col("run").cast(pl.Int32) if "run" in df.columns else pl.lit(0, dtype=pl.Int32)
+    return df.select(*cols, pl.col(TIME).cast(pl.Float64), run.alias("run"), cell.alias("cell")).filter(
+        pl.col(TIME).is_finite())
 
 
 def _check_unambiguous(df: pl.DataFrame, keys: list[str], side: Side, dropped: list[str]) -> None:
@@ -199,9 +252,14 @@ def _check_unambiguous(df: pl.DataFrame, keys: list[str], side: Side, dropped: l
 
 
 def grouped_times(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """One row per key: the sorted finite times (``t``) of its repetitions, their number and median."""
-    return df.group_by(keys).agg(pl.col(TIME).sort().alias("t"), pl.len().cast(pl.Int32).alias("n"),
-                                 pl.col(TIME).median().alias("median"))
+    """One row per key: the sorted finite times (``t``) of its repetitions (all runs pooled), their
+    number and median, the number of runs with data and the times per run (``t_runs``)."""
+    per_run = df.group_by([*keys, "run"]).agg(pl.col(TIME).sort().alias("t_run"))
+    runs = per_run.group_by(keys).agg(pl.col("t_run").sort_by("run").alias("t_runs"),
+                                      pl.len().cast(pl.Int32).alias("runs"))
+    pooled = df.group_by(keys).agg(pl.col(TIME).sort().alias("t"), pl.len().cast(pl.Int32).alias("n"),
+                                   pl.col(TIME).median().alias("median"))
+    return pooled.join(runs, on=keys, how="left", nulls_equal=True)
 
 
 # -- the bootstrap ratio -------------------------------------------------------------------------
@@ -242,10 +300,16 @@ def ratio_cis(a: list[np.ndarray], b: list[np.ndarray], *, seed: int = SEED) -> 
     return low, high
 
 
-def verdicts(n_a: np.ndarray, n_b: np.ndarray, low: np.ndarray, high: np.ndarray) -> list[str]:
+def verdicts(n_a: np.ndarray, n_b: np.ndarray, low: np.ndarray, high: np.ndarray,
+             runs: tuple[np.ndarray, np.ndarray] | None = None) -> list[str]:
+    """Per size: slower/faster/no change, or why it is not judged. ``runs`` (runs with data per
+    side) only in the several-runs comparison, where fewer than :data:`MIN_RUNS` is not judged."""
     out: list[str] = []
-    for na, nb, lo, hi in zip(n_a, n_b, low, high):
-        if min(na, nb) < MIN_REPS or not (np.isfinite(lo) and np.isfinite(hi)):
+    ra, rb = runs if runs is not None else (np.full(len(n_a), MIN_RUNS), np.full(len(n_a), MIN_RUNS))
+    for na, nb, lo, hi, r_a, r_b in zip(n_a, n_b, low, high, ra, rb):
+        if min(r_a, r_b) < MIN_RUNS:
+            out.append(TOO_FEW_RUNS)
+        elif min(na, nb) < MIN_REPS or not (np.isfinite(lo) and np.isfinite(hi)):
             out.append(TOO_FEW)
         elif lo > 1:
             out.append(SLOWER)
@@ -263,14 +327,29 @@ def _arrays(lists: pl.Series) -> list[np.ndarray]:
     return np.split(flat, ends[:-1]) if len(ends) else []
 
 
-def size_table(ga: pl.DataFrame, gb: pl.DataFrame, keys: list[str], *, seed: int = SEED) -> pl.DataFrame:
-    """Matched keys of two :func:`grouped_times` frames: n, medians, ratio B/A, its CI, verdict."""
+def _run_arrays(lists: pl.Series) -> list[list[np.ndarray]]:
+    """A list-of-lists column (times per run) as lists of numpy arrays."""
+    return [[np.asarray(r, dtype=float) for r in row] for row in lists.to_list()]
+
+
+def size_table(ga: pl.DataFrame, gb: pl.DataFrame, keys: list[str], *, seed: int = SEED,
+               two_level: bool = False) -> pl.DataFrame:
+    """Matched keys of two :func:`grouped_times` frames: n, runs, medians, ratio B/A, its CI, verdict.
+
+    ``two_level``: the sides are several runs each; the CI resamples runs, then repetitions."""
     joined = ga.join(gb, on=keys, how="inner", suffix="_b", nulls_equal=True).sort(keys)
-    ta, tb = (_arrays(joined.get_column(c)) for c in ("t", "t_b"))
-    low, high = ratio_cis(ta, tb, seed=seed)
-    verdict = verdicts(joined["n"].to_numpy(), joined["n_b"].to_numpy(), low, high)
+    if two_level:
+        ratio = (joined["median_b"] / joined["median"]).to_numpy()
+        low, high = two_level_cis(_run_arrays(joined["t_runs"]), _run_arrays(joined["t_runs_b"]), ratio, seed=seed)
+        runs = (joined["runs"].to_numpy(), joined["runs_b"].to_numpy())
+    else:
+        ta, tb = (_arrays(joined.get_column(c)) for c in ("t", "t_b"))
+        low, high = ratio_cis(ta, tb, seed=seed)
+        runs = None
+    verdict = verdicts(joined["n"].to_numpy(), joined["n_b"].to_numpy(), low, high, runs)
     return joined.select(
-        *keys, pl.col("n").alias("n_a"), "n_b", pl.col("median").alias("median_a_usec"),
+        *keys, pl.col("n").alias("n_a"), "n_b", pl.col("runs").alias("runs_a"), "runs_b",
+        pl.col("median").alias("median_a_usec"),
         pl.col("median_b").alias("median_b_usec"), (pl.col("median_b") / pl.col("median")).alias("ratio"),
     ).with_columns(
         pl.Series("ratio_ci_low", low), pl.Series("ratio_ci_high", high),
@@ -328,7 +407,9 @@ def compare(a: Side, b: Side, *, ignore: list[str] | tuple[str, ...] = (), seed:
     only_a, only_b = with_other_status(only_a, b.cells, series), with_other_status(only_b, a.cells, series)
     fits = fit_differences((a.hockney, b.hockney), (a.alphabeta, b.alphabeta),
                            series)
-    return Comparison(a, b, matching, size_table(ga, gb, matching.keys, seed=seed), only_a, only_b, fits,
+    two_level = a.runs >= 2 and b.runs >= 2
+    return Comparison(a, b, matching, size_table(ga, gb, matching.keys, seed=seed, two_level=two_level),
+                      only_a, only_b, fits,
                       unmatched_sizes(ga, gb, matching.keys, only_a), unmatched_sizes(gb, ga, matching.keys, only_b))
 
 
@@ -345,7 +426,11 @@ def tidy_record(cmp: Comparison) -> dict[str, Any]:
 
     return {
         "a": str(cmp.a.path), "b": str(cmp.b.path), "confidence": CONFIDENCE, "n_resamples": N_RESAMPLES,
-        "min_reps": MIN_REPS, "matched_on": cmp.matching.keys,
+        "a_runs": [str(p) for p in cmp.a.paths or [cmp.a.path]],
+        "b_runs": [str(p) for p in cmp.b.paths or [cmp.b.path]],
+        "method": "two-level bootstrap (runs, then repetitions)" if cmp.two_level else "bootstrap over repetitions",
+        "run_to_run_variation_in_ci": cmp.two_level, "min_reps": MIN_REPS, "min_runs": MIN_RUNS,
+        "matched_on": cmp.matching.keys,
         "compared_settings": {k: {"a": v[0], "b": v[1]} for k, v in cmp.matching.settings.items()},
         "ignored": cmp.matching.ignored, "sizes": rows(cmp.sizes), "only_a": rows(cmp.only_a),
         "only_b": rows(cmp.only_b), "sizes_only_a": rows(cmp.lone_a), "sizes_only_b": rows(cmp.lone_b),

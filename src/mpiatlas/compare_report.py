@@ -15,8 +15,8 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from mpiatlas.compare import FASTER, MIN_REPS, SLOWER, TOO_FEW, Comparison, regressions
-from mpiatlas.compare_summary import series_name, summary_lines
+from mpiatlas.compare import FASTER, MIN_REPS, MIN_RUNS, NOT_JUDGED, SLOWER, Comparison, regressions
+from mpiatlas.compare_summary import method_line, series_name, summary_lines
 from mpiatlas.report.blocks import Bullets, Cell, ChartBlock, Details, KeyValues, Notice, Section, Table, cell, num_cell
 from mpiatlas.report.charts import chart_spec
 from mpiatlas.report.formatting import fmt_bytes, fmt_ci
@@ -51,10 +51,17 @@ def _heatmap_frame(sizes: pl.DataFrame, series: list[str], p_axis: str | None) -
         "ratio": [r["ratio"] for r in rows],
         "ci": [fmt_ci((r["ratio_ci_low"], r["ratio_ci_high"])) for r in rows],
         "a": [r["median_a_usec"] for r in rows], "b": [r["median_b_usec"] for r in rows],
-        "reps": [f"{r['n_a']} / {r['n_b']}" for r in rows],
+        "reps": [_reps(r) for r in rows],
         "verdict": [r["verdict"] for r in rows],
         "label": [_cell_label(r["ratio"]) for r in rows],
     }).filter(pl.col("ratio").is_finite() & (pl.col("ratio") > 0))
+
+
+def _reps(row: dict[str, Any]) -> str:
+    """``7 / 7`` (repetitions per side), or ``3 runs, 18 / 3 runs, 17`` with several runs."""
+    if max(row.get("runs_a") or 1, row.get("runs_b") or 1) > 1:
+        return f"{row['runs_a']} runs, {row['n_a']} / {row['runs_b']} runs, {row['n_b']}"
+    return f"{row['n_a']} / {row['n_b']}"
 
 
 def _legend_values(span: float) -> list[float]:
@@ -92,7 +99,8 @@ def heatmap(sizes: pl.DataFrame, series: list[str], p_axis: str | None, title: s
             type="log", scheme="redblue", reverse=True, domain=[1 / span, span], domainMid=1, clamp=True),
             legend=alt.Legend(format=".3~g", values=_legend_values(span))),
         stroke=alt.condition(significant, alt.value("#1d2330"), alt.value(None)),
-        opacity=alt.condition(alt.datum.verdict == TOO_FEW, alt.value(0.45), alt.value(1.0)),
+        opacity=alt.condition(alt.FieldOneOfPredicate(field="verdict", oneOf=list(NOT_JUDGED)), alt.value(0.45),
+                              alt.value(1.0)),
     )
     text = base.mark_text(fontSize=9).encode(x=x, y=y, text="label:N", tooltip=tips)
     n_sizes = len(order)
@@ -105,23 +113,34 @@ def heatmap(sizes: pl.DataFrame, series: list[str], p_axis: str | None, title: s
 def _size_rows(sizes: pl.DataFrame, series: list[str]) -> list[list[Cell]]:
     rows = []
     for r in sizes.to_dicts():
-        rows.append([cell(series_name(r, series)), cell(fmt_bytes(r["bytes"])), cell(f"{r['n_a']} / {r['n_b']}"),
+        rows.append([cell(series_name(r, series)), cell(fmt_bytes(r["bytes"])), cell(_reps(r)),
                      num_cell(r["median_a_usec"], 4), num_cell(r["median_b_usec"], 4), num_cell(r["ratio"], 4),
                      Cell(fmt_ci((r["ratio_ci_low"], r["ratio_ci_high"])), cls="num"),
                      cell(r["verdict"], cls=VERDICT_CLASS.get(r["verdict"]))])
     return rows
 
 
-SIZE_COLUMNS = ["series", "size", "reps A / B", "median A (µs)", "median B (µs)", "ratio B/A", "95 % CI", "verdict"]
+SIZE_COLUMNS = ["series", "size", "reps (runs) A / B", "median A (µs)", "median B (µs)", "ratio B/A", "95 % CI", "verdict"]
+
+
+def _statistic(cmp: Comparison) -> str:
+    if cmp.two_level:
+        return (f"median(B) / median(A) per size, all runs' repetitions pooled; 95 % two-level percentile bootstrap "
+                f"(runs resampled, then repetitions within each drawn run; each side independently), widened for "
+                f"few runs; judged with ≥ {MIN_RUNS} runs and ≥ {MIN_REPS} repetitions per side")
+    return (f"median(B) / median(A) per size; 95 % percentile bootstrap over repetitions, each side resampled "
+            f"independently; judged with ≥ {MIN_REPS} repetitions per side")
 
 
 def _summary_section(cmp: Comparison, threshold: float | None) -> Section:
-    kv = [("A", cell(str(cmp.a.path))), ("B", cell(str(cmp.b.path))),
+    kv = [("A", cell(", ".join(str(p) for p in cmp.a.paths or [cmp.a.path]))),
+          ("B", cell(", ".join(str(p) for p in cmp.b.paths or [cmp.b.path]))),
           ("matched on", cell(", ".join(cmp.matching.keys))),
           *[(f"compared setting: {k}", cell(f"{va} → {vb}")) for k, (va, vb) in cmp.matching.settings.items()],
-          ("statistic", cell(f"median(B) / median(A) per size; 95 % percentile bootstrap over repetitions, each "
-                             f"side resampled independently; judged with ≥ {MIN_REPS} repetitions per side"))]
+          ("statistic", cell(_statistic(cmp)))]
     blocks: list[Any] = [Bullets(summary_lines(cmp, threshold), cls="findings"), KeyValues(kv)]
+    if not cmp.two_level:
+        blocks.insert(0, Notice(method_line(cmp), "warn"))
     if threshold is not None:
         n = regressions(cmp.sizes, threshold).height
         blocks.insert(0, Notice(f"{n} sizes significantly slower by more than {threshold:.1%}",
@@ -135,7 +154,7 @@ def _heatmap_section(cmp: Comparison) -> Section | None:
         spec = heatmap(cmp.sizes.filter(pl.col("benchmark") == bench), cmp.series_keys, p_axis, f"{bench}: B / A")
         if spec is not None:
             blocks.append(ChartBlock(spec, caption="Blue: faster in B, red: slower; outlined: significant (the "
-                                     "95 % CI excludes 1); faded: too few repetitions to judge."))
+                                     "95 % CI excludes 1); faded: too few repetitions or runs to judge."))
     return Section("Ratio heatmaps", blocks, id="heatmaps") if blocks else None
 
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas.compare import FASTER, MIN_REPS, SAME, SLOWER, TOO_FEW, Comparison, regressions
+from mpiatlas.compare import (FASTER, MIN_REPS, MIN_RUNS, ONE_RUN_NOTE, SAME, SLOWER, TOO_FEW, TOO_FEW_RUNS,
+                              Comparison, regressions)
 from mpiatlas.report.formatting import fmt_bytes
 
 
@@ -57,10 +58,19 @@ def _direction_lines(sizes: pl.DataFrame, series: list[str], verdict: str, limit
     return lines
 
 
+def method_line(cmp: Comparison) -> str:
+    """How the CI was made, and whether run-to-run variation is in it."""
+    if cmp.two_level:
+        return (f"{cmp.a.runs} runs (A) and {cmp.b.runs} runs (B): the CI resamples runs, then repetitions within "
+                "each (two-level bootstrap, widened for few runs), so run-to-run variation is in it")
+    runs = f" (A: {cmp.a.runs} runs, B: {cmp.b.runs}; repetitions pooled)" if max(cmp.a.runs, cmp.b.runs) > 1 else ""
+    return ONE_RUN_NOTE + runs
+
+
 def summary_lines(cmp: Comparison, threshold: float | None = None, *, limit: int = 8) -> list[str]:
     """The compact summary: what got faster or slower, where, by how much; fits; one-side-only."""
     s, series = cmp.sizes, cmp.series_keys
-    counts = {v: s.filter(pl.col("verdict") == v).height for v in (SLOWER, FASTER, SAME, TOO_FEW)}
+    counts = {v: s.filter(pl.col("verdict") == v).height for v in (SLOWER, FASTER, SAME, TOO_FEW, TOO_FEW_RUNS)}
     n_series = s.select(series).unique().height if s.height else 0
     lines = [f"matched {_count(s.height, 'size')} in {n_series} series on {', '.join(cmp.matching.keys)}"]
     for axis, (va, vb) in cmp.matching.settings.items():
@@ -69,10 +79,15 @@ def summary_lines(cmp: Comparison, threshold: float | None = None, *, limit: int
         lines.append(f"ignored axes: {', '.join(cmp.matching.ignored)}")
     lines.append(f"{_count(counts[SLOWER], 'size')} significantly slower in B, {counts[FASTER]} faster, {counts[SAME]} without "
                  f"significant change (95 % bootstrap CI of the ratio of medians)")
+    lines.append(method_line(cmp))
+    if counts[TOO_FEW_RUNS]:
+        lines.append(f"{_count(counts[TOO_FEW_RUNS], 'size')} not judged: measured in fewer than {MIN_RUNS} runs on a side")
     if counts[TOO_FEW]:
         lines.append(f"{_count(counts[TOO_FEW], 'size')} not judged: fewer than {MIN_REPS} repetitions on a side "
                      f"(their CIs are listed, but cannot support a 95 % statement)")
     lines += _direction_lines(s, series, SLOWER, limit) + _direction_lines(s, series, FASTER, limit)
+    if cmp.a.runs > 1 or cmp.b.runs > 1:
+        lines.append("model parameters (λ, B, α-β) not compared: each run has its own fits; compare single runs for them")
     for row in cmp.fits.filter(pl.col("significant")).to_dicts():
         lines.append(f"{row['model']} {row['parameter']} {row['series']}: {row['a']:.4g} → {row['b']:.4g} "
                      f"{row['unit']} ({row['rel_diff']:+.1%}, {row['direction']})".replace(" )", ")"))

@@ -1,5 +1,8 @@
 """``mpiatlas compare A B``: two campaigns compared per cell and size, with significance.
 
+``mpiatlas compare --a A1 A2 A3 --b B1 B2 B3``: each side several runs of its campaign, so that
+the CI includes run-to-run variation (see :mod:`mpiatlas.compare_stats`).
+
 Exit status: 0 when nothing is significantly slower beyond ``--fail-on-regression`` (or without
 that option), 1 when something is, 2 on bad input (a missing or malformed directory or file), or
 when ``--fail-on-regression`` is given but no size could be judged (a gate must not pass blind).
@@ -24,6 +27,9 @@ DESCRIPTION = (
     "shm in A and ofi-tcp in B, is the compared setting), then per message size: the ratio B/A of the medians "
     "over repetitions with a 95 % bootstrap CI, significant when it excludes 1 (judged with at least 5 "
     "repetitions per side); Hockney and alpha-beta parameter differences; cells on one side only are listed. "
+    "One run per side does not carry the machine's run-to-run variation: repeat each campaign and pass the runs "
+    "as --a A1 A2 A3 --b B1 B2 B3; with at least 2 runs per side the CI resamples runs, then repetitions "
+    "(two-level bootstrap). "
     "Exit status: 0, or 1 with --fail-on-regression when a size got significantly slower beyond it; 2 on bad "
     "input, or when --fail-on-regression is given and no size could be judged.")
 
@@ -43,9 +49,15 @@ def threshold(text: str) -> float:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("compare", help=HELP, description=DESCRIPTION)
-    p.add_argument("a", type=Path, metavar="A", help="baseline: a results directory (results/<name>), its tidy/ "
-                   "directory, or an imported imb_samples.parquet")
-    p.add_argument("b", type=Path, metavar="B", help="the campaign compared with A (same forms)")
+    p.add_argument("a", type=Path, nargs="?", default=None, metavar="A",
+                   help="baseline: a results directory (results/<name>), its tidy/ directory, or an imported "
+                   "imb_samples.parquet")
+    p.add_argument("b", type=Path, nargs="?", default=None, metavar="B",
+                   help="the campaign compared with A (same forms)")
+    p.add_argument("--a", dest="a_runs", type=Path, nargs="+", action="extend", default=[], metavar="DIR",
+                   help="runs of the baseline campaign (instead of A): its CI then includes run-to-run variation")
+    p.add_argument("--b", dest="b_runs", type=Path, nargs="+", action="extend", default=[], metavar="DIR",
+                   help="runs of the compared campaign (instead of B)")
     p.add_argument("--out", type=Path, default=None, metavar="FILE", help="write the HTML diff report here")
     p.add_argument("--json", type=Path, default=None, metavar="FILE",
                    help="write the comparison as JSON (and FILE with .parquet: the per-size table)")
@@ -83,12 +95,31 @@ def _write_json(cmp: Comparison, path: Path) -> None:
     cmp.sizes.write_parquet(path.with_suffix(".parquet"))
 
 
+def sides(args: argparse.Namespace) -> tuple[list[Path], list[Path]]:
+    """The runs of A and of B: ``A B`` (one each) or ``--a … --b …``; raises ValueError when mixed or missing."""
+    if args.a_runs or args.b_runs:
+        if args.a is not None or args.b is not None:
+            raise ValueError("give the sides either as two positional directories A B or as --a DIR… --b DIR…, "
+                             "not both")
+        if not args.a_runs or not args.b_runs:
+            raise ValueError("--a and --b both need at least one results directory")
+        return list(args.a_runs), list(args.b_runs)
+    if args.a is None or args.b is None:
+        raise ValueError("expected two results directories A B (or --a A1 A2 … --b B1 B2 …)")
+    return [args.a], [args.b]
+
+
 def run(args: argparse.Namespace) -> int:
-    from mpiatlas.compare import FASTER, SAME, SLOWER, CompareError, compare, load_side, regressions
+    from mpiatlas.compare import FASTER, SAME, SLOWER, CompareError, compare, load_runs, regressions
     from mpiatlas.compare_summary import summary_lines
 
     try:
-        cmp = compare(load_side(args.a, "A"), load_side(args.b, "B"), ignore=args.ignore)
+        runs_a, runs_b = sides(args)
+    except ValueError as exc:
+        print(f"mpiatlas compare: {exc}", file=sys.stderr)
+        return 2
+    try:
+        cmp = compare(load_runs(runs_a, "A"), load_runs(runs_b, "B"), ignore=args.ignore)
     except CompareError as exc:
         print(f"mpiatlas compare: {exc}", file=sys.stderr)
         return 2
