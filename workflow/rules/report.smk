@@ -1,7 +1,8 @@
 # One static, offline HTML file with findings, data, fits, residuals and provenance, for both
 # views (rules/tidy.smk): the partial report is built by exactly the same rule as the full one.
 # Both take the campaign's R/limits/limits.json as a declared input (none when campaign.limits is
-# off: rules/limits.smk, included before this file).
+# off: rules/limits.smk, included before this file), and the full one R/tuning when tune.enabled
+# (rules/tune.smk).
 
 for VIEW, OUT in VIEWS.items():
 
@@ -16,6 +17,7 @@ for VIEW, OUT in VIEWS.items():
             kernels=f"{OUT}/fits/{layout.KERNELS_FIT}",
             alphabeta=f"{OUT}/fits/{layout.ALPHABETA_FIT}",
             limits=LIMITS_TARGETS,
+            tuning=TUNE_TARGETS if VIEW == "full" else [],
         output:
             layout.report_path(R, partial=VIEW == "partial"),
         params:
@@ -23,6 +25,7 @@ for VIEW, OUT in VIEWS.items():
             fits=lambda wildcards, input: os.path.dirname(input.hockney),
             title=config["campaign"]["name"] + (" (partial)" if VIEW == "partial" else ""),
             limits=lambda wildcards, input: " ".join(f"--limits {shlex.quote(p)}" for p in input.limits),
+            tuning=lambda wildcards, input: f"--tuning {shlex.quote(os.path.dirname(input.tuning[0]))}" if input.tuning else "",
         log:
             f"{LOGS}/{VIEW}/report.log",
         conda:
@@ -30,4 +33,4 @@ for VIEW, OUT in VIEWS.items():
         localrule: True
         shell:
             "mpiatlas report --tidy {params.tidy:q} --fits {params.fits:q} --out {output:q}"
-            " --title {params.title:q} {params.limits} > {log:q} 2>&1"
+            " --title {params.title:q} {params.limits} {params.tuning} > {log:q} 2>&1"

@@ -20,6 +20,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--limits", type=Path, default=None, metavar="FILE",
                    help="the campaign's physical limits (limits.json of `mpiatlas limits`); without it the report "
                    "sets no bandwidth against a copy rate")
+    p.add_argument("--tuning", type=Path, default=None, metavar="DIR",
+                   help="the campaign's `mpiatlas tune` directory (decision.json, tuning files, validation): a Tuning "
+                   "section")
     p.add_argument("--out", type=Path, default=Path("results/report.html"), metavar="FILE",
                    help="output HTML file (default: %(default)s)")
     p.add_argument("--title", default=None, help="report title (default: 'mpiatlas report')")
@@ -29,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from mpiatlas.report import build_report  # heavy imports (altair, polars) only when used
 
-    out = build_report(args.tidy, args.fits, args.out, args.title, limits=args.limits)
+    out = build_report(args.tidy, args.fits, args.out, args.title, limits=args.limits, tuning=args.tuning)
     size = out.stat().st_size
     print(f"report written to {out} ({size / 1e6:.2f} MB)", file=sys.stderr)
     return 0

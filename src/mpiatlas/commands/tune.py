@@ -5,7 +5,14 @@ where it beats the default significantly (95 % CI of the time ratio below 1, gai
 merged into size and process-count ranges (:mod:`mpiatlas.tuning.decide`). Written to DIR: an Open
 MPI coll_tuned rules file, an Intel MPI I_MPI_ADJUST env file, an MPICH selection JSON (+ its env
 file) per stack x transport, decision.json, and tuning.md explaining every choice.
-Exit status 0, or 2 on bad input.
+
+--validate proves the files take effect: a validation campaign of exactly the tuned cells
+(DIR/validate.yaml, run by the same workflow as any campaign into results/<campaign>-validate), each
+run three ways -- the stack's default, the exported file (a knob set), the forced winner (the
+algorithm axis) -- judged per cell (mpiatlas.tuning.validation) into validation.json and
+validation.md. A flag, not a subcommand: the validation is of the decision and files this very run
+writes, and `tune validate` would read as a results directory named "validate".
+Exit status 0, 1 when a tuned cell fails validation, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -30,6 +37,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--stacks-dir", type=Path, default=Path(".stacks"), metavar="DIR",
                    help="where `mpiatlas stack install` put the stacks (MPICH's built-in selection tree is read "
                    "from its libmpi; default .stacks)")
+    p.add_argument("--validate", action="store_true",
+                   help="run the validation campaign of the tuned cells (default, exported file, forced winner) and "
+                   "judge it: DIR/validation.json, DIR/validation.md")
+    p.add_argument("--repetitions", type=int, default=5, metavar="N",
+                   help="launches per validation cell (at least 5; default 5)")
+    p.add_argument("--validation-results", type=Path, default=None, metavar="DIR",
+                   help="judge this finished validation campaign instead of running one")
+    p.add_argument("--inside-workflow", action="store_true",
+                   help="run the validation campaign with Snakemake directly (the workflow's rule: the enclosing "
+                   "`mpiatlas campaign` holds the checkout's lock)")
     p.set_defaults(func=run)
 
 
@@ -102,4 +119,13 @@ def run(args: argparse.Namespace) -> int:
         chosen = sorted({r.algorithm for b in s.blocks for r in b.ranges} - {"default"})
         print(f"{s.stack} {s.transport} {s.collective}: {', '.join(chosen) if chosen else 'default everywhere'}")
     print(f"tuning files in {args.out}: {', '.join(n for v in files.values() for n in v) or 'none (nothing beat the default)'}")
-    return 0
+    if not (args.validate or args.validation_results):
+        return 0
+    from mpiatlas.tuning import validate_run
+
+    try:
+        return validate_run.validate(decision, files, args.out, repetitions=args.repetitions,
+                                     results=args.validation_results, inside_workflow=args.inside_workflow)
+    except TuneError as exc:
+        print(f"mpiatlas tune: {exc}", file=sys.stderr)
+        return 2

@@ -31,13 +31,14 @@ def build_report(
     *,
     now: datetime | None = None,
     limits: str | Path | None = None,
+    tuning: str | Path | None = None,
 ) -> Path:
     """Build the self-contained HTML report and return its path (written atomically). ``limits``:
     the campaign's physical limits file (R/limits/limits.json), None for none."""
     from mpiatlas.report.data import load_data
     from mpiatlas.report.render import render_html
 
-    data = load_data(tidy_dir, fits_dir, title=title, now=now, limits=limits)
+    data = load_data(tidy_dir, fits_dir, title=title, now=now, limits=limits, tuning=tuning)
     html = render_html(data)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -89,6 +89,16 @@ class Pre:
 
 
 @dataclass
+class Download:
+    """A file to download, embedded in the page as a ``data:`` URI (the report loads nothing)."""
+
+    kind: ClassVar[str] = "download"
+    name: str
+    href: str  # data:<type>;base64,...
+    caption: str = ""
+
+
+@dataclass
 class ChartBlock:
     """A Vega-Lite spec (a dict, see :func:`mpiatlas.report.charts.chart_spec`) and its caption."""
 

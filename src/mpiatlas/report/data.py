@@ -48,6 +48,7 @@ class ReportData:
     limits_path: Path | None = None  # the campaign's limits.json (mpiatlas report --limits); None: not given
     limits: PhysicalLimits | None = None
     limits_error: str | None = None  # why the given limits file could not be used
+    tuning: dict[str, Any] | None = None  # mpiatlas tune's output (--tuning DIR): see _load_tuning
     samples: pl.DataFrame | None = None
     summary: pl.DataFrame | None = None
     cells: pl.DataFrame | None = None
@@ -243,9 +244,11 @@ def load_data(
     title: str | None = None,
     now: datetime | None = None,
     limits: str | Path | None = None,
+    tuning: str | Path | None = None,
 ) -> ReportData:
     """Read whatever inputs exist; record the missing and unreadable ones. ``limits``: the
-    campaign's physical limits file (none given: the report has no limits and says so)."""
+    campaign's physical limits file (none given: the report has no limits and says so);
+    ``tuning``: the directory of ``mpiatlas tune`` (none: no Tuning section)."""
     data = ReportData(title=title or "mpiatlas report", generated=now or report_time())
     if tidy_dir is None:
         data.notes.append("No tidy directory was given: no measurements, cells or provenance.")
@@ -257,4 +260,30 @@ def load_data(
         _load_fits(Path(fits_dir), data)
     if limits is not None:
         _load_limits(Path(limits), data)
+    if tuning is not None:
+        _load_tuning(Path(tuning), data)
     return data
+
+
+def _load_tuning(path: Path, data: ReportData) -> None:
+    """decision.json, validation.json (beside it or in validation/) and the exported files' texts."""
+    try:
+        decision = json.loads((path / "decision.json").read_text())
+    except (OSError, ValueError) as exc:
+        data.inputs.append(InputFile("tuning", str(path), "missing" if isinstance(exc, OSError) else "error", str(exc)))
+        return
+    validation = None
+    for candidate in (path / "validation" / "validation.json", path / "validation.json"):
+        if candidate.is_file():
+            try:
+                validation = json.loads(candidate.read_text())
+            except ValueError as exc:
+                data.notes.append(f"{candidate}: unreadable ({exc})")
+            break
+    # The exported files: every file of the directory but the decision's own records.
+    files = {f.name: f.read_text(errors="replace") for f in sorted(path.iterdir())
+             if f.is_file() and f.suffix in (".rules", ".env", ".json", ".md")
+             and f.name not in ("decision.json", "validation.json")}
+    data.tuning = {"dir": str(path), "decision": decision, "validation": validation, "files": files}
+    data.inputs.append(InputFile("tuning", str(path), "ok", f"{len(decision.get('series', []))} series"
+                                 + (", validated" if validation else "")))

@@ -22,10 +22,12 @@ from pathlib import Path
 import polars as pl
 
 from mpiatlas.aggregate import summarize
-from mpiatlas.compare import FASTER, MIN_REPS, CompareError, grouped_times, load_side, size_table
+from mpiatlas.compare import FASTER, MIN_REPS, grouped_times, size_table
 from mpiatlas.models.best_algorithm import DEFAULT, best_algorithms
+from mpiatlas.tuning import samples
 
-SERIES: tuple[str, ...] = ("stack", "stack_kind", "stack_version", "transport", "benchmark")
+# ``source``: the program measured (tuning.samples: IMB, or the coll kernel where a stack has no IMB).
+SERIES: tuple[str, ...] = ("stack", "stack_kind", "stack_version", "transport", "benchmark", "source")
 POINT: tuple[str, ...] = (*SERIES, "np", "bytes")
 # The point as aggregate.summarize keeps it (stack_kind/stack_version follow from the stack).
 BEST_KEYS: tuple[str, ...] = ("stack", "transport", "benchmark", "np", "bytes")
@@ -87,6 +89,7 @@ class SeriesDecision:
     benchmark: str  # as IMB names it: "Bcast"
     points: list[Point]
     blocks: list[Block] = field(default_factory=list)
+    source: str = samples.IMB  # which program measured it (the validation campaign runs the same)
 
     @property
     def tuned(self) -> bool:
@@ -110,17 +113,11 @@ def numeric_version(text: str | None) -> str:
 
 
 def load_samples(path: Path) -> tuple[Path, pl.DataFrame]:
-    """Usable IMB samples of a results directory (or its tidy dir / samples file)."""
+    """Usable samples of a results directory (or its tidy dir): IMB's, else the coll kernel's."""
     try:
-        side = load_side(path, "tune")
-    except CompareError as exc:
+        return path, samples.load(path)
+    except samples.SamplesError as exc:
         raise TuneError(str(exc)) from exc
-    missing = [c for c in (*POINT, "algorithm") if c not in side.samples.columns]
-    if missing:
-        raise TuneError(f"{path}: samples lack column(s) {', '.join(missing)} (expected a campaign's "
-                        "tidy/imb_samples.parquet with forced collective algorithms)")
-    samples = side.samples.with_columns(pl.col("algorithm").fill_null(DEFAULT))
-    return path, samples
 
 
 def collective_series(samples: pl.DataFrame, path: Path) -> pl.DataFrame:
@@ -167,7 +164,7 @@ def point_table(rows: pl.DataFrame, min_gain: float) -> pl.DataFrame:
     """Per point: candidate (best by median), ratio to default with its CI, choice and reason."""
     keys = list(POINT)
     best = best_algorithms(summarize(rows), BEST_KEYS)
-    times = rows.select(*keys, "algorithm", "t_usec").filter(pl.col("t_usec").is_finite())
+    times = rows.select(*keys, "algorithm", "t_usec", "run").filter(pl.col("t_usec").is_finite())
     ga = grouped_times(times.filter(pl.col("algorithm") == DEFAULT), keys)
     cand_rows = times.join(best.select(*BEST_KEYS, "best"), on=list(BEST_KEYS), nulls_equal=True).filter(
         pl.col("algorithm") == pl.col("best"))
@@ -240,9 +237,9 @@ def decide(path: str | Path, min_gain: float = DEFAULT_MIN_GAIN) -> Decision:
     table = point_table(rows, min_gain)
     series: list[SeriesDecision] = []
     for key, part in table.group_by(list(SERIES), maintain_order=True):
-        stack, kind, version, transport, benchmark = key
+        stack, kind, version, transport, benchmark, source = key
         pts = _points(part)
         series.append(SeriesDecision(str(stack), str(kind), numeric_version(str(version)), str(transport),
-                                     str(benchmark).lower(), str(benchmark), pts, blocks(pts)))
+                                     str(benchmark).lower(), str(benchmark), pts, blocks(pts), str(source)))
     series.sort(key=lambda s: (s.stack, s.transport, s.collective))
     return Decision(path, min_gain, series)

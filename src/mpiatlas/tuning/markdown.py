@@ -72,3 +72,30 @@ def tuning_markdown(decision: Decision, files: dict[tuple[str, str], list[str]],
     for s in decision.series:
         lines += _series(s, files)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1%}"
+
+
+def validation_markdown(checks: list, evidence: dict[str, str], campaign: str | None) -> str:
+    """validation.md: per tuned cell, the file against the forced winner and the default."""
+    if not checks:
+        return "# Tuning validation\n\nNothing to validate: every series keeps the default.\n"
+    passed = sum(c.passed for c in checks)
+    lines = ["# Tuning validation", "",
+             f"Validation campaign `{campaign}`: {passed} of {len(checks)} tuned cells pass. A cell passes when the "
+             "exported file's time matches the forced winner's (95 % CI of t_file / t_winner contains 1) and beats "
+             "the default (95 % CI of t_file / t_default below 1).", "",
+             "| stack | transport | collective | P | size | algorithm | claimed gain | validated gain [CI] | "
+             "t_file / t_winner [CI] | result |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in checks:
+        match = "–" if c.match_ratio is None else f"{c.match_ratio:.3f} [{c.match_ci[0]:.3f}, {c.match_ci[1]:.3f}]"
+        gain = _pct(c.gain) + ("" if c.gain_ci[0] is None else f" [{_pct(c.gain_ci[0])}, {_pct(c.gain_ci[1])}]")
+        lines.append(f"| {c.stack} | {c.transport} | {c.collective} | {c.np} | {_size(c.bytes)} | {c.algorithm} | "
+                     f"{_pct(c.claimed_gain)} | {gain} | {match} | {'pass' if c.passed else 'FAIL: ' + c.reason} |")
+    if evidence:
+        lines += ["", "What each stack said about the file:", ""]
+        lines += [f"- {key}: {text}" for key, text in sorted(evidence.items())]
+    return "\n".join(lines) + "\n"

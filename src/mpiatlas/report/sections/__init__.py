@@ -29,6 +29,7 @@ from mpiatlas.report.sections.p2p import section_p2p
 from mpiatlas.report.sections.parameters import section_parameters
 from mpiatlas.report.sections.provenance import section_provenance
 from mpiatlas.report.sections.regions import section_p2p_regions
+from mpiatlas.report.sections.tuning import section_tuning
 
 SectionFn = Callable[[ReportData], Section | None]
 
@@ -41,6 +42,7 @@ ORDER: list[SectionFn] = [
     section_collectives,
     section_off_cache,  # IMB -off_cache: in and out of cache, cache-size rules
     section_knobs,  # knob sets compared like algorithms
+    section_tuning,  # mpiatlas tune: the chosen algorithms, their validation, the files (given --tuning)
     section_alphabeta,
     section_other,
     section_kernel_ring,  # kernels before the cell list

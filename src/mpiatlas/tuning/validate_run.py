@@ -1,0 +1,82 @@
+"""``mpiatlas tune --validate``: write the validation campaign, run it by the workflow, judge it.
+
+The campaign runs as any other: ``mpiatlas campaign --config DIR/validate.yaml`` (the checkout's
+campaign lock, prerequisites, progress, its own report in results/<campaign>-validate). Inside the
+workflow (rule ``tune_validate``) the enclosing ``mpiatlas campaign`` already holds that lock, so the
+rule runs Snakemake directly on the generated config (``--nolock``: the outputs are another
+campaign's, Snakemake's directory lock would only refuse the nested run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import yaml
+
+from mpiatlas import layout
+from mpiatlas.tuning import validation
+from mpiatlas.tuning.decide import Decision, TuneError
+from mpiatlas.tuning.markdown import validation_markdown
+from mpiatlas.tuning.validation_config import validation_config
+
+CONFIG_NAME, JSON_NAME, MD_NAME = "validate.yaml", "validation.json", "validation.md"
+
+
+def campaign_of(decision: Decision) -> dict:
+    """The config the decision's campaign ran with (its ``campaign.json``)."""
+    root = decision.source.parent if decision.source.name == "tidy" else decision.source
+    path = root / "campaign.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise TuneError(f"{path}: cannot read the campaign's config ({exc}); --validate needs a campaign's results "
+                        "directory (results/<name>)") from exc
+
+
+def run_campaign(config_path: Path, inside_workflow: bool) -> int:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    if inside_workflow:
+        argv = [sys.executable, "-m", "snakemake", "--snakefile", "workflow/Snakefile", "--configfile",
+                str(config_path), "--profile", "profiles/local", "--nolock", "--cores", str(os.cpu_count() or 1)]
+    else:
+        # The entry point of this very environment (the one rules call too).
+        argv = [str(Path(sys.executable).parent / "mpiatlas"), "campaign", "--config", str(config_path)]
+    return subprocess.run(argv, env=env, check=False).returncode
+
+
+def validate(decision: Decision, files: dict, out: Path, *, repetitions: int = 5, results: Path | None = None,
+             inside_workflow: bool = False, campaign: dict | None = None) -> int:
+    """0 when every tuned cell passes, 1 when one fails; TuneError on bad input. ``campaign``: the
+    config the decision was made from (default: the decision's results/<name>/campaign.json)."""
+    tuned = [s for s in decision.series if s.tuned]
+    if not tuned:
+        print("nothing to validate: every series keeps the default")
+        record = {"campaign": None, "summary": validation.summary([]), "cells": [], "evidence": {}}
+        (out / JSON_NAME).write_text(json.dumps(record, indent=1))
+        (out / MD_NAME).write_text(validation_markdown([], {}, None))
+        return 0
+    if results is None:
+        config = validation_config(campaign or campaign_of(decision), tuned, files, out, repetitions)
+        config_path = (out / CONFIG_NAME).resolve()
+        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        results = Path(layout.results_dir(config["campaign"]["name"]))
+        rc = run_campaign(config_path, inside_workflow)
+        if rc != 0:
+            print(f"mpiatlas tune: the validation campaign ({config_path}) ended with exit code {rc}; judging the "
+                  "cells it measured", file=sys.stderr)
+    checks = validation.check(results, tuned)
+    evidence = validation.evidence(results, tuned)
+    summary = validation.summary(checks)
+    record = {"campaign": str(results), "summary": summary, "evidence": evidence,
+              "cells": [{**asdict(c), "passed": c.passed} for c in checks]}
+    (out / JSON_NAME).write_text(json.dumps(record, indent=1, default=str))
+    (out / MD_NAME).write_text(validation_markdown(checks, evidence, str(results)))
+    print(f"validation ({results}): {summary['passed']}/{summary['cells']} tuned cells pass")
+    for line in summary["failed"]:
+        print(f"  FAILED {line}")
+    return 0 if summary["passed"] == summary["cells"] else 1

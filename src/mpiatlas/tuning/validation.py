@@ -1,0 +1,170 @@
+"""Whether an exported tuning file takes effect: the validation campaign's three ways, per tuned cell.
+
+For every (stack, transport, collective, P, size) the decision gave a non-default algorithm, from
+the validation campaign (:mod:`mpiatlas.tuning.validation_config`):
+
+* **matches**: the exported file's time equals the forced winner's, i.e. the 95 % bootstrap CI of
+  t_exported / t_forced (:func:`mpiatlas.compare.size_table`, the ratio CI ``mpiatlas compare``
+  reports) contains 1;
+* **beats**: the file beats the stack's default, the CI of t_exported / t_default lies below 1 (a
+  gain was claimed at every tuned point);
+* passes when both hold, with at least :data:`mpiatlas.compare.MIN_REPS` repetitions per way.
+  The validated gain is 1 - t_exported / t_default, beside the claimed one.
+
+Evidence from the stack itself, where it gives any (:func:`evidence`): Intel MPI's ``I_MPI_DEBUG``
+echo of the ``I_MPI_ADJUST_*`` value it read. Open MPI release builds print nothing about the rules
+file or the algorithm (coll_tuned's messages are ``OPAL_OUTPUT``, compiled out of non-debug builds,
+so ``coll_tuned_verbose`` stays silent); MPICH names no MPIR algorithm. For those the timing match
+is the evidence here, and tests/test_tune_loaded.py checks the algorithm out of band.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from mpiatlas import layout
+from mpiatlas.compare import FASTER, MIN_REPS, grouped_times, size_table
+from mpiatlas.models.best_algorithm import DEFAULT
+from mpiatlas.tuning import intelmpi_env, samples
+from mpiatlas.tuning.decide import SeriesDecision, TuneError
+from mpiatlas.tuning.validation_config import knob_set, tuned_points
+
+KEYS: tuple[str, ...] = ("stack", "transport", "benchmark", "np", "bytes")
+SILENT = {
+    "openmpi": "none: release builds compile coll_tuned's OPAL_OUTPUT messages out, coll_tuned_verbose prints "
+               "nothing about the rules file or the algorithm (tests/test_tune_loaded.py checks it with an "
+               "LD_PRELOAD probe)",
+    "mpich": "none: MPICH prints no MPIR algorithm name (tests/test_tune_loaded.py checks the JSON by an "
+             "algorithm that asserts)",
+}
+
+
+@dataclass(frozen=True)
+class CellCheck:
+    stack: str
+    kind: str
+    transport: str
+    collective: str
+    np: int
+    bytes: int
+    algorithm: str  # the winner the file names
+    claimed_gain: float | None
+    n: tuple[int, int, int]  # repetitions: default, exported, forced
+    gain: float | None  # validated: 1 - t_exported / t_default
+    gain_ci: tuple[float | None, float | None]
+    match_ratio: float | None  # t_exported / t_forced
+    match_ci: tuple[float | None, float | None]
+    matches: bool
+    beats: bool
+    reason: str
+
+    @property
+    def passed(self) -> bool:
+        return self.matches and self.beats
+
+
+def _rows(df: pl.DataFrame, series: SeriesDecision) -> pl.DataFrame:
+    return df.filter((pl.col("stack") == series.stack) & (pl.col("transport") == series.transport)
+                     & (pl.col("benchmark") == series.benchmark))
+
+
+def _tables(df: pl.DataFrame, series: SeriesDecision) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(exported vs default, exported vs forced) size tables of one series' tuned points."""
+    keys = list(KEYS)
+    rows = _rows(df, series).select(*keys, "algorithm", "knobs", "t_usec", "run").filter(pl.col("t_usec").is_finite())
+    winners = pl.DataFrame([{"np": p, "bytes": b, "algorithm": a} for p, b, a in tuned_points(series)],
+                           schema={"np": pl.Int64, "bytes": pl.Int64, "algorithm": pl.String})
+    plain = rows.filter(pl.col("knobs") == "")
+    default = grouped_times(plain.filter(pl.col("algorithm") == DEFAULT), keys)
+    exported = grouped_times(rows.filter((pl.col("algorithm") == DEFAULT) & (pl.col("knobs") == knob_set(series.stack, series.transport))),
+                             keys)
+    forced = grouped_times(plain.join(winners, on=["np", "bytes", "algorithm"], how="semi"), keys)
+    return size_table(default, exported, keys), size_table(forced, exported, keys)
+
+
+def _lookup(table: pl.DataFrame, np_: int, nbytes: int) -> dict[str, Any] | None:
+    hit = table.filter((pl.col("np") == np_) & (pl.col("bytes") == nbytes))
+    return hit.row(0, named=True) if hit.height else None
+
+
+def _check(series: SeriesDecision, point: Any, gain_row: dict | None, match_row: dict | None) -> CellCheck:
+    n_def = gain_row["n_a"] if gain_row else 0
+    n_exp = gain_row["n_b"] if gain_row else (match_row["n_b"] if match_row else 0)
+    n_for = match_row["n_a"] if match_row else 0
+    gain = None if gain_row is None else 1 - gain_row["ratio"]
+    gain_ci = (None, None) if gain_row is None else (1 - gain_row["ratio_ci_high"], 1 - gain_row["ratio_ci_low"])
+    match_ci = (None, None) if match_row is None else (match_row["ratio_ci_low"], match_row["ratio_ci_high"])
+    if min(n_def, n_exp, n_for) < MIN_REPS:
+        matches = beats = False
+        reason = f"too few repetitions (default {n_def}, exported {n_exp}, forced {n_for}; need {MIN_REPS})"
+    else:
+        matches = bool(match_ci[0] <= 1 <= match_ci[1])
+        beats = gain_row["verdict"] == FASTER
+        parts = [f"t_file/t_{point.algorithm} {match_row['ratio']:.3f} [{match_ci[0]:.3f}, {match_ci[1]:.3f}]"
+                 + ("" if matches else " (CI excludes 1: the file did not run the winner)"),
+                 f"gain over default {gain:.1%} [{gain_ci[0]:.1%}, {gain_ci[1]:.1%}]"
+                 + ("" if beats else " (not significantly faster than the default)")]
+        reason = "; ".join(parts)
+    return CellCheck(series.stack, series.kind, series.transport, series.benchmark, point.np, point.bytes,
+                     point.algorithm, point.gain, (n_def, n_exp, n_for), gain, gain_ci,
+                     None if match_row is None else match_row["ratio"], match_ci, matches, beats, reason)
+
+
+def check(results: Path, series: list[SeriesDecision]) -> list[CellCheck]:
+    """Every tuned point of ``series`` judged on the validation campaign at ``results``."""
+    try:
+        df = samples.load(results)
+    except samples.SamplesError as exc:
+        raise TuneError(f"validation campaign: {exc}") from exc
+    df = df.with_columns(pl.col("knobs").fill_null(""))
+    out: list[CellCheck] = []
+    for s in (s for s in series if s.tuned):
+        gain_t, match_t = _tables(df, s)
+        for p in sorted((p for p in s.points if p.algorithm != DEFAULT), key=lambda p: (p.np, p.bytes)):
+            out.append(_check(s, p, _lookup(gain_t, p.np, p.bytes), _lookup(match_t, p.np, p.bytes)))
+    return out
+
+
+def evidence(results: Path, series: list[SeriesDecision]) -> dict[str, str]:
+    """Per ``stack/transport``: what the stack itself said about the file (see the module doc)."""
+    out: dict[str, str] = {}
+    try:
+        df = samples.load(results).with_columns(pl.col("knobs").fill_null(""))
+    except samples.SamplesError:
+        return out
+    for s in (s for s in series if s.tuned):
+        key = f"{s.stack}/{s.transport}"
+        if s.kind != "intelmpi":
+            out.setdefault(key, SILENT.get(s.kind, "none"))
+            continue
+        cells = _rows(df, s).filter(pl.col("knobs") == knob_set(s.stack, s.transport))["cell"].unique().sort().to_list()
+        name, value = f"I_MPI_ADJUST_{s.collective.upper()}", intelmpi_env.adjust_value(s)
+        echoed = _echo(results, cells[:1], name)
+        said = (f"I_MPI_DEBUG echoed {name}={echoed}" + (" (the file's value)" if echoed == value else
+                f" but the file says {value}")) if echoed is not None else f"I_MPI_DEBUG did not echo {name}"
+        out[key] = "; ".join(filter(None, [out.get(key), said]))
+    return out
+
+
+def _echo(results: Path, cells: list[str], name: str) -> str | None:
+    """The value of ``name`` an Intel MPI launch printed at I_MPI_DEBUG >= 5 (``MPI startup(): NAME=VALUE``)."""
+    for cell in cells:
+        raw = Path(layout.raw_dir(str(results), cell))
+        for part in ("stdout.txt", "stderr.txt"):
+            path = raw / part
+            if not path.is_file():
+                continue
+            for line in path.read_text(errors="replace").splitlines():
+                if f"{name}=" in line and "MPI startup" in line:
+                    return line.split(f"{name}=", 1)[1].strip()
+    return None
+
+
+def summary(checks: list[CellCheck]) -> dict[str, Any]:
+    return {"cells": len(checks), "passed": sum(c.passed for c in checks),
+            "failed": [f"{c.stack}/{c.transport}/{c.collective} P={c.np} {c.bytes} B: {c.reason}"
+                       for c in checks if not c.passed]}
