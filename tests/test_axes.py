@@ -62,7 +62,7 @@ def test_option_and_knob_segments_round_trip() -> None:
     parsed = parse_id(cell.id)
     assert parsed == {"kind": "imb", "stack": "intelmpi", "transport": "shm", "mapping": "node", "nodes": 2, "np": 4,
                       "benchmark": "Alltoall", "algorithm": "default", "rep": 1, "options": "off_cache=-1,sync=off",
-                      "knobs": "tuning-auto", "pinner": ""}
+                      "knobs": "tuning-auto", "pinner": "", "distribution": ""}
     assert parse_id(Cell("kernel", "i", "shm", "core", 2, "ring", "blocking", 0, knobs="k").id)["knobs"] == "k"
     assert parse_id(Cell("imb", "i", "shm", "core", 2, "PingPong", "default", 0, options="off_cache=4").id)[
         "options"] == "off_cache=4"

@@ -192,7 +192,7 @@ def test_mpich5_argv(mpich5: MPICH, tmp_path: Path) -> None:
     assert ucx == ["-n", "2", "-genv", "MPIR_CVAR_NOLOCAL", "1", "-genv", "MPIR_CVAR_CH4_NETMOD", "ucx",
                    "-genv", "UCX_TLS", "sm,self", "-genv", "UCX_LOG_LEVEL", "info", "-genv", "UCX_LOG_FILE", "stderr"]
     assert {t: mpich5.transport(t).expect for t in mpich5.transports} == {
-        "default": "shm", "ofi-tcp": "ofi:tcp", "ofi-shm": "ofi:shm",
+        "default": "shm", "shm+ofi-tcp": "shm", "ofi-tcp": "ofi:tcp", "ofi-shm": "ofi:shm",
         "ucx-sm": "ucx:sm", "ucx-posix": "ucx:posix", "ucx-tcp": "ucx:tcp"}
 
 

@@ -48,6 +48,9 @@ class Cell:
     # Who pins the ranks when it is not the stack (campaign.pinner: ``likwid``, kernel cells only); "" for
     # the stack: a pinner changes where threads run, so it is part of what a cell measures.
     pinner: str = ""
+    # Ranks over nodes (campaign ``placement``): "" for cyclic (rank i on node i mod nodes, what
+    # multi-node cells always did), ``block`` for a node filled before the next (rank i on node i // ppn).
+    distribution: str = ""
 
     @property
     def id(self) -> str:
@@ -58,7 +61,7 @@ class Cell:
     def axes_segments(self) -> str:
         """The id's segments of the optional axes, each ending in ``/``; "" without options, knobs
         and pinner, so such a cell keeps the id it had before these axes existed (sealed results resolve)."""
-        return axes_segments(self.options, self.knobs, self.pinner)
+        return axes_segments(self.options, self.knobs, self.pinner, self.distribution)
 
     @property
     def ppn(self) -> int:
@@ -72,7 +75,8 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return series_label(f"{self.stack}/{self.transport}/{self.placement}", self.options, self.knobs)
+        return series_label(f"{self.stack}/{self.transport}/{self.placement}", self.options, self.knobs,
+                            self.distribution)
 
     # A kernel cell's names for its benchmark and algorithm (kept in its provenance's coords).
     @property
@@ -91,7 +95,7 @@ class Cell:
         """The cell's coordinates as provenance.json stores them (each kind keeps its own shape)."""
         coords = asdict(self)
         # The optional axes appear only when set: a cell without them records what it always did.
-        for axis in ("options", "knobs", "pinner"):
+        for axis in ("options", "knobs", "pinner", "distribution"):
             if not coords[axis]:
                 del coords[axis]
         if self.kind == "imb":
@@ -138,12 +142,31 @@ KNOBS_SEGMENT_PREFIX = "knobs="
 # The pinner's id segment (``pinner=likwid``), only for a pinner other than the stack.
 PINNER_SEGMENT_PREFIX = "pinner="
 DEFAULT_PINNER = "stack"
+# The placement over nodes' id segment (``placement=block``), only for a placement other than cyclic.
+PLACEMENT_SEGMENT_PREFIX = "placement="
+DEFAULT_DISTRIBUTION = "cyclic"
+DISTRIBUTIONS = ("cyclic", "block")
 
 
-def axes_segments(options: str, knobs: str, pinner: str = "") -> str:
-    """The id segments of a cell's IMB options, knob set and pinner, each with its trailing ``/``."""
+def axes_segments(options: str, knobs: str, pinner: str = "", distribution: str = "") -> str:
+    """The id segments of a cell's IMB options, knob set, pinner and placement over nodes, each
+    with its trailing ``/``."""
     return ((f"{options}/" if options else "") + (f"{KNOBS_SEGMENT_PREFIX}{knobs}/" if knobs else "")
-            + (f"{PINNER_SEGMENT_PREFIX}{pinner}/" if pinner else ""))
+            + (f"{PINNER_SEGMENT_PREFIX}{pinner}/" if pinner else "")
+            + (f"{PLACEMENT_SEGMENT_PREFIX}{distribution}/" if distribution else ""))
+
+
+def distribution_of_id(cell_id: str) -> str:
+    """The ``placement=`` segment's value of a cell id ("" for cyclic, or no such segment)."""
+    return next((part[len(PLACEMENT_SEGMENT_PREFIX):] for part in cell_id.split("/")
+                 if part.startswith(PLACEMENT_SEGMENT_PREFIX)), "")
+
+
+def cell_distribution(distribution: str) -> str:
+    """A cell's ``distribution`` field for a placement over nodes: "" for the default (cyclic)."""
+    if distribution not in DISTRIBUTIONS:
+        raise ConfigError(f"placement: {distribution!r} is not a placement over nodes; choose one of {DISTRIBUTIONS}")
+    return "" if distribution == DEFAULT_DISTRIBUTION else distribution
 
 
 def cell_pinner(config: dict[str, Any]) -> str:
@@ -152,30 +175,37 @@ def cell_pinner(config: dict[str, Any]) -> str:
     return "" if pinner == DEFAULT_PINNER else pinner
 
 
-def series_label(base: str, options: str, knobs: str) -> str:
-    """A series' label: ``stack/transport/placement``, then its options and knob set when it has
-    them, so every section that draws one series per label keeps such cells apart."""
-    return base + "".join(f" [{part}]" for part in (options, knobs and f"{KNOBS_SEGMENT_PREFIX}{knobs}") if part)
+def series_label(base: str, options: str, knobs: str, distribution: str = "") -> str:
+    """A series' label: ``stack/transport/placement``, then its options, knob set and placement
+    over nodes when it has them, so every section that draws one series per label keeps such cells apart."""
+    parts = (options, knobs and f"{KNOBS_SEGMENT_PREFIX}{knobs}",
+             distribution and f"{PLACEMENT_SEGMENT_PREFIX}{distribution}")
+    return base + "".join(f" [{part}]" for part in parts if part)
 
 
 def parse_id(cell_id: str) -> dict[str, Any]:
     """The coordinates an id names: kind, stack, transport, mapping, nodes, np, benchmark, algorithm,
-    rep, and the IMB ``options``, ``knobs`` set and ``pinner`` ("" when the id has none)."""
+    rep, and the IMB ``options``, ``knobs`` set, ``pinner`` and ``distribution`` ("" when the id has none)."""
     parts = cell_id.split("/")
-    if not 8 <= len(parts) <= 11:
+    if not 8 <= len(parts) <= 12:
         raise ValueError(f"{cell_id!r} is not a cell id (<kind>/<stack>/<transport>/<placement>/np<P>/"
-                         "<benchmark>/<algorithm>/[<options>/][knobs=<set>/][pinner=<p>/]rep<r>)")
+                         "<benchmark>/<algorithm>/[<options>/][knobs=<set>/][pinner=<p>/][placement=block/]rep<r>)")
     kind, stack, transport, placement, np, benchmark, algorithm = parts[:7]
     extra, rep = parts[7:-1], parts[-1]
+    distribution = (extra.pop()[len(PLACEMENT_SEGMENT_PREFIX):]
+                    if extra and extra[-1].startswith(PLACEMENT_SEGMENT_PREFIX) else "")
     pinner = extra.pop()[len(PINNER_SEGMENT_PREFIX):] if extra and extra[-1].startswith(PINNER_SEGMENT_PREFIX) else ""
     knobs = extra.pop()[len(KNOBS_SEGMENT_PREFIX):] if extra and extra[-1].startswith(KNOBS_SEGMENT_PREFIX) else ""
     options = extra.pop() if extra and "=" in extra[-1] else ""
-    if extra or (options and options.startswith((KNOBS_SEGMENT_PREFIX, PINNER_SEGMENT_PREFIX))):
-        raise ValueError(f"{cell_id!r}: {'/'.join(parts[7:-1])!r} is not [<options>/][knobs=<set>/][pinner=<p>/]")
+    segment_prefixes = (KNOBS_SEGMENT_PREFIX, PINNER_SEGMENT_PREFIX, PLACEMENT_SEGMENT_PREFIX)
+    if extra or (options and options.startswith(segment_prefixes)):
+        raise ValueError(f"{cell_id!r}: {'/'.join(parts[7:-1])!r} is not "
+                         "[<options>/][knobs=<set>/][pinner=<p>/][placement=block/]")
     mapping, nodes = parse_mapping_segment(placement)
     return {"kind": kind, "stack": stack, "transport": transport, "mapping": mapping, "nodes": nodes,
             "np": int(np.removeprefix("np")), "benchmark": benchmark, "algorithm": algorithm,
-            "rep": int(rep.removeprefix("rep")), "options": options, "knobs": knobs, "pinner": pinner}
+            "rep": int(rep.removeprefix("rep")), "options": options, "knobs": knobs, "pinner": pinner,
+            "distribution": distribution}
 
 
 # -- stacks --------------------------------------------------------------------------------------
@@ -275,7 +305,8 @@ def cell_spec_base(config: dict[str, Any], cell: Cell) -> dict[str, Any]:
         "container": container_spec(config, cell.stack),
         "timeout_s": config["campaign"]["timeout_s"],
         "allow_oversubscribe": config["campaign"]["allow_oversubscribe"],
-        # Multi-node cells: placement on co-located nodes and the inter-node interface.
+        # Multi-node cells: placement on co-located nodes and the inter-node interface; which ranks
+        # share a node is the cell's own ``distribution`` (in spec["cell"]).
         "colocated_nodes": config["campaign"].get("colocated_nodes", "spread"),
         "tcp_interface": stack.get("tcp_interface"),
         # auto|mpirun|srun; "auto" is resolved where the cell runs (runner.plan.resolve_launcher).

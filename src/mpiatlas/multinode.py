@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from mpiatlas import topology
-from mpiatlas.stacks.base import SRUN_BIND, StackError
+from mpiatlas.stacks.base import SRUN_BIND, StackError, local_index, node_of_rank
 
 # Printed by every node of the allocation: hostname, kernel boot id, cpus this process may use.
 _PROBE = ("import os, socket; print('mpiatlas-node', socket.gethostname(), "
@@ -76,35 +76,58 @@ def srun_hosts(output: str) -> dict[int, str]:
 
 
 def placement(topo: topology.Topology, np: int, nodes: int, *, shared_machine: bool,
-              policy: str) -> tuple[list[int] | None, list[tuple[int, ...]] | None]:
+              policy: str, distribution: str = "cyclic") -> tuple[list[int] | None, list[tuple[int, ...]] | None]:
     """(pins, pin_sets) of the ranks of a `node`-mapped cell, each rank's cpus *on its own node*.
 
     A real cluster: consecutive cores on each node (topology.pin_list), the same on every node.
     Nodes sharing one machine with policy ``spread``: each node's ranks split that node's cores
     between them as cpu sets, so the kernel can run the ranks of different nodes side by side
-    (a rank per node gets all cores; the check below still verifies the result)."""
-    pins = topology.pin_list(topo, "node", np, nodes=nodes, oversubscribe=True)
-    if not (shared_machine and policy == "spread"):
-        return list(pins), None
+    (a rank per node gets all cores; the check below still verifies the result). ``distribution``
+    says which ranks share a node; a rank's cpus follow its index among them."""
     ppn = np // nodes
+    local = [local_index(rank, np, nodes, distribution) for rank in range(np)]
+    if not (shared_machine and policy == "spread"):
+        # pin_list numbers ranks cyclically: rank j * nodes is local rank j of the first node.
+        cyclic = topology.pin_list(topo, "node", np, nodes=nodes, oversubscribe=True)
+        return [cyclic[j * nodes] for j in local], None
     cores = sorted(c for core in topo.cores for c in core.pus)
+    if np > len(topo.cores):
+        # More ranks than the shared machine has cores: fixed sets would put a measuring pair (ranks 0
+        # and 1, local rank 0 of two nodes under cyclic) on one core; every rank may use every core,
+        # and the kernel spreads the busy ones (measured: MPICH's cyclic PingPong timed out otherwise).
+        return None, [tuple(cores)] * np
     chunk = max(1, len(cores) // ppn)
     local_sets = [tuple(cores[(j * chunk) % len(cores):(j * chunk) % len(cores) + chunk]) for j in range(ppn)]
-    return None, [local_sets[rank // nodes] for rank in range(np)]
+    return None, [local_sets[j] for j in local]
+
+
+def planned_nodes(np: int, nodes: int, distribution: str = "cyclic") -> list[int]:
+    """The node index (in the allocation's order) of every rank under ``distribution``."""
+    return [node_of_rank(rank, np, nodes, distribution) for rank in range(np)]
 
 
 def placement_problems(np: int, nodes: int, rank_hosts: dict[int, str], binding: dict[int, set[int]],
-                       facts: Sequence[NodeFacts]) -> list[str]:
-    """Why the placement that really happened is not the `node` mapping asked for, if it is not."""
+                       facts: Sequence[NodeFacts], distribution: str = "cyclic") -> list[str]:
+    """Why the placement that really happened is not the `node` mapping asked for, if it is not:
+    every rank's host is checked against the plan (which ranks share a node and which do not)."""
     problems = []
     if len(rank_hosts) < np:
         return [f"srun reported the host of {len(rank_hosts)} of {np} ranks, so the placement cannot be verified"]
     used = sorted(set(rank_hosts.values()))
     if len(used) != nodes:
         problems.append(f"ranks ran on {len(used)} host(s) {used}, not on {nodes} nodes")
-    for rank in range(min(np, nodes)):
-        if rank and rank_hosts[rank] == rank_hosts[0]:
-            problems.append(f"ranks 0 and {rank} both ran on {rank_hosts[0]}: the `node` mapping puts them on different nodes")
+    plan = planned_nodes(np, nodes, distribution)
+    # The first rank planned on each node names that node's host; every other rank is compared with it.
+    first = {node: plan.index(node) for node in sorted(set(plan))}
+    for rank in range(np):
+        lead = first[plan[rank]]
+        if rank != lead and rank_hosts[rank] != rank_hosts[lead]:
+            problems.append(f"ranks {lead} and {rank} ran on {rank_hosts[lead]} and {rank_hosts[rank]}: "
+                            f"the {distribution} placement puts them on one node")
+    for node, lead in first.items():
+        if lead and rank_hosts[lead] == rank_hosts[0]:
+            problems.append(f"ranks 0 and {lead} both ran on {rank_hosts[0]}: the {distribution} placement puts them "
+                            "on different nodes")
     problems += time_sliced(rank_hosts, binding, facts)
     return problems
 

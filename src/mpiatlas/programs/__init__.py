@@ -13,9 +13,17 @@ from itertools import chain
 from typing import Any
 
 from mpiatlas import knobs
-from mpiatlas.cells import Cell, cell_spec_base, check_algorithms, check_transports, sort_cells
+from mpiatlas.cells import (
+    DEFAULT_DISTRIBUTION,
+    Cell,
+    cell_distribution,
+    cell_spec_base,
+    check_algorithms,
+    check_transports,
+    sort_cells,
+)
 from mpiatlas.programs.base import Program
-from mpiatlas.programs.imb import Imb
+from mpiatlas.programs.imb import TWO_RANK_BENCHMARKS, Imb
 from mpiatlas.programs.kernels import KernelProgram
 from mpiatlas.programs.kernels.coll import Coll
 from mpiatlas.programs.kernels.jacobi import Jacobi
@@ -45,11 +53,41 @@ def program_of_spec(spec: dict[str, Any]) -> Program:
 
 def expand(config: dict[str, Any]) -> list[Cell]:
     """Every cell of every registered program, validated (transports, algorithms), sorted; each
-    once per knob set its stack runs with (mpiatlas.knobs: an axis of every program's cells)."""
+    once per knob set its stack runs with (mpiatlas.knobs: an axis of every program's cells), and
+    over nodes once per ranks per node and placement (``ppn``, ``placement``)."""
     check_transports(config)
     check_algorithms(config)
     cells = chain.from_iterable(program.cells(config) for program in REGISTRY.values())
-    return sort_cells(with_knob_sets(config, cells))
+    return sort_cells(with_knob_sets(config, with_node_axes(config, cells)))
+
+
+def with_node_axes(config: dict[str, Any], cells: Iterable[Cell]) -> Iterable[Cell]:
+    """``cells``, the multi-node ones under the ``ppn`` and ``placement`` axes.
+
+    ``ppn`` (ranks per node): a node cell is kept when np / nodes is one of them; an IMB two-rank
+    benchmark (PingPong, PingPing: ranks 0 and 1 measure, the others wait in IMB's barrier) runs
+    with nodes x ppn ranks, so where ranks 0 and 1 sit -- one node or two -- is the placement's doing.
+    ``placement`` (cyclic | block): each node cell with more than one rank per node once per
+    placement (one rank per node places alike either way: once, as cyclic). Without these keys
+    every cell stays as it was (ids unchanged)."""
+    ppns, placements = config.get("ppn"), config.get("placement") or [DEFAULT_DISTRIBUTION]
+    if ppns is None and placements == [DEFAULT_DISTRIBUTION]:
+        return cells
+    distributions = [cell_distribution(p) for p in placements]
+
+    def expand_one(cell: Cell) -> Iterable[Cell]:
+        if cell.nodes == 1:
+            yield cell
+            return
+        if ppns is None:
+            shapes = [cell]
+        elif cell.kind == "imb" and cell.benchmark in TWO_RANK_BENCHMARKS:
+            shapes = [replace(cell, np=cell.nodes * k) for k in ppns]
+        else:
+            shapes = [cell] if cell.ppn in ppns else []
+        for shape in shapes:
+            yield from [replace(shape, distribution=d) for d in distributions] if shape.ppn > 1 else [shape]
+    return chain.from_iterable(expand_one(cell) for cell in cells)
 
 
 def with_knob_sets(config: dict[str, Any], cells: Iterable[Cell]) -> Iterable[Cell]:

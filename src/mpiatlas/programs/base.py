@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mpiatlas.cells import Cell, mapping_segment, series_label
+from mpiatlas.cells import Cell, distribution_of_id, mapping_segment, series_label
 from mpiatlas.outcome import Outcome
 from mpiatlas.stacks import Stack
 
@@ -123,7 +123,8 @@ def tag_columns(frame: pl.DataFrame, row: dict[str, Any], own: dict[str, tuple[A
     # options or knob sets stay apart in every section that draws one series per label.
     base = f"{row['stack']}/{row['transport']}/{mapping_segment(row['mapping'], row['nodes'])}"
     knobs = row.get("knobs") or ""
-    label = series_label(base, row.get("options") or "", knobs)
+    # The placement over nodes is in the id only (placement=block): block and cyclic series stay apart.
+    label = series_label(base, row.get("options") or "", knobs, distribution_of_id(str(row["cell"])))
     tags: dict[str, tuple[Any, pl.DataType]] = {
         "cell": (row["cell"], pl.String()), "label": (label, pl.String()), "stack": (row["stack"], pl.String()),
         "stack_kind": (row.get("stack_kind"), pl.String()), "stack_version": (row.get("stack_version"), pl.String()),

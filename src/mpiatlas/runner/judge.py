@@ -15,6 +15,7 @@ from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Checked
 from mpiatlas.runner.likwid_pin import is_likwid
 from mpiatlas.stacks import Stack
+from mpiatlas.stacks.base import CROSS_NODE, ON_NODE
 
 
 def _last_line(text: str) -> str:
@@ -39,7 +40,37 @@ def transport_evidence(stack: Stack, transport: str, output: str) -> dict[str, A
             "transport_ok": (obtained == expected) if expected else None}
 
 
+def mixed_transport_evidence(stack: Stack, transport: str, output: str, nodes: int) -> dict[str, Any]:
+    """A mixed transport (Transport.mixed) judged per class of pairs: every line of the stack's
+    verbose output that names a path must show shared memory for a pair on one node and the
+    network for a pair on different nodes; pairs on one node, if the cell has any, must show theirs
+    (all three stacks print it at MPI_Init). Cross-node pairs that never talked show nothing (Open
+    MPI connects them on first use): their class is then recorded as unused, not guessed."""
+    wanted = stack.transport(transport)
+    rank_hosts = multinode.srun_hosts(output)
+    evidence = [e for e in stack.pair_evidence(output, rank_hosts)
+                # On one node nothing crosses nodes: a job-wide provider line speaks for no pair.
+                if not (nodes == 1 and e.pair_class == CROSS_NODE and e.pair is None)]
+    expected = {ON_NODE: wanted.expect, CROSS_NODE: wanted.expect_inter}
+    problems = [f"{e.pair_class.replace('_', '-')} pair(s) {e.where()} used {e.transport!r}, not "
+                f"{expected[e.pair_class]!r}: {e.line}" for e in evidence if e.transport != expected[e.pair_class]]
+    used = {c: sorted({e.transport for e in evidence if e.pair_class == c}) for c in (ON_NODE, CROSS_NODE)}
+    ranks_per_node = len(rank_hosts) // max(1, len(set(rank_hosts.values()))) if rank_hosts else 0
+    if not used[ON_NODE] and (nodes == 1 or ranks_per_node > 1):
+        problems.append(f"the {stack.kind} output shows no path for the pairs of ranks on one node "
+                        f"(expected {wanted.expect!r})")
+    # None when nothing was shown at all (e.g. one rank, no peer: the program decides what that means).
+    obtained = "+".join(",".join(used[c]) or "none" for c in (ON_NODE, CROSS_NODE)) if evidence else None
+    return {"requested_transport": f"{wanted.expect}+{wanted.expect_inter}", "obtained_transport": obtained,
+            "transport_ok": not problems, "pair_classes": used,
+            # A few lines per class, as the stack printed them: what the verdict rests on.
+            "pair_evidence": {c: [e.line for e in evidence if e.pair_class == c][:4] for c in (ON_NODE, CROSS_NODE)},
+            **({"transport_problems": problems} if problems else {})}
+
+
 def transport_reason(details: dict[str, Any]) -> str:
+    if details.get("transport_problems"):
+        return "mixed transport: " + "; ".join(details["transport_problems"])[:1500]
     return (f"requested transport {details['requested_transport']!r} "
             f"but the stack used {details['obtained_transport']!r}")
 
@@ -81,7 +112,11 @@ def judge(stack: Stack, spec: dict[str, Any], pins: list[int] | None, sets: list
     if isinstance(checked, Outcome):
         return checked
     output = stdout + "\n" + stderr
-    transport = transport_evidence(stack, spec["cell"]["transport"], output)
+    name = spec["cell"]["transport"]
+    if stack.transport(name).mixed:
+        transport = mixed_transport_evidence(stack, name, output, int(spec["cell"].get("nodes", 1)))
+    else:
+        transport = transport_evidence(stack, name, output)
     if int(spec["cell"]["np"]) == 1:
         transport = program.single_rank_transport(transport)
     binding = stack.obtained_binding(output)
@@ -117,8 +152,9 @@ def _verdict(checked: Checked, details: dict[str, Any], problems: list[str], bin
 
 def judge_placement(outcome: Outcome, spec: dict[str, Any], pin_sets: list[tuple[int, ...]] | None,
                     facts: list[multinode.NodeFacts], output: str, record: dict[str, Any]) -> Outcome:
-    """A multi-node cell is only ``ok`` if its ranks really ran on different nodes, each on the cpus
-    asked for, and no two ranks of one machine were left to share a core (multinode.time_sliced)."""
+    """A multi-node cell is only ``ok`` if every rank really ran on the node its placement (cyclic |
+    block) plans, each on the cpus asked for, and no two ranks of one machine were left to share a
+    core (multinode.time_sliced)."""
     if outcome.status not in ("ok", "invalid"):
         return outcome
     cell = spec["cell"]
@@ -126,7 +162,8 @@ def judge_placement(outcome: Outcome, spec: dict[str, Any], pin_sets: list[tuple
     hosts = multinode.srun_hosts(output)
     record["rank_hosts"] = {str(r): h for r, h in sorted(hosts.items())}
     binding = {int(r): set(c) for r, c in (details.get("obtained_binding") or {}).items()}
-    problems = multinode.placement_problems(int(cell["np"]), int(cell["nodes"]), hosts, binding, facts)
+    problems = multinode.placement_problems(int(cell["np"]), int(cell["nodes"]), hosts, binding, facts,
+                                            cell.get("distribution") or "cyclic")
     if pin_sets is not None:
         wrong = [r for r, cpus in enumerate(pin_sets) if binding.get(r) != set(cpus)]
         details["binding_ok"] = not wrong

@@ -63,6 +63,22 @@ def cell_nodes(cell: dict[str, Any]) -> tuple[int, int | None]:
     return nodes, (int(cell["np"]) // nodes if nodes > 1 else None)
 
 
+def cell_distribution(cell: dict[str, Any]) -> str:
+    """How a cell's ranks go over nodes: its ``distribution`` coordinate, cyclic when it has none."""
+    return cell.get("distribution") or "cyclic"
+
+
+def _same_node_region(topo: topology.Topology, pins: list[int] | None,
+                      pin_sets: list[tuple[int, ...]] | None) -> str | None:
+    """The region of ranks 0 and 1 on one node: that of their cpus, or None when they were given the
+    same cpu set (co-located, oversubscribed nodes: the kernel places them, no region is planned)."""
+    if pins is not None:
+        return topology.region(topo, pins[0], pins[1])
+    if pin_sets is None or set(pin_sets[0]) == set(pin_sets[1]):
+        return None
+    return topology.region(topo, pin_sets[0][0], pin_sets[1][0])
+
+
 def interface_env(stack: Stack, spec: dict[str, Any]) -> dict[str, str]:
     """Variables keeping the stack's TCP traffic on the cell's ``tcp_interface`` ({} without one)."""
     iface = spec.get("tcp_interface")
@@ -127,7 +143,7 @@ def plan_multinode(stack: Stack, spec: dict[str, Any], topo: topology.Topology, 
         raise StackError(f"unavailable: a cell over {nodes} nodes runs inside a SLURM allocation with launcher "
                          f"srun (profiles/slurm); launcher {launcher} across hosts is not supported")
     transport = stack.transport(cell["transport"])
-    if transport.expect in INTRA_NODE_EXPECT:
+    if transport.expect in INTRA_NODE_EXPECT and not transport.mixed:
         raise StackError(f"unavailable: transport {cell['transport']!r} of {stack.kind} is shared memory "
                          f"({transport.expect}) and cannot connect ranks on different nodes")
     facts = multinode.probe_nodes(nodes)
@@ -137,10 +153,15 @@ def plan_multinode(stack: Stack, spec: dict[str, Any], topo: topology.Topology, 
     if oversubscribed and not spec["allow_oversubscribe"]:
         raise topology.MappingUnavailable("node", f"{np} ranks on {nodes} nodes need more cpus than the machine(s) "
                                           "have and oversubscription is off")
+    distribution = cell_distribution(cell)
     pins, pin_sets = multinode.placement(topo, np, nodes, shared_machine=shared,
-                                         policy=spec.get("colocated_nodes", "spread"))
+                                         policy=spec.get("colocated_nodes", "spread"), distribution=distribution)
     record["requested_pins"] = pins if pins is not None else [list(s) for s in pin_sets or []]
-    record["region"] = "other_node" if np > 1 else None
+    planned = multinode.planned_nodes(np, nodes, distribution)
+    record.update(distribution=distribution, planned_nodes=planned)
+    # The region of ranks 0 and 1 (a PingPong's pair): another node, unless the placement puts both on one.
+    record["region"] = None if np < 2 else "other_node" if planned[0] != planned[1] else _same_node_region(
+        topo, pins, pin_sets)
     return pins, pin_sets, oversubscribed, facts
 
 

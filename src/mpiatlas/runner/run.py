@@ -22,7 +22,15 @@ from mpiatlas.runner import likwid_pin
 from mpiatlas.runner.judge import judge, judge_placement
 from mpiatlas.runner.knob_overlay import overlay_launch, shell_replaced
 from mpiatlas.runner.lifecycle import close_cell, error_outcome, image_facts, open_cell, read_status
-from mpiatlas.runner.plan import Plan, cell_nodes, interface_env, launch_topology, plan, resolve_launcher
+from mpiatlas.runner.plan import (
+    Plan,
+    cell_distribution,
+    cell_nodes,
+    interface_env,
+    launch_topology,
+    plan,
+    resolve_launcher,
+)
 from mpiatlas.runner.process import run_launch
 from mpiatlas.stacks import LaunchSpec, Stack, StackError, get_stack
 
@@ -109,6 +117,7 @@ def _launch_and_judge(program: Program, stack: Stack, spec: dict[str, Any], work
         np=cell["np"], transport=cell["transport"], pins=placed.pins, pin_sets=placed.pin_sets,
         oversubscribe=placed.oversubscribed, collective=extras.collective, algorithm=extras.algorithm,
         workdir=work, launcher=launcher, nodes=nodes, ppn=ppn, rank_argvs=rank_argvs,
+        distribution=cell_distribution(cell),
     ), work, spec["timeout_s"], record, extras.env | interface_env(stack, spec), spec.get("knobs"))
     if placed.likwid_sets is not None:
         return judge(stack, spec, None, placed.likwid_sets, rc, stdout, stderr)

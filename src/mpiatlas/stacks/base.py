@@ -36,8 +36,40 @@ class Transport:
     env: dict[str, str]
     args: tuple[str, ...] = ()
     description: str = ""
-    # Lower-case name of what the stack's verbose output must show, e.g. "tcp".
+    # Lower-case name of what the stack's verbose output must show, e.g. "tcp"; for a mixed
+    # transport, what pairs of ranks on one node must show (its shared memory).
     expect: str = ""
+    # A mixed transport names both paths: what pairs of ranks on different nodes must show (its
+    # network, e.g. "tcp"); "" for a transport that uses one path for every pair.
+    expect_inter: str = ""
+
+    @property
+    def mixed(self) -> bool:
+        return bool(self.expect_inter)
+
+
+# The two classes of a pair of ranks: both on one node, or on different nodes.
+ON_NODE, CROSS_NODE = "on_node", "cross_node"
+
+
+@dataclass(frozen=True)
+class PairEvidence:
+    """One line of a stack's verbose output naming the path a class of pairs used.
+
+    ``pair`` is (rank, peer) when the line names both ranks (Open MPI's bml lines), else None: the
+    line speaks for the class as a whole (Intel MPI's provider line, MPICH's netmod summary);
+    ``ranks``: the ranks the line speaks for (e.g. a node's ranks sharing one shm segment)."""
+
+    pair_class: str  # ON_NODE | CROSS_NODE
+    transport: str  # lower case, comparable with Transport.expect / expect_inter
+    line: str
+    pair: tuple[int, int] | None = None
+    ranks: tuple[int, ...] = ()
+
+    def where(self) -> str:
+        if self.pair is not None:
+            return f"ranks {self.pair[0]}->{self.pair[1]}"
+        return f"ranks {list(self.ranks)}" if self.ranks else "all pairs of the class"
 
 
 @dataclass(frozen=True)
@@ -66,6 +98,9 @@ class LaunchSpec:
     # through the launcher's MPMD syntax (``-n 1 <argv 0> : -n 1 <argv 1> ...``) instead of the program;
     # what each argv wraps around the program pins its rank, so the stack binds none itself.
     rank_argvs: list[list[str]] | None = None
+    # Ranks over nodes: "cyclic" (rank i on node i mod nodes) or "block" (rank i on node i // ppn,
+    # a node filled before the next).
+    distribution: str = "cyclic"
 
 
 @dataclass(frozen=True)
@@ -198,6 +233,11 @@ class Stack(ABC):
     def obtained_transport(self, output: str) -> str | None:
         """The transport the stack's verbose output shows it used (lower case)."""
 
+    def pair_evidence(self, output: str, rank_hosts: dict[int, str]) -> list[PairEvidence]:
+        """What the verbose output of a mixed-transport launch shows each class of pairs used;
+        ``rank_hosts``: where every rank ran (srun's lines). A kind without mixed transports has none."""
+        return []
+
 
 # srun --cpu-bind=verbose: "cpu-bind=MAP  - node1, task  0  0 [4242]: mask 0x1 set"
 SRUN_BIND = re.compile(r"cpu[-_]bind[=_]\S*\s+-\s+\S+,\s+task\s+(\d+)\s+\d+\s+\[\d+\]:\s+mask\s+0x([0-9a-fA-F]+)\s+set")
@@ -217,15 +257,16 @@ def mpmd_contexts(count_flag: str, rank_argvs: list[list[str]], per_context: Seq
 def srun_argv(spec: LaunchSpec, mpi: str = "pmix") -> list[str]:
     """``srun --mpi=<mpi>`` inside the job's allocation, binding each rank with srun (in rank order).
 
-    Over several nodes ranks go round-robin (``--distribution=cyclic``: rank i on node i mod N,
-    the `node` mapping), and ``pins`` are then the cpus of the ranks *on their own node*, in
-    rank order: srun's map_cpu list is indexed by the task's local id on its node."""
+    Over several nodes ranks go round-robin (``--distribution=cyclic``: rank i on node i mod N) or
+    fill a node first (``block``: rank i on node i // ppn), as ``spec.distribution`` says; ``pins``
+    are then the cpus of the ranks *on their own node*, in rank order: srun's map_cpu list is
+    indexed by the task's local id on its node."""
     srun = shutil.which("srun")
     if srun is None:
         raise StackError("unavailable: launcher srun requested but srun is not on PATH (not a SLURM node?)")
     argv = [srun, f"--mpi={mpi}", "-n", str(spec.np), "--kill-on-bad-exit=1"]
     if spec.nodes > 1:
-        argv += ["-N", str(spec.nodes), "--distribution=cyclic"]
+        argv += ["-N", str(spec.nodes), f"--distribution={check_distribution(spec.distribution)}"]
     if spec.ppn:
         argv += ["--ntasks-per-node", str(spec.ppn)]
     if spec.hosts:
@@ -235,9 +276,9 @@ def srun_argv(spec: LaunchSpec, mpi: str = "pmix") -> list[str]:
     # verbose: srun prints each task's mask on stderr -- the binding evidence under srun.
     bind = "verbose"
     if spec.pins is not None:
-        bind += ",map_cpu:" + ",".join(str(c) for c in per_node_local(spec.pins, spec.nodes))
+        bind += ",map_cpu:" + ",".join(str(c) for c in per_node_local(spec.pins, spec.nodes, spec.distribution))
     elif spec.pin_sets is not None:
-        sets = per_node_local(spec.pin_sets, spec.nodes)
+        sets = per_node_local(spec.pin_sets, spec.nodes, spec.distribution)
         bind += ",mask_cpu:" + ",".join(hex(sum(1 << c for c in cpus)) for cpus in sets)
         if spec.nodes > 1:
             # The step must own every cpu of a rank's set (a job's steps default to one per task).
@@ -246,18 +287,57 @@ def srun_argv(spec: LaunchSpec, mpi: str = "pmix") -> list[str]:
     return argv
 
 
-def per_node_local(per_rank: Sequence[T], nodes: int) -> list[T]:
+DISTRIBUTIONS = ("cyclic", "block")
+
+
+def check_distribution(distribution: str) -> str:
+    if distribution not in DISTRIBUTIONS:
+        raise StackError(f"unknown placement over nodes {distribution!r}; choose one of {DISTRIBUTIONS}")
+    return distribution
+
+
+def node_of_rank(rank: int, np: int, nodes: int, distribution: str = "cyclic") -> int:
+    """The index of the node rank ``rank`` of ``np`` runs on: ``cyclic`` rank i on node i mod
+    nodes, ``block`` on node i // ppn (np / nodes ranks per node, a node filled first)."""
+    if nodes <= 1:
+        return 0
+    ppn = -(-np // nodes)
+    return rank % nodes if check_distribution(distribution) == "cyclic" else rank // ppn
+
+
+def local_index(rank: int, np: int, nodes: int, distribution: str = "cyclic") -> int:
+    """Rank ``rank``'s index among the ranks of its own node (its srun local task id)."""
+    if nodes <= 1:
+        return rank
+    return rank // nodes if check_distribution(distribution) == "cyclic" else rank % -(-np // nodes)
+
+
+def per_node_local(per_rank: Sequence[T], nodes: int, distribution: str = "cyclic") -> list[T]:
     """srun applies map_cpu/mask_cpu lists by a task's local id on its node, the same list on
-    every node. With ranks cyclic over ``nodes`` nodes, rank i is local task i // nodes, so the
-    per-rank list must repeat across nodes; refuse a placement srun cannot express."""
+    every node: rank i is local task i // nodes (cyclic) or i mod ppn (block), so the per-rank
+    list must repeat across nodes; refuse a placement srun cannot express."""
     if nodes <= 1:
         return list(per_rank)
-    local = list(per_rank[::nodes])
+    np = len(per_rank)
+    local: dict[int, T] = {}
     for rank, value in enumerate(per_rank):
-        if value != local[rank // nodes]:
+        index = local_index(rank, np, nodes, distribution)
+        local.setdefault(index, value)
+        if value != local[index]:
             raise StackError(f"srun binds by local task id, the same on every node: rank {rank} asks for "
-                             f"{value} but local task {rank // nodes} of node 0 has {local[rank // nodes]}")
-    return local
+                             f"{value} but local task {index} of node 0 has {local[index]}")
+    return [local[i] for i in sorted(local)]
+
+
+def hydra_hosts(spec: LaunchSpec) -> list[str]:
+    """hydra's (MPICH, Intel MPI) ``-hosts`` and ``-ppn``: hydra gives each host ``-ppn`` ranks in
+    turn and wraps around, so ``block`` is ``-ppn <ppn>`` and ``cyclic`` is ``-ppn 1`` (rank i on
+    host i mod nodes)."""
+    argv = ["-hosts", ",".join(spec.hosts)] if spec.hosts else []
+    if spec.ppn:
+        cyclic = spec.nodes > 1 and check_distribution(spec.distribution) == "cyclic"
+        argv += ["-ppn", "1" if cyclic else str(spec.ppn)]
+    return argv
 
 
 def srun_binding(output: str) -> dict[int, set[int]]:

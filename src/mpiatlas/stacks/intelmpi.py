@@ -1,4 +1,12 @@
-"""Intel MPI from the PyPI ``impi-rt`` wheel (it ships IMB-MPI1 and friends)."""
+"""Intel MPI from the PyPI ``impi-rt`` wheel (it ships IMB-MPI1 and friends).
+
+The mixed transport ``shm+ofi-tcp`` (``I_MPI_FABRICS=shm:ofi``: shared memory within a node, the
+libfabric tcp provider between nodes) is judged per class of pairs from ``I_MPI_DEBUG=10`` (measured
+on 2021.16 over the namespace cluster, tests/data/mixed/): each node's first rank prints
+``[2] MPI startup(): shm segment size (1068 MB per rank) * (2 local ranks) = 2136 MB total`` (its
+node's ranks share one shm segment) and rank 0 ``libfabric provider: tcp``. Intel MPI names no path
+per pair of ranks, so the evidence is per node (on-node pairs) and per job (cross-node pairs).
+"""
 
 from __future__ import annotations
 
@@ -10,11 +18,15 @@ from typing import ClassVar
 from mpiatlas.stacks import collectives
 from mpiatlas.stacks.base import (
     Launch,
+    CROSS_NODE,
+    ON_NODE,
     LaunchSpec,
+    PairEvidence,
     Stack,
     StackError,
     Transport,
     cpu_list,
+    hydra_hosts,
     mpmd_contexts,
     srun_argv,
     srun_binding,
@@ -28,6 +40,8 @@ ADJUSTABLE = ("allgather", "allreduce", "alltoall", "barrier", "bcast", "gather"
 _PIN_ROW = re.compile(r"^\[0\] MPI startup\(\):\s+(\d+)\s+\d+\s+(\S+)\s+\{([\d,\s-]+)\}\s*$")
 _PROVIDER = re.compile(r"libfabric provider:\s*(\S+)")
 _FABRICS = re.compile(r"I_MPI_FABRICS=(\S+)")
+_SHM_SEGMENT = re.compile(r"^\[(\d+)\] MPI startup\(\): shm segment size .*\((\d+) local ranks?\)", re.MULTILINE)
+_PROVIDER_LINE = re.compile(r"^\[\d+\] MPI startup\(\): libfabric provider:\s*(\S+).*$", re.MULTILINE)
 # Where a PMIx client library usually is (Debian/Ubuntu libpmix2, RHEL pmix, a site's /opt build).
 PMIX_LIBRARIES = (
     "/usr/lib/x86_64-linux-gnu/libpmix.so.2",
@@ -57,6 +71,9 @@ class IntelMPI(Stack):
             Transport("shm", {"I_MPI_FABRICS": "shm"}, description="shared memory only (one node)", expect="shm"),
             Transport("ofi-tcp", {"I_MPI_FABRICS": "ofi", "FI_PROVIDER": "tcp"},
                       description="libfabric tcp provider for all traffic", expect="tcp"),
+            Transport("shm+ofi-tcp", {"I_MPI_FABRICS": "shm:ofi", "FI_PROVIDER": "tcp"},
+                      description="shared memory within a node, libfabric tcp between nodes",
+                      expect="shm", expect_inter="tcp"),
             Transport("ofi-shm", {"I_MPI_FABRICS": "ofi", "FI_PROVIDER": "shm"},
                       description="libfabric shm provider", expect="shm"),
             Transport("ofi-verbs", {"I_MPI_FABRICS": "ofi", "FI_PROVIDER": "verbs"},
@@ -96,8 +113,9 @@ class IntelMPI(Stack):
         self.check_rank_argvs(spec)
         transport = self.transport(spec.transport)
         env = dict(transport.env)
-        # Level 5 prints the pin table and the libfabric provider: our evidence.
-        env["I_MPI_DEBUG"] = "5"
+        # Level 5 prints the pin table and the libfabric provider: our evidence; level 10 also each
+        # node's shm segment, the on-node evidence of a mixed transport.
+        env["I_MPI_DEBUG"] = "10" if transport.mixed else "5"
         if spec.pins is not None:
             if len(spec.pins) != spec.np and spec.nodes == 1:
                 raise StackError(f"intelmpi: {spec.np} ranks but {len(spec.pins)} pins")
@@ -132,11 +150,7 @@ class IntelMPI(Stack):
             # rank's main thread has in MPI_Init (measured: the first cpu of its likwid-pin list).
             env["I_MPI_PIN"] = "0"
             return Launch(argv=[str(self.launcher_path()), *mpmd_contexts("-n", spec.rank_argvs)], env=env)
-        argv = [str(self.launcher_path()), "-n", str(spec.np)]
-        if spec.hosts:
-            argv += ["-hosts", ",".join(spec.hosts)]
-        if spec.ppn:
-            argv += ["-ppn", str(spec.ppn)]
+        argv = [str(self.launcher_path()), "-n", str(spec.np), *hydra_hosts(spec)]
         return Launch(argv=[*argv, *program], env=env)
 
     def _srun(self, spec: LaunchSpec) -> tuple[list[str], dict[str, str]]:
@@ -158,6 +172,29 @@ class IntelMPI(Stack):
             # No Intel pin table (e.g. MPI_Init never completed): srun's --cpu-bind=verbose masks.
             binding = srun_binding(output)
         return binding
+
+    def pair_evidence(self, output: str, rank_hosts: dict[int, str]) -> list[PairEvidence]:
+        """Each node's shm segment line speaks for the pairs of its ranks (the ranks on the host of
+        the rank that printed it; ``rank_hosts`` falls back on the pin table), the provider line for
+        every cross-node pair."""
+        hosts = dict(rank_hosts) or {rank: host for rank, host in self._pin_hosts(output).items()}
+        evidence = []
+        for match in _SHM_SEGMENT.finditer(output):
+            leader = int(match[1])
+            ranks = tuple(sorted(r for r, h in hosts.items() if h == hosts.get(leader))) or (leader,)
+            evidence.append(PairEvidence(ON_NODE, "shm", match[0].strip(), ranks=ranks))
+        for match in _PROVIDER_LINE.finditer(output):
+            evidence.append(PairEvidence(CROSS_NODE, match[1].lower(), match[0].strip()))
+        return evidence
+
+    @staticmethod
+    def _pin_hosts(output: str) -> dict[int, str]:
+        hosts = {}
+        for line in output.splitlines():
+            match = _PIN_ROW.match(line.strip())
+            if match:
+                hosts[int(match.group(1))] = match.group(2)
+        return hosts
 
     def obtained_transport(self, output: str) -> str | None:
         provider = _PROVIDER.search(output)

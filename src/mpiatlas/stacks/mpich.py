@@ -13,6 +13,12 @@ Evidence the launch prints:
 * OFI (5.x): ``MPIR_CVAR_DEBUG_SUMMARY=1`` -> ``libfabric provider: tcp - 192.0.2.0/24`` (rank 0, stdout);
 * default (5.x): ``MPIR_CVAR_DEBUG_SUMMARY=2`` -> a ``====== POSIX Topo Dist ======`` block listing
   several local ranks, printed only when the ranks share MPICH's POSIX shared memory.
+* shm+ofi-tcp (5.x, mixed: MPICH's POSIX shared memory within a node, the OFI netmod's tcp provider
+  between nodes): ``MPIR_CVAR_DEBUG_SUMMARY=2`` prints both, per rank ``Rank: 2, Local_rank: 0 [ 0, 0 ]``
+  (one distance per rank of its node sharing the shm) and ``libfabric provider: tcp - 10.81.0.0/24``
+  (measured with the 5.0.2 wheel over the namespace cluster, tests/data/mixed/). Without
+  ``MPIR_CVAR_CH4_NETMOD`` the wheel's netmod is UCX (its "UCX netmod Capability" block), so
+  ``default`` stays a one-node transport here.
 
 Under SLURM (launcher ``srun``) the ranks start with ``srun --mpi=pmi2``: MPICH's built-in
 "simple" PMI client finds slurm's pmi2 plugin through ``PMI_FD``/``PMI_RANK``/``PMI_SIZE`` (the
@@ -42,10 +48,14 @@ from mpiatlas.layout import user_cache_dir
 from mpiatlas.stacks import collectives
 from mpiatlas.stacks.base import (
     Launch,
+    CROSS_NODE,
+    ON_NODE,
     LaunchSpec,
+    PairEvidence,
     Stack,
     StackError,
     Transport,
+    hydra_hosts,
     mpmd_contexts,
     srun_argv,
     srun_binding,
@@ -73,6 +83,9 @@ def _transports(major: int) -> dict[str, Transport]:
         table = [
             Transport("default", {}, description="MPICH's own POSIX shared memory on one node (UCX between nodes)",
                       expect="shm"),
+            Transport("shm+ofi-tcp", {"MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp"},
+                      description="MPICH's POSIX shared memory within a node, OFI netmod (tcp) between nodes",
+                      expect="shm", expect_inter="ofi:tcp"),
             Transport("ofi-tcp", {**_NETMOD_ONLY, "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp"},
                       description="OFI netmod, libfabric tcp provider, for all traffic", expect="ofi:tcp"),
             Transport("ofi-shm", {**_NETMOD_ONLY, "MPIR_CVAR_CH4_NETMOD": "ofi", "FI_PROVIDER": "shm"},
@@ -88,6 +101,7 @@ def _transports(major: int) -> dict[str, Transport]:
 
 
 def _netmod(name: str) -> str | None:
+    name = name.split("+", 1)[-1]  # a mixed transport's netmod is its inter-node part
     return name.split("-", 1)[0] if name.startswith(("ucx-", "ofi-")) else None
 
 
@@ -98,6 +112,8 @@ _PMI_OPTION = re.compile(r"--with-pmi=(\S+)|--with-pmix(?:=\S*)?(?=\s|$)")
 _SIMPLE_PMI = frozenset({"simple", "pmi1", "pmi2", "pmi2/simple", "default", "yes"})
 _OFI = re.compile(r"libfabric provider:\s*([^\s;]+)")
 _POSIX_RANK = re.compile(r"^Rank: \d+, Local_rank: \d+ \[([^\]]*)\]", re.MULTILINE)
+_POSIX_LINE = re.compile(r"^Rank: (\d+), Local_rank: \d+ \[([^\]]*)\]", re.MULTILINE)
+_OFI_LINE = re.compile(r"^libfabric provider:\s*([^\s;]+).*$", re.MULTILINE)
 
 
 class MPICH(Stack):
@@ -287,7 +303,7 @@ class MPICH(Stack):
             knobs.update(_UCX_LOG)
         elif spec.transport.startswith("ofi"):
             knobs["MPIR_CVAR_DEBUG_SUMMARY"] = "1"
-        elif spec.transport == "default":
+        elif spec.transport == "default" or transport.mixed:
             knobs["MPIR_CVAR_DEBUG_SUMMARY"] = "2"  # level 2 prints the POSIX shm topology block
         if spec.oversubscribe and self.major >= 5:
             # Device-level collectives busy-wait badly when ranks share cores (100x slower).
@@ -302,11 +318,7 @@ class MPICH(Stack):
             argv = [str(self.launcher_path()), "-bind-to", "none"]
             argv += [arg for key, value in knobs.items() for arg in ("-genv", key, value)]
             return Launch(argv=[*argv, *mpmd_contexts("-n", spec.rank_argvs)], env={"HYDRA_TOPO_DEBUG": "1"})
-        argv = [str(self.launcher_path()), "-n", str(spec.np)]
-        if spec.hosts:
-            argv += ["-hosts", ",".join(spec.hosts)]
-        if spec.ppn:
-            argv += ["-ppn", str(spec.ppn)]
+        argv = [str(self.launcher_path()), "-n", str(spec.np), *hydra_hosts(spec)]
         if spec.pins is not None:
             argv += ["-bind-to", "user:" + ",".join(str(c) for c in self._local_pins(spec))]
         elif spec.pin_sets is not None:
@@ -363,6 +375,19 @@ class MPICH(Stack):
         for match in _BINDING.finditer(output):
             binding[int(match[1])] = {i for i, bit in enumerate(match[2]) if bit == "1"}
         return binding or srun_binding(output)
+
+    def pair_evidence(self, output: str, rank_hosts: dict[int, str]) -> list[PairEvidence]:
+        """A rank's POSIX topology line listing more than itself speaks for the pairs it forms with
+        the ranks of its node (MPICH's shared memory); the OFI provider line for every cross-node pair."""
+        evidence = []
+        for match in _POSIX_LINE.finditer(output):
+            rank, distances = int(match[1]), [x for x in match[2].split(",") if x.strip()]
+            if len(distances) > 1:
+                ranks = tuple(sorted(r for r, h in rank_hosts.items() if h == rank_hosts.get(rank))) or (rank,)
+                evidence.append(PairEvidence(ON_NODE, "shm", match[0].strip(), ranks=ranks))
+        for match in _OFI_LINE.finditer(output):
+            evidence.append(PairEvidence(CROSS_NODE, f"ofi:{match[1].lower()}", match[0].strip()))
+        return evidence
 
     def obtained_transport(self, output: str) -> str | None:
         ofi = _OFI.search(output)

@@ -10,6 +10,8 @@ Evidence the launch prints (to stderr, so IMB's stdout stays clean):
   4.1 ``MCW rank 1 bound to socket 0[core 1[hwt 0]]: [./B]`` (mask of logical PUs),
   5.0 ``Rank 1 bound to package[0][hwt:L1]`` (logical PU/core ids);
 * ob1: ``--mca btl_base_verbose 1`` -> ``mca: bml: Using vader btl for send to ... on node vm``;
+  per pair: ``[node1:14031] mca: bml: Using tcp btl for send to [[59526,30206],2] on node node2``
+  (sender host:pid, peer rank, peer host), which the mixed ``ob1-vader+tcp`` transport is judged by;
 * UCX: ``UCX_LOG_LEVEL=info UCX_LOG_FILE=stderr`` -> ``ep_cfg[1]: tag(sysv/memory cma/memory)``
   (UCX 1.13) or ``intra-node cfg#1 tag(tcp/eth0)`` (UCX 1.20);
 * cm/ofi: ``--mca mtl_ofi_verbose 1`` -> ``mtl:ofi:provider: tcp``.
@@ -28,12 +30,17 @@ from typing import Any, ClassVar
 from mpiatlas.stacks import collectives
 from mpiatlas.stacks.base import (
     Launch,
+    CROSS_NODE,
+    ON_NODE,
     LaunchSpec,
+    PairEvidence,
     Stack,
     StackError,
     Transport,
+    check_distribution,
     cpu_list,
     mpmd_contexts,
+    node_of_rank,
     srun_argv,
     srun_binding,
 )
@@ -67,6 +74,11 @@ def _transports(major: int) -> dict[str, Transport]:
                   description=f"ob1 PML over the shared-memory BTL ({shm_btl})", expect=shm_btl),
         Transport("ob1-tcp", {}, ("--mca", "pml", "ob1", "--mca", "btl", "self,tcp"),
                   description="ob1 PML over the TCP BTL", expect="tcp"),
+        # Shared memory within a node, TCP between nodes: Open MPI's production default, named.
+        *(Transport(name, {}, ("--mca", "pml", "ob1", "--mca", "btl", f"self,{shm_btl},tcp"),
+                    description=f"ob1 PML: {shm_btl} BTL within a node, TCP BTL between nodes",
+                    expect=shm_btl, expect_inter="tcp")
+          for name in ("ob1-vader+tcp", "ob1-sm+tcp")),
         Transport("ucx-sm", {"UCX_TLS": "sm,self"}, _UCX_ARGS,
                   description="UCX PML, UCX shared-memory transports (sysv/posix/cma)", expect="ucx:sm"),
         Transport("ucx-posix", {"UCX_TLS": "posix,self"}, _UCX_ARGS,
@@ -84,6 +96,7 @@ def _transports(major: int) -> dict[str, Transport]:
 
 # Components each transport needs (framework, component), checked against ompi_info.
 _NEEDS = {"ob1-vader": [("pml", "ob1")], "ob1-sm": [("pml", "ob1")], "ob1-tcp": [("pml", "ob1"), ("btl", "tcp")],
+          "ob1-vader+tcp": [("pml", "ob1"), ("btl", "tcp")], "ob1-sm+tcp": [("pml", "ob1"), ("btl", "tcp")],
           "ucx-sm": [("pml", "ucx")], "ucx-posix": [("pml", "ucx")], "ucx-tcp": [("pml", "ucx")],
           "ofi-tcp": [("pml", "cm"), ("mtl", "ofi")]}
 
@@ -173,6 +186,12 @@ _BIND5 = re.compile(r"(?:MCW )?[Rr]ank (\d+) bound to ((?:package\[\d+\]\[(?:cor
 _BIND5_PART = re.compile(r"\[(core|hwt):L?([\d,\-]+)\]")
 _UNBOUND = re.compile(r"(?:MCW )?[Rr]ank (\d+) is not bound")
 _BTL = re.compile(r"mca: bml: Using (\S+) btl for send to")
+# The same line with its sender and peer: "[node1:14031] mca: bml: Using tcp btl for send to
+# [[59526,30206],2] on node node2" (4.1 and 5.0 print the [host:pid] prefix).
+_BTL_PAIR = re.compile(r"\[([^\]:\s]+):(\d+)\] mca: bml: Using (\S+) btl for send to \[\[[\d,]+\],(\d+)\] on node (\S+)")
+# A rank's pid: srun's --cpu-bind=verbose ("task  2  0 [14034]: mask") or --report-bindings ("[node1:14031] MCW rank 0 bound").
+_PID_SRUN = re.compile(r"task\s+(\d+)\s+\d+\s+\[(\d+)\]:\s+mask")
+_PID_REPORT = re.compile(r"\[[^\]:\s]+:(\d+)\] (?:MCW )?[Rr]ank (\d+) (?:bound|is not bound)")
 _OFI_PROVIDER = re.compile(r"mtl:ofi:provider:\s*(\S+)")
 
 
@@ -359,7 +378,10 @@ class OpenMPI(Stack):
         if spec.pins is None:
             args: list[str] = []
             if spec.ppn and spec.nodes > 1:
-                args += ["--map-by", f"ppr:{spec.ppn}:node{over5}"]
+                # ppn ranks on each node; numbered node by node (block: 0,1 on the first) or round-robin
+                # over the nodes (cyclic: 0 on the first, 1 on the second).
+                rank_by = "slot" if check_distribution(spec.distribution) == "block" else "node"
+                args += ["--map-by", f"ppr:{spec.ppn}:node{over5}", "--rank-by", rank_by]
             elif spec.oversubscribe and self.major >= 5:
                 args += ["--map-by", over5]
             if spec.oversubscribe and self.major < 5:
@@ -407,10 +429,9 @@ class OpenMPI(Stack):
 
     def _write_rankfile(self, spec: LaunchSpec) -> Path:
         assert spec.pins is not None
-        ppn = spec.ppn or -(-spec.np // max(spec.nodes, 1))
         lines = []
         for rank in range(spec.np):
-            node = rank // ppn if spec.nodes > 1 else 0
+            node = node_of_rank(rank, spec.np, spec.nodes, spec.distribution)
             if spec.hosts:
                 host = spec.hosts[node]
             else:
@@ -489,6 +510,21 @@ class OpenMPI(Stack):
         if btls:
             return "+".join(sorted(btls))
         return None
+
+    def pair_evidence(self, output: str, rank_hosts: dict[int, str]) -> list[PairEvidence]:
+        """Every bml line towards another rank: its class from the sender's and the peer's host
+        (both on the line), the sender's rank from its pid (srun's or --report-bindings' lines)."""
+        rank_of_pid = {int(pid): int(rank) for rank, pid in _PID_SRUN.findall(output)}
+        rank_of_pid |= {int(pid): int(rank) for pid, rank in _PID_REPORT.findall(output)}
+        evidence = []
+        for match in _BTL_PAIR.finditer(output):
+            host, pid, btl, peer, peer_host = match.groups()
+            if btl == "self":
+                continue
+            pair_class = ON_NODE if host == peer_host else CROSS_NODE
+            sender = rank_of_pid.get(int(pid), -1)  # -1: a sender whose pid no line names
+            evidence.append(PairEvidence(pair_class, btl.lower(), match[0], pair=(sender, int(peer))))
+        return evidence
 
 
 def _imb_in(candidate: Path | None, name: str) -> Path | None:
