@@ -101,6 +101,9 @@ def unplanned_notes(config: dict[str, Any]) -> list[dict[str, Any]]:
 def cells_of(config: dict[str, Any], stacks: list[str]) -> list[Cell]:
     reps = adaptive.initial_repetitions(config)
     options = config["imb"].get("options")
+    # The option combinations depend on the options and on collective or not only: computed twice,
+    # not once per (stack, transport, mapping, np, algorithm) of a 10^5-cell campaign.
+    combinations = {collective: imb_options.combinations(options, collective) for collective in (False, True)}
     # A list, not a set: sort_cells drops duplicates itself, and a nearly sorted list sorts in
     # linear time where a set's random order costs n log n.
     cells = [
@@ -112,7 +115,7 @@ def cells_of(config: dict[str, Any], stacks: list[str]) -> list[Cell]:
         for np in process_counts(config, bench)
         for nodes in node_counts(config, mapping, np)
         for algo in algorithms_for(config, stack, bench)
-        for opts in imb_options.combinations(options, bench in COLLECTIVES)
+        for opts in combinations[bench in COLLECTIVES]
         for rep in reps
     ]
     return sort_cells(cells)
