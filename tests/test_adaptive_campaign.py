@@ -1,17 +1,22 @@
 """Adaptive repetitions end to end: config/test/adaptive.yaml run for real through `mpiatlas campaign`
 (Intel MPI from PyPI, IMB), and planned under the SLURM profile.
 
-The campaign holds a quiet series (IMB Allreduce on one rank: a local copy) beside a noisy one (the
-same Allreduce on 4 ranks over 2 cores, oversubscribed) and IMB PingPong (2 ranks, in between; see
-the config's notes); the quiet one must stop with fewer repetitions than the noisy one. ~2 min here
-(local profile); the SLURM variant (~3 min) checks the mechanics.
+The campaign holds a usually quiet series (IMB Allreduce on one rank: a local copy) beside a usually
+noisy one (the same Allreduce on 4 ranks over 2 cores, oversubscribed) and IMB PingPong (2 ranks).
+Which of them is noisy on a given run is the machine's business, not the test's: one CI run saw the
+oversubscribed series at a 10 % half-width and the one-rank series at 17 %. So the tests assert the
+rule against what was measured (every decision recomputed from the sealed launches), and a second
+campaign with a target no launch meets forces the later rounds the interruption test needs.
+~30 s each here (local profile); the SLURM variant (~1-2 min) checks the mechanics.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -24,25 +29,54 @@ from mpiatlas.adaptive_rounds import ADAPTIVE_DIR, final_decision
 
 CONFIG = "config/test/adaptive.yaml"
 RESULTS = "results/adaptive"
-QUIET = "imb/intelmpi/shm/core/np1/Allreduce/default"
-NOISY = "imb/intelmpi/shm/core/np4/Allreduce/default"
+PINGPONG = "imb/intelmpi/shm/core/np2/PingPong/default"
+# A relative CI half-width no three launches of a 17-size PingPong meet: every series takes exactly
+# two rounds (3 launches, then max = 6).
+UNREACHABLE = {"min": 3, "max": 6, "ci_halfwidth": 0.0001}
 
 
 def _tail(result) -> str:  # type: ignore[no-untyped-def]
     return f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-3000:]}"
 
 
-@pytest.fixture(scope="module")
-def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _campaign(tmp_path_factory: pytest.TempPathFactory, name: str, **overrides: object) -> Path:
     from mpiatlas.stacks import get_stack
 
     require_infra(get_stack("intelmpi", PYPI_STACKS["intelmpi"]).is_installed(), "the PyPI Intel MPI stack")
-    work = campaign_workdir(tmp_path_factory.mktemp("adaptive"), CONFIG)
+    work = campaign_workdir(tmp_path_factory.mktemp(name), CONFIG, **overrides)
     result = run_campaign(work, timeout=600)
     assert result.returncode == 0, _tail(result)
     report = announced_report(result.stdout, work)
     assert report == work / RESULTS / "report.html", _tail(result)
     return work
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The config as written: a target (25 %) some series reach in the first round and some may not."""
+    return _campaign(tmp_path_factory, "adaptive")
+
+
+@pytest.fixture(scope="module")
+def forced(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One rank for Allreduce, and a target no launch meets: two rounds for every series."""
+    import yaml
+
+    from mpiatlas.stacks import get_stack
+
+    require_infra(get_stack("intelmpi", PYPI_STACKS["intelmpi"]).is_installed(), "the PyPI Intel MPI stack")
+    work = campaign_workdir(tmp_path_factory.mktemp("forced"), CONFIG, repetitions=UNREACHABLE)
+    config = yaml.safe_load((work / "config/campaign.yaml").read_text())
+    config["processes"] = [1]
+    (work / "config/campaign.yaml").write_text(yaml.safe_dump(config))
+    result = run_campaign(work, timeout=600)
+    assert result.returncode == 0, _tail(result)
+    return work
+
+
+def decisions_of(results: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((results / ADAPTIVE_DIR).glob("round*.json"),
+                                                      key=lambda p: int(re.sub(r"\D", "", p.name)))]
 
 
 def series_entries(results: Path) -> dict[str, dict]:
@@ -51,23 +85,64 @@ def series_entries(results: Path) -> dict[str, dict]:
     return {entry["series"]: entry for entry in decision["series"]}
 
 
+def _check_decisions_follow_the_launches(results: Path) -> dict[str, list[tuple[int, str]]]:
+    """Every round's decision recomputed from the sealed launches it saw; returns each series'
+    (launches seen, state) per round in which it was decided."""
+    from mpiatlas.adaptive_rounds import series_values
+    from mpiatlas.cells import Cell
+
+    history: dict[str, list[tuple[int, str]]] = {}
+    seen: dict[str, int] = {}
+    for decision in decisions_of(results):
+        spec = adaptive.AdaptiveSpec(**decision["spec"])
+        for entry in decision["series"]:
+            if entry["round"] != decision["round"]:
+                continue  # final in an earlier round, carried over unchanged
+            n = seen.get(entry["series"], spec.min)
+            base = Cell(**entry["cell"])
+            worst = adaptive.worst_halfwidth(series_values(results / "raw", [replace(base, rep=r) for r in range(n)]))
+            state, wanted = adaptive.decide(n, worst, spec)
+            assert (entry["state"], entry["reps"]) == (state, wanted), (entry, n, worst)
+            if worst is not None and math.isfinite(worst):
+                assert entry["halfwidth"] == pytest.approx(worst)
+            # The rule itself: within the target stops there; above it asks for more, up to max.
+            if state == adaptive.REACHED:
+                assert worst <= spec.ci_halfwidth and wanted == n
+            elif state == adaptive.MORE:
+                assert worst > spec.ci_halfwidth and n < wanted <= min(2 * n, spec.max)
+            history.setdefault(entry["series"], []).append((n, state))
+            seen[entry["series"]] = wanted
+    return history
+
+
 @pytest.mark.infra
-def test_the_quiet_series_stops_earlier_than_the_noisy_one(campaign: Path) -> None:
+def test_each_series_gets_the_launches_its_measured_spread_asks_for(campaign: Path) -> None:
     results = campaign / RESULTS
+    history = _check_decisions_follow_the_launches(results)
     entries = series_entries(results)
-    quiet, noisy = entries[QUIET], entries[NOISY]
-    print(f"\nrepetitions: quiet {QUIET} {quiet['reps']} ({quiet['state']}, worst half-width "
-          f"{quiet['halfwidth']}); noisy {NOISY} {noisy['reps']} ({noisy['state']}, {noisy['halfwidth']})")
-    assert quiet["reps"] < noisy["reps"], (quiet, noisy)
-    assert quiet["state"] == adaptive.REACHED and quiet["halfwidth"] <= 0.25
-    assert noisy["state"] in (adaptive.REACHED, adaptive.AT_MAX) and 3 < noisy["reps"] <= 12
+    print("\nrepetitions: " + "; ".join(f"{s} {e['reps']} ({e['state']}, worst half-width {e['halfwidth']})"
+                                       for s, e in entries.items()))
+    assert set(history) == set(entries) and len(entries) == 3
+    for series, entry in entries.items():
+        assert entry["state"] in adaptive.FINAL_STATES, entry
+        assert history[series][-1][1] == entry["state"]
+        assert 3 <= entry["reps"] <= 12
     # Every repetition decided is a real, separate launch the tidy tables hold (ok cells, one each).
     cells = pl.read_parquet(results / "tidy/cells.parquet")
+    samples = pl.read_parquet(results / "tidy/imb_samples.parquet")
     for series, entry in entries.items():
         ran = cells.filter(pl.col("cell").str.starts_with(series + "/rep") & (pl.col("status") == "ok"))
         assert sorted(ran["rep"].to_list()) == list(range(entry["reps"])), series
-    samples = pl.read_parquet(results / "tidy/imb_samples.parquet")
-    assert samples.filter(pl.col("cell").str.starts_with(NOISY + "/"))["rep"].n_unique() == noisy["reps"]
+        assert samples.filter(pl.col("cell").str.starts_with(series + "/"))["rep"].n_unique() == entry["reps"]
+
+
+@pytest.mark.infra
+def test_a_target_no_launch_meets_takes_every_series_to_max_in_two_rounds(forced: Path) -> None:
+    results = forced / RESULTS
+    history = _check_decisions_follow_the_launches(results)
+    for series, entry in series_entries(results).items():
+        assert history[series] == [(3, adaptive.MORE), (6, adaptive.AT_MAX)], (series, history[series])
+        assert entry["reps"] == 6
 
 
 @pytest.mark.infra
@@ -79,20 +154,24 @@ def test_the_report_shows_how_many_repetitions_each_series_needed(campaign: Path
     for series, entry in series_entries(campaign / RESULTS).items():
         # series, repetitions decided, ok launches counted from the cells table
         assert re.search(rf"{re.escape(series)} {entry['reps']} {entry['reps']} ", text), (series, text[:2000])
-    assert "target reached" in text and "started with 3 launches" in text
+    from mpiatlas.report.sections.adaptive import STATE_TEXT
+
+    for entry in series_entries(campaign / RESULTS).values():
+        assert STATE_TEXT[entry["state"]] in text, (entry["state"], text[:2000])
+    assert "started with 3 launches" in text
 
 
 @pytest.mark.infra
-def test_a_rerun_after_an_interruption_recomputes_the_same_decisions_and_launches_nothing(campaign: Path) -> None:
+def test_a_rerun_after_an_interruption_recomputes_the_same_decisions_and_launches_nothing(forced: Path) -> None:
     """As if the campaign had been stopped in round 1, after its cells were sealed but before their
     group finished: round 0's decision exists, nothing after it (later decisions and manifests,
     the later rounds' done files, tables, fits, report). A re-run decides again from the sealed
     cells, gets the same rounds, and its groups skip every cell (sealed before). (Deleting only
     intermediate files while the report stays is not an interruption: Snakemake then re-runs
     nothing, by design, snakemake/snakemake#4124.)"""
-    results = campaign / RESULTS
+    results = forced / RESULTS
     decisions = {p.name: json.loads(p.read_text()) for p in sorted((results / ADAPTIVE_DIR).glob("round*.json"))}
-    assert len(decisions) >= 2, "the noisy series needs more than one round"
+    assert len(decisions) >= 2, "a target no launch meets needs more than one round"
     for name in decisions:
         if name != "round0.json":
             (results / ADAPTIVE_DIR / name).unlink()
@@ -105,7 +184,7 @@ def test_a_rerun_after_an_interruption_recomputes_the_same_decisions_and_launche
     raw_before = sorted(p.parent.relative_to(results) for p in (results / "raw").rglob("status.json"))
     shutil.rmtree(results / "logs" / "groups")
 
-    result = run_campaign(campaign, timeout=600)
+    result = run_campaign(forced, timeout=600)
     assert result.returncode == 0, _tail(result)
     assert {p.name: json.loads(p.read_text()) for p in sorted((results / ADAPTIVE_DIR).glob("round*.json"))} == decisions
     assert sorted(p.parent.relative_to(results) for p in (results / "raw").rglob("status.json")) == raw_before
