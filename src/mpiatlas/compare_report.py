@@ -17,6 +17,7 @@ import polars as pl
 
 from mpiatlas.compare import FASTER, MIN_REPS, MIN_RUNS, NOT_JUDGED, SLOWER, Comparison, regressions
 from mpiatlas.compare_summary import method_line, series_name, summary_lines
+from mpiatlas.layout import write_text_atomic
 from mpiatlas.report.blocks import Bullets, Cell, ChartBlock, Details, KeyValues, Notice, Section, Table, cell, num_cell
 from mpiatlas.report.charts import chart_spec
 from mpiatlas.report.formatting import fmt_bytes, fmt_ci
@@ -219,9 +220,4 @@ def render(cmp: Comparison, threshold: float | None = None, *, now: datetime | N
 
 def write_report(cmp: Comparison, out: str | Path, threshold: float | None = None) -> Path:
     """Write the diff report atomically and return its path."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(render(cmp, threshold), encoding="utf-8")
-    tmp.replace(out)
-    return out
+    return write_text_atomic(out, render(cmp, threshold))

@@ -28,6 +28,7 @@ from typing import Any
 import jinja2
 
 from mpiatlas import __version__
+from mpiatlas.layout import write_text_atomic
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES_DIR = REPO / "containers"
@@ -208,13 +209,7 @@ def render_def(
 
 
 def write_def(stack_kind: str, out: str | Path, **kwargs: Any) -> Path:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = render_def(stack_kind, **kwargs)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, out)
-    return out
+    return write_text_atomic(out, render_def(stack_kind, **kwargs))
 
 
 def kernel_sources(kernels_dir: str | Path = KERNELS_DIR) -> list[Path]:

@@ -47,7 +47,6 @@ import re
 import shutil
 import socket
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -317,17 +316,10 @@ def read_cached(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
 def store_cached(path: Path, record: dict[str, Any]) -> None:
     """Write aside under a name of this process's own, then rename: concurrent writers (two
     campaigns on one node) each replace the file whole, and a reader never sees half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=0)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        write_json_atomic(path, record)
+    except OSError:  # a cache that cannot be written costs a measurement next time, not this run
+        pass
         raise
 
 

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mpiatlas.layout import write_text_atomic
+
 if TYPE_CHECKING:  # the statistics import polars and numpy: only when the command runs
     from mpiatlas.compare import Comparison
 
@@ -88,10 +90,7 @@ def _print_summary(lines: list[str], plain: bool) -> None:
 def _write_json(cmp: Comparison, path: Path) -> None:
     from mpiatlas.compare import tidy_record
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(tidy_record(cmp), indent=1, allow_nan=False, default=str))
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(tidy_record(cmp), indent=1, allow_nan=False, default=str))
     cmp.sizes.write_parquet(path.with_suffix(".parquet"))
 
 

@@ -19,13 +19,13 @@ import argparse
 import contextlib
 import io
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from mpiatlas.layout import ALPHABETA_FIT, HOCKNEY_FIT, KERNELS_FIT
+from mpiatlas.layout import write_text_atomic
 
 # Heavy imports (polars, scipy, rich) stay inside the functions: every CLI call imports this module.
 
@@ -107,9 +107,7 @@ def _write_output(main: Callable[[argparse.Namespace], int], args: argparse.Name
     with contextlib.redirect_stdout(text):
         code = main(args)
     if code == 0:
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(text.getvalue())
-        os.replace(tmp, out)
+        write_text_atomic(out, text.getvalue())
     return code
 
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from mpiatlas.layout import write_text_atomic
 
 # The program registry, the build and the stacks are imported by the functions that use them:
 # `mpiatlas fit --model kernels` imports this module for fit_kernels_main only.
@@ -50,24 +51,15 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _compiler(mpicc: list[str], env: dict[str, str]) -> str | None:
-    try:
-        out = subprocess.run([*mpicc, "--version"], env=env, capture_output=True, text=True,
-                             stdin=subprocess.DEVNULL, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    lines = (out.stdout + out.stderr).strip().splitlines()
-    return lines[0].strip() if lines else None
-
-
-def build_record(stack: Any, args: argparse.Namespace, binaries: dict[str, Path], src: Path) -> dict[str, Any]:
+def build_record(stack: Any, args: argparse.Namespace, binaries: dict[str, Path], src: Path, version: str,
+                 compiler: str | None) -> dict[str, Any]:
     from mpiatlas.provenance import host_facts, now
 
     sources = sorted(p for p in src.iterdir() if p.is_file() and (p.suffix in (".c", ".h") or p.name == "Makefile"))
     return {
         "stack_kind": args.stack_kind, "source": args.source, "prefix": str(Path(args.prefix).resolve()),
-        "mpicc": stack.mpicc(), "compiler": _compiler(stack.mpicc(), stack.env()),
-        "stack_version": stack.version(), "built": now(), **host_facts(),
+        "mpicc": stack.mpicc(), "compiler": compiler,
+        "stack_version": version, "built": now(), **host_facts(),
         "source_dir": str(src),
         "sources": {p.name: _sha256(p) for p in sources},
         "binaries": {name: {"path": str(path), "sha256": _sha256(path), "bytes": path.stat().st_size}
@@ -77,14 +69,16 @@ def build_record(stack: Any, args: argparse.Namespace, binaries: dict[str, Path]
 
 def _build(args: argparse.Namespace) -> int:
     from mpiatlas.programs import KERNEL_NAMES
-    from mpiatlas.programs.build import KernelBuildError, build_key, build_kernels, cached_build, kernels_source_dir
+    from mpiatlas.programs.build import (KernelBuildError, build_key, build_kernels, cached_build, compiler_line,
+                                         kernels_source_dir, wrapper_queries)
     from mpiatlas.programs.kernels import BUILD_RECORD
     from mpiatlas.stacks import StackError, get_stack
 
     try:
         stack = get_stack(args.stack_kind, args.prefix, source=args.source)
         src = kernels_source_dir(args.source_dir)
-        key = build_key(stack, src, KERNEL_NAMES, stack.version())
+        version, queries = stack.version(), wrapper_queries(stack)
+        key = build_key(stack, src, KERNEL_NAMES, version, queries)
 
         def build() -> dict[str, Path]:
             return build_kernels(stack, args.out, source_dir=src, kernels=KERNEL_NAMES)
@@ -93,15 +87,13 @@ def _build(args: argparse.Namespace) -> int:
             binaries, cached_from = build(), None
         else:
             binaries, cached_from = cached_build(key, Path(args.out), KERNEL_NAMES, build, cache=args.cache_dir)
-        record = build_record(stack, args, binaries, src)
+        record = build_record(stack, args, binaries, src, version, compiler_line(queries))
         record.update(build_key=key, cached_from=str(cached_from) if cached_from else None)
     except (KernelBuildError, StackError) as exc:
         print(f"mpiatlas kernels build: {exc}", file=sys.stderr)
         return 1
     path = args.record or args.out / BUILD_RECORD
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
     for name, binary in binaries.items():
         print(f"{name}: {binary}")
     print(f"record: {path}")

@@ -118,30 +118,43 @@ def build_kernels(
 BUILD_ENV_VARS = ("CFLAGS", "OPENMP_CFLAGS", "LDFLAGS", "LDLIBS", "CC", "OMPI_CC", "MPICH_CC", "I_MPI_CC")
 
 
-def _wrapper_line(stack: _BuildStack, env: dict[str, str]) -> str:
+def wrapper_queries(stack: _BuildStack) -> dict[str, str]:
     """What the wrapper really runs (compiler, include and library paths): Open MPI's ``--showme``,
-    else MPICH's and Intel MPI's ``-show``; and the compiler's version line."""
-    lines = []
+    else MPICH's and Intel MPI's ``-show``; and the compiler's version. Flag -> "rc: output"
+    (asked once per build: the cache key and the build record both use it)."""
+    queries = {}
     for flag in ("--showme", "-show", "--version"):
         try:
-            done = subprocess.run([*stack.mpicc(), flag], env=env, capture_output=True, text=True,
+            done = subprocess.run([*stack.mpicc(), flag], env=stack.env(), capture_output=True, text=True,
                                   stdin=subprocess.DEVNULL, timeout=60, check=False)
         except (OSError, subprocess.SubprocessError) as exc:
-            lines.append(f"{flag}: {exc}")
+            queries[flag] = f"{exc}"
             continue
-        lines.append(f"{flag} -> {done.returncode}: {(done.stdout + done.stderr).strip()}")
-    return "\n".join(lines)
+        queries[flag] = f"{done.returncode}: {(done.stdout + done.stderr).strip()}"
+    return queries
 
 
-def build_key(stack: _BuildStack, src: Path, kernels: tuple[str, ...] | list[str], version: str) -> str:
-    """sha256 of the sources, the wrapper argv and what it runs, the MPI version and the build
-    variables make would take from the environment."""
+def compiler_line(queries: dict[str, str]) -> str | None:
+    """The compiler's version line (the first line ``--version`` printed), None if it failed."""
+    answer = queries.get("--version", "")
+    rc, _, text = answer.partition(": ")
+    lines = text.strip().splitlines()
+    return lines[0].strip() if rc == "0" and lines else None
+
+
+def build_key(stack: _BuildStack, src: Path, kernels: tuple[str, ...] | list[str], version: str,
+              queries: dict[str, str] | None = None) -> str:
+    """sha256 of the sources, the wrapper argv and what it runs (``queries``: wrapper_queries,
+    asked here when not given), the MPI version and the build variables make would take from the
+    environment."""
     env = stack.env()
     digest = hashlib.sha256()
     for path in sorted(p for p in src.iterdir() if p.is_file()):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     wrapper = shutil.which(stack.mpicc()[0], path=env.get("PATH")) or stack.mpicc()[0]
-    parts = [repr(stack.mpicc()), wrapper, _wrapper_line(stack, env), version, repr(sorted(kernels)),
+    asked = wrapper_queries(stack) if queries is None else queries
+    line = "\n".join(f"{flag} -> {answer}" for flag, answer in asked.items())
+    parts = [repr(stack.mpicc()), wrapper, line, version, repr(sorted(kernels)),
              repr([(name, env.get(name)) for name in BUILD_ENV_VARS])]
     digest.update("\0".join(parts).encode())
     return digest.hexdigest()

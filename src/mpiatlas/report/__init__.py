@@ -20,6 +20,8 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+from mpiatlas.layout import write_text_atomic
+
 __all__ = ["build_report"]
 
 
@@ -40,9 +42,4 @@ def build_report(
 
     data = load_data(tidy_dir, fits_dir, title=title, now=now, limits=limits, tuning=tuning)
     html = render_html(data)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(out)
-    return out
+    return write_text_atomic(out, html)

@@ -10,11 +10,11 @@ unwritable cache only costs the time to bundle again.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 from mpiatlas.layout import CACHE_ENV, user_cache_dir as cache_dir  # noqa: F401 (tests set CACHE_ENV)
+from mpiatlas.layout import write_text_atomic
 
 
 def bundle_path(vl_convert_version: str, vl_version: str | None) -> Path:
@@ -38,13 +38,7 @@ def javascript_bundle(vl_version: str | None) -> str:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:  # the directory itself could not be made
-            pass
+        write_text_atomic(path, text)
+    except OSError:  # a cache that cannot be written costs time, not the report
+        pass
