@@ -153,3 +153,21 @@ def test_aggregate_does_not_import_scipy() -> None:
     code = "import sys, mpiatlas.aggregate; print('scipy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("odd_value", [None, math.inf])
+def test_median_and_min_are_polars_own_to_the_last_bit(odd_value: float | None) -> None:
+    """Read off the sorted timings (all finite) or computed by polars (an infinite timing): the
+    same numbers as polars' group median (lo + (hi - lo) * 0.5, not (lo + hi) / 2) and min."""
+    rng = np.random.default_rng(3)
+    groups = {(f"c{i}", 8): list(rng.lognormal(0.0, 3.0, size=int(rng.integers(1, 9)))) for i in range(300)}
+    if odd_value is not None:
+        groups[("c0", 8)].append(odd_value)
+    samples = _samples(groups)
+    summary = summarize(samples)
+    t = pl.col("t_usec")
+    expected = samples.group_by("label").agg(t.median().alias("median"), t.min().alias("min"))
+    both = summary.join(expected, on="label")
+    assert both.height == 300
+    assert (both["t_median_usec"] == both["median"]).all() and (both["t_min_usec"] == both["min"]).all()
+    assert both.filter(pl.col("n_reps") % 2 == 0).height > 100  # even groups: the interpolated medians

@@ -6,9 +6,10 @@ at once with numpy instead of one ``scipy.stats.bootstrap`` call per group:
 * A resample of ``n`` values is a row of ``n`` indices. Groups with the same number ``n`` of
   finite values share one seeded ``(999, n)`` index matrix, drawn as ``scipy.stats.bootstrap``
   draws it (``default_rng(seed).integers(0, n, (999, n))``).
-* Indices are applied to each group's values *sorted*, and each index row is sorted once for
-  all groups: the median of a resample is then the value (odd ``n``) or the mean of the two
-  values (even ``n``) at fixed positions of the sorted group, a gather instead of a sort.
+* Indices are applied to each group's values *sorted*, and each index row's middle order
+  statistics are found once for all groups (from its histogram: indices are 0..n-1): the median
+  of a resample is then the value (odd ``n``) or the mean of the two values (even ``n``) at
+  fixed positions of the sorted group, a gather instead of a sort.
 * For odd ``n`` the order of the 999 bootstrap medians is the order of those positions, the same
   for every group, so the percentile interval is read off two pairs of order statistics.
   Even ``n`` builds the (groups x 999) bootstrap medians in chunks of bounded memory.
@@ -66,18 +67,25 @@ def median_cis_sorted(flat: np.ndarray, lengths: np.ndarray, *, seed: int = SEED
     return low, high
 
 
-def _resample_positions(n: int, seed: int) -> np.ndarray:
-    """Per resample, the sorted indices drawn: column k is the k-th smallest value's position."""
+def _resample_middle(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per resample, the positions of its two middle draws once sorted (one position twice for odd n).
+
+    The draws are ``scipy.stats.bootstrap``'s; their k-th smallest is read off each resample's
+    histogram of positions (the first position whose running count exceeds k), not by sorting
+    999 rows: positions are only 0..n-1.
+    """
     rng = np.random.default_rng(seed)
-    return np.sort(rng.integers(0, n, (N_RESAMPLES, n)), axis=1)
+    draws = rng.integers(0, n, (N_RESAMPLES, n))
+    rows = np.arange(N_RESAMPLES)[:, None] * n
+    running = np.bincount((draws + rows).ravel(), minlength=N_RESAMPLES * n).reshape(N_RESAMPLES, n).cumsum(axis=1)
+    return (running <= (n - 1) // 2).sum(axis=1), (running <= n // 2).sum(axis=1)
 
 
 def _bootstrap_ci(values: np.ndarray, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Percentile CI of the median for groups of ``n`` sorted values (one row per group)."""
-    positions = _resample_positions(n, seed)
     # The median of a resample: the mean of the values at its middle pair of positions (one
     # position for odd n, where (v + v) / 2 == v exactly, as np.median returns it).
-    middle = positions[:, (n - 1) // 2], positions[:, n // 2]
+    middle = _resample_middle(n, seed)
     alpha = (1 - CONFIDENCE) / 2
     low, high = (_bootstrap_quantile(values, *middle, q) for q in (alpha, 1 - alpha))
     # All repetitions equal: the bootstrap cannot vary (scipy would warn of a degenerate distribution).
@@ -119,12 +127,16 @@ def _rank_candidates(lower: np.ndarray, upper: np.ndarray, rank: int) -> np.ndar
     before cannot sit at rank <= ``rank``; the rest (of equal pairs, the first copies) contain
     ranks 0..``rank`` exactly, so only these ~30 of 999 are evaluated for each group.
     """
-    span = int(np.abs(upper).max()) + 1  # one integer per pair (np.unique on rows is slow)
-    _, first, counts = np.unique(lower * span + upper, return_index=True, return_counts=True)
+    # Pairs are small integers: shifted to 0.., one integer each (np.unique on rows is slow).
+    lower, upper = lower - lower.min(), upper - upper.min()
+    rows, cols = int(lower.max()) + 1, int(upper.max()) + 1
+    _, first, counts = np.unique(lower * cols + upper, return_index=True, return_counts=True)
     a, b = lower[first], upper[first]
-    covers = (a[None, :] <= a[:, None]) & (b[None, :] <= b[:, None])  # covers[i, j]: pair j <= pair i
-    np.fill_diagonal(covers, False)  # the pairs are distinct: only the pair itself is equal
-    before = covers.astype(np.int64) @ counts
+    # The resamples whose pair is <= (a, b) in both: a 2-D running sum of the pairs' histogram,
+    # less the pair's own copies (O(n^2), not a pairs x pairs comparison).
+    grid = np.zeros((rows, cols), dtype=np.int64)
+    grid[a, b] = counts
+    before = grid.cumsum(axis=0).cumsum(axis=1)[a, b] - counts
     return np.repeat(first, np.clip(rank + 1 - before, 0, counts))
 
 
@@ -144,13 +156,16 @@ def summarize(samples: pl.DataFrame) -> pl.DataFrame:
     # Keys null in every row (the cell columns of imported data) split nothing: group without them.
     null_keys = [k for k in keys if samples[k].null_count() == samples.height]
     t = pl.col("t_usec")
+    # Timings all finite (as parsed ones are): the median and the minimum are read off each group's
+    # sorted timings, which the CI needs anyway, instead of polars sorting every group twice more.
+    finite = samples.schema["t_usec"] == pl.Float64 and not samples.select((t.is_nan() | t.is_infinite()).any()).item()
+    stats = {"t_median_usec": t.median(), "t_min_usec": t.min()}
     grouped = (
         usable_samples(samples.lazy())  # lazy: the filtered rows are never materialised
         .group_by([k for k in keys if k not in null_keys], maintain_order=True)
         .agg(
             pl.len().cast(pl.Int32).alias("n_reps"),
-            t.median().alias("t_median_usec"),
-            t.min().alias("t_min_usec"),
+            *([] if finite else [expr.alias(name) for name, expr in stats.items()]),
             (t.std() / t.mean()).alias("t_cv"),
             pl.col("bandwidth_MBps").median().alias("bw_median_MBps"),
             t.filter(t.is_finite()).sort().alias("_t"),
@@ -161,6 +176,10 @@ def summarize(samples: pl.DataFrame) -> pl.DataFrame:
     lengths = grouped["_t"].list.len().to_numpy().astype(np.int64)
     flat = grouped["_t"].explode().drop_nulls().to_numpy().astype(float)
     low, high = median_cis_sorted(flat, lengths)
+    if finite:
+        grouped = grouped.with_columns(*_sorted_stats(flat, lengths))
+    values = [c for c in grouped.columns if c not in keys and c != "_t"]
+    order = ["n_reps", *stats, *(c for c in values if c not in ("n_reps", *stats))]
     return (
         grouped.drop("_t")
         .with_columns(
@@ -168,6 +187,18 @@ def summarize(samples: pl.DataFrame) -> pl.DataFrame:
             pl.Series("t_ci_low_usec", low, dtype=pl.Float64),
             pl.Series("t_ci_high_usec", high, dtype=pl.Float64),
         )
-        .select(*keys, pl.exclude(keys))
+        .select(*keys, *order, "t_ci_low_usec", "t_ci_high_usec")
         .sort(keys)
     )
+
+
+def _sorted_stats(flat: np.ndarray, lengths: np.ndarray) -> tuple[pl.Series, pl.Series]:
+    """Median and minimum of groups given as consecutive ascending runs of ``flat`` (none empty).
+
+    The median as polars computes it (linear interpolation at 0.5: ``lo + (hi - lo) * 0.5``, not
+    ``(lo + hi) / 2``, which differs in the last bit), so both ways give identical tables.
+    """
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    lo, hi = flat[offsets + (lengths - 1) // 2], flat[offsets + lengths // 2]
+    return (pl.Series("t_median_usec", lo + (hi - lo) * 0.5, dtype=pl.Float64),
+            pl.Series("t_min_usec", flat[offsets], dtype=pl.Float64))  # fmt: skip

@@ -44,7 +44,7 @@ def resolve_paths(paths: Sequence[Path]) -> list[str]:
 
 def distinguishing_labels(paths: Sequence[Path]) -> list[str]:
     """Each file's stem, lengthened by parent directories until no two different files share it."""
-    labels = [p.stem for p in paths]
+    labels = [file_stem(p) for p in paths]
     by_stem: dict[str, list[int]] = defaultdict(list)
     for i, stem in enumerate(labels):
         by_stem[stem].append(i)
@@ -119,6 +119,16 @@ def read_labels_csv(path: Path) -> dict[Path, str]:
     return mapping
 
 
+def file_stem(path: Path) -> str:
+    """``path.stem``, from the path's string (pathlib caches it and the import needs it anyway):
+    pathlib's own costs ~3 us a file, a tenth of a second over an import of 25 k files."""
+    name = os.path.basename(os.fspath(path))
+    if name in ("", "."):
+        return path.stem  # a root or "." : pathlib's rule, not basename's
+    dot = name.rfind(".")
+    return name[:dot] if 0 < dot < len(name) - 1 else name
+
+
 def assign_labels(paths: Sequence[Path], *, label: str | None = None, mapping: Mapping[Path, str] | None = None,
                   pool: bool = False) -> list[str]:  # fmt: skip
     """The label of each file, by the module's rules."""
@@ -126,7 +136,7 @@ def assign_labels(paths: Sequence[Path], *, label: str | None = None, mapping: M
         if not label.strip():
             raise LabelError("--label: expected a non-empty label")
         return [label] * len(paths)
-    labels = [p.stem for p in paths] if pool else distinguishing_labels(paths)
+    labels = [file_stem(p) for p in paths] if pool else distinguishing_labels(paths)
     if mapping:
         resolved = [Path(r) for r in resolve_paths(paths)]
         mapped = {i: mapping[r] for i, r in enumerate(resolved) if r in mapping}

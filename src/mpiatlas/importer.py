@@ -23,9 +23,11 @@ are kept. Rows come by file, then line.
 
 from __future__ import annotations
 
+import gc
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +37,6 @@ import polars as pl
 from mpiatlas.import_labels import file_labels, pooled_labels
 from mpiatlas.parsers.imb import COLUMNS, ImbParseError, parse_imb_text, read_imb_file
 from mpiatlas.parsers.imb_scan import scan_imb_files, scanner_available
-from mpiatlas.parsers.osu_input import osu_kind, parse_osu_input
 
 SAMPLES_FILE = "imb_samples.parquet"
 NULL_CELL_COLUMNS: tuple[str, ...] = ("stack", "transport", "mapping", "algorithm")
@@ -80,6 +81,8 @@ def label_samples(df: pl.DataFrame, label: str | pl.Expr) -> pl.DataFrame:
 
 
 def _import_osu(path: Path, label: str, text: str, processes: int | None) -> tuple[pl.DataFrame | None, FileResult]:
+    from mpiatlas.parsers.osu_input import parse_osu_input
+
     try:
         rows = parse_osu_input(path, text, processes=processes)
     except ImbParseError as exc:  # OsuParseError is one: the message names the file and line
@@ -95,6 +98,9 @@ def _import_in_python(path: Path, label: str, osu_processes: int | None) -> tupl
         text = read_imb_file(path)
     except OSError as exc:  # unreadable or missing file: same treatment as a parse failure
         return None, FileResult(path=path, label=label, error=f"{path}: cannot read: {exc.strerror or exc}")
+    # The OSU readers only for the files the scanner left: an IMB import never loads them.
+    from mpiatlas.parsers.osu_input import osu_kind
+
     if osu_kind(path, text) is not None:
         return _import_osu(path, label, text, osu_processes)
     try:
@@ -131,7 +137,7 @@ def _import_chunk(
 ) -> tuple[pl.DataFrame | None, list[FileResult]]:
     """Read and parse some files: their labelled rows (by file, then line) and a result per file, in order."""
     # A .csv is an OSU export (osu_input's rule): the scanner reads IMB text only.
-    picked = [i for i, path in enumerate(paths) if str(path)[-4:].lower() != ".csv"]
+    picked = [i for i, path in enumerate(paths) if os.fspath(path)[-4:].lower() != ".csv"]
     scanned, results, bailed = _import_scanned(paths, labels, picked)
     frames = [scanned] if scanned is not None else []
     for i in sorted([*bailed, *(set(range(len(paths))) - set(picked))]):
@@ -147,6 +153,20 @@ def _import_chunk(
     return samples.drop("file"), [results[i] for i in range(len(paths))]
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off meanwhile: a file's result makes a few objects,
+    none cyclic, and tens of thousands of files would run the collector over the whole heap
+    (polars, numpy) again and again. Restored as it was, also on error."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def import_files(paths: Iterable[str | Path], *, label: str | None = None, labels_csv: str | Path | None = None,
                  pool: bool = False, threads: int | None = None, osu_processes: int | None = None) -> ImportResult:
     """Parse every file; a file that fails is recorded with its parse error's message, not raised.
@@ -156,15 +176,16 @@ def import_files(paths: Iterable[str | Path], *, label: str | None = None, label
     or the shortest distinguishing path. A label that cannot be given raises
     :class:`~mpiatlas.import_labels.LabelError` before any file is read.
     ``osu_processes``: the rank count of OSU collective text output, which OSU does not print."""
-    all_paths = [p if isinstance(p, Path) else Path(p) for p in paths]
-    labels = file_labels(all_paths, label=label, labels_csv=labels_csv, pool=pool)
-    spans = [(i, i + CHUNK_FILES) for i in range(0, len(all_paths), CHUNK_FILES)]
-    chunks = [(all_paths[a:b], labels[a:b]) for a, b in spans]
-    workers = threads or min(len(chunks), os.cpu_count() or 1) or 1
-    if chunks:
-        scanner_available()  # build or load it once, before the threads ask for it
-    with ThreadPoolExecutor(max_workers=workers) as executor:
-        parts = list(executor.map(lambda chunk: _import_chunk(*chunk, osu_processes), chunks))
+    with _collector_paused():
+        all_paths = [p if isinstance(p, Path) else Path(p) for p in paths]
+        labels = file_labels(all_paths, label=label, labels_csv=labels_csv, pool=pool)
+        spans = [(i, i + CHUNK_FILES) for i in range(0, len(all_paths), CHUNK_FILES)]
+        chunks = [(all_paths[a:b], labels[a:b]) for a, b in spans]
+        workers = threads or min(len(chunks), os.cpu_count() or 1) or 1
+        if chunks:
+            scanner_available()  # build or load it once, before the threads ask for it
+        with ThreadPoolExecutor(max_workers=workers) as executor:
+            parts = list(executor.map(lambda chunk: _import_chunk(*chunk, osu_processes), chunks))
     frames = [frame for frame, _ in parts if frame is not None]
     results = [result for _, chunk_results in parts for result in chunk_results]
     samples = pl.concat(frames, how="vertical") if frames else None
@@ -178,6 +199,8 @@ def write_samples(samples: pl.DataFrame, out_dir: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / SAMPLES_FILE
     # lz4, not polars' default zstd: compressing the timing columns (random digits) with zstd
-    # costs about a third of writing 1 M imported rows, for a file ~1.6x smaller.
-    samples.write_parquet(path, compression="lz4")
+    # costs about a third of writing 1 M imported rows, for a file ~1.6x smaller. No column
+    # statistics: every reader here loads the whole table (read_parquet, no pushed-down filter),
+    # and computing them costs ~10 % of the write.
+    samples.write_parquet(path, compression="lz4", statistics=False)
     return path

@@ -21,6 +21,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -227,6 +228,15 @@ def _benchmarks(blocks: pl.DataFrame) -> dict[int, list[str]]:
     return dict(per_file.iter_rows())
 
 
+def _c_names(sources: list[str]) -> bytes:
+    """The names NUL-terminated, back to back; a name holding a NUL (no file has it) becomes "",
+    which open() fails. One encode for all (os.fsencode's codec and errors), not one per name."""
+    joined = "\0".join(sources) + "\0"
+    if joined.count("\0") != len(sources):
+        joined = "".join((s if "\0" not in s else "") + "\0" for s in sources)
+    return joined.encode(sys.getfilesystemencoding(), sys.getfilesystemencodeerrors())
+
+
 def scan_imb_files(paths: Sequence[str | Path]) -> ImbScan:
     """Scan the files in C (releasing the GIL: threads scan chunks in parallel); without the
     scanner, every file is bailed."""
@@ -234,9 +244,8 @@ def scan_imb_files(paths: Sequence[str | Path]) -> ImbScan:
     every_file = list(range(len(paths)))
     if lib is None or not paths:
         return ImbScan(_no_rows(), {}, every_file)
-    sources = [str(p) for p in paths]
-    # NUL-terminated names; a name holding a NUL (no file has it) becomes "", which open() fails.
-    names = b"".join((os.fsencode(s) if "\0" not in s else b"") + b"\0" for s in sources)
+    sources = [os.fspath(p) for p in paths]
+    names = _c_names(sources)
     pointer = lib.imbscan_files(names, len(paths))
     if not pointer:  # out of memory: let Python try, file by file
         return ImbScan(_no_rows(), {}, every_file)
