@@ -16,8 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 DATASETS = SHARED / "datasets"
 
-# The session-scoped campaigns that several test modules share (a real campaign costs minutes).
-pytest_plugins = ["campaign_fixtures"]
+# The session-scoped campaigns that several test modules share (a real campaign costs minutes),
+# and the synthetic report several modules read (a build costs ~1.5 s).
+pytest_plugins = ["campaign_fixtures", "report_fixtures"]
 
 
 def in_ci() -> bool:
@@ -122,3 +123,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         if not stack.is_installed():
             print(f"\ninstalling PyPI MPI stack {kind} into {prefix}", flush=True)
             stack.install()
+
+
+# Open MPI stack objects for tests that build argv or read captured output (nothing is launched):
+# Debian's 4.1.4 and the PyPI 5.0.11 wheel, under a throw-away prefix.
+@pytest.fixture
+def ompi41(tmp_path: Path):  # type: ignore[no-untyped-def]
+    from mpiatlas.stacks.openmpi import OpenMPI
+
+    return OpenMPI(tmp_path / "usr", source="system", version="4.1.4")  # Debian: /usr
+
+
+@pytest.fixture
+def ompi5(tmp_path: Path):  # type: ignore[no-untyped-def]
+    from mpiatlas.stacks.openmpi import OpenMPI
+
+    return OpenMPI(tmp_path / "openmpi", source="pypi", version="5.0.11")
