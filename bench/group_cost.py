@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A cell group's harness cost, from a cProfile of one `mpiatlas run-cell --group` process.
 
-  .venv/bin/python bench/group_cost.py --config R/campaign.json --group imb_intelmpi_shm_core_np2_t1_0 \\
+  .venv/bin/python bench/group_cost.py --config R/campaign.json --group imb_intelmpi_np2_t1_0 \\
       --workdir /tmp/gc            # runs the group (its cells are written under WORKDIR/results/...)
   .venv/bin/python bench/group_cost.py --profile X.prof --raw WORKDIR/results/NAME/raw   # an existing profile
 

@@ -212,7 +212,9 @@ def test_a_round_group_resolves_for_the_workflow_and_for_run_cell(tmp_path: Path
     group, members = next(iter(decision["groups"].items()))
     lookup = adaptive_rounds.RoundGroups(results, {"imb_static_0": []})
     cells = lookup[group]
-    assert [c.rep for c in cells] == [3, 4, 5] and adaptive_rounds.round_of_group(group) == 1
+    # Both series (shm, ofi-tcp) share one allocation: their new repetitions, repetition-major.
+    assert [c.rep for c in cells] == [3, 3, 4, 4, 5, 5] and adaptive_rounds.round_of_group(group) == 1
+    assert {c.transport for c in cells} == set(SERIES)
     assert lookup.get("r1.nothing") is None and lookup.get("imb_static_0") == []
     # run-cell --round-cells: the same cells' specs, from the campaign config and the decision.
     config_file = tmp_path / "campaign.json"

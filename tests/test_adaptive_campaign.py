@@ -202,8 +202,7 @@ def test_a_dry_run_under_the_slurm_profile_plans_round_0_and_its_decision(tmp_pa
     # Round 0: the campaign's own cells (min = 3 repetitions per series) in one batch job per
     # allocation; then the checkpoint that decides round 1.
     groups = set(re.findall(r"wildcards: group=(\S+)", out))
-    assert groups == {"imb_intelmpi_shm_core_np1_t1_0", "imb_intelmpi_shm_core_np2_t1_0",
-                      "imb_intelmpi_shm_core_np4_t1_0"}, out[-3000:]
+    assert groups == {"imb_intelmpi_np1_t1_0", "imb_intelmpi_np2_t1_0", "imb_intelmpi_np4_t1_0"}, out[-3000:]
     assert "checkpoint adaptive_round:" in out and "wildcards: round=0" in out
     assert "cells=3" in out and "mpi=srun" in out
     assert "checkpoint jobs" in out
@@ -237,4 +236,4 @@ def test_rounds_run_as_batch_jobs_under_the_slurm_profile(tmp_path: Path) -> Non
     series = cells.filter(pl.col("cell").str.starts_with("imb/intelmpi/shm/core/np2/PingPong/default/"))
     first = set(series.filter(pl.col("rep") < 3)["slurm_job_id"])
     assert set(series.filter(pl.col("rep") >= 3)["slurm_job_id"]).isdisjoint(first)
-    assert (results / "groups" / "r1.imb_intelmpi_shm_core_np2_t1_0.json").is_file()
+    assert (results / "groups" / "r1.imb_intelmpi_np2_t1_0.json").is_file()

@@ -79,12 +79,46 @@ def test_job_groups_are_allocations_in_id_order_cut_every_cells_per_job() -> Non
     assert allocations == sorted(allocations)  # groups in the order of their allocation ids
     for group, members in groups.items():
         allocation, chunk = group.rsplit("_", 1)
-        assert {resources.allocation(c) for c in members} == {allocation}
+        assert {resources.allocation(config, c) for c in members} == {allocation}
         assert members == rep_major(members) and 1 <= len(members) <= 4
-        same = rep_major([c for c in cells if resources.allocation(c) == allocation])
+        same = rep_major([c for c in cells if resources.allocation(config, c) == allocation])
         assert members == same[int(chunk) * 4:int(chunk) * 4 + 4]
-    assert "imb_intelmpi_shm_node2_np4_t1_0" in groups  # the node mapping's placement names its nodes
-    assert all(c.nodes == 2 for c in groups["imb_intelmpi_shm_node2_np4_t1_0"])
+    assert "imb_intelmpi_np4_t1_nodes2_excl_0" in groups  # an allocation over several nodes names them
+    assert all(c.nodes == 2 for c in groups["imb_intelmpi_np4_t1_nodes2_excl_0"])
+
+
+def test_an_allocation_holds_every_transport_and_the_mappings_that_share_its_exclusivity() -> None:
+    """What a scheduler allocates is nodes x tasks x cpus per task, on whole nodes or not: the
+    transports of a stack and the mappings of one exclusivity share it (each cell plans its own
+    placement and launch inside), and a group asks for whole nodes when its cells need them."""
+    config = campaign(cells_per_job=1000)
+    cells = programs.expand(config)
+    groups = resources.job_groups(config, cells)
+    assert sorted(groups) == [f"{kind}_intelmpi_np{np}_t1{alloc}_0" for kind in ("imb", "kernel") for np in (2, 4)
+                              for alloc in ("", "_excl", "_nodes2_excl")]
+    placements = {g: {(c.transport, c.placement) for c in members} for g, members in groups.items()}
+    assert placements["imb_intelmpi_np4_t1_0"] == {("shm", "core"), ("ofi-tcp", "core")}
+    assert placements["imb_intelmpi_np4_t1_excl_0"] == {("shm", "socket"), ("ofi-tcp", "socket")}
+    assert placements["imb_intelmpi_np4_t1_nodes2_excl_0"] == {("shm", "node2"), ("ofi-tcp", "node2")}
+    assert sum(map(len, groups.values())) == len(cells)
+    shape = {g: {k: v for k, v in resources.group_resources(config, m).items() if k in ("tasks", "nodes", "slurm_extra")}
+             for g, m in groups.items()}
+    assert shape["imb_intelmpi_np4_t1_0"] == {"tasks": 4, "nodes": 1, "slurm_extra": "--ntasks-per-node=4"}
+    assert shape["imb_intelmpi_np4_t1_excl_0"] == {"tasks": 4, "nodes": 1, "slurm_extra": "--ntasks-per-node=4 --exclusive"}
+    assert shape["imb_intelmpi_np4_t1_nodes2_excl_0"] == {"tasks": 4, "nodes": 2,
+                                                         "slurm_extra": "--ntasks-per-node=2 --exclusive"}
+    # campaign.exclusive always/never: every single-node mapping of a process count shares one allocation.
+    for mode, suffix, extra in (("always", "_excl", " --exclusive"), ("never", "", "")):
+        config["campaign"]["exclusive"] = mode
+        groups = resources.job_groups(config, cells)
+        one_node = groups[f"imb_intelmpi_np2_t1{suffix}_0"]
+        assert {c.placement for c in one_node} == {"core", "socket"}
+        assert resources.group_resources(config, one_node)["slurm_extra"] == "--ntasks-per-node=2" + extra
+    # A group that mixes exclusivities (grouping: machine) asks for whole nodes if any of its cells needs them.
+    config["campaign"]["exclusive"] = "auto"
+    core, socket = (next(c for c in cells if c.placement == m and c.np == 4) for m in ("core", "socket"))
+    assert resources.group_needs_exclusive(config, [core, socket]) and not resources.group_needs_exclusive(config, [core])
+    assert resources.group_resources(config, [core, socket])["slurm_extra"] == "--ntasks-per-node=4 --exclusive"
 
 
 def test_group_resources_are_computed_once_per_group_and_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,12 +129,14 @@ def test_group_resources_are_computed_once_per_group_and_attempt(monkeypatch: py
     computed: list[tuple[str, int]] = []
     real = resources.group_resources
 
-    def counting(config_: dict, cells: list[Cell], attempt: int = 1, costs: resources.CellCosts | None = None) -> dict:
-        computed.append((resources.allocation(cells[0]), attempt))
-        return real(config_, cells, attempt, costs)
+    def counting(config_: dict, cells: list[Cell], attempt: int = 1, costs: resources.CellCosts | None = None,
+                 budget: resources.GroupBudget | None = None) -> dict:
+        computed.append((resources.allocation(config_, cells[0]), attempt))
+        return real(config_, cells, attempt, costs, budget)
 
     monkeypatch.setattr(resources, "group_resources", counting)
-    table = resources.GroupResources(config, groups)
+    # Runtime and memory from the budgets job_groups added up: the same as going over the cells again (below).
+    table = resources.GroupResources(config, groups, budgets=groups.budgets)
     getters = {name: table.resource(name) for name in RESOURCE_NAMES}
     for _ in range(3):  # the DAG, the scheduler, the dry run's print
         for group in groups:
@@ -121,11 +157,12 @@ def test_group_resources_of_the_first_cell_hold_for_the_whole_group() -> None:
     runtime (the sum) and memory (the largest)."""
     config = campaign(cells_per_job=6)
     groups = resources.job_groups(config, programs.expand(config))
-    for members in groups.values():
+    for group, members in groups.items():
         res = resources.group_resources(config, members)
         assert {(c.np, c.threads, c.nodes, resources.slurm_extra(config, c)) for c in members} \
             == {(res["tasks"], res["cpus_per_task"], res["nodes"], res["slurm_extra"])}
         assert res["runtime"] == resources.runtime_min(config, members)
+        assert groups.budgets[group] == (sum(resources.cell_runtime_s(config, c) for c in members), res["mem_mb"])
         assert res["mem_mb"] == max(programs.program_of(c).mem_mb(config, c) for c in members)
         assert cell_model.parse_id(members[0].id)["np"] == res["tasks"]
 
@@ -136,13 +173,17 @@ def test_groups_are_cut_by_budgeted_runtime_as_well_as_by_count() -> None:
     longer than the budget on its own is a group of one."""
     config = campaign(cells_per_job=1000)
     cells = programs.expand(config)
-    prefix = "imb_intelmpi_shm_core_np2_t1_"
-    allocation = rep_major([c for c in cells if resources.allocation(c) + "_" == prefix])
+    alloc = "imb_intelmpi_np2_t1"
+
+    def chunks_of(groups: dict[str, list[Cell]]) -> list[list[Cell]]:
+        return [m for g, m in groups.items() if g.rsplit("_", 1)[0] == alloc]
+
+    allocation = rep_major([c for c in cells if resources.allocation(config, c) == alloc])
     cost = {c: resources.cell_runtime_s(config, c) for c in allocation}
-    assert len(allocation) == 12  # PingPong, Bcast x 2 algorithms, Allreduce; 3 repetitions
+    assert len(allocation) == 24  # 2 transports x (PingPong, Bcast x 2 algorithms, Allreduce); 3 repetitions
     budget_s = 3.5 * max(cost.values())
     config["campaign"]["job_minutes"] = budget_s / 60
-    chunks = [m for g, m in resources.job_groups(config, cells).items() if g.startswith(prefix)]
+    chunks = chunks_of(resources.job_groups(config, cells))
     assert [c for m in chunks for c in m] == allocation  # in order, none lost or repeated
     assert len(chunks) >= 4
     for i, members in enumerate(chunks):
@@ -153,7 +194,7 @@ def test_groups_are_cut_by_budgeted_runtime_as_well_as_by_count() -> None:
     # The count still caps a group when the budget does not bind; a budget below one cell: groups of one.
     config["campaign"]["job_minutes"] = 10_000
     config["campaign"]["cells_per_job"] = 5
-    assert [len(m) for g, m in resources.job_groups(config, cells).items() if g.startswith(prefix)] == [5, 5, 2]
+    assert [len(m) for m in chunks_of(resources.job_groups(config, cells))] == [5, 5, 5, 5, 4]
     config["campaign"]["job_minutes"] = min(cost.values()) / 120
     assert all(len(m) == 1 for m in resources.job_groups(config, cells).values())
 
@@ -166,14 +207,15 @@ def test_default_groups_hold_an_allocation_up_to_two_hours_of_budget() -> None:
     assert config["campaign"]["cells_per_job"] == 1000 and config["campaign"]["job_minutes"] == 120
     cells = programs.expand(config)
     groups = resources.job_groups(config, cells)
-    allocations = {resources.allocation(c) for c in cells}
+    allocations = {resources.allocation(config, c) for c in cells}
     assert len(groups) == len(allocations) and all(g.endswith("_0") for g in groups)
 
 
 def test_machine_grouping_has_one_group_per_kind_and_stack() -> None:
     """grouping: machine (profiles/local, no scheduler): every transport, placement and process count
     of a stack's IMB cells in one group, its kernel cells in another; the resources shown are the
-    largest cell's; the time budget and the count still cut."""
+    largest cell's, on whole nodes since some of its cells need them; the time budget and the count
+    still cut."""
     config = campaign(cells_per_job=1000) | {"grouping": "machine"}
     cells = programs.expand(config)
     groups = resources.job_groups(config, cells)
@@ -183,5 +225,6 @@ def test_machine_grouping_has_one_group_per_kind_and_stack() -> None:
     assert {c.transport for c in imb} == {"shm", "ofi-tcp"} and {c.np for c in imb} == {2, 4}
     res = resources.group_resources(config, imb)
     assert res["tasks"] == 4 and res["nodes"] == 2 and res["cells"] == len(imb)
+    assert res["slurm_extra"] == "--ntasks-per-node=2 --exclusive"
     config["campaign"]["cells_per_job"] = 10
     assert [len(m) for g, m in resources.job_groups(config, cells).items() if g.startswith("imb_")][:2] == [10, 10]

@@ -57,7 +57,7 @@ def test_a_group_runs_the_version_probe_once_and_times_each_launch(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     calls = counting_subprocess_run(monkeypatch)
-    group = "imb_intelmpi_shm_core_np2_t1_0"
+    group = "imb_intelmpi_np2_t1_0"
     done = tmp_path / "done.json"
 
     start = time.perf_counter()

@@ -131,7 +131,7 @@ def test_hundreds_of_cells_become_a_few_dozen_jobs_of_one_allocation_each() -> N
     cells = imb_cells(config)
     jobs = resources.batch_jobs(config, cells)
     assert len(cells) >= 300 and jobs <= 40, (len(cells), jobs)
-    # Every job holds cells of one allocation: stack x transport x mapping x np (x threads).
+    # Every job holds cells of one allocation: stack x np x threads x nodes x whole nodes or not.
     groups = resources.job_groups(config, cells)
     assert len(groups) == jobs and sum(map(len, groups.values())) == len(cells)
     for members in groups.values():
@@ -228,8 +228,8 @@ def test_dry_run_works_without_slurm_and_prints_resources(tmp_path: Path) -> Non
     work = campaign_workdir(tmp_path / "work", SLURM_CONFIG)
     out = slurm_dry_run(tmp_path, work)
     # One job per group of cells (one run-cell process each), no longer one job per cell.
-    assert "group=imb_intelmpi_shm_core_np2_t1_0" in out and "group=imb_intelmpi_ofi-tcp_core_np2_t1_0" in out
-    assert out.count("rule cell_group:") == 2  # 8 cells, 2 allocations x 4 cells per job
+    assert "group=imb_intelmpi_np2_t1_0" in out and "group=imb_intelmpi_np2_t1_1" in out
+    assert out.count("rule cell_group:") == 2  # 8 cells of one allocation (both transports), 4 cells per job
     # runtime: the sum over the group's 4 cells of 10 s + 2 x sizes x 0.3 s (4 x 18.4 s: 2 min).
     for resource in ("cells=4", "tasks=2", "cpus_per_task=1", "mpi=srun", "nodes=1",
                      "slurm_extra=--ntasks-per-node=2", "runtime=2", "mem_mb=1026", "slurm_partition=debug"):
@@ -237,8 +237,9 @@ def test_dry_run_works_without_slurm_and_prints_resources(tmp_path: Path) -> Non
 
 
 def kernel_campaign(repetitions: int = 2, cells_per_job: int = 5, **kernels: object) -> dict:
-    """A validated campaign whose kernel cells span three allocations per transport: ring and
-    pure-MPI jacobi with 2 ranks, ring with 4 ranks, hybrid jacobi with 1 rank x 2 threads."""
+    """A validated campaign whose kernel cells span three allocations, each holding both
+    transports: ring and pure-MPI jacobi with 2 ranks, ring with 4 ranks, hybrid jacobi with 1
+    rank x 2 threads."""
     return validate({
         "campaign": {"name": "k", "repetitions": repetitions, "timeout_s": 600, "cells_per_job": cells_per_job},
         "stacks": {"intelmpi": {"kind": "intelmpi", "transports": ["shm", "ofi-tcp"]}},
@@ -251,19 +252,18 @@ def kernel_campaign(repetitions: int = 2, cells_per_job: int = 5, **kernels: obj
     })
 
 
-# Batch jobs of kernel_campaign() per group at cells_per_job 5 (and 2 repetitions): 2-rank
-# ring x 3 variants + jacobi = 8 cells -> 2 jobs; 4-rank ring = 6 -> 2; hybrid jacobi = 2 -> 1.
-KERNEL_JOBS = {f"kernel_intelmpi_{t}_core_{alloc}": jobs for t in ("shm", "ofi-tcp")
-               for alloc, jobs in (("np2_t1", 2), ("np4_t1", 2), ("np1_t2", 1))}
+# Batch jobs of kernel_campaign() per allocation at cells_per_job 5 (2 repetitions, 2 transports):
+# 2-rank ring x 3 variants + jacobi = 16 cells -> 4 jobs; 4-rank ring = 12 -> 3; hybrid jacobi = 4 -> 1.
+KERNEL_JOBS = {"kernel_intelmpi_np2_t1": 4, "kernel_intelmpi_np4_t1": 3, "kernel_intelmpi_np1_t2": 1}
 
 
 def test_kernel_cells_of_one_allocation_share_batch_jobs() -> None:
     config = kernel_campaign()
     cells = kernel_cells(config)
     assert len(cells) == 32
-    groups = Counter(resources.allocation(c) for c in cells)
+    groups = Counter(resources.allocation(config, c) for c in cells)
     assert {g: -(-n // 5) for g, n in groups.items()} == KERNEL_JOBS
-    assert resources.batch_jobs(config, cells) == sum(KERNEL_JOBS.values()) == 10
+    assert resources.batch_jobs(config, cells) == sum(KERNEL_JOBS.values()) == 8
     # One allocation per group: same ranks, threads (cpus per task), nodes and sbatch extras.
     for group, members in resources.job_groups(config, cells).items():
         shapes = {(c.np, c.threads, c.nodes, resources.slurm_extra(config, c)) for c in members}
@@ -271,11 +271,11 @@ def test_kernel_cells_of_one_allocation_share_batch_jobs() -> None:
     hybrid = next(c for c in cells if c.threads == 2)
     assert (hybrid.np, resources.slurm_extra(config, hybrid)) == (1, "--ntasks-per-node=1")
     # Kernel and IMB cells never share a group (different programs, build inputs, resources).
-    assert not set(groups) & {resources.allocation(c) for c in imb_cells(config)}
+    assert not set(groups) & {resources.allocation(config, c) for c in imb_cells(config)}
     # A campaign of N kernel cells is about N / cells_per_job jobs (one partial job per group).
     big = kernel_campaign(repetitions=10, cells_per_job=20)
     many = kernel_cells(big)
-    assert len(many) == 160 and resources.batch_jobs(big, many) == 10  # 40+30+10 cells per transport
+    assert len(many) == 160 and resources.batch_jobs(big, many) == 8  # 80+60+20 cells per allocation
     socket = dataclasses.replace(hybrid, mapping="socket", np=2)
     assert resources.slurm_extra(config, socket) == "--ntasks-per-node=2 --exclusive"
 
@@ -342,13 +342,13 @@ def test_dry_run_packs_kernel_cells_into_batch_jobs_and_a_resume_plans_only_the_
     (tmp_path / "work").mkdir()
     work = campaign_workdir(tmp_path / "work", str(config_file))
     out = slurm_dry_run(tmp_path, work)
-    imb_jobs = {"imb_intelmpi_shm_core_np2_t1": 1, "imb_intelmpi_ofi-tcp_core_np2_t1": 1}
-    assert planned_group_jobs(out) == KERNEL_JOBS | imb_jobs  # 12 batch jobs for 4 IMB + 32 kernel cells
+    imb_jobs = {"imb_intelmpi_np2_t1": 1}
+    assert planned_group_jobs(out) == KERNEL_JOBS | imb_jobs  # 9 batch jobs for 4 IMB + 32 kernel cells
     hybrid = _resources(out, "kernel/intelmpi/shm/core/np1/jacobi/weak-L16-t2/rep0")
     # One rank: no `mpi` flag (the plugin refuses an MPI job of one task, and hangs doing so).
     assert {k: hybrid[k] for k in ("tasks", "cpus_per_task", "nodes", "mpi", "slurm_extra", "cells", "runtime")} \
         == {"tasks": "1", "cpus_per_task": "2", "nodes": "1", "mpi": "", "slurm_extra": "--ntasks-per-node=1",
-            "cells": "2", "runtime": "1"}
+            "cells": "4", "runtime": "1"}  # 2 repetitions x 2 transports
     ring4 = _resources(out, "kernel/intelmpi/ofi-tcp/core/np4/ring/ssend/rep1")
     assert (ring4["tasks"], ring4["cpus_per_task"], ring4["slurm_extra"]) == ("4", "1", "--ntasks-per-node=4")
     ring4_cell = next(c for c in kernel_cells(kernel_campaign()) if c.id == "kernel/intelmpi/ofi-tcp/core/np4/ring/ssend/rep1")
@@ -367,7 +367,7 @@ def test_dry_run_packs_kernel_cells_into_batch_jobs_and_a_resume_plans_only_the_
     # than written after sleeping past the file system's mtime resolution.
     later = time.time() + 2
     groups = resources.job_groups(config, programs.expand(config))
-    killed, done = "kernel_intelmpi_shm_core_np2_t1_0", "kernel_intelmpi_shm_core_np2_t1_1"
+    killed, done = "kernel_intelmpi_np2_t1_0", "kernel_intelmpi_np2_t1_1"
     finished = [c.id for c in groups[killed]][:3] + [c.id for c in groups[done]]
     for cell_id in finished:
         (work / "results/k/raw" / cell_id).mkdir(parents=True)
@@ -378,16 +378,16 @@ def test_dry_run_packs_kernel_cells_into_batch_jobs_and_a_resume_plans_only_the_
     (work / f"results/k/groups/{done}.json").write_text("{}")
     os.utime(work / f"results/k/groups/{done}.json", (later, later))
     again = slurm_dry_run(tmp_path, work)
-    assert planned_group_jobs(again) == KERNEL_JOBS | imb_jobs | {"kernel_intelmpi_shm_core_np2_t1": 1}
+    assert planned_group_jobs(again) == KERNEL_JOBS | imb_jobs | {"kernel_intelmpi_np2_t1": 3}
     assert f"group={killed}\n" in again and f"group={done}\n" not in again
-    assert re.search(r"^cell_group\s+11$", again, re.MULTILINE), again[-2000:]
+    assert re.search(r"^cell_group\s+8$", again, re.MULTILINE), again[-2000:]
 
 
 def test_a_group_skips_its_sealed_cells(tmp_path: Path) -> None:
     """A re-run of a killed group job resumes at its first unsealed cell: sealed cells are reported
     with their status and never launched again (here every cell is sealed, so nothing launches)."""
     config = kernel_campaign()
-    group = resources.job_groups(config, programs.expand(config))["kernel_intelmpi_shm_core_np2_t1_0"]
+    group = resources.job_groups(config, programs.expand(config))["kernel_intelmpi_np2_t1_0"]
     specs = [programs.cell_spec(config, cell) for cell in group]
     outs = [tmp_path / "raw" / cell.id for cell in group]
     for out, status in zip(outs, ["ok", "failed"] * len(outs)):
@@ -482,9 +482,12 @@ def test_scancel_loses_only_that_jobs_unfinished_cells_and_a_rerun_runs_only_tho
     missing = expected - set(survivors)
     of_cancelled = {c for c, d in survivors.items() if provenance(d)["slurm_job_id"] == cancelled}
     assert of_cancelled and missing, (of_cancelled, missing)  # the cancelled job finished some, not all
-    # The cancelled job held 4 cells of one transport: those it finished, and the missing ones.
+    # The cancelled job held one group's 4 cells (one repetition of both transports' cells): those
+    # it finished, and the missing ones.
     assert len(of_cancelled) + len(missing) == 4, (of_cancelled, missing)
-    assert len({c.split("/")[2] for c in of_cancelled | missing}) == 1
+    config = load(work / "config" / "campaign.yaml")
+    assert of_cancelled | missing in [{c.id for c in m} for m in resources.job_groups(config, imb_cells(config)).values()]
+    assert len({c.rsplit("/", 1)[1] for c in of_cancelled | missing}) == 1
     # Every other cell survived (the other job ran to the end after the cancelled one).
     assert len(survivors) + len(missing) == len(expected)
     for d in survivors.values():
@@ -603,10 +606,10 @@ def test_mpich_cells_run_under_srun_with_pmi2_and_kernel_cells_share_batch_jobs(
             assert prov["env"]["MPIR_CVAR_DEBUG_SUMMARY"] == "2" and "-genv" not in prov["argv"]
         stderr = (cell_dir / "stderr.txt").read_text()
         assert "task  0" in stderr and "task  1" in stderr and "cpu-bind=MAP" in stderr, cell_id
-    # Jobs: one per IMB allocation (4 stack x transport), and the 8 kernel cells in 2 jobs of 4,
-    # which ran one after another.
+    # Jobs: one per IMB allocation (3 stacks, both of mpich's transports in one), and the 8 kernel
+    # cells in 2 jobs of 4, which ran one after another.
     by_kind = {kind: cells.filter(pl.col("kind") == kind) for kind in ("imb", "kernel")}
-    assert by_kind["imb"]["slurm_job_id"].n_unique() == 4
+    assert by_kind["imb"]["slurm_job_id"].n_unique() == 3
     kernel_jobs = by_kind["kernel"].group_by("slurm_job_id").agg(pl.col("stack").unique(), pl.len())
     assert kernel_jobs.height == 2 and kernel_jobs["len"].to_list() == [4, 4], kernel_jobs
     assert all(len(s) == 1 for s in kernel_jobs["stack"])  # a job holds one allocation's cells

@@ -1,31 +1,49 @@
 """Cells cut into job groups, and what a group asks of a scheduler (profiles/slurm).
 
 A group is the unit of one Snakemake job and one ``mpiatlas run-cell --group`` process: cells
-of one kind that share an allocation (stack x transport x placement x ranks x threads per rank),
-cut in the campaign's sorted cell order into chunks whose budgeted runtime (below) stays within
-``campaign.job_minutes`` and which hold at most ``campaign.cells_per_job`` cells, so a group's id
-and its cells are the same on every run of the same config. Cutting by time rather than by count
-alone keeps a batch job a sensible length on a cluster (fast cells share one job instead of
-queueing for hundreds) and keeps the number of Snakemake jobs, whose count is what a dry run and
-the scheduler pay for, proportional to the campaign's machine time. Its cells run one
-after another in one allocation; each is sealed on its own, so a group re-run after a killed job
-skips its sealed cells and resumes at the first unsealed one.
+of one kind and stack that share an allocation, cut in the campaign's sorted cell order into
+chunks whose budgeted runtime (below) stays within ``campaign.job_minutes`` and which hold at
+most ``campaign.cells_per_job`` cells, so a group's id and its cells are the same on every run
+of the same config. Cutting by time rather than by count alone keeps a batch job a sensible
+length on a cluster (fast cells share one job instead of queueing for hundreds) and keeps the
+number of Snakemake jobs, whose count is what a dry run and the scheduler pay for, proportional
+to the campaign's machine time. Its cells run one after another in one allocation; each is
+sealed on its own, so a group re-run after a killed job skips its sealed cells and resumes at
+the first unsealed one.
 
-A group's resources come from its cells: tasks = ranks, cpus per task = threads, nodes, and
-runtime = the sum over its cells of (overhead + safety x the program's modelled work), each
-capped by the launch timeout; memory = the largest request among its cells.
+An allocation is what a scheduler hands out: nodes x tasks (ranks, ``--ntasks-per-node`` =
+ranks / nodes) x cpus per task (threads), on whole nodes or not (``needs_exclusive``). The
+transport and the mapping are not part of it: each cell plans its own placement and builds its
+own launch (srun/hydra/mpirun argv, transport environment) inside the allocation
+(mpiatlas.runner), so cells of every transport of a stack, and of every mapping with the same
+exclusivity, share one (campaign.exclusive auto: `core` on the cores the job is given, every
+other mapping on whole nodes; always/never: every mapping alike). Fewer, longer groups are fewer
+Snakemake jobs: a 177k-cell campaign of 11 transports and 5 mappings is ~870 jobs, not 1,100.
+The group id names the allocation and the chunk::
+
+    <kind>_<stack>_np<ranks>_t<threads>[_nodes<N>][_excl]_<chunk>
+
+``_nodes<N>`` only over several nodes, ``_excl`` only on whole nodes: ``imb_intelmpi_np4_t1_0``
+(4 cores of a shared node), ``imb_intelmpi_np4_t1_excl_0`` (a whole node: the l3, numa, socket
+mappings), ``imb_intelmpi_np4_t1_nodes2_excl_0`` (2 whole nodes, 2 ranks each). Under
+``grouping: machine`` (no scheduler) a group is ``<kind>_<stack>_machine_<chunk>``.
+
+A group's resources come from its cells: tasks = ranks, cpus per task = threads, nodes, whole
+nodes if any of its cells needs them, runtime = the sum over its cells of (overhead + safety x
+the program's modelled work), each capped by the launch timeout; memory = the largest request
+among its cells.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from operator import attrgetter
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from mpiatlas.cells import Cell, mapping_segment, sort_cells
+from mpiatlas.cells import Cell, sort_cells
 from mpiatlas.programs import program_named, program_of
 
 # Fixed cost of one cell inside a group: the launcher (hydra/srun, ~1 s), MPI_Init (seconds at a
@@ -36,9 +54,11 @@ RUNTIME_OVERHEAD_S = 10.0
 # overshoot it, and a loaded node is slower: budget twice the modelled work.
 RUNTIME_SAFETY = 2.0
 RUNTIME_FLOOR_MIN = 1
-# Mappings whose placement only exists on a whole node: ranks spread over its L3/NUMA/package
-# domains (or over nodes). `core` packs ranks onto the first cores the job was given.
-EXCLUSIVE_MAPPINGS = frozenset({"l3", "numa", "socket", "node"})
+# Mappings whose placement fits the cores a job is given: `core` packs ranks onto the first of
+# them. Every other mapping places ranks by the whole node's topology (spread over its L3, die,
+# NUMA or package domains, or over nodes; or a pair of cpus in one region, topology.REGION_MAPPINGS),
+# which a job only sees on whole nodes: under campaign.exclusive auto those ask for them.
+SHARED_NODE_MAPPINGS = frozenset({"core"})
 DEFAULT_CELLS_PER_JOB = 1000
 DEFAULT_JOB_MINUTES = 120
 
@@ -52,24 +72,40 @@ def fixed_signature(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def allocation(cell: Cell) -> str:
-    """What a cell needs of its allocation, as the first part of its group's id. IMB and kernel
-    cells never share a group: kernel groups wait for their stack's kernel build, IMB groups need
-    not, and a group's log and resources stay those of one program family."""
-    return _allocation_id(_ALLOCATION(cell))
+def allocation(config: dict[str, Any], cell: Cell) -> str:
+    """What a cell needs of its allocation, as the first part of its group's id (see the module
+    docstring). IMB and kernel cells never share a group: kernel groups wait for their stack's
+    kernel build, IMB groups need not, and a group's log and resources stay those of one program
+    family."""
+    return _allocation_id(allocation_key(config)(cell))
 
 
-# The fields an allocation id is made of: a C-level key per cell, the id string once per allocation.
-_ALLOCATION = attrgetter("kind", "stack", "transport", "mapping", "nodes", "np", "threads")
-
+# A cell's allocation fields but exclusivity, read at C level (a 177k-cell campaign keys every cell).
+_ALLOCATION_FIELDS = attrgetter("kind", "stack", "np", "threads", "nodes")
 
 # A cell's fields but its repetition: what its modelled runtime depends on.
 _ALL_BUT_REP = attrgetter(*(f.name for f in fields(Cell) if f.name != "rep"))
 
 
-def _allocation_id(key: tuple[str, str, str, str, int, int, int]) -> str:
-    kind, stack, transport, mapping, nodes, np, threads = key
-    return f"{kind}_{stack}_{transport}_{mapping_segment(mapping, nodes)}_np{np}_t{threads}"
+def allocation_key(config: dict[str, Any]) -> Callable[[Cell], tuple[Any, ...]]:
+    """A cell -> its allocation: (kind, stack, ranks, threads, nodes, whole nodes)."""
+    mode = _exclusive_mode(config)
+
+    def key(cell: Cell) -> tuple[Any, ...]:  # needs_exclusive inlined: it runs once per cell
+        return (*_ALLOCATION_FIELDS(cell),
+                mode == "always" or (mode == "auto" and cell.mapping not in SHARED_NODE_MAPPINGS))
+
+    return key
+
+
+def _allocation_id(key: tuple[Any, ...]) -> str:
+    kind, stack, np, threads, nodes, exclusive = key
+    return (f"{kind}_{stack}_np{np}_t{threads}" + (f"_nodes{nodes}" if nodes > 1 else "")
+            + ("_excl" if exclusive else ""))
+
+
+def _machine_key(config: dict[str, Any]) -> Callable[[Cell], tuple[Any, ...]]:
+    return attrgetter("kind", "stack")
 
 
 def _machine_id(key: tuple[str, str]) -> str:
@@ -77,52 +113,77 @@ def _machine_id(key: tuple[str, str]) -> str:
     return f"{kind}_{stack}_machine"
 
 
-# config `grouping` -> (a cell's group key, the key's id). `machine`: no scheduler, so the only
-# boundaries that remain are those of the DAG (kernel cells wait for their stack's build, IMB cells
-# for the stack); each group then also mixes transports and process counts, whose cells the runner
-# plans one by one anyway.
-GROUP_KEYS: dict[str, tuple[Callable[[Cell], tuple[Any, ...]], Callable[[Any], str]]] = {
-    "allocation": (_ALLOCATION, _allocation_id),
-    "machine": (attrgetter("kind", "stack"), _machine_id),
+# config `grouping` -> (the config -> a cell's group key, the key's id). `machine`: no scheduler,
+# so the only boundaries that remain are those of the DAG (kernel cells wait for their stack's
+# build, IMB cells for the stack); each group then also mixes process counts, whose cells the
+# runner plans one by one anyway.
+GROUP_KEYS: dict[str, tuple[Callable[[dict[str, Any]], Callable[[Cell], tuple[Any, ...]]], Callable[[Any], str]]] = {
+    "allocation": (allocation_key, _allocation_id),
+    "machine": (_machine_key, _machine_id),
 }
 
 
-def job_groups(config: dict[str, Any], cells: list[Cell], costs: CellCosts | None = None) -> dict[str, list[Cell]]:
+class GroupBudget(NamedTuple):
+    """What a group's cells add up to: the sum of their budgeted seconds, the largest memory request."""
+
+    seconds: float
+    mem_mb: int
+
+
+class JobGroups(dict[str, list[Cell]]):
+    """Group id -> its cells (what job_groups returns), and each group's budget (``budgets``),
+    added up while the chunks were cut: Snakemake asks for every group's resources, and going
+    over the 177k cells of a large campaign again for them cost ~4 % of its dry run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.budgets: dict[str, GroupBudget] = {}
+
+
+def job_groups(config: dict[str, Any], cells: list[Cell], costs: CellCosts | None = None, *,
+               presorted: bool = False) -> JobGroups:
     """Group id -> its cells: each allocation's cells by repetition, then in sorted order, cut into chunks of at most
     cells_per_job cells and job_minutes of budgeted runtime (a cell longer than that on its own is
-    a group of one)."""
+    a group of one). ``presorted``: ``cells`` are in sort_cells order already, without duplicates
+    (programs.expand's), so they are not sorted again."""
     size = int(config["campaign"].get("cells_per_job", DEFAULT_CELLS_PER_JOB))
     budget_s = 60.0 * float(config["campaign"].get("job_minutes", DEFAULT_JOB_MINUTES))
-    key_of, id_of = GROUP_KEYS[config.get("grouping", "allocation")]
+    key_for, id_of = GROUP_KEYS[config.get("grouping", "allocation")]
+    key_of = key_for(config)
     by_key: dict[tuple[Any, ...], list[Cell]] = defaultdict(list)
-    for cell in sort_cells(cells):
+    for cell in cells if presorted else sort_cells(cells):
         by_key[key_of(cell)].append(cell)
     # Repetition-major within an allocation (a stable sort: each repetition keeps the campaign
     # order): the repetitions of a cell are spread over the group's run instead of back to back,
     # so slow drift of the machine (frequency, other tenants, a warming cache) shows up as the
     # spread of the repetitions, which the CIs carry, rather than as a bias between cells.
     by_id = {id_of(key): sorted(members, key=attrgetter("rep")) for key, members in by_key.items()}
-    runtime = (costs or CellCosts(config)).runtime_s
-    groups: dict[str, list[Cell]] = {}
+    cost = (costs or CellCosts(config)).cost
+    groups = JobGroups()
     for key in sorted(by_id):
-        for chunk, members in enumerate(_chunks(by_id[key], size, budget_s, runtime)):
+        for chunk, (members, budget) in enumerate(_chunks(by_id[key], size, budget_s, cost)):
             groups[f"{key}_{chunk}"] = members
+            groups.budgets[f"{key}_{chunk}"] = budget
     return groups
 
 
-def _chunks(cells: list[Cell], size: int, budget_s: float, runtime: Callable[[Cell], float]) -> list[list[Cell]]:
-    chunks: list[list[Cell]] = []
+def _chunks(cells: list[Cell], size: int, budget_s: float,
+            cost: Callable[[Cell], tuple[float, int]]) -> list[tuple[list[Cell], GroupBudget]]:
+    """(cells, their budget) of each chunk, in order."""
+    chunks: list[tuple[list[Cell], GroupBudget]] = []
     current: list[Cell] = []
-    used_s = 0.0
+    used_s, top_mb = 0.0, 0
     for cell in cells:
-        cost_s = runtime(cell)
+        cost_s, cell_mb = cost(cell)
         if current and (len(current) >= size or used_s + cost_s > budget_s):
-            chunks.append(current)
-            current, used_s = [], 0.0
+            chunks.append((current, GroupBudget(used_s, top_mb)))
+            current, used_s, top_mb = [], 0.0, 0
         current.append(cell)
         used_s += cost_s
+        if cell_mb > top_mb:
+            top_mb = cell_mb
     if current:
-        chunks.append(current)
+        chunks.append((current, GroupBudget(used_s, top_mb)))
     return chunks
 
 
@@ -133,7 +194,15 @@ class CellCosts:
     def __init__(self, config: dict[str, Any]) -> None:
         self._config = config
         self._runtime: dict[tuple[Any, ...], float] = {}
-        self._mem: dict[tuple[Any, ...], int] = {}
+        self._costs: dict[tuple[Any, ...], tuple[float, int]] = {}
+
+    def cost(self, cell: Cell) -> tuple[float, int]:
+        """(budgeted seconds, memory request in MB) of ``cell``: one look-up for both where a group is cut."""
+        key = _ALL_BUT_REP(cell)
+        found = self._costs.get(key)
+        if found is None:
+            found = self._costs[key] = (self.runtime_s(cell), program_of(cell).mem_mb(self._config, cell))
+        return found
 
     def runtime_s(self, cell: Cell) -> float:
         key = _ALL_BUT_REP(cell)
@@ -143,11 +212,7 @@ class CellCosts:
         return found
 
     def mem_mb(self, cell: Cell) -> int:
-        key = _ALL_BUT_REP(cell)
-        found = self._mem.get(key)
-        if found is None:
-            found = self._mem[key] = program_of(cell).mem_mb(self._config, cell)
-        return found
+        return self.cost(cell)[1]
 
 
 def batch_jobs(config: dict[str, Any], cells: list[Cell]) -> int:
@@ -155,15 +220,27 @@ def batch_jobs(config: dict[str, Any], cells: list[Cell]) -> int:
     return len(job_groups(config, cells))
 
 
+def _exclusive_mode(config: dict[str, Any]) -> str:
+    return config["campaign"].get("exclusive", "auto")
+
+
 def needs_exclusive(config: dict[str, Any], cell: Cell) -> bool:
-    mode = config["campaign"].get("exclusive", "auto")
-    return mode == "always" or (mode == "auto" and cell.mapping in EXCLUSIVE_MAPPINGS)
+    """Whether ``cell`` runs on whole nodes (campaign.exclusive: auto = every mapping but `core`)."""
+    mode = _exclusive_mode(config)
+    return mode == "always" or (mode == "auto" and cell.mapping not in SHARED_NODE_MAPPINGS)
 
 
-def slurm_extra(config: dict[str, Any], cell: Cell) -> str:
-    """sbatch options the executor plugin does not derive from tasks/nodes/mem/runtime."""
+def group_needs_exclusive(config: dict[str, Any], cells: list[Cell]) -> bool:
+    """Whether any of ``cells`` runs on whole nodes (then the group's allocation must be whole nodes)."""
+    mode = _exclusive_mode(config)
+    return mode == "always" or (mode == "auto" and not SHARED_NODE_MAPPINGS.issuperset({c.mapping for c in cells}))
+
+
+def slurm_extra(config: dict[str, Any], cell: Cell, exclusive: bool | None = None) -> str:
+    """sbatch options the executor plugin does not derive from tasks/nodes/mem/runtime; ``exclusive``
+    (whole nodes) defaults to what ``cell`` needs."""
     extra = [f"--ntasks-per-node={cell.ppn}"]
-    if needs_exclusive(config, cell):
+    if needs_exclusive(config, cell) if exclusive is None else exclusive:
         extra.append("--exclusive")
     return " ".join(extra)
 
@@ -180,10 +257,12 @@ def cell_runtime_s(config: dict[str, Any], cell: Cell) -> float:
     return min(ceiling_s, RUNTIME_OVERHEAD_S + RUNTIME_SAFETY * work_s)
 
 
-def runtime_min(config: dict[str, Any], cells: list[Cell], attempt: int = 1, costs: CellCosts | None = None) -> int:
+def runtime_min(config: dict[str, Any], cells: list[Cell], attempt: int = 1, costs: CellCosts | None = None,
+                seconds: float | None = None) -> int:
     """Minutes to request for cells run one after another, at least RUNTIME_FLOOR_MIN; ``attempt``
-    > 1 (a Snakemake retry) scales it up."""
-    seconds = sum(map((costs or CellCosts(config)).runtime_s, cells))
+    > 1 (a Snakemake retry) scales it up. ``seconds``: their budgets' sum, when already known."""
+    if seconds is None:
+        seconds = sum(map((costs or CellCosts(config)).runtime_s, cells))
     return max(RUNTIME_FLOOR_MIN, -(-int(seconds * max(1, attempt)) // 60))
 
 
@@ -193,9 +272,11 @@ def mem_mb(config: dict[str, Any], cells: list[Cell], costs: CellCosts | None = 
 
 
 def group_resources(config: dict[str, Any], cells: list[Cell], attempt: int = 1,
-                    costs: CellCosts | None = None) -> dict[str, Any]:
+                    costs: CellCosts | None = None, budget: GroupBudget | None = None) -> dict[str, Any]:
     """The Snakemake resources of a group job (under grouping `allocation` every cell of a group
-    shares its allocation; under `machine` the largest cell's, though no scheduler reads them)."""
+    shares its allocation; under `machine` the largest cell's, though no scheduler reads them);
+    whole nodes if any of its cells needs them. ``budget``: what the cells add up to, when known
+    (JobGroups.budgets)."""
     first = max(cells, key=attrgetter("np", "threads", "nodes"))
     return {
         # How many cells the group holds: a plain count, shown by `snakemake -n` with the others.
@@ -207,9 +288,9 @@ def group_resources(config: dict[str, Any], cells: list[Cell], attempt: int = 1,
         # MPI job of one task, and that refusal (in its submit thread) hangs the whole run.
         "mpi": "srun" if first.np > 1 else "",
         "nodes": first.nodes,
-        "slurm_extra": slurm_extra(config, first),
-        "runtime": runtime_min(config, cells, attempt, costs),
-        "mem_mb": mem_mb(config, cells, costs),
+        "slurm_extra": slurm_extra(config, first, group_needs_exclusive(config, cells)),
+        "runtime": runtime_min(config, cells, attempt, costs, budget.seconds if budget else None),
+        "mem_mb": budget.mem_mb if budget else mem_mb(config, cells, costs),
     }
 
 
@@ -225,12 +306,15 @@ class GroupResources:
     and attempt. Snakemake calls each resource of each job separately (7 per job, and again
     whenever it re-evaluates the job): computed per call, a 177k-cell campaign would model every
     cell's runtime and memory seven times over. Computed when first asked, not all up front:
-    inside a batch job Snakemake parses the workflow again but asks for one group only."""
+    inside a batch job Snakemake parses the workflow again but asks for one group only. ``budgets``:
+    those job_groups added up already (JobGroups.budgets; a group not in it is added up here)."""
 
-    def __init__(self, config: dict[str, Any], groups: GroupLookup, costs: CellCosts | None = None) -> None:
+    def __init__(self, config: dict[str, Any], groups: GroupLookup, costs: CellCosts | None = None,
+                 budgets: Mapping[str, GroupBudget] | None = None) -> None:
         self._config = config
         self._groups = groups
         self._costs = costs or CellCosts(config)
+        self._budgets = budgets or {}
         self._computed: dict[tuple[str, int], dict[str, Any]] = {}
 
     def of(self, group: str, attempt: int = 1) -> dict[str, Any]:
@@ -240,7 +324,8 @@ class GroupResources:
             cells = self._groups.get(group)
             if cells is None:
                 raise ValueError(f"{group} is not a job group of this campaign")
-            found = self._computed[(group, attempt)] = group_resources(self._config, cells, attempt, self._costs)
+            found = self._computed[(group, attempt)] = group_resources(self._config, cells, attempt, self._costs,
+                                                                       self._budgets.get(group))
         return found
 
     def resource(self, name: str) -> Callable[..., Any]:

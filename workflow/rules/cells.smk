@@ -7,7 +7,6 @@
 # Snakemake outputs: a killed group job loses only its unsealed cells, and its re-run skips the
 # sealed ones. A failed launch still ends the job successfully, its status.json says why.
 
-CELL_IDS = [c.id for c in CELLS]
 # An input function, not the list (common.smk all_group_done says why).
 GROUP_DONE = all_group_done
 VIEWS = {"full": R, "partial": f"{R}/{layout.PARTIAL}"}

@@ -1,5 +1,6 @@
 # Small named helpers shared by every stage. Logic lives in the mpiatlas package; file names in
 # mpiatlas.layout. Every output of a campaign lives under R = results/<campaign name>/.
+import functools
 import json
 import os
 import shlex
@@ -20,7 +21,7 @@ CELLS = programs.expand(config)
 # Job groups (mpiatlas.resources): the cells of one allocation, cells_per_job at a time; one
 # Snakemake job and one `mpiatlas run-cell --group` process each.
 CELL_COSTS = resources.CellCosts(config)
-GROUPS = resources.job_groups(config, CELLS, CELL_COSTS)
+GROUPS = resources.job_groups(config, CELLS, CELL_COSTS, presorted=True)  # expand's cells are sorted
 R = layout.results_dir(config["campaign"]["name"])
 # Adaptive repetitions (mpiatlas.adaptive; None: a fixed count, and none of what follows is used):
 # CELLS hold min repetitions of every series (round 0); later rounds' groups (ids r<round>.<id>)
@@ -45,6 +46,17 @@ def group_cells(wildcards):
         return ALL_GROUPS[wildcards.group]
     except KeyError:
         raise ValueError(f"{wildcards.group} is not a job group of this campaign") from None
+
+
+@functools.cache
+def _cell_ids():
+    return [c.id for c in CELLS]
+
+
+def cell_ids(wildcards):
+    """Every cell id (cells_manifest's param), computed once when first asked: a function, not the
+    list, since Snakemake applies wildcards to each string of a list param on every evaluation."""
+    return _cell_ids()
 
 
 def round_decision(group):
@@ -79,8 +91,9 @@ def group_inputs(wildcards):
     return inputs
 
 
-# Each group's resources, computed once per group and attempt (resources.GroupResources).
-GROUP_RESOURCES = resources.GroupResources(config, ALL_GROUPS, CELL_COSTS)
+# Each group's resources, computed once per group and attempt (resources.GroupResources); runtime
+# and memory from the budgets job_groups added up already.
+GROUP_RESOURCES = resources.GroupResources(config, ALL_GROUPS, CELL_COSTS, GROUPS.budgets)
 
 
 def group_resource(name):

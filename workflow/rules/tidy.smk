@@ -19,7 +19,7 @@ rule cells_manifest:
         notes=f"{R}/{layout.NOTES}",
         campaign=f"{R}/{layout.CAMPAIGN_CONFIG}",
     params:
-        cells=CELL_IDS,
+        cells=cell_ids,
         notes=unplanned_notes(config),
         campaign=config,
     log:
