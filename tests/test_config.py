@@ -75,7 +75,7 @@ def test_defaults_are_filled_in() -> None:
     ("mutate", "expected"),
     [
         (lambda c: c["campaign"].update(bogus=1), "campaign: Additional properties are not allowed ('bogus'"),
-        (lambda c: c.update(mappings=["corez"]), "mappings.0: 'corez' is not allowed; allowed values: core, l3, numa, socket, node"),
+        (lambda c: c.update(mappings=["corez"]), "mappings.0: 'corez' is not allowed; allowed values: core, l3, die, numa, socket, node, regions, same_core, same_l3, same_die, same_numa, same_socket, other_socket"),
         (lambda c: c["stacks"]["intelmpi"].update(kind="foompi"), "stacks.intelmpi.kind: 'foompi' is not allowed; allowed values: intelmpi, openmpi, mpich"),
         (lambda c: c["campaign"].update(repetitions=0), "campaign.repetitions: 0 is less than the minimum of 1"),
         (lambda c: c["imb"].update(benchmarks=["PingPang"]), "imb.benchmarks.0: 'PingPang' is not allowed"),

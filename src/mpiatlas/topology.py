@@ -28,13 +28,23 @@ from typing import Any, Literal, get_args
 from mpiatlas import topology_sysfs
 from mpiatlas.topology_sysfs import cpu_list
 
-Mapping = Literal["core", "l3", "numa", "socket", "node"]
-MAPPINGS: tuple[str, ...] = get_args(Mapping)
-
 Region = Literal["same_core", "same_l3", "same_die", "same_numa", "same_socket", "other_socket", "other_node"]
 # Ordered from closest to farthest. ``same_die``: one die (AMD CCD, Intel tile) but not one L3; only
 # where hwloc reports Die objects (or a synthetic description has a ``die`` level).
 REGIONS: tuple[str, ...] = get_args(Region)
+
+# Mappings that place any number of ranks: consecutive cores, or round-robin over a kind of domain
+# (L3, die, NUMA node, package), or over nodes.
+SpreadMapping = Literal["core", "l3", "die", "numa", "socket", "node"]
+SPREAD_MAPPINGS: tuple[str, ...] = get_args(SpreadMapping)
+# Mappings that place a PAIR of ranks on two cpus whose closest shared level is that region, found
+# in the node's own topology where the cell runs (the campaign cannot know a compute node's shape
+# when it plans): what a per-region latency table needs, one PingPong per region, whatever the
+# node. `other_node` is the `node` mapping over two nodes.
+REGION_MAPPINGS: tuple[str, ...] = tuple(r for r in REGIONS if r != "other_node")
+MAPPINGS: tuple[str, ...] = SPREAD_MAPPINGS + REGION_MAPPINGS
+# config `mappings: [regions]`: every region mapping (mpiatlas.config expands it).
+ALL_REGIONS = "regions"
 
 # hwloc 2.x cache object types -> the level names we report.
 _CACHE_TYPES = {"L1Cache": "L1d", "L2Cache": "L2", "L3Cache": "L3"}
@@ -393,14 +403,20 @@ def pin_list(
     """OS cpu id each rank is pinned to under ``mapping``.
 
     ``core``: rank i on core i (neighbours share the closest domain);
-    ``l3``/``numa``/``socket``: round-robin over L3 domains / NUMA nodes /
+    ``l3``/``die``/``numa``/``socket``: round-robin over L3 domains / dies / NUMA nodes /
     packages, so ranks 0 and 1 are in different domains of that kind;
-    ``node``: round-robin over ``nodes`` nodes, consecutive cores on each.
+    ``node``: round-robin over ``nodes`` nodes, consecutive cores on each;
+    a region (``same_numa``, ...): two ranks on the first pair of cpus whose closest shared level
+    is that region (:func:`region_pair`).
     """
     if mapping not in MAPPINGS:
         raise ValueError(f"unknown mapping {mapping!r}; choose from {', '.join(MAPPINGS)}")
     if nranks < 1:
         raise ValueError(f"nranks must be >= 1, got {nranks}")
+    if mapping in REGION_MAPPINGS:
+        if nodes != 1:
+            raise ValueError(f"nodes={nodes} only applies to the 'node' mapping, not {mapping!r}")
+        return Pins(region_pair(topo, mapping, nranks), mapping=mapping, node_of=[0, 0], oversubscribed=False)
     if nodes < 1:
         raise ValueError(f"nodes must be >= 1, got {nodes}")
     if mapping != "node" and nodes != 1:
@@ -428,7 +444,7 @@ def _core_order(topo: Topology, mapping: str, nodes: int) -> list[Core]:
         if mapping == "node" and nodes < 2:
             raise MappingUnavailable(mapping, "needs nodes >= 2 (got nodes=1): ranks would share one node")
         return list(topo.cores)
-    kind = {"l3": "l3", "numa": "numa", "socket": "package"}[mapping]
+    kind = {"l3": "l3", "die": "die", "numa": "numa", "socket": "package"}[mapping]
     groups = topo.domains(kind)
     if len(groups) < 2:
         raise MappingUnavailable(mapping, _why_unavailable(topo, mapping, len(groups)))
@@ -441,6 +457,10 @@ def _why_unavailable(topo: Topology, mapping: str, n: int) -> str:
         if n == 0:
             return f"{host} reports no L3 cache, so there are no L3 domains to spread over"
         return f"{host} has a single L3 domain shared by all {topo.n_cores} cores"
+    if mapping == "die":
+        if n == 0:
+            return f"{host} reports no die level (hwloc Die objects: AMD CCDs, Intel tiles)"
+        return f"{host} has a single die"
     if mapping == "numa":
         extra = f" ({topo.numa_nodes} NUMA nodes, only one has cores)" if topo.numa_nodes > 1 else ""
         return f"{host} has a single NUMA node with cores{extra}"
@@ -478,6 +498,29 @@ def region(topo: Topology, cpu_a: int, cpu_b: int, same_node: bool = True) -> st
     if a.numa == b.numa and ("numa", a.numa) in topo._inside_package:
         return "same_numa"
     return "same_socket"
+
+
+def region_pair(topo: Topology, wanted: str, nranks: int = 2) -> list[int]:
+    """The cpus of a rank pair whose closest shared level is ``wanted``: SMT siblings of the first
+    core that has two for ``same_core``, else the first core and the first later core at exactly
+    that region, trying each core in turn as the first (a restricted topology may lack the pair
+    from core 0). Raises :class:`MappingUnavailable` naming the host when the node has no such pair."""
+    if nranks != 2:
+        raise MappingUnavailable(wanted, f"a region mapping places a pair of ranks, not {nranks}")
+    if wanted == "same_core":
+        for core in topo.cores:
+            if len(core.pus) >= 2:
+                return [core.pus[0], core.pus[1]]
+    else:
+        for i, first in enumerate(topo.cores):
+            for second in topo.cores[i + 1:]:
+                if region(topo, first.pu, second.pu) == wanted:
+                    return [first.pu, second.pu]
+    host = topo.hostname or "this node"
+    found = sorted({region(topo, a.pu, b.pu) for i, a in enumerate(topo.cores) for b in topo.cores[i + 1:]},
+                   key=REGIONS.index)
+    raise MappingUnavailable(wanted, f"{host} has no two cpus whose closest shared level is {wanted} "
+                             f"(its {topo.n_cores} cores pair up as: {', '.join(found) or 'none'})")
 
 
 def pair_regions(topo: Topology, pins: Sequence[int]) -> dict[tuple[int, int], str]:

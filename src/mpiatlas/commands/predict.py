@@ -15,7 +15,7 @@ import re
 import sys
 from typing import Any
 
-from mpiatlas.topology import MAPPINGS
+from mpiatlas.topology import SPREAD_MAPPINGS
 
 _RANGE = re.compile(r"^(\d+)\.\.(\d+)(?::(\d+))?$")
 
@@ -40,8 +40,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--ppn", type=int, default=None, metavar="N", help="ranks per node (default: cores per node)")
     p.add_argument("--placement", choices=["block", "cyclic"], default="block",
                    help="ranks over nodes: block fills a node first (map-by core), cyclic deals them round-robin")
-    p.add_argument("--mapping", choices=MAPPINGS, default="core",
-                   help="order of cores inside a node (core, l3, numa, socket); 'node' = cyclic over nodes")
+    p.add_argument("--mapping", choices=SPREAD_MAPPINGS, default="core",
+                   help="order of cores inside a node (core, l3, die, numa, socket); 'node' = cyclic over nodes")
     p.add_argument("--segsize", type=int, default=0, metavar="BYTES",
                    help="segment size of chain/pipeline/tree algorithms (default 0: none, Open MPI's forced default)")
     p.add_argument("--overlap", type=float, default=1.0, metavar="F",

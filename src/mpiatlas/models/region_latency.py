@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from mpiatlas.topology import MAPPINGS, REGIONS, Topology, pin_list, region
+from mpiatlas.topology import REGIONS, SPREAD_MAPPINGS, Topology, pin_list, region
 
 __all__ = ["PLACEMENTS", "Placement", "RegionTable", "RegionTableError", "place", "read_region_table"]
 
@@ -136,12 +136,12 @@ def place(
     ``placement`` ``block`` fills node 0 with ``ppn`` ranks, then node 1 (Open MPI
     ``--map-by core``/``socket`` on a multi-node allocation, SLURM block); ``cyclic`` deals ranks
     round-robin over nodes (``--map-by node``). Inside a node, ranks take cores in ``mapping``
-    order (``core``: consecutive cores; ``socket``/``numa``/``l3``: round-robin over those
+    order (``core``: consecutive cores; ``socket``/``numa``/``die``/``l3``: round-robin over those
     domains, as :func:`mpiatlas.topology.pin_list`); mapping ``node`` means cyclic + core.
     ``ppn`` defaults to the cores of a node; oversubscription is refused.
     """
-    if mapping not in MAPPINGS:
-        raise ValueError(f"unknown mapping {mapping!r}; choose from {', '.join(MAPPINGS)}")
+    if mapping not in SPREAD_MAPPINGS:  # a region mapping places one pair, no collective
+        raise ValueError(f"unknown mapping {mapping!r}; choose from {', '.join(SPREAD_MAPPINGS)}")
     if placement not in PLACEMENTS:
         raise ValueError(f"unknown placement {placement!r}; choose from {', '.join(PLACEMENTS)}")
     if mapping == "node":

@@ -5,9 +5,13 @@ R/limits/limits.json to both views unless ``campaign.limits`` is ``off``). One r
 with several nodes each level's limit is the median over the nodes that measured it (a campaign's
 nodes are one node type).
 
-The network limit is the rate of the link each node's record names (``network_link``, see
-:mod:`mpiatlas.link_rate`), the slowest over the nodes (a transfer between two nodes goes no
-faster than the slower end), with where it came from: ``sysfs:<iface>``,
+The network limit depends on the transport's class. A TCP (or generic) transport is bounded by
+the link each node's record names (``network_link``, see :mod:`mpiatlas.link_rate`: the stacks'
+``tcp_interface`` or the default route); an RDMA transport (``ucx-rc``, ``ofi-verbs``, ...,
+:data:`mpiatlas.stacks.fabrics.RDMA_TRANSPORTS`) by the node's fastest active InfiniBand/RoCE port
+(its ``rdma_ports``), which is what UCX and libfabric pick without UCX_NET_DEVICES, and need not be
+behind the TCP interface. Either way the slowest node bounds it (a transfer between two nodes goes
+no faster than the slower end), with where it came from: ``sysfs:<iface>``,
 ``infiniband:<dev>/<port>`` or ``config``. Records without one (older files) fall back to the
 α-β fits' ``network.bandwidth_gbit_s``, the config value.
 """
@@ -21,7 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from mpiatlas.limits import MEMORY, LimitsError, level_for_size, level_limits
-from mpiatlas.link_rate import gbit_to_MBps
+from mpiatlas.link_rate import gbit_to_MBps, port_active
+from mpiatlas.stacks.fabrics import needs_rdma
+
+# Transport classes, for the link an inter-node transfer is bounded by.
+TCP_CLASS = "tcp"
+RDMA_CLASS = "rdma"
 
 
 @dataclass
@@ -31,6 +40,7 @@ class PhysicalLimits:
     caches: dict[str, int] = field(default_factory=dict)
     unavailable: list[str] = field(default_factory=list)  # "node: reason"
     links: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> its record's network_link
+    rdma_ports: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # node -> its record's rdma_ports
 
     def level_of(self, size_bytes: float) -> str:
         return level_for_size({"caches": self.caches}, size_bytes)
@@ -57,6 +67,9 @@ def load_limits(path: Path) -> PhysicalLimits:
         net = rec.get("network_link") if isinstance(rec, dict) else None
         if isinstance(net, dict):
             out.links[str(rec.get("node"))] = net
+        ports = rec.get("rdma_ports") if isinstance(rec, dict) else None
+        if isinstance(ports, list):
+            out.rdma_ports[str(rec.get("node"))] = [p for p in ports if isinstance(p, dict)]
         rates = level_limits(rec)
         if not rates:
             out.unavailable.append(f"{rec.get('node')}: {rec.get('reason') or 'no usable run'}")
@@ -112,10 +125,35 @@ def _gbit(value: Any) -> float | None:
     return float(value) if ok else None
 
 
-def link_limit(limits: PhysicalLimits | None, alphabeta: Any) -> LinkLimit | None:
-    """The campaign's link limit: the slowest node's recorded link, else the α-β fits' configured
-    network; None when neither says anything."""
-    links = limits.links if limits is not None else {}
+def transport_class(fit: dict[str, Any]) -> str:
+    """RDMA_CLASS for a fit of a transport that needs an InfiniBand/RoCE port (the network part of a
+    mixed one, after ``+``), else TCP_CLASS; the transport is the fit's, else its label's second part."""
+    label = str(fit.get("label") or "")
+    transport = str(fit.get("transport") or (label.split("/")[1] if label.count("/") >= 1 else ""))
+    return RDMA_CLASS if needs_rdma(transport) or needs_rdma(transport.split("+")[-1]) else TCP_CLASS
+
+
+def rdma_link(ports: list[dict[str, Any]]) -> dict[str, Any]:
+    """A node's RDMA link, shaped like a ``network_link``: its fastest active port with a rate."""
+    active = [p for p in ports if port_active(p) and _gbit(p.get("data_gbit_s")) is not None]
+    if not active:
+        return {"interface": None, "chosen_by": None, "gbit_s": None, "source": None,
+                "note": "no active InfiniBand/RoCE port with a rate recorded"}
+    best = max(active, key=lambda p: float(p["data_gbit_s"]))
+    return {"interface": best.get("id"), "chosen_by": "fastest active RDMA port",
+            "gbit_s": float(best["data_gbit_s"]), "source": f"infiniband:{best.get('id')}"}
+
+
+def link_limit(limits: PhysicalLimits | None, alphabeta: Any, transport_cls: str = TCP_CLASS) -> LinkLimit | None:
+    """The campaign's link limit for a class of transports: the slowest node's recorded link (the
+    TCP link, or for RDMA_CLASS the fastest active InfiniBand/RoCE port), else the α-β fits'
+    configured network; None when neither says anything."""
+    if limits is None:
+        links: dict[str, dict[str, Any]] = {}
+    elif transport_cls == RDMA_CLASS:
+        links = {node: rdma_link(limits.rdma_ports.get(node, [])) for node in sorted({*limits.links, *limits.rdma_ports})}
+    else:
+        links = limits.links
     notes: list[str] = []
     known: list[tuple[float, str, str]] = []  # (Gbit/s, source, node)
     for node, net in sorted(links.items()):

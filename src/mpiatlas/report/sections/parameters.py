@@ -19,8 +19,8 @@ from mpiatlas.report.cells import has_columns
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, finite, fmt_bytes, fmt_ci, fmt_num, fmt_pct
 from mpiatlas.report.imb import bench_sort_key
-from mpiatlas.report.physical_limits import (LinkLimit, PhysicalLimits, is_inter_node, is_intra_node, limit_cells,
-                                             link_limit)
+from mpiatlas.report.physical_limits import (RDMA_CLASS, LinkLimit, PhysicalLimits, is_inter_node, is_intra_node,
+                                             limit_cells, link_limit, transport_class)
 
 TITLE = "Model parameters"
 SECTION_ID = "parameters"
@@ -60,10 +60,11 @@ def _peak_cells(f: dict[str, Any]) -> list[Cell]:
                  title=f"{f.get('plateau_n_sizes')} sizes" if finite(plateau) else None)]
 
 
-def _limit_cells(f: dict[str, Any], limits: PhysicalLimits | None, link: LinkLimit | None) -> list[Cell]:
-    if limits is None and link is None:
+def _limit_cells(f: dict[str, Any], limits: PhysicalLimits | None, links: dict[str, LinkLimit | None]) -> list[Cell]:
+    if limits is None and not any(links.values()):
         return []
     if is_inter_node(f):
+        link = links.get(transport_class(f))
         frac = link.fraction(f.get("bandwidth_MBps")) if link is not None else None
         if link is None or link.MBps is None:
             why = "; ".join(link.notes) if link is not None else "no link rate: no limits record or α-β fits name one"
@@ -88,7 +89,8 @@ def _limit_cells(f: dict[str, Any], limits: PhysicalLimits | None, link: LinkLim
 
 def _fit_rows(fits: list[dict[str, Any]], zero: dict[tuple[Any, Any, Any], float], show_alg: bool,
               show_method: bool, limits: PhysicalLimits | None = None,
-              link: LinkLimit | None = None) -> tuple[list[list[Cell]], list[list[Cell]]]:
+              links: dict[str, LinkLimit | None] | None = None) -> tuple[list[list[Cell]], list[list[Cell]]]:
+    links = links or {}
     rows: list[list[Cell]] = []
     seg_rows: list[list[Cell]] = []
     for f in sorted(fits, key=_sort_key):
@@ -104,7 +106,7 @@ def _fit_rows(fits: list[dict[str, Any]], zero: dict[tuple[Any, Any, Any], float
             zs = zero.get((f.get("label"), f.get("np"), f.get("benchmark")))
             z = num_cell(zs, title="median of the 0-byte rows in the summary" if zs is not None else None)
         if f.get("error") is not None:
-            span = 11 + show_method + (2 if limits is not None or link is not None else 0)
+            span = 11 + show_method + (2 if limits is not None or any(links.values()) else 0)
             rows.append([*ident, Cell(f"not fitted: {f['error']}", cls="bad wrap", colspan=span), z])
             continue
         bp_text = ", ".join(fmt_bytes(b) for b in bps) or "none"
@@ -115,7 +117,7 @@ def _fit_rows(fits: list[dict[str, Any]], zero: dict[tuple[Any, Any, Any], float
             num_cell(f.get("latency_us")), _ci_cell(f, fmt_ci(f.get("latency_ci_us"))),
             Cell(_bw_text(f, f.get("bandwidth_MBps")), cls="num"),
             _ci_cell(f, fmt_ci(f.get("bandwidth_ci_MBps"), unbounded="∞")),
-            *_peak_cells(f), *_limit_cells(f, limits, link),
+            *_peak_cells(f), *_limit_cells(f, limits, links),
             Cell(bp_text, title=", ".join(f"{int(b)} B" for b in bps) or None),
             cell(len(f.get("segments") or []) or 1), cell(f.get("n_sizes")),
             Cell(fmt_pct(max(res)) if res else DASH, cls="num"),
@@ -155,8 +157,11 @@ def section_parameters(data: ReportData) -> Section:
         blocks.append(Notice(f"Physical limits not shown: {data.limits_error}", "warn"))
     elif data.limits_path is None and any(is_intra_node(f) for f in fits):
         blocks.append(Text(f"Intra-node B is not set against a memory copy rate ({NO_LIMITS})."))
-    link = link_limit(limits, data.fits.get("alphabeta")) if any(is_inter_node(f) for f in fits) else None
-    rows, seg_rows = _fit_rows(fits, _zero_byte_medians(data), show_alg, show_method, limits, link)
+    # One link per class of the inter-node fits' transports: TCP ones are bounded by the TCP link,
+    # RDMA ones (ucx-rc, ofi-verbs, ...) by the InfiniBand/RoCE port.
+    classes = sorted({transport_class(f) for f in fits if is_inter_node(f)})
+    links = {cls: link_limit(limits, data.fits.get("alphabeta"), cls) for cls in classes}
+    rows, seg_rows = _fit_rows(fits, _zero_byte_medians(data), show_alg, show_method, limits, links)
     id_cols = ["Benchmark", "Label", "np", *(["Algorithm"] if show_alg else [])]
     blocks += [
         Text("Hockney model t(m) = λ + m/B per label and benchmark (λ in µs, B in MB/s = 10⁶ B/s) with the "
@@ -165,9 +170,9 @@ def section_parameters(data: ReportData) -> Section:
              "(shared memory) B is what the largest messages reach: the median bandwidth of the plateau sizes "
              "(\"plateau\"); the peak is the best size/time and its size. ∞ = unbounded bandwidth (flat "
              "segment). t(0 B) is the 0-byte time, not part of the fit."),
-        *_limits_text(limits, link),
+        *_limits_text(limits, links),
         Table([*id_cols, "λ (µs)", "λ 95 % CI", "B (MB/s)", "B 95 % CI", "Peak (MB/s)", "Peak at", "Plateau",
-               *(["B % of limit", "Peak % of cache copy"] if limits is not None or link is not None else []),
+               *(["B % of limit", "Peak % of cache copy"] if limits is not None or any(links.values()) else []),
                "Breakpoints", "Segments", "Sizes",
                "max |rel err|", *(["CI method"] if show_method else []), "t(0 B) (µs)"], rows,
               caption="Hockney parameters"),
@@ -182,17 +187,20 @@ def section_parameters(data: ReportData) -> Section:
     return Section(TITLE, blocks, id=SECTION_ID)
 
 
-def _limits_text(limits: PhysicalLimits | None, link: LinkLimit | None) -> list[Any]:
+def _limits_text(limits: PhysicalLimits | None, links: dict[str, LinkLimit | None]) -> list[Any]:
     out: list[Any] = []
-    if link is not None and link.MBps is not None:
-        out.append(Text(f"Inter-node B is set against the link rate, {link.gbit_s:g} Gbit/s of data = "
-                        f"{fmt_num(link.MBps)} MB/s, from {link.source} ({link.detail}); sysfs:<interface> is the "
-                        "NIC's speed, infiniband:<device>/<port> the port's rate after line coding, config the "
-                        "campaign's network.bandwidth_gbit_s where a link's own rate is unknown."))
-    elif link is not None:
-        out.append(Text("Inter-node B is not set against a link rate: it is unknown."))
-    if link is not None and link.notes:
-        out.append(Notice("Link rate notes:", "info", list(link.notes)))
+    for cls, link in links.items():
+        whose = "of RDMA transports (InfiniBand/RoCE) " if cls == RDMA_CLASS else ""
+        if link is not None and link.MBps is not None:
+            out.append(Text(f"Inter-node B {whose}is set against the link rate, {link.gbit_s:g} Gbit/s of data = "
+                            f"{fmt_num(link.MBps)} MB/s, from {link.source} ({link.detail}); sysfs:<interface> is "
+                            "the NIC's speed, infiniband:<device>/<port> the port's rate after line coding, config "
+                            "the campaign's network.bandwidth_gbit_s where a link's own rate is unknown."))
+        elif link is not None:
+            out.append(Text(f"Inter-node B {whose}is not set against a link rate: it is unknown."))
+        if link is not None and link.notes:
+            title = "RDMA link notes:" if cls == RDMA_CLASS else "Link rate notes:"
+            out.append(Notice(title, "info", list(link.notes)))
     if limits is None:
         return out
     if limits.rates:
