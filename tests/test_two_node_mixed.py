@@ -10,6 +10,7 @@ oversubscribed on this 2-core machine, so it checks function (paths, hosts), not
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -40,11 +41,6 @@ CYCLIC_HOSTS = {0: "node1", 1: "node2", 2: "node1", 3: "node2"}
 
 def captured(name: str) -> str:
     return (DATA / name).read_text()
-
-
-@pytest.fixture
-def ompi41(tmp_path: Path) -> OpenMPI:
-    return OpenMPI(tmp_path / "ompi", source="system", version="4.1.4")
 
 
 @pytest.fixture
@@ -302,6 +298,8 @@ def test_mixed_transports_and_placements_over_two_nodes(netns_cluster: Path, tmp
         # PingPong's pair (ranks 0, 1): two nodes under cyclic; under block one node, where 4 ranks on
         # 2 shared cores all get both cores (multinode.placement), so no region is planned for them.
         assert row["region"] == (None if block else "other_node"), (row["cell"], row["region"])
+        # The tidy columns say it too: the placement, and where ranks 0 and 1 ran (from their hosts).
+        assert (row["placement"], row["pair_class"]) == (("block", "on_node") if block else ("cyclic", "cross_node"))
 
     summary = pl.read_parquet(work / RESULTS / "tidy" / "imb_summary.parquet")
     for stack in ("intelmpi", "mpich"):
@@ -317,3 +315,11 @@ def test_mixed_transports_and_placements_over_two_nodes(netns_cluster: Path, tmp
         print(f"{stack} shm+ofi-tcp, 4 ranks over 2 nodes: 4 B PingPong on-node pair (block) {on_node:.3g} us, "
               f"cross-node pair (cyclic) {cross:.3g} us")
         assert on_node > 0 and cross > 0
+    # The report's regions section shows PingPong by pair class, both placements of every IMB stack.
+    html = (work / RESULTS / "report.html").read_text()
+    section = html[html.index("PingPong by pair class"):]
+    section = section[:section.index("</table>")]
+    for stack in ("intelmpi", "mpich"):
+        for pair, placement in (("on-node", "block"), ("cross-node", "cyclic")):
+            assert re.search(rf"{stack}/shm\+ofi-tcp</td>\s*<td[^>]*>{pair}</td>\s*<td[^>]*>{placement}</td>", section), \
+                (stack, pair, section[:3000])

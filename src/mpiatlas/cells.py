@@ -18,6 +18,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+from mpiatlas import ssh_hosts
 from mpiatlas.config import ConfigError
 from mpiatlas.stacks import STACK_KINDS, collectives
 
@@ -130,11 +131,15 @@ def mapping_segment(mapping: str, nodes: int) -> str:
 
 
 def parse_mapping_segment(segment: str) -> tuple[str, int]:
-    """``node2`` -> ("node", 2); ``core`` -> ("core", 1): the inverse of :func:`mapping_segment`."""
-    match = re.fullmatch(r"([a-z]+?)(\d*)", segment)
-    if match is None:
-        raise ValueError(f"{segment!r} is not a mapping segment (e.g. core, socket, node2)")
-    return match.group(1), int(match.group(2) or 1)
+    """``node2`` -> ("node", 2); ``core`` -> ("core", 1); ``l3`` -> ("l3", 1): the inverse of
+    :func:`mapping_segment`. Only the `node` mapping carries a node count: a mapping's own name may end
+    in a digit (``l3``, ``same_l3``)."""
+    match = re.fullmatch(r"node(\d+)", segment)
+    if match is not None:
+        return "node", int(match.group(1))
+    if re.fullmatch(r"[a-z][a-z0-9_]*", segment) is None:
+        raise ValueError(f"{segment!r} is not a mapping segment (e.g. core, l3, socket, node2)")
+    return segment, 1
 
 
 # The knob set's id segment: ``knobs=<name>``; an options segment is ``<option>=<value>[,...]``.
@@ -281,7 +286,12 @@ def check_algorithms(config: dict[str, Any]) -> None:
 
 def node_counts(config: dict[str, Any], mapping: str, np: int) -> list[int]:
     """The node counts a cell of ``np`` ranks runs over: 1 for single-node mappings; for `node`,
-    every configured m (``nodes``) that splits the ranks evenly (ppn = np / m ranks per node)."""
+    every configured m (``nodes``) that splits the ranks evenly (ppn = np / m ranks per node); none
+    for a region mapping unless np is 2."""
+    from mpiatlas.topology import REGION_MAPPINGS  # topology's imports only where cells are expanded
+
+    if mapping in REGION_MAPPINGS:
+        return [1] if np == 2 else []  # a region places a pair of ranks: only 2-rank cells have one
     if mapping != "node":
         return [1]
     return [m for m in config.get("nodes", [2]) if m <= np and np % m == 0]
@@ -309,10 +319,14 @@ def cell_spec_base(config: dict[str, Any], cell: Cell) -> dict[str, Any]:
         # share a node is the cell's own ``distribution`` (in spec["cell"]).
         "colocated_nodes": config["campaign"].get("colocated_nodes", "spread"),
         "tcp_interface": stack.get("tcp_interface"),
+        # InfiniBand/RoCE ports (mlx5_0:1) the stack's RDMA transports use (stacks.fabrics).
+        "net_devices": stack.get("net_devices"),
         # auto|mpirun|srun; "auto" is resolved where the cell runs (runner.plan.resolve_launcher).
         "launcher": config["campaign"].get("launcher", "auto"),
         # The knob set's variables, applied over everything else at launch (runner.knob_overlay); None without.
         "knobs": {"name": cell.knobs, "env": dict(config["knobs"][cell.knobs])} if cell.knobs else None,
         # Who pins the ranks: the stack, or likwid-pin around each rank (runner.likwid_pin).
         "pinner": cell.pinner or DEFAULT_PINNER,
+        # mpirun over ssh: the hosts and the ssh agent (mpiatlas.ssh_hosts); absent without hosts.
+        **ssh_hosts.spec_fields(config),
     }

@@ -75,8 +75,18 @@ def validate(config: dict[str, Any], source: str = "<config>") -> dict[str, Any]
     if errors:
         lines = [f"{source}: {_key_path(e)}: {_describe(e)}" for e in errors]
         raise ConfigError("invalid campaign config:\n  " + "\n  ".join(lines))
+    config["mappings"] = _expand_mappings(config["mappings"])
     _check_cross_fields(config, source)
     return config
+
+
+def _expand_mappings(mappings: list[str]) -> list[str]:
+    """``regions`` stands for every region mapping (same_core ... other_socket): which of them a
+    compute node has is known where its cells run, and the rest end `unavailable` saying why."""
+    from mpiatlas.topology import ALL_REGIONS, REGION_MAPPINGS
+
+    expanded = [m for name in mappings for m in (REGION_MAPPINGS if name == ALL_REGIONS else (name,))]
+    return list(dict.fromkeys(expanded))
 
 
 def _check_cross_fields(config: dict[str, Any], source: str) -> None:
@@ -104,6 +114,11 @@ def _check_cross_fields(config: dict[str, Any], source: str) -> None:
                 )
     _check_kernels(config, source)
     _check_knobs(config, source)
+    from mpiatlas import ssh_hosts  # reads the hostfile; imports no config
+
+    problems = ssh_hosts.check_config(config, source)
+    if problems:
+        raise ConfigError(problems[0])
 
 
 def _check_knobs(config: dict[str, Any], source: str) -> None:

@@ -2,6 +2,8 @@
 
     results/<campaign name>/
       raw/<cell id>/{stdout.txt,stderr.txt,provenance.json,status.json}   sealed, read-only
+      lost/<cell id>/job<N>/            a cell sealed `failed` because SLURM job N lost a node, set
+                                        aside (whole, still read-only) when the cell runs again
       tidy/{cells.parquet,imb_samples.parquet,imb_summary.parquet,kernel_<name>.parquet,provenance.json,notes.json}
       fits/{hockney.json,kernels.json,alphabeta.json}
       report.html                       the full report (every planned cell has run)
@@ -29,6 +31,8 @@ IMAGES_DIR = f"{RESULTS_ROOT}/images"
 
 # Files of one sealed cell directory.
 STDOUT, STDERR, PROVENANCE, STATUS = "stdout.txt", "stderr.txt", "provenance.json", "status.json"
+# status.json key of a cell sealed `failed` because its batch job lost a node: it runs again.
+NODE_LOST = "node_lost"
 
 # Tidy tables.
 CELLS_TABLE = "cells.parquet"
@@ -43,6 +47,7 @@ HOCKNEY_FIT, KERNELS_FIT, ALPHABETA_FIT = "hockney.json", "kernels.json", "alpha
 
 REPORT = "report.html"
 PARTIAL = "partial"
+LOST = "lost"
 CELLS_MANIFEST = "cells.json"
 CAMPAIGN_CONFIG = "campaign.json"
 GROUPS = "groups"
@@ -85,6 +90,13 @@ def report_path(results: str, partial: bool = False) -> str:
 def is_sealed(cell_dir: Path) -> bool:
     """A cell has a result once its status is written (the directory appears whole, by rename)."""
     return (cell_dir / STATUS).is_file()
+
+
+def lost_attempt(cell_dir: Path, cell_id: str, job_id: str) -> Path:
+    """Where the node-lost attempt sealed in ``cell_dir`` (``<results>/raw/<cell id>``) is kept
+    when the cell runs again: ``<results>/lost/<cell id>/job<job id>``."""
+    results = Path(cell_dir).parents[len(Path(cell_id).parts)]
+    return results / LOST / cell_id / f"job{job_id}"
 
 
 def group_done(results: str, group_id: str) -> str:

@@ -18,12 +18,15 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from mpiatlas import topology
+from mpiatlas.stacks import fabrics
 from mpiatlas.stacks.base import SRUN_BIND, StackError, local_index, node_of_rank
 
-# Printed by every node of the allocation: hostname, kernel boot id, cpus this process may use.
-_PROBE = ("import os, socket; print('mpiatlas-node', socket.gethostname(), "
-          "open('/proc/sys/kernel/random/boot_id').read().strip(), len(os.sched_getaffinity(0)), "
-          "os.cpu_count())")
+# Printed by every node of the allocation: hostname, kernel boot id, cpus this process may use, and
+# its RDMA ports (stacks.fabrics: an InfiniBand transport needs one on every node).
+_PROBE = fabrics.PORTS_CODE + (
+    "\nimport os, socket; print('mpiatlas-node', socket.gethostname(), "
+    "open('/proc/sys/kernel/random/boot_id').read().strip(), len(os.sched_getaffinity(0)), "
+    "os.cpu_count(), ','.join(rdma_ports()) or '-')")
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,8 @@ class NodeFacts:
     host: str
     boot_id: str
     cpus: int  # cpus of the machine (os.cpu_count): what co-located nodes share
+    # InfiniBand/RoCE ports (stacks.fabrics); None when the probe did not list them.
+    rdma_ports: tuple[fabrics.Port, ...] | None = None
 
 
 def probe_nodes(nodes: int, timeout_s: float = 60) -> list[NodeFacts]:
@@ -54,8 +59,9 @@ def parse_probe(text: str) -> list[NodeFacts]:
     facts = []
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 5 and parts[0] == "mpiatlas-node":
-            facts.append(NodeFacts(parts[1], parts[2], int(parts[4])))
+        if len(parts) in (5, 6) and parts[0] == "mpiatlas-node":
+            ports = fabrics.parse_ports(parts[5]) if len(parts) == 6 else None
+            facts.append(NodeFacts(parts[1], parts[2], int(parts[4]), ports))
     return sorted(facts, key=lambda f: f.host)
 
 
@@ -112,7 +118,7 @@ def placement_problems(np: int, nodes: int, rank_hosts: dict[int, str], binding:
     every rank's host is checked against the plan (which ranks share a node and which do not)."""
     problems = []
     if len(rank_hosts) < np:
-        return [f"srun reported the host of {len(rank_hosts)} of {np} ranks, so the placement cannot be verified"]
+        return [f"the launch reported the host of {len(rank_hosts)} of {np} ranks, so the placement cannot be verified"]
     used = sorted(set(rank_hosts.values()))
     if len(used) != nodes:
         problems.append(f"ranks ran on {len(used)} host(s) {used}, not on {nodes} nodes")
@@ -167,4 +173,5 @@ def machine_oversubscribed(np: int, facts: Sequence[NodeFacts]) -> bool:
 
 
 def facts_record(facts: Sequence[NodeFacts]) -> list[dict[str, Any]]:
-    return [{"host": f.host, "boot_id": f.boot_id, "cpus": f.cpus} for f in facts]
+    return [{"host": f.host, "boot_id": f.boot_id, "cpus": f.cpus,
+             "rdma_ports": None if f.rdma_ports is None else [p.describe() for p in f.rdma_ports]} for f in facts]

@@ -134,7 +134,7 @@ def check_stack(config: dict[str, Any], label: str, workdir: Path, *, hello: boo
         return
     yield Check(name, True, version)
     if hello:
-        yield hello_check(stack, label, spec["transports"][0], workdir)
+        yield _hello(stack, label, spec["transports"], workdir)
 
 
 def stack_hello(config: dict[str, Any], label: str, workdir: Path) -> Check:
@@ -143,7 +143,19 @@ def stack_hello(config: dict[str, Any], label: str, workdir: Path) -> Check:
 
     spec = config["stacks"][label]
     stack = get_stack(spec["kind"], cell_model.stack_prefix(config, label), source=spec.get("source", "pypi"))
-    return hello_check(stack, label, spec["transports"][0], workdir)
+    return _hello(stack, label, spec["transports"], workdir)
+
+
+def _hello(stack: Any, label: str, transports: list[str], workdir: Path) -> Check:
+    """The hello on the first transport this host can carry: a stack whose transports all need an
+    InfiniBand port this host lacks is not broken, its cells are ``unavailable`` (stacks.fabrics)."""
+    from mpiatlas.stacks import fabrics
+
+    transport = fabrics.hello_transport(transports)
+    if transport is None:
+        return Check(f"2-rank hello ({label})", True, f"skipped: every transport ({', '.join(transports)}) needs "
+                     "an InfiniBand/RoCE port this host lacks (those cells will be unavailable)")
+    return hello_check(stack, label, transport, workdir)
 
 
 def _parallel(func: Callable[[str], Check], labels: list[str]) -> list[Check]:

@@ -96,13 +96,16 @@ class Progress:
 
 
 def read_status(cell_dir: Path) -> tuple[str, str] | None:
-    """(status, reason) of a sealed cell, or None while it has no result."""
+    """(status, reason) of a sealed cell, or None while it has no result (or lost its node: a
+    re-run runs it again, runner.run)."""
     path = cell_dir / layout.STATUS
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
         return None
     except (OSError, json.JSONDecodeError):
+        return None
+    if data.get(layout.NODE_LOST) is not None:
         return None
     return str(data.get("status")), str(data.get("reason") or "")
 

@@ -31,6 +31,7 @@ __all__ = [
     "REGION_BENCHMARKS",
     "cache_lines",
     "intra_inter",
+    "pair_class_medians",
     "region_fits",
     "region_medians",
     "region_rank",
@@ -133,8 +134,10 @@ def _ci(values: list[Any]) -> tuple[float, float]:
     return median_ci(arr)
 
 
-def region_medians(samples: pl.DataFrame, benchmarks: Sequence[str] = REGION_BENCHMARKS) -> pl.DataFrame:
-    """Median over repetitions of t (µs) and bandwidth (MB/s) per (benchmark, stack, transport, region, bytes).
+def region_medians(samples: pl.DataFrame, benchmarks: Sequence[str] = REGION_BENCHMARKS,
+                   by: str = "region") -> pl.DataFrame:
+    """Median over repetitions of t (µs) and bandwidth (MB/s) per (benchmark, stack, transport, region, bytes)
+    (``by``: another column of the samples in place of region, e.g. ``pair_class``).
 
     Columns: the keys, ``scope``, ``n_reps``, ``t_median_usec``, ``t_ci_low_usec``,
     ``t_ci_high_usec``, ``bw_median_MBps``, ``bw_ci_low_MBps``, ``bw_ci_high_MBps`` and
@@ -146,7 +149,7 @@ def region_medians(samples: pl.DataFrame, benchmarks: Sequence[str] = REGION_BEN
     if "bandwidth_MBps" not in df.columns:
         df = df.with_columns(pl.lit(None, dtype=pl.Float64).alias("bandwidth_MBps"))
     mapping = pl.col("mapping").cast(pl.String) if "mapping" in df.columns else pl.lit(None, dtype=pl.String)
-    keys = ["benchmark", "stack", "transport", "region", "scope", "bytes"]
+    keys = ["benchmark", "stack", "transport", *dict.fromkeys(["region", by]), "scope", "bytes"]
     g = (df.with_columns(pl.col("stack").cast(pl.String), pl.col("transport").cast(pl.String), mapping.alias("mapping"))
          .group_by(keys, maintain_order=True)
          .agg(pl.len().cast(pl.Int32).alias("n_reps"),
@@ -164,7 +167,23 @@ def region_medians(samples: pl.DataFrame, benchmarks: Sequence[str] = REGION_BEN
     ).with_columns(pl.col(c).fill_nan(None) for c in ("t_ci_low_usec", "t_ci_high_usec", "bw_ci_low_MBps",
                                                       "bw_ci_high_MBps"))
     rank = pl.col("region").map_elements(region_rank, return_dtype=pl.Int32)
-    return out.sort("benchmark", "stack", "transport", rank, "bytes")
+    return out.sort("benchmark", "stack", "transport", rank, *([by] if by != "region" else []), "bytes")
+
+
+def pair_class_medians(samples: pl.DataFrame, cells: pl.DataFrame) -> pl.DataFrame:
+    """PingPong medians per (stack, transport, pair class, placement, bytes): ranks 0 and 1 on one
+    node or across nodes (the cells table's ``pair_class``, from the hosts they ran on), whatever
+    their finer region (none is planned when ranks share cores). Empty without those columns."""
+    if not {"pair_class", "placement", "cell"} <= set(cells.columns) or "cell" not in samples.columns:
+        return pl.DataFrame()
+    classes = cells.select("cell", "pair_class", pl.col("placement").fill_null("one node")).filter(
+        pl.col("pair_class").is_not_null())
+    joined = samples.join(classes, on="cell", how="inner")
+    if joined.height == 0:
+        return pl.DataFrame()
+    out = [region_medians(part, ("PingPong",), by="pair_class").with_columns(pl.lit(placement).alias("placement"))
+           for (placement,), part in joined.group_by(["placement"], maintain_order=True)]
+    return pl.concat(out, how="diagonal_relaxed").sort("stack", "transport", "pair_class", "placement", "bytes")
 
 
 # ---------------------------------------------------------------------------

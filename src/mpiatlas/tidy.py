@@ -42,6 +42,9 @@ CELL_SCHEMA: dict[str, pl.DataType] = {
     "options": pl.String, "knobs": pl.String,
     # Who pinned the ranks: stack (the MPI stack's binding) or likwid (likwid-pin around each rank).
     "pinner": pl.String,
+    # Ranks over nodes (block | cyclic; null on one node), and where ranks 0 and 1 (the pair a
+    # PingPong times) ran: on_node or cross_node, from the hosts they reported (else the plan).
+    "placement": pl.String, "pair_class": pl.String,
 }
 
 MISSING_REASON = ("no raw output: the cell never ran, or its batch job was killed before the cell finished "
@@ -80,8 +83,33 @@ def cell_row(cell_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         "colocated": prov.get("colocated"),
         "options": coords.get("options", ""), "knobs": coords.get("knobs", ""),
         "pinner": coords.get("pinner") or DEFAULT_PINNER,
+        "placement": placement_of(coords.get("distribution"), coords.get("nodes", 1)),
+        "pair_class": pair_class(prov.get("rank_hosts"), coords["np"], coords.get("nodes", 1),
+                                 placement_of(coords.get("distribution"), coords.get("nodes", 1))),
     }
     return row, prov
+
+
+def placement_of(distribution: str | None, nodes: int) -> str | None:
+    """block | cyclic for a cell over several nodes (cyclic when its id names none), None on one node."""
+    return (distribution or "cyclic") if nodes > 1 else None
+
+
+def pair_class(rank_hosts: dict[str, str] | None, np: int, nodes: int, placement: str | None) -> str | None:
+    """``on_node`` / ``cross_node`` for ranks 0 and 1: from the hosts they reported; without them,
+    from the plan (one node; cyclic puts rank 1 on node 2); None for one rank or a block plan
+    without hosts (rank 1's node then depends on ranks per node)."""
+    from mpiatlas.stacks.base import CROSS_NODE, ON_NODE
+
+    if np < 2:
+        return None
+    hosts = rank_hosts or {}
+    first, second = hosts.get("0"), hosts.get("1")
+    if first and second:
+        return ON_NODE if first == second else CROSS_NODE
+    if nodes <= 1:
+        return ON_NODE
+    return CROSS_NODE if placement == "cyclic" else None
 
 
 def is_kernel_row(row: dict[str, Any]) -> bool:
@@ -99,6 +127,7 @@ def missing_row(cell_id: str) -> dict[str, Any]:
                status="missing", reason=MISSING_REASON, kind=coords["kind"], nodes=coords["nodes"],
                options=coords["options"], knobs=coords["knobs"], pinner=coords["pinner"] or DEFAULT_PINNER)
     row["ppn"] = row["np"] // coords["nodes"]
+    row["placement"] = placement_of(coords["distribution"], coords["nodes"])
     return row
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mpiatlas import multinode, topology
+from mpiatlas import multinode, ssh_hosts, topology
 from mpiatlas.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Checked
@@ -47,7 +47,7 @@ def mixed_transport_evidence(stack: Stack, transport: str, output: str, nodes: i
     (all three stacks print it at MPI_Init). Cross-node pairs that never talked show nothing (Open
     MPI connects them on first use): their class is then recorded as unused, not guessed."""
     wanted = stack.transport(transport)
-    rank_hosts = multinode.srun_hosts(output)
+    rank_hosts = ssh_hosts.rank_hosts(output)
     evidence = [e for e in stack.pair_evidence(output, rank_hosts)
                 # On one node nothing crosses nodes: a job-wide provider line speaks for no pair.
                 if not (nodes == 1 and e.pair_class == CROSS_NODE and e.pair is None)]
@@ -159,7 +159,7 @@ def judge_placement(outcome: Outcome, spec: dict[str, Any], pin_sets: list[tuple
         return outcome
     cell = spec["cell"]
     details = dict(outcome.details or {})
-    hosts = multinode.srun_hosts(output)
+    hosts = ssh_hosts.rank_hosts(output)
     record["rank_hosts"] = {str(r): h for r, h in sorted(hosts.items())}
     binding = {int(r): set(c) for r, c in (details.get("obtained_binding") or {}).items()}
     problems = multinode.placement_problems(int(cell["np"]), int(cell["nodes"]), hosts, binding, facts,

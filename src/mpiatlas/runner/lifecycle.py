@@ -3,7 +3,9 @@
 A cell always ends with a status (ok, failed, timeout, unavailable, invalid) written next to its
 raw output, so one broken cell never stops a campaign. The output directory appears atomically
 (written aside, then renamed) and its files are made read-only: raw data is never edited after
-the fact. A cell stopped from outside (a signal, its batch job gone) is not sealed at all.
+the fact. A cell stopped from outside (a signal, its batch job gone) is not sealed at all, unless
+its job ended because SLURM lost one of its nodes (runner.scheduler_state): that cell is sealed as
+``failed`` with SLURM's word, the group stops, and the next run runs it again (runner.run).
 """
 
 from __future__ import annotations
@@ -18,14 +20,20 @@ from pathlib import Path
 from typing import Any
 
 from mpiatlas import provenance, topology
-from mpiatlas.layout import PROVENANCE, STATUS, STDERR, STDOUT
+from mpiatlas.layout import NODE_LOST, PROVENANCE, STATUS, STDERR, STDOUT
 from mpiatlas.outcome import Outcome
+from mpiatlas.runner.scheduler_state import NodeLoss, node_failure_lines, node_loss
 from mpiatlas.stacks import StackError
 
 
 class CellInterrupted(RuntimeError):
     """The cell was stopped from outside (a signal, its batch job cancelled, timed out or
     preempted): it has no result, so it is not sealed and stays missing until it runs again."""
+
+
+class NodeLost(CellInterrupted):
+    """The cell's batch job lost a node: the cell is sealed as ``failed`` (why: SLURM's job state,
+    srun's words), and the group stops, since its job is being ended."""
 
 
 _INTERRUPTED: list[str] = []  # why the cell being run was interrupted (set by the signal handler)
@@ -48,6 +56,17 @@ def _catch_stop_signals() -> None:
             _PREVIOUS_HANDLERS[sig] = signal.signal(sig, _on_stop_signal)
     except ValueError:  # not the main thread: leave signals alone
         _PREVIOUS_HANDLERS.clear()
+
+
+def _note_stop_signal(signum: int, frame: Any) -> None:
+    _INTERRUPTED.append(f"received {signal.Signals(signum).name}")
+
+
+def _hold_stop_signals() -> None:
+    """While a cell is sealed (or its node loss recorded), a stop signal is noted, not raised:
+    the record is written whole, and the group stops after it (see close_cell)."""
+    for sig in _PREVIOUS_HANDLERS:
+        signal.signal(sig, _note_stop_signal)
 
 
 def _release_stop_signals() -> None:
@@ -122,12 +141,30 @@ def open_cell(spec: dict[str, Any], out: Path) -> tuple[Path, dict[str, Any]]:
 def close_cell(work: Path, out: Path, spec: dict[str, Any], record: dict[str, Any], outcome: Outcome) -> None:
     """End a cell: provenance and status next to the raw output, read-only, renamed into ``out``.
     An interrupted cell (see :func:`interruption`) is discarded instead and CellInterrupted raised:
-    its raw directory never appears, so Snakemake and the partial report see it as missing."""
-    _release_stop_signals()
-    why = interruption(record)
-    if why is not None:
-        shutil.rmtree(work, ignore_errors=True)
-        raise CellInterrupted(f"{spec['id']}: interrupted ({why}); not recorded, run it again")
+    its raw directory never appears, so Snakemake and the partial report see it as missing. If its
+    job lost a node, it is sealed as ``failed`` with SLURM's word and NodeLost raised."""
+    _hold_stop_signals()
+    try:
+        why = interruption(record)
+        noted = len(_INTERRUPTED)
+        lost = _node_loss(work, record, why)
+        if why is not None and lost is None:
+            shutil.rmtree(work, ignore_errors=True)
+            raise CellInterrupted(f"{spec['id']}: interrupted ({why}); not recorded, run it again")
+        if lost is not None:
+            record["interrupted_by"] = why
+            outcome = Outcome("failed", lost.reason, {**(outcome.details or {}), NODE_LOST: lost.facts()})
+        _seal_cell(work, out, spec, record, outcome)
+        if lost is not None:
+            raise NodeLost(f"{spec['id']}: {lost.reason}; sealed as failed, runs again on the next run")
+        late = _INTERRUPTED[noted:]
+    finally:
+        _release_stop_signals()
+    if late:  # stopped while this cell was being sealed: it is whole, the ones after it do not start
+        raise CellInterrupted(f"{spec['id']}: sealed, then {late[0]}: the group stops")
+
+
+def _seal_cell(work: Path, out: Path, spec: dict[str, Any], record: dict[str, Any], outcome: Outcome) -> None:
     record["end"] = provenance.now()
     for name in (STDOUT, STDERR):
         (work / name).touch()
@@ -135,6 +172,25 @@ def close_cell(work: Path, out: Path, spec: dict[str, Any], record: dict[str, An
     _write_json(work / STATUS, {"cell": spec["id"], "status": outcome.status, "reason": outcome.reason,
                                 **(outcome.details or {})})
     _seal(work, Path(out))
+
+
+def _node_loss(work: Path, record: dict[str, Any], why: str | None) -> NodeLoss | None:
+    """The node loss that ended the cell's job: asked of SLURM when the cell was interrupted, or
+    when its srun failed saying a node failed (the job may not have left RUNNING yet)."""
+    failed_srun = record.get("launcher") == "srun" and record.get("exit_code") not in (0, None)
+    if why is None and not failed_srun:
+        return None
+    output = _read(work / STDERR) + _read(work / STDOUT)
+    if why is None and not node_failure_lines(output)[1]:
+        return None
+    return node_loss(output)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def error_outcome(exc: topology.MappingUnavailable | StackError) -> Outcome:

@@ -5,8 +5,9 @@ cores: consecutive ones for `core`, one per domain round for the spreading mappi
 whose launch layer cannot bind a rank to a set (``Stack.multi_core_pins``) runs the cell unpinned
 and says so. Under the likwid pinner (runner.likwid_pin) the same cpus go to likwid-pin instead,
 one list per rank, and the stack binds nothing. Several nodes (the `node` mapping): srun inside the
-allocation, the nodes probed, ranks cyclic over them, co-located nodes recognised by their kernel
-boot id (mpiatlas.multinode).
+allocation, or mpirun over ssh to the config's hosts (mpiatlas.ssh_hosts); either way the nodes are
+probed, ranks placed block or cyclic over them, co-located nodes recognised by their kernel boot id
+(mpiatlas.multinode).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from mpiatlas import multinode, topology
+from mpiatlas import multinode, ssh_hosts, topology
 from mpiatlas.runner import likwid_pin
-from mpiatlas.stacks import Stack, StackError
+from mpiatlas.stacks import Stack, StackError, fabrics
 from mpiatlas.stacks.base import INTRA_NODE_EXPECT
 
 
@@ -80,14 +81,22 @@ def _same_node_region(topo: topology.Topology, pins: list[int] | None,
 
 
 def interface_env(stack: Stack, spec: dict[str, Any]) -> dict[str, str]:
-    """Variables keeping the stack's TCP traffic on the cell's ``tcp_interface`` ({} without one)."""
-    iface = spec.get("tcp_interface")
-    return stack.interface_env(iface) if iface else {}
+    """Variables keeping the stack's TCP traffic on the cell's ``tcp_interface`` ({} without one),
+    and an InfiniBand transport on the stack's ``net_devices``: UCX_NET_DEVICES naming the TCP
+    interface would leave an IB transport no device, so it is dropped for those."""
+    iface, transport = spec.get("tcp_interface"), spec["cell"]["transport"]
+    env = stack.interface_env(iface) if iface else {}
+    if fabrics.needs_rdma(transport):
+        env.pop("UCX_NET_DEVICES", None)
+    return env | fabrics.net_device_env(transport, spec.get("net_devices"))
 
 
 def rank_cpu_sets(topo: topology.Topology, mapping: str, np: int, threads: int, *,
                   oversubscribe: bool) -> list[tuple[int, ...]]:
     """The OS cpus of each rank: ``threads`` cores per rank under ``mapping``."""
+    if mapping in topology.REGION_MAPPINGS and threads > 1:
+        raise topology.MappingUnavailable(mapping, f"a region mapping places one cpu per rank; this cell has "
+                                                   f"{threads} threads per rank")
     slots = topology.pin_list(topo, mapping, np * threads, oversubscribe=oversubscribe)
     if threads == 1:
         return [(cpu,) for cpu in slots]
@@ -139,14 +148,20 @@ def plan_multinode(stack: Stack, spec: dict[str, Any], topo: topology.Topology, 
     place the ranks (see multinode.placement)."""
     cell = spec["cell"]
     nodes, np = int(cell["nodes"]), int(cell["np"])
-    if launcher != "srun":
+    if launcher != "srun" and not spec.get("hosts"):
         raise StackError(f"unavailable: a cell over {nodes} nodes runs inside a SLURM allocation with launcher "
-                         f"srun (profiles/slurm); launcher {launcher} across hosts is not supported")
+                         f"srun (profiles/slurm), or with launcher mpirun over ssh to the config's hosts: list "
+                         f"(or hostfile:); launcher {launcher} without hosts cannot cross nodes")
     transport = stack.transport(cell["transport"])
     if transport.expect in INTRA_NODE_EXPECT and not transport.mixed:
         raise StackError(f"unavailable: transport {cell['transport']!r} of {stack.kind} is shared memory "
                          f"({transport.expect}) and cannot connect ranks on different nodes")
-    facts = multinode.probe_nodes(nodes)
+    if launcher == "srun":
+        facts = multinode.probe_nodes(nodes)
+    else:  # mpirun over ssh to the config's hosts
+        facts = _probe_ssh_hosts(spec, nodes, np // nodes, record)
+    # An InfiniBand/RoCE transport needs an active port on every node (unavailable otherwise).
+    fabrics.require_devices(cell["transport"], {f.host: f.rdma_ports for f in facts}, spec.get("net_devices"))
     shared = multinode.colocated(facts)
     record.update(node_facts=multinode.facts_record(facts), colocated=shared)
     oversubscribed = record["oversubscribed"] = multinode.machine_oversubscribed(np, facts) or np // nodes > len(topo.cores)
@@ -165,6 +180,21 @@ def plan_multinode(stack: Stack, spec: dict[str, Any], topo: topology.Topology, 
     return pins, pin_sets, oversubscribed, facts
 
 
+def _probe_ssh_hosts(spec: dict[str, Any], nodes: int, ppn: int, record: dict[str, Any]) -> list[multinode.NodeFacts]:
+    """mpirun over ssh: the cell's hosts (the first ``nodes`` of the config's), probed through its ssh agent."""
+    hosts, ssh = ssh_hosts.cell_hosts(spec, nodes, ppn), ssh_hosts.spec_ssh(spec)
+    record.update(ssh=ssh.record(), launch_hosts=[h.name for h in hosts])
+    return ssh_hosts.probe_hosts(hosts, ssh)
+
+
+def launch_hosts(spec: dict[str, Any], launcher: str, nodes: int) -> dict[str, Any]:
+    """LaunchSpec fields of mpirun over ssh (hosts, rsh agent and its options); {} otherwise."""
+    if launcher == "srun" or nodes == 1 or not spec.get("hosts"):
+        return {}
+    ssh = ssh_hosts.spec_ssh(spec)
+    return {"hosts": [h["name"] for h in spec["hosts"][:nodes]], "rsh_agent": ssh.agent, "rsh_args": ssh.args}
+
+
 def plan(stack: Stack, spec: dict[str, Any], topo: topology.Topology, launcher: str, record: dict[str, Any],
          threads: int, threaded: bool) -> Plan:
     """The placement of any cell: over nodes for the `node` mapping, else on this node."""
@@ -173,6 +203,8 @@ def plan(stack: Stack, spec: dict[str, Any], topo: topology.Topology, launcher: 
     if threaded and likwid_pin.is_likwid(spec):
         likwid_pin.check_pinnable(spec, launcher, nodes)
     if nodes == 1:
+        stack.transport(cell["transport"])  # an unknown transport is named before the device is looked for
+        fabrics.require_local(cell["transport"], spec.get("net_devices"))
         return plan_single_node(stack, spec, topo, launcher, record, threads, threaded)
     if threads > 1:
         raise topology.MappingUnavailable(

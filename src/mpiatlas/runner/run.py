@@ -4,7 +4,9 @@ A cell: open it, plan its placement, let its program build the argv of one rank 
 or through the cell's image), launch it with the stack's launcher under the timeout, judge it,
 seal it. A group runs its cells one after another, reading the node's topology once and reusing
 each stack; a cell already sealed (by an earlier, interrupted run of the group) is skipped, so
-a re-run resumes at the group's first unsealed cell.
+a re-run resumes at the group's first unsealed cell. A cell sealed ``failed`` because its job
+lost a node (runner.scheduler_state) is the cluster's failure, not the cell's: a re-run sets that
+attempt aside (layout.lost_attempt) and runs the cell again.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpiatlas import layout, provenance, topology
-from mpiatlas.layout import STDERR, STDOUT
+from mpiatlas import layout, provenance, ssh_hosts, topology
+from mpiatlas.layout import NODE_LOST, STDERR, STDOUT
 from mpiatlas.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Program
@@ -27,6 +29,7 @@ from mpiatlas.runner.plan import (
     cell_distribution,
     cell_nodes,
     interface_env,
+    launch_hosts,
     launch_topology,
     plan,
     resolve_launcher,
@@ -117,8 +120,10 @@ def _launch_and_judge(program: Program, stack: Stack, spec: dict[str, Any], work
         np=cell["np"], transport=cell["transport"], pins=placed.pins, pin_sets=placed.pin_sets,
         oversubscribe=placed.oversubscribed, collective=extras.collective, algorithm=extras.algorithm,
         workdir=work, launcher=launcher, nodes=nodes, ppn=ppn, rank_argvs=rank_argvs,
-        distribution=cell_distribution(cell),
+        distribution=cell_distribution(cell), **launch_hosts(spec, launcher, nodes),
     ), work, spec["timeout_s"], record, extras.env | interface_env(stack, spec), spec.get("knobs"))
+    if record.get("ssh"):  # mpirun over ssh: judged on whole lines (the raw files stay as launched)
+        stdout, stderr = ssh_hosts.rejoin_split_lines(stdout), ssh_hosts.rejoin_split_lines(stderr)
     if placed.likwid_sets is not None:
         return judge(stack, spec, None, placed.likwid_sets, rc, stdout, stderr)
     if placed.node_facts is None:
@@ -170,11 +175,21 @@ def run_group(specs: list[dict[str, Any]], outs: list[Path]) -> list[dict[str, A
     for spec, out in zip(specs, outs, strict=True):
         if layout.is_sealed(Path(out)):
             status = read_status(Path(out))
-            results.append({"cell": spec["id"], "status": status["status"], "ran": False})
-            continue
+            if status.get(NODE_LOST) is None:
+                results.append({"cell": spec["id"], "status": status["status"], "ran": False})
+                continue
+            set_aside_lost(Path(out), spec["id"], status[NODE_LOST])
         outcome = run_cell(spec, Path(out), shared)
         results.append({"cell": spec["id"], "status": outcome.status, "ran": True})
     return results
+
+
+def set_aside_lost(out: Path, cell_id: str, lost: dict[str, Any]) -> Path:
+    """Move a node-lost attempt out of raw/ (whole, by rename) so that the cell can run again."""
+    aside = layout.lost_attempt(out, cell_id, str(lost.get("slurm_job_id")))
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    out.rename(aside)
+    return aside
 
 
 def _absolute(path: str | None) -> Path | None:

@@ -101,6 +101,10 @@ class LaunchSpec:
     # Ranks over nodes: "cyclic" (rank i on node i mod nodes) or "block" (rank i on node i // ppn,
     # a node filled before the next).
     distribution: str = "cyclic"
+    # mpirun over ssh to ``hosts`` (no scheduler, mpiatlas.ssh_hosts): the remote shell program each
+    # launcher starts its daemons/proxies with, and its options (e.g. ``-F <ssh config>``).
+    rsh_agent: str | None = None
+    rsh_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -198,8 +202,9 @@ class Stack(ABC):
             raise StackError(f"{self.kind}: binding a rank to several cpus is not implemented with {spec.launcher}")
         if spec.pins is not None:
             raise StackError(f"{self.kind}: give pins or pin_sets, not both")
-        if (spec.nodes != 1 and spec.launcher != "srun") or len(spec.pin_sets) != spec.np or not all(spec.pin_sets):
-            raise StackError(f"{self.kind}: pin_sets needs one non-empty cpu set per rank (several nodes: srun only) "
+        over_hosts = spec.launcher == "srun" or bool(spec.hosts)
+        if (spec.nodes != 1 and not over_hosts) or len(spec.pin_sets) != spec.np or not all(spec.pin_sets):
+            raise StackError(f"{self.kind}: pin_sets needs one non-empty cpu set per rank (several nodes: srun or hosts) "
                              f"({spec.np} ranks, {len(spec.pin_sets)} sets, {spec.nodes} nodes)")
 
     def check_rank_argvs(self, spec: LaunchSpec) -> None:

@@ -28,9 +28,11 @@ from mpiatlas.stacks.base import (
     cpu_list,
     hydra_hosts,
     mpmd_contexts,
+    per_node_local,
     srun_argv,
     srun_binding,
 )
+from mpiatlas.stacks.fabrics import core_provider
 
 IMPI_VERSION = "2021.16.1"  # 2021.19 needs a libfabric wheel no registry has
 
@@ -121,13 +123,16 @@ class IntelMPI(Stack):
                 raise StackError(f"intelmpi: {spec.np} ranks but {len(spec.pins)} pins")
         if spec.pins is not None and spec.launcher == "mpirun":
             env["I_MPI_PIN"] = "1"
-            # Intel MPI sorts this list itself (order is ignored): pins are a set.
-            env["I_MPI_PIN_PROCESSOR_LIST"] = ",".join(str(c) for c in spec.pins)
+            # Intel MPI sorts this list itself (order is ignored): pins are a set, the same on every host.
+            env["I_MPI_PIN_PROCESSOR_LIST"] = ",".join(str(c) for c in per_node_local(spec.pins, spec.nodes,
+                                                                                      spec.distribution))
         if spec.pin_sets is not None:
             self.check_pin_sets(spec)
         if spec.pin_sets is not None and spec.launcher == "mpirun":  # under srun, srun binds (_srun)
             env["I_MPI_PIN"] = "1"
-            env["I_MPI_PIN_DOMAIN"] = "[" + ",".join(hex(sum(1 << c for c in cpus)) for cpus in spec.pin_sets) + "]"
+            # One mask per rank *of a host* (measured over ssh: more masks than local ranks is an error).
+            local_sets = per_node_local(spec.pin_sets, spec.nodes, spec.distribution)
+            env["I_MPI_PIN_DOMAIN"] = "[" + ",".join(hex(sum(1 << c for c in cpus)) for cpus in local_sets) + "]"
         if spec.oversubscribe:
             # Wait mode: ranks block instead of busy-polling when there are more ranks than cores.
             env["I_MPI_WAIT_MODE"] = "1"
@@ -151,6 +156,10 @@ class IntelMPI(Stack):
             env["I_MPI_PIN"] = "0"
             return Launch(argv=[str(self.launcher_path()), *mpmd_contexts("-n", spec.rank_argvs)], env=env)
         argv = [str(self.launcher_path()), "-n", str(spec.np), *hydra_hosts(spec)]
+        if spec.rsh_agent:
+            # mpirun over ssh: hydra's proxies start on the hosts through this agent (and its options).
+            argv += ["-bootstrap", "ssh", "-bootstrap-exec", spec.rsh_agent]
+            argv += ["-bootstrap-exec-args", " ".join(spec.rsh_args)] if spec.rsh_args else []
         return Launch(argv=[*argv, *program], env=env)
 
     def _srun(self, spec: LaunchSpec) -> tuple[list[str], dict[str, str]]:
@@ -184,7 +193,7 @@ class IntelMPI(Stack):
             ranks = tuple(sorted(r for r, h in hosts.items() if h == hosts.get(leader))) or (leader,)
             evidence.append(PairEvidence(ON_NODE, "shm", match[0].strip(), ranks=ranks))
         for match in _PROVIDER_LINE.finditer(output):
-            evidence.append(PairEvidence(CROSS_NODE, match[1].lower(), match[0].strip()))
+            evidence.append(PairEvidence(CROSS_NODE, core_provider(match[1]), match[0].strip()))
         return evidence
 
     @staticmethod
@@ -199,7 +208,8 @@ class IntelMPI(Stack):
     def obtained_transport(self, output: str) -> str | None:
         provider = _PROVIDER.search(output)
         if provider:
-            return provider.group(1).lower()
+            # "verbs;ofi_rxm" (core;utility provider, Intel MPI 2019-2021) is the verbs provider.
+            return core_provider(provider.group(1))
         fabrics = _FABRICS.search(output)
         if fabrics and fabrics.group(1) == "shm":
             return "shm"

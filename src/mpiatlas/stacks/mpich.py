@@ -9,7 +9,8 @@ Evidence the launch prints:
 
 * binding: ``HYDRA_TOPO_DEBUG=1`` makes hydra print ``process <local rank> binding: 0100``
   (one character per OS cpu, on stdout, one line per rank);
-* UCX: ``UCX_LOG_LEVEL=info UCX_LOG_FILE=stderr`` -> ``ep_cfg[1]: tag(tcp/lo tcp/eth0)``;
+* UCX: ``UCX_LOG_LEVEL=info UCX_LOG_FILE=stderr`` -> ``ep_cfg[1]: tag(tcp/lo tcp/eth0)``; the InfiniBand
+  ``ucx-rc``/``ucx-dc``/``ucx-ud`` are judged per pair class from the same log (stacks.fabrics);
 * OFI (5.x): ``MPIR_CVAR_DEBUG_SUMMARY=1`` -> ``libfabric provider: tcp - 192.0.2.0/24`` (rank 0, stdout);
 * default (5.x): ``MPIR_CVAR_DEBUG_SUMMARY=2`` -> a ``====== POSIX Topo Dist ======`` block listing
   several local ranks, printed only when the ranks share MPICH's POSIX shared memory.
@@ -45,7 +46,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from mpiatlas.layout import user_cache_dir
-from mpiatlas.stacks import collectives
+from mpiatlas.stacks import collectives, fabrics
 from mpiatlas.stacks.base import (
     Launch,
     CROSS_NODE,
@@ -57,6 +58,7 @@ from mpiatlas.stacks.base import (
     Transport,
     hydra_hosts,
     mpmd_contexts,
+    per_node_local,
     srun_argv,
     srun_binding,
 )
@@ -78,6 +80,7 @@ def _transports(major: int) -> dict[str, Transport]:
             Transport("ucx-sm", {"UCX_TLS": "sm,self"}, description="UCX shared-memory transports", expect="ucx:sm"),
             Transport("ucx-posix", {"UCX_TLS": "posix,self"}, description="UCX posix shared memory", expect="ucx:posix"),
             Transport("ucx-tcp", {"UCX_TLS": "tcp,self"}, description="UCX tcp", expect="ucx:tcp"),
+            *fabrics.ucx_ib_transports({}, what="ch4:ucx"),
         ]
     else:
         table = [
@@ -96,6 +99,8 @@ def _transports(major: int) -> dict[str, Transport]:
                       description="UCX netmod, posix shared memory", expect="ucx:posix"),
             Transport("ucx-tcp", {**_NETMOD_ONLY, "MPIR_CVAR_CH4_NETMOD": "ucx", "UCX_TLS": "tcp,self"},
                       description="UCX netmod, tcp", expect="ucx:tcp"),
+            # All traffic through UCX (NOLOCAL), so that on-node pairs show UCX's shared memory.
+            *fabrics.ucx_ib_transports({**_NETMOD_ONLY, "MPIR_CVAR_CH4_NETMOD": "ucx"}, what="UCX netmod"),
         ]
     return {t.name: t for t in table}
 
@@ -323,11 +328,17 @@ class MPICH(Stack):
             argv += ["-bind-to", "user:" + ",".join(str(c) for c in self._local_pins(spec))]
         elif spec.pin_sets is not None:
             self.check_pin_sets(spec)
-            argv += ["-bind-to", "user:" + ",".join("+".join(str(c) for c in sorted(s)) for s in spec.pin_sets)]
+            local_sets = per_node_local(spec.pin_sets, spec.nodes, spec.distribution)  # one list for every host
+            argv += ["-bind-to", "user:" + ",".join("+".join(str(c) for c in sorted(s)) for s in local_sets)]
+        launcher_env = {"HYDRA_TOPO_DEBUG": "1"}  # read by mpiexec itself: prints each rank's binding mask (stdout)
+        if spec.rsh_agent:
+            # mpirun over ssh: hydra's proxies start on the hosts through this agent; MPICH's hydra takes
+            # the agent's options from its environment only.
+            argv += ["-launcher", "ssh", "-launcher-exec", spec.rsh_agent]
+            launcher_env |= {"HYDRA_LAUNCHER_EXTRA_ARGS": " ".join(spec.rsh_args)} if spec.rsh_args else {}
         for key, value in knobs.items():
             argv += ["-genv", key, value]
-        # Read by mpiexec itself: prints each rank's binding mask (stdout).
-        return Launch(argv=[*argv, *program], env={"HYDRA_TOPO_DEBUG": "1"})
+        return Launch(argv=[*argv, *program], env=launcher_env)
 
     def _srun_launch(self, program: list[str], spec: LaunchSpec, knobs: dict[str, str]) -> Launch:
         """``srun --mpi=pmi2``; the knobs are environment (srun exports it to every rank), srun binds."""
@@ -343,12 +354,10 @@ class MPICH(Stack):
             if len(spec.pins) != spec.np:
                 raise StackError(f"mpich: {spec.np} ranks but {len(spec.pins)} pins")
             return list(spec.pins)
-        ppn = spec.ppn or -(-spec.np // spec.nodes)
-        local = list(spec.pins[:ppn])
-        for start in range(0, len(spec.pins), ppn):
-            if list(spec.pins[start:start + ppn]) != local[:len(spec.pins[start:start + ppn])]:
-                raise StackError("mpich: hydra applies one binding list to every node; pins differ between nodes")
-        return local
+        try:
+            return per_node_local(spec.pins, spec.nodes, spec.distribution)
+        except StackError:
+            raise StackError("mpich: hydra applies one binding list to every node; pins differ between nodes") from None
 
     def _collective_env(self, spec: LaunchSpec) -> dict[str, str]:
         if not spec.collective or spec.algorithm in (None, "default"):
@@ -379,7 +388,7 @@ class MPICH(Stack):
     def pair_evidence(self, output: str, rank_hosts: dict[int, str]) -> list[PairEvidence]:
         """A rank's POSIX topology line listing more than itself speaks for the pairs it forms with
         the ranks of its node (MPICH's shared memory); the OFI provider line for every cross-node pair."""
-        evidence = []
+        evidence = fabrics.ucx_pair_evidence(output, rank_hosts)  # ucx-rc/dc/ud: UCX's endpoint configurations
         for match in _POSIX_LINE.finditer(output):
             rank, distances = int(match[1]), [x for x in match[2].split(",") if x.strip()]
             if len(distances) > 1:

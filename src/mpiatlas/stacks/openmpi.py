@@ -14,7 +14,8 @@ Evidence the launch prints (to stderr, so IMB's stdout stays clean):
   (sender host:pid, peer rank, peer host), which the mixed ``ob1-vader+tcp`` transport is judged by;
 * UCX: ``UCX_LOG_LEVEL=info UCX_LOG_FILE=stderr`` -> ``ep_cfg[1]: tag(sysv/memory cma/memory)``
   (UCX 1.13) or ``intra-node cfg#1 tag(tcp/eth0)`` (UCX 1.20);
-* cm/ofi: ``--mca mtl_ofi_verbose 1`` -> ``mtl:ofi:provider: tcp``.
+* cm/ofi: ``--mca mtl_ofi_verbose 1`` -> ``mtl:ofi:provider: tcp``;
+* InfiniBand (``ucx-rc``/``ucx-dc``/``ucx-ud``, 4.x ``ob1-openib``): see stacks.fabrics.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from mpiatlas.stacks import collectives
+from mpiatlas.stacks import collectives, fabrics
 from mpiatlas.stacks.base import (
     Launch,
     CROSS_NODE,
@@ -85,7 +86,13 @@ def _transports(major: int) -> dict[str, Transport]:
                   description="UCX PML, UCX posix shared memory only", expect="ucx:posix"),
         Transport("ucx-tcp", {"UCX_TLS": "tcp,self"}, _UCX_ARGS,
                   description="UCX PML, UCX tcp transport", expect="ucx:tcp"),
+        *fabrics.ucx_ib_transports({}, _UCX_ARGS, "UCX PML"),
     ]
+    if major < 5:
+        # openib was removed in 5.0; 4.x refuses InfiniBand ports unless btl_openib_allow_ib is set.
+        table.append(Transport(
+            "ob1-openib", {}, ("--mca", "pml", "ob1", "--mca", "btl", "self,openib", "--mca", "btl_openib_allow_ib", "1"),
+            description="ob1 PML over the openib (verbs) BTL, Open MPI 4", expect="openib"))
     if major >= 5:
         table.append(Transport(
             "ofi-tcp", {"FI_PROVIDER": "tcp"},
@@ -98,7 +105,8 @@ def _transports(major: int) -> dict[str, Transport]:
 _NEEDS = {"ob1-vader": [("pml", "ob1")], "ob1-sm": [("pml", "ob1")], "ob1-tcp": [("pml", "ob1"), ("btl", "tcp")],
           "ob1-vader+tcp": [("pml", "ob1"), ("btl", "tcp")], "ob1-sm+tcp": [("pml", "ob1"), ("btl", "tcp")],
           "ucx-sm": [("pml", "ucx")], "ucx-posix": [("pml", "ucx")], "ucx-tcp": [("pml", "ucx")],
-          "ofi-tcp": [("pml", "cm"), ("mtl", "ofi")]}
+          "ofi-tcp": [("pml", "cm"), ("mtl", "ofi")], "ob1-openib": [("pml", "ob1"), ("btl", "openib")],
+          **{name: [("pml", "ucx")] for name in fabrics.UCX_IB_TLS}}
 
 
 # -- parsing helpers shared with the MPICH stack (both can run over UCX) ---------------
@@ -300,6 +308,9 @@ class OpenMPI(Stack):
         if name == "ofi-tcp" and self.major < 5:
             raise StackError(f"openmpi {self.series}: transport 'ofi-tcp' is only offered on Open MPI 5 "
                              f"(cm PML + OFI MTL); supported here: {sorted(self.transports)}")
+        if name == "ob1-openib" and self.major >= 5:
+            raise StackError(f"openmpi {self.series}: transport 'ob1-openib' needs Open MPI 4 (the openib BTL was "
+                             "removed in 5.0); use ucx-rc, ucx-dc or ucx-ud for InfiniBand")
         transport = super().transport(name)
         have = self.components()
         if have is not None:
@@ -326,6 +337,10 @@ class OpenMPI(Stack):
         if spec.hosts:
             slots = spec.ppn or -(-spec.np // len(spec.hosts))
             argv += ["--host", ",".join(f"{h}:{slots}" for h in spec.hosts)]
+        if spec.rsh_agent:
+            # mpirun over ssh: the daemons on the hosts start through this agent (and its options).
+            argv += ["--mca", "plm_rsh_agent", spec.rsh_agent]
+            argv += ["--mca", "plm_rsh_args", " ".join(spec.rsh_args)] if spec.rsh_args else []
         argv += ["--report-bindings"]
         argv += self._placement(spec)
         argv += list(transport.args)
@@ -413,8 +428,9 @@ class OpenMPI(Stack):
         self.check_pin_sets(spec)
         assert spec.pin_sets is not None
         logical = os_to_logical_pu() if self.major >= 5 else {}
-        lines = [f"rank {rank}=localhost slot=" + ",".join(str(logical.get(c, c)) for c in sorted(cpus))
-                 for rank, cpus in enumerate(spec.pin_sets)]
+        # Over hosts (mpirun over ssh), each rank's line names the host its placement gives it.
+        lines = [f"rank {rank}={self._rankfile_host(spec, rank)} slot="
+                 + ",".join(str(logical.get(c, c)) for c in sorted(cpus)) for rank, cpus in enumerate(spec.pin_sets)]
         directory = Path(spec.workdir).resolve() if spec.workdir else Path(tempfile.mkdtemp(prefix="mpiatlas-rankfile-"))
         directory.mkdir(parents=True, exist_ok=True)
         rankfile = directory / "rankfile"
@@ -427,17 +443,20 @@ class OpenMPI(Stack):
                 "--use-hwthread-cpus", "--bind-to", "hwthread"]
         return args + (["--oversubscribe"] if spec.oversubscribe else [])
 
+    @staticmethod
+    def _rankfile_host(spec: LaunchSpec, rank: int) -> str:
+        """A rankfile's host of ``rank``: its node's name in ``spec.hosts``, else relative (``+n<i>``)."""
+        node = node_of_rank(rank, spec.np, spec.nodes, spec.distribution)
+        if spec.hosts:
+            return spec.hosts[node]
+        return f"+n{node}" if spec.nodes > 1 else "localhost"
+
     def _write_rankfile(self, spec: LaunchSpec) -> Path:
         assert spec.pins is not None
         lines = []
         for rank in range(spec.np):
-            node = node_of_rank(rank, spec.np, spec.nodes, spec.distribution)
-            if spec.hosts:
-                host = spec.hosts[node]
-            else:
-                host = f"+n{node}" if spec.nodes > 1 else "localhost"
             cpu = spec.pins[rank % len(spec.pins)]
-            lines.append(f"rank {rank}={host} slot={cpu}")
+            lines.append(f"rank {rank}={self._rankfile_host(spec, rank)} slot={cpu}")
         directory = Path(spec.workdir) if spec.workdir else Path(tempfile.mkdtemp(prefix="mpiatlas-rankfile-"))
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / "rankfile"
@@ -516,7 +535,8 @@ class OpenMPI(Stack):
         (both on the line), the sender's rank from its pid (srun's or --report-bindings' lines)."""
         rank_of_pid = {int(pid): int(rank) for rank, pid in _PID_SRUN.findall(output)}
         rank_of_pid |= {int(pid): int(rank) for pid, rank in _PID_REPORT.findall(output)}
-        evidence = []
+        # The UCX PML's IB transports (ucx-rc/dc/ud): UCX's own endpoint configurations.
+        evidence = fabrics.ucx_pair_evidence(output, rank_hosts, rank_of_pid)
         for match in _BTL_PAIR.finditer(output):
             host, pid, btl, peer, peer_host = match.groups()
             if btl == "self":

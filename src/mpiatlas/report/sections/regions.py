@@ -20,6 +20,7 @@ from mpiatlas.regions import (
     CacheLine,
     cache_lines,
     intra_inter,
+    pair_class_medians,
     region_fits,
     region_medians,
     region_rank,
@@ -219,7 +220,42 @@ def section_p2p_regions(data: ReportData) -> Section:
         blocks.append(ChartBlock(chart_spec(chart), caption))
     blocks.extend(region_fit_blocks(region_fits(smp, data.hockney)))
     blocks.extend(intra_inter_blocks(points, data.cells))
+    if data.cells is not None:
+        blocks.extend(pair_class_blocks(pair_class_medians(smp, data.cells)))
     return Section(TITLE, blocks, id=SECTION_ID)
+
+
+def pair_class_blocks(points: pl.DataFrame) -> list[Any]:
+    """PingPong by pair class (on one node / across nodes) and placement over nodes, for campaigns
+    whose cells span nodes: latency at the smallest size near 4 B and bandwidth at the largest."""
+    if points.height == 0 or "cross_node" not in set(points.get_column("pair_class").to_list()):
+        return []
+    rows: list[list[Cell]] = []
+    for (stack, transport, pair, placement), g in points.group_by(["stack", "transport", "pair_class", "placement"],
+                                                                  maintain_order=True):
+        lat = _point_at(g, LAT_BYTES, smallest=True)
+        bw = _point_at(g, BW_BYTES, smallest=False)
+        rows.append([cell(f"{stack}/{transport}"), cell(pair.replace("_", "-")), cell(placement),
+                     Cell(fmt_bytes(lat["bytes"])),
+                     _num(_with_ci(lat["t_median_usec"], lat["t_ci_low_usec"], lat["t_ci_high_usec"])),
+                     Cell(fmt_bytes(bw["bytes"])),
+                     _num(_with_ci(bw["bw_median_MBps"], bw["bw_ci_low_MBps"], bw["bw_ci_high_MBps"])),
+                     cell(lat["n_reps"])])
+    return [Heading("PingPong by pair class"),
+            Text("Where ranks 0 and 1 ran, from the hosts they reported: on one node (shared memory, or what the "
+                 "transport uses there) or across nodes, per placement over nodes (block fills a node first, cyclic "
+                 "deals ranks round-robin). Medians over repetitions [95 % CI]."),
+            Table(["Stack/transport", "Pair", "Placement", "Latency at", "t (µs)", "Bandwidth at", "bw (MB/s)",
+                   "Repetitions"], rows, caption="PingPong on one node vs across nodes, by placement")]
+
+
+def _point_at(g: pl.DataFrame, wanted: int, smallest: bool) -> dict[str, Any]:
+    """The row at ``wanted`` bytes, else the smallest positive (latency) or the largest (bandwidth) size."""
+    exact = g.filter(pl.col("bytes") == wanted)
+    if exact.height:
+        return exact.row(0, named=True)
+    sized = g.filter(pl.col("bytes") > 0).sort("bytes")
+    return (sized if sized.height else g).row(0 if smallest else -1, named=True)
 
 
 def region_fit_blocks(table: pl.DataFrame) -> list[Any]:
