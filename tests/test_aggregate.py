@@ -92,6 +92,15 @@ def test_empty_samples_give_an_empty_summary() -> None:
     assert summarize(_samples({})).height == 0
 
 
+def test_samples_of_invalid_cells_only_give_an_empty_summary_with_its_columns() -> None:
+    """A campaign whose every cell was invalid (a mispinned two-node cell) still gets its summary
+    table, with no rows: once a crash of the aggregate rule."""
+    summary = summarize(_samples({("c", 8): [1.0, 2.0]}, cell_status=["invalid", "invalid"]))
+    assert summary.height == 0
+    assert {"n_reps", "t_median_usec", "t_min_usec", "t_ci_low_usec", "t_ci_high_usec"} <= set(summary.columns)
+    assert summary.schema["t_median_usec"] == pl.Float64 and summary.schema["t_min_usec"] == pl.Float64
+
+
 def test_ci_does_not_depend_on_row_order() -> None:
     rng = np.random.default_rng(3)
     samples = _samples({("p", 64): list(rng.normal(10, 1, 20)), ("p", 128): list(rng.normal(20, 2, 15))})

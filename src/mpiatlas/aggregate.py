@@ -176,8 +176,11 @@ def summarize(samples: pl.DataFrame) -> pl.DataFrame:
     lengths = grouped["_t"].list.len().to_numpy().astype(np.int64)
     flat = grouped["_t"].explode().drop_nulls().to_numpy().astype(float)
     low, high = median_cis_sorted(flat, lengths)
-    if finite:
+    if finite and lengths.size:
         grouped = grouped.with_columns(*_sorted_stats(flat, lengths))
+    elif finite:  # no usable row at all (every cell invalid): the columns, with no rows
+        grouped = grouped.with_columns(pl.col("_t").list.median().alias("t_median_usec"),
+                                       pl.col("_t").list.min().cast(pl.Float64).alias("t_min_usec"))
     values = [c for c in grouped.columns if c not in keys and c != "_t"]
     order = ["n_reps", *stats, *(c for c in values if c not in ("n_reps", *stats))]
     return (
