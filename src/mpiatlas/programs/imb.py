@@ -93,7 +93,7 @@ def unplanned_notes(config: dict[str, Any]) -> list[dict[str, Any]]:
         reason = imb_unavailable_reason(config, label)
         if reason is None or (chosen is not None and label not in chosen):
             continue
-        cells = len(cells_of(config, [label]))
+        cells = len(sort_cells(cells_of(config, [label])))
         notes.append({"what": f"IMB cells of stack {label!r}", "why": reason, "cells": cells})
     return notes
 
@@ -104,9 +104,9 @@ def cells_of(config: dict[str, Any], stacks: list[str]) -> list[Cell]:
     # The option combinations depend on the options and on collective or not only: computed twice,
     # not once per (stack, transport, mapping, np, algorithm) of a 10^5-cell campaign.
     combinations = {collective: imb_options.combinations(options, collective) for collective in (False, True)}
-    # A list, not a set: sort_cells drops duplicates itself, and a nearly sorted list sorts in
-    # linear time where a set's random order costs n log n.
-    cells = [
+    # A list, not a set, and not sorted here: programs.expand sorts every program's cells once (and
+    # drops duplicates); a nearly sorted list sorts in linear time where a set's order costs n log n.
+    return [
         Cell("imb", stack, transport, mapping, np, bench, algo, rep, nodes=nodes, options=opts)
         for stack in stacks
         for transport in config["stacks"][stack]["transports"]
@@ -118,7 +118,6 @@ def cells_of(config: dict[str, Any], stacks: list[str]) -> list[Cell]:
         for opts in combinations[bench in COLLECTIVES]
         for rep in reps
     ]
-    return sort_cells(cells)
 
 
 def imb_args(benchmark: str, np: int, imb: dict[str, Any]) -> list[str]:
