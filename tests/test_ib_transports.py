@@ -170,31 +170,18 @@ def test_node_probe_carries_each_nodes_ports(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", multinode._PROBE], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", multinode.PROBE_CODE], capture_output=True, text=True, timeout=60)
     facts = multinode.parse_probe(out.stdout)
     assert out.returncode == 0 and len(facts) == 1
     assert facts[0].rdma_ports == fabrics.local_ports()
     line = "mpiatlas-node node2 9875 2 2 mlx5_0:1:ACTIVE:InfiniBand:mlx5_core,mlx5_1:1:DOWN:Ethernet:mlx5_core"
     (node,) = multinode.parse_probe(line)
     assert [p.describe() for p in node.rdma_ports] == ["mlx5_0:1 ACTIVE InfiniBand", "mlx5_1:1 DOWN RoCE"]
-    # A probe that lists no ports (the ssh probe before it runs PORTS_SH): unknown, and said so.
+    # A probe record that lists no ports (written before ports were probed): unknown, and said so.
     (old,) = multinode.parse_probe("mpiatlas-node node3 9875 2 2")
     assert old.rdma_ports is None
     with pytest.raises(StackError, match="no InfiniBand device on node3 known: its node probe does not list"):
         fabrics.require_devices("ucx-rc", {old.host: old.rdma_ports})
-
-
-def test_shell_probe_reads_the_same_ports(tmp_path: Path) -> None:
-    """Nodes reached over ssh answer from a shell: the same token as the python probe."""
-    import subprocess
-
-    root = _sysfs(tmp_path / "infiniband", {"mlx5_0/1": ("4: ACTIVE", "InfiniBand"),
-                                            "mlx5_0/2": ("1: DOWN", "Ethernet")})
-    out = subprocess.run(["sh", "-c", fabrics.ports_sh(str(root))], capture_output=True, text=True, timeout=30)
-    assert fabrics.parse_ports(out.stdout.strip()) == fabrics.local_ports(str(root), ibv_devinfo="/nonexistent")
-    assert len(fabrics.parse_ports(out.stdout.strip())) == 2
-    empty = subprocess.run(["sh", "-c", fabrics.ports_sh(str(tmp_path / "none"))], capture_output=True, text=True)
-    assert empty.stdout == "-\n" and fabrics.parse_ports(empty.stdout.strip()) == ()
 
 
 def test_this_machine_has_no_device_so_ib_cells_are_unavailable() -> None:

@@ -23,7 +23,7 @@ from mpiatlas.stacks.base import SRUN_BIND, StackError, local_index, node_of_ran
 
 # Printed by every node of the allocation: hostname, kernel boot id, cpus this process may use, and
 # its RDMA ports (stacks.fabrics: an InfiniBand transport needs one on every node).
-_PROBE = fabrics.PORTS_CODE + (
+PROBE_CODE = fabrics.PORTS_CODE + (
     "\nimport os, socket; print('mpiatlas-node', socket.gethostname(), "
     "open('/proc/sys/kernel/random/boot_id').read().strip(), len(os.sched_getaffinity(0)), "
     "os.cpu_count(), ','.join(rdma_ports()) or '-')")
@@ -43,7 +43,7 @@ def probe_nodes(nodes: int, timeout_s: float = 60) -> list[NodeFacts]:
     srun = shutil.which("srun")
     if srun is None:
         raise StackError("unavailable: multi-node cells need a SLURM allocation (srun not on PATH)")
-    argv = [srun, "-N", str(nodes), "--ntasks-per-node=1", "-n", str(nodes), sys.executable, "-c", _PROBE]
+    argv = [srun, "-N", str(nodes), "--ntasks-per-node=1", "-n", str(nodes), sys.executable, "-c", PROBE_CODE]
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:

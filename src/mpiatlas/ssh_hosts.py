@@ -58,7 +58,7 @@ def remote_probe() -> str:
     """The node probe srun runs on every node (multinode: hostname, boot id, cpus, RDMA ports), as the
     one command string ssh hands the host's login shell: this python (the hosts share its path, as
     under SLURM) and the probe's code, quoted for that shell (no config value is in it)."""
-    return shlex.join([sys.executable, "-c", multinode._PROBE])
+    return shlex.join([sys.executable, "-c", multinode.PROBE_CODE])
 
 
 # -- configuration ------------------------------------------------------------------------------

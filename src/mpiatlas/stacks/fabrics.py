@@ -116,17 +116,6 @@ def rdma_ports(root="/sys/class/infiniband", ibv_devinfo=None):
 
 
 
-def ports_sh(root: str = "/sys/class/infiniband") -> str:
-    """The same answer from a POSIX shell (for nodes probed over ssh, where python need not exist):
-    prints the ports token, ``-`` for none. ``root`` is a fixed path, never a config value."""
-    return ("x=$(for p in " + root + "/*/ports/*; do [ -d \"$p\" ] || continue; d=${p%/ports/*}; "
-            "printf '%s:%s:%s:%s:%s,' \"${d##*/}\" \"${p##*/}\" \"$(sed 's/.*: *//' \"$p/state\" 2>/dev/null)\" "
-            "\"$(cat \"$p/link_layer\" 2>/dev/null || echo InfiniBand)\" "
-            "\"$(basename \"$(readlink -f \"$d/device/driver\")\" 2>/dev/null)\"; done); echo \"${x:--}\"")
-
-
-PORTS_SH = ports_sh()
-
 _NAMESPACE: dict[str, Any] = {}
 exec(compile(PORTS_CODE, "<mpiatlas.stacks.fabrics.PORTS_CODE>", "exec"), _NAMESPACE)  # noqa: S102 - our own text
 
@@ -182,7 +171,7 @@ def device_problem(transport: str, host: str, ports: Iterable[Port] | None, net_
     a configured device it lacks, or (DC) no mlx5 device. ``ports`` None: its probe did not say."""
     if ports is None:
         return (f"no InfiniBand device on {host} known: its node probe does not list RDMA ports "
-                f"(stacks.fabrics.PORTS_SH), so transport {transport} is not run there")
+                f"(an older probe record), so transport {transport} is not run there")
     ports = list(ports)
     if not ports:
         return f"no InfiniBand device on {host} (transport {transport} needs an active InfiniBand/RoCE port)"
