@@ -32,6 +32,7 @@ The baseline needs pandas (not a dependency of mpiatlas): ``pip install pandas==
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import random
@@ -251,7 +252,10 @@ def child(which: str, list_file: Path, out: Path) -> None:
     figures = (run_mpiatlas if which == "mpiatlas" else run_baseline)(paths, out)
     figures["work_s"] = time.perf_counter() - start
     figures["cpu_s"], figures["peak_mb"] = _usage()
-    print(json.dumps(figures))
+    print(json.dumps(figures), flush=True)
+    # Both sides end as the mpiatlas command line does (mpiatlas.cli.skip_teardown_collection):
+    # without the interpreter's cyclic collections over everything left alive at exit.
+    gc.freeze()
 
 
 def measure(which: str, list_file: Path, out: Path) -> dict[str, object]:

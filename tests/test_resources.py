@@ -199,12 +199,12 @@ def test_groups_are_cut_by_budgeted_runtime_as_well_as_by_count() -> None:
     assert all(len(m) == 1 for m in resources.job_groups(config, cells).values())
 
 
-def test_default_groups_hold_an_allocation_up_to_two_hours_of_budget() -> None:
-    """The schema's defaults (cells_per_job 1000, job_minutes 120): a small campaign's allocation is
+def test_default_groups_hold_an_allocation_up_to_four_hours_of_budget() -> None:
+    """The schema's defaults (cells_per_job 1000, job_minutes 240): a small campaign's allocation is
     one group, so a campaign starts one `run-cell` process per allocation, not one per 20 cells."""
     config = validate({k: v for k, v in campaign().items() if k != "campaign"}
                       | {"campaign": {"name": "r", "repetitions": 3, "timeout_s": 300}})
-    assert config["campaign"]["cells_per_job"] == 1000 and config["campaign"]["job_minutes"] == 120
+    assert config["campaign"]["cells_per_job"] == 1000 and config["campaign"]["job_minutes"] == 240
     cells = programs.expand(config)
     groups = resources.job_groups(config, cells)
     allocations = {resources.allocation(config, c) for c in cells}

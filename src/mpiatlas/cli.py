@@ -10,6 +10,7 @@ unknown command import every module, so that the list of commands shows each one
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import pkgutil
 import sys
@@ -48,11 +49,15 @@ def build_parser(argv: Sequence[str] | None = None, *, load_all: bool = False) -
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    as_program = argv is None  # the console script (or python -m): the process ends with this call
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
     # Each register() sets ``func`` with set_defaults; it returns an exit code.
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        if as_program:
+            skip_teardown_collection()
+        return code
     except Exception as exc:
         # A ConfigError can only come from mpiatlas.config once something imported it; looked up
         # here so that commands which never read a config do not import its validator (jsonschema).
@@ -61,6 +66,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"mpiatlas: {exc}", file=sys.stderr)
         return 2
+
+
+def skip_teardown_collection() -> None:
+    """Let the exiting interpreter skip its cyclic collections over every object alive (gc.freeze):
+    with polars and numpy loaded, the teardown's collections took 0.1-0.25 s of each command, paid
+    by every cell group, tidy, fit and report job of a campaign. Objects are still released (by
+    reference count; the OS takes the rest) and atexit handlers still run. Only when the process
+    is ending: an in-process caller (a test) keeps a collector that collects."""
+    gc.freeze()
 
 
 if __name__ == "__main__":

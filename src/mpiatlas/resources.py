@@ -18,7 +18,8 @@ own launch (srun/hydra/mpirun argv, transport environment) inside the allocation
 (mpiatlas.runner), so cells of every transport of a stack, and of every mapping with the same
 exclusivity, share one (campaign.exclusive auto: `core` on the cores the job is given, every
 other mapping on whole nodes; always/never: every mapping alike). Fewer, longer groups are fewer
-Snakemake jobs: a 177k-cell campaign of 11 transports and 5 mappings is ~870 jobs, not 1,100.
+Snakemake jobs: a 177k-cell campaign of 11 transports and 5 mappings is ~520 jobs (~870 at 2 h each, 1,100
+per transport and mapping).
 The group id names the allocation and the chunk::
 
     <kind>_<stack>_np<ranks>_t<threads>[_nodes<N>][_excl]_<chunk>
@@ -60,7 +61,7 @@ RUNTIME_FLOOR_MIN = 1
 # which a job only sees on whole nodes: under campaign.exclusive auto those ask for them.
 SHARED_NODE_MAPPINGS = frozenset({"core"})
 DEFAULT_CELLS_PER_JOB = 1000
-DEFAULT_JOB_MINUTES = 120
+DEFAULT_JOB_MINUTES = 240  # the schema's default (it says why)
 
 
 def fixed_signature(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -1,6 +1,5 @@
 # Small named helpers shared by every stage. Logic lives in the mpiatlas package; file names in
 # mpiatlas.layout. Every output of a campaign lives under R = results/<campaign name>/.
-import functools
 import json
 import os
 import shlex
@@ -46,17 +45,6 @@ def group_cells(wildcards):
         return ALL_GROUPS[wildcards.group]
     except KeyError:
         raise ValueError(f"{wildcards.group} is not a job group of this campaign") from None
-
-
-@functools.cache
-def _cell_ids():
-    return [c.id for c in CELLS]
-
-
-def cell_ids(wildcards):
-    """Every cell id (cells_manifest's param), computed once when first asked: a function, not the
-    list, since Snakemake applies wildcards to each string of a list param on every evaluation."""
-    return _cell_ids()
 
 
 def round_decision(group):

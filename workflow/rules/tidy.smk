@@ -19,7 +19,8 @@ rule cells_manifest:
         notes=f"{R}/{layout.NOTES}",
         campaign=f"{R}/{layout.CAMPAIGN_CONFIG}",
     params:
-        cells=cell_ids,
+        # Not the cell ids: the script expands them from the validated config, once per run. As a
+        # param they would be computed by every `snakemake -n` and pickled into the script's preamble.
         notes=unplanned_notes(config),
         campaign=config,
     log:

@@ -4,11 +4,13 @@ A script rather than a ``run:`` block: Snakemake executes a ``run:`` block in a 
 parses the whole workflow (and so expands every cell) again; a script starts only an interpreter.
 """
 
-from mpiatlas import layout
+from mpiatlas import layout, programs
 
 sm = snakemake  # noqa: F821 -- injected by Snakemake's script directive
 
 with open(sm.log[0], "w") as log:
-    layout.write_manifest(sm.output.manifest, sm.output.notes, sm.params.cells, sm.params.notes,
+    # The same cells as the workflow's (programs.expand of the same validated config, sorted).
+    cell_ids = [cell.id for cell in programs.expand(sm.params.campaign)]
+    layout.write_manifest(sm.output.manifest, sm.output.notes, cell_ids, sm.params.notes,
                           sm.output.campaign, sm.params.campaign)
-    print(f"{len(sm.params.cells)} cells -> {sm.output.manifest}", file=log)
+    print(f"{len(cell_ids)} cells -> {sm.output.manifest}", file=log)

@@ -122,11 +122,26 @@ def _main(args: argparse.Namespace) -> int:
         lock.release()
 
 
+def precompile_package() -> None:
+    """Byte-compile mpiatlas's own modules where they are missing or stale (the package's usual
+    __pycache__). A campaign starts a dozen and more mpiatlas processes (a run-cell per group, tidy,
+    fit, report): where bytecode is not written on import (PYTHONDONTWRITEBYTECODE, as some
+    clusters' module systems set it) and an editable install never compiled it, each of them
+    compiled every module it imports from source, ~0.15 s for run-cell and ~0.5 s for the report.
+    A package directory the user cannot write is left as it is."""
+    import compileall
+
+    package = Path(__file__).resolve().parents[1]
+    if os.access(package, os.W_OK):
+        compileall.compile_dir(package, quiet=2)
+
+
 def _run_campaign(args: argparse.Namespace, root: Path, config: dict[str, Any]) -> int:
     from rich.console import Console
 
     from mpiatlas import preflight, runlock
 
+    precompile_package()
     console = Console(stderr=False, highlight=False, soft_wrap=True)
     results = root / layout.results_dir(config["campaign"]["name"])
     for note in runlock.clear_stale(root):
