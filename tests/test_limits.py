@@ -244,14 +244,22 @@ def test_the_slower_node_bounds_the_link_and_unknown_rates_are_said(tmp_path: Pa
     assert any("not set against a link rate" in getattr(b, "text", "") for b in blocks)
 
 
-def test_limits_command_records_links_fresh_not_cached(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+@pytest.fixture
+def counted_limits_command(monkeypatch: pytest.MonkeyPatch) -> CountingRunner:
+    """`mpiatlas limits` measuring through a CountingRunner on the synthetic sources, outside SLURM:
+    the runner counts the likwid-bench runs, so a test sees which records came from the cache."""
     runner = CountingRunner()
     real = limits.measure_cached
     monkeypatch.setattr(limits, "measure_cached", lambda cache_dir, fresh=False: real(
         cache_dir, fresh=fresh, runner=runner, sources=_sources()))
     monkeypatch.delenv("SLURM_JOB_NUM_NODES", raising=False)
+    return runner
+
+
+def test_limits_command_records_links_fresh_not_cached(
+    tmp_path: Path, counted_limits_command: CountingRunner, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runner = counted_limits_command
     cache = tmp_path / "cache"
     args = ["--cache-dir", str(cache), "--tcp-interface", "no-such-if0", "--bandwidth-gbit-s", "10",
             "--network-name", "veth-tcp"]
@@ -373,13 +381,9 @@ def test_a_corrupt_cache_file_is_ignored_with_a_warning_and_measured_again(
 
 
 def test_limits_command_uses_the_cache_and_fresh(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, counted_limits_command: CountingRunner, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    runner = CountingRunner()
-    real = limits.measure_cached
-    monkeypatch.setattr(limits, "measure_cached", lambda cache_dir, fresh=False: real(
-        cache_dir, fresh=fresh, runner=runner, sources=_sources()))
-    monkeypatch.delenv("SLURM_JOB_NUM_NODES", raising=False)
+    runner = counted_limits_command
     cache = tmp_path / "cache"
     for run in ("a", "b", "c"):
         fresh = ["--fresh"] if run == "c" else []

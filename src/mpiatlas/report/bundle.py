@@ -13,14 +13,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mpiatlas.layout import CACHE_ENV, user_cache_dir as cache_dir  # noqa: F401 (tests set CACHE_ENV)
-from mpiatlas.layout import write_text_atomic
+from mpiatlas.layout import user_cache_dir, write_text_atomic
 
 
 def bundle_path(vl_convert_version: str, vl_version: str | None) -> Path:
     """Where the bundle of this vl-convert release and Vega-Lite version is kept."""
     name = f"vega-bundle_vl-convert-{vl_convert_version}_vega-lite-{vl_version or 'default'}.js"
-    return cache_dir() / re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    return user_cache_dir() / re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
 def javascript_bundle(vl_version: str | None) -> str:
