@@ -8,6 +8,8 @@ CI must prove the real thing ran.
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,7 +87,6 @@ def run_campaign(work: Path, *extra: str, timeout: float = 1500, path_prefix: Pa
     """``mpiatlas campaign`` in ``work`` (local profile unless ``extra`` says otherwise);
     ``path_prefix`` goes first on PATH (e.g. a namespace cluster's SLURM client wrappers)."""
     import subprocess
-    import sys
 
     path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
     env = dict(os.environ, PATH=f"{path_prefix}:{path}" if path_prefix else path)
@@ -102,16 +103,58 @@ def pytest_configure(config: pytest.Config) -> None:
     """pytest-xdist (``-n``) only for the unit tests: infrastructure tests time MPI launches on
     every core, install stacks into one shared prefix and run session-wide campaigns, which
     would run once per worker and side by side. ``pytest -m "not infra" -n 2`` shares nothing."""
+    unit_only = "not infra" in (config.option.markexpr or "")
     workers = getattr(config.option, "numprocesses", None)
-    if workers and not os.environ.get("PYTEST_XDIST_WORKER") and "not infra" not in (config.option.markexpr or ""):
+    if workers and not os.environ.get("PYTEST_XDIST_WORKER") and not unit_only:
         raise pytest.UsageError('-n runs tests in parallel workers: use it only with -m "not infra" '
                                 "(infrastructure tests must run in one process)")
+    if unit_only:
+        _tmp_path_in_ram()
+        _cache_rewritten_test_modules()
+
+
+def _cache_rewritten_test_modules() -> None:
+    """pytest rewrites each test module's asserts on import and keeps the result in
+    tests/__pycache__ (git-ignored), unless bytecode writing is off (PYTHONDONTWRITEBYTECODE=1, as
+    in this project's sessions): then every process (each xdist worker) rewrites all ~70 modules
+    again, ~5 s of CPU each. Writing is turned on for the collection, where the test modules are
+    imported, and back off after it (pytest_collection_finish), so nothing else changes."""
+    global _dont_write_bytecode
+    _dont_write_bytecode = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+
+
+_dont_write_bytecode: bool | None = None
+
+
+# Free space /dev/shm must have to hold the unit tests' tmp_path trees (a run writes a few MB).
+_SHM_MIN_FREE = 1 << 30
+
+
+def _tmp_path_in_ram() -> None:
+    """The unit tests' tmp_path directories under /dev/shm (tmpfs) rather than /tmp. They write
+    ~23,000 small files (sysfs trees, damaged IMB captures, campaign work dirs), and pytest deletes
+    a run's directories three runs later (at the end of a run, while nothing else runs); on this
+    machine's disk (ext4 mounted with ``discard``) writing a sysfs tree takes 0.75 s, on tmpfs 0.08 s,
+    and deleting a run's directories ~2 s of wall time against ~0.2 s. Only for
+    ``-m "not infra"``: infrastructure tests hand their tmp_path to SLURM jobs and containers, which
+    keep /tmp. PYTEST_DEBUG_TEMPROOT is pytest's own override of the temporary root (``pytest -h``);
+    pytest reads it when it first makes the base directory (xdist: in the controller, which hands
+    each worker its subdirectory), so setting it here, before any test, is enough. A value already
+    set, or no usable tmpfs, leaves pytest's default."""
+    shm = Path("/dev/shm")
+    if "PYTEST_DEBUG_TEMPROOT" in os.environ or not shm.is_dir() or not os.access(shm, os.W_OK | os.X_OK):
+        return
+    if shutil.disk_usage(shm).free >= _SHM_MIN_FREE:
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(shm)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Install the PyPI MPI stacks (no root, ~40 s each) once when an infrastructure test is about
     to run, so the test command works on a fresh machine; `pytest -m "not infra"` installs nothing.
     Debian stacks, SLURM and Apptainer are provisioned by .ci/run (root)."""
+    if _dont_write_bytecode is not None:  # see _cache_rewritten_test_modules
+        sys.dont_write_bytecode = _dont_write_bytecode
     if os.environ.get("MPIATLAS_NO_STACK_INSTALL") == "1":
         return
     if not any(item.get_closest_marker("infra") for item in session.items):
