@@ -25,7 +25,8 @@ from mpiatlas.commands import compare as command
 from mpiatlas.compare import (FASTER, MIN_REPS, ONE_RUN_NOTE, SAME, SLOWER, TOO_FEW, TOO_FEW_RUNS, CompareError,
                               Side, compare, load_runs, load_side, match_axes, ratio_cis, regressions)
 from mpiatlas.compare_stats import draw_counts, expansion, two_level_percentiles
-from mpiatlas.compare_fits import fit_differences, mover_difference
+from mpiatlas.compare_fits import TOO_FEW_RUNS as FIT_TOO_FEW_RUNS
+from mpiatlas.compare_fits import fit_differences, fit_differences_over_runs, mover_difference
 from mpiatlas.compare_report import render
 from mpiatlas.compare_summary import summary_lines
 
@@ -227,6 +228,63 @@ def test_hockney_differences_across_the_compared_setting() -> None:
     # A fit of another np is not paired.
     other = [dict(fb[0], np=4)]
     assert fit_differences((fa, other), ([], []), ["stack", "np"]).height == 0
+
+
+def _welch_by_hand(xa: list[float], xb: list[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Welch's interval of mean(B) - mean(A) from its formula (Welch-Satterthwaite degrees of freedom)."""
+    from scipy.stats import t
+
+    va, vb = np.var(xa, ddof=1) / len(xa), np.var(xb, ddof=1) / len(xb)
+    df = (va + vb) ** 2 / (va**2 / (len(xa) - 1) + vb**2 / (len(xb) - 1))
+    half = t.ppf(0.5 + confidence / 2, df) * math.sqrt(va + vb)
+    d = float(np.mean(xb) - np.mean(xa))
+    return d - half, d + half
+
+
+def test_fits_over_runs_compare_each_sides_spread_of_estimates() -> None:
+    """Several runs per side: a parameter's estimate per run; the mean per side, and Welch's interval
+    of the difference, equal to the formula's; a series fitted in one run of a side is not judged."""
+    lat_a, lat_b = [0.50, 0.55, 0.45], [0.80, 0.90, 0.85]
+    bw_a, bw_b = [6000.0, 5800.0, 6200.0], [6100.0, 5900.0, 5900.0]
+    runs_a = [[hockney_fit("shm", la, [la - 0.01, la + 0.01], ba, [ba - 50, ba + 50])] for la, ba in zip(lat_a, bw_a)]
+    runs_b = [[hockney_fit("shm", lb, [lb - 0.01, lb + 0.01], bb, [bb - 50, bb + 50])] for lb, bb in zip(lat_b, bw_b)]
+    runs_b[0].append(hockney_fit("ofi-tcp", 11.0, [10.0, 12.0], 1200.0, [1100.0, 1300.0]))  # one run only
+    runs_a[1].append(hockney_fit("ofi-tcp", 10.0, [9.0, 11.0], 1300.0, [1200.0, 1400.0]))
+    fits = fit_differences_over_runs((runs_a, runs_b), ([], []), ["stack", "transport", "mapping", "np", "benchmark"])
+    lat = fits.filter(pl.col("parameter") == "latency λ", pl.col("series").str.contains("shm")).row(0, named=True)
+    assert lat["a"] == pytest.approx(0.5) and lat["b"] == pytest.approx(0.85) and lat["diff"] == pytest.approx(0.35)
+    assert (lat["diff_ci_low"], lat["diff_ci_high"]) == pytest.approx(_welch_by_hand(lat_a, lat_b), rel=1e-9)
+    assert lat["significant"] and lat["direction"] == "slower" and "(3 vs 3 runs)" in lat["series"]
+    # Each side's t interval of its mean: 0.5 ± t(0.975, 2) x 0.05 / sqrt(3).
+    assert lat["a_ci_high"] - 0.5 == pytest.approx(4.302653 * 0.05 / math.sqrt(3), rel=1e-5)
+    bw = fits.filter(pl.col("parameter") == "bandwidth B", pl.col("series").str.contains("shm")).row(0, named=True)
+    assert not bw["significant"] and bw["direction"] == "no significant change"
+    assert bw["diff_ci_low"] < 0 < bw["diff_ci_high"]
+    tcp = fits.filter(pl.col("series").str.contains("ofi-tcp"))
+    assert tcp.height == 2 and (tcp["direction"] == FIT_TOO_FEW_RUNS).all() and not tcp["significant"].any()
+    assert tcp["diff_ci_low"].is_nan().all()
+
+
+def test_several_runs_compare_their_fits_on_the_command_line(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`compare --a ... --b ...` with each run's hockney.json: the report and the summary compare the
+    runs' fits (they used to drop every fit when a side had several runs)."""
+    lat_a, lat_b = [0.50, 0.52, 0.48], [0.70, 0.74, 0.72]
+    dirs_a = [write_results(tmp_path / f"a{i}", d, [hockney_fit("shm", la, [la - 0.01, la + 0.01], 6000.0,
+                                                                [5900.0, 6100.0])])
+              for i, (d, la) in enumerate(zip(run_samples(3, seed=61), lat_a))]
+    dirs_b = [write_results(tmp_path / f"b{i}", d, [hockney_fit("shm", lb, [lb - 0.01, lb + 0.01], 6000.0,
+                                                                [5900.0, 6100.0])])
+              for i, (d, lb) in enumerate(zip(run_samples(3, seed=62), lat_b))]
+    js, html = tmp_path / "runs.json", tmp_path / "runs.html"
+    run_cli("--a", *map(str, dirs_a), "--b", *map(str, dirs_b), "--plain", "--json", str(js), "--out", str(html))
+    printed = capsys.readouterr().out
+    assert "mean over its runs' fits" in printed and "latency λ" in printed
+    fits = json.loads(js.read_text())["fits"]
+    lat = next(f for f in fits if f["parameter"] == "latency λ")
+    assert lat["diff"] == pytest.approx(0.22) and lat["significant"] and lat["direction"] == "slower"
+    assert (lat["diff_ci_low"], lat["diff_ci_high"]) == pytest.approx(_welch_by_hand(lat_a, lat_b), rel=1e-9)
+    assert "95 % CI (Welch)" in html.read_text()
 
 
 # -- the command ---------------------------------------------------------------------------------
@@ -565,3 +623,7 @@ def test_three_identical_real_runs_per_side_show_no_difference(tmp_path: Path) -
     assert 30 <= n <= 36  # PingPong and Allreduce, 0 B .. 64 KiB
     assert three.two_level and (three.sizes["verdict"] != TOO_FEW_RUNS).sum() >= 30
     assert flagged <= 0.05 * n, three.sizes.filter(pl.col("significant")).to_dicts()
+    # The runs' own Hockney fits are compared too, each parameter over its 3 + 3 estimates.
+    lam = three.fits.filter(pl.col("parameter") == "latency λ")
+    assert lam.height >= 1 and lam["series"].str.contains("(3 vs 3 runs)", literal=True).all()
+    print("λ over runs:", lam.select("series", "a", "b", "diff_ci_low", "diff_ci_high", "direction").to_dicts())

@@ -44,7 +44,7 @@ import polars as pl
 
 from mpiatlas import layout
 from mpiatlas.aggregate import CONFIDENCE, N_RESAMPLES, SEED, usable_samples
-from mpiatlas.compare_fits import fit_differences
+from mpiatlas.compare_fits import fit_differences, fit_differences_over_runs
 from mpiatlas.compare_stats import two_level_cis
 
 # Candidate matching axes, in display order (``bytes`` last: a cell's sizes).
@@ -70,7 +70,8 @@ class CompareError(ValueError):
 @dataclass
 class Side:
     """One campaign (or imported data set), possibly several runs of it: usable samples (with a
-    ``run`` column when there are several), cell statuses and fits (of the first run)."""
+    ``run`` column when there are several), cell statuses and fits (of its one run; per run in
+    ``*_runs`` when there are several)."""
 
     name: str
     path: Path
@@ -79,6 +80,10 @@ class Side:
     hockney: list[dict[str, Any]] = field(default_factory=list)
     alphabeta: list[dict[str, Any]] = field(default_factory=list)
     paths: list[Path] = field(default_factory=list)  # every run's directory; [path] when empty
+    # Each run's fits (several runs: hockney and alphabeta above stay empty, since no run's fits
+    # stand for the side).
+    hockney_runs: list[list[dict[str, Any]]] = field(default_factory=list)
+    alphabeta_runs: list[list[dict[str, Any]]] = field(default_factory=list)
 
     @property
     def runs(self) -> int:
@@ -172,8 +177,9 @@ def load_runs(paths: list[str | Path] | tuple[str | Path, ...], name: str) -> Si
     """One side made of several runs of a campaign (each a results directory or samples file).
 
     The runs' samples are stacked with a ``run`` column (0, 1, …); their cells are matched as one
-    campaign's. Fits stay per run and are not pooled: the side keeps none when it has several
-    runs (each run has its own λ and B; their differences are compared with one run per side).
+    campaign's. Fits stay per run (``hockney_runs``, ``alphabeta_runs``) and are not pooled: each
+    run has its own λ and B, and their spread over runs is compared
+    (mpiatlas.compare_fits.fit_differences_over_runs).
     """
     if not paths:
         raise CompareError(f"side {name}: no results directory given")
@@ -190,7 +196,8 @@ def load_runs(paths: list[str | Path] | tuple[str | Path, ...], name: str) -> Si
                         how="diagonal_relaxed")
     cells = [r.cells for r in runs if r.cells is not None]
     return Side(name, runs[0].path, samples, pl.concat(cells, how="diagonal_relaxed") if cells else None,
-                paths=[r.path for r in runs])
+                paths=[r.path for r in runs], hockney_runs=[r.hockney for r in runs],
+                alphabeta_runs=[r.alphabeta for r in runs])
 
 
 # -- matching ------------------------------------------------------------------------------------
@@ -405,12 +412,21 @@ def compare(a: Side, b: Side, *, ignore: list[str] | tuple[str, ...] = (), seed:
     series = [k for k in matching.keys if k != "bytes"]
     only_a, only_b = one_side_only(ga, gb, series)
     only_a, only_b = with_other_status(only_a, b.cells, series), with_other_status(only_b, a.cells, series)
-    fits = fit_differences((a.hockney, b.hockney), (a.alphabeta, b.alphabeta),
-                           series)
+    if a.runs > 1 or b.runs > 1:  # each run's fits: their spread over the runs is compared
+        fits = fit_differences_over_runs((_fit_runs(a, "hockney"), _fit_runs(b, "hockney")),
+                                         (_fit_runs(a, "alphabeta"), _fit_runs(b, "alphabeta")), series)
+    else:
+        fits = fit_differences((a.hockney, b.hockney), (a.alphabeta, b.alphabeta), series)
     two_level = a.runs >= 2 and b.runs >= 2
     return Comparison(a, b, matching, size_table(ga, gb, matching.keys, seed=seed, two_level=two_level),
                       only_a, only_b, fits,
                       unmatched_sizes(ga, gb, matching.keys, only_a), unmatched_sizes(gb, ga, matching.keys, only_b))
+
+
+def _fit_runs(side: Side, model: str) -> list[list[dict[str, Any]]]:
+    """A side's fits of ``model`` per run (a one-run side: its one run)."""
+    runs = side.hockney_runs if model == "hockney" else side.alphabeta_runs
+    return runs or [side.hockney if model == "hockney" else side.alphabeta]
 
 
 def regressions(sizes: pl.DataFrame, threshold: float) -> pl.DataFrame:

@@ -9,6 +9,11 @@ interval (Zou & Donner 2008): from estimates x_A, x_B with intervals [l_A, u_A],
 
 which keeps each interval's asymmetry (a bandwidth CI is rarely symmetric). An interval that does not contain its estimate gets the larger of its two distances on both
 sides (see :func:`_half_widths`). The difference is significant when its CI excludes 0.
+
+Several runs per side (:func:`fit_differences_over_runs`): each run has its own fit, so a
+parameter has one estimate per run, and their spread is the run-to-run variation a single fit's
+CI leaves out. A side's value is the mean over its runs with a t interval, and the difference of
+the means gets Welch's t interval (scipy), judged with at least two runs on each side.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 # (model, parameter, its value key, its CI key, unit, slower when the parameter grows?)
@@ -25,6 +31,8 @@ HOCKNEY_PARAMS = (("latency λ", "latency_us", "latency_ci_us", "µs", True),
 ALPHABETA_PARAMS = (("α", "alpha", "alpha_ci", "", True), ("β", "beta_us", "beta_ci_us", "µs", True))
 # Keys a fit entry may be identified by, besides the matching axes: α-β fits are per ranks per node.
 EXTRA_FIT_KEYS = ("ppn",)
+# The verdict of a parameter measured in fewer than two runs on a side (no spread to judge by).
+TOO_FEW_RUNS = "too few runs"
 COLUMNS = ["model", "series", "parameter", "unit", "a", "a_ci_low", "a_ci_high", "b", "b_ci_low", "b_ci_high",
            "diff", "diff_ci_low", "diff_ci_high", "rel_diff", "significant", "direction"]
 
@@ -102,12 +110,97 @@ def _rows(model: str, pairs: list[tuple[str, dict[str, Any], dict[str, Any]]],
     return rows
 
 
-def fit_differences(hockney: tuple[list[dict[str, Any]], list[dict[str, Any]]],
-                    alphabeta: tuple[list[dict[str, Any]], list[dict[str, Any]]], axes: list[str]) -> pl.DataFrame:
-    """One row per parameter of every Hockney and α-β fit both sides have (matched on ``axes``)."""
-    rows = [*_rows("Hockney", _pair_up(*hockney, axes), HOCKNEY_PARAMS),
-            *_rows("α-β", _pair_up(*alphabeta, axes), ALPHABETA_PARAMS)]
+def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     schema = {c: (pl.Boolean if c == "significant" else pl.String if c in ("model", "series", "parameter", "unit",
                                                                            "direction") else pl.Float64)
               for c in COLUMNS}
     return pl.DataFrame(rows, schema=schema)
+
+
+def fit_differences(hockney: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+                    alphabeta: tuple[list[dict[str, Any]], list[dict[str, Any]]], axes: list[str]) -> pl.DataFrame:
+    """One row per parameter of every Hockney and α-β fit both sides have (matched on ``axes``)."""
+    return _frame([*_rows("Hockney", _pair_up(*hockney, axes), HOCKNEY_PARAMS),
+                   *_rows("α-β", _pair_up(*alphabeta, axes), ALPHABETA_PARAMS)])
+
+
+# -- several runs per side -------------------------------------------------------------------------
+
+Runs = list[list[dict[str, Any]]]  # a side's fits, one list per run
+
+
+def fit_differences_over_runs(hockney: tuple[Runs, Runs], alphabeta: tuple[Runs, Runs], axes: list[str],
+                              confidence: float = 0.95) -> pl.DataFrame:
+    """One row per parameter of every fit both sides have, from its estimates in every run (module
+    docstring): means, their t intervals, and Welch's interval of the difference of the means."""
+    return _frame([*_run_rows("Hockney", _group_runs(*hockney, axes), HOCKNEY_PARAMS, confidence),
+                   *_run_rows("α-β", _group_runs(*alphabeta, axes), ALPHABETA_PARAMS, confidence)])
+
+
+def _group_runs(runs_a: Runs, runs_b: Runs, axes: list[str]) -> list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]]:
+    """(series, its fit in each run of A, in each run of B) for the series both sides have."""
+    first_a = next((f for run in runs_a for f in run), None)
+    first_b = next((f for run in runs_b for f in run), None)
+    if first_a is None or first_b is None:
+        return []
+    carried = [k for k in (*axes, *EXTRA_FIT_KEYS) if k in first_a and k in first_b]
+
+    def by_series(runs: Runs) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+        found: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        for run in runs:
+            for fit in run:
+                found.setdefault(_identity(fit, carried), []).append(fit)
+        return found
+
+    a, b = by_series(runs_a), by_series(runs_b)
+    return [(" · ".join(f"{k}={fits[0].get(k)}" for k in carried if fits[0].get(k) is not None), fits, b[key])
+            for key, fits in a.items() if key in b]
+
+
+def _mean_interval(x: np.ndarray, confidence: float) -> tuple[float, float, float]:
+    """(mean, t interval of the mean); nan ends with fewer than two values."""
+    from scipy import stats
+
+    mean = float(np.mean(x))
+    if x.size < 2:
+        return mean, math.nan, math.nan
+    sem = float(stats.sem(x))
+    if sem == 0.0:
+        return mean, mean, mean
+    low, high = stats.t.interval(confidence, x.size - 1, loc=mean, scale=sem)
+    return mean, float(low), float(high)
+
+
+def _welch_interval(xa: np.ndarray, xb: np.ndarray, confidence: float) -> tuple[float, float]:
+    """Welch's interval of mean(B) − mean(A); exact when neither side varies."""
+    from scipy import stats
+
+    if np.var(xa) == 0.0 and np.var(xb) == 0.0:
+        d = float(np.mean(xb) - np.mean(xa))
+        return d, d
+    ci = stats.ttest_ind(xb, xa, equal_var=False).confidence_interval(confidence)
+    return float(ci.low), float(ci.high)
+
+
+def _run_rows(model: str, groups: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]],
+              params: tuple[tuple[str, str, str, str, bool], ...], confidence: float) -> list[dict[str, Any]]:
+    rows = []
+    for series, fits_a, fits_b in groups:
+        for name, key, _, unit, up_is_slower in params:
+            xa, xb = (np.array([v for v in (_num(f.get(key)) for f in fits) if math.isfinite(v)])
+                      for fits in (fits_a, fits_b))
+            if not (xa.size and xb.size):
+                continue
+            (a, a_low, a_high), (b, b_low, b_high) = _mean_interval(xa, confidence), _mean_interval(xb, confidence)
+            d = b - a
+            judged = xa.size >= 2 and xb.size >= 2
+            low, high = _welch_interval(xa, xb, confidence) if judged else (math.nan, math.nan)
+            significant = judged and (low > 0 or high < 0)
+            worse = (d > 0) == up_is_slower
+            direction = (TOO_FEW_RUNS if not judged else ("slower" if worse else "faster") if significant
+                         else "no significant change")
+            rows.append({"model": model, "series": f"{series} ({xa.size} vs {xb.size} runs)", "parameter": name,
+                         "unit": unit, "a": a, "a_ci_low": a_low, "a_ci_high": a_high, "b": b, "b_ci_low": b_low,
+                         "b_ci_high": b_high, "diff": d, "diff_ci_low": low, "diff_ci_high": high,
+                         "rel_diff": d / a if a else math.nan, "significant": significant, "direction": direction})
+    return rows

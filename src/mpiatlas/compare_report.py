@@ -182,8 +182,13 @@ def _fits_section(cmp: Comparison) -> Section | None:
              cell(r["direction"], cls=VERDICT_CLASS.get(r["direction"]))] for r in cmp.fits.to_dicts()]
     cols = ["model", "series", "parameter", "A", "A 95 % CI", "B", "B 95 % CI", "B − A", "95 % CI (MOVER)",
             "relative", "verdict"]
-    return Section("Model parameters", [Table(cols, rows, filterable=True)], id="fits",
-                   lead="Fits both campaigns have; the CI of the difference combines the two fits' CIs (MOVER).")
+    several = cmp.a.runs > 1 or cmp.b.runs > 1
+    if several:
+        cols[-3] = "95 % CI (Welch)"
+    lead = ("Fits both campaigns have, one per run: each side's mean over its runs with its t interval, and "
+            "Welch's interval of the difference (the spread over runs is the run-to-run variation)." if several
+            else "Fits both campaigns have; the CI of the difference combines the two fits' CIs (MOVER).")
+    return Section("Model parameters", [Table(cols, rows, filterable=True)], id="fits", lead=lead)
 
 
 def _one_side_section(cmp: Comparison) -> Section | None:

@@ -87,7 +87,8 @@ def summary_lines(cmp: Comparison, threshold: float | None = None, *, limit: int
                      f"(their CIs are listed, but cannot support a 95 % statement)")
     lines += _direction_lines(s, series, SLOWER, limit) + _direction_lines(s, series, FASTER, limit)
     if cmp.a.runs > 1 or cmp.b.runs > 1:
-        lines.append("model parameters (λ, B, α-β) not compared: each run has its own fits; compare single runs for them")
+        lines.append("model parameters (λ, B, α-β): each side's mean over its runs' fits, the difference by Welch's "
+                     "t interval (judged with at least 2 runs per side)")
     for row in cmp.fits.filter(pl.col("significant")).to_dicts():
         lines.append(f"{row['model']} {row['parameter']} {row['series']}: {row['a']:.4g} → {row['b']:.4g} "
                      f"{row['unit']} ({row['rel_diff']:+.1%}, {row['direction']})".replace(" )", ")"))
