@@ -48,6 +48,9 @@ def _campaign(tmp_path_factory: pytest.TempPathFactory, name: str, **overrides: 
     assert result.returncode == 0, _tail(result)
     report = announced_report(result.stdout, work)
     assert report == work / RESULTS / "report.html", _tail(result)
+    # The closing count includes the later rounds' cells: every launch sealed, in every round.
+    sealed = len(list((work / RESULTS / "raw").rglob("status.json")))
+    assert f"cells: {sealed} ok (of {sealed})" in result.stdout, _tail(result)
     return work
 
 

@@ -44,6 +44,22 @@ def test_progress_counts_sealed_cells_and_ignores_cells_still_running(tmp_path: 
     assert progress.summary_line() == "cells: 1 ok, 1 failed, 2 not run (of 4)"
 
 
+def test_progress_counts_cells_planned_later_once(tmp_path: Path) -> None:
+    """An adaptive campaign's later rounds plan more cells: they join the count, each id once."""
+    ids = [f"imb/s/t/core/np1/Allreduce/default/rep{r}" for r in range(3)]
+    for cell_id in ids:
+        _seal(tmp_path, cell_id, "ok")
+    progress = Progress(tmp_path, ids)
+    assert (progress.done, progress.total) == (3, 3)
+    more = [f"imb/s/t/core/np1/Allreduce/default/rep{r}" for r in range(6)]  # a round's manifest: all so far
+    progress.plan_more(more)
+    progress.plan_more(more)  # the same manifest seen again adds nothing
+    _seal(tmp_path, more[3], "ok")
+    progress.poll()
+    assert (progress.done, progress.total, progress.remaining) == (4, 6, 2)
+    assert progress.summary_line() == "cells: 4 ok, 2 not run (of 6)"
+
+
 def test_progress_polls_a_bounded_batch_and_still_sees_every_cell(tmp_path: Path) -> None:
     ids = [f"kernel/s/t/core/np2/ring/v/rep{r}" for r in range(10)]
     progress = Progress(tmp_path, ids, batch=3)

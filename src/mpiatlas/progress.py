@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +36,9 @@ class Progress:
     already_done: int = 0
 
     def __post_init__(self) -> None:
+        self.cell_ids = list(self.cell_ids)
         self._pending = list(self.cell_ids)
+        self._known = set(self.cell_ids)
         self.poll(limit=None)
         self.already_done = self.done
         self.finished_now.clear()
@@ -51,6 +54,14 @@ class Progress:
     @property
     def remaining(self) -> int:
         return self.total - self.done
+
+    def plan_more(self, cell_ids: Iterable[str]) -> None:
+        """Count cells planned after the start too (an adaptive campaign's later rounds): the ids not
+        known yet join the campaign's cells and the pending ones."""
+        new = [c for c in cell_ids if c not in self._known]
+        self._known.update(new)
+        self.cell_ids += new
+        self._pending += new
 
     def poll(self, limit: int | None = -1) -> None:
         """Look at up to ``limit`` pending cells (default: ``batch``; None: all of them), going

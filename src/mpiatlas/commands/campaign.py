@@ -169,15 +169,18 @@ def _run_with_progress(args: argparse.Namespace, root: Path, config: dict[str, A
 
     results = root / layout.results_dir(config["campaign"]["name"])
     tracker = Progress(results / "raw", campaign_cell_ids(config))
+    later_rounds = _later_rounds(config, results)
     run = Run(snakemake_argv(args), root, env, log)
     threshold = int(config["campaign"].get("fail_fast", 5))
     if args.verbose:
         rc = run.wait()
+        later_rounds(tracker)
         tracker.poll(limit=None)
         return rc, run.stopped, tracker
     with _live_display(console, tracker) as refresh:
         # Woken by Snakemake's exit as well as every POLL_S: the report is ready the moment it ends.
         while not run.exited_within(POLL_S):
+            later_rounds(tracker)
             tracker.poll()
             refresh()
             failure = tracker.same_failure(threshold)
@@ -187,8 +190,34 @@ def _run_with_progress(args: argparse.Namespace, root: Path, config: dict[str, A
                 console.print(f"stopped: the first {threshold} cells all failed with: {reason}\n"
                               f"  one cell's output: {results / 'raw' / cell}", markup=False, soft_wrap=True)
     rc = run.wait()
+    later_rounds(tracker)
     tracker.poll(limit=None)
     return rc, run.stopped, tracker
+
+
+def _later_rounds(config: dict[str, Any], results: Path) -> Any:
+    """tracker -> None: adds the cells an adaptive campaign's rounds have planned so far (each
+    round's manifest lists every cell planned through it, mpiatlas.adaptive_rounds), so that the
+    progress line and the closing count include the repetitions added after the first round. A
+    campaign of fixed repetitions plans everything up front: nothing to add."""
+    from mpiatlas import adaptive, adaptive_rounds
+
+    if adaptive.spec_of(config) is None:
+        return lambda tracker: None
+    seen: set[Path] = set()
+
+    def add(tracker: Any) -> None:
+        rounds = sorted(results.glob(Path(adaptive_rounds.manifest_path("", "*")).name))
+        for manifest in rounds:
+            if manifest in seen:
+                continue
+            try:
+                tracker.plan_more(json.loads(manifest.read_text()))
+            except (OSError, json.JSONDecodeError):
+                continue  # written atomically: a manifest is there whole or not at all
+            seen.add(manifest)
+
+    return add
 
 
 def _live_display(console: Any, tracker: Any) -> Any:
