@@ -71,11 +71,22 @@ def manifest_path(results: str, round_: int | str) -> str:
     return f"{results}/cells.round{round_}.json"
 
 
+def _last_round_file(directory: Path, prefix: str) -> Path | None:
+    """``<prefix><r>.json`` of the highest round r in ``directory`` (numerically: round10 after round9)."""
+    rounds = sorted((int(m.group(1)), p) for p in directory.glob(f"{prefix}*.json")
+                    if (m := re.fullmatch(rf"{re.escape(prefix)}(\d+)\.json", p.name)))
+    return rounds[-1][1] if rounds else None
+
+
 def final_decision(results_dir: Path) -> dict[str, Any] | None:
     """The last round's decision under ``results_dir`` (the whole campaign's series), or None."""
-    rounds = sorted((int(m.group(1)), p) for p in (results_dir / ADAPTIVE_DIR).glob("round*.json")
-                    if (m := re.fullmatch(r"round(\d+)\.json", p.name)))
-    return json.loads(rounds[-1][1].read_text()) if rounds else None
+    path = _last_round_file(results_dir / ADAPTIVE_DIR, "round")
+    return json.loads(path.read_text()) if path is not None else None
+
+
+def latest_manifest(results_dir: Path) -> Path | None:
+    """The manifest of the last round decided so far under ``results_dir``: every cell planned up to now."""
+    return _last_round_file(results_dir, Path(manifest_path("", "")).stem)
 
 
 # -- series ----------------------------------------------------------------------------------------

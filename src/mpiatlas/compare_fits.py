@@ -73,12 +73,17 @@ def _identity(entry: dict[str, Any], keys: list[str]) -> tuple[Any, ...]:
     return tuple(str(entry.get(k)) for k in keys)
 
 
+def _carried(fit_a: dict[str, Any], fit_b: dict[str, Any], axes: list[str]) -> list[str]:
+    """The keys a fit is identified by: the matched axes (and EXTRA_FIT_KEYS) both sides' fits carry."""
+    return [k for k in (*axes, *EXTRA_FIT_KEYS) if k in fit_a and k in fit_b]
+
+
 def _pair_up(fits_a: list[dict[str, Any]], fits_b: list[dict[str, Any]],
              axes: list[str]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     """Fits present on both sides with equal values on the axes both entries carry."""
     if not fits_a or not fits_b:
         return []
-    carried = [k for k in (*axes, *EXTRA_FIT_KEYS) if k in fits_a[0] and k in fits_b[0]]
+    carried = _carried(fits_a[0], fits_b[0], axes)
     by_key = {_identity(f, carried): f for f in fits_b}
     pairs = []
     for fa in fits_a:
@@ -143,7 +148,7 @@ def _group_runs(runs_a: Runs, runs_b: Runs, axes: list[str]) -> list[tuple[str, 
     first_b = next((f for run in runs_b for f in run), None)
     if first_a is None or first_b is None:
         return []
-    carried = [k for k in (*axes, *EXTRA_FIT_KEYS) if k in first_a and k in first_b]
+    carried = _carried(first_a, first_b, axes)
 
     def by_series(runs: Runs) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
         found: dict[tuple[Any, ...], list[dict[str, Any]]] = {}

@@ -196,7 +196,7 @@ def _run_with_progress(args: argparse.Namespace, root: Path, config: dict[str, A
 
 
 def _later_rounds(config: dict[str, Any], results: Path) -> Any:
-    """tracker -> None: adds the cells an adaptive campaign's rounds have planned so far (each
+    """tracker -> None: adds the cells an adaptive campaign's rounds have planned so far (the last
     round's manifest lists every cell planned through it, mpiatlas.adaptive_rounds), so that the
     progress line and the closing count include the repetitions added after the first round. A
     campaign of fixed repetitions plans everything up front: nothing to add."""
@@ -204,18 +204,17 @@ def _later_rounds(config: dict[str, Any], results: Path) -> Any:
 
     if adaptive.spec_of(config) is None:
         return lambda tracker: None
-    seen: set[Path] = set()
+    read: list[Path | None] = [None]
 
     def add(tracker: Any) -> None:
-        rounds = sorted(results.glob(Path(adaptive_rounds.manifest_path("", "*")).name))
-        for manifest in rounds:
-            if manifest in seen:
-                continue
-            try:
-                tracker.plan_more(json.loads(manifest.read_text()))
-            except (OSError, json.JSONDecodeError):
-                continue  # written atomically: a manifest is there whole or not at all
-            seen.add(manifest)
+        manifest = adaptive_rounds.latest_manifest(results)
+        if manifest is None or manifest == read[0]:
+            return
+        try:
+            tracker.plan_more(json.loads(manifest.read_text()))
+        except (OSError, json.JSONDecodeError):
+            return  # written atomically: a manifest is there whole or not at all
+        read[0] = manifest
 
     return add
 
