@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 import yaml
 
+from conftest import require_datasets
 from mpiatlas.cli import main
 from mpiatlas.config import ConfigError, validate
 from mpiatlas.models.alphabeta import (
@@ -30,7 +31,6 @@ from mpiatlas.report.formatting import fmt_ci, fmt_num
 from mpiatlas.report.render import full_spec
 
 REPO = Path(__file__).resolve().parents[1]
-DATASETS = Path("/work/shared/datasets")
 NOW = load_data(None, None).generated
 
 NET = Network("veth", 10.0)  # 1250 bytes/µs
@@ -369,11 +369,14 @@ def test_report_section_without_fits(tmp_path: Path) -> None:
 
 # -- real data -----------------------------------------------------------------------------
 
-JUNO = DATASETS / "brandino-juno-arm-imb41" / "data"
-STACKHPC = DATASETS / "stackhpc-alaska-csd3-imb-omb" / "output" / "alaska" / "ib-gcc9-openmpi4-ucx" / "omb"
+def _juno() -> Path:
+    return require_datasets() / "brandino-juno-arm-imb41" / "data"
 
 
-@pytest.mark.skipif(not JUNO.is_dir(), reason="brandino-juno-arm-imb41 dataset not available")
+def _alaska() -> Path:
+    return require_datasets() / "stackhpc-alaska-csd3-imb-omb" / "output" / "alaska" / "ib-gcc9-openmpi4-ucx" / "omb"
+
+
 def test_juno_two_boards_over_gigabit_ethernet() -> None:
     """IMB 4.1 Alltoall/Allgather between two ARM Juno boards, 1 rank each (m = 2, k = 1), 1 GbE.
 
@@ -385,7 +388,7 @@ def test_juno_two_boards_over_gigabit_ethernet() -> None:
     for name, transport, nodes, ppn, mapping in [("IMB-MPI1_internode.txt", "tcp", 2, 1, "node"),
                                                  ("IMB-MPI1_internode_Socket.txt", "unimem", 2, 1, "node"),
                                                  ("IMB-MPI1_intranode.txt", "tcp", 1, 2, "core")]:
-        s = parse_imb_text((JUNO / name).read_text(), name)
+        s = parse_imb_text((_juno() / name).read_text(), name)
         frames.append(s.with_columns(
             pl.lit("ompi165").alias("stack"), pl.lit(transport).alias("transport"), pl.lit(mapping).alias("mapping"),
             pl.lit(2, dtype=pl.Int32).alias("np"), pl.lit("default").alias("algorithm"),
@@ -408,7 +411,6 @@ def _osu(path: Path) -> tuple[list[int], list[float]]:
     return [int(r[0]) for r in rows], [float(r[1]) for r in rows]
 
 
-@pytest.mark.skipif(not STACKHPC.is_dir(), reason="stackhpc-alaska-csd3-imb-omb dataset not available")
 def test_alaska_two_nodes_32_ranks_each_over_hdr100() -> None:
     """OSU 5.6.2 osu_alltoall / osu_allgather, 2 nodes × 32 ranks (perflog: procs_per_node=32), HDR100.
 
@@ -417,11 +419,11 @@ def test_alaska_two_nodes_32_ranks_each_over_hdr100() -> None:
     not the bottleneck, and α ≫ 1 says so.
     """
     ib = Network("HDR100", 100.0)
-    x, t = _osu(STACKHPC / "Osu_alltoall" / "rfm_Osu_alltoall_job.out")
+    x, t = _osu(_alaska() / "Osu_alltoall" / "rfm_Osu_alltoall_job.out")
     alltoall = fit_alphabeta("Alltoall", [2] * len(x), x, t, ppn=32, network=ib)
     assert 1.0 <= alltoall.alpha <= 2.5
     assert alltoall.r2 is not None and alltoall.r2 > 0.9
-    x, t = _osu(STACKHPC / "Osu_allgather" / "rfm_Osu_allgather_job.out")
+    x, t = _osu(_alaska() / "Osu_allgather" / "rfm_Osu_allgather_job.out")
     allgather = fit_alphabeta("Allgather", [2] * len(x), x, t, ppn=32, network=ib)
     assert allgather.alpha > 10 * alltoall.alpha
     assert allgather.r2 is not None and allgather.r2 > 0.9

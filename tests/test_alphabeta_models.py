@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 from scipy.optimize import lsq_linear
 
+from conftest import require_datasets
 from mpiatlas.models.alphabeta import Network, _solve, fit_alphabeta_table, fit_families, solve_batch
 from mpiatlas.models.alphabeta_models import BENCHMARK_MODELS, MODELS, _tally, coefficients
 from mpiatlas.report import build_report
@@ -215,7 +216,6 @@ def test_one_k_is_not_pooled() -> None:
 
 # -- real data: StackHPC AlaSKA / CSD3, OSU 5.6 Alltoall and Allgather, 2 nodes ------------------
 
-STACKHPC = Path("/work/shared/datasets/stackhpc-alaska-csd3-imb-omb")
 # partition -> (line rate Gbit/s, PROVENANCE.md's published min average latency µs: allgather, alltoall)
 PUBLISHED = {
     "alaska/ib-gcc9-impi-verbs": (100, 17.63, 43.79), "alaska/ib-gcc9-openmpi4-ucx": (100, 5.86, 32.54),
@@ -226,14 +226,14 @@ PUBLISHED = {
 
 def _osu(partition: str, name: str) -> tuple[list[int], list[float], int]:
     """(sizes, times, procs_per_node of the last perflog record)."""
-    out = STACKHPC / "output" / partition / "omb" / f"Osu_{name}" / f"rfm_Osu_{name}_job.out"
+    stackhpc = require_datasets() / "stackhpc-alaska-csd3-imb-omb"
+    out = stackhpc / "output" / partition / "omb" / f"Osu_{name}" / f"rfm_Osu_{name}_job.out"
     rows = [line.split() for line in out.read_text().splitlines() if line.strip() and not line.startswith("#")]
-    log = STACKHPC / "perflogs" / partition / "omb" / f"Osu_{name}" / f"Osu_{name}.log"
+    log = stackhpc / "perflogs" / partition / "omb" / f"Osu_{name}" / f"Osu_{name}.log"
     ppn = re.findall(r"procs_per_node=(\d+)", log.read_text().splitlines()[-1])
     return [int(r[0]) for r in rows], [float(r[1]) for r in rows], int(ppn[0])
 
 
-@pytest.mark.skipif(not STACKHPC.is_dir(), reason="stackhpc-alaska-csd3-imb-omb dataset not available")
 @pytest.mark.parametrize("partition", list(PUBLISHED))
 def test_stackhpc_two_node_collectives(partition: str) -> None:
     """m = 2, k = procs_per_node of the perflog (32 everywhere). One (m, k): every family fits alike, so the
@@ -257,7 +257,6 @@ def test_stackhpc_two_node_collectives(partition: str) -> None:
         assert 0.0 < top["inv_alpha"] <= 1.0
 
 
-@pytest.mark.skipif(not STACKHPC.is_dir(), reason="stackhpc-alaska-csd3-imb-omb dataset not available")
 def test_csd3_alltoall_at_56_ranks_per_node_would_beat_the_link() -> None:
     """PROVENANCE.md says "one rank per physical core" (56 on csd3), the perflog says procs_per_node=32.
     At k = 56 every Alltoall family needs α < 1 — faster than HDR100's line rate — so the data side with 32."""

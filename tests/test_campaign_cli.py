@@ -119,7 +119,7 @@ def _impi() -> None:
 
 
 @pytest.mark.infra
-def test_a_missing_compiler_stops_in_seconds_with_one_message(tmp_path: Path) -> None:
+def test_a_missing_compiler_stops_before_anything_starts_with_one_message(tmp_path: Path) -> None:
     _impi()
     work = campaign_workdir(tmp_path, "config/test/tiny.yaml")
     # A PATH with python and the stack but no C compiler and no make.
@@ -130,13 +130,12 @@ def test_a_missing_compiler_stops_in_seconds_with_one_message(tmp_path: Path) ->
         if found:
             (bare / tool).symlink_to(found)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{bare}")
-    started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "mpiatlas.cli", "campaign", "--config", "config/campaign.yaml"],
                           cwd=work, env=env, capture_output=True, text=True, timeout=300)
-    elapsed = time.monotonic() - started
     out = done.stdout + done.stderr
     assert done.returncode == 2, out
-    assert elapsed < 30, f"took {elapsed:.1f} s"
+    # Preflight refused before Snakemake started: no stack install, no kernel build, no cell.
+    assert not (work / ".snakemake").exists() and not (work / "results" / "tiny" / "kernels").exists()
     assert "cannot run this campaign, nothing was started" in out
     assert "C compiler: cc and make not found on PATH" in out
     assert "apt-get install gcc make" in out and "without root" in out

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, campaign_workdir, run_campaign
+from conftest import REPO, campaign_workdir, require_infra, run_campaign
 from mpiatlas import multinode
 from mpiatlas.config import ConfigError, validate
 from mpiatlas.runner.judge import mixed_transport_evidence, transport_reason
@@ -184,14 +184,18 @@ def test_node_probe_carries_each_nodes_ports(tmp_path: Path) -> None:
         fabrics.require_devices("ucx-rc", {old.host: old.rdma_ports})
 
 
-def test_this_machine_has_no_device_so_ib_cells_are_unavailable() -> None:
-    if fabrics.local_ports():
-        pytest.skip("this host has an RDMA port")
+def test_ib_cells_here_are_unavailable_exactly_when_the_host_has_no_active_port() -> None:
     import socket
 
-    with pytest.raises(StackError, match=f"^unavailable: no InfiniBand device on {socket.gethostname()} "):
+    assert fabrics.hello_transport(["ucx-rc", "ob1-sm"]) == "ob1-sm"  # a non-RDMA transport comes first anyway
+    ports = fabrics.local_ports()
+    if any(p.state == "ACTIVE" for p in ports):  # a host with InfiniBand/RoCE: its port carries the cells
         fabrics.require_local("ucx-rc")
-    assert fabrics.hello_transport(["ucx-rc", "ob1-sm"]) == "ob1-sm"
+        assert fabrics.hello_transport(["ucx-rc", "ucx-ud"]) == "ucx-rc"
+        return
+    no_port = f"^unavailable: no (active )?InfiniBand (device|port) on {socket.gethostname()}"
+    with pytest.raises(StackError, match=no_port):
+        fabrics.require_local("ucx-rc")
     assert fabrics.hello_transport(["ucx-rc", "ucx-ud"]) is None
 
 
@@ -269,8 +273,7 @@ def test_openib_port_lines() -> None:
 
 @pytest.mark.infra
 def test_campaign_cells_asking_for_infiniband_are_unavailable_with_the_reason(tmp_path: Path) -> None:
-    if fabrics.local_ports():
-        pytest.skip("this host has an RDMA port")
+    require_infra(not fabrics.local_ports(), "a host without RDMA ports (this campaign shows the no-device path)")
     import socket
 
     work = campaign_workdir(tmp_path, "config/test/ib_absent.yaml")

@@ -50,9 +50,8 @@ def test_exit_code_output_and_wall_time_of_a_launch(tmp_path: Path) -> None:
     finished, around = launch(tmp_path, [SH, "-c", f"echo out; echo err >&2; {SLEEP} 0.3; exit 3"])
     assert finished.exit_code == 3
     assert (tmp_path / "out").read_text() == "out\n" and (tmp_path / "err").read_text() == "err\n"
-    # The child slept 0.3 s; wall_s is its time, and the harness around it adds next to nothing.
+    # The child slept 0.3 s; wall_s is its time, inside the call's (what the harness adds is bench/'s figure).
     assert 0.3 <= finished.wall_s <= around
-    assert around - finished.wall_s < 0.1
 
 
 def test_waiting_does_not_poll(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -73,7 +72,7 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     finished, around = launch(tmp_path, argv, timeout_s=0.5)
     assert finished.exit_code is None  # timed out
     assert 0.5 <= finished.wall_s < process.TERM_GRACE_S  # TERM sufficed: no KILL grace period
-    assert around - finished.wall_s < 0.5
+    assert finished.wall_s <= around
     assert wait_gone(int(pidfile.read_text()))
 
 
@@ -97,10 +96,9 @@ def test_a_stop_signal_interrupts_the_wait_and_kills_the_launch(tmp_path: Path) 
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
     try:
         timer.start()
-        start = time.perf_counter()
+        # The rank sleeps 60 s: without the interruption, launch() would return normally, not raise.
         with pytest.raises(CellInterrupted, match="SIGTERM"):
             launch(tmp_path, argv)
-        assert time.perf_counter() - start < 5
     finally:
         timer.cancel()
         _release_stop_signals()

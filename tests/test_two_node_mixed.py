@@ -71,7 +71,8 @@ def test_srun_argv_places_block_or_cyclic_and_binds_by_local_task(fake_srun: Non
         srun_argv(spec("round"))
 
 
-def test_mixed_transport_argv_of_each_stack(tmp_path: Path, ompi41: OpenMPI) -> None:
+def test_mixed_transport_argv_of_each_stack(tmp_path: Path, ompi41: OpenMPI, fake_srun: None) -> None:
+    # argv only: nothing is launched, so no SLURM is needed (fake_srun answers `which srun`).
     hosts = ["node1", "node2"]
     # Open MPI 4.1: vader within a node, tcp between; ppr:2:node, numbered by slot (block) or node (cyclic).
     for distribution, rank_by in (("block", "slot"), ("cyclic", "node")):
