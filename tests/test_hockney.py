@@ -255,6 +255,8 @@ def test_hockney_on_infiniband_and_roce_data(tmp_path: Path, capsys: pytest.Capt
         assert r["bandwidth_ci_MBps"][0] <= r["bandwidth_MBps"] <= r["bandwidth_ci_MBps"][1]
         assert r["breakpoints_bytes"] == [s["from_bytes"] for s in r["segments"][1:]]
         assert all(s["latency_us"] > 0 for s in r["segments"])
+        # Narrow intervals on real, published-figure data: the trust checks raise no false alarm.
+        assert r["ci_warning"] is None, f"{label}: {r['ci_warning']}"
 
 
 BRANDINO = "brandino-juno-arm-imb41/data"

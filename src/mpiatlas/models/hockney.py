@@ -521,6 +521,16 @@ def _num(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
 
 
+def _size(b: int | None) -> str:
+    """A message size in binary units, as the report prints it (4 KiB, 1 MiB)."""
+    if b is None:
+        return "?"
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= scale and b % scale == 0:
+            return f"{b // scale} {unit}"
+    return f"{b} B"
+
+
 def _width_warning(name: str, unit: str, estimate: float, ci: tuple[float, float]) -> str | None:
     spread = relative_ci_spread(estimate, ci)
     if spread is None or spread <= CI_REL_TOL:
@@ -549,7 +559,7 @@ def trust_warnings(fit: HockneyFit) -> list[str]:
         out.append(f"λ's 95 % interval reaches the fit's lower bound ({LATENCY_FLOOR_US:g} µs): replicates "
                    "of the data find no latency, so λ is not resolved")
     if fit.bandwidth_rule == "peak":
-        out.append(f"B is the in-cache peak ({_num(fit.bandwidth_MBps)} MB/s at {fit.peak_bytes} B), not a "
+        out.append(f"B is the in-cache peak ({_num(fit.bandwidth_MBps)} MB/s at {_size(fit.peak_bytes)}), not a "
                    f"plateau: only {fit.plateau_n_sizes} size(s) after the peak agree, a plateau needs "
                    f"{MIN_PLATEAU_RUN}")
     for name, unit, est, ci in (("λ", "µs", fit.latency_us, fit.latency_ci_us),

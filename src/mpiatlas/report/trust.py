@@ -67,7 +67,7 @@ def launches(cells: pl.DataFrame | None) -> list[str]:
             out.append("No launch had to be re-measured.")
         else:
             attempts = int(again.get_column("remeasured").sum())
-            out.append(f"{_plural(again.height, 'cell')} were re-measured: {_plural(attempts, 'attempt')} set aside "
+            out.append(f"{_plural(again.height, 'cell')} {'was' if again.height == 1 else 'were'} re-measured: {_plural(attempts, 'attempt')} set aside "
                        "and launched again.")
     return out
 
