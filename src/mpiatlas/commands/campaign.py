@@ -323,7 +323,8 @@ def headline(fits: Path, order: list[tuple[str, str]]) -> list[str]:
     rank = {key: i for i, key in enumerate(order)}
     first = min(pingpong, key=lambda f: rank.get((str(f.get("stack")), str(f.get("transport"))), len(rank)))
     label = first.get("label") or f"{first.get('stack')}/{first.get('transport')}"
-    lines = [f"latency: {label} PingPong {_latency_text(first)}", f"bandwidth: {label} PingPong {_bandwidth_text(first)}"]
+    lines = [f"latency: {label} PingPong {_latency_text(first)}",
+             f"bandwidth: {label} PingPong {_bandwidth_text(first)}"]
     if first.get("ci_warning"):
         lines.append(f"warning: {label} PingPong: {first['ci_warning']}")
     return lines

@@ -209,7 +209,9 @@ def fastest_p2p(medians: pl.DataFrame | None, what: str) -> list[str]:
 
 # -- 2. IMB PingPong vs the pingpong kernel -----------------------------------------------------------
 
-CROSS_PARAMS = (("λ", "latency_us", "latency_ci_us", "µs", 3), ("B", "bandwidth_MBps", "bandwidth_ci_MBps", "MB/s", 4))
+# (name, value key, interval key, unit, significant digits) of the parameters compared.
+CROSS_PARAMS = (("λ", "latency_us", "latency_ci_us", "µs", 3),
+                ("B", "bandwidth_MBps", "bandwidth_ci_MBps", "MB/s", 4))
 
 
 def imb_fit_of(hockney: Sequence[dict[str, Any]] | None, label: Any) -> dict[str, Any] | None:

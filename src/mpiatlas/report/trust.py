@@ -67,8 +67,9 @@ def launches(cells: pl.DataFrame | None) -> list[str]:
             out.append("No launch had to be re-measured.")
         else:
             attempts = int(again.get_column("remeasured").sum())
-            out.append(f"{_plural(again.height, 'cell')} {'was' if again.height == 1 else 'were'} re-measured: {_plural(attempts, 'attempt')} set aside "
-                       "and launched again.")
+            verb = "was" if again.height == 1 else "were"
+            out.append(f"{_plural(again.height, 'cell')} {verb} re-measured: {_plural(attempts, 'attempt')} set "
+                       "aside and launched again.")
     return out
 
 

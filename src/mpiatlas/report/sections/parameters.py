@@ -102,7 +102,11 @@ def _limit_cells(f: dict[str, Any], limits: PhysicalLimits | None, links: dict[s
     if limits is None:
         return [Cell(DASH, title="no measured copy bandwidth: the report was given no usable limits file"), Cell(DASH)]
     b_frac, b_level, p_frac, p_level = limit_cells(f, limits)
-    return [Cell(fmt_pct(b_frac), cls="num", title=f"B / {b_level} copy rate"),
+    # B taken from the peak (no 3-size plateau) is an in-cache figure: not set against memory.
+    b_cell = (Cell(DASH, title="B is the in-cache peak (no plateau measured): see Peak % of cache copy")
+              if f.get("bandwidth_rule") == "peak"
+              else Cell(fmt_pct(b_frac), cls="num", title=f"B / {b_level} copy rate"))
+    return [b_cell,
             Cell(f"{fmt_pct(p_frac)} ({p_level})" if p_frac is not None else DASH, cls="num",
                  title=f"peak / {p_level} copy rate: the smallest cache that holds the peak's message")]
 
