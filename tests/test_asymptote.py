@@ -165,3 +165,39 @@ def test_new_fields_round_trip_through_json() -> None:
     assert back.peak_bandwidth_ci_MBps == pytest.approx(fit.peak_bandwidth_ci_MBps)
     old = {k: v for k, v in fit.to_dict().items() if not k.startswith(("peak", "plateau", "bandwidth_rule"))}
     assert HockneyFit.from_dict(old).bandwidth_rule == "last_segment"  # fits written before these fields
+
+
+def test_parameters_table_says_which_figure_b_is(tmp_path: Path) -> None:
+    """The report's parameters table names B's rule per fit ("peak" marked), on real curves: the
+    Juno intra-node PingPong (no 3-size plateau), this machine's 256 MiB shm capture (a plateau), a
+    StackHPC InfiniBand PingPong (rising to the end); and λ on its lower bound is "not resolved"."""
+    import json
+
+    from mpiatlas.report.blocks import Table
+    from mpiatlas.report.data import load_data
+    from mpiatlas.report.sections.parameters import section_parameters
+
+    root = require_datasets()
+    curves = {"juno": [root / "brandino-juno-arm-imb41/data/IMB-MPI1_intranode.txt"],
+              "shm256": sorted(CAPTURES.glob("impi_shm_pingpong_cache_r*.txt")),
+              "csd3": [root / "stackhpc-alaska-csd3-imb-omb/output/csd3/cclake-ib-gcc9-ompi3-ucx/imb/IMB_PingPong/"
+                              "rfm_IMB_PingPong_job.out"]}
+    entries = [{"label": label, "benchmark": "PingPong", "np": 2, **fit_hockney(*_pingpong(files).get_columns()).to_dict()}
+               for label, files in curves.items()]
+    sizes = 2.0 ** np.arange(0, 23)
+    entries.append({"label": "nolatency", "benchmark": "PingPong", "np": 2, **fit_hockney(sizes, sizes / 9000.0).to_dict()})
+    fits = tmp_path / "fits"
+    fits.mkdir()
+    (fits / "hockney.json").write_text(json.dumps(entries))
+    table = next(b for b in section_parameters(load_data(None, fits)).blocks
+                 if isinstance(b, Table) and b.caption == "Hockney parameters")
+    col = {name: i for i, name in enumerate(table.columns)}
+    rows = {r[col["Label"]].text: r for r in table.rows}
+    assert {lab: rows[lab][col["B from"]].text for lab in rows} == {
+        "juno": "peak", "shm256": "plateau", "csd3": "last segment", "nolatency": "last segment"}
+    assert rows["juno"][col["B from"]].cls == "bad" and rows["csd3"][col["B from"]].cls is None
+    assert rows["juno"][col["Plateau"]].text == "from 2 MiB (2 sizes)"
+    assert rows["juno"][col["B 95 % CI"]].text.endswith("unreliable")  # the fit's warning, on hover
+    assert rows["nolatency"][col["λ (µs)"]].text == "not resolved"
+    assert rows["csd3"][col["λ (µs)"]].text != "not resolved" and not rows["csd3"][col["B 95 % CI"]].text.endswith(
+        "unreliable")
