@@ -432,7 +432,7 @@ def fit_hockney(sizes: Iterable[float], times: Iterable[float], *, seed: int = 0
     starts, params, plateau = _segments_and_asymptote(s, t_med, asym)
     peak = asym.peak_index
     # A curve that peaks in cache without a 3-size plateau: B is the peak (see the module docstring).
-    b_is_peak = plateau is None and asym.peaks_in_cache
+    b_is_peak = asym.peaks_in_cache and not asym.has_plateau
     t_star, method = _bootstrap_times(s, t_med, samples, starts, params, np.random.default_rng(seed))
     lams, gs = _replicate_params(s, t_star, starts, plateau, peak if b_is_peak else None)
     peak_star = s[peak] / t_star[:, peak]
