@@ -227,7 +227,8 @@ def test_kill_9_of_snakemake_then_the_same_command_completes_without_rerunning_c
 
 def test_headline_names_a_missing_bandwidth_asymptote(tmp_path: Path) -> None:
     """A PingPong sweep that ends in the latency regime has B = null in its fit: the summary says so
-    (it used to raise a TypeError after the whole campaign had run)."""
+    (it used to raise a TypeError after the whole campaign had run). A fit without intervals says
+    that it has none (every printed figure carries its uncertainty)."""
     from mpiatlas.commands.campaign import headline
 
     fits = tmp_path / "hockney.json"
@@ -237,6 +238,38 @@ def test_headline_names_a_missing_bandwidth_asymptote(tmp_path: Path) -> None:
          "bandwidth_MBps": 8200.0},
     ]))
     lines = headline(fits, [("intelmpi", "shm"), ("mpich", "default")])
-    assert lines[0] == "latency: intelmpi/shm PingPong λ = 0.31 µs (Hockney fit)"
+    assert lines[0] == "latency: intelmpi/shm PingPong λ = 0.310 µs (no interval) (Hockney fit)"
     assert lines[1].startswith("bandwidth: intelmpi/shm PingPong B not fitted")
-    assert headline(fits, [("mpich", "default")])[1] == "bandwidth: mpich/default PingPong B = 8,200 MB/s (Hockney fit)"
+    assert headline(fits, [("mpich", "default")])[1] == \
+        "bandwidth: mpich/default PingPong B = 8,200 MB/s (no interval) (Hockney fit)"
+
+
+def test_headline_prints_intervals_rule_and_warning(tmp_path: Path) -> None:
+    """Issue #23: the closing lines print λ and B with their 95 % intervals, which rule gave B, and
+    the fit's warning; λ on its lower bound is not printed as a result."""
+    import numpy as np
+
+    from mpiatlas.commands.campaign import headline
+    from mpiatlas.models.hockney import fit_hockney
+    from mpiatlas.report.formatting import fmt_ci, fmt_num
+
+    sizes = 2.0 ** np.arange(0, 23)
+    bw = np.interp(np.log2(sizes), [0, 16, 20, 22], [20.0, 27000.0, 22000.0, 22000.0])
+    times = 0.3 + sizes / bw
+    times[-2:] = sizes[-2:] / 2400.0  # two slow sizes at the end: no 3-size plateau
+    fit = {"label": "intelmpi/shm/core", "benchmark": "PingPong", "stack": "intelmpi", "transport": "shm",
+           **fit_hockney(sizes, times).to_dict()}
+    floor = {"label": "mpich/default/core", "benchmark": "PingPong", "stack": "mpich", "transport": "default",
+             **fit_hockney(sizes, sizes / 9000.0).to_dict()}
+    fits = tmp_path / "hockney.json"
+    fits.write_text(json.dumps([fit, floor]))
+    lat, band, warn = headline(fits, [("intelmpi", "shm")])
+    lam, bw = fmt_num(fit["latency_us"]), fmt_num(fit["bandwidth_MBps"], 4)
+    assert lat == f"latency: intelmpi/shm/core PingPong λ = {lam} µs {fmt_ci(fit['latency_ci_us'])} (Hockney fit)"
+    assert band == (f"bandwidth: intelmpi/shm/core PingPong B = {bw} MB/s {fmt_ci(fit['bandwidth_ci_MBps'], 4)} "
+                    "(Hockney fit; the in-cache peak: no 3-size plateau)")
+    assert fit["bandwidth_MBps"] > 20_000  # the peak, not the two slow sizes' 2,400
+    assert warn == f"warning: intelmpi/shm/core PingPong: {fit['ci_warning']}" and "a plateau needs 3" in warn
+    lat, _, warn = headline(fits, [("mpich", "default")])
+    assert lat == "latency: mpich/default/core PingPong λ not resolved: pinned on its 1e-06 µs lower bound (Hockney fit)"
+    assert "λ is not a result" in warn

@@ -207,4 +207,66 @@ def test_findings_of_a_report_built_from_imported_shared_data(tmp_path: Path,
                              "MB/s), slowest ")
     # Imported files name no stack or transport, and have no cells table: nothing more is claimed.
     assert not any("shared memory" in s or "cells" in s for s in got)
-    assert json.loads((fits / "hockney.json").read_text())  # the fits were read too
+    # The trust paragraph opens the section: no cells table or quality columns here, so it speaks of
+    # the fits only. The two local shm curves have no 3-size plateau (B is their peak, with a
+    # warning); the InfiniBand/RoCE fits match their published figures and carry none.
+    fitted = json.loads((fits / "hockney.json").read_text())
+    warned = sorted(f["label"] for f in fitted if f.get("ci_warning"))
+    assert warned == ["impi_np2_PingPong", "mpich5_np2_PingPong_Bcast_Allreduce"]
+    text = html.unescape(page)
+    trust_at = text.index(f"Trust: {len(warned)} of {len(fitted)} fits carry a warning (see Model parameters)")
+    assert text.index('<section id="findings">') < trust_at < text.index(got[0])
+
+
+# -- IMB PingPong vs the pingpong kernel (issue #23) ------------------------------------------------
+
+
+def _cross_fits(imb_b: float, imb_b_ci: list[float], rule: str = "last_segment") -> tuple[list[dict], list[dict]]:
+    """Issue #23's pair: IMB B 2,396 MB/s [2,334, 25,618] against the kernel's 22,505 [21,529, 25,345]."""
+    imb = [{"label": "intelmpi/shm/core", "benchmark": "PingPong", "np": 2, "latency_us": 0.30,
+            "latency_ci_us": [0.29, 0.31], "bandwidth_MBps": imb_b, "bandwidth_ci_MBps": imb_b_ci,
+            "bandwidth_rule": rule, "ci_warning": None},
+           {"label": "intelmpi/shm/core", "benchmark": "PingPong", "np": 4, "latency_us": 9.0,
+            "latency_ci_us": [8.0, 10.0], "bandwidth_MBps": 1.0, "bandwidth_ci_MBps": [0.9, 1.1]}]
+    kernel = [{"label": "intelmpi/shm/core", "benchmark": "pingpong", "latency_us": 0.36,
+               "latency_ci_us": [0.35, 0.37], "bandwidth_MBps": 22_505.0, "bandwidth_ci_MBps": [21_529.0, 25_345.0]},
+              {"label": "mpich/shm/core", "benchmark": "pingpong", "latency_us": 0.5, "latency_ci_us": [0.4, 0.6],
+               "bandwidth_MBps": 9000.0, "bandwidth_ci_MBps": [8000.0, 10_000.0]}]
+    return imb, kernel
+
+
+def test_imb_and_kernel_disagreeing_beyond_30_percent_is_a_finding() -> None:
+    imb, kernel = _cross_fits(2_396.0, [2_334.0, 25_618.0])
+    assert F.cross_check(imb, kernel) == [
+        "IMB PingPong and the pingpong kernel disagree on intelmpi/shm/core: B 2,396 MB/s [2,334, 25,618] (IMB) "
+        "vs 22,505 MB/s [21,529, 25,345] (kernel), the kernel's 9.39× IMB's. Two programs measuring the same "
+        "thing should agree within 30 %: one of these figures is not a result (a perturbed launch, a slow "
+        "repetition, or a fit with a warning)."]
+    pair, = F.imb_vs_kernel(imb, kernel)  # mpich has no IMB fit; IMB's np=2 fit is the one compared
+    assert pair["disagree"] == ["B"] and pair["ratio"]["λ"] == pytest.approx(1.2)
+    assert F.findings(None, None, None, None, hockney=imb, kernel_fits=kernel) == F.cross_check(imb, kernel)
+
+
+def test_imb_and_kernel_within_30_percent_agree_and_lambda_is_compared_too() -> None:
+    imb, kernel = _cross_fits(18_000.0, [17_000.0, 19_000.0], rule="peak")  # 22,505 / 18,000 = 1.25
+    assert F.cross_check(imb, kernel) == []
+    kernel[0]["latency_us"] = 0.30 * 1.31
+    kernel[0]["bandwidth_MBps"] = 18_000.0 * 1.5
+    text, = F.cross_check(imb, kernel)
+    assert "λ 0.300 µs [0.290, 0.310] (IMB) vs 0.393 µs [0.350, 0.370] (kernel), the kernel's 1.31× IMB's; " \
+           "B 18,000 MB/s [17,000, 19,000], the in-cache peak (IMB) vs 27,000 MB/s" in text
+    assert F.apart(1.0, 1.3) == pytest.approx(0.3) and F.apart(None, 1.0) is None and F.apart(0.0, 1.0) is None
+
+
+def test_kernel_table_shows_both_ratios_and_marks_the_disagreement() -> None:
+    from mpiatlas.report.sections.kernel_p2p_coll import _fit_table
+
+    imb, kernel = _cross_fits(2_396.0, [2_334.0, 25_618.0])
+    table = _fit_table(kernel, imb)
+    col = {name: i for i, name in enumerate(table.columns)}
+    row = {r[0].text: r for r in table.rows}["intelmpi/shm/core"]
+    assert row[col["IMB PingPong B (MB/s) [95 % CI]"]].text == "2,396 [2,334, 25,618]"
+    assert row[col["kernel B / IMB B"]].text == "9.39" and "bad" in (row[col["kernel B / IMB B"]].cls or "")
+    assert row[col["kernel λ / IMB λ"]].text == "1.20" and "bad" not in (row[col["kernel λ / IMB λ"]].cls or "")
+    other = {r[0].text: r for r in table.rows}["mpich/shm/core"]
+    assert other[col["IMB PingPong B (MB/s) [95 % CI]"]].text == "no IMB"

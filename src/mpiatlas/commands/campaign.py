@@ -301,7 +301,8 @@ def _partial_report(args: argparse.Namespace, root: Path, results: str, env: dic
 
 
 def _summary(console: Any, tracker: Any, out: Path, config: dict[str, Any]) -> None:
-    """Three lines: cells by status, then latency λ and bandwidth B of the campaign's first stack."""
+    """Cells by status, then latency λ and bandwidth B of the campaign's first stack with their 95 %
+    intervals, and that fit's warning when it has one."""
     console.print(tracker.summary_line(), markup=False)
     order = [(label, transport) for label, stack in config["stacks"].items() for transport in stack["transports"]]
     for line in headline(out / "fits" / layout.HOCKNEY_FIT, order):
@@ -309,7 +310,9 @@ def _summary(console: Any, tracker: Any, out: Path, config: dict[str, Any]) -> N
 
 
 def headline(fits: Path, order: list[tuple[str, str]]) -> list[str]:
-    """λ and B of the PingPong fit of the first (stack, transport) of the config that has one."""
+    """λ and B of the PingPong fit of the first (stack, transport) of the config that has one, each
+    with its 95 % interval, and the fit's warning (:func:`mpiatlas.models.hockney.trust_warnings`)
+    on a third line when it has one."""
     try:
         data = json.loads(fits.read_text())
     except (OSError, json.JSONDecodeError):
@@ -320,12 +323,44 @@ def headline(fits: Path, order: list[tuple[str, str]]) -> list[str]:
     rank = {key: i for i, key in enumerate(order)}
     first = min(pingpong, key=lambda f: rank.get((str(f.get("stack")), str(f.get("transport"))), len(rank)))
     label = first.get("label") or f"{first.get('stack')}/{first.get('transport')}"
-    bandwidth = first.get("bandwidth_MBps")
+    lines = [f"latency: {label} PingPong {_latency_text(first)}",
+             f"bandwidth: {label} PingPong {_bandwidth_text(first)}"]
+    if first.get("ci_warning"):
+        lines.append(f"warning: {label} PingPong: {first['ci_warning']}")
+    return lines
+
+
+def _with_ci(value: str, ci: Any, unbounded: str | None = None) -> str:
+    from mpiatlas.report.formatting import DASH, fmt_ci
+
+    text = fmt_ci(ci, 3 if unbounded is None else 4, unbounded=unbounded)
+    return f"{value} {text}" if text != DASH else f"{value} (no interval)"
+
+
+def _latency_text(fit: dict[str, Any]) -> str:
+    # Imported here: the campaign's start (and --help) need neither numpy nor the models.
+    from mpiatlas.models.hockney import LATENCY_FLOOR_US, latency_on_floor
+    from mpiatlas.report.formatting import fmt_num
+
+    lam = fit["latency_us"]
+    if latency_on_floor(lam):
+        return f"λ not resolved: pinned on its {LATENCY_FLOOR_US:g} µs lower bound (Hockney fit)"
+    return f"λ = {_with_ci(f'{fmt_num(lam)} µs', fit.get('latency_ci_us'))} (Hockney fit)"
+
+
+_RULE_TEXT = {"plateau": "Hockney fit, plateau of the largest sizes",
+              "peak": "Hockney fit; the in-cache peak: no 3-size plateau"}
+
+
+def _bandwidth_text(fit: dict[str, Any]) -> str:
+    bandwidth = fit.get("bandwidth_MBps")
     # A sweep that stops in the latency regime has no asymptote: B is null in the fit, not zero.
-    b_text = (f"B = {bandwidth:,.0f} MB/s (Hockney fit)" if bandwidth is not None
-              else "B not fitted (no message size reaches the bandwidth regime)")
-    return [f"latency: {label} PingPong λ = {first['latency_us']:.3g} µs (Hockney fit)",
-            f"bandwidth: {label} PingPong {b_text}"]
+    if bandwidth is None:
+        return "B not fitted (no message size reaches the bandwidth regime)"
+    from mpiatlas.report.formatting import fmt_num
+
+    rule = _RULE_TEXT.get(str(fit.get("bandwidth_rule")), "Hockney fit")
+    return f"B = {_with_ci(f'{fmt_num(bandwidth, 4)} MB/s', fit.get('bandwidth_ci_MBps'), unbounded='∞')} ({rule})"
 
 
 def _log_tail(log: Path) -> str:

@@ -16,7 +16,12 @@ The rule (applied to the per-size median times, effective bandwidth b(s) = s / t
 * the curve *peaks in cache* when at least ``MIN_PLATEAU_SIZES`` sizes lie past the peak and the
   peak is more than ``PEAK_EXCESS`` above the plateau. Only then does the Hockney fit take the
   plateau as its asymptotic B: a monotone curve (inter-node links) or one whose top sizes stay
-  within noise of its peak keeps its last segment's B.
+  within noise of its peak keeps its last segment's B;
+* a plateau is a regime, so it needs ``MIN_PLATEAU_RUN`` (3) sizes, the fit's rule for any segment
+  (:data:`mpiatlas.models.hockney.MIN_POINTS_PER_SEGMENT`). A curve that peaks in cache but whose
+  top sizes do not agree over 3 sizes has no measured plateau (``has_plateau`` False): two slow
+  sizes at the end (one perturbed repetition) once passed for a plateau at a tenth of the peak.
+  The Hockney fit then reports the peak as B, marked as such.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import numpy.typing as npt
 MIN_PLATEAU_SIZES = 2  # the largest two sizes anchor the plateau
 PLATEAU_TOL = 0.05  # a size within 5 % of the anchor's median bandwidth is on the plateau
 PEAK_EXCESS = 0.10  # a peak less than 10 % above the plateau is noise or a shallow bump, not a cache peak
+MIN_PLATEAU_RUN = 3  # a plateau B needs this many sizes (as every fitted segment does)
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,16 @@ class Asymptote:
     plateau_start: int
     plateau_MBps: float
     peaks_in_cache: bool
+    n_sizes: int = 0  # sizes of the curve: the plateau runs from plateau_start to the end
+
+    @property
+    def plateau_n_sizes(self) -> int:
+        return self.n_sizes - self.plateau_start
+
+    @property
+    def has_plateau(self) -> bool:
+        """A curve that peaks in cache and whose plateau holds at least MIN_PLATEAU_RUN sizes."""
+        return self.peaks_in_cache and self.plateau_n_sizes >= MIN_PLATEAU_RUN
 
 
 def effective_bandwidth(sizes: npt.ArrayLike, times_us: npt.ArrayLike) -> npt.NDArray[np.float64]:
@@ -67,4 +83,5 @@ def find_asymptote(sizes: npt.ArrayLike, times_us: npt.ArrayLike) -> Asymptote:
     plateau = float(np.median(bw[start:]))
     past_peak = len(bw) - 1 - peak
     peaks = past_peak >= MIN_PLATEAU_SIZES and start > peak and bw[peak] > (1.0 + PEAK_EXCESS) * plateau
-    return Asymptote(peak_index=peak, plateau_start=start, plateau_MBps=plateau, peaks_in_cache=bool(peaks))
+    return Asymptote(peak_index=peak, plateau_start=start, plateau_MBps=plateau, peaks_in_cache=bool(peaks),
+                     n_sizes=len(bw))

@@ -26,8 +26,16 @@ almost all the absolute error, so the intercept ends up fitted to them and can g
 * honest asymptote (:mod:`mpiatlas.models.asymptote`): a curve that peaks in cache and falls to a
   memory-bound plateau (shared memory) gets its last segment from the plateau sizes, with B = their
   median effective bandwidth (and λ fitted with that B fixed); the sizes before the plateau are
-  segmented as above. ``bandwidth_rule`` says which applied ("plateau" or "last_segment"). The
-  peak's bandwidth and size are reported on every curve (``peak_*``), with a bootstrap CI.
+  segmented as above. A plateau needs 3 sizes (as any segment): a curve that peaks in cache with a
+  shorter "plateau" has no measured asymptote, so B is its peak, said as such (rule "peak"; the
+  segments are fitted as for any curve). ``bandwidth_rule`` says which applied ("plateau",
+  "peak" or "last_segment"). The peak's bandwidth and size are reported on every curve
+  (``peak_*``), with a bootstrap CI;
+* how sure the fit is (``ci_warning``, in words, None when every check passes): λ or B with a
+  95 % interval reaching beyond ±25 % of its estimate (``CI_REL_TOL``), an estimate outside its
+  own interval, λ pinned on its lower bound (no resolvable latency: not a result), B taken from
+  the peak for want of a 3-size plateau. A seed campaign printed B = 2,396 MB/s with the
+  interval [2,334, 25,618] and no warning; each of these checks would have flagged it.
 
 Units: sizes in bytes, times in µs, so 1/B in µs per byte and B in bytes/µs = MB/s (10^6 B).
 """
@@ -43,7 +51,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from mpiatlas.models.asymptote import Asymptote, find_asymptote
+from mpiatlas.models.asymptote import MIN_PLATEAU_RUN, Asymptote, find_asymptote
 
 # Point-to-point benchmarks whose table has a one-message time. Uniband/Biband only print
 # bandwidth and message rate (no time column), Multi-* tables time concurrent pairs, and the
@@ -55,6 +63,9 @@ MIN_POINTS_PER_SEGMENT = 3
 MAX_SEGMENTS = 5
 N_BOOT = 1000
 SPIKE_FACTOR = 1.25
+# λ or B whose 95 % interval reaches further than this fraction of the estimate (either side) is
+# not a figure to quote without its warning (issue #23: B = 2,396 MB/s in [2,334, 25,618]).
+CI_REL_TOL = 0.25
 BIC_PENALTY = 2.0  # multiplies BIC's ln(n) per parameter, see the module docstring
 # The bootstrap resamples a size's repetitions only from 3 on: the median of 2 resampled values
 # takes just 3 values, and its percentile interval often misses the fit's own estimate.
@@ -80,11 +91,11 @@ class HockneyFit:
     excluded_bytes: list[int] = field(default_factory=list)
     ci_method: str = "residuals"
     n_boot: int = N_BOOT
-    # Set when an estimate lies outside its own bootstrap interval (bimodal repetitions, a fit on a
-    # bound): the interval then says nothing about the estimate's precision.
+    # Why λ or B cannot be taken at face value, in words (see :func:`trust_warnings`), or None.
     ci_warning: str | None = None
     # Honest asymptote: "plateau" when B is the median bandwidth of the plateau sizes (a curve that
-    # peaks in cache), "last_segment" when it is the last segment's fitted B (monotone curves).
+    # peaks in cache), "peak" when such a curve has no 3-size plateau and B is its peak bandwidth,
+    # "last_segment" when B is the last segment's fitted B (monotone curves).
     bandwidth_rule: str = "last_segment"
     plateau_from_bytes: int | None = None
     plateau_n_sizes: int | None = None
@@ -133,10 +144,13 @@ class HockneyFit:
         if not isinstance(raw, list):
             raise ValueError(f"'segments' must be a list, got {type(raw).__name__}")
         segments = sorted((_segment_from_dict(i, seg) for i, seg in enumerate(raw)), key=lambda g: g["from_bytes"])
+        rule = str(d.get("bandwidth_rule") or "last_segment")
+        # With rule "peak" B is the peak's bandwidth, not the last segment's (the model's).
+        peak_b = _finite_or_none(d.get("bandwidth_MBps")) if rule == "peak" else None
         return cls(
             latency_us=segments[0]["latency_us"],
             latency_ci_us=_pair(d.get("latency_ci_us")),
-            bandwidth_MBps=segments[-1]["bandwidth_MBps"],
+            bandwidth_MBps=segments[-1]["bandwidth_MBps"] if peak_b is None else peak_b,
             bandwidth_ci_MBps=_pair(d.get("bandwidth_ci_MBps"), null=math.inf),
             breakpoints_bytes=[int(g["from_bytes"]) for g in segments[1:]],
             segments=segments,
@@ -146,7 +160,7 @@ class HockneyFit:
             excluded_bytes=[int(b) for b in d.get("excluded_bytes") or [] if _finite_or_none(b) is not None],
             ci_method=str(d.get("ci_method") or "residuals"),
             ci_warning=d.get("ci_warning") if isinstance(d.get("ci_warning"), str) else None,
-            bandwidth_rule=str(d.get("bandwidth_rule") or "last_segment"),
+            bandwidth_rule=rule,
             plateau_from_bytes=_int_or_none(d.get("plateau_from_bytes")),
             plateau_n_sizes=_int_or_none(d.get("plateau_n_sizes")),
             peak_bandwidth_MBps=_finite_or_none(d.get("peak_bandwidth_MBps")),
@@ -357,10 +371,11 @@ def _bootstrap_times(
 
 
 def _replicate_params(
-    s: FloatArray, t_star: FloatArray, starts: list[int], plateau: int | None = None
+    s: FloatArray, t_star: FloatArray, starts: list[int], plateau: int | None = None, peak: int | None = None
 ) -> tuple[FloatArray, FloatArray]:
     """(λ of the first segment, 1/B of the last) of every replicate; with ``plateau`` (its first
-    index) 1/B is the inverse of the replicate's plateau median bandwidth, as the fit computes B."""
+    index) 1/B is the inverse of the replicate's plateau median bandwidth, with ``peak`` (its
+    index) the inverse of the replicate's bandwidth there: as the fit computes B."""
     # Only λ of the first segment and g of the last are kept: the segments between them are not
     # fitted (a segment's fit depends on its own sizes only, so the values are the same).
     first = slice(starts[0], starts[1] if len(starts) > 1 else len(s))
@@ -368,6 +383,8 @@ def _replicate_params(
     lams, gs = _fit_lines(s[first], t_star[:, first])
     if plateau is not None:
         gs = 1.0 / np.median(s[plateau:] / t_star[:, plateau:], axis=1)
+    elif peak is not None:
+        gs = t_star[:, peak] / s[peak]
     elif len(starts) > 1:
         _, gs = _fit_lines(s[last], t_star[:, last])
     return lams, gs
@@ -413,18 +430,21 @@ def fit_hockney(sizes: Iterable[float], times: Iterable[float], *, seed: int = 0
 
     asym = find_asymptote(s, t_med)
     starts, params, plateau = _segments_and_asymptote(s, t_med, asym)
-    t_star, method = _bootstrap_times(s, t_med, samples, starts, params, np.random.default_rng(seed))
-    lams, gs = _replicate_params(s, t_star, starts, plateau)
     peak = asym.peak_index
+    # A curve that peaks in cache without a 3-size plateau: B is the peak (see the module docstring).
+    b_is_peak = asym.peaks_in_cache and not asym.has_plateau
+    t_star, method = _bootstrap_times(s, t_med, samples, starts, params, np.random.default_rng(seed))
+    lams, gs = _replicate_params(s, t_star, starts, plateau, peak if b_is_peak else None)
     peak_star = s[peak] / t_star[:, peak]
     lam_ci = (float(np.percentile(lams, 2.5)), float(np.percentile(lams, 97.5)))
     g_lo, g_hi = float(np.percentile(gs, 2.5)), float(np.percentile(gs, 97.5))
+    g_fit = float(t_med[peak] / s[peak]) if b_is_peak else params[-1][1]
 
     ends = [*starts[1:], len(s)]
     fit = HockneyFit(
         latency_us=params[0][0],
         latency_ci_us=lam_ci,
-        bandwidth_MBps=_inverse(params[-1][1]),
+        bandwidth_MBps=_inverse(g_fit),
         bandwidth_ci_MBps=(_inverse(g_hi), _inverse(g_lo)),
         breakpoints_bytes=[int(s[i]) for i in starts[1:]],
         segments=[
@@ -442,10 +462,9 @@ def fit_hockney(sizes: Iterable[float], times: Iterable[float], *, seed: int = 0
         zero_byte_us=float(np.median(zero)) if zero.size else None,
         excluded_bytes=excluded,
         ci_method=method,
-        ci_warning=_ci_warning(params[0][0], lam_ci, params[-1][1], (g_lo, g_hi)),
-        bandwidth_rule="last_segment" if plateau is None else "plateau",
-        plateau_from_bytes=None if plateau is None else int(s[plateau]),
-        plateau_n_sizes=None if plateau is None else len(s) - plateau,
+        bandwidth_rule="plateau" if plateau is not None else "peak" if b_is_peak else "last_segment",
+        plateau_from_bytes=int(s[asym.plateau_start]) if asym.peaks_in_cache else None,
+        plateau_n_sizes=asym.plateau_n_sizes if asym.peaks_in_cache else None,
         peak_bandwidth_MBps=float(s[peak] / t_med[peak]),
         peak_bandwidth_ci_MBps=(float(np.percentile(peak_star, 2.5)), float(np.percentile(peak_star, 97.5))),
         peak_bytes=int(s[peak]),
@@ -454,6 +473,7 @@ def fit_hockney(sizes: Iterable[float], times: Iterable[float], *, seed: int = 0
         {"bytes": int(v), "measured_us": float(m), "predicted_us": float(p), "rel_err": float(p / m - 1.0)}
         for v, m, p in zip(s, t_med, fit.predict(s))
     ]
+    fit.ci_warning = "; ".join(trust_warnings(fit)) or None
     return fit
 
 
@@ -467,7 +487,7 @@ def _segments_and_asymptote(
     sizes before the plateau to segment): the segmentation alone decides, as before.
     """
     q = asym.plateau_start
-    if not asym.peaks_in_cache or q < MIN_POINTS_PER_SEGMENT:
+    if not asym.has_plateau or q < MIN_POINTS_PER_SEGMENT:
         starts = _choose_segments(s, t)
         return starts, _fit_segments(s, t, starts), None
     head = _choose_segments(s[:q], t[:q])
@@ -476,13 +496,86 @@ def _segments_and_asymptote(
     return [*head, q], params, q
 
 
-def _ci_warning(lam: float, lam_ci: tuple[float, float], g: float, g_ci: tuple[float, float]) -> str | None:
-    """Why the intervals cannot be trusted, or None: an estimate outside its own percentile interval."""
-    outside = [name for name, value, (lo, hi) in (("λ", lam, lam_ci), ("B", g, g_ci)) if not lo <= value <= hi]
-    if not outside:
+def relative_ci_spread(estimate: float | None, ci: Sequence[float | None] | None) -> float | None:
+    """How far the 95 % interval reaches from its estimate, as a fraction of it: max(est − lo, hi − est)
+    / est (inf for an unbounded side); None without a finite positive estimate or any interval."""
+    if estimate is None or not math.isfinite(estimate) or estimate <= 0 or ci is None or len(ci) != 2:
         return None
-    return (f"{' and '.join(outside)} outside {'its' if len(outside) == 1 else 'their'} own bootstrap interval "
-            "(bimodal or too few repetitions): the interval does not measure the estimate's precision")
+    lo, hi = (math.nan if v is None else float(v) for v in ci)
+    if math.isnan(lo) and math.isnan(hi):
+        return None
+    below = 0.0 if math.isnan(lo) else estimate - lo
+    above = 0.0 if math.isnan(hi) else hi - estimate
+    return max(below, above, 0.0) / estimate
+
+
+def latency_on_floor(latency_us: float | None) -> bool:
+    """λ pinned on the fit's lower bound: no resolvable small-message latency (not a result)."""
+    return latency_us is not None and latency_us <= LATENCY_FLOOR_US * (1.0 + 1e-9)
+
+
+def _num(x: float) -> str:
+    """A figure in a warning: 4 significant digits, thousands grouped (the report's style)."""
+    if not math.isfinite(x):
+        return "∞"
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
+def _size(b: int | None) -> str:
+    """A message size in binary units, as the report prints it (4 KiB, 1 MiB)."""
+    if b is None:
+        return "?"
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= scale and b % scale == 0:
+            return f"{b // scale} {unit}"
+    return f"{b} B"
+
+
+def _width_warning(name: str, unit: str, estimate: float, ci: tuple[float, float]) -> str | None:
+    spread = relative_ci_spread(estimate, ci)
+    if spread is None or spread <= CI_REL_TOL:
+        return None
+    lo, hi = ci
+    return (f"{name} = {_num(estimate)} {unit} has a wide 95 % interval [{_num(lo)}, {_num(hi)}], "
+            f"{_pct(lo / estimate - 1.0)} to {_pct(hi / estimate - 1.0)} of the estimate "
+            f"(wider than ±{100 * CI_REL_TOL:.0f} %)")
+
+
+def _pct(x: float) -> str:
+    return "+∞ %" if not math.isfinite(x) else f"{x:+.0%}".replace("%", " %").replace("-", "−")
+
+
+def trust_warnings(fit: HockneyFit) -> list[str]:
+    """Why λ or B of ``fit`` cannot be taken at face value, one phrase each (empty: none).
+
+    In this order: λ on its lower bound; B from the peak for want of a 3-size plateau; λ or B with
+    a 95 % interval beyond ±CI_REL_TOL of the estimate; an estimate outside its own interval.
+    """
+    out = []
+    if latency_on_floor(fit.latency_us):
+        out.append(f"λ is pinned on its lower bound ({LATENCY_FLOOR_US:g} µs): the small sizes show no "
+                   "latency the fit can resolve, so λ is not a result")
+    elif latency_on_floor(fit.latency_ci_us[0]):
+        out.append(f"λ's 95 % interval reaches the fit's lower bound ({LATENCY_FLOOR_US:g} µs): replicates "
+                   "of the data find no latency, so λ is not resolved")
+    if fit.bandwidth_rule == "peak":
+        out.append(f"B is the in-cache peak ({_num(fit.bandwidth_MBps)} MB/s at {_size(fit.peak_bytes)}), not a "
+                   f"plateau: only {fit.plateau_n_sizes} size(s) after the peak agree, a plateau needs "
+                   f"{MIN_PLATEAU_RUN}")
+    for name, unit, est, ci in (("λ", "µs", fit.latency_us, fit.latency_ci_us),
+                                ("B", "MB/s", fit.bandwidth_MBps, fit.bandwidth_ci_MBps)):
+        if not (name == "λ" and latency_on_floor(est)):
+            text = _width_warning(name, unit, est, ci)
+            if text is not None:
+                out.append(text)
+    outside = [name for name, value, (lo, hi) in (("λ", fit.latency_us, fit.latency_ci_us),
+                                                  ("B", fit.bandwidth_MBps, fit.bandwidth_ci_MBps))
+               if not lo <= value <= hi]
+    if outside:
+        out.append(f"{' and '.join(outside)} outside {'its' if len(outside) == 1 else 'their'} own bootstrap "
+                   "interval (bimodal or too few repetitions): the interval does not measure the estimate's "
+                   "precision")
+    return out
 
 
 def fit_hockney_table(

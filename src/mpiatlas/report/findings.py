@@ -6,10 +6,15 @@ assembles the frames from the campaign and prints the sentences in this order:
 
 1. the fastest and slowest point-to-point series at 4 B and at 4 MiB (IMB PingPong; the pingpong
    kernel for the series that have no IMB PingPong), or at the smallest / largest size measured;
-2. per stack, shared-memory vs TCP latency at 4 B (or the smallest size both have);
-3. collective algorithms more than 2× faster than the stack's default, and where;
-4. anomalies: latency steps of more than 10× between neighbouring sizes of one series;
-5. what failed: cells per status with the first reason.
+2. IMB PingPong against the pingpong kernel (two programs measuring the same thing): a λ or B
+   more than 30 % apart, both figures with their 95 % intervals (:func:`cross_check`);
+3. per stack, shared-memory vs TCP latency at 4 B (or the smallest size both have);
+4. collective algorithms more than 2× faster than the stack's default, and where;
+5. anomalies: latency steps of more than 10× between neighbouring sizes of one series;
+6. what failed: cells per status with the first reason.
+
+The campaign's trust (perturbed launches, noisy points, wide intervals) comes before all of these,
+as its own paragraph: :mod:`mpiatlas.report.trust`.
 
 Frames:
 
@@ -17,7 +22,8 @@ Frames:
   bytes, t_usec`` (median over repetitions) and optionally ``bw_MBps``;
 * *latency series* (:func:`imb_series`, :func:`kernel_series`): ``series, bytes, t_usec``;
 * *best algorithms*: :func:`mpiatlas.models.best_algorithm.best_algorithms` output;
-* *cells*: ``cells.parquet`` (``cell, status, reason``).
+* *cells*: ``cells.parquet`` (``cell, status, reason``);
+* *fits*: hockney.json's entries (IMB) and kernels.json's pingpong entries (the kernel).
 """
 
 from __future__ import annotations
@@ -29,13 +35,16 @@ from typing import Any
 import polars as pl
 
 from mpiatlas.models.best_algorithm import best_algorithms
-from mpiatlas.report.formatting import fmt_bytes, fmt_num
+from mpiatlas.report.formatting import finite, fmt_bytes, fmt_ci, fmt_num
 
 LATENCY_BYTES = 4
 BANDWIDTH_BYTES = 4 * 2**20
 WIN_FACTOR = 2.0  # a forced algorithm worth naming beats the default by more than this
 STEP_FACTOR = 10.0  # a latency step between neighbouring sizes worth naming
 MAX_SENTENCES = 8  # per kind of finding; the rest is counted, the sections show them all
+# IMB PingPong and the pingpong kernel measure the same half round trip: a λ or B of one more than
+# this fraction above the other's (larger / smaller − 1) means one of them is not a result.
+DISAGREE = 0.30
 
 IMB_PINGPONG = "IMB PingPong"
 KERNEL_PINGPONG = "pingpong kernel"
@@ -198,7 +207,77 @@ def fastest_p2p(medians: pl.DataFrame | None, what: str) -> list[str]:
     return out
 
 
-# -- 2. shared memory vs TCP ------------------------------------------------------------------------
+# -- 2. IMB PingPong vs the pingpong kernel -----------------------------------------------------------
+
+# (name, value key, interval key, unit, significant digits) of the parameters compared.
+CROSS_PARAMS = (("λ", "latency_us", "latency_ci_us", "µs", 3),
+                ("B", "bandwidth_MBps", "bandwidth_ci_MBps", "MB/s", 4))
+
+
+def imb_fit_of(hockney: Sequence[dict[str, Any]] | None, label: Any) -> dict[str, Any] | None:
+    """The IMB PingPong Hockney fit of ``label`` (its smallest np: PingPong is a 2-rank test)."""
+    fits = [f for f in hockney or [] if isinstance(f, dict) and f.get("benchmark") == "PingPong"
+            and f.get("label") == label and f.get("error") is None and f.get("latency_us") is not None]
+    return min(fits, key=lambda f: f.get("np") or 0) if fits else None
+
+
+def apart(a: Any, b: Any) -> float | None:
+    """How far apart two positive figures are: larger / smaller − 1 (None unless both are finite > 0)."""
+    if not (finite(a) and finite(b)) or a <= 0 or b <= 0:
+        return None
+    return max(a, b) / min(a, b) - 1.0
+
+
+def imb_vs_kernel(hockney: Sequence[dict[str, Any]] | None,
+                  kernel_fits: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """Per pingpong kernel fit whose label has an IMB PingPong fit: ``label``, ``kernel``, ``imb``
+    (the two fits), ``ratio`` (kernel / IMB per parameter name, λ and B) and ``disagree`` (the
+    names more than DISAGREE apart)."""
+    out = []
+    for k in kernel_fits or []:
+        if not isinstance(k, dict) or k.get("error") is not None:
+            continue
+        imb = imb_fit_of(hockney, k.get("label"))
+        if imb is None:
+            continue
+        ratio, disagree = {}, []
+        for name, key, _, _, _ in CROSS_PARAMS:
+            kv, iv = k.get(key), imb.get(key)
+            ratio[name] = kv / iv if finite(kv) and finite(iv) and iv > 0 else None
+            gap = apart(kv, iv)
+            if gap is not None and round(gap, 3) > DISAGREE:  # compared as printed
+                disagree.append(name)
+        out.append({"label": k.get("label"), "kernel": k, "imb": imb, "ratio": ratio, "disagree": disagree})
+    return out
+
+
+def _figure(fit: dict[str, Any], key: str, ci_key: str, unit: str, digits: int) -> str:
+    text = f"{fmt_num(fit.get(key), digits)} {unit} {fmt_ci(fit.get(ci_key), digits, unbounded='∞')}"
+    if key == "bandwidth_MBps" and fit.get("bandwidth_rule") == "peak":
+        text += ", the in-cache peak"
+    return text
+
+
+def cross_check(hockney: Sequence[dict[str, Any]] | None, kernel_fits: Sequence[dict[str, Any]] | None) -> list[str]:
+    """A sentence per label whose IMB PingPong and pingpong kernel fits disagree beyond DISAGREE in λ or B."""
+    out = []
+    for pair in imb_vs_kernel(hockney, kernel_fits):
+        if not pair["disagree"]:
+            continue
+        parts = []
+        for name, key, ci_key, unit, digits in CROSS_PARAMS:
+            if name in pair["disagree"]:
+                ratio = pair["ratio"][name]
+                parts.append(f"{name} {_figure(pair['imb'], key, ci_key, unit, digits)} (IMB) vs "
+                             f"{_figure(pair['kernel'], key, ci_key, unit, digits)} (kernel), the kernel's "
+                             f"{_ratio(ratio)} IMB's")
+        out.append(f"{IMB_PINGPONG} and the {KERNEL_PINGPONG} disagree on {pair['label']}: {'; '.join(parts)}. Two "
+                   f"programs measuring the same thing should agree within {100 * DISAGREE:.0f} %: one of these "
+                   "figures is not a result (a perturbed launch, a slow repetition, or a fit with a warning).")
+    return out
+
+
+# -- 3. shared memory vs TCP ------------------------------------------------------------------------
 
 
 def shm_vs_tcp(medians: pl.DataFrame | None, what: str, skip_stacks: Sequence[str] = ()) -> list[str]:
@@ -233,7 +312,7 @@ def stacks_in(sentences_from: pl.DataFrame | None) -> list[str]:
                    if shm_vs_tcp(sentences_from.filter(pl.col("stack") == s), "")})
 
 
-# -- 3. algorithms that beat the default --------------------------------------------------------------
+# -- 4. algorithms that beat the default --------------------------------------------------------------
 
 
 def _where_sizes(sizes: list[int]) -> str:
@@ -266,7 +345,7 @@ def algorithm_wins(best: pl.DataFrame | None, factor: float = WIN_FACTOR) -> lis
     return out
 
 
-# -- 4. anomalies ----------------------------------------------------------------------------------
+# -- 5. anomalies ----------------------------------------------------------------------------------
 
 
 def _steps(series: pl.DataFrame, factor: float) -> list[dict[str, Any]]:
@@ -319,7 +398,7 @@ def latency_steps(series: pl.DataFrame | None, factor: float = STEP_FACTOR) -> l
     return sentences
 
 
-# -- 5. failures -----------------------------------------------------------------------------------
+# -- 6. failures -----------------------------------------------------------------------------------
 
 
 def failures(cells: pl.DataFrame | None) -> list[str]:
@@ -348,17 +427,20 @@ def failures(cells: pl.DataFrame | None) -> list[str]:
 
 
 def findings(summary: pl.DataFrame | None, pingpong: pl.DataFrame | None, coll: pl.DataFrame | None,
-             cells: pl.DataFrame | None) -> list[str]:
+             cells: pl.DataFrame | None, *, hockney: Sequence[dict[str, Any]] | None = None,
+             kernel_fits: Sequence[dict[str, Any]] | None = None) -> list[str]:
     """Every finding, in the module's order.
 
     ``summary``: the IMB summary; ``pingpong``: the pingpong kernel's medians
     (:func:`mpiatlas.models.kernel_p2p.pingpong_medians`); ``coll``: the coll kernel's
-    (:func:`mpiatlas.models.kernel_p2p.coll_medians`); ``cells``: the cells table.
+    (:func:`mpiatlas.models.kernel_p2p.coll_medians`); ``cells``: the cells table; ``hockney``:
+    hockney.json's fits; ``kernel_fits``: kernels.json's pingpong fits.
     """
     imb = imb_pingpong(summary)
     imb_labels = imb.get_column("label").unique().to_list() if imb is not None else []
     kernel = kernel_pingpong(pingpong, without=imb_labels)
     out = fastest_p2p(imb, IMB_PINGPONG) + fastest_p2p(kernel, f"{KERNEL_PINGPONG} (no IMB PingPong for these)")
+    out += cross_check(hockney, kernel_fits)
     out += shm_vs_tcp(imb, IMB_PINGPONG)
     out += shm_vs_tcp(kernel_pingpong(pingpong), KERNEL_PINGPONG, skip_stacks=stacks_in(imb))
     bests = [b for b in (imb_best_algorithms(summary), kernel_best_algorithms(coll)) if b is not None]

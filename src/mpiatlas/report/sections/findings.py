@@ -1,4 +1,5 @@
-"""Section "Findings": what the campaign shows, in plain sentences, and what it did not plan."""
+"""Section "Findings": how far the campaign can be trusted, then what it shows, in plain sentences,
+and what it did not plan."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from mpiatlas.models.kernel_p2p import coll_medians, pingpong_medians
 from mpiatlas.report.blocks import Bullets, Notice, Section, Text
 from mpiatlas.report.data import PlannedNote, ReportData
 from mpiatlas.report.findings import findings
+from mpiatlas.report.trust import trust
 
 TITLE = "Findings"
 SECTION_ID = "findings"
@@ -21,9 +23,15 @@ def planned_notice(notes: list[PlannedNote]) -> Notice:
 
 
 def section_findings(data: ReportData) -> Section:
+    kernel_fits = data.kernel_fits("pingpong")
     sentences = findings(data.summary, pingpong_medians(data.kernel_table("pingpong")),
-                         coll_medians(data.kernel_table("coll")), data.cells)
+                         coll_medians(data.kernel_table("coll")), data.cells, hockney=data.hockney,
+                         kernel_fits=kernel_fits)
     blocks: list[Any] = []
+    trusted = trust(data.cells, data.summary, [*(data.hockney or []), *(kernel_fits or [])])
+    if trusted:
+        # First: how far the numbers below can be trusted (issue #23).
+        blocks.append(Text("Trust: " + " ".join(trusted)))
     if sentences:
         blocks.append(Text("Computed from this campaign's tables (medians over repetitions); the sections below "
                            "hold the details.", cls="muted"))

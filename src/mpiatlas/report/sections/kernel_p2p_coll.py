@@ -23,6 +23,7 @@ from mpiatlas.report.charts import (
     with_size,
 )
 from mpiatlas.report.data import ReportData
+from mpiatlas.report.findings import DISAGREE, imb_vs_kernel
 from mpiatlas.report.formatting import DASH, fmt_bytes, fmt_ci, fmt_num
 from mpiatlas.report.kernel_blocks import over_cell, status_notice
 
@@ -33,7 +34,7 @@ INTRO = (
     "Intel MPI Benchmarks (IMB): they are named pingpong and coll, never PingPong, Bcast or Allreduce, and their "
     "numbers are kept apart from IMB's. Open MPI has no IMB here (IMB must be built from source, which is not "
     "reachable offline), so for Open MPI these kernels are its only point-to-point and collective data; for the "
-    "stacks with IMB they are a cross-check, and IMB PingPong's λ is shown next to the kernel's. "
+    "stacks with IMB they are a cross-check, and IMB PingPong's λ and B are shown next to the kernel's. "
     "pingpong: rank 0 sends, rank 1 echoes the message; t = half a round trip (IMB PingPong's convention), mean "
     "over the timed iterations, rank 0's, median over repetitions; bandwidth = bytes / t (MB/s = 10⁶ B/s). "
     "λ and B: the piecewise Hockney fit of models/hockney.py (the same procedure as IMB PingPong's fit), 95 % CIs "
@@ -48,23 +49,52 @@ def _imb_labels(data: ReportData) -> set[str]:
             and f.get("benchmark") == "PingPong" and "error" not in f}
 
 
-def _fit_table(good: list[dict[str, Any]]) -> Table:
+def _ratio_cell(pair: dict[str, Any] | None, name: str) -> Cell:
+    """kernel / IMB of one parameter, marked when the two are more than DISAGREE apart."""
+    if pair is None or pair["ratio"].get(name) is None:
+        return Cell(DASH, cls="num")
+    bad = name in pair["disagree"]
+    return Cell(fmt_num(pair["ratio"][name]), cls="num bad" if bad else "num",
+                title=f"more than {100 * DISAGREE:.0f} % apart: see Findings" if bad else None)
+
+
+def _imb_cell(imb: dict[str, Any] | None, key: str, ci_key: str, digits: int) -> Cell:
+    if imb is None:
+        return Cell("no IMB", cls="num")
+    text = f"{fmt_num(imb.get(key), digits)} {fmt_ci(imb.get(ci_key), digits, unbounded='∞')}"
+    if key == "bandwidth_MBps" and imb.get("bandwidth_rule") == "peak":
+        text += " (peak)"
+    return Cell(text, cls="num bad" if imb.get("ci_warning") else "num", title=imb.get("ci_warning"))
+
+
+def _fit_table(good: list[dict[str, Any]], hockney: list[dict[str, Any]] | None) -> Table:
+    pairs = {p["label"]: p for p in imb_vs_kernel(hockney, good)}
+    rows = []
+    for f in good:
+        pair = pairs.get(f["label"])
+        imb = pair["imb"] if pair else None
+        rows.append([
+            cell(f["label"]),
+            Cell(f"{fmt_num(f.get('latency_us'))} {fmt_ci(f.get('latency_ci_us'))}",
+                 cls="num bad" if f.get("ci_warning") else "num", title=f.get("ci_warning")),
+            Cell(f"{fmt_num(f.get('bandwidth_MBps'), 4) if f.get('bandwidth_MBps') else '∞'} "
+                 f"{fmt_ci(f.get('bandwidth_ci_MBps'), 4, unbounded='∞')}"
+                 f"{' (peak)' if f.get('bandwidth_rule') == 'peak' else ''}",
+                 cls="num bad" if f.get("ci_warning") else "num", title=f.get("ci_warning")),
+            cell(", ".join(fmt_bytes(b) for b in f.get("breakpoints_bytes") or []) or DASH),
+            _imb_cell(imb, "latency_us", "latency_ci_us", 3), _ratio_cell(pair, "λ"),
+            _imb_cell(imb, "bandwidth_MBps", "bandwidth_ci_MBps", 4), _ratio_cell(pair, "B"),
+            cell(f.get("n_reps"))])
     return Table(
         ["Stack / transport / mapping", "kernel λ (µs) [95 % CI]", "kernel B (MB/s) [95 % CI]", "breakpoints",
-         "IMB PingPong λ (µs) [95 % CI]", "kernel λ / IMB λ", "IMB PingPong B (MB/s)", "reps"],
-        [[cell(f["label"]),
-          Cell(f"{fmt_num(f.get('latency_us'))} {fmt_ci(f.get('latency_ci_us'))}", cls="num"),
-          Cell(f"{fmt_num(f.get('bandwidth_MBps'), 4) if f.get('bandwidth_MBps') else '∞'} "
-               f"{fmt_ci(f.get('bandwidth_ci_MBps'), 4, unbounded='∞')}", cls="num"),
-          cell(", ".join(fmt_bytes(b) for b in f.get("breakpoints_bytes") or []) or DASH),
-          Cell(f"{fmt_num(f.get('imb_latency_us'))} {fmt_ci(f.get('imb_latency_ci_us'))}"
-               if f.get("imb_latency_us") is not None else "no IMB", cls="num"),
-          num_cell(f.get("kernel_vs_imb_latency")), num_cell(f.get("imb_bandwidth_MBps"), 4), cell(f.get("n_reps"))]
-         for f in good],
+         "IMB PingPong λ (µs) [95 % CI]", "kernel λ / IMB λ", "IMB PingPong B (MB/s) [95 % CI]",
+         "kernel B / IMB B", "reps"], rows,
         caption="λ = the first (small-message) segment's latency, B = the last segment's bandwidth of the "
-                "piecewise Hockney fit t(m) = λ + m/B to the kernel's samples; IMB PingPong's from "
-                "fits/hockney.json where that stack/transport/mapping has IMB (a cross-check of two programs "
-                "measuring the same thing).",
+                "piecewise Hockney fit t(m) = λ + m/B to the kernel's samples (\"peak\": the in-cache peak, no "
+                "3-size plateau); IMB PingPong's from fits/hockney.json where that stack/transport/mapping has "
+                f"IMB (a cross-check of two programs measuring the same thing: a ratio more than "
+                f"{100 * DISAGREE:.0f} % off 1 is marked and named in Findings; a marked figure has a fit warning, "
+                "on hover).",
     )
 
 
@@ -127,7 +157,7 @@ def _pingpong_blocks(data: ReportData, df: pl.DataFrame | None, fits: list[dict[
         blocks.append(Notice("No IMB PingPong for these stack/transport/mapping series: the pingpong kernel is "
                              "their only point-to-point measurement.", "info", without))
     if good:
-        blocks.append(_fit_table(good))
+        blocks.append(_fit_table(good, data.hockney))
     med = pingpong_medians(df)
     rows = _headline_rows(good, med)
     if rows:

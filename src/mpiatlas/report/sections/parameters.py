@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from mpiatlas.models.hockney import latency_on_floor
 from mpiatlas.report.blocks import Cell, Details, Notice, Section, Table, Text, cell, num_cell
 from mpiatlas.report.cells import has_columns
 from mpiatlas.report.data import ReportData
@@ -52,12 +53,31 @@ def _sort_key(f: dict[str, Any]) -> tuple[Any, ...]:
     return (bench_sort_key(str(f.get("benchmark"))), str(f.get("label")), f.get("np") or 0, str(f.get("algorithm")))
 
 
+# Which figure B is (the fit's ``bandwidth_rule``): the text of the "B from" cell and its hover.
+_RULES = {"plateau": ("plateau", "B = median bandwidth of the plateau sizes (3 or more sizes agree)"),
+          "peak": ("peak", "B = the in-cache peak: the curve falls after it, but fewer than 3 sizes agree on a "
+                           "plateau, so what large messages reach was not measured"),
+          "last_segment": ("last segment", "B = the fitted bandwidth of the last (asymptotic) segment")}
+
+
+def _rule_cell(f: dict[str, Any]) -> Cell:
+    text, title = _RULES.get(str(f.get("bandwidth_rule") or "last_segment"), (str(f.get("bandwidth_rule")), None))
+    return Cell(text, cls="bad" if f.get("bandwidth_rule") == "peak" else None, title=title)
+
+
 def _peak_cells(f: dict[str, Any]) -> list[Cell]:
-    rule = "B = median bandwidth of the plateau sizes" if f.get("bandwidth_rule") == "plateau" else None
     plateau = f.get("plateau_from_bytes")
-    return [num_cell(f.get("peak_bandwidth_MBps"), title=rule), Cell(fmt_bytes(f.get("peak_bytes"))),
-            Cell(f"from {fmt_bytes(plateau)}" if finite(plateau) else DASH,
-                 title=f"{f.get('plateau_n_sizes')} sizes" if finite(plateau) else None)]
+    n = f.get("plateau_n_sizes")
+    return [num_cell(f.get("peak_bandwidth_MBps")), Cell(fmt_bytes(f.get("peak_bytes"))),
+            Cell(f"from {fmt_bytes(plateau)} ({n} sizes)" if finite(plateau) and finite(n) else
+                 f"from {fmt_bytes(plateau)}" if finite(plateau) else DASH)]
+
+
+def _latency_cell(f: dict[str, Any]) -> Cell:
+    """λ, or why it is not a result (pinned on the fit's lower bound)."""
+    if finite(f.get("latency_us")) and latency_on_floor(f["latency_us"]):
+        return Cell("not resolved", cls="num bad", title=f"λ pinned on its lower bound ({f['latency_us']:g} µs)")
+    return num_cell(f.get("latency_us"))
 
 
 def _limit_cells(f: dict[str, Any], limits: PhysicalLimits | None, links: dict[str, LinkLimit | None]) -> list[Cell]:
@@ -82,7 +102,11 @@ def _limit_cells(f: dict[str, Any], limits: PhysicalLimits | None, links: dict[s
     if limits is None:
         return [Cell(DASH, title="no measured copy bandwidth: the report was given no usable limits file"), Cell(DASH)]
     b_frac, b_level, p_frac, p_level = limit_cells(f, limits)
-    return [Cell(fmt_pct(b_frac), cls="num", title=f"B / {b_level} copy rate"),
+    # B taken from the peak (no 3-size plateau) is an in-cache figure: not set against memory.
+    b_cell = (Cell(DASH, title="B is the in-cache peak (no plateau measured): see Peak % of cache copy")
+              if f.get("bandwidth_rule") == "peak"
+              else Cell(fmt_pct(b_frac), cls="num", title=f"B / {b_level} copy rate"))
+    return [b_cell,
             Cell(f"{fmt_pct(p_frac)} ({p_level})" if p_frac is not None else DASH, cls="num",
                  title=f"peak / {p_level} copy rate: the smallest cache that holds the peak's message")]
 
@@ -106,7 +130,7 @@ def _fit_rows(fits: list[dict[str, Any]], zero: dict[tuple[Any, Any, Any], float
             zs = zero.get((f.get("label"), f.get("np"), f.get("benchmark")))
             z = num_cell(zs, title="median of the 0-byte rows in the summary" if zs is not None else None)
         if f.get("error") is not None:
-            span = 11 + show_method + (2 if limits is not None or any(links.values()) else 0)
+            span = 12 + show_method + (2 if limits is not None or any(links.values()) else 0)
             rows.append([*ident, Cell(f"not fitted: {f['error']}", cls="bad wrap", colspan=span), z])
             continue
         bp_text = ", ".join(fmt_bytes(b) for b in bps) or "none"
@@ -114,9 +138,9 @@ def _fit_rows(fits: list[dict[str, Any]], zero: dict[tuple[Any, Any, Any], float
             bp_text += f" (spikes excluded: {', '.join(fmt_bytes(b) for b in excl)})"
         rows.append([
             *ident,
-            num_cell(f.get("latency_us")), _ci_cell(f, fmt_ci(f.get("latency_ci_us"))),
+            _latency_cell(f), _ci_cell(f, fmt_ci(f.get("latency_ci_us"))),
             Cell(_bw_text(f, f.get("bandwidth_MBps")), cls="num"),
-            _ci_cell(f, fmt_ci(f.get("bandwidth_ci_MBps"), unbounded="∞")),
+            _ci_cell(f, fmt_ci(f.get("bandwidth_ci_MBps"), unbounded="∞")), _rule_cell(f),
             *_peak_cells(f), *_limit_cells(f, limits, links),
             Cell(bp_text, title=", ".join(f"{int(b)} B" for b in bps) or None),
             cell(len(f.get("segments") or []) or 1), cell(f.get("n_sizes")),
@@ -168,10 +192,13 @@ def section_parameters(data: ReportData) -> Section:
              "fit's 95 % confidence intervals. For a piecewise fit, λ is the first (small-message) segment's and "
              "B the last (asymptotic) segment's; every segment is listed below. On a curve that peaks in cache "
              "(shared memory) B is what the largest messages reach: the median bandwidth of the plateau sizes "
-             "(\"plateau\"); the peak is the best size/time and its size. ∞ = unbounded bandwidth (flat "
-             "segment). t(0 B) is the 0-byte time, not part of the fit."),
+             "(\"plateau\", at least 3 sizes); when fewer than 3 sizes agree, B is the peak (\"peak\", marked): "
+             "the best size/time and its size. An interval marked unreliable reaches beyond ±25 % of its "
+             "estimate, misses it, or the fit has another warning (on hover); λ pinned on its lower bound is "
+             "\"not resolved\". ∞ = unbounded bandwidth (flat segment). t(0 B) is the 0-byte time, not part "
+             "of the fit."),
         *_limits_text(limits, links),
-        Table([*id_cols, "λ (µs)", "λ 95 % CI", "B (MB/s)", "B 95 % CI", "Peak (MB/s)", "Peak at", "Plateau",
+        Table([*id_cols, "λ (µs)", "λ 95 % CI", "B (MB/s)", "B 95 % CI", "B from", "Peak (MB/s)", "Peak at", "Plateau",
                *(["B % of limit", "Peak % of cache copy"] if limits is not None or any(links.values()) else []),
                "Breakpoints", "Segments", "Sizes",
                "max |rel err|", *(["CI method"] if show_method else []), "t(0 B) (µs)"], rows,

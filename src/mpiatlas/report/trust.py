@@ -1,0 +1,167 @@
+"""How far this campaign's numbers can be trusted: the paragraph the Findings open with (issue #23).
+
+Plain sentences from the tables, in this order:
+
+1. launches: how many were perturbed (the cells table's ``quality`` = "perturbed", with the
+   first one's ``quality_reason``) and how many were re-measured (``remeasured``: attempts set
+   aside and launched again);
+2. points left noisy: (series, size) rows of the summary whose ``quality`` is "noisy", with the
+   first ones' ``quality_reason``;
+3. the fits: how many carry a warning (``ci_warning``), and the widest 95 % intervals of λ and B
+   (IMB Hockney fits and the pingpong kernel's), as a share of their estimate.
+
+The quality columns are written by the runner and the aggregation; results written before them
+lack them, and the paragraph then says the checks were not recorded instead of claiming they passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from mpiatlas.models.hockney import CI_REL_TOL, relative_ci_spread
+from mpiatlas.report.formatting import fmt_bytes, fmt_ci, fmt_num
+
+MAX_EXAMPLES = 3  # named examples per sentence; the rest are counted
+WIDEST = 3  # intervals named in the widest-intervals sentence
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def _first_reasons(rows: pl.DataFrame, name: Any, reason_col: str) -> str:
+    """'first: a (why); b (why)' for up to MAX_EXAMPLES rows, '… and N more' for the rest."""
+    parts = []
+    for r in rows.head(MAX_EXAMPLES).iter_rows(named=True):
+        why = r.get(reason_col) or "no reason recorded"
+        parts.append(f"{name(r)} ({why})")
+    more = f"; … and {rows.height - MAX_EXAMPLES} more" if rows.height > MAX_EXAMPLES else ""
+    return "; ".join(parts) + more
+
+
+def launches(cells: pl.DataFrame | None) -> list[str]:
+    """Perturbed and re-measured launches, from the cells table's quality columns."""
+    if cells is None or cells.height == 0:
+        return []
+    out = []
+    total = cells.height
+    if "quality" not in cells.columns:
+        out.append(f"Launch quality was not recorded for these {_plural(total, 'cell')} (results written "
+                   "before the perturbation checks), so no launch is known to be clean.")
+    else:
+        bad = cells.filter(pl.col("quality").fill_null("ok") != "ok")
+        if "cell" in bad.columns:
+            bad = bad.sort("cell", nulls_last=True)
+        if bad.height == 0:
+            out.append(f"No launch was perturbed ({_plural(total, 'cell')} checked).")
+        else:
+            reason = "quality_reason" if "quality_reason" in bad.columns else "quality"
+            out.append(f"{bad.height} of {_plural(total, 'launch', 'launches')} ran perturbed and their numbers "
+                       f"are suspect: {_first_reasons(bad, lambda r: r.get('cell') or '?', reason)}.")
+    if "remeasured" in cells.columns:
+        again = cells.filter(pl.col("remeasured").fill_null(0) > 0)
+        if again.height == 0:
+            out.append("No launch had to be re-measured.")
+        else:
+            attempts = int(again.get_column("remeasured").sum())
+            verb = "was" if again.height == 1 else "were"
+            out.append(f"{_plural(again.height, 'cell')} {verb} re-measured: {_plural(attempts, 'attempt')} set "
+                       "aside and launched again.")
+    return out
+
+
+def _point_name(r: dict[str, Any]) -> str:
+    np_ = f" np={r['np']}" if r.get("np") is not None else ""
+    alg = f" {r['algorithm']}" if r.get("algorithm") not in (None, "default") else ""
+    return f"{r.get('benchmark') or '?'} {r.get('label') or '?'}{np_}{alg} at {fmt_bytes(r.get('bytes'))}"
+
+
+def noisy_points(summary: pl.DataFrame | None) -> list[str]:
+    """(series, size) points of the summary left noisy (``quality`` = "noisy")."""
+    if summary is None or summary.height == 0 or "quality" not in summary.columns:
+        return []
+    noisy = summary.filter(pl.col("quality").fill_null("ok") != "ok")
+    total = summary.height
+    if noisy.height == 0:
+        return [f"Every one of the {total} (series, size) points is within its noise bound."]
+    keys = [c for c in ("benchmark", "label", "np", "algorithm", "bytes") if c in noisy.columns]
+    noisy = noisy.sort(keys, nulls_last=True)
+    reason = "quality_reason" if "quality_reason" in noisy.columns else "quality"
+    return [f"{noisy.height} of {total} (series, size) points stayed noisy: "
+            f"{_first_reasons(noisy, _point_name, reason)}."]
+
+
+def _fit_name(f: dict[str, Any]) -> str:
+    bench = f.get("benchmark")
+    what = "pingpong kernel" if bench == "pingpong" else f"IMB {bench}"
+    np_ = f" np={f['np']}" if f.get("np") is not None and bench != "pingpong" else ""
+    return f"{what} {f.get('label') or '?'}{np_}"
+
+
+def _intervals(fits: Sequence[dict[str, Any]]) -> list[tuple[float, str]]:
+    """(spread, text) of every λ and B interval of the fits."""
+    out = []
+    for f in fits:
+        if not isinstance(f, dict) or f.get("error") is not None:
+            continue
+        for name, key, ci_key, unit in (("λ", "latency_us", "latency_ci_us", "µs"),
+                                        ("B", "bandwidth_MBps", "bandwidth_ci_MBps", "MB/s")):
+            est, ci = f.get(key), f.get(ci_key)
+            spread = relative_ci_spread(est, _ci_pair(ci))
+            if spread is None:
+                continue
+            lo, hi = _ci_pair(ci)  # type: ignore[misc]
+            pct = f"{_signed(lo, est)} to {_signed(hi, est)}"
+            digits = 4 if name == "B" else 3
+            out.append((spread, f"{name} of {_fit_name(f)}: {fmt_num(est, digits)} {unit} "
+                                f"{fmt_ci(ci, digits, unbounded='∞')} ({pct})"))
+    return out
+
+
+def _ci_pair(ci: Any) -> tuple[float | None, float | None] | None:
+    """A stored [lo, hi] with null meaning unbounded above (a bandwidth) or unknown."""
+    if not (isinstance(ci, (list, tuple)) and len(ci) == 2):
+        return None
+    lo, hi = ci
+    return (float(lo) if lo is not None else None, float(hi) if hi is not None else float("inf"))
+
+
+def _signed(bound: float | None, estimate: float) -> str:
+    """The bound as a signed share of the estimate: "−3 %", "+969 %", "+∞ %" ("?" unknown)."""
+    if bound is None:
+        return "?"
+    x = bound / estimate - 1.0
+    return "+∞ %" if x == float("inf") else f"{x:+.0%}".replace("%", " %").replace("-", "−")
+
+
+def fit_intervals(fits: Sequence[dict[str, Any]] | None) -> list[str]:
+    """How many fits carry a warning, and the widest intervals of λ and B."""
+    fits = [f for f in fits or [] if isinstance(f, dict) and f.get("error") is None]
+    if not fits:
+        return []
+    out = []
+    warned = [f for f in fits if f.get("ci_warning")]
+    if warned:
+        out.append(f"{len(warned)} of {_plural(len(fits), 'fit')} carry a warning (see Model parameters): "
+                   f"{', '.join(_fit_name(f) for f in warned[:MAX_EXAMPLES])}"
+                   f"{f', … and {len(warned) - MAX_EXAMPLES} more' if len(warned) > MAX_EXAMPLES else ''}.")
+    else:
+        out.append(f"None of the {_plural(len(fits), 'fit')} carries a warning.")
+    widest = sorted(_intervals(fits), key=lambda p: -p[0])[:WIDEST]
+    if widest:
+        beyond = sum(1 for spread, _ in _intervals(fits) if spread > CI_REL_TOL)
+        out.append(f"Widest 95 % intervals ({beyond} beyond ±{100 * CI_REL_TOL:.0f} % of their estimate): "
+                   + "; ".join(text for _, text in widest) + ".")
+    return out
+
+
+def trust(cells: pl.DataFrame | None, summary: pl.DataFrame | None,
+          fits: Sequence[dict[str, Any]] | None) -> list[str]:
+    """The trust paragraph's sentences (module docstring order); empty when there is nothing to judge.
+
+    ``fits``: the IMB Hockney fits (hockney.json) and the pingpong kernel's (kernels.json).
+    """
+    return launches(cells) + noisy_points(summary) + fit_intervals(fits)
