@@ -1,4 +1,4 @@
-"""A newcomer's first run works on a fresh machine: the README's first command, from a fresh clone.
+"""A newcomer's first run works on a fresh machine: the README's two commands, from a fresh clone.
 
 CI's own machine is provisioned (hwloc, MPI, SLURM, ...), so a green CI could hide a missing
 install step. This test runs the README's first command (venv + ``pip install -e .`` +
@@ -7,7 +7,9 @@ what a fresh machine has (tests/data/fresh-machine.def: Debian 12 + python3, pyt
 make, git), as a non-root user, from a fresh clone with no ``../shared`` beside it, with
 ``--containall --cleanenv`` so no host tool or variable leaks in. It then checks what a newcomer
 would: the command succeeds, prints where the report is, the report is there, nearly every cell is
-``ok``, and nothing on the terminal is a traceback.
+``ok``, and nothing on the terminal is a traceback. Then, in the same clone, the README's second
+command (the tests): it exits 0 with no failure, and every test it skips (the infrastructure the
+image lacks: hwloc, Debian MPI, SLURM, Apptainer, ...) says why.
 """
 
 from __future__ import annotations
@@ -52,6 +54,34 @@ def readme_first_command(readme: str) -> str:
     command = block.group(1).strip().splitlines()[0].strip()
     assert "mpiatlas campaign" in command, f"README's first command does not run a campaign: {command!r}"
     return command
+
+
+def readme_test_command(readme: str) -> str:
+    """The README's test command: the second command of its fresh-machine section (the line CI runs)."""
+    found = re.findall(r"^python3 -m venv \.venv .*pytest.*$", readme, flags=re.M)
+    assert found, "README.md has no test command (python3 -m venv .venv ... pytest)"
+    return found[0].strip()
+
+
+# What pytest adds to the README's command inside the image (environment, not the command): every
+# skip with its reason in the summary, and a result file to count from.
+TEST_RESULTS = "/tmp/newcomer-tests.xml"
+TEST_ADDOPTS = f"-rfEs -p no:cacheprovider --junitxml={TEST_RESULTS}"
+
+
+def junit_counts(xml_path: Path) -> dict[str, int]:
+    import xml.etree.ElementTree as ET
+
+    suite = ET.parse(xml_path).getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    assert suite is not None, f"{xml_path} has no testsuite"
+    return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+
+
+def skips_without_reason(output: str) -> list[str]:
+    """The summary's SKIPPED lines (pytest -rs) that give no reason after the location."""
+    lines = [ln for ln in output.splitlines() if ln.startswith("SKIPPED [")]
+    return [ln for ln in lines if not re.match(r"SKIPPED \[\d+\] [^:]+:\d+: \S", ln)]
 
 
 # --------------------------------------------------------------------------- the image
@@ -164,7 +194,7 @@ def tail(output: str, n: int = TAIL_LINES) -> str:
 
 # --------------------------------------------------------------------------- the test
 @pytest.mark.infra
-def test_readme_first_command_on_a_fresh_machine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_readme_commands_on_a_fresh_machine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     require_infra(shutil.which("apptainer") is not None, "Apptainer")
     require_infra(os.geteuid() == 0, "root (apptainer build from debootstrap, setpriv to the newcomer)")
     sif = fresh_machine_image()
@@ -211,5 +241,28 @@ def test_readme_first_command_on_a_fresh_machine(tmp_path: Path, capsys: pytest.
     assert total > 0, f"{cells_path} lists no cells"
     assert ok >= MIN_OK_FRACTION * total, (
         f"only {ok} of {total} cells are ok (need {MIN_OK_FRACTION:.0%}); not ok:\n{not_ok}")
+
+    # The README's second command, in the same clone, as the newcomer would run it next.
+    tests = readme_test_command((work / "home" / "mpiatlas" / "README.md").read_text())
+    start = time.monotonic()
+    try:
+        run = subprocess.run(in_image(sif, work, ["env", f"PYTEST_ADDOPTS={TEST_ADDOPTS}", "bash", "-c", tests],
+                                      cwd=CLONE),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             timeout=RUN_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        test_output, test_rc = run.stdout, run.returncode
+    except subprocess.TimeoutExpired as exc:
+        test_output = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        test_rc = None
+    results = work / "tmp" / Path(TEST_RESULTS).name
+    counts = junit_counts(results) if results.is_file() else {}
+    figures.update(tests_command=tests, tests_wall_s=round(time.monotonic() - start, 1), tests_exit_code=test_rc,
+                   **{f"tests_{k}": v for k, v in counts.items()})
+    record_figures(figures, output + "\n--- tests ---\n" + test_output, tmp_path, capsys)
+    last = f"{tests}\n--- last {TAIL_LINES} terminal lines ---\n{tail(test_output)}"
+    failed = [ln for ln in test_output.splitlines() if ln.startswith(("FAILED ", "ERROR "))]
+    assert test_rc == 0 and not failed, f"the README's test command exited {test_rc}:\n" + "\n".join(failed) + last
+    assert counts and counts["failures"] == counts["errors"] == 0 and counts["tests"] > 0, (counts, last)
+    assert not skips_without_reason(test_output), skips_without_reason(test_output)
     # Passed: the clone's venv, stacks and results are ~1 GB; a failure keeps them to inspect.
     shutil.rmtree(work, ignore_errors=True)
