@@ -89,11 +89,15 @@ def write_files(decision, out: Path, stacks_dir: Path) -> tuple[dict, dict]:  # 
             if lib is None:
                 raise TuneError(f"{stack}: no MPICH libmpi under {stacks_dir / stack / 'lib'} to read the built-in "
                                 "selection tree from (pass --stacks-dir)")
-            path = out / f"{stem}.json"
-            path.write_text(mpich_json.json_text(series, mpich_json.builtin_tree(lib), str(lib)))
-            env = out / f"{stem}.env"
-            env.write_text("".join(f'{k}="{v}"\n' for k, v in mpich_json.env_vars(series, str(path.resolve())).items()))
-            files[(stack, transport)] = [path.name, env.name]
+            trees = mpich_json.builtin_trees(lib)
+            names = mpich_json.file_names(stem)
+            for name, level in zip(names[:2], ("mpir", "ch4")):
+                (out / name).write_text(mpich_json.json_text(series, trees[level], str(lib), level))
+            env = out / names[2]
+            header = "# mpiatlas tune: MPICH selection trees (MPIR + CH4; device collectives stay on for untuned sizes)\n"
+            env.write_text(header + "".join(f'{k}="{v}"\n' for k, v in mpich_json.env_vars(
+                str((out / names[0]).resolve()), str((out / names[1]).resolve())).items()))
+            files[(stack, transport)] = list(names)
             usage[(stack, transport)] = f"`set -a; . {env.resolve()}; set +a` before mpirun"
         else:
             raise TuneError(f"{stack}: stack kind {kind!r} has no tuning format (openmpi, intelmpi, mpich)")

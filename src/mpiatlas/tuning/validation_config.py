@@ -52,7 +52,7 @@ def file_env(series: list[SeriesDecision], out: Path, files: list[str]) -> dict[
     elif kind == "intelmpi":
         env = intelmpi_env.env_vars(series)
     elif kind == "mpich":
-        env = mpich_json.env_vars(series, str((out / files[0]).resolve()))
+        env = mpich_json.env_vars(str((out / files[0]).resolve()), str((out / files[1]).resolve()))
     else:
         raise TuneError(f"{series[0].stack}: stack kind {kind!r} has no tuning format")
     for name, value in env.items():
