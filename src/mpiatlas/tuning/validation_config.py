@@ -14,7 +14,8 @@ The cells of the default algorithm with no knob set are "default", with ``tuned-
 "exported", the forced winner with no knob set is "forced"; the forced winner with the knob set is
 a cross-product cell nobody reads (the forced algorithm wins over the file in all three stacks).
 Sizes: IMB and the coll kernel measure every power of two between the bounds, so the range covers
-the tuned sizes and the analysis reads only those.
+the tuned sizes and a sample of the untuned ones (:func:`untuned_points`: the file must leave those to
+the library, default vs exported file), and the analysis reads only those.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 from mpiatlas import knobs
 from mpiatlas.models.best_algorithm import DEFAULT
 from mpiatlas.tuning import intelmpi_env, mpich_json, openmpi_rules, samples
-from mpiatlas.tuning.decide import SeriesDecision, TuneError
+from mpiatlas.tuning.decide import SeriesDecision, TuneError, size_ranges
 
 MIN_REPETITIONS = 5
 SUFFIX = "-validate"
@@ -41,6 +42,23 @@ def knob_set(stack: str, transport: str) -> str:
 def tuned_points(series: SeriesDecision) -> list[tuple[int, int, str]]:
     """(P, bytes, winner) of every measured point the decision gave a non-default algorithm."""
     return sorted((p.np, p.bytes, p.algorithm) for p in series.points if p.algorithm != DEFAULT)
+
+
+def untuned_points(series: SeriesDecision) -> list[tuple[int, int]]:
+    """(P, bytes) samples of the sizes the file leaves to the library, at the tuned process counts.
+
+    Per process count with a tuned range, every run of adjacent measured sizes that kept the default
+    (an untuned range: below, between or above the tuned ones) contributes its first and last
+    measured size, the ones nearest a tuned boundary and the extremes: one or two sizes per range.
+    Zero bytes is left out (IMB and the coll kernel measure powers of two from the bounds)."""
+    tuned_nps = {p for p, _, _ in tuned_points(series)}
+    out: set[tuple[int, int]] = set()
+    for np_ in tuned_nps:
+        for r in size_ranges([p for p in series.points if p.np == np_]):
+            sizes = [p.bytes for p in r.points if p.bytes > 0]
+            if r.algorithm == DEFAULT and sizes:
+                out |= {(np_, sizes[0]), (np_, sizes[-1])}
+    return sorted(out)
 
 
 def file_env(series: list[SeriesDecision], out: Path, files: list[str]) -> dict[str, str]:
@@ -107,7 +125,7 @@ def validation_config(campaign: dict[str, Any], series: list[SeriesDecision], fi
         algos = entry["algorithms"].setdefault(s.benchmark, [DEFAULT])
         algos += [a for a in winners if a not in algos]
         nps |= {p for p, _, _ in points}
-        sizes += [b for _, b, _ in points]
+        sizes += [b for _, b, _ in points] + [b for _, b in untuned_points(s)]
         if s.source == samples.KERNEL:
             kernel_colls.add(s.benchmark)
             kernel_stacks.setdefault(s.stack, [])
