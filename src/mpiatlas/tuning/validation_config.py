@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mpiatlas import knobs
+from mpiatlas.cells import imb_provider
 from mpiatlas.models.best_algorithm import DEFAULT
 from mpiatlas.tuning import intelmpi_env, mpich_json, openmpi_rules, samples
 from mpiatlas.tuning.decide import SeriesDecision, TuneError, size_ranges
@@ -109,6 +110,7 @@ def validation_config(campaign: dict[str, Any], series: list[SeriesDecision], fi
     imb_benches: set[str] = set()
     kernel_colls: set[str] = set()
     kernel_stacks: dict[str, list[str]] = {}
+    imb_stacks: set[str] = set()
     nps: set[int] = set()
     sizes: list[int] = []
     for s in tuned:
@@ -133,6 +135,14 @@ def validation_config(campaign: dict[str, Any], series: list[SeriesDecision], fi
                 kernel_stacks[s.stack].append(s.transport)
         else:
             imb_benches.add(s.benchmark)
+            imb_stacks.add(s.stack)
+    for label in sorted(imb_stacks):
+        # MPICH runs Intel MPI's IMB binaries (cells.imb_provider): the provider comes along, with no
+        # cells of its own (imb.stacks below names only the tuned stacks).
+        provider = imb_provider(campaign, label)
+        if provider and provider not in stacks:
+            entry = copy.deepcopy(campaign["stacks"][provider])
+            stacks[provider] = {**entry, "transports": entry["transports"][:1], "algorithms": {}, "knobs": [knobs.NONE]}
     for (stack, transport), names in files.items():
         group = [s for s in tuned if (s.stack, s.transport) == (stack, transport)]
         if group:
@@ -142,7 +152,7 @@ def validation_config(campaign: dict[str, Any], series: list[SeriesDecision], fi
     imb.pop("options", None)
     # imb.stacks may not be empty: with no IMB series, the first stack's Barrier cells (none for a
     # stack without IMB, such as Open MPI here) stand in.
-    imb["stacks"] = sorted({s.stack for s in tuned if s.source != samples.KERNEL}) or [tuned[0].stack]
+    imb["stacks"] = sorted(imb_stacks) or [tuned[0].stack]
     config: dict[str, Any] = {
         "campaign": {"name": f"{orig['name']}{SUFFIX}", "repetitions": repetitions,
                      **{k: orig[k] for k in ("timeout_s", "stacks_dir", "allow_oversubscribe", "launcher") if k in orig},
