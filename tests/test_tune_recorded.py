@@ -73,3 +73,78 @@ def test_recorded_mpich_validation_record_and_exit_status(tmp_path: Path) -> Non
     assert [u["bytes"] for u in record["untuned"] if not u["passed"]] == [1024]
     md = (tmp_path / "validation.md").read_text()
     assert "3 of 4 sampled sizes pass" in md and "| 1 KiB | 1.111 [" in md
+
+
+def _assert_rule(series: SeriesDecision, min_gain: float) -> None:
+    """The decision's rule, point by point: a non-default choice exactly where the candidate (fastest by
+    median) has enough repetitions, its CI of t/t_default below 1 and the gain reaching ``min_gain``."""
+    for p in series.points:
+        chosen = (p.candidate != DEFAULT and min(p.n_default, p.n_candidate) >= MIN_REPS and p.ci_high < 1
+                  and p.gain >= min_gain)
+        assert (p.algorithm != DEFAULT) == chosen and p.algorithm in (DEFAULT, p.candidate), p
+
+
+def test_recorded_mpich_bcast_binomial_wins_at_128_and_256_kib() -> None:
+    """The knob-less cells of the recorded MPICH campaign (default and binomial, 5 repetitions):
+    binomial is the fastest by median from 32 KiB up, significantly only at 128 KiB and 256 KiB."""
+    [s] = decide(DATA / "mpich_bcast_plain").series
+    _assert_rule(s, 0.05)
+    by_size = {p.bytes: p for p in s.points}
+    assert [b for b, p in sorted(by_size.items()) if p.algorithm != DEFAULT] == [131072, 262144]
+    assert [b for b, p in sorted(by_size.items()) if p.candidate == "binomial"] == [32768, 65536, 131072, 262144]
+    assert "does not lie below 1" in by_size[65536].reason and by_size[65536].ci_high > 1
+    win = by_size[131072]
+    assert win.ratio == pytest.approx(0.181, abs=0.001) and win.ci_high < 0.5
+    # One block (P = 2), the winner's range up to the last measured size.
+    [block] = s.blocks
+    assert [(r.lo, r.hi, r.algorithm) for r in block.ranges] == [(0, 131071, DEFAULT), (131072, 262144, "binomial")]
+    # Its validation would sample the untuned range's ends (0 B is left out): 256 B and 64 KiB.
+    from mpiatlas.tuning.validation_config import untuned_points
+    assert untuned_points(s) == [(2, 256), (2, 65536)]
+    # A minimum gain above the measured ones leaves nothing.
+    [strict] = decide(DATA / "mpich_bcast_plain", min_gain=0.9).series
+    _assert_rule(strict, 0.9)
+    assert not strict.tuned
+
+
+def test_recorded_intel_allreduce_has_no_winner_and_exports_nothing(tmp_path: Path, capsys) -> None:
+    """The recorded Intel MPI campaign (default vs preset 5, 10 repetitions; IMB timed out at some
+    sizes of some launches): the default is the fastest by median everywhere. ``tune --validate``
+    takes the no-winner path: no env file, tuning.md and validation.md say so, exit status 0."""
+    results = DATA / "intelmpi_allreduce"
+    [s] = decide(results).series
+    _assert_rule(s, 0.05)
+    assert not s.tuned and {p.candidate for p in s.points} == {DEFAULT}
+    # Counts are the usable samples: 10 launches, fewer where IMB timed out.
+    assert {p.bytes: p.n_default for p in s.points} == {0: 10, 4096: 10, 8192: 9, 16384: 9, 32768: 9, 65536: 9}
+    out = tmp_path / "out"
+    assert main(["tune", str(results), "--out", str(out), "--validate"]) == 0
+    printed = capsys.readouterr().out
+    assert "intelmpi shm allreduce: default everywhere" in printed and "none (nothing beat the default)" in printed
+    assert sorted(f.name for f in out.iterdir()) == ["decision.json", "tuning.md", "validation.json", "validation.md"]
+    assert "No algorithm beats the default significantly" in (out / "tuning.md").read_text()
+    record = json.loads((out / "validation.json").read_text())
+    assert record["cells"] == [] and record["campaign"] is None and record["summary"]["ok"]
+    assert "Nothing to validate" in (out / "validation.md").read_text()
+
+
+@pytest.mark.infra
+def test_recorded_mpich_winner_is_exported_as_two_trees(tmp_path: Path) -> None:
+    """The winner branch of ``tune`` on the recorded MPICH campaign: the installed MPICH 5.0.2's trees
+    extended at 128 KiB..256 KiB, device collectives left on."""
+    from conftest import REPO, require_infra
+
+    lib = REPO / ".stacks" / "mpich" / "lib"
+    require_infra(any(lib.glob("libmpi.so.*")), f"MPICH under {lib}")
+    out = tmp_path / "out"
+    assert main(["tune", str(DATA / "mpich_bcast_plain"), "--out", str(out), "--stacks-dir", str(REPO / ".stacks")]) == 0
+    mpir = json.loads((out / "mpich.default.json").read_text())["collective=bcast"]["comm_type=intra"]
+    ch4 = json.loads((out / "mpich.default.ch4.json").read_text())["collective=bcast"]["comm_type=intra"]
+    assert mpir["comm_size<=2"]["avg_msg_size<=262144"] == {"algorithm=MPIR_Bcast_intra_binomial": {}}
+    assert list(ch4["comm_size<=2"]["avg_msg_size<=262144"]) == ["comm_type=inter"]
+    # Below the range both trees keep the library's own subtree (the one under comm_size=any).
+    assert mpir["comm_size<=2"]["avg_msg_size<=131071"] == mpir["comm_size=any"]
+    assert ch4["comm_size<=2"]["avg_msg_size<=131071"] == ch4["comm_size=any"]
+    env = (out / "mpich.default.env").read_text()
+    assert "DEVICE_COLLECTIVE" not in env and f'MPIR_CVAR_CH4_COLL_SELECTION_TUNING_JSON_FILE="{out.resolve()}/mpich.default.ch4.json"' in env
+    assert "| 128 KiB–256 KiB | 2–2 | binomial |" in (out / "tuning.md").read_text()

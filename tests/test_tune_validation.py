@@ -203,13 +203,17 @@ def test_report_tuning_section_embeds_the_files(tmp_path: Path) -> None:
                                                       "series": [asdict(s)]}, default=str))
     env_text = 'I_MPI_ADJUST_ALLREDUCE="5:16384-16384@2-2"\n'
     (tuning / "intelmpi.shm.env").write_text(env_text)
-    checks = validation.check(_validation_samples(tmp_path / "v", exported=8.0), [s])
+    results = _validation_samples(tmp_path / "v", exported=8.0, untuned=1.3)
+    checks, untuned = validation.check(results, [s]), validation.check_untuned(results, [s])
     (tuning / "validation.json").write_text(json.dumps(
-        {"campaign": "results/x-validate", "summary": validation.summary(checks), "evidence": {"intelmpi/shm": "echo"},
-         "cells": [{**asdict(c), "passed": c.passed} for c in checks]}, default=str))
+        {"campaign": "results/x-validate", "summary": validation.summary(checks, untuned),
+         "evidence": {"intelmpi/shm": "echo"}, "cells": [{**asdict(c), "passed": c.passed} for c in checks],
+         "untuned": [{**asdict(c), "passed": c.passed} for c in untuned]}, default=str))
     out = build_report(None, None, tmp_path / "report.html", tuning=tuning)
     html = out.read_text()
     assert 'id="tuning"' in html and "1 of 1 tuned cells pass" in html
+    # The untuned 512 B, 30 % slower with the file: counted and flagged.
+    assert "Untuned sizes: 0 of 1 sampled sizes" in html and "above 1.05" in html
     [href] = re.findall(r'download="intelmpi.shm.env" href="data:text/plain;base64,([^"]+)"', html)
     assert base64.b64decode(href).decode() == env_text
     # Without --tuning there is no section.
