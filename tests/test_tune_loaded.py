@@ -9,9 +9,11 @@
   ``MPIR_Bcast_intra_smp`` for 1 KiB..2 KiB only (the CH4 tree hands that range to MPIR, device
   collectives on); on a flat communicator that algorithm asserts (``bcast_intra_smp.c``), so the
   1 KiB broadcast aborts naming it while 4 KiB (outside the range) runs: the file's choice, by size.
-  (That the CH4 tree keeps the compositions elsewhere cannot be told apart here: on one node these
-  builds' compositions reach MPIR for Bcast and Allreduce at P = 2 too. The validation campaign's
-  untuned sizes check it by time.)
+  That the CH4 tree keeps the device collectives outside its ranges shows on MPICH 5.0: with an MPIR
+  tree asserting over a wider range and POSIX's release_gather from the first call
+  (``MPIR_CVAR_POSIX_NUM_COLLS_THRESHOLD=0``; by default the first 5 calls fall back to MPIR), a
+  size outside the CH4 ranges runs without reaching MPIR, while ``MPIR_CVAR_BCAST_DEVICE_COLLECTIVE=0``
+  (the former export) reaches it. Debian's 4.0.2 (ch4:ucx) reaches MPIR there either way.
 * Intel MPI 2021.16: ``I_MPI_DEBUG=6`` prints the I_MPI_ADJUST value it read, not the algorithm it
   ran (checked; no debug level names the preset): only the value read back is asserted here.
 """
@@ -113,6 +115,35 @@ def test_mpich_runs_the_json_files_algorithm(build: str, tmp_path: Path) -> None
         broken = run(4096)
         assert broken.returncode != 0 and "csel.c" in broken.stdout + broken.stderr, broken.stderr[-2000:]
         path.write_text(good)
+
+
+@pytest.mark.infra
+def test_mpich_ch4_tree_keeps_device_collectives_outside_its_ranges(tmp_path: Path) -> None:
+    mpicc, mpirun, libdir, pattern = MPICH["5.0"]
+    libs = sorted((f for f in libdir.glob(pattern) if f.is_file()), key=lambda f: f.stat().st_size, reverse=True)
+    require_infra(bool(libs) and mpicc.exists() and mpirun.exists(), f"MPICH 5.0 ({mpirun})")
+    subprocess.run([str(mpicc), "-o", str(tmp_path / "bcast"), str(PROBE / "bcast_once.c")], check=True)
+    trees = mpich_json.builtin_trees(libs[0])
+    mpir, ch4 = tmp_path / "wide.json", tmp_path / "narrow.ch4.json"
+    # MPIR: the asserting smp over 1 KiB..8 KiB; CH4: only 1 KiB..2 KiB handed to MPIR.
+    mpir.write_text(mpich_json.json_text([_series("mpich", "5.0.2", "smp", 1024, 8191)], trees["mpir"]))
+    ch4.write_text(mpich_json.json_text([_series("mpich", "5.0.2", "smp", 1024, 2047)], trees["ch4"], level="ch4"))
+    first = {"MPIR_CVAR_POSIX_NUM_COLLS_THRESHOLD": "0"}
+
+    def aborted_in_smp(nbytes: int, extra: dict[str, str]) -> bool:
+        proc = subprocess.run([str(mpirun), "-np", "2", str(tmp_path / "bcast"), str(nbytes)], capture_output=True,
+                              text=True, timeout=120, check=False, env={**os.environ, **first, **extra})
+        smp = "bcast_intra_smp.c" in proc.stdout + proc.stderr
+        assert smp or proc.returncode == 0, proc.stderr[-2000:]
+        return smp
+
+    both = mpich_json.env_vars(str(mpir), str(ch4))
+    device_off = {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": str(mpir), "MPIR_CVAR_DEVICE_COLLECTIVES": "percoll",
+                  "MPIR_CVAR_BCAST_DEVICE_COLLECTIVE": "0"}
+    assert aborted_in_smp(1024, both) and aborted_in_smp(1024, device_off)
+    # 4 KiB: outside the CH4 ranges the device collective runs (MPIR never searched), unlike device off.
+    assert not aborted_in_smp(4096, both)
+    assert aborted_in_smp(4096, device_off)
 
 
 @pytest.mark.infra

@@ -20,9 +20,10 @@ significantly slower, the 95 % CI of t_file / t_default lies wholly above 1 + :d
 :data:`~mpiatlas.compare.MIN_REPS` repetitions per side. One failing size fails the validation.
 
 Evidence from the stack itself, where it gives any (:func:`evidence`): Intel MPI's ``I_MPI_DEBUG``
-echo of the ``I_MPI_ADJUST_*`` value it read. Open MPI release builds print nothing about the rules
-file or the algorithm (coll_tuned's messages are ``OPAL_OUTPUT``, compiled out of non-debug builds,
-so ``coll_tuned_verbose`` stays silent); MPICH names no MPIR algorithm. For those the timing match
+echo of the ``I_MPI_ADJUST_*`` value it read. MPICH 5.x's ``MPIR_CVAR_DEBUG_SUMMARY`` (the
+runner sets it) names the selection trees it loaded, file or built-in, but no MPIR algorithm. Open
+MPI release builds print nothing about the rules file or the algorithm (coll_tuned's messages are
+``OPAL_OUTPUT``, compiled out of non-debug builds, so ``coll_tuned_verbose`` stays silent). For those the timing match
 is the evidence here, and tests/test_tune_loaded.py checks the algorithm out of band.
 """
 
@@ -37,7 +38,7 @@ import polars as pl
 from mpiatlas import layout
 from mpiatlas.compare import FASTER, MIN_REPS, grouped_times, size_table
 from mpiatlas.models.best_algorithm import DEFAULT
-from mpiatlas.tuning import intelmpi_env, samples
+from mpiatlas.tuning import intelmpi_env, mpich_json, samples
 from mpiatlas.tuning.decide import SeriesDecision, TuneError
 from mpiatlas.tuning.validation_config import knob_set, tuned_points, untuned_points
 
@@ -208,16 +209,46 @@ def evidence(results: Path, series: list[SeriesDecision]) -> dict[str, str]:
         return out
     for s in (s for s in series if s.tuned):
         key = f"{s.stack}/{s.transport}"
+        # The exported cells: the file's knob set on the default algorithm (a forced one overrides the file).
+        cells = _rows(df, s).filter((pl.col("knobs") == knob_set(s.stack, s.transport))
+                                    & (pl.col("algorithm") == DEFAULT))["cell"].unique().sort().to_list()
+        if s.kind == "mpich":
+            out[key] = _mpich_sources(results, cells[:1], s) or SILENT["mpich"]
+            continue
         if s.kind != "intelmpi":
             out.setdefault(key, SILENT.get(s.kind, "none"))
             continue
-        cells = _rows(df, s).filter(pl.col("knobs") == knob_set(s.stack, s.transport))["cell"].unique().sort().to_list()
         name, value = f"I_MPI_ADJUST_{s.collective.upper()}", intelmpi_env.adjust_value(s)
         echoed = _echo(results, cells[:1], name)
         said = (f"I_MPI_DEBUG echoed {name}={echoed}" + (" (the file's value)" if echoed == value else
                 f" but the file says {value}")) if echoed is not None else f"I_MPI_DEBUG did not echo {name}"
         out[key] = "; ".join(filter(None, [out.get(key), said]))
     return out
+
+
+def _stdout_lines(results: Path, cell: str) -> list[str]:
+    path = Path(layout.raw_dir(str(results), cell)) / "stdout.txt"
+    return path.read_text(errors="replace").splitlines() if path.is_file() else []
+
+
+def _mpich_sources(results: Path, cells: list[str], series: SeriesDecision) -> str | None:
+    """Which selection trees MPICH loaded, as rank 0 prints them at any ``MPIR_CVAR_DEBUG_SUMMARY``
+    (5.x: ``MPIR: <file or built-in>``, ``MPID: ...``, ``MPID/shm: ...``); None when it did not."""
+    wanted = dict(zip(("MPIR", "MPID"), mpich_json.file_names(f"{series.stack}.{series.transport}")))
+    for cell in cells:
+        said = {}
+        for line in _stdout_lines(results, cell):
+            head, sep, value = line.partition(": ")
+            if sep and head in ("MPIR", "MPID", "MPID/shm", "MPIR_CVAR_DEVICE_COLLECTIVES"):
+                said[head] = value.strip()
+        if "MPIR" in said and "MPID" in said:
+            parts = [f"{level} tree {said[level]}" + (" (the file's)" if said[level].endswith("/" + wanted[level])
+                                                      else " (not the file's)") for level in ("MPIR", "MPID")]
+            parts += [f"MPID/shm tree {said.get('MPID/shm', '?')}",
+                      f"MPIR_CVAR_DEVICE_COLLECTIVES {said.get('MPIR_CVAR_DEVICE_COLLECTIVES', '?')}"]
+            return ("MPIR_CVAR_DEBUG_SUMMARY: " + ", ".join(parts) + "; MPICH names no MPIR algorithm "
+                    "(tests/test_tune_loaded.py checks it by one that asserts)")
+    return None
 
 
 def _echo(results: Path, cells: list[str], name: str) -> str | None:
