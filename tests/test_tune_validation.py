@@ -70,6 +70,24 @@ def test_the_validation_campaign_is_the_tuned_cells_three_ways(tmp_path: Path) -
     assert "ring" in text and "basic_linear" not in text
 
 
+def test_an_mpich_validation_brings_its_imb_provider_without_cells(tmp_path: Path) -> None:
+    """MPICH runs Intel MPI's IMB (MPICH ABI): the provider stack comes along, with no cells of its own."""
+    campaign = {**BASE, "stacks": {**BASE["stacks"], "mpich": {"kind": "mpich", "transports": ["default", "ofi-tcp"],
+                                                               "algorithms": {"Bcast": ["default", "binomial"]}}}}
+    s = _series("mpich", "mpich", "5.0.2", "default", "binomial", (16384,))
+    s = SeriesDecision(s.stack, s.kind, s.version, s.transport, "bcast", "Bcast", s.points, s.blocks, s.source)
+    files = {("mpich", "default"): ["mpich.default.json", "mpich.default.ch4.json", "mpich.default.env"]}
+    config = validation_config(campaign, [s], files, tmp_path)
+    assert config["knobs"] == {"tuned-mpich-default": {
+        "MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": str(tmp_path / "mpich.default.json"),
+        "MPIR_CVAR_CH4_COLL_SELECTION_TUNING_JSON_FILE": str(tmp_path / "mpich.default.ch4.json")}}
+    assert sorted(config["stacks"]) == ["intelmpi", "mpich"] and config["imb"]["stacks"] == ["mpich"]
+    assert config["stacks"]["intelmpi"]["algorithms"] == {} and config["stacks"]["intelmpi"]["transports"] == ["shm"]
+    cells = expand(validate_config(json.loads(json.dumps(config))))
+    # default/binomial x none/file x 5 repetitions, all MPICH's.
+    assert len(cells) == 2 * 2 * 5 and {c.stack for c in cells} == {"mpich"}
+
+
 def test_an_intel_value_with_several_presets_cannot_be_a_knob_set(tmp_path: Path) -> None:
     s = _series("intelmpi", "intelmpi", "2021.16", "shm", "id5", (16384,))
     two = SeriesDecision(s.stack, s.kind, s.version, s.transport, s.collective, s.benchmark, s.points,

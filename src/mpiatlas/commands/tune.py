@@ -11,8 +11,8 @@ MPI coll_tuned rules file, an Intel MPI I_MPI_ADJUST env file, MPICH's MPIR and 
 run three ways -- the stack's default, the exported file (a knob set), the forced winner (the
 algorithm axis) -- judged per cell (mpiatlas.tuning.validation) into validation.json and
 validation.md; and a sample of the sizes each file leaves untuned, default vs file, which fail when
-the file is significantly slower there. A flag, not a subcommand: the validation is of the decision and files this very run
-writes, and `tune validate` would read as a results directory named "validate".
+the file is significantly slower there. A flag, not a subcommand: the validation is of the decision
+and files this very run writes, and `tune validate` would read as a results directory named "validate".
 Exit status 0, 1 when a tuned cell or a sampled untuned size fails validation, 2 on bad input.
 """
 
