@@ -15,16 +15,17 @@ A file must also change only what it claims. At a sample of the sizes it leaves 
 (:func:`mpiatlas.tuning.validation_config.untuned_points`: one or two per untuned range, at the tuned
 process counts), the exported file against the default: the size fails when the file is
 significantly slower, the 95 % CI of t_file / t_default lies wholly above 1 + :data:`UNTUNED_TOLERANCE`
-(5 %: a slowdown smaller than that is below what the campaigns here resolve and below
-``--min-gain``'s default, the smallest gain a rule is written for), or when it has fewer than
+(5 %, ``--min-gain``'s default: no rule is written for a gain smaller than that, so a cost smaller
+than that elsewhere is within the decision's own resolution), or when it has fewer than
 :data:`~mpiatlas.compare.MIN_REPS` repetitions per side. One failing size fails the validation.
 
 Evidence from the stack itself, where it gives any (:func:`evidence`): Intel MPI's ``I_MPI_DEBUG``
 echo of the ``I_MPI_ADJUST_*`` value it read. MPICH 5.x's ``MPIR_CVAR_DEBUG_SUMMARY`` (the
 runner sets it) names the selection trees it loaded, file or built-in, but no MPIR algorithm. Open
 MPI release builds print nothing about the rules file or the algorithm (coll_tuned's messages are
-``OPAL_OUTPUT``, compiled out of non-debug builds, so ``coll_tuned_verbose`` stays silent). For those the timing match
-is the evidence here, and tests/test_tune_loaded.py checks the algorithm out of band.
+``OPAL_OUTPUT``, compiled out of non-debug builds, so ``coll_tuned_verbose`` stays silent). For
+the algorithm the timing match is the evidence here, and tests/test_tune_loaded.py checks it out of
+band.
 """
 
 from __future__ import annotations
