@@ -24,9 +24,10 @@ So two files, each the installed library's own tree (:func:`builtin_trees` reads
 * the CH4 tree (``<stem>.ch4.json``): the tuned ranges lead to ``{"comm_type=inter": ...}``, which
   never holds there and has no failure path (:func:`ch4_leaf`), every other size to the original
   subtree. The search then ends with no composition, and ``MPID_<Coll>`` calls ``MPIR_<Coll>_impl``
-  on the whole communicator (``cnt == NULL`` in ``ch4_coll.h``, 4.0 and 5.0): exactly what ``MPIR_CVAR_<COLL>_DEVICE_COLLECTIVE=0`` does, but for
-  the tuned ranges only. Untuned sizes and process counts keep the device compositions and the
-  POSIX release_gather algorithms. A collective the CH4 tree does not name already goes to MPIR.
+  on the whole communicator (``cnt == NULL`` in ``ch4_coll.h``, 4.0 and 5.0): exactly what
+  ``MPIR_CVAR_<COLL>_DEVICE_COLLECTIVE=0`` does, but for the tuned ranges only. Untuned sizes and
+  process counts keep the device compositions and the POSIX release_gather algorithms. A
+  collective the CH4 tree does not name already goes to MPIR.
 
 The POSIX tree is not written: it is reached only by the compositions, i.e. at untuned sizes
 (and MPICH 4.0, once its POSIX variable is set, reads the file of the CH4 variable as its POSIX tree,
@@ -128,7 +129,8 @@ def ch4_leaf(orig: dict[str, Any]) -> LeafFn:
     return leaf
 
 
-def _sizes(series: SeriesDecision, block: Block, scale: int, orig: dict[str, Any], leaf: LeafFn = mpir_leaf) -> dict[str, Any]:
+def _sizes(series: SeriesDecision, block: Block, scale: int, orig: dict[str, Any],
+           leaf: LeafFn = mpir_leaf) -> dict[str, Any]:
     """Sequential size conditions of one block: default ranges lead back to ``orig``."""
     key = _size_key(series.collective)
     tree: dict[str, Any] = {}
@@ -136,7 +138,8 @@ def _sizes(series: SeriesDecision, block: Block, scale: int, orig: dict[str, Any
     if first > 0:
         tree[f"{key}<={first - 1}"] = orig
     for r in block.ranges:
-        tree[f"{key}<={(r.hi + 1) * scale - 1}"] = orig if r.algorithm == DEFAULT else leaf(series.collective, r.algorithm)
+        chosen = orig if r.algorithm == DEFAULT else leaf(series.collective, r.algorithm)
+        tree[f"{key}<={(r.hi + 1) * scale - 1}"] = chosen
     tree[f"{key}=any"] = orig
     return tree
 
