@@ -129,9 +129,29 @@ def test_mpich_json_wraps_the_builtin_subtree() -> None:
                          "avg_msg_size<=65536": orig, "avg_msg_size=any": orig},
         "comm_size=any": orig}
     assert tree["collective=barrier"] == base["collective=barrier"]
-    assert mpich_json.env_vars([_series("mpich", "5.0.2", "bcast", "binomial")], "/f.json") == {
-        "MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": "/f.json", "MPIR_CVAR_DEVICE_COLLECTIVES": "percoll",
-        "MPIR_CVAR_BCAST_DEVICE_COLLECTIVE": "0"}
+    # Device collectives stay on: no MPIR_CVAR_DEVICE_COLLECTIVES / MPIR_CVAR_<COLL>_DEVICE_COLLECTIVE.
+    assert mpich_json.env_vars("/f.json", "/f.ch4.json") == {
+        "MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": "/f.json",
+        "MPIR_CVAR_CH4_COLL_SELECTION_TUNING_JSON_FILE": "/f.ch4.json"}
+
+
+def test_mpich_ch4_tree_hands_only_the_tuned_ranges_to_mpir() -> None:
+    """The CH4 (composition) tree: the tuned range ends in a condition that never holds and has no
+    failure path (no composition: MPID calls MPIR_<Coll>_impl); every other size keeps the compositions."""
+    orig = {"comm_hierarchy=parent": {"composition=MPIDI_Bcast_intra_composition_alpha": {}},
+            "comm_hierarchy=any": {"composition=MPIDI_Bcast_intra_composition_gamma": {}}}
+    base = {"collective=bcast": {"comm_type=intra": orig},
+            "collective=barrier": {"comm_type=intra": {"composition=MPIDI_Barrier_intra_composition_beta": {}}}}
+    series = [_series("mpich", "5.0.2", "bcast", "binomial"), _series("mpich", "5.0.2", "alltoall", "pairwise")]
+    tree = json.loads(mpich_json.json_text(series, base, level="ch4"))
+    none = {"comm_type=inter": orig}
+    assert tree["collective=bcast"]["comm_type=intra"] == {
+        "comm_size<=1": orig,
+        "comm_size<=3": {"avg_msg_size<=1023": orig, "avg_msg_size<=65535": none,
+                         "avg_msg_size<=65536": orig, "avg_msg_size=any": orig},
+        "comm_size=any": orig}
+    # A collective the CH4 tree does not name (alltoall here) already goes to MPIR: left out, no error.
+    assert "collective=alltoall" not in tree and tree["collective=barrier"] == base["collective=barrier"]
 
 
 def test_unknown_algorithm_names_the_series() -> None:

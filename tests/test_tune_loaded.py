@@ -5,9 +5,15 @@
   file. The evidence is the stack's own code path instead: the LD_PRELOAD probe of
   tests/data/ompi_bcast_probe names the ``ompi_coll_base_bcast_intra_*`` function coll/tuned called.
   The file picks binomial for 1 KiB..64 KiB at P=2, where the fixed rules run basic_linear.
-* MPICH 5.0: no MPIR algorithm prints its name. The file picks ``MPIR_Bcast_intra_smp`` for
-  1 KiB..2 KiB only; on a flat communicator that algorithm asserts (``bcast_intra_smp.c``), so the
+* MPICH 5.0 (PyPI) and 4.0 (Debian): no MPIR algorithm prints its name. The files pick
+  ``MPIR_Bcast_intra_smp`` for 1 KiB..2 KiB only (the CH4 tree hands that range to MPIR, device
+  collectives on); on a flat communicator that algorithm asserts (``bcast_intra_smp.c``), so the
   1 KiB broadcast aborts naming it while 4 KiB (outside the range) runs: the file's choice, by size.
+  That the CH4 tree keeps the device collectives outside its ranges shows on MPICH 5.0: with an MPIR
+  tree asserting over a wider range and POSIX's release_gather from the first call
+  (``MPIR_CVAR_POSIX_NUM_COLLS_THRESHOLD=0``; by default the first 5 calls fall back to MPIR), a
+  size outside the CH4 ranges runs without reaching MPIR, while ``MPIR_CVAR_BCAST_DEVICE_COLLECTIVE=0``
+  (the former export) reaches it. Debian's 4.0.2 (ch4:ucx) reaches MPIR there either way.
 * Intel MPI 2021.16: ``I_MPI_DEBUG=6`` prints the I_MPI_ADJUST value it read, not the algorithm it
   ran (checked; no debug level names the preset): only the value read back is asserted here.
 """
@@ -73,29 +79,71 @@ def test_open_mpi_runs_the_rules_file_algorithm(series: str, tmp_path: Path) -> 
     assert called(512, True) == called(512, False)
 
 
+MPICH = {"5.0": (STACKS / "mpich" / "bin" / "mpicc", STACKS / "mpich" / "bin" / "mpirun", STACKS / "mpich" / "lib",
+                 "libmpi.so.*"),
+         "4.0": (Path("/usr/bin/mpicc.mpich"), Path("/usr/bin/mpirun.mpich"), Path("/usr/lib/x86_64-linux-gnu"),
+                 "libmpich.so.*")}
+
+
 @pytest.mark.infra
-def test_mpich_runs_the_json_files_algorithm(tmp_path: Path) -> None:
-    prefix = STACKS / "mpich"
-    libs = sorted((prefix / "lib").glob("libmpi.so.*"), key=lambda f: f.stat().st_size, reverse=True)
-    require_infra(bool(libs) and (prefix / "bin" / "mpicc").exists(), f"MPICH under {prefix}")
-    subprocess.run([str(prefix / "bin" / "mpicc"), "-o", str(tmp_path / "bcast"), str(PROBE / "bcast_once.c")],
-                   check=True)
+@pytest.mark.parametrize("build", sorted(MPICH))
+def test_mpich_runs_the_json_files_algorithm(build: str, tmp_path: Path) -> None:
+    """Both exported trees loaded as the env file says, device collectives left on (the default)."""
+    mpicc, mpirun, libdir, pattern = MPICH[build]
+    libs = sorted((f for f in libdir.glob(pattern) if f.is_file()), key=lambda f: f.stat().st_size, reverse=True)
+    require_infra(bool(libs) and mpicc.exists() and mpirun.exists(), f"MPICH {build} ({mpirun})")
+    subprocess.run([str(mpicc), "-o", str(tmp_path / "bcast"), str(PROBE / "bcast_once.c")], check=True)
     series = [_series("mpich", "5.0.2", "smp", 1024, 2047)]
-    path = tmp_path / "tuned.json"
-    path.write_text(mpich_json.json_text(series, mpich_json.builtin_tree(libs[0])))
-    env = {**os.environ, **mpich_json.env_vars(series, str(path))}
+    trees = mpich_json.builtin_trees(libs[0])
+    mpir, ch4 = tmp_path / "tuned.json", tmp_path / "tuned.ch4.json"
+    mpir.write_text(mpich_json.json_text(series, trees["mpir"]))
+    ch4.write_text(mpich_json.json_text(series, trees["ch4"], level="ch4"))
+    env = {**os.environ, **mpich_json.env_vars(str(mpir), str(ch4))}
+    assert not any("DEVICE_COLLECTIVE" in name for name in env)
 
     def run(nbytes: int) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(prefix / "bin" / "mpirun"), "-np", "2", str(tmp_path / "bcast"), str(nbytes)],
+        return subprocess.run([str(mpirun), "-np", "2", str(tmp_path / "bcast"), str(nbytes)],
                               capture_output=True, text=True, timeout=120, check=False, env=env)
 
     inside, outside = run(1024), run(4096)
     assert "bcast_intra_smp.c" in inside.stdout + inside.stderr, inside.stderr[-2000:]
     assert outside.returncode == 0 and "Assertion" not in outside.stdout + outside.stderr, outside.stderr[-2000:]
-    # A malformed file is refused at MPI_Init by the selection parser.
-    path.write_text('{"collective=bcast": {')
-    broken = run(4096)
-    assert "csel.c" in broken.stdout + broken.stderr, broken.stderr[-2000:]
+    # Each file is parsed at MPI_Init: a malformed one is refused by the selection parser.
+    for path in (mpir, ch4):
+        good = path.read_text()
+        path.write_text('{"collective=bcast": {')
+        broken = run(4096)
+        assert broken.returncode != 0 and "csel.c" in broken.stdout + broken.stderr, broken.stderr[-2000:]
+        path.write_text(good)
+
+
+@pytest.mark.infra
+def test_mpich_ch4_tree_keeps_device_collectives_outside_its_ranges(tmp_path: Path) -> None:
+    mpicc, mpirun, libdir, pattern = MPICH["5.0"]
+    libs = sorted((f for f in libdir.glob(pattern) if f.is_file()), key=lambda f: f.stat().st_size, reverse=True)
+    require_infra(bool(libs) and mpicc.exists() and mpirun.exists(), f"MPICH 5.0 ({mpirun})")
+    subprocess.run([str(mpicc), "-o", str(tmp_path / "bcast"), str(PROBE / "bcast_once.c")], check=True)
+    trees = mpich_json.builtin_trees(libs[0])
+    mpir, ch4 = tmp_path / "wide.json", tmp_path / "narrow.ch4.json"
+    # MPIR: the asserting smp over 1 KiB..8 KiB; CH4: only 1 KiB..2 KiB handed to MPIR.
+    mpir.write_text(mpich_json.json_text([_series("mpich", "5.0.2", "smp", 1024, 8191)], trees["mpir"]))
+    ch4.write_text(mpich_json.json_text([_series("mpich", "5.0.2", "smp", 1024, 2047)], trees["ch4"], level="ch4"))
+    first = {"MPIR_CVAR_POSIX_NUM_COLLS_THRESHOLD": "0"}
+
+    def aborted_in_smp(nbytes: int, extra: dict[str, str]) -> bool:
+        proc = subprocess.run([str(mpirun), "-np", "2", str(tmp_path / "bcast"), str(nbytes)], capture_output=True,
+                              text=True, timeout=120, check=False, env={**os.environ, **first, **extra})
+        smp = "bcast_intra_smp.c" in proc.stdout + proc.stderr
+        assert smp or proc.returncode == 0, proc.stderr[-2000:]
+        return smp
+
+    both = mpich_json.env_vars(str(mpir), str(ch4))
+    device_off = {"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": str(mpir), "MPIR_CVAR_DEVICE_COLLECTIVES": "percoll",
+                  "MPIR_CVAR_BCAST_DEVICE_COLLECTIVE": "0"}
+    assert aborted_in_smp(1024, both) and aborted_in_smp(1024, device_off)
+    # 4 KiB: outside the CH4 ranges the device collective runs (MPIR never searched), unlike device off.
+    assert not aborted_in_smp(4096, both)
+    assert aborted_in_smp(4096, device_off)
 
 
 @pytest.mark.infra

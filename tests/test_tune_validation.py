@@ -18,7 +18,7 @@ from mpiatlas.programs import expand
 from mpiatlas.report import build_report
 from mpiatlas.tuning import samples, validation
 from mpiatlas.tuning.decide import Block, Point, SeriesDecision, SizeRange, TuneError, decide
-from mpiatlas.tuning.validation_config import file_env, knob_set, validation_config
+from mpiatlas.tuning.validation_config import file_env, knob_set, untuned_points, validation_config
 
 BASE = {"campaign": {"name": "tune", "repetitions": 5, "timeout_s": 60, "stacks_dir": ".stacks"},
         "stacks": {"openmpi": {"kind": "openmpi", "transports": ["ob1-sm"],
@@ -55,8 +55,9 @@ def test_the_validation_campaign_is_the_tuned_cells_three_ways(tmp_path: Path) -
         "tuned-intelmpi-shm": {"I_MPI_ADJUST_ALLREDUCE": "5:16384-16384@2-2"}}
     assert config["stacks"]["openmpi"]["algorithms"] == {"Allreduce": ["default", "ring"]}
     assert config["stacks"]["openmpi"]["knobs"] == ["none", "tuned-openmpi-ob1-sm"]
-    # Sizes 16 KiB .. 256 KiB: log2 14..18; the Open MPI series runs by the coll kernel, Intel's by IMB.
-    assert config["imb"]["msglog"] == [12, 18] and config["imb"]["stacks"] == ["intelmpi"]  # two warm-up sizes below the tuned ones
+    # Tuned 16 KiB .. 256 KiB and the untuned 512 B sample: log2 9..18, two warm-up sizes below (7);
+    # the Open MPI series runs by the coll kernel, Intel's by IMB.
+    assert config["imb"]["msglog"] == [7, 18] and config["imb"]["stacks"] == ["intelmpi"]
     assert config["kernels"]["stacks"] == {"openmpi": ["ob1-sm"]}
     assert config["kernels"]["coll"]["forced_algorithms"] == ["openmpi"]
     # The config is a valid campaign whose cells are default/winner x none/file x 5 repetitions per stack.
@@ -69,6 +70,24 @@ def test_the_validation_campaign_is_the_tuned_cells_three_ways(tmp_path: Path) -
     assert "ring" in text and "basic_linear" not in text
 
 
+def test_an_mpich_validation_brings_its_imb_provider_without_cells(tmp_path: Path) -> None:
+    """MPICH runs Intel MPI's IMB (MPICH ABI): the provider stack comes along, with no cells of its own."""
+    campaign = {**BASE, "stacks": {**BASE["stacks"], "mpich": {"kind": "mpich", "transports": ["default", "ofi-tcp"],
+                                                               "algorithms": {"Bcast": ["default", "binomial"]}}}}
+    s = _series("mpich", "mpich", "5.0.2", "default", "binomial", (16384,))
+    s = SeriesDecision(s.stack, s.kind, s.version, s.transport, "bcast", "Bcast", s.points, s.blocks, s.source)
+    files = {("mpich", "default"): ["mpich.default.json", "mpich.default.ch4.json", "mpich.default.env"]}
+    config = validation_config(campaign, [s], files, tmp_path)
+    assert config["knobs"] == {"tuned-mpich-default": {
+        "MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE": str(tmp_path / "mpich.default.json"),
+        "MPIR_CVAR_CH4_COLL_SELECTION_TUNING_JSON_FILE": str(tmp_path / "mpich.default.ch4.json")}}
+    assert sorted(config["stacks"]) == ["intelmpi", "mpich"] and config["imb"]["stacks"] == ["mpich"]
+    assert config["stacks"]["intelmpi"]["algorithms"] == {} and config["stacks"]["intelmpi"]["transports"] == ["shm"]
+    cells = expand(validate_config(json.loads(json.dumps(config))))
+    # default/binomial x none/file x 5 repetitions, all MPICH's.
+    assert len(cells) == 2 * 2 * 5 and {c.stack for c in cells} == {"mpich"}
+
+
 def test_an_intel_value_with_several_presets_cannot_be_a_knob_set(tmp_path: Path) -> None:
     s = _series("intelmpi", "intelmpi", "2021.16", "shm", "id5", (16384,))
     two = SeriesDecision(s.stack, s.kind, s.version, s.transport, s.collective, s.benchmark, s.points,
@@ -77,16 +96,17 @@ def test_an_intel_value_with_several_presets_cannot_be_a_knob_set(tmp_path: Path
         file_env([two], tmp_path, ["intelmpi.shm.env"])
 
 
-def _validation_samples(root: Path, exported: float, *, reps: int = 8, noise: float = 0.02) -> Path:
+def _validation_samples(root: Path, exported: float, *, reps: int = 8, noise: float = 0.02,
+                        untuned: float = 1.0) -> Path:
     """Validation results of one tuned point (Intel MPI Allreduce 16 KiB, id5): default 10 µs, forced
-    winner 8 µs, the exported file ``exported`` µs; the default elsewhere."""
+    winner 8 µs, the exported file ``exported`` µs; at the untuned 512 B 3 µs, x ``untuned`` with the file."""
     rng = np.random.default_rng(3)
     rows = []
     ways = [("default", "", 10.0), ("id5", "", 8.0), ("default", knob_set("intelmpi", "shm"), exported)]
     for alg, knobs, t in ways:
         for b, scale in ((512, 1.0), (16384, 1.0)):
             for r in range(reps):
-                base = t if b == 16384 else 3.0
+                base = t if b == 16384 else 3.0 * (untuned if knobs else 1.0)
                 rows.append({"stack": "intelmpi", "stack_kind": "intelmpi", "stack_version": "2021.16",
                              "transport": "shm", "mapping": "core", "np": 2, "benchmark": "Allreduce",
                              "algorithm": alg, "knobs": knobs, "bytes": b, "status": "ok", "bandwidth_MBps": None,
@@ -117,10 +137,51 @@ def test_a_file_naming_a_slow_algorithm_fails(tmp_path: Path) -> None:
     assert validation.summary([c])["passed"] == 0
 
 
+def test_untuned_sizes_are_sampled_around_and_between_the_tuned_ranges() -> None:
+    # P=2: default 512 B..2 KiB, id5 4 KiB..8 KiB, default 16 KiB, id5 32 KiB, default 64 KiB..1 MiB;
+    # P=4 all default (not a tuned P: not sampled).
+    algs = {512: "default", 1024: "default", 2048: "default", 4096: "id5", 8192: "id5", 16384: "default",
+            32768: "id5", 65536: "default", 262144: "default", 1048576: "default"}
+    pts = [Point(2, b, a, a, 0.8, 0.7, 0.9, 10, 10, "x") for b, a in algs.items()]
+    pts += [Point(4, b, "default", "default", None, None, None, 10, 10, "x") for b in algs]
+    s = SeriesDecision("intelmpi", "intelmpi", "2021.16", "shm", "allreduce", "Allreduce", pts, [])
+    assert untuned_points(s) == [(2, 512), (2, 2048), (2, 16384), (2, 65536), (2, 1048576)]
+
+
+def test_untuned_sizes_the_file_leaves_alone_pass(tmp_path: Path) -> None:
+    s = _series("intelmpi", "intelmpi", "2021.16", "shm", "id5", (16384,))
+    results = _validation_samples(tmp_path / "v", exported=8.0)
+    [u] = validation.check_untuned(results, [s])
+    assert (u.np, u.bytes, u.n) == (2, 512, (8, 8)) and u.passed and not u.slower
+    assert u.ratio_ci[0] <= 1 <= u.ratio_ci[1]
+    summary = validation.summary(validation.check(results, [s]), [u])
+    assert summary["ok"] and summary["untuned"] == {"cells": 1, "passed": 1, "failed": [], "tolerance": 0.05}
+
+
+def test_a_file_that_slows_an_untuned_size_fails(tmp_path: Path) -> None:
+    # The tuned cell is fine, but the file makes 512 B 30 % slower: the validation fails.
+    s = _series("intelmpi", "intelmpi", "2021.16", "shm", "id5", (16384,))
+    results = _validation_samples(tmp_path / "v", exported=8.0, untuned=1.3)
+    [u] = validation.check_untuned(results, [s])
+    assert u.slower and not u.passed and u.ratio_ci[0] > 1.2 and "significantly slower" in u.reason
+    summary = validation.summary(validation.check(results, [s]), [u])
+    assert summary["passed"] == summary["cells"] == 1 and not summary["ok"] and len(summary["untuned"]["failed"]) == 1
+
+
+def test_a_slowdown_within_the_tolerance_passes(tmp_path: Path) -> None:
+    # 2 % slower with 0.2 % noise: significant (CI above 1) but within 1 + 5 %: not a failure.
+    s = _series("intelmpi", "intelmpi", "2021.16", "shm", "id5", (16384,))
+    [u] = validation.check_untuned(_validation_samples(tmp_path / "v", exported=8.0, untuned=1.02, noise=0.002), [s])
+    assert 1 < u.ratio_ci[0] < 1.05 and u.passed
+
+
 def test_too_few_validation_repetitions_fail(tmp_path: Path) -> None:
     s = _series("intelmpi", "intelmpi", "2021.16", "shm", "id5", (16384,))
-    [c] = validation.check(_validation_samples(tmp_path / "v", exported=8.0, reps=3), [s])
+    results = _validation_samples(tmp_path / "v", exported=8.0, reps=3)
+    [c] = validation.check(results, [s])
     assert not c.passed and "too few repetitions" in c.reason
+    [u] = validation.check_untuned(results, [s])
+    assert not u.passed and "too few repetitions" in u.reason
 
 
 def test_coll_kernel_rows_are_decided_on_rank_zero(tmp_path: Path) -> None:
@@ -160,13 +221,17 @@ def test_report_tuning_section_embeds_the_files(tmp_path: Path) -> None:
                                                       "series": [asdict(s)]}, default=str))
     env_text = 'I_MPI_ADJUST_ALLREDUCE="5:16384-16384@2-2"\n'
     (tuning / "intelmpi.shm.env").write_text(env_text)
-    checks = validation.check(_validation_samples(tmp_path / "v", exported=8.0), [s])
+    results = _validation_samples(tmp_path / "v", exported=8.0, untuned=1.3)
+    checks, untuned = validation.check(results, [s]), validation.check_untuned(results, [s])
     (tuning / "validation.json").write_text(json.dumps(
-        {"campaign": "results/x-validate", "summary": validation.summary(checks), "evidence": {"intelmpi/shm": "echo"},
-         "cells": [{**asdict(c), "passed": c.passed} for c in checks]}, default=str))
+        {"campaign": "results/x-validate", "summary": validation.summary(checks, untuned),
+         "evidence": {"intelmpi/shm": "echo"}, "cells": [{**asdict(c), "passed": c.passed} for c in checks],
+         "untuned": [{**asdict(c), "passed": c.passed} for c in untuned]}, default=str))
     out = build_report(None, None, tmp_path / "report.html", tuning=tuning)
     html = out.read_text()
     assert 'id="tuning"' in html and "1 of 1 tuned cells pass" in html
+    # The untuned 512 B, 30 % slower with the file: counted and flagged.
+    assert "Untuned sizes: 0 of 1 sampled sizes" in html and "above 1.05" in html
     [href] = re.findall(r'download="intelmpi.shm.env" href="data:text/plain;base64,([^"]+)"', html)
     assert base64.b64decode(href).decode() == env_text
     # Without --tuning there is no section.

@@ -3,16 +3,17 @@
 Per stack x transport x collective of a campaign that forced algorithms: a non-default algorithm
 where it beats the default significantly (95 % CI of the time ratio below 1, gain >= --min-gain),
 merged into size and process-count ranges (:mod:`mpiatlas.tuning.decide`). Written to DIR: an Open
-MPI coll_tuned rules file, an Intel MPI I_MPI_ADJUST env file, an MPICH selection JSON (+ its env
-file) per stack x transport, decision.json, and tuning.md explaining every choice.
+MPI coll_tuned rules file, an Intel MPI I_MPI_ADJUST env file, MPICH's MPIR and CH4 selection JSON
+(+ their env file) per stack x transport, decision.json, and tuning.md explaining every choice.
 
 --validate proves the files take effect: a validation campaign of exactly the tuned cells
 (DIR/validate.yaml, run by the same workflow as any campaign into results/<campaign>-validate), each
 run three ways -- the stack's default, the exported file (a knob set), the forced winner (the
 algorithm axis) -- judged per cell (mpiatlas.tuning.validation) into validation.json and
-validation.md. A flag, not a subcommand: the validation is of the decision and files this very run
-writes, and `tune validate` would read as a results directory named "validate".
-Exit status 0, 1 when a tuned cell fails validation, 2 on bad input.
+validation.md; and a sample of the sizes each file leaves untuned, default vs file, which fail when
+the file is significantly slower there. A flag, not a subcommand: the validation is of the decision
+and files this very run writes, and `tune validate` would read as a results directory named "validate".
+Exit status 0, 1 when a tuned cell or a sampled untuned size fails validation, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -89,12 +90,18 @@ def write_files(decision, out: Path, stacks_dir: Path) -> tuple[dict, dict]:  # 
             if lib is None:
                 raise TuneError(f"{stack}: no MPICH libmpi under {stacks_dir / stack / 'lib'} to read the built-in "
                                 "selection tree from (pass --stacks-dir)")
-            path = out / f"{stem}.json"
-            path.write_text(mpich_json.json_text(series, mpich_json.builtin_tree(lib), str(lib)))
-            env = out / f"{stem}.env"
-            env.write_text("".join(f'{k}="{v}"\n' for k, v in mpich_json.env_vars(series, str(path.resolve())).items()))
-            files[(stack, transport)] = [path.name, env.name]
-            usage[(stack, transport)] = f"`set -a; . {env.resolve()}; set +a` before mpirun"
+            trees = mpich_json.builtin_trees(lib)
+            names = mpich_json.file_names(stem)
+            for name, level in zip(names[:2], ("mpir", "ch4")):
+                (out / name).write_text(mpich_json.json_text(series, trees[level], str(lib), level))
+            env = out / names[2]
+            header = "# mpiatlas tune: MPICH selection trees (MPIR + CH4; device collectives stay on for untuned sizes)\n"
+            env.write_text(header + "".join(f'{k}="{v}"\n' for k, v in mpich_json.env_vars(
+                str((out / names[0]).resolve()), str((out / names[1]).resolve())).items()))
+            files[(stack, transport)] = list(names)
+            usage[(stack, transport)] = (f"`set -a; . {env.resolve()}; set +a` before mpirun (the MPIR tree `{names[0]}` "
+                                         f"names the algorithms; the CH4 tree `{names[1]}` hands only the tuned ranges "
+                                         "to MPIR, so every other size keeps MPICH's device collectives)")
         else:
             raise TuneError(f"{stack}: stack kind {kind!r} has no tuning format (openmpi, intelmpi, mpich)")
     return files, usage

@@ -6,6 +6,7 @@ from collections import Counter
 
 from mpiatlas.models.best_algorithm import DEFAULT
 from mpiatlas.tuning.decide import Decision, Point, SeriesDecision, SizeRange
+from mpiatlas.tuning.validation import UNTUNED_TOLERANCE
 
 
 def _size(n: int) -> str:
@@ -78,8 +79,25 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{x:.1%}"
 
 
-def validation_markdown(checks: list, evidence: dict[str, str], campaign: str | None) -> str:
-    """validation.md: per tuned cell, the file against the forced winner and the default."""
+def _untuned_lines(untuned: list) -> list[str]:
+    if not untuned:
+        return []
+    passed = sum(c.passed for c in untuned)
+    lines = ["", f"Untuned sizes (the file must leave them to the library): {passed} of {len(untuned)} sampled sizes "
+             f"pass. A size fails when the file is significantly slower than the default, the 95 % CI of "
+             f"t_file / t_default lies wholly above {1 + UNTUNED_TOLERANCE:.2f}, or has too few repetitions.", "",
+             "| stack | transport | collective | P | size | t_file / t_default [CI] | result |",
+             "|---|---|---|---|---|---|---|"]
+    for c in untuned:
+        ratio = "–" if c.ratio is None else f"{c.ratio:.3f} [{c.ratio_ci[0]:.3f}, {c.ratio_ci[1]:.3f}]"
+        lines.append(f"| {c.stack} | {c.transport} | {c.collective} | {c.np} | {_size(c.bytes)} | {ratio} | "
+                     f"{'pass' if c.passed else 'FAIL: ' + c.reason} |")
+    return lines
+
+
+def validation_markdown(checks: list, evidence: dict[str, str], campaign: str | None, untuned: list | None = None) -> str:
+    """validation.md: per tuned cell, the file against the forced winner and the default; then the
+    sampled untuned sizes, the file against the default."""
     if not checks:
         return "# Tuning validation\n\nNothing to validate: every series keeps the default.\n"
     passed = sum(c.passed for c in checks)
@@ -95,6 +113,7 @@ def validation_markdown(checks: list, evidence: dict[str, str], campaign: str | 
         gain = _pct(c.gain) + ("" if c.gain_ci[0] is None else f" [{_pct(c.gain_ci[0])}, {_pct(c.gain_ci[1])}]")
         lines.append(f"| {c.stack} | {c.transport} | {c.collective} | {c.np} | {_size(c.bytes)} | {c.algorithm} | "
                      f"{_pct(c.claimed_gain)} | {gain} | {match} | {'pass' if c.passed else 'FAIL: ' + c.reason} |")
+    lines += _untuned_lines(untuned or [])
     if evidence:
         lines += ["", "What each stack said about the file:", ""]
         lines += [f"- {key}: {text}" for key, text in sorted(evidence.items())]

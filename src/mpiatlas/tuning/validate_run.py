@@ -51,7 +51,7 @@ def run_campaign(config_path: Path, inside_workflow: bool) -> int:
 
 def validate(decision: Decision, files: dict, out: Path, *, repetitions: int = 5, results: Path | None = None,
              inside_workflow: bool = False, campaign: dict | None = None) -> int:
-    """0 when every tuned cell passes, 1 when one fails; TuneError on bad input. ``campaign``: the
+    """0 when every tuned cell and every sampled untuned size passes, 1 when one fails; TuneError on bad input. ``campaign``: the
     config the decision was made from (default: the decision's results/<name>/campaign.json)."""
     tuned = [s for s in decision.series if s.tuned]
     if not tuned:
@@ -70,13 +70,16 @@ def validate(decision: Decision, files: dict, out: Path, *, repetitions: int = 5
             print(f"mpiatlas tune: the validation campaign ({config_path}) ended with exit code {rc}; judging the "
                   "cells it measured", file=sys.stderr)
     checks = validation.check(results, tuned)
+    untuned = validation.check_untuned(results, tuned)
     evidence = validation.evidence(results, tuned)
-    summary = validation.summary(checks)
+    summary = validation.summary(checks, untuned)
     record = {"campaign": str(results), "summary": summary, "evidence": evidence,
-              "cells": [{**asdict(c), "passed": c.passed} for c in checks]}
+              "cells": [{**asdict(c), "passed": c.passed} for c in checks],
+              "untuned": [{**asdict(c), "passed": c.passed} for c in untuned]}
     (out / JSON_NAME).write_text(json.dumps(record, indent=1, default=str))
-    (out / MD_NAME).write_text(validation_markdown(checks, evidence, str(results)))
-    print(f"validation ({results}): {summary['passed']}/{summary['cells']} tuned cells pass")
-    for line in summary["failed"]:
+    (out / MD_NAME).write_text(validation_markdown(checks, evidence, str(results), untuned))
+    print(f"validation ({results}): {summary['passed']}/{summary['cells']} tuned cells pass; "
+          f"{summary['untuned']['passed']}/{summary['untuned']['cells']} sampled untuned sizes not slower than the default")
+    for line in summary["failed"] + summary["untuned"]["failed"]:
         print(f"  FAILED {line}")
-    return 0 if summary["passed"] == summary["cells"] else 1
+    return 0 if summary["ok"] else 1

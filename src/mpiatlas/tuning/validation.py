@@ -11,11 +11,21 @@ the validation campaign (:mod:`mpiatlas.tuning.validation_config`):
 * passes when both hold, with at least :data:`mpiatlas.compare.MIN_REPS` repetitions per way.
   The validated gain is 1 - t_exported / t_default, beside the claimed one.
 
+A file must also change only what it claims. At a sample of the sizes it leaves to the library
+(:func:`mpiatlas.tuning.validation_config.untuned_points`: one or two per untuned range, at the tuned
+process counts), the exported file against the default: the size fails when the file is
+significantly slower, the 95 % CI of t_file / t_default lies wholly above 1 + :data:`UNTUNED_TOLERANCE`
+(5 %, ``--min-gain``'s default: no rule is written for a gain smaller than that, so a cost smaller
+than that elsewhere is within the decision's own resolution), or when it has fewer than
+:data:`~mpiatlas.compare.MIN_REPS` repetitions per side. One failing size fails the validation.
+
 Evidence from the stack itself, where it gives any (:func:`evidence`): Intel MPI's ``I_MPI_DEBUG``
-echo of the ``I_MPI_ADJUST_*`` value it read. Open MPI release builds print nothing about the rules
-file or the algorithm (coll_tuned's messages are ``OPAL_OUTPUT``, compiled out of non-debug builds,
-so ``coll_tuned_verbose`` stays silent); MPICH names no MPIR algorithm. For those the timing match
-is the evidence here, and tests/test_tune_loaded.py checks the algorithm out of band.
+echo of the ``I_MPI_ADJUST_*`` value it read. MPICH 5.x's ``MPIR_CVAR_DEBUG_SUMMARY`` (the
+runner sets it) names the selection trees it loaded, file or built-in, but no MPIR algorithm. Open
+MPI release builds print nothing about the rules file or the algorithm (coll_tuned's messages are
+``OPAL_OUTPUT``, compiled out of non-debug builds, so ``coll_tuned_verbose`` stays silent). For
+the algorithm the timing match is the evidence here, and tests/test_tune_loaded.py checks it out of
+band.
 """
 
 from __future__ import annotations
@@ -29,11 +39,12 @@ import polars as pl
 from mpiatlas import layout
 from mpiatlas.compare import FASTER, MIN_REPS, grouped_times, size_table
 from mpiatlas.models.best_algorithm import DEFAULT
-from mpiatlas.tuning import intelmpi_env, samples
+from mpiatlas.tuning import intelmpi_env, mpich_json, samples
 from mpiatlas.tuning.decide import SeriesDecision, TuneError
-from mpiatlas.tuning.validation_config import knob_set, tuned_points
+from mpiatlas.tuning.validation_config import knob_set, tuned_points, untuned_points
 
 KEYS: tuple[str, ...] = ("stack", "transport", "benchmark", "np", "bytes")
+UNTUNED_TOLERANCE = 0.05
 SILENT = {
     "openmpi": "none: release builds compile coll_tuned's OPAL_OUTPUT messages out, coll_tuned_verbose prints "
                "nothing about the rules file or the algorithm (tests/test_tune_loaded.py checks it with an "
@@ -67,23 +78,56 @@ class CellCheck:
         return self.matches and self.beats
 
 
+@dataclass(frozen=True)
+class UntunedCheck:
+    """A size the file leaves to the library: the exported file against the default."""
+
+    stack: str
+    kind: str
+    transport: str
+    collective: str
+    np: int
+    bytes: int
+    n: tuple[int, int]  # repetitions: default, exported
+    ratio: float | None  # median t_exported / t_default
+    ratio_ci: tuple[float | None, float | None]
+    slower: bool  # the CI lies wholly above 1 + UNTUNED_TOLERANCE
+    reason: str
+
+    @property
+    def passed(self) -> bool:
+        return not self.slower and min(self.n) >= MIN_REPS
+
+
 def _rows(df: pl.DataFrame, series: SeriesDecision) -> pl.DataFrame:
     return df.filter((pl.col("stack") == series.stack) & (pl.col("transport") == series.transport)
                      & (pl.col("benchmark") == series.benchmark))
 
 
+def _usable(df: pl.DataFrame, series: SeriesDecision) -> pl.DataFrame:
+    return _rows(df, series).select(*KEYS, "algorithm", "knobs", "t_usec", "run").filter(pl.col("t_usec").is_finite())
+
+
+def _file_vs_default(rows: pl.DataFrame, series: SeriesDecision) -> pl.DataFrame:
+    """Size table of the exported file (B) against the default (A), every measured point."""
+    keys = list(KEYS)
+    default = grouped_times(rows.filter((pl.col("algorithm") == DEFAULT) & (pl.col("knobs") == "")), keys)
+    exported = grouped_times(rows.filter((pl.col("algorithm") == DEFAULT)
+                                         & (pl.col("knobs") == knob_set(series.stack, series.transport))), keys)
+    return size_table(default, exported, keys)
+
+
 def _tables(df: pl.DataFrame, series: SeriesDecision) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(exported vs default, exported vs forced) size tables of one series' tuned points."""
     keys = list(KEYS)
-    rows = _rows(df, series).select(*keys, "algorithm", "knobs", "t_usec", "run").filter(pl.col("t_usec").is_finite())
+    rows = _usable(df, series)
     winners = pl.DataFrame([{"np": p, "bytes": b, "algorithm": a} for p, b, a in tuned_points(series)],
                            schema={"np": pl.Int64, "bytes": pl.Int64, "algorithm": pl.String})
     plain = rows.filter(pl.col("knobs") == "")
-    default = grouped_times(plain.filter(pl.col("algorithm") == DEFAULT), keys)
     exported = grouped_times(rows.filter((pl.col("algorithm") == DEFAULT) & (pl.col("knobs") == knob_set(series.stack, series.transport))),
                              keys)
     forced = grouped_times(plain.join(winners, on=["np", "bytes", "algorithm"], how="semi"), keys)
-    return size_table(default, exported, keys), size_table(forced, exported, keys)
+    return _file_vs_default(rows, series), size_table(forced, exported, keys)
 
 
 def _lookup(table: pl.DataFrame, np_: int, nbytes: int) -> dict[str, Any] | None:
@@ -114,13 +158,41 @@ def _check(series: SeriesDecision, point: Any, gain_row: dict | None, match_row:
                      None if match_row is None else match_row["ratio"], match_ci, matches, beats, reason)
 
 
-def check(results: Path, series: list[SeriesDecision]) -> list[CellCheck]:
-    """Every tuned point of ``series`` judged on the validation campaign at ``results``."""
+def _load(results: Path) -> pl.DataFrame:
     try:
         df = samples.load(results)
     except samples.SamplesError as exc:
         raise TuneError(f"validation campaign: {exc}") from exc
-    df = df.with_columns(pl.col("knobs").fill_null(""))
+    return df.with_columns(pl.col("knobs").fill_null(""))
+
+
+def _untuned(series: SeriesDecision, np_: int, nbytes: int, row: dict | None) -> UntunedCheck:
+    n = (row["n_a"], row["n_b"]) if row else (0, 0)
+    ratio = row["ratio"] if row else None
+    ci = (row["ratio_ci_low"], row["ratio_ci_high"]) if row else (None, None)
+    if min(n) < MIN_REPS:
+        slower, reason = False, f"too few repetitions (default {n[0]}, exported {n[1]}; need {MIN_REPS})"
+    else:
+        slower = bool(ci[0] > 1 + UNTUNED_TOLERANCE)
+        reason = (f"t_file/t_default {ratio:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+                  + (f" (significantly slower: CI above 1 + {UNTUNED_TOLERANCE:.0%})" if slower else ""))
+    return UntunedCheck(series.stack, series.kind, series.transport, series.benchmark, np_, nbytes, n, ratio, ci,
+                        slower, reason)
+
+
+def check_untuned(results: Path, series: list[SeriesDecision]) -> list[UntunedCheck]:
+    """Every sampled untuned size of ``series`` (the file against the default) on the validation campaign."""
+    df = _load(results)
+    out: list[UntunedCheck] = []
+    for s in (s for s in series if s.tuned):
+        table = _file_vs_default(_usable(df, s), s)
+        out += [_untuned(s, p, b, _lookup(table, p, b)) for p, b in untuned_points(s)]
+    return out
+
+
+def check(results: Path, series: list[SeriesDecision]) -> list[CellCheck]:
+    """Every tuned point of ``series`` judged on the validation campaign at ``results``."""
+    df = _load(results)
     out: list[CellCheck] = []
     for s in (s for s in series if s.tuned):
         gain_t, match_t = _tables(df, s)
@@ -138,16 +210,46 @@ def evidence(results: Path, series: list[SeriesDecision]) -> dict[str, str]:
         return out
     for s in (s for s in series if s.tuned):
         key = f"{s.stack}/{s.transport}"
+        # The exported cells: the file's knob set on the default algorithm (a forced one overrides the file).
+        cells = _rows(df, s).filter((pl.col("knobs") == knob_set(s.stack, s.transport))
+                                    & (pl.col("algorithm") == DEFAULT))["cell"].unique().sort().to_list()
+        if s.kind == "mpich":
+            out[key] = _mpich_sources(results, cells[:1], s) or SILENT["mpich"]
+            continue
         if s.kind != "intelmpi":
             out.setdefault(key, SILENT.get(s.kind, "none"))
             continue
-        cells = _rows(df, s).filter(pl.col("knobs") == knob_set(s.stack, s.transport))["cell"].unique().sort().to_list()
         name, value = f"I_MPI_ADJUST_{s.collective.upper()}", intelmpi_env.adjust_value(s)
         echoed = _echo(results, cells[:1], name)
         said = (f"I_MPI_DEBUG echoed {name}={echoed}" + (" (the file's value)" if echoed == value else
                 f" but the file says {value}")) if echoed is not None else f"I_MPI_DEBUG did not echo {name}"
         out[key] = "; ".join(filter(None, [out.get(key), said]))
     return out
+
+
+def _stdout_lines(results: Path, cell: str) -> list[str]:
+    path = Path(layout.raw_dir(str(results), cell)) / "stdout.txt"
+    return path.read_text(errors="replace").splitlines() if path.is_file() else []
+
+
+def _mpich_sources(results: Path, cells: list[str], series: SeriesDecision) -> str | None:
+    """Which selection trees MPICH loaded, as rank 0 prints them at any ``MPIR_CVAR_DEBUG_SUMMARY``
+    (5.x: ``MPIR: <file or built-in>``, ``MPID: ...``, ``MPID/shm: ...``); None when it did not."""
+    wanted = dict(zip(("MPIR", "MPID"), mpich_json.file_names(f"{series.stack}.{series.transport}")))
+    for cell in cells:
+        said = {}
+        for line in _stdout_lines(results, cell):
+            head, sep, value = line.partition(": ")
+            if sep and head in ("MPIR", "MPID", "MPID/shm", "MPIR_CVAR_DEVICE_COLLECTIVES"):
+                said[head] = value.strip()
+        if "MPIR" in said and "MPID" in said:
+            parts = [f"{level} tree {said[level]}" + (" (the file's)" if said[level].endswith("/" + wanted[level])
+                                                      else " (not the file's)") for level in ("MPIR", "MPID")]
+            parts += [f"MPID/shm tree {said.get('MPID/shm', '?')}",
+                      f"MPIR_CVAR_DEVICE_COLLECTIVES {said.get('MPIR_CVAR_DEVICE_COLLECTIVES', '?')}"]
+            return ("MPIR_CVAR_DEBUG_SUMMARY: " + ", ".join(parts) + "; MPICH names no MPIR algorithm "
+                    "(tests/test_tune_loaded.py checks it by one that asserts)")
+    return None
 
 
 def _echo(results: Path, cells: list[str], name: str) -> str | None:
@@ -164,7 +266,15 @@ def _echo(results: Path, cells: list[str], name: str) -> str | None:
     return None
 
 
-def summary(checks: list[CellCheck]) -> dict[str, Any]:
-    return {"cells": len(checks), "passed": sum(c.passed for c in checks),
-            "failed": [f"{c.stack}/{c.transport}/{c.collective} P={c.np} {c.bytes} B: {c.reason}"
-                       for c in checks if not c.passed]}
+def summary(checks: list[CellCheck], untuned: list[UntunedCheck] | None = None) -> dict[str, Any]:
+    """Counts and failures; ``ok`` when every tuned cell and every sampled untuned size passes."""
+    untuned = untuned or []
+
+    def failed(items: list) -> list[str]:
+        return [f"{c.stack}/{c.transport}/{c.collective} P={c.np} {c.bytes} B: {c.reason}" for c in items if not c.passed]
+
+    out = {"cells": len(checks), "passed": sum(c.passed for c in checks), "failed": failed(checks),
+           "untuned": {"cells": len(untuned), "passed": sum(c.passed for c in untuned), "failed": failed(untuned),
+                       "tolerance": UNTUNED_TOLERANCE}}
+    out["ok"] = out["passed"] == out["cells"] and out["untuned"]["passed"] == out["untuned"]["cells"]
+    return out

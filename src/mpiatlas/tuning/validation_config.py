@@ -14,7 +14,8 @@ The cells of the default algorithm with no knob set are "default", with ``tuned-
 "exported", the forced winner with no knob set is "forced"; the forced winner with the knob set is
 a cross-product cell nobody reads (the forced algorithm wins over the file in all three stacks).
 Sizes: IMB and the coll kernel measure every power of two between the bounds, so the range covers
-the tuned sizes and the analysis reads only those.
+the tuned sizes and a sample of the untuned ones (:func:`untuned_points`: the file must leave those to
+the library, default vs exported file), and the analysis reads only those.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from mpiatlas import knobs
+from mpiatlas.cells import imb_provider
 from mpiatlas.models.best_algorithm import DEFAULT
 from mpiatlas.tuning import intelmpi_env, mpich_json, openmpi_rules, samples
-from mpiatlas.tuning.decide import SeriesDecision, TuneError
+from mpiatlas.tuning.decide import SeriesDecision, TuneError, size_ranges
 
 MIN_REPETITIONS = 5
 SUFFIX = "-validate"
@@ -43,6 +45,23 @@ def tuned_points(series: SeriesDecision) -> list[tuple[int, int, str]]:
     return sorted((p.np, p.bytes, p.algorithm) for p in series.points if p.algorithm != DEFAULT)
 
 
+def untuned_points(series: SeriesDecision) -> list[tuple[int, int]]:
+    """(P, bytes) samples of the sizes the file leaves to the library, at the tuned process counts.
+
+    Per process count with a tuned range, every run of adjacent measured sizes that kept the default
+    (an untuned range: below, between or above the tuned ones) contributes its first and last
+    measured size, the ones nearest a tuned boundary and the extremes: one or two sizes per range.
+    Zero bytes is left out (IMB and the coll kernel measure powers of two from the bounds)."""
+    tuned_nps = {p for p, _, _ in tuned_points(series)}
+    out: set[tuple[int, int]] = set()
+    for np_ in tuned_nps:
+        for r in size_ranges([p for p in series.points if p.np == np_]):
+            sizes = [p.bytes for p in r.points if p.bytes > 0]
+            if r.algorithm == DEFAULT and sizes:
+                out |= {(np_, sizes[0]), (np_, sizes[-1])}
+    return sorted(out)
+
+
 def file_env(series: list[SeriesDecision], out: Path, files: list[str]) -> dict[str, str]:
     """The environment that loads one stack x transport's exported file(s) from ``out``."""
     kind = series[0].kind
@@ -52,7 +71,7 @@ def file_env(series: list[SeriesDecision], out: Path, files: list[str]) -> dict[
     elif kind == "intelmpi":
         env = intelmpi_env.env_vars(series)
     elif kind == "mpich":
-        env = mpich_json.env_vars(series, str((out / files[0]).resolve()))
+        env = mpich_json.env_vars(str((out / files[0]).resolve()), str((out / files[1]).resolve()))
     else:
         raise TuneError(f"{series[0].stack}: stack kind {kind!r} has no tuning format")
     for name, value in env.items():
@@ -91,6 +110,7 @@ def validation_config(campaign: dict[str, Any], series: list[SeriesDecision], fi
     imb_benches: set[str] = set()
     kernel_colls: set[str] = set()
     kernel_stacks: dict[str, list[str]] = {}
+    imb_stacks: set[str] = set()
     nps: set[int] = set()
     sizes: list[int] = []
     for s in tuned:
@@ -107,7 +127,7 @@ def validation_config(campaign: dict[str, Any], series: list[SeriesDecision], fi
         algos = entry["algorithms"].setdefault(s.benchmark, [DEFAULT])
         algos += [a for a in winners if a not in algos]
         nps |= {p for p, _, _ in points}
-        sizes += [b for _, b, _ in points]
+        sizes += [b for _, b, _ in points] + [b for _, b in untuned_points(s)]
         if s.source == samples.KERNEL:
             kernel_colls.add(s.benchmark)
             kernel_stacks.setdefault(s.stack, [])
@@ -115,6 +135,14 @@ def validation_config(campaign: dict[str, Any], series: list[SeriesDecision], fi
                 kernel_stacks[s.stack].append(s.transport)
         else:
             imb_benches.add(s.benchmark)
+            imb_stacks.add(s.stack)
+    for label in sorted(imb_stacks):
+        # MPICH runs Intel MPI's IMB binaries (cells.imb_provider): the provider comes along, with no
+        # cells of its own (imb.stacks below names only the tuned stacks).
+        provider = imb_provider(campaign, label)
+        if provider and provider not in stacks:
+            entry = copy.deepcopy(campaign["stacks"][provider])
+            stacks[provider] = {**entry, "transports": entry["transports"][:1], "algorithms": {}, "knobs": [knobs.NONE]}
     for (stack, transport), names in files.items():
         group = [s for s in tuned if (s.stack, s.transport) == (stack, transport)]
         if group:
@@ -124,7 +152,7 @@ def validation_config(campaign: dict[str, Any], series: list[SeriesDecision], fi
     imb.pop("options", None)
     # imb.stacks may not be empty: with no IMB series, the first stack's Barrier cells (none for a
     # stack without IMB, such as Open MPI here) stand in.
-    imb["stacks"] = sorted({s.stack for s in tuned if s.source != samples.KERNEL}) or [tuned[0].stack]
+    imb["stacks"] = sorted(imb_stacks) or [tuned[0].stack]
     config: dict[str, Any] = {
         "campaign": {"name": f"{orig['name']}{SUFFIX}", "repetitions": repetitions,
                      **{k: orig[k] for k in ("timeout_s", "stacks_dir", "allow_oversubscribe", "launcher") if k in orig},

@@ -91,10 +91,32 @@ def _validation_blocks(validation: dict[str, Any] | None) -> list[Any]:
         Table(["Stack", "Collective", "P", "Size", "Algorithm", "Claimed gain", "Validated gain [CI]",
                "t_file / t_winner [CI]", "Result"], rows, scroll=True),
     ]
+    blocks += _untuned_blocks(validation)
     evidence = validation.get("evidence") or {}
     if evidence:
         blocks.append(Details("What each stack said about the file", [Text(f"{k}: {v}") for k, v in sorted(evidence.items())]))
     return blocks
+
+
+def _untuned_blocks(validation: dict[str, Any]) -> list[Any]:
+    """The sampled sizes the files leave to the library: file against default (absent in older records)."""
+    untuned = validation.get("untuned") or []
+    if not untuned:
+        return []
+    tol = (validation.get("summary", {}).get("untuned") or {}).get("tolerance", 0.05)
+    rows = []
+    for c in untuned:
+        lo, hi = c["ratio_ci"]
+        rows.append([cell(f"{c['stack']} · {c['transport']}"), cell(c["collective"]), cell(c["np"]),
+                     Cell(fmt_bytes(c["bytes"])),
+                     Cell("–" if c["ratio"] is None else f"{c['ratio']:.3f} [{lo:.3f}, {hi:.3f}]",
+                          title="t_file / t_default, 95 % CI"),
+                     Cell("pass" if c["passed"] else "FAIL", title=c["reason"], cls=None if c["passed"] else "bad")])
+    passed = sum(c["passed"] for c in untuned)
+    return [Notice(f"Untuned sizes: {passed} of {len(untuned)} sampled sizes the files leave to the library are not "
+                   f"significantly slower than the default (a size fails when the 95 % CI of t_file / t_default lies "
+                   f"above {1 + tol:.2f}).", "info" if passed == len(untuned) else "warn"),
+            Table(["Stack", "Collective", "P", "Size", "t_file / t_default [CI]", "Result"], rows, scroll=True)]
 
 
 def _downloads(files: dict[str, str]) -> list[Any]:
