@@ -59,16 +59,18 @@ def run(args: argparse.Namespace) -> int:
     # The problems, one line each: the message names the file (and line) and what was wrong.
     sys.stderr.writelines(f"failed {f.error}\n" for f in failed)
     _print_pooled(result.pooled_labels(), _pooled_by(args), args.verbose)
-    problems = f"{len(failed)} {'problem' if len(failed) == 1 else 'problems'}"
     if result.samples is None:
-        print(f"nothing imported: every file failed ({problems} listed above)", file=sys.stderr)
+        print(f"nothing imported: every file failed ({_count(len(failed), 'problem')} listed above)", file=sys.stderr)
         return 1
-    problems += " (listed above)" if failed else ""
     path = write_samples(result.samples, args.out)
-    labels = result.samples["label"].n_unique()
-    print(f"wrote {path}: {result.samples.height} rows, {labels} {'label' if labels == 1 else 'labels'} from "
-          f"{len(result.files) - len(failed)} of {len(result.files)} files; {problems}")  # fmt: skip
+    listed = " (listed above)" if failed else ""
+    print(f"wrote {path}: {result.samples.height} rows, {_count(result.samples['label'].n_unique(), 'label')} from "
+          f"{len(result.files) - len(failed)} of {len(result.files)} files; {_count(len(failed), 'problem')}{listed}")
     return 1 if failed else 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 # More pooled labels than this are counted in one note (--verbose names each).
@@ -84,8 +86,9 @@ def _print_pooled(pooled: dict[str, int], by: str, verbose: bool) -> None:
                               "system\n" for label, n in pooled.items())  # fmt: skip
         return
     low, high = min(pooled.values()), max(pooled.values())
-    print(f"note: {len(pooled)} labels pool {low if low == high else f'{low}..{high}'} files each ({by}): each label's rows are repetitions of "
-          "one system (--verbose names them)", file=sys.stderr)  # fmt: skip
+    files = str(low) if low == high else f"{low}..{high}"
+    print(f"note: {len(pooled)} labels pool {files} files each ({by}): each label's rows are repetitions of one "
+          "system (--verbose names them)", file=sys.stderr)  # fmt: skip
 
 
 def _pooled_by(args: argparse.Namespace) -> str:
