@@ -418,6 +418,7 @@ def test_import_reads_osu_text_csv_and_imb_files_together(tmp_path: Path) -> Non
     assert stackhpc_bcast.height > 0 and set(stackhpc_bcast["np"].to_list()) == {64}
     assert set(samples.filter(pl.col("label") == imb.stem)["np"].to_list()) == {2}
     # The CLI passes --np through and writes the table.
-    args = argparse.Namespace(files=[osu_text[0], imb], out=tmp_path, np=112, label=None, labels=None, pool=False)
+    args = argparse.Namespace(files=[osu_text[0], imb], out=tmp_path, np=112, label=None, labels=None, pool=False,
+                              verbose=False)
     assert import_command.run(args) == 0
     assert pl.read_parquet(tmp_path / "imb_samples.parquet").height > 0

@@ -33,6 +33,9 @@ FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 # so the knob and off-cache sections can compare them.
 SUMMARY_KEYS = ["label", "stack", "transport", "mapping", "np", "algorithm", "options", "knobs", "benchmark",
                 "processes", "bytes"]
+# Every column summarize() reads (besides SUMMARY_KEYS): a reader of a samples file loads only these
+# (an import's ``source`` and ``line`` per row are most of its bytes).
+VALUE_COLUMNS = ["t_usec", "bandwidth_MBps", "status", "cell_status", "oversubscribed"]
 CONFIDENCE = 0.95
 N_RESAMPLES = 999
 SEED = 0

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -153,6 +153,16 @@ def _import_chunk(
     return samples.drop("file"), [results[i] for i in range(len(paths))]
 
 
+def _import_reported(
+    chunk: tuple[Sequence[Path], Sequence[str]], osu_processes: int | None, progress: Callable[[int], None] | None
+) -> tuple[pl.DataFrame | None, list[FileResult]]:
+    """:func:`_import_chunk`, then its files counted on ``progress``."""
+    part = _import_chunk(*chunk, osu_processes)
+    if progress is not None:
+        progress(len(chunk[0]))
+    return part
+
+
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off meanwhile: a file's result makes a few objects,
@@ -168,14 +178,16 @@ def _collector_paused() -> Iterator[None]:
 
 
 def import_files(paths: Iterable[str | Path], *, label: str | None = None, labels_csv: str | Path | None = None,
-                 pool: bool = False, threads: int | None = None, osu_processes: int | None = None) -> ImportResult:
+                 pool: bool = False, threads: int | None = None, osu_processes: int | None = None,
+                 progress: Callable[[int], None] | None = None) -> ImportResult:
     """Parse every file; a file that fails is recorded with its parse error's message, not raised.
 
     Labels (:mod:`mpiatlas.import_labels`): ``label`` for every file, else the ``labels_csv``
     mapping (``path,label``) for the files it lists and, for the others, the file stem if ``pool``
     or the shortest distinguishing path. A label that cannot be given raises
     :class:`~mpiatlas.import_labels.LabelError` before any file is read.
-    ``osu_processes``: the rank count of OSU collective text output, which OSU does not print."""
+    ``osu_processes``: the rank count of OSU collective text output, which OSU does not print.
+    ``progress(n)`` is called as each chunk of ``n`` files is done, from the worker threads."""
     with _collector_paused():
         all_paths = [p if isinstance(p, Path) else Path(p) for p in paths]
         labels = file_labels(all_paths, label=label, labels_csv=labels_csv, pool=pool)
@@ -185,7 +197,7 @@ def import_files(paths: Iterable[str | Path], *, label: str | None = None, label
         if chunks:
             scanner_available()  # build or load it once, before the threads ask for it
         with ThreadPoolExecutor(max_workers=workers) as executor:
-            parts = list(executor.map(lambda chunk: _import_chunk(*chunk, osu_processes), chunks))
+            parts = list(executor.map(lambda chunk: _import_reported(chunk, osu_processes, progress), chunks))
     frames = [frame for frame, _ in parts if frame is not None]
     results = [result for _, chunk_results in parts for result in chunk_results]
     samples = pl.concat(frames, how="vertical") if frames else None

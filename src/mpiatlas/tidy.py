@@ -9,6 +9,7 @@ user in a notebook.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -131,9 +132,11 @@ def missing_row(cell_id: str) -> dict[str, Any]:
     return row
 
 
-def tidy(cell_dirs: list[Path], out_dir: Path, expected: list[str] | None = None) -> dict[str, int]:
+def tidy(cell_dirs: list[Path], out_dir: Path, expected: list[str] | None = None,
+         progress: Callable[[int], None] | None = None) -> dict[str, int]:
     """Tables from ``cell_dirs``; every id in ``expected`` (the campaign's cells) that has no
-    directory among them gets a ``missing`` row, so a report of a partial campaign lists it."""
+    directory among them gets a ``missing`` row, so a report of a partial campaign lists it.
+    ``progress(1)`` is called as each cell is read (the command's bar)."""
     from mpiatlas.programs import REGISTRY, program_named
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -146,6 +149,8 @@ def tidy(cell_dirs: list[Path], out_dir: Path, expected: list[str] | None = None
         program = program_named(row["kind"], row["benchmark"])
         for table, frame in (program.rows(cell_dir, row, prov) if program else {}).items():
             parts[table].append(frame)
+        if progress is not None:
+            progress(1)
     seen = {row["cell"] for row in rows}
     rows += [missing_row(cell_id) for cell_id in sorted(set(expected or ())) if cell_id not in seen]
     cells = pl.DataFrame(rows, schema=CELL_SCHEMA)

@@ -3,11 +3,15 @@ DIR/imb_samples.parquet.
 
 Rows with one label are one system's repetitions. By default each file's label is its stem, with as many
 parent directories as it takes to tell apart files that share a name (8 partitions' rfm_IMB_PingPong_job.out
-stay 8 systems); --pool, --label and --labels pool files on purpose."""
+stay 8 systems); --pool, --label and --labels pool files on purpose.
+
+It prints a progress bar on a terminal (nothing per file elsewhere), the files it could not import (one
+line each, with what was wrong) and one summary; --verbose adds a line per imported file."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from mpiatlas.layout import IMB_SAMPLES
@@ -31,39 +35,60 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--labels", default=None, type=Path, metavar="CSV",
                    help="a CSV with the columns path,label (paths relative to the CSV) labelling the files it "
                         "lists; the others get the default label (or their stem with --pool)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="a line per imported file (its rows, benchmarks and label) and every pooled label")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.markup import escape
-
     from mpiatlas.import_labels import LabelError
     from mpiatlas.importer import import_files, write_samples
+    from mpiatlas.progress import progress_bar
 
-    out, err = Console(), Console(stderr=True)
     try:
-        result = import_files(args.files, label=args.label, labels_csv=args.labels, pool=args.pool,
-                              osu_processes=args.np)  # fmt: skip
+        with progress_bar(len(args.files), "files") as advance:
+            result = import_files(args.files, label=args.label, labels_csv=args.labels, pool=args.pool,
+                                  osu_processes=args.np, progress=advance)  # fmt: skip
     except LabelError as exc:  # raised before any file is read: nothing written
-        err.print(f"[red]mpiatlas import:[/red] {escape(str(exc))}", soft_wrap=True)
+        print(f"mpiatlas import: {exc}", file=sys.stderr)
         return 2
-    for f in result.files:
-        if f.error is not None:
-            # soft_wrap: keep "file:line: message" on one line whatever the terminal width.
-            err.print(f"[red]failed[/red] {escape(f.error)}", soft_wrap=True)
-        else:
-            out.print(f"[green]ok[/green] {escape(str(f.path))}: {f.rows} rows, {escape(', '.join(f.benchmarks))} "
-                      f"(label {escape(repr(f.label))})", soft_wrap=True)  # fmt: skip
-    for label, n in result.pooled_labels().items():
-        err.print(f"[yellow]note[/yellow] label {escape(repr(label))} pools {n} files ({_pooled_by(args)}): "
-                  "their rows are repetitions of one system", soft_wrap=True)  # fmt: skip
-    if result.samples is not None:
-        path = write_samples(result.samples, args.out)
-        out.print(f"wrote {escape(str(path))} ({result.samples.height} rows from {len(result.files) - len(result.failed)} files)", soft_wrap=True)
-    else:
-        err.print("[red]nothing imported[/red]: every file failed", soft_wrap=True)
-    return 1 if result.failed else 0
+    failed = result.failed
+    if args.verbose:
+        sys.stdout.writelines(f"ok {f.path}: {f.rows} rows, {', '.join(f.benchmarks)} (label {f.label!r})\n"
+                              for f in result.files if f.error is None)  # fmt: skip
+    # The problems, one line each: the message names the file (and line) and what was wrong.
+    sys.stderr.writelines(f"failed {f.error}\n" for f in failed)
+    _print_pooled(result.pooled_labels(), _pooled_by(args), args.verbose)
+    if result.samples is None:
+        print(f"nothing imported: every file failed ({_count(len(failed), 'problem')} listed above)", file=sys.stderr)
+        return 1
+    path = write_samples(result.samples, args.out)
+    listed = " (listed above)" if failed else ""
+    print(f"wrote {path}: {result.samples.height} rows, {_count(result.samples['label'].n_unique(), 'label')} from "
+          f"{len(result.files) - len(failed)} of {len(result.files)} files; {_count(len(failed), 'problem')}{listed}")
+    return 1 if failed else 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+# More pooled labels than this are counted in one note (--verbose names each).
+POOLED_NOTES = 8
+
+
+def _print_pooled(pooled: dict[str, int], by: str, verbose: bool) -> None:
+    """Notes on labels that pool several files: one per label when they are few, else one in all."""
+    if not pooled:
+        return
+    if verbose or len(pooled) <= POOLED_NOTES:
+        sys.stderr.writelines(f"note: label {label!r} pools {n} files ({by}): their rows are repetitions of one "
+                              "system\n" for label, n in pooled.items())  # fmt: skip
+        return
+    low, high = min(pooled.values()), max(pooled.values())
+    files = str(low) if low == high else f"{low}..{high}"
+    print(f"note: {len(pooled)} labels pool {files} files each ({by}): each label's rows are repetitions of one "
+          "system (--verbose names them)", file=sys.stderr)  # fmt: skip
 
 
 def _pooled_by(args: argparse.Namespace) -> str:

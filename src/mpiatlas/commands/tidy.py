@@ -1,4 +1,4 @@
-"""``mpiatlas tidy``: raw cell directories -> tidy parquet tables."""
+"""``mpiatlas tidy``: raw cell directories -> tidy parquet tables (a bar on a terminal, one summary line)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ def sealed_cells(raw: Path, cell_ids: list[str]) -> list[Path]:
 
 
 def _main(args: argparse.Namespace) -> int:
+    from mpiatlas.progress import progress_bar
     from mpiatlas.tidy import tidy  # polars only when the command runs
 
     expected = json.loads(args.expected.read_text()) if args.expected else None
@@ -37,7 +38,8 @@ def _main(args: argparse.Namespace) -> int:
         if expected is None:
             raise SystemExit("mpiatlas tidy: --raw needs --expected (the campaign's cell ids)")
         cells += sealed_cells(args.raw, expected)
-    counts = tidy(cells, args.out, expected)
+    with progress_bar(len(cells), "cells") as advance:  # a bar on a terminal; nothing per cell
+        counts = tidy(cells, args.out, expected, progress=advance)
     notes = args.out / layout.NOTES
     if args.notes is not None:
         shutil.copyfile(args.notes, notes)
