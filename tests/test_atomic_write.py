@@ -21,9 +21,14 @@ def test_concurrent_writers_of_one_path_each_replace_it_whole(tmp_path: Path) ->
             write_text_atomic(target, texts[name])
 
     def read() -> None:
-        while not stop.is_set():
+        # At least one read after the writers are done: on a loaded machine this thread may not get
+        # a core while they run, and an empty `seen` would then prove nothing either way.
+        while True:
+            done = stop.is_set()
             if target.exists():
                 seen.add(target.read_text())
+            if done:
+                return
 
     reader = threading.Thread(target=read)
     reader.start()
