@@ -264,6 +264,8 @@ def test_real_cells_record_their_stacks_library(sid: str, tmp_path: Path) -> Non
         spec["kernel"]["build_dir"] = str(build)
     if stack.imb_binary() is not None:
         specs += [cell_spec(config, c) for c in cells_of_kind(config, "imb") if c.stack == sid]
+    kinds = sorted(spec["cell"]["kind"] for spec in specs)
+    assert kinds == (["imb", "kernel"] if kind != "openmpi" else ["kernel"]), [spec["id"] for spec in specs]
     own, version = stack.libmpi_files(), mpi_library.expected_version(stack)
     for spec in specs:
         out = tmp_path / spec["id"].replace("/", "_")

@@ -11,10 +11,10 @@ program loaded is evidence of its own, of two kinds:
     ``Open MPI v5.0.11, package: ...``;
   - Intel MPI under ``I_MPI_DEBUG`` (the stack sets 5 or 10 for its evidence):
     ``[0] MPI startup(): Intel(R) MPI Library, Version 2021.16  Build 20250722 (id: c37a540)``;
-  - MPICH 5 under ``MPIR_CVAR_DEBUG_SUMMARY`` (ofi and default transports): ``MPICH 5.0.2 -  - <date>``.
-    MPICH 4.0 prints no version at any summary level (measured: level 1 prints sizes only, level 2 is
-    refused by 4.0.2), nor does MPICH 5 over UCX (no summary is asked), nor Open MPI at all: IMB cells
-    on those have the resolved library only.
+  - MPICH 5 under ``MPIR_CVAR_DEBUG_SUMMARY`` (the stack asks for it on every transport):
+    ``MPICH 5.0.2 -  - <date>``. MPICH 4.0 prints no version at any summary level (measured: level 1
+    prints sizes only, level 2 is refused by 4.0.2), nor does Open MPI at any verbosity we set: IMB
+    cells on those have the resolved library only.
 
 * the **libmpi the dynamic loader resolves** for the program under the launch's own
   ``LD_LIBRARY_PATH`` (``ldd``, run on the launching host): an MPICH-ABI program (Intel's IMB on

@@ -313,6 +313,8 @@ class MPICH(Stack):
         knobs = dict(transport.env)
         if spec.transport.startswith("ucx"):
             knobs.update(_UCX_LOG)
+            if self.major >= 5:  # the summary's "MPICH 5.0.2 - ..." line names the library run (mpi_library)
+                knobs["MPIR_CVAR_DEBUG_SUMMARY"] = "1"
         elif spec.transport.startswith("ofi"):
             knobs["MPIR_CVAR_DEBUG_SUMMARY"] = "1"
         elif spec.transport == "default" or transport.mixed:
