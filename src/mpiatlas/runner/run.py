@@ -62,7 +62,9 @@ def launch_and_run(stack: Stack, program: list[str], launch_spec: LaunchSpec, wo
     base = stack.env()
     replaced |= shell_replaced(base, knob_env, replaced)
     env = base | launch.env | extra | knob_env
-    record.update(argv=launch.argv, env=provenance.relevant_env(stack.runtime_env() | launch.env | extra | knob_env, env))
+    # The loader's variables as the launch has them (the caller's LD_LIBRARY_PATH after the stack's).
+    record.update(argv=launch.argv,
+                  env=provenance.relevant_env(stack.runtime_env() | launch.env | extra | knob_env, env))
     if knobs:
         record["knobs"] = {"name": knobs["name"], "env": knob_env, "replaced": replaced}
     rc, stdout, stderr, wall = _run(launch.argv, env, work, timeout_s)
