@@ -39,6 +39,11 @@ def test_every_cell_ran_ok_with_the_requested_transport_and_binding(campaign: Pa
     assert cells["transport_ok"].all() and cells["binding_ok"].all()
     assert set(cells["obtained_transport"]) == {"shm", "tcp"}
     assert set(cells["obtained_binding"]) == {json.dumps({"0": [0], "1": [1]})}
+    # The library the ranks ran is the stack's: Intel MPI's I_MPI_DEBUG banner, its own libmpi.
+    assert set(cells["mpi_library"]) == {"intelmpi 2021.16"}
+    assert {Path(p).name for p in cells["libmpi_path"]} == {"libmpi.so.12"}
+    assert all(p.startswith(str((Path(__file__).parents[1] / ".stacks/intelmpi/lib").resolve()))
+               for p in cells["libmpi_path"])
 
 
 def test_raw_outputs_are_kept_read_only_with_provenance(campaign: Path) -> None:
@@ -50,6 +55,12 @@ def test_raw_outputs_are_kept_read_only_with_provenance(campaign: Path) -> None:
     assert prov["argv"][1:3] == ["-n", "2"] and "IMB-MPI1" in prov["argv"][3]
     assert prov["env"]["I_MPI_FABRICS"] == "ofi" and prov["env"]["FI_PROVIDER"] == "tcp"
     assert "2021.16" in prov["stack_version"]
+    library = prov["mpi_library"]
+    assert library["banner"].startswith("Intel(R) MPI Library, Version 2021.16") and library["version"] == "2021.16"
+    assert library["banner_source"] == "I_MPI_DEBUG" and library["libmpi_soname"] == "libmpi.so.12"
+    # Resolved under the launch's own LD_LIBRARY_PATH, which provenance keeps: the stack's lib first.
+    assert prov["env"]["LD_LIBRARY_PATH"].split(":")[0] == str(Path(library["libmpi_path"]).parent)
+    assert library["ld_library_path"] == prov["env"]["LD_LIBRARY_PATH"]
     assert prov["topology"]["cores"] >= 2
 
 

@@ -77,7 +77,7 @@ def test_mpich_ucx_ib_transports(tmp_path: Path) -> None:
     argv = mpich5.launch(["./a.out"], LaunchSpec(np=2, transport="ucx-dc")).argv
     assert argv[1:] == ["-n", "2", "-genv", "MPIR_CVAR_NOLOCAL", "1", "-genv", "MPIR_CVAR_CH4_NETMOD", "ucx",
                         "-genv", "UCX_TLS", "dc,sm,self", "-genv", "UCX_LOG_LEVEL", "info",
-                        "-genv", "UCX_LOG_FILE", "stderr", "./a.out"]
+                        "-genv", "UCX_LOG_FILE", "stderr", "-genv", "MPIR_CVAR_DEBUG_SUMMARY", "1", "./a.out"]
     mpich4 = MPICH(tmp_path / "mpich4", source="system", version="4.0.2")
     assert mpich4.transport("ucx-ud").env == {"UCX_TLS": "ud,sm,self"}
 

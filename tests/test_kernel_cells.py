@@ -444,6 +444,9 @@ def test_kernel_cells_ran_ok_with_valid_results(kernel_campaign: Path) -> None:
     assert cells.height == 24
     assert cells["status"].to_list() == ["ok"] * 24, cells.filter(pl.col("status") != "ok").select("cell", "reason")
     assert cells["transport_ok"].all() and cells["binding_ok"].all()
+    # MPI_Get_library_version, as rank 0 printed it, names the stack the cell ran on.
+    assert set(cells["mpi_library"]) == {"intelmpi 2021.16"}
+    assert {Path(p).name for p in cells["libmpi_path"]} == {"libmpi.so.12"}
     over = cells.filter(pl.col("oversubscribed"))
     assert set(over["np"]) <= {3} and (os.cpu_count() != 2 or over.height == 3)  # matsum P=3 on 2 cores
     hybrid = cells.filter(pl.col("threads") == 2)

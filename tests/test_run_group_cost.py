@@ -67,6 +67,8 @@ def test_a_group_runs_the_version_probe_once_and_times_each_launch(
     cells = json.loads(done.read_text())["cells"]
     assert len(cells) == 3 and all(c["status"] == "ok" and c["ran"] for c in cells), cells
     assert len([c for c in calls if c[-1] == "--version"]) == 1  # once per group, not per cell
+    # The libmpi IMB-MPI1 loads (mpi_library): resolved once per program and LD_LIBRARY_PATH, not per cell.
+    assert len([c for c in calls if Path(c[0]).name == "ldd"]) == 1
     results = Path(layout.results_dir("tiny"))
     provs = [json.loads((results / "raw" / c["cell"] / layout.PROVENANCE).read_text()) for c in cells]
     assert len({p["stack_version"] for p in provs}) == 1

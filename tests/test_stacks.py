@@ -185,7 +185,8 @@ def test_mpich5_argv(mpich5: MPICH, tmp_path: Path) -> None:
                    "-genv", "MPIR_CVAR_DEBUG_SUMMARY", "1"]
     ucx = after_launcher(mpich5.launch(["./a.out"], LaunchSpec(np=2, transport="ucx-sm")).argv)
     assert ucx == ["-n", "2", "-genv", "MPIR_CVAR_NOLOCAL", "1", "-genv", "MPIR_CVAR_CH4_NETMOD", "ucx",
-                   "-genv", "UCX_TLS", "sm,self", "-genv", "UCX_LOG_LEVEL", "info", "-genv", "UCX_LOG_FILE", "stderr"]
+                   "-genv", "UCX_TLS", "sm,self", "-genv", "UCX_LOG_LEVEL", "info", "-genv", "UCX_LOG_FILE", "stderr",
+                   "-genv", "MPIR_CVAR_DEBUG_SUMMARY", "1"]  # MPICH 5 names itself in the summary (mpi_library)
     assert {t: mpich5.transport(t).expect for t in mpich5.transports} == {
         "default": "shm", "shm+ofi-tcp": "shm", "ofi-tcp": "ofi:tcp", "ofi-shm": "ofi:shm",
         "ucx-sm": "ucx:sm", "ucx-posix": "ucx:posix", "ucx-tcp": "ucx:tcp",

@@ -35,8 +35,18 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def relevant_env(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in sorted(env.items()) if k.startswith(RELEVANT_ENV_PREFIXES)}
+# The dynamic loader's variables: they decide which libmpi the ranks load (mpiatlas.mpi_library).
+LOADER_ENV = ("LD_LIBRARY_PATH", "LD_PRELOAD")
+
+
+def relevant_env(env: dict[str, str], launch_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The variables of ``env`` (what a stack, a program and a knob set add) that change what MPI
+    does, and the loader's variables as the launch really has them (``launch_env``: its whole
+    environment, which holds the caller's LD_LIBRARY_PATH after the stack's; else from ``env``)."""
+    relevant = {k: v for k, v in env.items() if k.startswith(RELEVANT_ENV_PREFIXES)}
+    loader = env if launch_env is None else launch_env
+    relevant |= {k: loader[k] for k in LOADER_ENV if k in loader}
+    return dict(sorted(relevant.items()))
 
 
 def host_facts() -> dict[str, str]:

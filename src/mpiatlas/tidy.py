@@ -46,6 +46,9 @@ CELL_SCHEMA: dict[str, pl.DataType] = {
     # Ranks over nodes (block | cyclic; null on one node), and where ranks 0 and 1 (the pair a
     # PingPong times) ran: on_node or cross_node, from the hosts they reported (else the plan).
     "placement": pl.String, "pair_class": pl.String,
+    # The MPI library the ranks ran, as their banner names it ("mpich 5.0.2"), and the real path of
+    # the libmpi the loader resolved for the program (mpiatlas.mpi_library; null where not seen).
+    "mpi_library": pl.String, "libmpi_path": pl.String,
 }
 
 MISSING_REASON = ("no raw output: the cell never ran, or its batch job was killed before the cell finished "
@@ -87,6 +90,7 @@ def cell_row(cell_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         "placement": placement_of(coords.get("distribution"), coords.get("nodes", 1)),
         "pair_class": pair_class(prov.get("rank_hosts"), coords["np"], coords.get("nodes", 1),
                                  placement_of(coords.get("distribution"), coords.get("nodes", 1))),
+        "mpi_library": status.get("mpi_library"), "libmpi_path": status.get("libmpi_path"),
     }
     return row, prov
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mpiatlas import multinode, ssh_hosts, topology
+from mpiatlas import mpi_library, multinode, ssh_hosts, topology
 from mpiatlas.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Checked
@@ -175,3 +175,19 @@ def judge_placement(outcome: Outcome, spec: dict[str, Any], pin_sets: list[tuple
     if problems:
         return Outcome("invalid", "; ".join([outcome.reason or "", *problems]).strip("; "), details)
     return Outcome(outcome.status, outcome.reason, details)
+
+
+def judge_library(outcome: Outcome, seen: dict[str, Any]) -> Outcome:
+    """A cell is only ``ok`` if the library its ranks ran is its stack's (mpiatlas.mpi_library): the
+    banner they printed names the stack's kind and version, the libmpi the loader resolves for its
+    program is one of the stack's own files. A launch that failed or timed out keeps its status
+    (its evidence is in provenance all the same)."""
+    if outcome.status not in ("ok", "invalid"):
+        return outcome
+    problems = mpi_library.problems(seen)
+    details = {**(outcome.details or {}), "mpi_library": mpi_library.label(seen),
+               "libmpi_path": seen.get("libmpi_real_path"), "library_ok": not problems}
+    if not problems:
+        return Outcome(outcome.status, outcome.reason, details)
+    reason = "MPI library: " + "; ".join(problems)
+    return Outcome("invalid", reason if outcome.status == "ok" else f"{outcome.reason}; {reason}", details)

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpiatlas import layout, provenance, ssh_hosts, topology
+from mpiatlas import layout, mpi_library, provenance, ssh_hosts, topology
 from mpiatlas.layout import NODE_LOST, STDERR, STDOUT
 from mpiatlas.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Program
 from mpiatlas.runner import likwid_pin
-from mpiatlas.runner.judge import judge, judge_placement
+from mpiatlas.runner.judge import judge, judge_library, judge_placement
 from mpiatlas.runner.knob_overlay import overlay_launch, shell_replaced
 from mpiatlas.runner.lifecycle import close_cell, error_outcome, image_facts, open_cell, read_status
 from mpiatlas.runner.plan import (
@@ -62,7 +62,9 @@ def launch_and_run(stack: Stack, program: list[str], launch_spec: LaunchSpec, wo
     base = stack.env()
     replaced |= shell_replaced(base, knob_env, replaced)
     env = base | launch.env | extra | knob_env
-    record.update(argv=launch.argv, env=provenance.relevant_env(stack.runtime_env() | launch.env | extra | knob_env))
+    # The loader's variables as the launch has them (the caller's LD_LIBRARY_PATH after the stack's).
+    record.update(argv=launch.argv,
+                  env=provenance.relevant_env(stack.runtime_env() | launch.env | extra | knob_env, env))
     if knobs:
         record["knobs"] = {"name": knobs["name"], "env": knob_env, "replaced": replaced}
     rc, stdout, stderr, wall = _run(launch.argv, env, work, timeout_s)
@@ -124,13 +126,18 @@ def _launch_and_judge(program: Program, stack: Stack, spec: dict[str, Any], work
     ), work, spec["timeout_s"], record, extras.env | interface_env(stack, spec), spec.get("knobs"))
     if record.get("ssh"):  # mpirun over ssh: judged on whole lines (the raw files stay as launched)
         stdout, stderr = ssh_hosts.rejoin_split_lines(stdout), ssh_hosts.rejoin_split_lines(stderr)
+    # The library the ranks ran (their banner, the libmpi the loader gives the program): judged last.
+    library = record["mpi_library"] = mpi_library.evidence(
+        stack, argv, record["env"].get("LD_LIBRARY_PATH"), stdout + "\n" + stderr, bool(record.get("containerized")))
     if placed.likwid_sets is not None:
-        return judge(stack, spec, None, placed.likwid_sets, rc, stdout, stderr)
+        return judge_library(judge(stack, spec, None, placed.likwid_sets, rc, stdout, stderr), library)
     if placed.node_facts is None:
-        return judge(stack, spec, placed.pins, placed.pin_sets, rc, stdout, stderr, placed.unpinned_note)
+        return judge_library(judge(stack, spec, placed.pins, placed.pin_sets, rc, stdout, stderr,
+                                   placed.unpinned_note), library)
     # Over nodes, the cpu sets of co-located nodes are checked by judge_placement.
     outcome = judge(stack, spec, placed.pins, None, rc, stdout, stderr)
     outcome = judge_placement(outcome, spec, placed.pin_sets, placed.node_facts, stdout + "\n" + stderr, record)
+    outcome = judge_library(outcome, library)
     if placed.pin_sets is not None and outcome.details is not None and "pinning" in outcome.details:
         outcome.details["pinning"] = "cpu set per rank"
     return outcome

