@@ -34,6 +34,8 @@ class Progress:
     _cursor: int = 0
     _started: float = field(default_factory=time.monotonic)
     already_done: int = 0
+    # Perturbed launches set aside and measured again (runner.run), counted under <results>/perturbed.
+    remeasured: int = 0
 
     def __post_init__(self) -> None:
         self.cell_ids = list(self.cell_ids)
@@ -68,6 +70,7 @@ class Progress:
         round the pending list so that every cell is seen within a few polls."""
         limit = self.batch if limit == -1 else limit
         n = len(self._pending)
+        self.remeasured = layout.count_perturbed_attempts(self.raw.parent)
         if n == 0:
             return
         count = n if limit is None else min(limit, n)
@@ -103,7 +106,8 @@ class Progress:
     def summary_line(self) -> str:
         counts = ", ".join(f"{n} {status}" for status, n in sorted(self.statuses.items(), key=lambda kv: -kv[1]))
         missing = f", {self.remaining} not run" if self.remaining else ""
-        return f"cells: {counts or 'none finished'}{missing} (of {self.total})"
+        again = f"; {self.remeasured} perturbed launch(es) measured again" if self.remeasured else ""
+        return f"cells: {counts or 'none finished'}{missing} (of {self.total}){again}"
 
 
 def read_status(cell_dir: Path) -> tuple[str, str] | None:

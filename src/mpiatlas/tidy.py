@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas.layout import CELLS_TABLE, IMB_SAMPLES, PROVENANCE, PROVENANCE_TABLE, STATUS
+from mpiatlas.layout import CELLS_TABLE, IMB_SAMPLES, PROVENANCE, PROVENANCE_TABLE, REMEASURED, STATUS
 
 # The pinner of a cell whose coordinates name none (cells.DEFAULT_PINNER; cells is not imported at
 # module level, see below).
@@ -45,6 +45,9 @@ CELL_SCHEMA: dict[str, pl.DataType] = {
     # Ranks over nodes (block | cyclic; null on one node), and where ranks 0 and 1 (the pair a
     # PingPong times) ran: on_node or cross_node, from the hosts they reported (else the plan).
     "placement": pl.String, "pair_class": pl.String,
+    # Launches of the cell set aside as perturbed and measured again (runner.run; 0: none), and why
+    # each was judged perturbed (JSON list of their quality_reason, in the order they ran).
+    "remeasured": pl.Int32, "remeasured_reasons": pl.String,
 }
 
 MISSING_REASON = ("no raw output: the cell never ran, or its batch job was killed before the cell finished "
@@ -86,8 +89,16 @@ def cell_row(cell_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         "placement": placement_of(coords.get("distribution"), coords.get("nodes", 1)),
         "pair_class": pair_class(prov.get("rank_hosts"), coords["np"], coords.get("nodes", 1),
                                  placement_of(coords.get("distribution"), coords.get("nodes", 1))),
+        **remeasured_columns(status.get(REMEASURED)),
     }
     return row, prov
+
+
+def remeasured_columns(attempts: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """``remeasured`` (how many perturbed attempts were set aside) and their reasons, from status.json."""
+    attempts = attempts or []
+    return {"remeasured": len(attempts),
+            "remeasured_reasons": json.dumps([a.get("quality_reason") for a in attempts]) if attempts else None}
 
 
 def placement_of(distribution: str | None, nodes: int) -> str | None:

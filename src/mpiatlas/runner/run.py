@@ -7,6 +7,15 @@ each stack; a cell already sealed (by an earlier, interrupted run of the group) 
 a re-run resumes at the group's first unsealed cell. A cell sealed ``failed`` because its job
 lost a node (runner.scheduler_state) is the cluster's failure, not the cell's: a re-run sets that
 attempt aside (layout.lost_attempt) and runs the cell again.
+
+A launch the machine disturbed (status.json ``quality: perturbed``, judged when it is sealed) is
+measured again at the group's end, when the slow period has likely passed: up to
+``campaign.remeasure`` extra launches per cell, each pass over the group in its own order (so the
+re-measures of a cell are spread out like its repetitions). Each perturbed attempt is moved aside
+whole (layout.perturbed_attempt) and the cell runs again into its raw directory; the final
+status.json lists the attempts set aside (``remeasured``). The attempts on disk are the count, so a
+group resumed after an interruption neither loses nor repeats one; a launch still perturbed when the
+budget is spent stays sealed ``perturbed``.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mpiatlas import layout, provenance, ssh_hosts, topology
-from mpiatlas.layout import NODE_LOST, STDERR, STDOUT
+from mpiatlas.layout import NODE_LOST, REMEASURED, STDERR, STDOUT
 from mpiatlas.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Program
@@ -145,8 +154,11 @@ def _likwid_argvs(placed: Plan, argv: list[str], stack: Stack, record: dict[str,
     return likwid_pin.rank_argvs(placed.likwid_pin, placed.likwid_sets, argv, stack.env().get("LD_LIBRARY_PATH"))
 
 
-def run_cell(spec: dict[str, Any], out: Path, shared: Shared | None = None) -> Outcome:
-    """Run the cell described by ``spec`` (programs.cell_spec) into directory ``out``."""
+def run_cell(spec: dict[str, Any], out: Path, shared: Shared | None = None,
+             remeasured: list[dict[str, Any]] | None = None) -> Outcome:
+    """Run the cell described by ``spec`` (programs.cell_spec) into directory ``out``;
+    ``remeasured``: its perturbed attempts set aside before (:func:`remeasured_record`), recorded
+    in its status."""
     shared = shared or Shared()
     program = program_of_spec(spec)
     work, record = open_cell(spec, out)
@@ -161,27 +173,84 @@ def run_cell(spec: dict[str, Any], out: Path, shared: Shared | None = None) -> O
     except (topology.MappingUnavailable, StackError) as exc:
         outcome = error_outcome(exc)
     finally:
+        if remeasured:
+            outcome = Outcome(outcome.status, outcome.reason, {**(outcome.details or {}), REMEASURED: remeasured})
         close_cell(work, out, spec, record, outcome)
     return outcome
 
 
-def run_group(specs: list[dict[str, Any]], outs: list[Path]) -> list[dict[str, Any]]:
-    """Run a group's cells one after another in this process; skip the ones already sealed.
+# status.json's judgement of a launch the machine disturbed (mpiatlas.quality.PERTURBED; not
+# imported: a run-cell process stays free of numpy and polars).
+PERTURBED = "perturbed"
 
-    Returns one entry per cell: its id, status and whether it ran now. A CellInterrupted stops
-    the group (the cells after it stay missing until the group runs again)."""
+
+def run_group(specs: list[dict[str, Any]], outs: list[Path], remeasure: int = 0) -> list[dict[str, Any]]:
+    """Run a group's cells one after another in this process; skip the ones already sealed; then
+    measure the perturbed ones again, up to ``remeasure`` extra launches each (module docstring).
+
+    Returns one entry per cell: its id, status, whether it ran now, its quality and how many of its
+    launches were set aside as perturbed. A CellInterrupted stops the group (the cells after it stay
+    missing until the group runs again)."""
     shared = Shared()
     results = []
     for spec, out in zip(specs, outs, strict=True):
-        if layout.is_sealed(Path(out)):
-            status = read_status(Path(out))
+        out = Path(out)
+        if layout.is_sealed(out):
+            status = read_status(out)
             if status.get(NODE_LOST) is None:
-                results.append({"cell": spec["id"], "status": status["status"], "ran": False})
+                results.append(_entry(spec, out, status, ran=False))
                 continue
-            set_aside_lost(Path(out), spec["id"], status[NODE_LOST])
-        outcome = run_cell(spec, Path(out), shared)
-        results.append({"cell": spec["id"], "status": outcome.status, "ran": True})
+            set_aside_lost(out, spec["id"], status[NODE_LOST])
+        # A cell whose perturbed attempt was set aside just before an interruption runs here.
+        run_cell(spec, out, shared, remeasured_record(out, spec["id"]))
+        results.append(_entry(spec, out, read_status(out), ran=True))
+    for i in _remeasured_now(specs, [Path(o) for o in outs], remeasure, shared):
+        results[i] = _entry(specs[i], Path(outs[i]), read_status(Path(outs[i])), ran=True)
     return results
+
+
+def _remeasured_now(specs: list[dict[str, Any]], outs: list[Path], budget: int, shared: Shared) -> list[int]:
+    """Re-measure the group's perturbed cells: passes over the group, in its order, each running
+    every cell still perturbed with re-measures left once more. Returns the indices re-run."""
+    rerun: list[int] = []
+    while todo := [i for i, (spec, out) in enumerate(zip(specs, outs)) if wants_remeasure(out, spec["id"], budget)]:
+        for i in todo:
+            set_aside_perturbed(outs[i], specs[i]["id"])
+            run_cell(specs[i], outs[i], shared, remeasured_record(outs[i], specs[i]["id"]))
+        rerun += [i for i in todo if i not in rerun]
+    return rerun
+
+
+def wants_remeasure(out: Path, cell_id: str, budget: int) -> bool:
+    """Is the launch sealed in ``out`` perturbed, with fewer than ``budget`` attempts set aside?"""
+    if budget <= 0 or not layout.is_sealed(out):
+        return False
+    status = read_status(out)
+    return (status.get("quality") == PERTURBED and status.get(NODE_LOST) is None
+            and len(layout.perturbed_attempts(out, cell_id)) < budget)
+
+
+def set_aside_perturbed(out: Path, cell_id: str) -> Path:
+    """Move a perturbed attempt out of raw/ (whole, by rename, as it was sealed) to the next
+    ``perturbed/<cell id>/attempt<k>``, so that the cell can run again."""
+    aside = layout.perturbed_attempt(out, cell_id, len(layout.perturbed_attempts(out, cell_id)) + 1)
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    out.rename(aside)
+    return aside
+
+
+def remeasured_record(out: Path, cell_id: str) -> list[dict[str, Any]]:
+    """The cell's attempts set aside as perturbed, as its next status.json records them: each one's
+    path (relative to the campaign's results directory) and why it was judged perturbed."""
+    results = layout.results_of(out, cell_id)
+    return [{"path": str(attempt.relative_to(results)), "quality_reason": read_status(attempt).get("quality_reason")}
+            for attempt in layout.perturbed_attempts(out, cell_id)]
+
+
+def _entry(spec: dict[str, Any], out: Path, status: dict[str, Any], ran: bool) -> dict[str, Any]:
+    """A cell's line in the group's done file."""
+    return {"cell": spec["id"], "status": status["status"], "ran": ran, "quality": status.get("quality"),
+            REMEASURED: len(status.get(REMEASURED) or [])}
 
 
 def set_aside_lost(out: Path, cell_id: str, lost: dict[str, Any]) -> Path:
