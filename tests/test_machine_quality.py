@@ -244,6 +244,22 @@ def test_both_schema_copies_state_the_defaults_of_mpiatlas_quality() -> None:
     assert {k: v["default"] for k, v in block["properties"].items()} == quality.DEFAULT_LIMITS
 
 
+def test_configured_limits_reach_every_cell_spec(tmp_path: Path) -> None:
+    from mpiatlas.config import ConfigError, load
+    from mpiatlas.programs import cell_spec, expand
+
+    config = yaml.safe_load((REPO / "config/test/likwid_pin.yaml").read_text())
+    config["campaign"]["perturbation"] = {"wait_share": 0.2}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    loaded = load(path)
+    assert cell_spec(loaded, expand(loaded)[0])["perturbation"] == {**quality.DEFAULT_LIMITS, "wait_share": 0.2}
+    config["campaign"]["perturbation"] = {"wait": 0.2}
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(ConfigError, match="wait"):
+        load(path)
+
+
 def test_the_cells_table_row_carries_quality_and_machine_figures(tmp_path: Path) -> None:
     machine = recorded_launch("busy_loop")
     coords = {"stack": "intelmpi", "transport": "shm", "mapping": "core", "np": 2, "benchmark": "PingPong",
