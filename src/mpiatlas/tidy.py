@@ -45,6 +45,12 @@ CELL_SCHEMA: dict[str, pl.DataType] = {
     # Ranks over nodes (block | cyclic; null on one node), and where ranks 0 and 1 (the pair a
     # PingPong times) ran: on_node or cross_node, from the hosts they reported (else the plan).
     "placement": pl.String, "pair_class": pl.String,
+    # Was the launch disturbed (mpiatlas.quality: ok | perturbed, why), and the figures it was judged
+    # on (provenance.json's machine block, runner.machine_state): the largest share of its time a rank
+    # waited for a cpu, the largest stolen share of a rank's cpu, others' share of the ranks' cpus, and
+    # the node's 1-minute load average before the launch. Null for cells that never launched.
+    "quality": pl.String, "quality_reason": pl.String, "wait_share": pl.Float64, "steal_share": pl.Float64,
+    "other_cpu_share": pl.Float64, "load1": pl.Float64,
     # Launches of the cell set aside as perturbed and measured again (runner.run; 0: none), and why
     # each was judged perturbed (JSON list of their quality_reason, in the order they ran).
     "remeasured": pl.Int32, "remeasured_reasons": pl.String,
@@ -89,9 +95,19 @@ def cell_row(cell_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         "placement": placement_of(coords.get("distribution"), coords.get("nodes", 1)),
         "pair_class": pair_class(prov.get("rank_hosts"), coords["np"], coords.get("nodes", 1),
                                  placement_of(coords.get("distribution"), coords.get("nodes", 1))),
+        "quality": status.get("quality"), "quality_reason": status.get("quality_reason"),
+        **machine_figures(prov.get("machine")),
         **remeasured_columns(status.get(REMEASURED)),
     }
     return row, prov
+
+
+def machine_figures(machine: dict[str, Any] | None) -> dict[str, float | None]:
+    """The cells table's figures of a launch's machine record (None where not recorded)."""
+    machine = machine or {}
+    load = machine.get("loadavg_before") or [None]
+    return {"wait_share": machine.get("wait_share"), "steal_share": machine.get("steal_share"),
+            "other_cpu_share": machine.get("other_cpu_share"), "load1": load[0]}
 
 
 def remeasured_columns(attempts: list[dict[str, Any]] | None) -> dict[str, Any]:

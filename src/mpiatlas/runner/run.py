@@ -43,23 +43,35 @@ from mpiatlas.runner.plan import (
     plan,
     resolve_launcher,
 )
-from mpiatlas.runner.process import run_launch
+from mpiatlas.runner.process import Probe, run_launch
 from mpiatlas.stacks import LaunchSpec, Stack, StackError, get_stack
 
 
-def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> tuple[int | None, str, str, float]:
+def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float,
+         probe: Probe | None = None) -> tuple[int | None, str, str, float, dict[str, Any] | None]:
     """Run the launch (see runner.process for how its wall time is measured) and read its output."""
-    finished = run_launch(argv, env, cwd, cwd / STDOUT, cwd / STDERR, timeout_s)
+    finished = run_launch(argv, env, cwd, cwd / STDOUT, cwd / STDERR, timeout_s, probe)
     return (finished.exit_code, (cwd / STDOUT).read_text(errors="replace"), (cwd / STDERR).read_text(errors="replace"),
-            finished.wall_s)
+            finished.wall_s, finished.machine)
+
+
+def launch_probe(spec: LaunchSpec, program: list[str]) -> Probe:
+    """What the machine probe can see of this launch: its own ranks unless srun starts them; the
+    cpus the cell planned for them (on this node: other nodes are not probed); the names the ranks'
+    processes may have (any word of the program's argv, e.g. IMB-MPI1 behind ``apptainer exec``)."""
+    planned = spec.pins if spec.pins is not None else \
+        sorted({c for s in spec.pin_sets for c in s}) if spec.pin_sets is not None else None
+    return Probe(ranks_are_descendants=spec.launcher != "srun", planned_cpus=sorted(set(planned)) if planned else None,
+                 rank_names=frozenset(Path(a).name for a in program))
 
 
 def launch_and_run(stack: Stack, program: list[str], launch_spec: LaunchSpec, work: Path, timeout_s: float,
                    record: dict[str, Any], extra_env: dict[str, str] | None = None,
                    knobs: dict[str, Any] | None = None) -> tuple[int | None, str, str]:
     """Build the stack's launch of ``program``, run it in ``work`` with the timeout, and record
-    argv, the relevant environment, exit code and the launch's own wall time (``wall_s``, see
-    mpiatlas.runner.process). ``extra_env`` (e.g. OMP_NUM_THREADS) goes to the launcher, which
+    argv, the relevant environment, exit code, the launch's own wall time (``wall_s``, see
+    mpiatlas.runner.process) and what the machine did meanwhile (``machine``, runner.machine_state;
+    lifecycle judges it when the cell is sealed). ``extra_env`` (e.g. OMP_NUM_THREADS) goes to the launcher, which
     passes it on to the ranks. ``knobs`` (the cell's knob set: name and env) override all of it
     (runner.knob_overlay gives the precedence); provenance records them and what they replaced."""
     launch = stack.launch(program, launch_spec)
@@ -74,8 +86,8 @@ def launch_and_run(stack: Stack, program: list[str], launch_spec: LaunchSpec, wo
     record.update(argv=launch.argv, env=provenance.relevant_env(stack.runtime_env() | launch.env | extra | knob_env))
     if knobs:
         record["knobs"] = {"name": knobs["name"], "env": knob_env, "replaced": replaced}
-    rc, stdout, stderr, wall = _run(launch.argv, env, work, timeout_s)
-    record.update(exit_code=rc, wall_s=round(wall, 3))
+    rc, stdout, stderr, wall, machine = _run(launch.argv, env, work, timeout_s, launch_probe(launch_spec, program))
+    record.update(exit_code=rc, wall_s=round(wall, 3), machine=machine)
     return rc, stdout, stderr
 
 
