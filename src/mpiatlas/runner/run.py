@@ -29,6 +29,7 @@ from mpiatlas.layout import NODE_LOST, REMEASURED, STDERR, STDOUT
 from mpiatlas.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Program
+from mpiatlas.quality import PERTURBED
 from mpiatlas.runner import likwid_pin
 from mpiatlas.runner.judge import judge, judge_placement
 from mpiatlas.runner.knob_overlay import overlay_launch, shell_replaced
@@ -189,11 +190,6 @@ def run_cell(spec: dict[str, Any], out: Path, shared: Shared | None = None,
             outcome = Outcome(outcome.status, outcome.reason, {**(outcome.details or {}), REMEASURED: remeasured})
         close_cell(work, out, spec, record, outcome)
     return outcome
-
-
-# status.json's judgement of a launch the machine disturbed (mpiatlas.quality.PERTURBED; not
-# imported: a run-cell process stays free of numpy and polars).
-PERTURBED = "perturbed"
 
 
 def run_group(specs: list[dict[str, Any]], outs: list[Path], remeasure: int = 0) -> list[dict[str, Any]]:

@@ -110,7 +110,7 @@ def remeasured_blocks(cells: pl.DataFrame) -> list[Any]:
 def _remeasured_row(r: dict[str, Any]) -> list[Cell]:
     reasons = json.loads(r["remeasured_reasons"]) if r.get("remeasured_reasons") else []
     rep = f"rep{r['rep']}" if r.get("rep") is not None else "launch"
-    why = "; ".join(f"{rep} re-measured: {reason or 'perturbed'}" for reason in reasons) or DASH
+    why = " · ".join(f"{rep} re-measured: {reason or 'perturbed'}" for reason in reasons) or DASH
     perturbed = r.get("quality") == "perturbed"
     final = f"still perturbed: {r.get('quality_reason') or 'no reason recorded'}" if perturbed else str(r.get("quality") or "not judged")
     return [cell(r.get("cell")), cell(r.get("remeasured") or 0), Cell(why),
