@@ -193,3 +193,14 @@ def test_progress_tidy_and_report_count_and_name_the_remeasures(group, monkeypat
     assert REMEASURED_TITLE in html
     assert f"{rep_a} re-measured: ranks waited 60 % of the launch for &lt;cpu 1&gt; &amp; co" in html
     assert "<cpu 1>" not in html
+
+
+def test_the_closing_count_names_the_launches_still_perturbed(tmp_path: Path) -> None:
+    from mpiatlas.commands.campaign import still_perturbed
+
+    table = tmp_path / layout.CELLS_TABLE
+    pl.DataFrame({"cell": ["a", "b", "c", "d"], "quality": ["perturbed", "ok", None, "perturbed"]}).write_parquet(table)
+    assert still_perturbed(table) == 2
+    assert still_perturbed(tmp_path / "none.parquet") == 0
+    pl.DataFrame({"cell": ["a"]}).write_parquet(table)  # a table from before the probe: no quality column
+    assert still_perturbed(table) == 0
