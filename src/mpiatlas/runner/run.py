@@ -206,14 +206,14 @@ def run_group(specs: list[dict[str, Any]], outs: list[Path], remeasure: int = 0)
         if layout.is_sealed(out):
             status = read_status(out)
             if status.get(NODE_LOST) is None:
-                results.append(_entry(spec, out, status, ran=False))
+                results.append(_entry(spec, status, ran=False))
                 continue
             set_aside_lost(out, spec["id"], status[NODE_LOST])
         # A cell whose perturbed attempt was set aside just before an interruption runs here.
         run_cell(spec, out, shared, remeasured_record(out, spec["id"]))
-        results.append(_entry(spec, out, read_status(out), ran=True))
+        results.append(_entry(spec, read_status(out), ran=True))
     for i in _remeasured_now(specs, [Path(o) for o in outs], remeasure, shared):
-        results[i] = _entry(specs[i], Path(outs[i]), read_status(Path(outs[i])), ran=True)
+        results[i] = _entry(specs[i], read_status(Path(outs[i])), ran=True)
     return results
 
 
@@ -255,7 +255,7 @@ def remeasured_record(out: Path, cell_id: str) -> list[dict[str, Any]]:
             for attempt in layout.perturbed_attempts(out, cell_id)]
 
 
-def _entry(spec: dict[str, Any], out: Path, status: dict[str, Any], ran: bool) -> dict[str, Any]:
+def _entry(spec: dict[str, Any], status: dict[str, Any], ran: bool) -> dict[str, Any]:
     """A cell's line in the group's done file."""
     return {"cell": spec["id"], "status": status["status"], "ran": ran, "quality": status.get("quality"),
             REMEASURED: len(status.get(REMEASURED) or [])}
