@@ -27,10 +27,12 @@ planned cpus) and a job cgroup's pressure are recorded, and ``ranks_observed`` s
 nodes only the local node is probed (the ranks launched there through ssh/hydra are not ours
 either: remote ranks are invisible; ``scope`` says ``local node``).
 
-The probe's own cost (measured by bench/machine_probe.py, 2026-11-27, this 2-core VM): the sampler
-thread used ~0.3 ms of cpu per second of launch plus ~2 ms per /proc scan while discovering
-(see the bench's output for the figures with their spread); before/after snapshots ~0.2 ms each,
-outside ``wall_s``. Each record carries its own ``probe.cpu_s``.
+The probe's own cost (bench/machine_probe.py, 2026-11-27, this 2-core VM under load): per launch
+~0.5 ms more around run_launch (1.05 -> 1.57 ms for /bin/true, medians of 40, 95 % CIs
+1.01-1.08 and 1.54-1.61 ms), 0.05 ms inside ``wall_s`` (0.93 -> 0.98 ms, CIs overlapping) and 0.26 ms
+of cpu [0.26, 0.28]; while a launch runs, ~0.6 ms of cpu per sample (7.6 ms for the 12 samples of a
+3.4 s IMB PingPong launch), i.e. ~0.25 % of one cpu at the 4 samples a second it settles at. Each
+record carries its own cost (``probe``: the sampler's cpu time, samples, the snapshots' cpu time).
 """
 
 from __future__ import annotations
