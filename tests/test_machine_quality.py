@@ -172,6 +172,9 @@ def test_without_descendant_ranks_only_node_figures_of_the_planned_cpus(tmp_path
     machine = finished.machine
     assert machine["ranks"] == [] and not machine["ranks_observed"] and "slurmstepd" in machine["missing"]
     assert machine["cpus"] == [0] and machine["cpus_from"] == "planned pins" and machine["wait_share"] is None
+    # srun's own cpu time is not the ranks': others' share cannot be known, and is not guessed.
+    assert machine["other_cpu_share"] is None and machine["launch_cpu_s"] is None
+    assert "not ours to read" in machine["missing"]
     assert run_launch([shutil.which("true") or "/bin/true"], dict(os.environ), tmp_path, tmp_path / "o",
                       tmp_path / "e", 60).machine is None
 
@@ -306,7 +309,7 @@ def test_a_real_launch_with_a_busy_loop_on_a_ranks_cpu_is_perturbed(tmp_path: Pa
     assert status["quality"] == "perturbed"
     machine = json.loads((tmp_path / "hogged/provenance.json").read_text())["machine"]
     rank1 = next(r for r in machine["ranks"] if r["cpus"] == [1])
-    assert f"cpu 1" in status["quality_reason"] or "other processes used" in status["quality_reason"]
+    assert "cpu 1" in status["quality_reason"] or "other processes used" in status["quality_reason"]
     assert rank1["wait_share"] > quality.DEFAULT_LIMITS["wait_share"] or \
         machine["other_cpu_share"] > quality.DEFAULT_LIMITS["other_cpu_share"]
     for name in ("hogged", "clean"):

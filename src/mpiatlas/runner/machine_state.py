@@ -230,7 +230,7 @@ class RankSampler:
         # the ranks' own run (the launcher's start-up and wind-down leave the cpus to anyone).
         self.window: list[Window] = []
         self.samples = 0
-        self.scans = 0
+        self.scans = 0  # process-tree walks (or /proc scans)
         self.cpu_s = 0.0
         self._watch = threading.Event()
         self._stop = threading.Event()
@@ -382,9 +382,10 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
     deltas = cpu_deltas(before.cpus, after.cpus, cpus)
     # Over the whole launch the launch's own cpu time is the whole tree's (the exited launcher's own
     # and its reaped descendants'), else the ranks' last seen; what remains was someone else's.
+    # Without either (srun: the ranks are slurmstepd's), the ranks' cpu time cannot be told from others'.
     tree_cpu = (tree.utime + tree.stime + tree.cutime + tree.cstime) / CLK_TCK if tree else None
-    own = tree_cpu if tree_cpu is not None else sum(r["cpu_s"] for r in observed)
-    other_s, other_share = others(deltas, own)
+    own = tree_cpu if tree_cpu is not None else sum(r["cpu_s"] for r in observed) if observed else None
+    other_s, other_share = others(deltas, own) if own is not None else (None, None)
     during = window_record(window, cpus)
     record: dict[str, Any] = {
         "scope": "local node",
@@ -393,7 +394,7 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
         "cpus_from": "rank affinity" if rank_cpus else ("planned pins" if planned_cpus else "all cpus (unpinned)"),
         "loadavg_before": before.loadavg, "loadavg_after": after.loadavg,
         "cpu": deltas,
-        "launch_cpu_s": round(own, 3),
+        "launch_cpu_s": round(own, 3) if own is not None else None,
         "other_cpu_s": other_s,
         # Others' share of the ranks' cpus while the ranks ran (the launcher's start-up leaves them
         # idle for anyone: over the whole launch that share says little); over the launch without ranks.
@@ -410,7 +411,9 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
     }
     if not observed:
         record["missing"] = ("per-rank run-queue wait: the ranks were not found among the launch's processes "
-                             "(srun starts them under slurmstepd, or the launch ended before the first sample)")
+                             "(srun starts them under slurmstepd, or the launch ended before the first sample)"
+                             + ("" if own is not None else "; others' cpu time on the ranks' cpus: the ranks' own "
+                                "cpu time is not ours to read"))
     return record
 
 

@@ -149,10 +149,11 @@ def _machine(probe: Probe, pid: int, sampler: machine_state.RankSampler | None,
     cost_start = time.thread_time()
     if sampler:
         sampler.stop()
-    tree = machine_state.read_process(pid)
+    # srun's own stat holds none of the ranks' cpu time (slurmstepd starts them): not the launch tree.
+    tree = machine_state.read_process(pid) if probe.ranks_are_descendants else None
     after = machine_state.node_snapshot(cgroup)
     own = {"sampler_cpu_s": round(sampler.cpu_s, 6) if sampler else 0.0,
-           "samples": sampler.samples if sampler else 0, "proc_scans": sampler.scans if sampler else 0}
+           "samples": sampler.samples if sampler else 0, "tree_walks": sampler.scans if sampler else 0}
     record = machine_state.launch_record(before, after, wall_s, sampler.ranks() if sampler else [],
                                          sampler.window if sampler else [], tree[0] if tree else None,
                                          probe.planned_cpus, own)
