@@ -162,6 +162,8 @@ def test_the_probe_finds_the_ranks_of_a_launch_and_records_the_machine(tmp_path:
     assert len(machine["loadavg_before"]) == 3 and len(machine["loadavg_after"]) == 3
     assert set(machine["cpu"]) == {str(c) for c in machine["cpus"]}
     assert machine["probe"]["samples"] >= 1 and machine["probe"]["sampler_cpu_s"] >= 0
+    # The sampler thread keeps off the ranks' planned cpu 0 where the node has another.
+    assert machine["probe"]["sampler_cpus"] == (sorted(os.sched_getaffinity(0) - {0}) or [0])
     assert quality.judge_launch(machine)[0] in ("ok", "perturbed")
 
 

@@ -220,7 +220,7 @@ def read_process(pid: int, proc: Path = PROC) -> tuple[PidStat, int, int] | None
 class RankSampler:
     """A low-rate thread that finds the session's processes and keeps their last values (see the module)."""
 
-    def __init__(self, rank_names: frozenset[str] = frozenset()) -> None:
+    def __init__(self, rank_names: frozenset[str] = frozenset(), avoid_cpus: list[int] | None = None) -> None:
         # Started before the launch, told the launcher's pid by watch(): starting a thread takes ~1 ms
         # (a handshake through the GIL), which would otherwise land inside the launch's wall_s.
         self.session = 0
@@ -232,6 +232,8 @@ class RankSampler:
         self.samples = 0
         self.scans = 0  # process-tree walks (or /proc scans)
         self.cpu_s = 0.0
+        self.avoid_cpus = set(avoid_cpus or ())
+        self.cpus: list[int] = []  # where the thread ran: off the ranks' planned cpus when others are free
         self._watch = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="machine-probe", daemon=True)
@@ -243,6 +245,11 @@ class RankSampler:
         self._watch.set()
 
     def _run(self) -> None:
+        # Off the ranks' cpus where the node has others (Linux: pid 0 is this thread only).
+        free = os.sched_getaffinity(0) - self.avoid_cpus
+        if free and self.avoid_cpus:
+            os.sched_setaffinity(0, free)
+        self.cpus = sorted(os.sched_getaffinity(0))
         self._watch.wait()
         start = time.thread_time()
         if self._stop.is_set():

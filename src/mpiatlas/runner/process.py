@@ -114,7 +114,8 @@ def run_launch(argv: list[str], env: dict[str, str], cwd: Path, stdout: Path, st
     taken outside ``wall_s``; the sampler thread, started before it, is given the launcher's pid."""
     cgroup = machine_state.own_cgroup() if probe else None
     before = machine_state.node_snapshot(cgroup) if probe else None
-    sampler = machine_state.RankSampler(probe.rank_names) if probe and probe.ranks_are_descendants else None
+    sampler = machine_state.RankSampler(probe.rank_names, probe.planned_cpus) \
+        if probe and probe.ranks_are_descendants else None
     with stdout.open("w") as out, stderr.open("w") as err:
         start = time.perf_counter()
         try:
@@ -153,7 +154,8 @@ def _machine(probe: Probe, pid: int, sampler: machine_state.RankSampler | None,
     tree = machine_state.read_process(pid) if probe.ranks_are_descendants else None
     after = machine_state.node_snapshot(cgroup)
     own = {"sampler_cpu_s": round(sampler.cpu_s, 6) if sampler else 0.0,
-           "samples": sampler.samples if sampler else 0, "tree_walks": sampler.scans if sampler else 0}
+           "samples": sampler.samples if sampler else 0, "tree_walks": sampler.scans if sampler else 0,
+           "sampler_cpus": sampler.cpus if sampler else []}
     record = machine_state.launch_record(before, after, wall_s, sampler.ranks() if sampler else [],
                                          sampler.window if sampler else [], tree[0] if tree else None,
                                          probe.planned_cpus, own)
