@@ -383,7 +383,8 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
     """The ``machine`` block of provenance.json (its shares are read by mpiatlas.quality): node
     snapshots ``before`` and ``after`` the launch, the ``ranks`` as last seen and the ``window`` of
     their run (RankSampler), the exited launcher's stat (``tree``), the cell's planned cpus."""
-    observed = [rank_record(r) for r in ranks]
+    observed = [rank_record(r) | {"wait_share_of_wall": round(r.wait_ns / 1e9 / wall_s, 4) if wall_s > 0 else None}
+                for r in ranks]
     rank_cpus = sorted({c for r in observed for c in r["cpus"]})
     cpus = rank_cpus or sorted(planned_cpus or []) or sorted(after.cpus)
     deltas = cpu_deltas(before.cpus, after.cpus, cpus)
