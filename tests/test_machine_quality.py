@@ -131,6 +131,16 @@ def test_without_ranks_srun_launches_are_judged_on_node_and_cgroup_figures() -> 
     assert quality.judge_launch(None) == (None, None)
 
 
+def test_tick_counted_shares_are_judged_beyond_their_counting_error() -> None:
+    # 3 ticks stolen of 88 (a 0.44 s launch on 2 cpus) is 3.4 %, but within sqrt-counting error of 2 %.
+    assert not quality.beyond(3 / 88, 3, 88, 0.02)
+    assert quality.beyond(30 / 880, 30, 880, 0.02)  # the same share over ten times the ticks
+    assert quality.beyond(0.03, None, None, 0.02)  # no tick counts: the share itself
+    machine = {"cpus": [0], "ranks": [], "steal_share": 3 / 88, "steal_ticks": 3, "steal_of_ticks": 88,
+               "other_cpu_share": 0.0}
+    assert quality.judge_launch(machine) == ("ok", None)
+
+
 def test_status_gets_quality_from_the_machine_record_and_the_configured_limits() -> None:
     record = {"machine": recorded_launch("busy_loop"), "oversubscribed": False}
     status = launch_quality({"perturbation": None}, record)

@@ -309,7 +309,8 @@ class RankSampler:
             except OSError:
                 affinity = self.seen[pid].affinity if pid in self.seen else []
             self.seen[pid] = Seen(stat, wait, run, now - stat.starttime / CLK_TCK, affinity)
-        ranks = self.ranks()
+        # The window opens when the program's own processes appear (not the launcher's passing helpers).
+        ranks = self.ranks(named_only=bool(self.rank_names))
         if ranks:
             stat_text = _read(PROC / "stat")
             if stat_text:
@@ -321,14 +322,14 @@ class RankSampler:
         self._watch.set()
         self._thread.join()
 
-    def ranks(self) -> list[Seen]:
+    def ranks(self, named_only: bool = False) -> list[Seen]:
         """The leaves of the session's tree (see the module), launcher tools excluded; those named
         like the program when some are (a launcher's short-lived helper is a leaf too, for a while)."""
         parents = {s.stat.ppid for s in self.seen.values()}
         leaves = [s for pid, s in sorted(self.seen.items())
                   if pid != self.session and pid not in parents and s.stat.comm not in NOT_RANKS]
         named = [s for s in leaves if s.stat.comm in self.rank_names]
-        return named or leaves
+        return named if named or named_only else leaves
 
 
 # -- the launch's record ----------------------------------------------------------------------------
@@ -353,6 +354,18 @@ def others(deltas: dict[str, dict[str, float]], own_s: float) -> tuple[float, fl
     total = sum(d["total_s"] for d in deltas.values())
     other = max(sum(d["busy_s"] for d in deltas.values()) - own_s, 0.0)
     return round(other, 3), (round(other / total, 4) if total > 0 else None)
+
+
+def ticks(seconds: float | None) -> int | None:
+    """Clock ticks of a /proc/stat figure: shares of few ticks are coarse (mpiatlas.quality)."""
+    return None if seconds is None else round(seconds * CLK_TCK)
+
+
+def steal(deltas: dict[str, dict[str, float]]) -> tuple[float, int, int]:
+    """The largest stolen share of one cpu, and its stolen and total ticks (0 without any)."""
+    stolen = [(d["steal_s"] / d["total_s"], d["steal_s"], d["total_s"]) for d in deltas.values() if d["total_s"] > 0]
+    share, steal_s, total_s = max(stolen, default=(0.0, 0.0, 0.0))
+    return round(share, 4), ticks(steal_s) or 0, ticks(total_s) or 0
 
 
 def window_record(window: list[Window], cpus: list[int]) -> dict[str, Any] | None:
@@ -395,6 +408,8 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
     own = tree_cpu if tree_cpu is not None else sum(r["cpu_s"] for r in observed) if observed else None
     other_s, other_share = others(deltas, own) if own is not None else (None, None)
     during = window_record(window, cpus)
+    steal_share, steal_ticks, steal_of = steal(deltas)
+    judged_on = during or {"other_cpu_s": other_s, "cpu": deltas}
     record: dict[str, Any] = {
         "scope": "local node",
         "ranks_observed": bool(observed),
@@ -407,10 +422,13 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
         # Others' share of the ranks' cpus while the ranks ran (the launcher's start-up leaves them
         # idle for anyone: over the whole launch that share says little); over the launch without ranks.
         "other_cpu_share": during["other_cpu_share"] if during else other_share,
+        # ... and the ticks it was counted from (others', all of the cpus'): its counting resolution.
+        "other_cpu_ticks": ticks(judged_on["other_cpu_s"]),
+        "cpu_ticks": ticks(sum(d["total_s"] for d in judged_on["cpu"].values())),
         "other_cpu_share_launch": other_share,
         "during_ranks": during,
-        "steal_share": round(max((d["steal_s"] / d["total_s"] for d in deltas.values() if d["total_s"] > 0),
-                                 default=0.0), 4),
+        # The most stolen of the ranks' cpus over the launch, and its stolen and total ticks.
+        "steal_share": steal_share, "steal_ticks": steal_ticks, "steal_of_ticks": steal_of,
         "node_cpu_pressure_share": _share(before.pressure_us, after.pressure_us, wall_s),
         "cgroup_cpu_pressure_share": _share(before.cgroup_pressure_us, after.cgroup_pressure_us, wall_s),
         "ranks": observed,
