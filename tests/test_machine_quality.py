@@ -129,6 +129,7 @@ def test_without_ranks_srun_launches_are_judged_on_node_and_cgroup_figures() -> 
     assert reason == ("ranks waited 12 % of the launch for a cpu (job cgroup pressure); "
                       "the hypervisor stole 5 % of the ranks' cpus")
     assert quality.judge_launch(None) == (None, None)
+    assert quality.judge_launch({"error": "machine probe: /proc/stat unreadable"}) == (None, None)
 
 
 def test_tick_counted_shares_are_judged_beyond_their_counting_error() -> None:
@@ -331,3 +332,16 @@ def test_a_real_launch_with_a_busy_loop_on_a_ranks_cpu_is_perturbed(tmp_path: Pa
                    for r in machine["ranks"])
         assert machine["other_cpu_share"] is not None and len(machine["loadavg_before"]) == 3
         assert json.loads((tmp_path / name / "status.json").read_text())["quality"] in ("ok", "perturbed")
+    # The tables: the cells table judges both, the samples keep the hogged launch's rows, flagged,
+    # and the summary is computed from the unperturbed rows only.
+    from mpiatlas.tidy import tidy
+
+    tidy([tmp_path / "hogged", tmp_path / "clean"], tmp_path / "tidy")
+    cells = pl.read_parquet(tmp_path / "tidy/cells.parquet")
+    assert cells.filter(pl.col("quality") == "perturbed").height >= 1
+    assert cells["wait_share"].null_count() == 0 and cells["load1"].null_count() == 0
+    samples = pl.read_parquet(tmp_path / "tidy/imb_samples.parquet")
+    assert samples.filter(pl.col("cell_quality") == "perturbed").height > 0
+    trusted_rows = samples.filter(pl.col("cell_quality") == "ok").height
+    summary = summarize(samples)
+    assert summary.height == 0 if trusted_rows == 0 else int(summary["n_reps"].max()) == 1

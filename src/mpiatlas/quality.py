@@ -63,7 +63,7 @@ def expected_wait(machine: Mapping[str, Any]) -> float:
 def judge_launch(machine: Mapping[str, Any] | None, perturbation: Mapping[str, Any] | None = None,
                  oversubscribed: bool = False) -> tuple[str | None, str | None]:
     """(quality, reason in words) of one launch from its ``machine`` record; (None, None) without one."""
-    if not machine:
+    if not machine or "error" in machine:  # not probed, or the probe could not read /proc
         return None, None
     lim = limits(perturbation)
     reasons = []

@@ -233,6 +233,7 @@ class RankSampler:
         self.scans = 0  # process-tree walks (or /proc scans)
         self.cpu_s = 0.0
         self.avoid_cpus = set(avoid_cpus or ())
+        self.error: str | None = None
         self.cpus: list[int] = []  # where the thread ran: off the ranks' planned cpus when others are free
         self._watch = threading.Event()
         self._stop = threading.Event()
@@ -245,6 +246,12 @@ class RankSampler:
         self._watch.set()
 
     def _run(self) -> None:
+        try:
+            self._sample_until_stopped()
+        except (OSError, ValueError) as exc:  # an unexpected /proc: the launch goes on without evidence
+            self.error = str(exc)
+
+    def _sample_until_stopped(self) -> None:
         # Off the ranks' cpus where the node has others (Linux: pid 0 is this thread only).
         free = os.sched_getaffinity(0) - self.avoid_cpus
         if free and self.avoid_cpus:
