@@ -229,6 +229,7 @@ def test_the_summary_flags_the_issue_23_repetitions_noisy_and_a_tight_set_ok() -
     assert rows[4194304]["quality"] == "noisy" and "1 repetition(s) at 175 and 2 at 1781-1829" in \
         rows[4194304]["quality_reason"]
     assert rows[1024]["quality"] == "ok" and rows[1024]["quality_reason"] is None
+    assert rows[1024]["n_perturbed"] == 0  # no launch flagged perturbed: none left out
 
 
 def test_a_wide_ci_without_two_modes_is_noisy() -> None:
@@ -242,6 +243,7 @@ def test_perturbed_launches_are_left_out_of_medians_and_fits_but_kept_in_the_sam
                         quality_of=["ok", "perturbed", "perturbed"])
     rows = {r["bytes"]: r for r in summarize(samples).to_dicts()}
     assert rows[4]["n_reps"] == 1 and rows[4]["t_median_usec"] == 0.18 and rows[4]["quality"] is None
+    assert rows[4]["n_perturbed"] == 2 and rows[4194304]["n_perturbed"] == 2
     assert rows[4194304]["t_median_usec"] == 175.0
     samples.write_parquet(tmp_path / "imb_samples.parquet")
     loaded, _ = load_samples(tmp_path)
