@@ -16,7 +16,6 @@ Wall and cpu times: on a shared machine compare runs made side by side (as here)
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -126,7 +125,7 @@ def calibrate(launches: int, capture: Path | None) -> None:
 
 def capture_launches(stack, imb: str, into: Path) -> None:
     """The raw /proc files of rank 1 (on cpu 1) of a launch alone and of one with a busy loop on cpu 1:
-    node files before the launch, the rank's last, and the node's at that moment, plus the probe's record."""
+    node files before the launch, the rank's and the node's when first seen and last."""
     for kind, hogged in (("idle", False), ("busy_loop", True)):
         out = into / kind
         out.mkdir(parents=True, exist_ok=True)
@@ -150,9 +149,10 @@ def capture_launches(stack, imb: str, into: Path) -> None:
             if hog:
                 hog.kill()
                 hog.wait()
-        (out / "machine.json").write_text(json.dumps(finished.machine, indent=1) + "\n")
         shutil.rmtree(work)
-        print(f"captured {kind} into {out}")
+        m = finished.machine or {}
+        print(f"captured {kind} into {out}: the probe saw wait {m.get('wait_share')}, "
+              f"others {m.get('other_cpu_share')}")
 
 
 def _watch_rank(out: Path, stop: threading.Event) -> None:

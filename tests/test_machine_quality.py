@@ -129,6 +129,17 @@ def test_without_ranks_srun_launches_are_judged_on_node_and_cgroup_figures() -> 
     assert reason == ("ranks waited 12 % of the launch for a cpu (job cgroup pressure); "
                       "the hypervisor stole 5 % of the ranks' cpus")
     assert quality.judge_launch(None) == (None, None)
+    assert quality.judge_launch({"error": "machine probe: /proc/stat unreadable"}) == (None, None)
+
+
+def test_tick_counted_shares_are_judged_beyond_their_counting_error() -> None:
+    # 3 ticks stolen of 88 (a 0.44 s launch on 2 cpus) is 3.4 %, but within sqrt-counting error of 2 %.
+    assert not quality.beyond(3 / 88, 3, 88, 0.02)
+    assert quality.beyond(30 / 880, 30, 880, 0.02)  # the same share over ten times the ticks
+    assert quality.beyond(0.03, None, None, 0.02)  # no tick counts: the share itself
+    machine = {"cpus": [0], "ranks": [], "steal_share": 3 / 88, "steal_ticks": 3, "steal_of_ticks": 88,
+               "other_cpu_share": 0.0}
+    assert quality.judge_launch(machine) == ("ok", None)
 
 
 def test_status_gets_quality_from_the_machine_record_and_the_configured_limits() -> None:
@@ -162,6 +173,8 @@ def test_the_probe_finds_the_ranks_of_a_launch_and_records_the_machine(tmp_path:
     assert len(machine["loadavg_before"]) == 3 and len(machine["loadavg_after"]) == 3
     assert set(machine["cpu"]) == {str(c) for c in machine["cpus"]}
     assert machine["probe"]["samples"] >= 1 and machine["probe"]["sampler_cpu_s"] >= 0
+    # The sampler thread keeps off the ranks' planned cpu 0 where the node has another.
+    assert machine["probe"]["sampler_cpus"] == (sorted(os.sched_getaffinity(0) - {0}) or [0])
     assert quality.judge_launch(machine)[0] in ("ok", "perturbed")
 
 
@@ -172,6 +185,9 @@ def test_without_descendant_ranks_only_node_figures_of_the_planned_cpus(tmp_path
     machine = finished.machine
     assert machine["ranks"] == [] and not machine["ranks_observed"] and "slurmstepd" in machine["missing"]
     assert machine["cpus"] == [0] and machine["cpus_from"] == "planned pins" and machine["wait_share"] is None
+    # srun's own cpu time is not the ranks': others' share cannot be known, and is not guessed.
+    assert machine["other_cpu_share"] is None and machine["launch_cpu_s"] is None
+    assert "not ours to read" in machine["missing"]
     assert run_launch([shutil.which("true") or "/bin/true"], dict(os.environ), tmp_path, tmp_path / "o",
                       tmp_path / "e", 60).machine is None
 
@@ -213,6 +229,7 @@ def test_the_summary_flags_the_issue_23_repetitions_noisy_and_a_tight_set_ok() -
     assert rows[4194304]["quality"] == "noisy" and "1 repetition(s) at 175 and 2 at 1781-1829" in \
         rows[4194304]["quality_reason"]
     assert rows[1024]["quality"] == "ok" and rows[1024]["quality_reason"] is None
+    assert rows[1024]["n_perturbed"] == 0  # no launch flagged perturbed: none left out
 
 
 def test_a_wide_ci_without_two_modes_is_noisy() -> None:
@@ -226,6 +243,7 @@ def test_perturbed_launches_are_left_out_of_medians_and_fits_but_kept_in_the_sam
                         quality_of=["ok", "perturbed", "perturbed"])
     rows = {r["bytes"]: r for r in summarize(samples).to_dicts()}
     assert rows[4]["n_reps"] == 1 and rows[4]["t_median_usec"] == 0.18 and rows[4]["quality"] is None
+    assert rows[4]["n_perturbed"] == 2 and rows[4194304]["n_perturbed"] == 2
     assert rows[4194304]["t_median_usec"] == 175.0
     samples.write_parquet(tmp_path / "imb_samples.parquet")
     loaded, _ = load_samples(tmp_path)
@@ -306,7 +324,7 @@ def test_a_real_launch_with_a_busy_loop_on_a_ranks_cpu_is_perturbed(tmp_path: Pa
     assert status["quality"] == "perturbed"
     machine = json.loads((tmp_path / "hogged/provenance.json").read_text())["machine"]
     rank1 = next(r for r in machine["ranks"] if r["cpus"] == [1])
-    assert f"cpu 1" in status["quality_reason"] or "other processes used" in status["quality_reason"]
+    assert "cpu 1" in status["quality_reason"] or "other processes used" in status["quality_reason"]
     assert rank1["wait_share"] > quality.DEFAULT_LIMITS["wait_share"] or \
         machine["other_cpu_share"] > quality.DEFAULT_LIMITS["other_cpu_share"]
     for name in ("hogged", "clean"):
@@ -316,3 +334,16 @@ def test_a_real_launch_with_a_busy_loop_on_a_ranks_cpu_is_perturbed(tmp_path: Pa
                    for r in machine["ranks"])
         assert machine["other_cpu_share"] is not None and len(machine["loadavg_before"]) == 3
         assert json.loads((tmp_path / name / "status.json").read_text())["quality"] in ("ok", "perturbed")
+    # The tables: the cells table judges both, the samples keep the hogged launch's rows, flagged,
+    # and the summary is computed from the unperturbed rows only.
+    from mpiatlas.tidy import tidy
+
+    tidy([tmp_path / "hogged", tmp_path / "clean"], tmp_path / "tidy")
+    cells = pl.read_parquet(tmp_path / "tidy/cells.parquet")
+    assert cells.filter(pl.col("quality") == "perturbed").height >= 1
+    assert cells["wait_share"].null_count() == 0 and cells["load1"].null_count() == 0
+    samples = pl.read_parquet(tmp_path / "tidy/imb_samples.parquet")
+    assert samples.filter(pl.col("cell_quality") == "perturbed").height > 0
+    trusted_rows = samples.filter(pl.col("cell_quality") == "ok").height
+    summary = summarize(samples)
+    assert summary.height == 0 if trusted_rows == 0 else int(summary["n_reps"].max()) == 1

@@ -1,6 +1,6 @@
 """Per cell and message size: median, min, 95 % CI of the median, CV over repetitions, and whether
 the repetitions agree (``quality``: ok | noisy, mpiatlas.quality). Repetitions from perturbed
-launches (``cell_quality``) are left out of all of it (:func:`usable_samples`).
+launches (``cell_quality``) are left out of all of it (:func:`usable_samples`); ``n_perturbed`` counts them.
 
 The CI is a percentile bootstrap of the median (999 resamples, seeded), computed for all groups
 at once with numpy instead of one ``scipy.stats.bootstrap`` call per group:
@@ -29,7 +29,7 @@ from typing import TypeVar
 import numpy as np
 import polars as pl
 
-from mpiatlas.quality import repetition_quality, trusted
+from mpiatlas.quality import PERTURBED, QUALITY_COLUMN, repetition_quality, trusted
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
@@ -178,6 +178,13 @@ def summarize(samples: pl.DataFrame) -> pl.DataFrame:
         )
         .collect()
     )
+    group_keys = [k for k in keys if k not in null_keys]
+    left_out = _perturbed_counts(samples, group_keys)
+    if left_out is not None:
+        grouped = grouped.join(left_out, on=group_keys, how="left", nulls_equal=True, maintain_order="left")
+        grouped = grouped.with_columns(pl.col("n_perturbed").fill_null(0))
+    else:  # unknown (no launch quality recorded): null, not 0
+        grouped = grouped.with_columns(pl.lit(None, dtype=pl.Int32).alias("n_perturbed"))
     lengths = grouped["_t"].list.len().to_numpy().astype(np.int64)
     flat = grouped["_t"].explode().drop_nulls().to_numpy().astype(float)
     low, high = median_cis_sorted(flat, lengths)
@@ -201,6 +208,19 @@ def summarize(samples: pl.DataFrame) -> pl.DataFrame:
         .select(*keys, *order, "t_ci_low_usec", "t_ci_high_usec", "quality", "quality_reason")
         .sort(keys)
     )
+
+
+def _perturbed_counts(samples: pl.DataFrame, keys: list[str]) -> pl.DataFrame | None:
+    """Per group, the repetitions left out as perturbed (``n_perturbed``); None for tables without
+    launch quality (imported samples, tables from before it was recorded)."""
+    if QUALITY_COLUMN not in samples.columns:
+        return None
+    rows = samples.lazy()
+    if "cell_status" in samples.columns:
+        rows = rows.filter(pl.col("cell_status") == "ok")
+    return (rows.filter((pl.col("status") == "ok") & pl.col("t_usec").is_not_null()
+                        & (pl.col(QUALITY_COLUMN) == PERTURBED))
+            .group_by(keys).agg(pl.len().cast(pl.Int32).alias("n_perturbed")).collect())
 
 
 def _sorted_stats(flat: np.ndarray, lengths: np.ndarray) -> tuple[pl.Series, pl.Series]:

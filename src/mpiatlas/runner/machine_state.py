@@ -27,10 +27,12 @@ planned cpus) and a job cgroup's pressure are recorded, and ``ranks_observed`` s
 nodes only the local node is probed (the ranks launched there through ssh/hydra are not ours
 either: remote ranks are invisible; ``scope`` says ``local node``).
 
-The probe's own cost (measured by bench/machine_probe.py, 2026-11-27, this 2-core VM): the sampler
-thread used ~0.3 ms of cpu per second of launch plus ~2 ms per /proc scan while discovering
-(see the bench's output for the figures with their spread); before/after snapshots ~0.2 ms each,
-outside ``wall_s``. Each record carries its own ``probe.cpu_s``.
+The probe's own cost (bench/machine_probe.py, 2026-11-27, this 2-core VM under load): per launch
+~0.5 ms more around run_launch (1.05 -> 1.57 ms for /bin/true, medians of 40, 95 % CIs
+1.01-1.08 and 1.54-1.61 ms), 0.05 ms inside ``wall_s`` (0.93 -> 0.98 ms, CIs overlapping) and 0.26 ms
+of cpu [0.26, 0.28]; while a launch runs, ~0.6 ms of cpu per sample (7.6 ms for the 12 samples of a
+3.4 s IMB PingPong launch), i.e. ~0.25 % of one cpu at the 4 samples a second it settles at. Each
+record carries its own cost (``probe``: the sampler's cpu time, samples, the snapshots' cpu time).
 """
 
 from __future__ import annotations
@@ -218,7 +220,7 @@ def read_process(pid: int, proc: Path = PROC) -> tuple[PidStat, int, int] | None
 class RankSampler:
     """A low-rate thread that finds the session's processes and keeps their last values (see the module)."""
 
-    def __init__(self, rank_names: frozenset[str] = frozenset()) -> None:
+    def __init__(self, rank_names: frozenset[str] = frozenset(), avoid_cpus: list[int] | None = None) -> None:
         # Started before the launch, told the launcher's pid by watch(): starting a thread takes ~1 ms
         # (a handshake through the GIL), which would otherwise land inside the launch's wall_s.
         self.session = 0
@@ -228,8 +230,11 @@ class RankSampler:
         # the ranks' own run (the launcher's start-up and wind-down leave the cpus to anyone).
         self.window: list[Window] = []
         self.samples = 0
-        self.scans = 0
+        self.scans = 0  # process-tree walks (or /proc scans)
         self.cpu_s = 0.0
+        self.avoid_cpus = set(avoid_cpus or ())
+        self.error: str | None = None
+        self.cpus: list[int] = []  # where the thread ran: off the ranks' planned cpus when others are free
         self._watch = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="machine-probe", daemon=True)
@@ -241,6 +246,17 @@ class RankSampler:
         self._watch.set()
 
     def _run(self) -> None:
+        try:
+            self._sample_until_stopped()
+        except (OSError, ValueError) as exc:  # an unexpected /proc: the launch goes on without evidence
+            self.error = str(exc)
+
+    def _sample_until_stopped(self) -> None:
+        # Off the ranks' cpus where the node has others (Linux: pid 0 is this thread only).
+        free = os.sched_getaffinity(0) - self.avoid_cpus
+        if free and self.avoid_cpus:
+            os.sched_setaffinity(0, free)
+        self.cpus = sorted(os.sched_getaffinity(0))
         self._watch.wait()
         start = time.thread_time()
         if self._stop.is_set():
@@ -300,7 +316,8 @@ class RankSampler:
             except OSError:
                 affinity = self.seen[pid].affinity if pid in self.seen else []
             self.seen[pid] = Seen(stat, wait, run, now - stat.starttime / CLK_TCK, affinity)
-        ranks = self.ranks()
+        # The window opens when the program's own processes appear (not the launcher's passing helpers).
+        ranks = self.ranks(named_only=bool(self.rank_names))
         if ranks:
             stat_text = _read(PROC / "stat")
             if stat_text:
@@ -312,14 +329,14 @@ class RankSampler:
         self._watch.set()
         self._thread.join()
 
-    def ranks(self) -> list[Seen]:
+    def ranks(self, named_only: bool = False) -> list[Seen]:
         """The leaves of the session's tree (see the module), launcher tools excluded; those named
         like the program when some are (a launcher's short-lived helper is a leaf too, for a while)."""
         parents = {s.stat.ppid for s in self.seen.values()}
         leaves = [s for pid, s in sorted(self.seen.items())
                   if pid != self.session and pid not in parents and s.stat.comm not in NOT_RANKS]
         named = [s for s in leaves if s.stat.comm in self.rank_names]
-        return named or leaves
+        return named if named or named_only else leaves
 
 
 # -- the launch's record ----------------------------------------------------------------------------
@@ -344,6 +361,18 @@ def others(deltas: dict[str, dict[str, float]], own_s: float) -> tuple[float, fl
     total = sum(d["total_s"] for d in deltas.values())
     other = max(sum(d["busy_s"] for d in deltas.values()) - own_s, 0.0)
     return round(other, 3), (round(other / total, 4) if total > 0 else None)
+
+
+def ticks(seconds: float | None) -> int | None:
+    """Clock ticks of a /proc/stat figure: shares of few ticks are coarse (mpiatlas.quality)."""
+    return None if seconds is None else round(seconds * CLK_TCK)
+
+
+def steal(deltas: dict[str, dict[str, float]]) -> tuple[float, int, int]:
+    """The largest stolen share of one cpu, and its stolen and total ticks (0 without any)."""
+    stolen = [(d["steal_s"] / d["total_s"], d["steal_s"], d["total_s"]) for d in deltas.values() if d["total_s"] > 0]
+    share, steal_s, total_s = max(stolen, default=(0.0, 0.0, 0.0))
+    return round(share, 4), ticks(steal_s) or 0, ticks(total_s) or 0
 
 
 def window_record(window: list[Window], cpus: list[int]) -> dict[str, Any] | None:
@@ -374,16 +403,20 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
     """The ``machine`` block of provenance.json (its shares are read by mpiatlas.quality): node
     snapshots ``before`` and ``after`` the launch, the ``ranks`` as last seen and the ``window`` of
     their run (RankSampler), the exited launcher's stat (``tree``), the cell's planned cpus."""
-    observed = [rank_record(r) for r in ranks]
+    observed = [rank_record(r) | {"wait_share_of_wall": round(r.wait_ns / 1e9 / wall_s, 4) if wall_s > 0 else None}
+                for r in ranks]
     rank_cpus = sorted({c for r in observed for c in r["cpus"]})
     cpus = rank_cpus or sorted(planned_cpus or []) or sorted(after.cpus)
     deltas = cpu_deltas(before.cpus, after.cpus, cpus)
     # Over the whole launch the launch's own cpu time is the whole tree's (the exited launcher's own
     # and its reaped descendants'), else the ranks' last seen; what remains was someone else's.
+    # Without either (srun: the ranks are slurmstepd's), the ranks' cpu time cannot be told from others'.
     tree_cpu = (tree.utime + tree.stime + tree.cutime + tree.cstime) / CLK_TCK if tree else None
-    own = tree_cpu if tree_cpu is not None else sum(r["cpu_s"] for r in observed)
-    other_s, other_share = others(deltas, own)
+    own = tree_cpu if tree_cpu is not None else sum(r["cpu_s"] for r in observed) if observed else None
+    other_s, other_share = others(deltas, own) if own is not None else (None, None)
     during = window_record(window, cpus)
+    steal_share, steal_ticks, steal_of = steal(deltas)
+    judged_on = during or {"other_cpu_s": other_s, "cpu": deltas}
     record: dict[str, Any] = {
         "scope": "local node",
         "ranks_observed": bool(observed),
@@ -391,15 +424,18 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
         "cpus_from": "rank affinity" if rank_cpus else ("planned pins" if planned_cpus else "all cpus (unpinned)"),
         "loadavg_before": before.loadavg, "loadavg_after": after.loadavg,
         "cpu": deltas,
-        "launch_cpu_s": round(own, 3),
+        "launch_cpu_s": round(own, 3) if own is not None else None,
         "other_cpu_s": other_s,
         # Others' share of the ranks' cpus while the ranks ran (the launcher's start-up leaves them
         # idle for anyone: over the whole launch that share says little); over the launch without ranks.
         "other_cpu_share": during["other_cpu_share"] if during else other_share,
+        # ... and the ticks it was counted from (others', all of the cpus'): its counting resolution.
+        "other_cpu_ticks": ticks(judged_on["other_cpu_s"]),
+        "cpu_ticks": ticks(sum(d["total_s"] for d in judged_on["cpu"].values())),
         "other_cpu_share_launch": other_share,
         "during_ranks": during,
-        "steal_share": round(max((d["steal_s"] / d["total_s"] for d in deltas.values() if d["total_s"] > 0),
-                                 default=0.0), 4),
+        # The most stolen of the ranks' cpus over the launch, and its stolen and total ticks.
+        "steal_share": steal_share, "steal_ticks": steal_ticks, "steal_of_ticks": steal_of,
         "node_cpu_pressure_share": _share(before.pressure_us, after.pressure_us, wall_s),
         "cgroup_cpu_pressure_share": _share(before.cgroup_pressure_us, after.cgroup_pressure_us, wall_s),
         "ranks": observed,
@@ -408,7 +444,9 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
     }
     if not observed:
         record["missing"] = ("per-rank run-queue wait: the ranks were not found among the launch's processes "
-                             "(srun starts them under slurmstepd, or the launch ended before the first sample)")
+                             "(srun starts them under slurmstepd, or the launch ended before the first sample)"
+                             + ("" if own is not None else "; others' cpu time on the ranks' cpus: the ranks' own "
+                                "cpu time is not ours to read"))
     return record
 
 

@@ -113,8 +113,9 @@ def run_launch(argv: list[str], env: dict[str, str], cwd: Path, stdout: Path, st
     state around and during the launch is recorded (runner.machine_state): the node snapshots are
     taken outside ``wall_s``; the sampler thread, started before it, is given the launcher's pid."""
     cgroup = machine_state.own_cgroup() if probe else None
-    before = machine_state.node_snapshot(cgroup) if probe else None
-    sampler = machine_state.RankSampler(probe.rank_names) if probe and probe.ranks_are_descendants else None
+    before, unprobed = _before(cgroup) if probe else (None, None)
+    sampler = machine_state.RankSampler(probe.rank_names, probe.planned_cpus) \
+        if probe and probe.ranks_are_descendants else None
     with stdout.open("w") as out, stderr.open("w") as err:
         start = time.perf_counter()
         try:
@@ -137,9 +138,18 @@ def run_launch(argv: list[str], env: dict[str, str], cwd: Path, stdout: Path, st
         stop_now(proc)
         raise
     timed_out = deadline.stop()
-    machine = _machine(probe, proc.pid, sampler, before, cgroup, wall_s) if probe and before else None
+    machine = _machine(probe, proc.pid, sampler, before, cgroup, wall_s) if probe and before else unprobed
     exit_code = proc.wait()  # reaps the zombie: returns at once
     return Finished(None if timed_out else exit_code, wall_s, machine)
+
+
+def _before(cgroup: Path | None) -> tuple[machine_state.NodeSnapshot | None, dict[str, Any] | None]:
+    """The node before the launch; a probe that cannot read /proc never stops the launch (its
+    record then says why: judged neither ok nor perturbed)."""
+    try:
+        return machine_state.node_snapshot(cgroup), None
+    except (OSError, ValueError) as exc:
+        return None, {"error": f"machine probe: {exc}"}
 
 
 def _machine(probe: Probe, pid: int, sampler: machine_state.RankSampler | None,
@@ -149,10 +159,23 @@ def _machine(probe: Probe, pid: int, sampler: machine_state.RankSampler | None,
     cost_start = time.thread_time()
     if sampler:
         sampler.stop()
-    tree = machine_state.read_process(pid)
+    try:
+        return _record(probe, pid, sampler, before, cgroup, wall_s, cost_start)
+    except (OSError, ValueError) as exc:
+        return {"error": f"machine probe: {exc}"}
+
+
+def _record(probe: Probe, pid: int, sampler: machine_state.RankSampler | None,
+            before: machine_state.NodeSnapshot, cgroup: Path | None, wall_s: float,
+            cost_start: float) -> dict[str, Any]:
+    if sampler and sampler.error:
+        raise ValueError(f"sampler: {sampler.error}")
+    # srun's own stat holds none of the ranks' cpu time (slurmstepd starts them): not the launch tree.
+    tree = machine_state.read_process(pid) if probe.ranks_are_descendants else None
     after = machine_state.node_snapshot(cgroup)
     own = {"sampler_cpu_s": round(sampler.cpu_s, 6) if sampler else 0.0,
-           "samples": sampler.samples if sampler else 0, "proc_scans": sampler.scans if sampler else 0}
+           "samples": sampler.samples if sampler else 0, "tree_walks": sampler.scans if sampler else 0,
+           "sampler_cpus": sampler.cpus if sampler else []}
     record = machine_state.launch_record(before, after, wall_s, sampler.ranks() if sampler else [],
                                          sampler.window if sampler else [], tree[0] if tree else None,
                                          probe.planned_cpus, own)
