@@ -94,11 +94,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, subproce
     hogs = [subprocess.Popen([sys.executable, "-c", HOG, str(cpu), str(raw), str(HOGGED_REPS)]) for cpu in cpus]
     try:
         result = _run(hogged)
+        # Each busy loop ended by itself once HOGGED_REPS cells were sealed, long before the re-measures.
+        assert [hog.wait(timeout=60) for hog in hogs] == [0] * len(hogs)
     finally:
         for hog in hogs:
             if hog.poll() is None:
                 hog.kill()
-            hog.wait()
+                hog.wait()
     return clean, hogged, result
 
 
