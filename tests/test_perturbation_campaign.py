@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -38,11 +39,12 @@ HOGGED_REPS = 3
 FIT_TOLERANCE = 0.25
 
 # One busy loop on one cpu: waits for raw/ (the group's first cell), spins until `k` cells are sealed
-# there (a status.json outside a `.rep*` scratch directory), then exits. A deadline guards a stuck run.
+# there (a status.json outside a `.rep*` scratch directory), then writes when it stopped (epoch
+# seconds) to `stopped` and exits. A deadline guards a stuck run.
 HOG = r"""
 import os, sys, time
 from pathlib import Path
-cpu, raw, k = int(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+cpu, raw, k, stopped = int(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
 os.sched_setaffinity(0, {cpu})
 deadline = time.monotonic() + 900
 while not raw.is_dir() and time.monotonic() < deadline:
@@ -53,6 +55,7 @@ while sealed() < k and time.monotonic() < deadline:
     end = time.perf_counter() + 0.005
     while time.perf_counter() < end:
         pass
+stopped.write_text(repr(time.time()))
 """
 
 
@@ -91,17 +94,26 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, subproce
     assert len(cpus) == 2, cpus
     hogged = campaign_workdir(tmp_path_factory.mktemp("hogged"), CONFIG)
     raw = hogged / RESULTS / "raw"
-    hogs = [subprocess.Popen([sys.executable, "-c", HOG, str(cpu), str(raw), str(HOGGED_REPS)]) for cpu in cpus]
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG, str(cpu), str(raw), str(HOGGED_REPS), str(hogged / f"hog{cpu}")])
+            for cpu in cpus]
     try:
         result = _run(hogged)
-        # Each busy loop ended by itself once HOGGED_REPS cells were sealed, long before the re-measures.
-        assert [hog.wait(timeout=60) for hog in hogs] == [0] * len(hogs)
+        assert [hog.wait(timeout=60) for hog in hogs] == [0] * len(hogs) and len(_hog_stops(hogged)) == len(hogs)
     finally:
         for hog in hogs:
             if hog.poll() is None:
                 hog.kill()
                 hog.wait()
     return clean, hogged, result
+
+
+def _hog_stops(work: Path) -> list[float]:
+    return [float(p.read_text()) for p in sorted(work.glob("hog*"))]
+
+
+def _started(cell_dir: Path) -> float:
+    """When the launch sealed in ``cell_dir`` started (provenance ``start``), in epoch seconds."""
+    return datetime.fromisoformat(_json(cell_dir / layout.PROVENANCE)["start"]).timestamp()
 
 
 def _cells(work: Path) -> list[str]:
@@ -125,6 +137,9 @@ def test_launches_beside_the_hog_are_judged_perturbed_and_measured_again(runs) -
         assert status["quality"] == "perturbed" and status["quality_reason"], status
         assert machine["wait_share"] > limits["wait_share"] or machine["other_cpu_share"] > limits["other_cpu_share"]
         assert (first / layout.STDOUT).read_text().strip(), f"{first}: the set-aside attempt lost its output"
+        # It ran beside the busy loops, which stopped by themselves (HOGGED_REPS cells sealed)
+        # before its final launch, a re-measure at the group's end, began.
+        assert _started(first) < min(_hog_stops(hogged)) and max(_hog_stops(hogged)) < _started(out)
         final = _json(out / layout.STATUS)
         assert final["status"] == "ok" and final["quality"] == "ok", (cell, final)
         assert final[layout.REMEASURED] == [
