@@ -116,13 +116,17 @@ def test_a_rerun_sets_a_node_lost_cell_aside_and_keeps_the_others(tmp_path: Path
         (out / "status.json").write_text(json.dumps(status))
     assert read_status(outs[0]) == ("ok", "") and read_status(outs[1]) is None
     ran = []
-    monkeypatch.setattr("mpiatlas.runner.run.run_cell",
-                        lambda spec, out, shared: ran.append(spec["id"]) or type("O", (), {"status": "ok"})())
+    def run_cell(spec: dict, out: Path, shared: object, remeasured: list) -> None:
+        ran.append(spec["id"])
+        out.mkdir(parents=True)
+        (out / "status.json").write_text(json.dumps({"status": "ok"}))
+
+    monkeypatch.setattr("mpiatlas.runner.run.run_cell", run_cell)
     done = run_group([{"id": c.id} for c in cells], outs)
     assert [d["ran"] for d in done] == [False, True] and ran == [cells[1].id]
     aside = results / "lost" / cells[1].id / "job5"
     assert json.loads((aside / "status.json").read_text())[layout.NODE_LOST] == lost
-    assert not outs[1].exists()
+    assert read_status(outs[1]) == ("ok", "")  # the new attempt, sealed in raw/
 
 
 # -- on the namespace cluster ------------------------------------------------------------------

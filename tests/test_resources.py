@@ -4,6 +4,7 @@ pays for (bench/harness.py part 3). Pure logic, no infrastructure."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -13,6 +14,7 @@ from mpiatlas import programs, resources
 from mpiatlas.cells import Cell, sort_cells
 from mpiatlas.config import validate
 
+ROOT = Path(__file__).resolve().parents[1]
 RESOURCE_NAMES = ("tasks", "cpus_per_task", "mpi", "nodes", "slurm_extra", "runtime", "mem_mb")
 
 
@@ -228,3 +230,26 @@ def test_machine_grouping_has_one_group_per_kind_and_stack() -> None:
     assert res["slurm_extra"] == "--ntasks-per-node=2 --exclusive"
     config["campaign"]["cells_per_job"] = 10
     assert [len(m) for g, m in resources.job_groups(config, cells).items() if g.startswith("imb_")][:2] == [10, 10]
+
+
+@pytest.mark.parametrize("profile", ["local", "slurm"])
+def test_under_each_profile_a_cells_repetitions_are_spread_over_its_groups_run(profile: str) -> None:
+    """The grouping each shipped profile sets (profiles/local: machine; profiles/slurm: the schema's
+    allocation) runs repetition-major: a group is passes over its series, one repetition each, so a
+    series' launches are a whole pass apart, never back to back (a slow period of the machine
+    then touches one repetition of many series, which the re-measures and the CIs absorb)."""
+    import yaml
+
+    settings = yaml.safe_load((ROOT / "profiles" / profile / "profile.yaml").read_text())
+    overrides = dict(item.split("=", 1) for item in settings.get("config") or [])
+    assert overrides == ({"grouping": "machine"} if profile == "local" else {})
+    config = campaign(cells_per_job=1000) | overrides
+    groups = resources.job_groups(config, programs.expand(config))
+    assert len(groups) > 1
+    for members in groups.values():
+        series = [c.id.rsplit("/", 1)[0] for c in members]
+        per_pass = len(set(series))
+        assert per_pass > 1 and len(series) == 3 * per_pass
+        for one in set(series):
+            at = [i for i, s in enumerate(series) if s == one]
+            assert [b - a for a, b in zip(at, at[1:])] == [per_pass, per_pass]

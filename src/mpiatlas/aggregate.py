@@ -1,4 +1,6 @@
-"""Per cell and message size: median, min, 95 % CI of the median, CV over repetitions.
+"""Per cell and message size: median, min, 95 % CI of the median, CV over repetitions, and whether
+the repetitions agree (``quality``: ok | noisy, mpiatlas.quality). Repetitions from perturbed
+launches (``cell_quality``) are left out of all of it (:func:`usable_samples`); ``n_perturbed`` counts them.
 
 The CI is a percentile bootstrap of the median (999 resamples, seeded), computed for all groups
 at once with numpy instead of one ``scipy.stats.bootstrap`` call per group:
@@ -26,6 +28,8 @@ from typing import TypeVar
 
 import numpy as np
 import polars as pl
+
+from mpiatlas.quality import PERTURBED, QUALITY_COLUMN, repetition_quality, trusted
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
@@ -144,8 +148,9 @@ def _rank_candidates(lower: np.ndarray, upper: np.ndarray, rank: int) -> np.ndar
 
 
 def usable_samples(samples: FrameT) -> FrameT:
-    """Rows that may enter statistics: valid cells, real timings (IMB's time-out rows carry none)."""
-    df = samples
+    """Rows that may enter statistics: valid cells whose launch was not perturbed (quality.trusted),
+    real timings (IMB's time-out rows carry none)."""
+    df = trusted(samples)
     if "cell_status" in df.collect_schema().names():
         df = df.filter(pl.col("cell_status") == "ok")
     return df.filter((pl.col("status") == "ok") & pl.col("t_usec").is_not_null())
@@ -176,6 +181,13 @@ def summarize(samples: pl.DataFrame) -> pl.DataFrame:
         )
         .collect()
     )
+    group_keys = [k for k in keys if k not in null_keys]
+    left_out = _perturbed_counts(samples, group_keys)
+    if left_out is not None:
+        grouped = grouped.join(left_out, on=group_keys, how="left", nulls_equal=True, maintain_order="left")
+        grouped = grouped.with_columns(pl.col("n_perturbed").fill_null(0))
+    else:  # unknown (no launch quality recorded): null, not 0
+        grouped = grouped.with_columns(pl.lit(None, dtype=pl.Int32).alias("n_perturbed"))
     lengths = grouped["_t"].list.len().to_numpy().astype(np.int64)
     flat = grouped["_t"].explode().drop_nulls().to_numpy().astype(float)
     low, high = median_cis_sorted(flat, lengths)
@@ -186,16 +198,32 @@ def summarize(samples: pl.DataFrame) -> pl.DataFrame:
                                        pl.col("_t").list.min().cast(pl.Float64).alias("t_min_usec"))
     values = [c for c in grouped.columns if c not in keys and c != "_t"]
     order = ["n_reps", *stats, *(c for c in values if c not in ("n_reps", *stats))]
+    quality, reasons = repetition_quality(flat, lengths, grouped["t_median_usec"].to_numpy(), low, high)
     return (
         grouped.drop("_t")
         .with_columns(
             *(pl.lit(None, dtype=samples.schema[k]).alias(k) for k in null_keys),
             pl.Series("t_ci_low_usec", low, dtype=pl.Float64),
             pl.Series("t_ci_high_usec", high, dtype=pl.Float64),
+            pl.Series("quality", quality, dtype=pl.String),
+            pl.Series("quality_reason", reasons, dtype=pl.String),
         )
-        .select(*keys, *order, "t_ci_low_usec", "t_ci_high_usec")
+        .select(*keys, *order, "t_ci_low_usec", "t_ci_high_usec", "quality", "quality_reason")
         .sort(keys)
     )
+
+
+def _perturbed_counts(samples: pl.DataFrame, keys: list[str]) -> pl.DataFrame | None:
+    """Per group, the repetitions left out as perturbed (``n_perturbed``); None for tables without
+    launch quality (imported samples, tables from before it was recorded)."""
+    if QUALITY_COLUMN not in samples.columns:
+        return None
+    rows = samples.lazy()
+    if "cell_status" in samples.columns:
+        rows = rows.filter(pl.col("cell_status") == "ok")
+    return (rows.filter((pl.col("status") == "ok") & pl.col("t_usec").is_not_null()
+                        & (pl.col(QUALITY_COLUMN) == PERTURBED))
+            .group_by(keys).agg(pl.len().cast(pl.Int32).alias("n_perturbed")).collect())
 
 
 def _sorted_stats(flat: np.ndarray, lengths: np.ndarray) -> tuple[pl.Series, pl.Series]:

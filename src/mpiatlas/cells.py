@@ -315,6 +315,8 @@ def cell_spec_base(config: dict[str, Any], cell: Cell) -> dict[str, Any]:
         "container": container_spec(config, cell.stack),
         "timeout_s": config["campaign"]["timeout_s"],
         "allow_oversubscribe": config["campaign"]["allow_oversubscribe"],
+        # When the launch counts as perturbed (mpiatlas.quality; runner.lifecycle judges it at sealing).
+        "perturbation": config["campaign"].get("perturbation"),
         # Multi-node cells: placement on co-located nodes and the inter-node interface; which ranks
         # share a node is the cell's own ``distribution`` (in spec["cell"]).
         "colocated_nodes": config["campaign"].get("colocated_nodes", "spread"),

@@ -4,6 +4,8 @@
       raw/<cell id>/{stdout.txt,stderr.txt,provenance.json,status.json}   sealed, read-only
       lost/<cell id>/job<N>/            a cell sealed `failed` because SLURM job N lost a node, set
                                         aside (whole, still read-only) when the cell runs again
+      perturbed/<cell id>/attempt<k>/   the k-th launch of a cell judged `perturbed` (status.json
+                                        quality), set aside whole when the group re-measures it
       tidy/{cells.parquet,imb_samples.parquet,imb_summary.parquet,kernel_<name>.parquet,provenance.json,notes.json}
       fits/{hockney.json,kernels.json,alphabeta.json}
       report.html                       the full report (every planned cell has run)
@@ -48,6 +50,10 @@ HOCKNEY_FIT, KERNELS_FIT, ALPHABETA_FIT = "hockney.json", "kernels.json", "alpha
 REPORT = "report.html"
 PARTIAL = "partial"
 LOST = "lost"
+PERTURBED = "perturbed"
+# status.json key of a cell re-measured after perturbed launches: [{path, quality_reason}] of the
+# attempts set aside, paths relative to the campaign's results directory.
+REMEASURED = "remeasured"
 CELLS_MANIFEST = "cells.json"
 CAMPAIGN_CONFIG = "campaign.json"
 GROUPS = "groups"
@@ -92,11 +98,40 @@ def is_sealed(cell_dir: Path) -> bool:
     return (cell_dir / STATUS).is_file()
 
 
+def results_of(cell_dir: Path, cell_id: str) -> Path:
+    """The campaign's results directory of ``cell_dir`` (``<results>/raw/<cell id>``)."""
+    return Path(cell_dir).parents[len(Path(cell_id).parts)]
+
+
 def lost_attempt(cell_dir: Path, cell_id: str, job_id: str) -> Path:
     """Where the node-lost attempt sealed in ``cell_dir`` (``<results>/raw/<cell id>``) is kept
     when the cell runs again: ``<results>/lost/<cell id>/job<job id>``."""
-    results = Path(cell_dir).parents[len(Path(cell_id).parts)]
-    return results / LOST / cell_id / f"job{job_id}"
+    return results_of(cell_dir, cell_id) / LOST / cell_id / f"job{job_id}"
+
+
+def perturbed_attempt(cell_dir: Path, cell_id: str, attempt: int) -> Path:
+    """Where the ``attempt``-th perturbed launch of the cell sealed in ``cell_dir`` is kept when the
+    cell is measured again: ``<results>/perturbed/<cell id>/attempt<attempt>``."""
+    return results_of(cell_dir, cell_id) / PERTURBED / cell_id / f"attempt{attempt}"
+
+
+def perturbed_attempts(cell_dir: Path, cell_id: str) -> list[Path]:
+    """The cell's perturbed attempts set aside so far, in the order they ran (attempt1, attempt2, ...)."""
+    found = perturbed_attempt(cell_dir, cell_id, 0).parent
+    attempts = [(int(p.name.removeprefix("attempt")), p) for p in found.glob("attempt*")
+                if p.name.removeprefix("attempt").isdigit()] if found.is_dir() else []
+    return [p for _, p in sorted(attempts)]
+
+
+def count_perturbed_attempts(results: Path) -> int:
+    """How many perturbed attempts the campaign under ``results`` has set aside (re-measured
+    launches). Walks ``<results>/perturbed`` only, which holds just those attempts."""
+    count = 0
+    for parent, dirs, _ in os.walk(Path(results) / PERTURBED):
+        attempts = [d for d in dirs if d.startswith("attempt") and d.removeprefix("attempt").isdigit()]
+        count += len(attempts)
+        dirs[:] = [d for d in dirs if d not in attempts]  # an attempt's own files are not walked
+    return count
 
 
 def group_done(results: str, group_id: str) -> str:

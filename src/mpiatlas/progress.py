@@ -25,6 +25,7 @@ from pathlib import Path
 from mpiatlas import layout
 
 FAILURE_STATUSES = ("failed", "timeout")
+REMEASURED_EVERY_S = 10.0
 
 
 @dataclass
@@ -41,6 +42,10 @@ class Progress:
     _cursor: int = 0
     _started: float = field(default_factory=time.monotonic)
     already_done: int = 0
+    # Perturbed launches set aside and measured again (runner.run), counted under <results>/perturbed
+    # at most every REMEASURED_EVERY_S (a walk of that tree; a shared file system pays per directory).
+    remeasured: int = 0
+    _remeasured_at: float | None = None
 
     def __post_init__(self) -> None:
         self.cell_ids = list(self.cell_ids)
@@ -75,6 +80,7 @@ class Progress:
         round the pending list so that every cell is seen within a few polls."""
         limit = self.batch if limit == -1 else limit
         n = len(self._pending)
+        self._count_remeasured(every_s=0.0 if limit is None else REMEASURED_EVERY_S)
         if n == 0:
             return
         count = n if limit is None else min(limit, n)
@@ -88,6 +94,12 @@ class Progress:
         if finished:
             self._pending = [c for i, c in enumerate(self._pending) if i not in finished]
         self._cursor = (self._cursor + count) % max(1, len(self._pending))
+
+    def _count_remeasured(self, every_s: float) -> None:
+        now = time.monotonic()
+        if self._remeasured_at is None or now - self._remeasured_at >= every_s:
+            self.remeasured = layout.count_perturbed_attempts(self.raw.parent)
+            self._remeasured_at = now
 
     def eta_s(self) -> float | None:
         """Seconds left at this run's pace (None until a cell has finished in this run)."""
@@ -110,7 +122,8 @@ class Progress:
     def summary_line(self) -> str:
         counts = ", ".join(f"{n} {status}" for status, n in sorted(self.statuses.items(), key=lambda kv: -kv[1]))
         missing = f", {self.remaining} not run" if self.remaining else ""
-        return f"cells: {counts or 'none finished'}{missing} (of {self.total})"
+        again = f"; {self.remeasured} perturbed launch(es) measured again" if self.remeasured else ""
+        return f"cells: {counts or 'none finished'}{missing} (of {self.total}){again}"
 
 
 def read_status(cell_dir: Path) -> tuple[str, str] | None:

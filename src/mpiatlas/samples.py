@@ -6,13 +6,16 @@ from pathlib import Path
 
 import polars as pl
 
+from mpiatlas.quality import trusted
+
 # Pipeline samples identify a measurement cell by these; imported samples have them null.
 CELL_COLUMNS: tuple[str, ...] = ("stack", "transport", "mapping", "np", "algorithm")
 REQUIRED_COLUMNS: tuple[str, ...] = ("benchmark", "bytes", "t_usec")
 
 
 def load_samples(directory: Path) -> tuple[pl.DataFrame | None, str]:
-    """All ``*samples.parquet`` under ``directory`` concatenated, or (None, why not)."""
+    """All ``*samples.parquet`` under ``directory`` concatenated, or (None, why not); the rows of
+    perturbed launches are left out (mpiatlas.quality.trusted): fits read these."""
     files = sorted(directory.rglob("*samples.parquet")) if directory.is_dir() else []
     if not files:
         return None, f"no *samples.parquet under {directory}"
@@ -23,6 +26,9 @@ def load_samples(directory: Path) -> tuple[pl.DataFrame | None, str]:
     missing = [c for c in REQUIRED_COLUMNS if c not in samples.columns]
     if missing:
         return None, f"samples under {directory} lack column(s) {missing}"
+    samples = trusted(samples)
+    if samples.height == 0:
+        return samples, f"every sample under {directory} is from a perturbed launch (cells table: quality)"
     if "label" not in samples.columns:
         samples = samples.with_columns(pl.lit(None, dtype=pl.String).alias("label"))
     return samples, ""

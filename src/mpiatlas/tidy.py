@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas.layout import CELLS_TABLE, IMB_SAMPLES, PROVENANCE, PROVENANCE_TABLE, STATUS
+from mpiatlas.layout import CELLS_TABLE, IMB_SAMPLES, PROVENANCE, PROVENANCE_TABLE, REMEASURED, STATUS
 
 # The pinner of a cell whose coordinates name none (cells.DEFAULT_PINNER; cells is not imported at
 # module level, see below).
@@ -49,6 +49,15 @@ CELL_SCHEMA: dict[str, pl.DataType] = {
     # The MPI library the ranks ran, as their banner names it ("mpich 5.0.2"), and the real path of
     # the libmpi the loader resolved for the program (mpiatlas.mpi_library; null where not seen).
     "mpi_library": pl.String, "libmpi_path": pl.String,
+    # Was the launch disturbed (mpiatlas.quality: ok | perturbed, why), and the figures it was judged
+    # on (provenance.json's machine block, runner.machine_state): the largest share of its time a rank
+    # waited for a cpu, the largest stolen share of a rank's cpu, others' share of the ranks' cpus, and
+    # the node's 1-minute load average before the launch. Null for cells that never launched.
+    "quality": pl.String, "quality_reason": pl.String, "wait_share": pl.Float64, "steal_share": pl.Float64,
+    "other_cpu_share": pl.Float64, "load1": pl.Float64,
+    # Launches of the cell set aside as perturbed and measured again (runner.run; 0: none), and why
+    # each was judged perturbed (JSON list of their quality_reason, in the order they ran).
+    "remeasured": pl.Int32, "remeasured_reasons": pl.String,
 }
 
 MISSING_REASON = ("no raw output: the cell never ran, or its batch job was killed before the cell finished "
@@ -91,8 +100,26 @@ def cell_row(cell_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         "pair_class": pair_class(prov.get("rank_hosts"), coords["np"], coords.get("nodes", 1),
                                  placement_of(coords.get("distribution"), coords.get("nodes", 1))),
         "mpi_library": status.get("mpi_library"), "libmpi_path": status.get("libmpi_path"),
+        "quality": status.get("quality"), "quality_reason": status.get("quality_reason"),
+        **machine_figures(prov.get("machine")),
+        **remeasured_columns(status.get(REMEASURED)),
     }
     return row, prov
+
+
+def machine_figures(machine: dict[str, Any] | None) -> dict[str, float | None]:
+    """The cells table's figures of a launch's machine record (None where not recorded)."""
+    machine = machine or {}
+    load = machine.get("loadavg_before") or [None]
+    return {"wait_share": machine.get("wait_share"), "steal_share": machine.get("steal_share"),
+            "other_cpu_share": machine.get("other_cpu_share"), "load1": load[0]}
+
+
+def remeasured_columns(attempts: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """``remeasured`` (how many perturbed attempts were set aside) and their reasons, from status.json."""
+    attempts = attempts or []
+    return {"remeasured": len(attempts),
+            "remeasured_reasons": json.dumps([a.get("quality_reason") for a in attempts]) if attempts else None}
 
 
 def placement_of(distribution: str | None, nodes: int) -> str | None:

@@ -230,8 +230,9 @@ def _live_display(console: Any, tracker: Any) -> Any:
 
     def line() -> str:
         current = tracker.finished_now[-1][0] if tracker.finished_now else "starting"
+        again = f", {tracker.remeasured} re-measured" if tracker.remeasured else ""
         return (f"{tracker.done}/{tracker.total} cells done ({tracker.statuses.get('ok', 0)} ok, "
-                f"{sum(n for s, n in tracker.statuses.items() if s != 'ok')} not ok), {tracker.remaining} to go, "
+                f"{sum(n for s, n in tracker.statuses.items() if s != 'ok')} not ok{again}), {tracker.remaining} to go, "
                 f"ETA {format_eta(tracker.eta_s())} · last: {current}")
 
     @contextmanager
@@ -304,9 +305,24 @@ def _summary(console: Any, tracker: Any, out: Path, config: dict[str, Any]) -> N
     """Cells by status, then latency λ and bandwidth B of the campaign's first stack with their 95 %
     intervals, and that fit's warning when it has one."""
     console.print(tracker.summary_line(), markup=False)
+    still = still_perturbed(out / "tidy" / layout.CELLS_TABLE)
+    if still:
+        console.print(f"{still} launch(es) still perturbed after their re-measures: left out of medians and fits "
+                      "(the report's Cells section lists them)", markup=False)
     order = [(label, transport) for label, stack in config["stacks"].items() for transport in stack["transports"]]
     for line in headline(out / "fits" / layout.HOCKNEY_FIT, order):
         console.print(line, markup=False)
+
+
+def still_perturbed(cells_table: Path) -> int:
+    """How many cells of the campaign's cells table end with a perturbed launch (0 without the table)."""
+    import polars as pl
+
+    try:
+        cells = pl.read_parquet(cells_table, columns=["quality"])
+    except (OSError, pl.exceptions.PolarsError):
+        return 0
+    return cells.filter(pl.col("quality") == "perturbed").height
 
 
 def headline(fits: Path, order: list[tuple[str, str]]) -> list[str]:

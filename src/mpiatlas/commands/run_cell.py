@@ -93,8 +93,17 @@ def _run_group(args: argparse.Namespace) -> int:
     config, specs = group_specs(args.config, args.group, args.round_cells)
     results = layout.results_dir(config["campaign"]["name"])
     outs = [Path(layout.raw_dir(results, spec["id"])) for spec in specs]
-    done = run_group(specs, outs)
+    done = run_group(specs, outs, remeasure=int(config["campaign"].get("remeasure", 0)))
     for entry in done:
-        print(f"{entry['cell']}: {entry['status']}" + ("" if entry["ran"] else " (sealed before, skipped)"))
+        print(f"{entry['cell']}: {entry['status']}" + ("" if entry["ran"] else " (sealed before, skipped)")
+              + _quality_note(entry))
     layout.write_json_atomic(args.done, {"group": args.group, "cells": done})
     return 0
+
+
+def _quality_note(entry: dict[str, Any]) -> str:
+    """What the group log says of a cell's re-measures, and of a launch still perturbed."""
+    notes = [f"{entry['remeasured']} perturbed launch(es) set aside and measured again"] if entry.get("remeasured") else []
+    if entry.get("quality") == "perturbed":
+        notes.append("still perturbed: left out of medians and fits")
+    return f" ({'; '.join(notes)})" if notes else ""

@@ -91,14 +91,18 @@ MATSUM_FORMULA = "T(P) = s + p/min(P, cores) + c·⌈log2 P⌉"
 
 
 def load_kernel_tables(directory: str | Path) -> dict[str, pl.DataFrame | None]:
-    """``kernel_<name>.parquet`` of ``directory`` (searched recursively), None when absent/empty."""
+    """``kernel_<name>.parquet`` of ``directory`` (searched recursively), None when absent/empty;
+    rows of perturbed launches left out (mpiatlas.quality.trusted, as samples.load_samples does)."""
+    from mpiatlas.quality import trusted
+
     directory = Path(directory)
     out: dict[str, pl.DataFrame | None] = {}
     for name in KERNEL_NAMES:
         files = sorted(directory.rglob(f"kernel_{name}.parquet")) if directory.is_dir() else []
         frames = [pl.read_parquet(f) for f in files]
         frames = [f for f in frames if f.height]
-        out[name] = pl.concat(frames, how="diagonal_relaxed") if frames else None
+        table = trusted(pl.concat(frames, how="diagonal_relaxed")) if frames else None
+        out[name] = table if table is not None and table.height else None
     return out
 
 

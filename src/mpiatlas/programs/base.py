@@ -133,7 +133,9 @@ def tag_columns(frame: pl.DataFrame, row: dict[str, Any], own: dict[str, tuple[A
         "oversubscribed": (row.get("oversubscribed"), pl.Boolean()),
         "containerized": (row.get("containerized"), pl.Boolean()),
         "image_digest": (row.get("image_digest"), pl.String()), "region": (row.get("region"), pl.String()),
-        "cell_status": (row["status"], pl.String()), **(at_end or {}),
+        "cell_status": (row["status"], pl.String()),
+        # ok | perturbed (mpiatlas.quality): perturbed rows stay here, quality.trusted leaves them out.
+        "cell_quality": (row.get("quality"), pl.String()), **(at_end or {}),
         "nodes": (row["nodes"], pl.Int32()), "ppn": (row["ppn"], pl.Int32()),
     }
     return frame.with_columns(pl.lit(value, dtype=dtype).alias(name) for name, (value, dtype) in tags.items())

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from mpiatlas import provenance, topology
+from mpiatlas import provenance, quality, topology
 from mpiatlas.layout import NODE_LOST, PROVENANCE, STATUS, STDERR, STDOUT
 from mpiatlas.outcome import Outcome
 from mpiatlas.runner.scheduler_state import NodeLoss, node_failure_lines, node_loss
@@ -170,8 +170,19 @@ def _seal_cell(work: Path, out: Path, spec: dict[str, Any], record: dict[str, An
         (work / name).touch()
     _write_json(work / PROVENANCE, record)
     _write_json(work / STATUS, {"cell": spec["id"], "status": outcome.status, "reason": outcome.reason,
-                                **(outcome.details or {})})
+                                **(outcome.details or {}), **launch_quality(spec, record)})
     _seal(work, Path(out))
+
+
+def launch_quality(spec: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+    """``quality`` (ok | perturbed) and ``quality_reason`` of the launch, from its machine record
+    (mpiatlas.quality); nothing for a cell that never launched. A separate axis from the status: a
+    perturbed launch ran right, its numbers are just not the machine's own."""
+    if not record.get("machine"):
+        return {}
+    judged, reason = quality.judge_launch(record["machine"], spec.get("perturbation"),
+                                          bool(record.get("oversubscribed")))
+    return {"quality": judged, "quality_reason": reason}
 
 
 def _node_loss(work: Path, record: dict[str, Any], why: str | None) -> NodeLoss | None:

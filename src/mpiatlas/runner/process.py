@@ -18,6 +18,9 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from mpiatlas.runner import machine_state
 
 # Seconds between SIGTERM and SIGKILL: srun passes TERM on to the step and needs a moment.
 TERM_GRACE_S = 10.0
@@ -25,10 +28,22 @@ TERM_GRACE_S = 10.0
 
 @dataclass(frozen=True)
 class Finished:
-    """How a launch ended: its exit code (None: killed at its deadline) and its own wall time."""
+    """How a launch ended: its exit code (None: killed at its deadline), its own wall time, and what
+    the machine did meanwhile (runner.machine_state; None when not probed)."""
 
     exit_code: int | None
     wall_s: float
+    machine: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Whether to look for the ranks among the launch's own processes (not under srun, whose ranks
+    slurmstepd starts), and the cpus the cell planned for them (node-level figures without ranks)."""
+
+    ranks_are_descendants: bool = True
+    planned_cpus: list[int] | None = None
+    rank_names: frozenset[str] = frozenset()  # what the ranks' processes may be called (the program's argv)
 
 
 class Deadline:
@@ -92,21 +107,77 @@ def stop_now(proc: subprocess.Popen) -> None:
 
 
 def run_launch(argv: list[str], env: dict[str, str], cwd: Path, stdout: Path, stderr: Path,
-               timeout_s: float) -> Finished:
+               timeout_s: float, probe: Probe | None = None) -> Finished:
     """Run ``argv`` in ``cwd`` in its own session (a timeout kills every rank, not just the
-    launcher), its output to the files ``stdout`` and ``stderr``."""
+    launcher), its output to the files ``stdout`` and ``stderr``. With ``probe``, the machine's
+    state around and during the launch is recorded (runner.machine_state): the node snapshots are
+    taken outside ``wall_s``; the sampler thread, started before it, is given the launcher's pid."""
+    cgroup = machine_state.own_cgroup() if probe else None
+    before, unprobed = _before(cgroup) if probe else (None, None)
+    sampler = machine_state.RankSampler(probe.rank_names, probe.planned_cpus) \
+        if probe and probe.ranks_are_descendants else None
     with stdout.open("w") as out, stderr.open("w") as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        except BaseException:
+            if sampler:
+                sampler.stop()
+            raise
+    if sampler:
+        sampler.watch(proc.pid)
     deadline = Deadline(proc.pid, timeout_s)
     try:
         wait_exited(proc.pid)
         wall_s = time.perf_counter() - start
     except BaseException:
         deadline.stop()
+        if sampler:
+            sampler.stop()
         stop_now(proc)
         raise
     timed_out = deadline.stop()
+    machine = _machine(probe, proc.pid, sampler, before, cgroup, wall_s) if probe and before else unprobed
     exit_code = proc.wait()  # reaps the zombie: returns at once
-    return Finished(None if timed_out else exit_code, wall_s)
+    return Finished(None if timed_out else exit_code, wall_s, machine)
+
+
+def _before(cgroup: Path | None) -> tuple[machine_state.NodeSnapshot | None, dict[str, Any] | None]:
+    """The node before the launch; a probe that cannot read /proc never stops the launch (its
+    record then says why: judged neither ok nor perturbed)."""
+    try:
+        return machine_state.node_snapshot(cgroup), None
+    except (OSError, ValueError) as exc:
+        return None, {"error": f"machine probe: {exc}"}
+
+
+def _machine(probe: Probe, pid: int, sampler: machine_state.RankSampler | None,
+             before: machine_state.NodeSnapshot, cgroup: Path | None, wall_s: float) -> dict[str, Any]:
+    """The launch's machine record, read while the launcher is still an unreaped zombie (its stat
+    then holds the cpu time of every descendant reaped below it)."""
+    cost_start = time.thread_time()
+    if sampler:
+        sampler.stop()
+    try:
+        return _record(probe, pid, sampler, before, cgroup, wall_s, cost_start)
+    except (OSError, ValueError) as exc:
+        return {"error": f"machine probe: {exc}"}
+
+
+def _record(probe: Probe, pid: int, sampler: machine_state.RankSampler | None,
+            before: machine_state.NodeSnapshot, cgroup: Path | None, wall_s: float,
+            cost_start: float) -> dict[str, Any]:
+    if sampler and sampler.error:
+        raise ValueError(f"sampler: {sampler.error}")
+    # srun's own stat holds none of the ranks' cpu time (slurmstepd starts them): not the launch tree.
+    tree = machine_state.read_process(pid) if probe.ranks_are_descendants else None
+    after = machine_state.node_snapshot(cgroup)
+    own = {"sampler_cpu_s": round(sampler.cpu_s, 6) if sampler else 0.0,
+           "samples": sampler.samples if sampler else 0, "tree_walks": sampler.scans if sampler else 0,
+           "sampler_cpus": sampler.cpus if sampler else []}
+    record = machine_state.launch_record(before, after, wall_s, sampler.ranks() if sampler else [],
+                                         sampler.window if sampler else [], tree[0] if tree else None,
+                                         probe.planned_cpus, own)
+    own["snapshot_cpu_s"] = round(time.thread_time() - cost_start, 6)
+    return record

@@ -7,6 +7,15 @@ each stack; a cell already sealed (by an earlier, interrupted run of the group) 
 a re-run resumes at the group's first unsealed cell. A cell sealed ``failed`` because its job
 lost a node (runner.scheduler_state) is the cluster's failure, not the cell's: a re-run sets that
 attempt aside (layout.lost_attempt) and runs the cell again.
+
+A launch the machine disturbed (status.json ``quality: perturbed``, judged when it is sealed) is
+measured again at the group's end, when the slow period has likely passed: up to
+``campaign.remeasure`` extra launches per cell, each pass over the group in its own order (so the
+re-measures of a cell are spread out like its repetitions). Each perturbed attempt is moved aside
+whole (layout.perturbed_attempt) and the cell runs again into its raw directory; the final
+status.json lists the attempts set aside (``remeasured``). The attempts on disk are the count, so a
+group resumed after an interruption neither loses nor repeats one; a launch still perturbed when the
+budget is spent stays sealed ``perturbed``.
 """
 
 from __future__ import annotations
@@ -16,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from mpiatlas import layout, mpi_library, provenance, ssh_hosts, topology
-from mpiatlas.layout import NODE_LOST, STDERR, STDOUT
+from mpiatlas.layout import NODE_LOST, REMEASURED, STDERR, STDOUT
 from mpiatlas.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Program
+from mpiatlas.quality import PERTURBED
 from mpiatlas.runner import likwid_pin
 from mpiatlas.runner.judge import judge, judge_library, judge_placement
 from mpiatlas.runner.knob_overlay import overlay_launch, shell_replaced
@@ -34,23 +44,35 @@ from mpiatlas.runner.plan import (
     plan,
     resolve_launcher,
 )
-from mpiatlas.runner.process import run_launch
+from mpiatlas.runner.process import Probe, run_launch
 from mpiatlas.stacks import LaunchSpec, Stack, StackError, get_stack
 
 
-def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float) -> tuple[int | None, str, str, float]:
+def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float,
+         probe: Probe | None = None) -> tuple[int | None, str, str, float, dict[str, Any] | None]:
     """Run the launch (see runner.process for how its wall time is measured) and read its output."""
-    finished = run_launch(argv, env, cwd, cwd / STDOUT, cwd / STDERR, timeout_s)
+    finished = run_launch(argv, env, cwd, cwd / STDOUT, cwd / STDERR, timeout_s, probe)
     return (finished.exit_code, (cwd / STDOUT).read_text(errors="replace"), (cwd / STDERR).read_text(errors="replace"),
-            finished.wall_s)
+            finished.wall_s, finished.machine)
+
+
+def launch_probe(spec: LaunchSpec, program: list[str]) -> Probe:
+    """What the machine probe can see of this launch: its own ranks unless srun starts them; the
+    cpus the cell planned for them (on this node: other nodes are not probed); the names the ranks'
+    processes may have (any word of the program's argv, e.g. IMB-MPI1 behind ``apptainer exec``)."""
+    planned = spec.pins if spec.pins is not None else \
+        sorted({c for s in spec.pin_sets for c in s}) if spec.pin_sets is not None else None
+    return Probe(ranks_are_descendants=spec.launcher != "srun", planned_cpus=sorted(set(planned)) if planned else None,
+                 rank_names=frozenset(Path(a).name for a in program))
 
 
 def launch_and_run(stack: Stack, program: list[str], launch_spec: LaunchSpec, work: Path, timeout_s: float,
                    record: dict[str, Any], extra_env: dict[str, str] | None = None,
                    knobs: dict[str, Any] | None = None) -> tuple[int | None, str, str]:
     """Build the stack's launch of ``program``, run it in ``work`` with the timeout, and record
-    argv, the relevant environment, exit code and the launch's own wall time (``wall_s``, see
-    mpiatlas.runner.process). ``extra_env`` (e.g. OMP_NUM_THREADS) goes to the launcher, which
+    argv, the relevant environment, exit code, the launch's own wall time (``wall_s``, see
+    mpiatlas.runner.process) and what the machine did meanwhile (``machine``, runner.machine_state;
+    lifecycle judges it when the cell is sealed). ``extra_env`` (e.g. OMP_NUM_THREADS) goes to the launcher, which
     passes it on to the ranks. ``knobs`` (the cell's knob set: name and env) override all of it
     (runner.knob_overlay gives the precedence); provenance records them and what they replaced."""
     launch = stack.launch(program, launch_spec)
@@ -67,8 +89,8 @@ def launch_and_run(stack: Stack, program: list[str], launch_spec: LaunchSpec, wo
                   env=provenance.relevant_env(stack.runtime_env() | launch.env | extra | knob_env, env))
     if knobs:
         record["knobs"] = {"name": knobs["name"], "env": knob_env, "replaced": replaced}
-    rc, stdout, stderr, wall = _run(launch.argv, env, work, timeout_s)
-    record.update(exit_code=rc, wall_s=round(wall, 3))
+    rc, stdout, stderr, wall, machine = _run(launch.argv, env, work, timeout_s, launch_probe(launch_spec, program))
+    record.update(exit_code=rc, wall_s=round(wall, 3), machine=machine)
     return rc, stdout, stderr
 
 
@@ -152,8 +174,11 @@ def _likwid_argvs(placed: Plan, argv: list[str], stack: Stack, record: dict[str,
     return likwid_pin.rank_argvs(placed.likwid_pin, placed.likwid_sets, argv, stack.env().get("LD_LIBRARY_PATH"))
 
 
-def run_cell(spec: dict[str, Any], out: Path, shared: Shared | None = None) -> Outcome:
-    """Run the cell described by ``spec`` (programs.cell_spec) into directory ``out``."""
+def run_cell(spec: dict[str, Any], out: Path, shared: Shared | None = None,
+             remeasured: list[dict[str, Any]] | None = None) -> Outcome:
+    """Run the cell described by ``spec`` (programs.cell_spec) into directory ``out``;
+    ``remeasured``: its perturbed attempts set aside before (:func:`remeasured_record`), recorded
+    in its status."""
     shared = shared or Shared()
     program = program_of_spec(spec)
     work, record = open_cell(spec, out)
@@ -168,27 +193,79 @@ def run_cell(spec: dict[str, Any], out: Path, shared: Shared | None = None) -> O
     except (topology.MappingUnavailable, StackError) as exc:
         outcome = error_outcome(exc)
     finally:
+        if remeasured:
+            outcome = Outcome(outcome.status, outcome.reason, {**(outcome.details or {}), REMEASURED: remeasured})
         close_cell(work, out, spec, record, outcome)
     return outcome
 
 
-def run_group(specs: list[dict[str, Any]], outs: list[Path]) -> list[dict[str, Any]]:
-    """Run a group's cells one after another in this process; skip the ones already sealed.
+def run_group(specs: list[dict[str, Any]], outs: list[Path], remeasure: int = 0) -> list[dict[str, Any]]:
+    """Run a group's cells one after another in this process; skip the ones already sealed; then
+    measure the perturbed ones again, up to ``remeasure`` extra launches each (module docstring).
 
-    Returns one entry per cell: its id, status and whether it ran now. A CellInterrupted stops
-    the group (the cells after it stay missing until the group runs again)."""
+    Returns one entry per cell: its id, status, whether it ran now, its quality and how many of its
+    launches were set aside as perturbed. A CellInterrupted stops the group (the cells after it stay
+    missing until the group runs again)."""
     shared = Shared()
     results = []
     for spec, out in zip(specs, outs, strict=True):
-        if layout.is_sealed(Path(out)):
-            status = read_status(Path(out))
+        out = Path(out)
+        if layout.is_sealed(out):
+            status = read_status(out)
             if status.get(NODE_LOST) is None:
-                results.append({"cell": spec["id"], "status": status["status"], "ran": False})
+                results.append(_entry(spec, status, ran=False))
                 continue
-            set_aside_lost(Path(out), spec["id"], status[NODE_LOST])
-        outcome = run_cell(spec, Path(out), shared)
-        results.append({"cell": spec["id"], "status": outcome.status, "ran": True})
+            set_aside_lost(out, spec["id"], status[NODE_LOST])
+        # A cell whose perturbed attempt was set aside just before an interruption runs here.
+        run_cell(spec, out, shared, remeasured_record(out, spec["id"]))
+        results.append(_entry(spec, read_status(out), ran=True))
+    for i in _remeasured_now(specs, [Path(o) for o in outs], remeasure, shared):
+        results[i] = _entry(specs[i], read_status(Path(outs[i])), ran=True)
     return results
+
+
+def _remeasured_now(specs: list[dict[str, Any]], outs: list[Path], budget: int, shared: Shared) -> list[int]:
+    """Re-measure the group's perturbed cells: passes over the group, in its order, each running
+    every cell still perturbed with re-measures left once more. Returns the indices re-run."""
+    rerun: list[int] = []
+    while todo := [i for i, (spec, out) in enumerate(zip(specs, outs)) if wants_remeasure(out, spec["id"], budget)]:
+        for i in todo:
+            set_aside_perturbed(outs[i], specs[i]["id"])
+            run_cell(specs[i], outs[i], shared, remeasured_record(outs[i], specs[i]["id"]))
+        rerun += [i for i in todo if i not in rerun]
+    return rerun
+
+
+def wants_remeasure(out: Path, cell_id: str, budget: int) -> bool:
+    """Is the launch sealed in ``out`` perturbed, with fewer than ``budget`` attempts set aside?"""
+    if budget <= 0 or not layout.is_sealed(out):
+        return False
+    status = read_status(out)
+    return (status.get("quality") == PERTURBED and status.get(NODE_LOST) is None
+            and len(layout.perturbed_attempts(out, cell_id)) < budget)
+
+
+def set_aside_perturbed(out: Path, cell_id: str) -> Path:
+    """Move a perturbed attempt out of raw/ (whole, by rename, as it was sealed) to the next
+    ``perturbed/<cell id>/attempt<k>``, so that the cell can run again."""
+    aside = layout.perturbed_attempt(out, cell_id, len(layout.perturbed_attempts(out, cell_id)) + 1)
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    out.rename(aside)
+    return aside
+
+
+def remeasured_record(out: Path, cell_id: str) -> list[dict[str, Any]]:
+    """The cell's attempts set aside as perturbed, as its next status.json records them: each one's
+    path (relative to the campaign's results directory) and why it was judged perturbed."""
+    results = layout.results_of(out, cell_id)
+    return [{"path": str(attempt.relative_to(results)), "quality_reason": read_status(attempt).get("quality_reason")}
+            for attempt in layout.perturbed_attempts(out, cell_id)]
+
+
+def _entry(spec: dict[str, Any], status: dict[str, Any], ran: bool) -> dict[str, Any]:
+    """A cell's line in the group's done file."""
+    return {"cell": spec["id"], "status": status["status"], "ran": ran, "quality": status.get("quality"),
+            REMEASURED: len(status.get(REMEASURED) or [])}
 
 
 def set_aside_lost(out: Path, cell_id: str, lost: dict[str, Any]) -> Path:

@@ -1,14 +1,16 @@
-"""Section "Cells": every campaign cell with its status, checks, placement and sample count."""
+"""Section "Cells": every campaign cell with its status, checks, placement and sample count, and the
+launches measured again because the machine disturbed them (runner.run, campaign.remeasure)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import polars as pl
 
 from mpiatlas import layout
-from mpiatlas.report.blocks import Cell, Notice, Section, Table, cell, num_cell
+from mpiatlas.report.blocks import Cell, Heading, Notice, Section, Table, Text, cell, num_cell
 from mpiatlas.report.cells import has_columns, status_cls, status_rank
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, fmt_binding, fmt_bool, fmt_pins, shorten
@@ -78,4 +80,38 @@ def section_cells(data: ReportData) -> Section:
     rows = [_row(r, extra.get(r.get("cell"), {}), bool(extra)) for r in recs]
     caption = (f"{len(rows)} cells (problems first). ✓/✗ = check passed/failed, ? = not checked. "
                "Samples: IMB rows, or the kernel's records.")
-    return Section(TITLE, [Table(COLUMNS, rows, filterable=True, scroll=True, caption=caption)], id=SECTION_ID)
+    return Section(TITLE, [*remeasured_blocks(cells),
+                           Table(COLUMNS, rows, filterable=True, scroll=True, caption=caption)], id=SECTION_ID)
+
+
+REMEASURED_TITLE = "Re-measured launches"
+REMEASURED_COLUMNS = ["Cell", "Set aside", "Why", "Final launch"]
+
+
+def remeasured_blocks(cells: pl.DataFrame) -> list[Any]:
+    """The cells whose launch the machine disturbed: those measured again (their perturbed attempts
+    kept under perturbed/<cell id>/) and those whose final launch is still perturbed; nothing when none."""
+    count = pl.col("remeasured") if "remeasured" in cells.columns else pl.lit(0)
+    still = (pl.col("quality") == "perturbed") if "quality" in cells.columns else pl.lit(False)
+    hit = cells.filter((count.fill_null(0) > 0) | still.fill_null(False)).sort("cell")
+    if hit.is_empty():
+        return []
+    rows = [_remeasured_row(r) for r in hit.iter_rows(named=True)]
+    again = int(hit.select(count.fill_null(0).sum()).item())
+    left = hit.filter(still.fill_null(False)).height
+    lead = (f"{again} launch(es) of {hit.height} cell(s) were perturbed (the machine took cpu time from their ranks) "
+            "and measured again at the end of their job group; the perturbed attempts stay on disk under "
+            f"perturbed/<cell id>/. {left} cell(s) end with a launch still perturbed: their samples are left out of "
+            "medians and fits.")
+    return [Heading(REMEASURED_TITLE), Text(lead),
+            Table(REMEASURED_COLUMNS, rows, caption="Why: each set-aside attempt's judgement, in the order they ran.")]
+
+
+def _remeasured_row(r: dict[str, Any]) -> list[Cell]:
+    reasons = json.loads(r["remeasured_reasons"]) if r.get("remeasured_reasons") else []
+    rep = f"rep{r['rep']}" if r.get("rep") is not None else "launch"
+    why = " · ".join(f"{rep} re-measured: {reason or 'perturbed'}" for reason in reasons) or DASH
+    perturbed = r.get("quality") == "perturbed"
+    final = f"still perturbed: {r.get('quality_reason') or 'no reason recorded'}" if perturbed else str(r.get("quality") or "not judged")
+    return [cell(r.get("cell")), cell(r.get("remeasured") or 0), Cell(why),
+            Cell(final, cls="bad" if perturbed else "ok")]

@@ -1,0 +1,166 @@
+"""Can a number be trusted? Two judgements, separate from a cell's status (which says it ran right):
+
+* a launch is ``perturbed`` when the machine took cpu time from its ranks (runner.machine_state's
+  record): its ranks waited on a run queue for more than ``wait_share`` of their time, or a cpu of
+  theirs was stolen by the hypervisor for more than ``steal_share``, or other processes used more
+  than ``other_cpu_share`` of the ranks' cpus. Its samples stay in the raw tables, flagged
+  (``cell_quality``), and :func:`trusted` leaves them out of medians and fits;
+* the repetitions of one series at one size are ``noisy`` when they split into two modes (the
+  largest is more than ``MODE_RATIO`` times the smallest, with a gap of ``GAP_RATIO`` between
+  neighbours somewhere) or when the 95 % CI of their median reaches beyond ±``CI_HALFWIDTH`` of it.
+
+Default limits. A rank that waits a share w of its time for a cpu, spread evenly, takes ~1/(1-w) as
+long: 5 % of waiting is a ~5 % slower time, already beyond the ±3 % a campaign's CI usually aims at
+(issue #23's slow window was ~50 % at 4 B and ~90 % at 4 MiB). Measured with bench/machine_probe.py
+calibrate (IMB PingPong, Intel MPI, shm, ranks pinned to cpus 0 and 1, 2-core VM shared with five other
+sessions, load 2.4-7.2, 2026-11-27, two runs of 4 + 4 launches): with a busy loop pinned to cpu 1,
+ranks waited 61-79 % of their time (all 8 launches perturbed); without it, 3-79 % (the other sessions'
+work: 7 of 8 perturbed); the one launch in a quieter moment waited 2.6 % (rank on cpu 0) and 0.13 %
+(cpu 1), below the limit. No quieter baseline could be had on this machine that day. Others' share
+of the ranks' cpus is counted while the ranks ran (runner.machine_state): above 10 % others ran there
+while ranks waited or slept in MPI calls (blocking progress, or MPI_Init waiting for a slow launcher);
+the wait share is the direct evidence, this one the corroboration. Steal (a VM's cpus given to
+other guests): 2 %, as for waiting, and it was 0-1 % here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import numpy as np
+import polars as pl
+
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
+
+OK, PERTURBED, NOISY = "ok", "perturbed", "noisy"
+DEFAULT_LIMITS = {"wait_share": 0.05, "steal_share": 0.02, "other_cpu_share": 0.10}
+MODE_RATIO = 2.0
+GAP_RATIO = 1.5
+CI_HALFWIDTH = 0.25
+QUALITY_COLUMN = "cell_quality"  # the launch's quality on every sample row (programs.base.tag_columns)
+
+
+def limits(perturbation: Mapping[str, Any] | None) -> dict[str, float]:
+    """The configured limits (``campaign.perturbation``) over the defaults."""
+    return DEFAULT_LIMITS | {k: float(v) for k, v in (perturbation or {}).items() if v is not None}
+
+
+def _pct(share: float) -> str:
+    return f"{100 * share:.0f} %"
+
+
+def expected_wait(machine: Mapping[str, Any]) -> float:
+    """The wait share a rank has by design: ranks that all want a cpu, more of them than cpus,
+    share them (each waits 1 - cpus/ranks of the time); 0 when every rank has a cpu of its own."""
+    ranks = machine.get("ranks") or []
+    cpus = machine.get("cpus") or []
+    if not ranks or not cpus or len(ranks) <= len(cpus):
+        return 0.0
+    return 1.0 - len(cpus) / len(ranks)
+
+
+def judge_launch(machine: Mapping[str, Any] | None, perturbation: Mapping[str, Any] | None = None,
+                 oversubscribed: bool = False) -> tuple[str | None, str | None]:
+    """(quality, reason in words) of one launch from its ``machine`` record; (None, None) without one."""
+    if not machine or "error" in machine:  # not probed, or the probe could not read /proc
+        return None, None
+    lim = limits(perturbation)
+    reasons = []
+    worst = _worst_waiter(machine)
+    if worst is not None:
+        share, cpus = worst
+        expected = expected_wait(machine) if oversubscribed else 0.0
+        if share - expected > lim["wait_share"]:
+            by_design = f" ({_pct(expected)} expected: oversubscribed)" if expected > 0 else ""
+            reasons.append(f"ranks waited {_pct(share)} of the launch for {cpus}{by_design}")
+    steal = machine.get("steal_share")
+    if steal is not None and beyond(steal, machine.get("steal_ticks"), machine.get("steal_of_ticks"),
+                                    lim["steal_share"]):
+        reasons.append(f"the hypervisor stole {_pct(steal)} of the ranks' cpus")
+    other = machine.get("other_cpu_share")
+    if other is not None and beyond(other, machine.get("other_cpu_ticks"), machine.get("cpu_ticks"),
+                                    lim["other_cpu_share"]):
+        reasons.append(f"other processes used {_pct(other)} of the ranks' cpus "
+                       f"({', '.join(map(str, machine.get('cpus') or []))})")
+    return (PERTURBED, "; ".join(reasons)) if reasons else (OK, None)
+
+
+def beyond(share: float, part_ticks: int | None, total_ticks: int | None, limit: float) -> bool:
+    """Is a /proc/stat share beyond ``limit`` by more than its counting error? The kernel charges
+    each clock tick (10 ms) whole to what the cpu was doing then, so a figure of n ticks is uncertain
+    by ~sqrt(n): the share counts as beyond only when (n - 2 sqrt(n)) / total is (a 0.4 s launch
+    with 3 ticks of 88 stolen is not judged on them). Without tick counts, the share itself."""
+    if part_ticks is None or not total_ticks:
+        return share > limit
+    return (part_ticks - 2 * part_ticks ** 0.5) / total_ticks > limit
+
+
+def _worst_waiter(machine: Mapping[str, Any]) -> tuple[float, str] | None:
+    """The largest wait share of a rank and its cpu(s) in words; without ranks (srun), the job
+    cgroup's cpu pressure (time some task of it waited) stands in."""
+    ranks = [r for r in machine.get("ranks") or [] if r.get("wait_share") is not None]
+    if ranks:
+        rank = max(ranks, key=lambda r: r["wait_share"])
+        cpus = rank.get("cpus") or []
+        where = f"cpu {cpus[0]}" if len(cpus) == 1 else f"cpus {','.join(map(str, cpus))}" if cpus else "a cpu"
+        return float(rank["wait_share"]), where
+    pressure = machine.get("cgroup_cpu_pressure_share")
+    return (float(pressure), "a cpu (job cgroup pressure)") if pressure is not None else None
+
+
+def trusted(samples: FrameT) -> FrameT:
+    """Rows whose launch was not perturbed: the one filter every median and fit goes through
+    (aggregate.usable_samples, samples.load_samples). Rows without a judgement are kept."""
+    if QUALITY_COLUMN not in samples.collect_schema().names():
+        return samples
+    return samples.filter(pl.col(QUALITY_COLUMN).is_null() | (pl.col(QUALITY_COLUMN) != PERTURBED))
+
+
+# -- repetitions of one series at one size ------------------------------------------------------------
+
+
+def repetition_quality(flat: np.ndarray, lengths: np.ndarray, median: np.ndarray, ci_low: np.ndarray,
+                       ci_high: np.ndarray) -> tuple[list[str | None], list[str | None]]:
+    """Per group (consecutive ascending runs of ``flat`` of ``lengths``): quality and reason.
+
+    Groups of one value, or none, are not judged (None)."""
+    offsets = (np.cumsum(lengths) - lengths).astype(np.int64)
+    quality: list[str | None] = []
+    reasons: list[str | None] = []
+    for start, n, m, lo, hi in zip(offsets, lengths, median, ci_low, ci_high, strict=True):
+        if n < 2:
+            quality.append(None)
+            reasons.append(None)
+            continue
+        reason = split_reason(flat[start:start + n]) or ci_reason(float(m), float(lo), float(hi))
+        quality.append(NOISY if reason else OK)
+        reasons.append(reason)
+    return quality, reasons
+
+
+def split_reason(values: np.ndarray) -> str | None:
+    """Why ascending ``values`` form two modes, or None: max/min above MODE_RATIO with a gap of at
+    least GAP_RATIO between two neighbours (the modes: the values below and above the widest gap)."""
+    if values.size < 2 or values[0] <= 0 or values[-1] / values[0] <= MODE_RATIO:
+        return None
+    gaps = values[1:] / values[:-1]
+    at = int(np.argmax(gaps))
+    if gaps[at] < GAP_RATIO:
+        return None
+    low, high = values[: at + 1], values[at + 1:]
+    return (f"two modes: {low.size} repetition(s) at {_span(low)} and {high.size} at {_span(high)} "
+            f"({values[-1] / values[0]:.1f}x apart)")
+
+
+def ci_reason(median: float, low: float, high: float) -> str | None:
+    if not (np.isfinite(median) and np.isfinite(low) and np.isfinite(high)) or median <= 0:
+        return None
+    half = max(median - low, high - median) / median
+    if half <= CI_HALFWIDTH:
+        return None
+    return f"95 % CI of the median {low:.4g}..{high:.4g} is ±{100 * half:.0f} % of it (limit ±{100 * CI_HALFWIDTH:.0f} %)"
+
+
+def _span(values: np.ndarray) -> str:
+    return f"{values[0]:.4g}" if values[0] == values[-1] else f"{values[0]:.4g}-{values[-1]:.4g}"

@@ -1,0 +1,206 @@
+"""Re-measuring perturbed launches (campaign.remeasure, runner.run.run_group).
+
+A launch judged ``perturbed`` (status.json ``quality``) is set aside whole under
+``perturbed/<cell id>/attempt<k>`` and the cell runs again at the end of its job group, up to the
+budget; the final status lists the attempts set aside, the cells table counts them, the progress
+counts them and the report lists them. These tests run the real run_cell, lifecycle and sealing;
+only the MPI launch and its judgement (runner.run._launch_and_judge) are replaced by a script of
+outcomes, since a fresh machine has no MPI (the live campaign: tests/test_perturbation_campaign.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from mpiatlas import layout
+from mpiatlas.config import load
+from mpiatlas.outcome import Outcome
+from mpiatlas.programs import cell_spec, expand
+from mpiatlas.progress import Progress
+from mpiatlas.report.blocks import Table, Text
+from mpiatlas.report.data import ReportData
+from mpiatlas.report.render import render_html
+from mpiatlas.report.sections.cell_table import REMEASURED_TITLE, remeasured_blocks, section_cells
+from mpiatlas.runner import CellInterrupted, run_group
+from mpiatlas.runner import run as run_module
+from mpiatlas.tidy import CELL_SCHEMA, cell_row
+
+ROOT = Path(__file__).resolve().parents[1]
+WAITED = "ranks waited 41 % of the launch for cpu 1"
+
+
+def _specs(n: int) -> list[dict[str, Any]]:
+    config = load(ROOT / "config" / "test" / "tiny.yaml")
+    cells = [c for c in expand(config) if c.kind == "imb" and c.transport == "shm"][:n]
+    return [cell_spec(config, c) for c in cells]
+
+
+class Script:
+    """The launches' judgements, per cell in the order its launches run; ``stop_at``: the launch
+    (0-based, over all cells) during which the group is stopped by SIGTERM, as scancel would."""
+
+    def __init__(self, plan: dict[str, list[str]], stop_at: int | None = None, reason: str = WAITED) -> None:
+        self.plan = {cell: list(qualities) for cell, qualities in plan.items()}
+        self.launched: list[str] = []
+        self.stop_at = stop_at
+        self.reason = reason
+
+    def __call__(self, program: Any, stack: Any, spec: dict[str, Any], work: Path, record: dict[str, Any],
+                 shared: Any) -> Outcome:
+        if len(self.launched) == self.stop_at:
+            self.stop_at = None
+            os.kill(os.getpid(), signal.SIGTERM)  # lifecycle's handler raises CellInterrupted
+        self.launched.append(spec["id"])
+        (work / layout.STDOUT).write_text(f"launch {len(self.launched)}\n")
+        quality = self.plan[spec["id"]].pop(0)
+        reason = self.reason if quality == "perturbed" else None
+        return Outcome("ok", None, {"quality": quality, "quality_reason": reason})
+
+
+@pytest.fixture
+def group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[dict[str, Any]], list[Path], Path]:
+    monkeypatch.chdir(tmp_path)
+    specs = _specs(3)
+    results = tmp_path / "results" / "tiny"
+    return specs, [results / "raw" / s["id"] for s in specs], results
+
+
+def _status(out: Path) -> dict[str, Any]:
+    return json.loads((out / layout.STATUS).read_text())
+
+
+def test_perturbed_launches_run_again_at_the_groups_end_up_to_the_budget(group, monkeypatch) -> None:
+    specs, outs, results = group
+    a, b, c = (s["id"] for s in specs)
+    script = Script({a: ["perturbed", "ok"], b: ["ok"], c: ["perturbed"] * 4})
+    monkeypatch.setattr(run_module, "_launch_and_judge", script)
+    done = run_group(specs, outs, remeasure=3)
+    # The group's cells first, then passes over the perturbed ones in the group's order.
+    assert script.launched == [a, b, c, a, c, c, c]
+    assert [(d["cell"], d["quality"], d["remeasured"]) for d in done] == [(a, "ok", 1), (b, "ok", 0),
+                                                                          (c, "perturbed", 3)]
+    final = _status(outs[0])
+    assert final["quality"] == "ok"
+    assert final[layout.REMEASURED] == [{"path": f"perturbed/{a}/attempt1", "quality_reason": WAITED}]
+    # The perturbed attempt is kept whole and read-only, as it was sealed.
+    aside = results / "perturbed" / a / "attempt1"
+    assert (aside / layout.STDOUT).read_text() == "launch 1\n" and _status(aside)["quality"] == "perturbed"
+    assert all(f.stat().st_mode & 0o222 == 0 for f in aside.iterdir())
+    assert (outs[0] / layout.STDOUT).read_text() == "launch 4\n"
+    # The budget spent, the last launch stays sealed perturbed with its three attempts listed.
+    last = _status(outs[2])
+    assert last["quality"] == "perturbed" and last["quality_reason"] == WAITED
+    assert [r["path"] for r in last[layout.REMEASURED]] == [f"perturbed/{c}/attempt{k}" for k in (1, 2, 3)]
+    assert layout.count_perturbed_attempts(results) == 4
+    assert layout.perturbed_attempts(outs[2], c) == [results / "perturbed" / c / f"attempt{k}" for k in (1, 2, 3)]
+    # A re-run of the finished group runs nothing: the budget is counted from the attempts on disk.
+    assert [d["ran"] for d in run_group(specs, outs, remeasure=3)] == [False] * 3
+    assert script.launched == [a, b, c, a, c, c, c]
+
+
+def test_a_group_stopped_during_a_remeasure_resumes_without_losing_or_repeating_attempts(group, monkeypatch) -> None:
+    specs, outs, results = group
+    a, b, c = (s["id"] for s in specs)
+    # Stopped in the 5th launch: c's first re-measure, after its perturbed attempt was set aside.
+    first = Script({a: ["perturbed", "ok"], b: ["ok"], c: ["perturbed"]}, stop_at=4)
+    monkeypatch.setattr(run_module, "_launch_and_judge", first)
+    with pytest.raises(CellInterrupted):
+        run_group(specs, outs, remeasure=2)
+    assert first.launched == [a, b, c, a]
+    assert not outs[2].exists() and layout.perturbed_attempts(outs[2], c) == [results / "perturbed" / c / "attempt1"]
+    # The same group again: c runs in the main pass (it has no raw directory), knows its attempt,
+    # is still perturbed and gets the one re-measure left.
+    again = Script({c: ["perturbed", "perturbed"]})
+    monkeypatch.setattr(run_module, "_launch_and_judge", again)
+    done = run_group(specs, outs, remeasure=2)
+    assert again.launched == [c, c]
+    assert [d["ran"] for d in done] == [False, False, True]
+    assert [r["path"] for r in _status(outs[2])[layout.REMEASURED]] == [f"perturbed/{c}/attempt{k}" for k in (1, 2)]
+    assert _status(outs[0])[layout.REMEASURED][0]["path"] == f"perturbed/{a}/attempt1"
+    assert layout.count_perturbed_attempts(results) == 3
+    # A cell sealed perturbed with budget left (an earlier run with a smaller budget) is re-measured on resume.
+    more = Script({c: ["ok"]})
+    monkeypatch.setattr(run_module, "_launch_and_judge", more)
+    assert run_group(specs, outs, remeasure=3)[2] == {"cell": c, "status": "ok", "ran": True, "quality": "ok",
+                                                     "remeasured": 3}
+
+
+def test_remeasure_zero_is_off(group, monkeypatch) -> None:
+    specs, outs, results = group
+    script = Script({s["id"]: ["perturbed"] for s in specs})
+    monkeypatch.setattr(run_module, "_launch_and_judge", script)
+    done = run_group(specs, outs, remeasure=0)
+    assert len(script.launched) == 3 and {d["quality"] for d in done} == {"perturbed"}
+    assert layout.REMEASURED not in _status(outs[0]) and not (results / "perturbed").exists()
+
+
+def test_the_budget_defaults_to_three_in_both_schema_copies() -> None:
+    config = load(ROOT / "config" / "test" / "tiny.yaml")
+    assert config["campaign"]["remeasure"] == 3
+    schema = (ROOT / "workflow/schemas/config.schema.yaml").read_text()
+    assert (ROOT / "src/mpiatlas/data/config.schema.yaml").read_text() == schema  # the package's copy
+    assert schema.count("\n      remeasure:\n") == 1
+
+
+def test_attempts_are_numbered_as_numbers(tmp_path: Path) -> None:
+    cell_id = "imb/intelmpi/shm/core/np2/PingPong/default/rep0"
+    out = tmp_path / "raw" / cell_id
+    for k in (1, 2, 10, 9):
+        layout.perturbed_attempt(out, cell_id, k).mkdir(parents=True)
+    assert [p.name for p in layout.perturbed_attempts(out, cell_id)] == ["attempt1", "attempt2", "attempt9", "attempt10"]
+    assert layout.count_perturbed_attempts(tmp_path) == 4
+    assert layout.count_perturbed_attempts(tmp_path / "nowhere") == 0
+
+
+def test_progress_tidy_and_report_count_and_name_the_remeasures(group, monkeypatch) -> None:
+    specs, outs, results = group
+    a, b, c = (s["id"] for s in specs)
+    evil = "ranks waited 60 % of the launch for <cpu 1> & co"
+    script = Script({a: ["perturbed", "ok"], b: ["ok"], c: ["perturbed", "perturbed"]}, reason=evil)
+    monkeypatch.setattr(run_module, "_launch_and_judge", script)
+    run_group(specs, outs, remeasure=1)
+    tracker = Progress(results / "raw", [s["id"] for s in specs])
+    assert tracker.remeasured == 2 and tracker.done == 3
+    assert tracker.summary_line() == "cells: 3 ok (of 3); 2 perturbed launch(es) measured again"
+
+    rows = [cell_row(out)[0] for out in outs]
+    assert [(r["remeasured"], r["remeasured_reasons"]) for r in rows] == [
+        (1, json.dumps([evil])), (0, None), (1, json.dumps([evil]))]
+    # Columns the probe adds (quality, quality_reason) may not be in this schema yet: kept if present.
+    cells = pl.DataFrame([{**dict.fromkeys(CELL_SCHEMA), **r, "quality": _status(o).get("quality"),
+                           "quality_reason": _status(o).get("quality_reason")} for r, o in zip(rows, outs)])
+    blocks = remeasured_blocks(cells)
+    assert isinstance(blocks[1], Text) and blocks[1].text.startswith("2 launch(es) of 2 cell(s) were perturbed")
+    assert "1 cell(s) end with a launch still perturbed" in blocks[1].text
+    table = blocks[2]
+    assert isinstance(table, Table)
+    rep_a, rep_c = (f"rep{s['cell']['rep']}" for s in (specs[0], specs[2]))
+    assert [[x.text for x in row] for row in table.rows] == [
+        [a, "1", f"{rep_a} re-measured: {evil}", "ok"],
+        [c, "1", f"{rep_c} re-measured: {evil}", f"still perturbed: {evil}"]]
+    assert remeasured_blocks(cells.filter(pl.col("cell") == b)) == []
+
+    data = ReportData("t", datetime(2026, 11, 27, tzinfo=timezone.utc), cells=cells)
+    html = render_html(data, [section_cells(data)])
+    assert REMEASURED_TITLE in html
+    assert f"{rep_a} re-measured: ranks waited 60 % of the launch for &lt;cpu 1&gt; &amp; co" in html
+    assert "<cpu 1>" not in html
+
+
+def test_the_closing_count_names_the_launches_still_perturbed(tmp_path: Path) -> None:
+    from mpiatlas.commands.campaign import still_perturbed
+
+    table = tmp_path / layout.CELLS_TABLE
+    pl.DataFrame({"cell": ["a", "b", "c", "d"], "quality": ["perturbed", "ok", None, "perturbed"]}).write_parquet(table)
+    assert still_perturbed(table) == 2
+    assert still_perturbed(tmp_path / "none.parquet") == 0
+    pl.DataFrame({"cell": ["a"]}).write_parquet(table)  # a table from before the probe: no quality column
+    assert still_perturbed(table) == 0
