@@ -12,27 +12,31 @@ Around each launch (runner.process.run_launch) the probe records:
 * the whole launch tree's cpu time, read from the exited launcher (a zombie until reaped: its
   ``cutime``/``cstime`` hold every descendant it and they reaped).
 
-Ranks are found by a sampler thread (:class:`RankSampler`): the launch runs in its own session
-(session id = launcher pid), so the session's processes are the launcher, its helpers (hydra
-proxies, orted/prted) and the ranks. The ranks are the leaves of that tree: a process seen as the
-parent of another session process is a launcher. The thread sleeps between samples (10 ms, then
-doubling to 250 ms: short launches are seen, long ones cost ~4 reads of a few files per second),
-scans all of ``/proc`` only until the session's process set has been stable for a few samples,
-and then reads only the known processes' files. Values are cumulative, so the last values seen are
-kept; what a rank did after the last sample (at most 250 ms) is not seen, which is why shares are
-of the *observed* lifetime of each rank, not of the launch's wall time.
+Ranks are found by a sampler thread (:class:`RankSampler`, started before the launch and kept off
+the ranks' planned cpus where the node has others): the launch's processes are the launcher, its
+helpers (hydra proxies, orted/prted) and the ranks, found by walking the launcher's descendants
+(each thread's ``/proc/<pid>/task/<tid>/children``; without those files, by scanning ``/proc`` for
+the launch's session, session id = launcher pid, until the set stops changing). The ranks are the
+leaves of that tree that carry the program's name (a launcher's short-lived helper is a leaf too, for
+a while). The thread sleeps between samples (10 ms, then doubling to 250 ms: short launches are
+seen, long ones cost ~4 samples a second). Values are cumulative, so the last values seen are kept;
+what a rank did after the last sample (at most 250 ms) is not seen, which is why a rank's wait share
+is of its *observed* lifetime (``wait_share``; ``wait_share_of_wall`` is of the launch's wall time).
+Others' cpu time on the ranks' cpus is counted between the first and the last sample that saw the
+ranks (``during_ranks``): the launcher's start-up leaves the cpus to anyone, harmlessly.
 
 Under srun the ranks are children of slurmstepd, not ours: only node-level figures (the cell's
 planned cpus) and a job cgroup's pressure are recorded, and ``ranks_observed`` says so. On several
 nodes only the local node is probed (the ranks launched there through ssh/hydra are not ours
 either: remote ranks are invisible; ``scope`` says ``local node``).
 
-The probe's own cost (bench/machine_probe.py, 2026-11-27, this 2-core VM under load): per launch
-~0.5 ms more around run_launch (1.05 -> 1.57 ms for /bin/true, medians of 40, 95 % CIs
-1.01-1.08 and 1.54-1.61 ms), 0.05 ms inside ``wall_s`` (0.93 -> 0.98 ms, CIs overlapping) and 0.26 ms
-of cpu [0.26, 0.28]; while a launch runs, ~0.6 ms of cpu per sample (7.6 ms for the 12 samples of a
-3.4 s IMB PingPong launch), i.e. ~0.25 % of one cpu at the 4 samples a second it settles at. Each
-record carries its own cost (``probe``: the sampler's cpu time, samples, the snapshots' cpu time).
+The probe's own cost (bench/machine_probe.py cost, 2026-11-27, this 2-core VM under load): per
+launch ~0.6 ms more around run_launch (1.05 -> 1.66 ms for /bin/true, medians of 40, 95 % CIs
+1.04-1.10 and 1.63-1.70 ms), nothing measurable inside ``wall_s`` (0.889 -> 0.903 ms, CIs
+0.873-0.913 and 0.890-0.941 overlapping) and 0.30 ms of cpu [0.29, 0.32]; while a launch runs, ~0.6
+ms of cpu per sample (7.6 ms for the 12 samples of a 3.4 s IMB PingPong launch), i.e. ~0.25 % of
+one cpu at the 4 samples a second it settles at. Each record carries its own cost (``probe``: the
+sampler's cpu time, samples, tree walks, the cpus it ran on, the snapshots' cpu time).
 """
 
 from __future__ import annotations
