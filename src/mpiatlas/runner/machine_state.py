@@ -60,6 +60,7 @@ NOT_RANKS = frozenset({"ssh", "rsh", "srun", "sshd"})
 FIRST_INTERVAL_S = 0.01
 MAX_INTERVAL_S = 0.25
 STABLE_SCANS = 3  # samples with an unchanged session before /proc is no longer scanned
+PER_CPU_DETAIL = 16  # cpus of a launch recorded one by one (beyond: their sums)
 
 
 # -- parsing (pure: tests feed recorded /proc files) ------------------------------------------------
@@ -360,6 +361,15 @@ def cpu_deltas(before: dict[int, dict[str, int]], after: dict[int, dict[str, int
     return out
 
 
+def detail(deltas: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Per-cpu figures for provenance: each cpu's up to PER_CPU_DETAIL cpus (pinned ranks), their sums
+    beyond (unpinned ranks on a large node: 10^5 cells x 128 cpus would bloat the provenance table)."""
+    if len(deltas) <= PER_CPU_DETAIL:
+        return deltas
+    return {f"{len(deltas)} cpus": {k: round(sum(d[k] for d in deltas.values()), 2)
+                                    for k in ("total_s", "busy_s", "steal_s")}}
+
+
 def others(deltas: dict[str, dict[str, float]], own_s: float) -> tuple[float, float | None]:
     """Seconds the cpus were busy with anything but ``own_s``, and their share of the cpus' time."""
     total = sum(d["total_s"] for d in deltas.values())
@@ -390,12 +400,26 @@ def window_record(window: list[Window], cpus: list[int]) -> dict[str, Any] | Non
     ranks_s = sum(t - first.rank_ticks.get(pid, 0) for pid, t in last.rank_ticks.items()) / CLK_TCK
     other_s, share = others(deltas, ranks_s)
     span = max(d["total_s"] for d in deltas.values())
-    return {"span_s": span, "cpu": deltas, "ranks_cpu_s": round(ranks_s, 3), "other_cpu_s": other_s,
+    return {"span_s": span, "cpu": detail(deltas), "ranks_cpu_s": round(ranks_s, 3), "other_cpu_s": other_s,
             "other_cpu_share": share}
 
 
+def cpu_list(cpus: list[int]) -> list[int] | str:
+    """A rank's cpus: the list, or beyond PER_CPU_DETAIL (unpinned) Linux's cpulist form ("0-127")."""
+    if len(cpus) <= PER_CPU_DETAIL:
+        return cpus
+    runs: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if runs and cpu == runs[-1][1] + 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in runs)
+
+
 def rank_record(rank: Seen) -> dict[str, Any]:
-    return {"pid": rank.stat.pid, "comm": rank.stat.comm, "cpus": rank.affinity, "last_cpu": rank.stat.processor,
+    return {"pid": rank.stat.pid, "comm": rank.stat.comm, "cpus": cpu_list(rank.affinity),
+            "last_cpu": rank.stat.processor,
             "observed_s": round(rank.observed_s, 4), "wait_s": round(rank.wait_ns / 1e9, 6),
             "run_s": round(rank.run_ns / 1e9, 6), "cpu_s": (rank.stat.utime + rank.stat.stime) / CLK_TCK,
             "wait_share": round(rank.wait_ns / 1e9 / rank.observed_s, 4) if rank.observed_s > 0 else None}
@@ -409,7 +433,7 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
     their run (RankSampler), the exited launcher's stat (``tree``), the cell's planned cpus."""
     observed = [rank_record(r) | {"wait_share_of_wall": round(r.wait_ns / 1e9 / wall_s, 4) if wall_s > 0 else None}
                 for r in ranks]
-    rank_cpus = sorted({c for r in observed for c in r["cpus"]})
+    rank_cpus = sorted({c for r in ranks for c in r.affinity})
     cpus = rank_cpus or sorted(planned_cpus or []) or sorted(after.cpus)
     deltas = cpu_deltas(before.cpus, after.cpus, cpus)
     # Over the whole launch the launch's own cpu time is the whole tree's (the exited launcher's own
@@ -427,7 +451,7 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
         "cpus": cpus,
         "cpus_from": "rank affinity" if rank_cpus else ("planned pins" if planned_cpus else "all cpus (unpinned)"),
         "loadavg_before": before.loadavg, "loadavg_after": after.loadavg,
-        "cpu": deltas,
+        "cpu": detail(deltas),
         "launch_cpu_s": round(own, 3) if own is not None else None,
         "other_cpu_s": other_s,
         # Others' share of the ranks' cpus while the ranks ran (the launcher's start-up leaves them
@@ -442,7 +466,10 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
         "steal_share": steal_share, "steal_ticks": steal_ticks, "steal_of_ticks": steal_of,
         "node_cpu_pressure_share": _share(before.pressure_us, after.pressure_us, wall_s),
         "cgroup_cpu_pressure_share": _share(before.cgroup_pressure_us, after.cgroup_pressure_us, wall_s),
-        "ranks": observed,
+        # Many ranks (a large node): the PER_CPU_DETAIL that waited most are kept, n_ranks counts all.
+        "n_ranks": len(observed),
+        "ranks": sorted(observed, key=lambda r: -(r["wait_share"] or 0))[:PER_CPU_DETAIL]
+        if len(observed) > PER_CPU_DETAIL else observed,
         "wait_share": max((r["wait_share"] for r in observed if r["wait_share"] is not None), default=None),
         "probe": probe,
     }
