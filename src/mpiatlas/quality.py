@@ -156,12 +156,14 @@ def split_reason(values: np.ndarray) -> str | None:
 
 
 def ci_reason(median: float, low: float, high: float) -> str | None:
+    """Why the CI [low, high] of ``median`` is too wide (beyond ±CI_HALFWIDTH of it on either side), or None."""
     if not (np.isfinite(median) and np.isfinite(low) and np.isfinite(high)) or median <= 0:
         return None
     half = max(median - low, high - median) / median
     if half <= CI_HALFWIDTH:
         return None
-    return f"95 % CI of the median {low:.4g}..{high:.4g} is ±{100 * half:.0f} % of it (limit ±{100 * CI_HALFWIDTH:.0f} %)"
+    return (f"95 % CI of the median {low:.4g}..{high:.4g} is ±{100 * half:.0f} % of it "
+            f"(limit ±{100 * CI_HALFWIDTH:.0f} %)")
 
 
 def _span(values: np.ndarray) -> str:
