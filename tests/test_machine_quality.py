@@ -121,6 +121,23 @@ def test_oversubscribed_cells_are_judged_on_their_wait_beyond_the_expected() -> 
     assert quality.judge_launch(machine(0.53))[0] == "perturbed"  # not oversubscribed: no allowance
 
 
+def test_a_large_node_keeps_its_record_small() -> None:
+    # 20 unpinned ranks on a 128-cpu node: the 16 that waited most, n_ranks 20, cpus as a cpulist.
+    cpus = {c: dict.fromkeys(ms.CPU_FIELDS, 0) for c in range(128)}
+    later = {c: {**v, "user": 100, "idle": 100} for c, v in cpus.items()}
+    ranks = [ms.Seen(ms.PidStat(1000 + i, "IMB-MPI1", "R", 1, 1, 100, 0, 0, 0, 0, i), i * 10**7, 10**9, 2.0,
+                     list(range(128))) for i in range(20)]
+    record = ms.launch_record(ms.NodeSnapshot(cpus, [1.0, 1.0, 1.0], None, None),
+                              ms.NodeSnapshot(later, [1.0, 1.0, 1.0], None, None), 2.0, ranks, [], None, None, {})
+    assert record["n_ranks"] == 20 and len(record["ranks"]) == 16
+    assert record["ranks"][0]["wait_share"] == pytest.approx(0.095) and record["ranks"][0]["cpus"] == "0-127"
+    assert list(record["cpu"]) == ["128 cpus"] and record["cpu"]["128 cpus"]["total_s"] == 128 * 200 / ms.CLK_TCK
+    assert ms.cpu_list([0, 1, 2, 5, 7, 8] + list(range(20, 40))) == "0-2,5,7-8,20-39"
+    assert quality.expected_wait(record) == 0.0
+    judged, reason = quality.judge_launch(record)
+    assert reason.startswith("ranks waited 10 % of the launch for cpus 0-127")
+
+
 def test_without_ranks_srun_launches_are_judged_on_node_and_cgroup_figures() -> None:
     machine = {"cpus": [2, 3], "ranks": [], "steal_share": 0.05, "other_cpu_share": 0.01,
                "cgroup_cpu_pressure_share": 0.12}

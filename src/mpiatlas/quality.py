@@ -53,11 +53,11 @@ def _pct(share: float) -> str:
 def expected_wait(machine: Mapping[str, Any]) -> float:
     """The wait share a rank has by design: ranks that all want a cpu, more of them than cpus,
     share them (each waits 1 - cpus/ranks of the time); 0 when every rank has a cpu of its own."""
-    ranks = machine.get("ranks") or []
+    ranks = machine.get("n_ranks", len(machine.get("ranks") or []))
     cpus = machine.get("cpus") or []
-    if not ranks or not cpus or len(ranks) <= len(cpus):
+    if not ranks or not cpus or ranks <= len(cpus):
         return 0.0
-    return 1.0 - len(cpus) / len(ranks)
+    return 1.0 - len(cpus) / ranks
 
 
 def judge_launch(machine: Mapping[str, Any] | None, perturbation: Mapping[str, Any] | None = None,
@@ -81,8 +81,9 @@ def judge_launch(machine: Mapping[str, Any] | None, perturbation: Mapping[str, A
     other = machine.get("other_cpu_share")
     if other is not None and beyond(other, machine.get("other_cpu_ticks"), machine.get("cpu_ticks"),
                                     lim["other_cpu_share"]):
-        reasons.append(f"other processes used {_pct(other)} of the ranks' cpus "
-                       f"({', '.join(map(str, machine.get('cpus') or []))})")
+        cpus = machine.get("cpus") or []
+        named = ", ".join(map(str, cpus)) if len(cpus) <= 16 else f"{len(cpus)} cpus"
+        reasons.append(f"other processes used {_pct(other)} of the ranks' cpus ({named})")
     return (PERTURBED, "; ".join(reasons)) if reasons else (OK, None)
 
 
@@ -102,8 +103,9 @@ def _worst_waiter(machine: Mapping[str, Any]) -> tuple[float, str] | None:
     ranks = [r for r in machine.get("ranks") or [] if r.get("wait_share") is not None]
     if ranks:
         rank = max(ranks, key=lambda r: r["wait_share"])
-        cpus = rank.get("cpus") or []
-        where = f"cpu {cpus[0]}" if len(cpus) == 1 else f"cpus {','.join(map(str, cpus))}" if cpus else "a cpu"
+        cpus = rank.get("cpus") or []  # a list, or a cpulist string for an unpinned rank on a large node
+        listed = cpus if isinstance(cpus, str) else ",".join(map(str, cpus))
+        where = f"cpu {cpus[0]}" if isinstance(cpus, list) and len(cpus) == 1 else f"cpus {listed}" if cpus else "a cpu"
         return float(rank["wait_share"]), where
     pressure = machine.get("cgroup_cpu_pressure_share")
     return (float(pressure), "a cpu (job cgroup pressure)") if pressure is not None else None
@@ -154,12 +156,14 @@ def split_reason(values: np.ndarray) -> str | None:
 
 
 def ci_reason(median: float, low: float, high: float) -> str | None:
+    """Why the CI [low, high] of ``median`` is too wide (beyond ±CI_HALFWIDTH of it on either side), or None."""
     if not (np.isfinite(median) and np.isfinite(low) and np.isfinite(high)) or median <= 0:
         return None
     half = max(median - low, high - median) / median
     if half <= CI_HALFWIDTH:
         return None
-    return f"95 % CI of the median {low:.4g}..{high:.4g} is ±{100 * half:.0f} % of it (limit ±{100 * CI_HALFWIDTH:.0f} %)"
+    return (f"95 % CI of the median {low:.4g}..{high:.4g} is ±{100 * half:.0f} % of it "
+            f"(limit ±{100 * CI_HALFWIDTH:.0f} %)")
 
 
 def _span(values: np.ndarray) -> str:

@@ -12,27 +12,31 @@ Around each launch (runner.process.run_launch) the probe records:
 * the whole launch tree's cpu time, read from the exited launcher (a zombie until reaped: its
   ``cutime``/``cstime`` hold every descendant it and they reaped).
 
-Ranks are found by a sampler thread (:class:`RankSampler`): the launch runs in its own session
-(session id = launcher pid), so the session's processes are the launcher, its helpers (hydra
-proxies, orted/prted) and the ranks. The ranks are the leaves of that tree: a process seen as the
-parent of another session process is a launcher. The thread sleeps between samples (10 ms, then
-doubling to 250 ms: short launches are seen, long ones cost ~4 reads of a few files per second),
-scans all of ``/proc`` only until the session's process set has been stable for a few samples,
-and then reads only the known processes' files. Values are cumulative, so the last values seen are
-kept; what a rank did after the last sample (at most 250 ms) is not seen, which is why shares are
-of the *observed* lifetime of each rank, not of the launch's wall time.
+Ranks are found by a sampler thread (:class:`RankSampler`, started before the launch and kept off
+the ranks' planned cpus where the node has others): the launch's processes are the launcher, its
+helpers (hydra proxies, orted/prted) and the ranks, found by walking the launcher's descendants
+(each thread's ``/proc/<pid>/task/<tid>/children``; without those files, by scanning ``/proc`` for
+the launch's session, session id = launcher pid, until the set stops changing). The ranks are the
+leaves of that tree that carry the program's name (a launcher's short-lived helper is a leaf too, for
+a while). The thread sleeps between samples (10 ms, then doubling to 250 ms: short launches are
+seen, long ones cost ~4 samples a second). Values are cumulative, so the last values seen are kept;
+what a rank did after the last sample (at most 250 ms) is not seen, which is why a rank's wait share
+is of its *observed* lifetime (``wait_share``; ``wait_share_of_wall`` is of the launch's wall time).
+Others' cpu time on the ranks' cpus is counted between the first and the last sample that saw the
+ranks (``during_ranks``): the launcher's start-up leaves the cpus to anyone, harmlessly.
 
 Under srun the ranks are children of slurmstepd, not ours: only node-level figures (the cell's
 planned cpus) and a job cgroup's pressure are recorded, and ``ranks_observed`` says so. On several
 nodes only the local node is probed (the ranks launched there through ssh/hydra are not ours
 either: remote ranks are invisible; ``scope`` says ``local node``).
 
-The probe's own cost (bench/machine_probe.py, 2026-11-27, this 2-core VM under load): per launch
-~0.5 ms more around run_launch (1.05 -> 1.57 ms for /bin/true, medians of 40, 95 % CIs
-1.01-1.08 and 1.54-1.61 ms), 0.05 ms inside ``wall_s`` (0.93 -> 0.98 ms, CIs overlapping) and 0.26 ms
-of cpu [0.26, 0.28]; while a launch runs, ~0.6 ms of cpu per sample (7.6 ms for the 12 samples of a
-3.4 s IMB PingPong launch), i.e. ~0.25 % of one cpu at the 4 samples a second it settles at. Each
-record carries its own cost (``probe``: the sampler's cpu time, samples, the snapshots' cpu time).
+The probe's own cost (bench/machine_probe.py cost, 2026-11-27, this 2-core VM under load): per
+launch ~0.6 ms more around run_launch (1.05 -> 1.66 ms for /bin/true, medians of 40, 95 % CIs
+1.04-1.10 and 1.63-1.70 ms), nothing measurable inside ``wall_s`` (0.889 -> 0.903 ms, CIs
+0.873-0.913 and 0.890-0.941 overlapping) and 0.30 ms of cpu [0.29, 0.32]; while a launch runs, ~0.6
+ms of cpu per sample (7.6 ms for the 12 samples of a 3.4 s IMB PingPong launch), i.e. ~0.25 % of
+one cpu at the 4 samples a second it settles at. Each record carries its own cost (``probe``: the
+sampler's cpu time, samples, tree walks, the cpus it ran on, the snapshots' cpu time).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ NOT_RANKS = frozenset({"ssh", "rsh", "srun", "sshd"})
 FIRST_INTERVAL_S = 0.01
 MAX_INTERVAL_S = 0.25
 STABLE_SCANS = 3  # samples with an unchanged session before /proc is no longer scanned
+PER_CPU_DETAIL = 16  # cpus of a launch recorded one by one (beyond: their sums)
 
 
 # -- parsing (pure: tests feed recorded /proc files) ------------------------------------------------
@@ -356,6 +361,15 @@ def cpu_deltas(before: dict[int, dict[str, int]], after: dict[int, dict[str, int
     return out
 
 
+def detail(deltas: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Per-cpu figures for provenance: each cpu's up to PER_CPU_DETAIL cpus (pinned ranks), their sums
+    beyond (unpinned ranks on a large node: 10^5 cells x 128 cpus would bloat the provenance table)."""
+    if len(deltas) <= PER_CPU_DETAIL:
+        return deltas
+    return {f"{len(deltas)} cpus": {k: round(sum(d[k] for d in deltas.values()), 2)
+                                    for k in ("total_s", "busy_s", "steal_s")}}
+
+
 def others(deltas: dict[str, dict[str, float]], own_s: float) -> tuple[float, float | None]:
     """Seconds the cpus were busy with anything but ``own_s``, and their share of the cpus' time."""
     total = sum(d["total_s"] for d in deltas.values())
@@ -386,12 +400,26 @@ def window_record(window: list[Window], cpus: list[int]) -> dict[str, Any] | Non
     ranks_s = sum(t - first.rank_ticks.get(pid, 0) for pid, t in last.rank_ticks.items()) / CLK_TCK
     other_s, share = others(deltas, ranks_s)
     span = max(d["total_s"] for d in deltas.values())
-    return {"span_s": span, "cpu": deltas, "ranks_cpu_s": round(ranks_s, 3), "other_cpu_s": other_s,
+    return {"span_s": span, "cpu": detail(deltas), "ranks_cpu_s": round(ranks_s, 3), "other_cpu_s": other_s,
             "other_cpu_share": share}
 
 
+def cpu_list(cpus: list[int]) -> list[int] | str:
+    """A rank's cpus: the list, or beyond PER_CPU_DETAIL (unpinned) Linux's cpulist form ("0-127")."""
+    if len(cpus) <= PER_CPU_DETAIL:
+        return cpus
+    runs: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if runs and cpu == runs[-1][1] + 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in runs)
+
+
 def rank_record(rank: Seen) -> dict[str, Any]:
-    return {"pid": rank.stat.pid, "comm": rank.stat.comm, "cpus": rank.affinity, "last_cpu": rank.stat.processor,
+    return {"pid": rank.stat.pid, "comm": rank.stat.comm, "cpus": cpu_list(rank.affinity),
+            "last_cpu": rank.stat.processor,
             "observed_s": round(rank.observed_s, 4), "wait_s": round(rank.wait_ns / 1e9, 6),
             "run_s": round(rank.run_ns / 1e9, 6), "cpu_s": (rank.stat.utime + rank.stat.stime) / CLK_TCK,
             "wait_share": round(rank.wait_ns / 1e9 / rank.observed_s, 4) if rank.observed_s > 0 else None}
@@ -405,7 +433,7 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
     their run (RankSampler), the exited launcher's stat (``tree``), the cell's planned cpus."""
     observed = [rank_record(r) | {"wait_share_of_wall": round(r.wait_ns / 1e9 / wall_s, 4) if wall_s > 0 else None}
                 for r in ranks]
-    rank_cpus = sorted({c for r in observed for c in r["cpus"]})
+    rank_cpus = sorted({c for r in ranks for c in r.affinity})
     cpus = rank_cpus or sorted(planned_cpus or []) or sorted(after.cpus)
     deltas = cpu_deltas(before.cpus, after.cpus, cpus)
     # Over the whole launch the launch's own cpu time is the whole tree's (the exited launcher's own
@@ -423,7 +451,7 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
         "cpus": cpus,
         "cpus_from": "rank affinity" if rank_cpus else ("planned pins" if planned_cpus else "all cpus (unpinned)"),
         "loadavg_before": before.loadavg, "loadavg_after": after.loadavg,
-        "cpu": deltas,
+        "cpu": detail(deltas),
         "launch_cpu_s": round(own, 3) if own is not None else None,
         "other_cpu_s": other_s,
         # Others' share of the ranks' cpus while the ranks ran (the launcher's start-up leaves them
@@ -438,7 +466,10 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
         "steal_share": steal_share, "steal_ticks": steal_ticks, "steal_of_ticks": steal_of,
         "node_cpu_pressure_share": _share(before.pressure_us, after.pressure_us, wall_s),
         "cgroup_cpu_pressure_share": _share(before.cgroup_pressure_us, after.cgroup_pressure_us, wall_s),
-        "ranks": observed,
+        # Many ranks (a large node): the PER_CPU_DETAIL that waited most are kept, n_ranks counts all.
+        "n_ranks": len(observed),
+        "ranks": sorted(observed, key=lambda r: -(r["wait_share"] or 0))[:PER_CPU_DETAIL]
+        if len(observed) > PER_CPU_DETAIL else observed,
         "wait_share": max((r["wait_share"] for r in observed if r["wait_share"] is not None), default=None),
         "probe": probe,
     }

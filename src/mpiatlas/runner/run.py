@@ -62,7 +62,8 @@ def launch_probe(spec: LaunchSpec, program: list[str]) -> Probe:
     processes may have (any word of the program's argv, e.g. IMB-MPI1 behind ``apptainer exec``)."""
     planned = spec.pins if spec.pins is not None else \
         sorted({c for s in spec.pin_sets for c in s}) if spec.pin_sets is not None else None
-    return Probe(ranks_are_descendants=spec.launcher != "srun", planned_cpus=sorted(set(planned)) if planned else None,
+    return Probe(ranks_are_descendants=spec.launcher != "srun",
+                 planned_cpus=sorted(set(planned)) if planned else None,
                  rank_names=frozenset(Path(a).name for a in program))
 
 
@@ -72,8 +73,8 @@ def launch_and_run(stack: Stack, program: list[str], launch_spec: LaunchSpec, wo
     """Build the stack's launch of ``program``, run it in ``work`` with the timeout, and record
     argv, the relevant environment, exit code, the launch's own wall time (``wall_s``, see
     mpiatlas.runner.process) and what the machine did meanwhile (``machine``, runner.machine_state;
-    lifecycle judges it when the cell is sealed). ``extra_env`` (e.g. OMP_NUM_THREADS) goes to the launcher, which
-    passes it on to the ranks. ``knobs`` (the cell's knob set: name and env) override all of it
+    lifecycle judges it when the cell is sealed). ``extra_env`` (e.g. OMP_NUM_THREADS) goes to the
+    launcher, which passes it on to the ranks. ``knobs`` (the cell's knob set: name and env) override all of it
     (runner.knob_overlay gives the precedence); provenance records them and what they replaced."""
     launch = stack.launch(program, launch_spec)
     knob_env = dict((knobs or {}).get("env") or {})
