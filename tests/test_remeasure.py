@@ -204,3 +204,25 @@ def test_the_closing_count_names_the_launches_still_perturbed(tmp_path: Path) ->
     assert still_perturbed(tmp_path / "none.parquet") == 0
     pl.DataFrame({"cell": ["a"]}).write_parquet(table)  # a table from before the probe: no quality column
     assert still_perturbed(table) == 0
+
+
+def test_a_launch_left_perturbed_does_not_feed_the_adaptive_decision(group, monkeypatch) -> None:
+    """adaptive_rounds reads each sealed cell's values to decide on more repetitions: a launch still
+    perturbed after its re-measures is left out there as from the medians (mpiatlas.quality)."""
+    from conftest import require_datasets
+    from mpiatlas.adaptive_rounds import cell_values
+
+    capture = (require_datasets() / "local-imb-samples" / "impi_np2_PingPong.txt").read_text()
+    specs, outs, _ = group
+    a, b = (s["id"] for s in specs[:2])
+    script = Script({a: ["ok"], b: ["perturbed"]})
+
+    def launch_imb(*args: Any) -> Outcome:
+        outcome = script(*args)
+        (args[3] / layout.STDOUT).write_text(capture)  # a real IMB PingPong output, as the launch left it
+        return outcome
+
+    monkeypatch.setattr(run_module, "_launch_and_judge", launch_imb)
+    run_group(specs[:2], outs[:2], remeasure=0)
+    assert _status(outs[1])["quality"] == "perturbed"
+    assert len(cell_values(outs[0])) == 24 and cell_values(outs[1]) == {}

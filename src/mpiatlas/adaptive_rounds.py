@@ -155,13 +155,15 @@ class RoundGroups:
 
 
 def cell_values(cell_dir: Path) -> dict[tuple[Any, ...], float]:
-    """A sealed cell's time per size (its program's rows, :data:`MEASURES`); {} for a failed cell
-    or a program without a measure."""
+    """A sealed cell's time per size (its program's rows, :data:`MEASURES`); {} for a failed cell,
+    a launch left perturbed (re-measures spent: mpiatlas.quality, the same rule as the medians'), or
+    a program without a measure."""
     from mpiatlas.programs import program_named
+    from mpiatlas.quality import PERTURBED
     from mpiatlas.tidy import cell_row
 
     row, prov = cell_row(cell_dir)
-    if row["status"] != "ok":
+    if row["status"] != "ok" or row.get("quality") == PERTURBED:
         return {}
     program = program_named(row["kind"], row["benchmark"])
     tables = program.rows(cell_dir, row, prov) if program else {}
