@@ -11,6 +11,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from mpiatlas.quality import trusted
 from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Notice, Table, cell
 from mpiatlas.report.charts import CHART_H, OVER, chart_spec, rounded
 from mpiatlas.report.formatting import DASH, fmt_bool, fmt_ci, fmt_num
@@ -67,7 +68,7 @@ def fit_extra(f: dict[str, Any]) -> str:
 
 def raw_table(df: pl.DataFrame, keys: list[str], value: str) -> Table:
     keys = [k for k in keys if k in df.columns]
-    ok = df.filter(pl.col("cell_status") == "ok") if "cell_status" in df.columns else df
+    ok = trusted(df.filter(pl.col("cell_status") == "ok") if "cell_status" in df.columns else df)
     agg = (ok.group_by(keys).agg(pl.col(value).median().alias("median"), pl.col("cell").n_unique().alias("cells"))
            .sort(keys))
     return Table([*keys, f"median {value}", "cells"],

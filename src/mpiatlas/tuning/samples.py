@@ -19,6 +19,7 @@ import polars as pl
 from mpiatlas import layout
 from mpiatlas.aggregate import usable_samples
 from mpiatlas.models.best_algorithm import DEFAULT
+from mpiatlas.quality import trusted
 
 IMB, KERNEL = "imb", "coll kernel"
 # coll kernel collective -> IMB benchmark name (the name campaigns force algorithms under).
@@ -80,6 +81,7 @@ def kernel_samples(tidy: Path) -> pl.DataFrame | None:
         raise SamplesError(f"{path}: not a coll kernel table (missing columns: {', '.join(missing)})")
     if "cell_status" in df.columns:
         df = df.filter(pl.col("cell_status") == "ok")
+    df = trusted(df)  # a perturbed launch decides nothing (as in every median and fit)
     if "valid" in df.columns:
         df = df.filter(pl.col("valid").fill_null(False))
     if "algorithm" not in df.columns:

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""How repeatable is the headline? The default campaign twice, side by side in one run: once on the
+machine as it is, once with a CPU hog on every cpu during part of it.
+
+  .venv/bin/python bench/repeatability.py                  # config/config.yaml, hog on every cpu
+  .venv/bin/python bench/repeatability.py --config config/test/tiny.yaml --json out.json
+
+The hog is one busy process per cpu, pinned there; it starts when the campaign has sealed
+``--hog-from`` of its cells and stops once it has sealed ``--hog-to`` (fractions of the planned cells,
+counted from the raw directory as the campaign writes it: events, not a clock), so it lands on the
+same stretch of the campaign whatever the machine's speed. Printed:
+
+* each run's headline (λ and B of the first stack's PingPong fit, with their 95 % intervals: the
+  campaign's closing lines) and the ratio hogged / clean of λ and of B;
+* how many launches each run judged perturbed and measured again (provenance.json's ``machine``
+  block, status.json's ``remeasured``), and how many stayed perturbed;
+* the machine probe's own cost per launch: its sampler's cpu time and its /proc snapshots' cpu time
+  (median and maximum over the run's launches), against the launches' median wall time.
+
+Target: the two headlines within 25 % of each other (issue #23). Both runs share the checkout's
+stacks and the user's caches (limits, kernel builds), so a first campaign's downloads do not count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from _harness_campaign import REPO, BenchError, CampaignRun, load_config, make_workdir, run_campaign
+
+TARGET = 0.25
+
+
+def sealed_count(raw: Path) -> int:
+    """Sealed cells under ``raw`` (status.json outside a scratch directory)."""
+    if not raw.is_dir():
+        return 0
+    return sum(1 for p in raw.rglob("status.json")
+               if not any(part.startswith(".") for part in p.relative_to(raw).parts))
+
+
+def planned_cells(work: Path) -> int:
+    """The campaign's cells as the workflow expands them (adaptive rounds may add more)."""
+    from mpiatlas.config import load
+    from mpiatlas.programs import expand
+
+    return len(expand(load(work / "config" / "campaign.yaml")))
+
+
+class Hog:
+    """A busy loop pinned on each cpu while the campaign's sealed cells are within [start, stop)."""
+
+    SPIN = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
+
+    def __init__(self, raw: Path, start: int, stop: int) -> None:
+        self.raw, self.start, self.stop = raw, start, stop
+        self.done = threading.Event()
+        self.spinners: list[subprocess.Popen] = []
+        self.cells_at_start = self.cells_at_stop = None
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> "Hog":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()
+        self._stop_spinners()
+
+    def _watch(self) -> None:
+        # The campaign's own progress decides: poll the raw directory (cheap: one walk per second).
+        while not self.done.wait(1.0):
+            sealed = sealed_count(self.raw)
+            if not self.spinners and self.cells_at_start is None and sealed >= self.start:
+                self.cells_at_start = sealed
+                self.spinners = [subprocess.Popen([sys.executable, "-c", self.SPIN, str(cpu)])
+                                 for cpu in sorted(os.sched_getaffinity(0))]
+            elif self.spinners and sealed >= self.stop:
+                self.cells_at_stop = sealed
+                self._stop_spinners()
+
+    def _stop_spinners(self) -> None:
+        for proc in self.spinners:
+            proc.kill()
+            proc.wait()
+        self.spinners = []
+
+
+def headline(run: CampaignRun) -> dict[str, Any]:
+    """The fit the campaign's closing lines print: the first stack/transport's PingPong fit."""
+    from mpiatlas.commands.campaign import headline as closing_lines
+    from mpiatlas.config import load
+
+    config = load(run.work / "config" / "campaign.yaml")
+    order = [(label, t) for label, s in config["stacks"].items() for t in s["transports"]]
+    fits = json.loads((run.work / "results" / run.name / "fits" / "hockney.json").read_text())
+    lines = closing_lines(run.work / "results" / run.name / "fits" / "hockney.json", order)
+    rank = {key: i for i, key in enumerate(order)}
+    pingpong = [f for f in fits if f.get("benchmark") in ("PingPong", "pingpong") and f.get("latency_us")]
+    if not pingpong:
+        raise BenchError(f"campaign {run.name} in {run.work}: no PingPong fit")
+    first = min(pingpong, key=lambda f: rank.get((str(f.get("stack")), str(f.get("transport"))), len(rank)))
+    return {"label": first.get("label") or f"{first.get('stack')}/{first.get('transport')}",
+            "latency_us": first["latency_us"], "latency_ci_us": first.get("latency_ci_us"),
+            "bandwidth_MBps": first["bandwidth_MBps"], "bandwidth_ci_MBps": first.get("bandwidth_ci_MBps"),
+            "ci_warning": first.get("ci_warning"), "lines": lines}
+
+
+def launch_facts(run: CampaignRun) -> dict[str, Any]:
+    """Perturbed, re-measured and still-perturbed launches, and the probe's cost per launch."""
+    statuses = [json.loads(Path(r["_path"]).with_name("status.json").read_text()) for r in run.launches]
+    probes = [(r.get("machine") or {}).get("probe") or {} for r in run.launches]
+    sampler = [float(p.get("sampler_cpu_s") or 0.0) for p in probes if p]
+    snapshots = [float(p.get("snapshot_cpu_s") or 0.0) for p in probes if p]
+    walls = [float(r["wall_s"]) for r in run.launches if r.get("wall_s")]
+    remeasured = sum(len(s.get("remeasured") or []) for s in statuses)
+    return {"launches": len(run.launches) + remeasured, "cells": len(run.launches),
+            "perturbed_then_remeasured": remeasured,
+            "still_perturbed": sum(1 for s in statuses if s.get("quality") == "perturbed"),
+            "probe_cpu_ms_median": round(1e3 * statistics.median([a + b for a, b in zip(sampler, snapshots)]), 3)
+            if sampler else None,
+            "probe_cpu_ms_max": round(1e3 * max(a + b for a, b in zip(sampler, snapshots)), 3) if sampler else None,
+            "launch_wall_ms_median": round(1e3 * statistics.median(walls), 1) if walls else None,
+            "campaign_wall_s": round(run.wall_s, 1)}
+
+
+def one_run(config: dict[str, Any], work: Path, timeout_s: float, hog: tuple[float, float] | None) -> dict[str, Any]:
+    name = config["campaign"]["name"]
+    make_workdir(work, config)
+    if hog is None:
+        run = run_campaign(work, name, timeout_s)
+        return {"hog": None, "headline": headline(run), **launch_facts(run)}
+    cells = planned_cells(work)
+    with Hog(work / "results" / name / "raw", int(hog[0] * cells), int(hog[1] * cells)) as spinning:
+        run = run_campaign(work, name, timeout_s)
+    window = {"from_cells": spinning.cells_at_start, "to_cells": spinning.cells_at_stop, "planned_cells": cells,
+              "cpus": len(os.sched_getaffinity(0))}
+    return {"hog": window, "headline": headline(run), **launch_facts(run)}
+
+
+def ratio(a: dict[str, Any], b: dict[str, Any], key: str) -> float:
+    return b["headline"][key] / a["headline"][key]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=REPO / "config" / "config.yaml")
+    parser.add_argument("--hog-from", type=float, default=0.2, help="fraction of cells sealed when the hog starts")
+    parser.add_argument("--hog-to", type=float, default=0.6, help="fraction of cells sealed when it stops")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="per campaign, seconds")
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    args = parser.parse_args(argv)
+    config = load_config(args.config)
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="mpiatlas-repeat-") as tmp:
+        for label, hog in (("clean", None), ("hogged", (args.hog_from, args.hog_to))):
+            print(f"running {config['campaign']['name']} ({label}) ...", flush=True)
+            runs.append({"run": label, **one_run(config, Path(tmp) / label, args.timeout, hog)})
+    clean, hogged = runs
+    figures = {"config": str(args.config), "runs": runs,
+               "latency_ratio": round(ratio(clean, hogged, "latency_us"), 3),
+               "bandwidth_ratio": round(ratio(clean, hogged, "bandwidth_MBps"), 3)}
+    worst = max(abs(figures["latency_ratio"] - 1), abs(figures["bandwidth_ratio"] - 1))
+    figures["verdict"] = "PASS" if worst <= TARGET else "FAIL"
+    for run in runs:
+        hog = run["hog"]
+        where = (f"hog on {hog['cpus']} cpus from {hog['from_cells']} to {hog['to_cells']} of "
+                 f"{hog['planned_cells']} cells sealed") if hog else "no hog"
+        print(f"\n{run['run']} ({where}; campaign {run['campaign_wall_s']} s):")
+        for line in run["headline"]["lines"]:
+            print(f"  {line}")
+        print(f"  launches: {run['launches']} for {run['cells']} cells; {run['perturbed_then_remeasured']} "
+              f"perturbed and measured again, {run['still_perturbed']} still perturbed")
+        print(f"  probe cost per launch: {run['probe_cpu_ms_median']} ms of cpu (median; max "
+              f"{run['probe_cpu_ms_max']} ms) against a median launch of {run['launch_wall_ms_median']} ms")
+    print(f"\nheadline hogged / clean: λ {figures['latency_ratio']}, B {figures['bandwidth_ratio']} "
+          f"(target within ±{TARGET:.0%}): {figures['verdict']}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0 if figures["verdict"] == "PASS" else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
