@@ -52,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,13 +181,9 @@ _LINE = re.compile(
 )
 
 
-def run_baseline(paths: list[Path], out: Path) -> dict[str, object]:
-    try:
-        import pandas as pd
-    except ImportError:
-        raise SystemExit("the regex + pandas baseline needs pandas: .venv/bin/pip install pandas==3.1.1") from None
-
-    records: list[tuple[object, ...]] = []
+def _table_rows(paths: list[Path]) -> Iterator[tuple[str, str | None, str | None, dict[str, str]]]:
+    """Each IMB table row of ``paths`` as (file stem, benchmark, #processes, {column: value}): one
+    regex per line, what both scripts below do before pandas takes over."""
     for path in paths:
         label, bench, procs, columns = path.stem, None, None, []
         with open(path, encoding="utf-8", errors="replace") as fh:
@@ -201,9 +198,17 @@ def run_baseline(paths: list[Path], out: Path) -> dict[str, object]:
                 elif m["header"]:
                     columns = m["header"].split()
                 else:
-                    values = dict(zip(columns, m["row"].split()))
-                    t = values.get("t[usec]") or values.get("t_avg[usec]")
-                    records.append((label, bench, procs, values.get("#bytes"), t, values.get("Mbytes/sec")))
+                    yield label, bench, procs, dict(zip(columns, m["row"].split()))
+
+
+def run_baseline(paths: list[Path], out: Path) -> dict[str, object]:
+    try:
+        import pandas as pd
+    except ImportError:
+        raise SystemExit("the regex + pandas baseline needs pandas: .venv/bin/pip install pandas==3.1.1") from None
+
+    records = [(label, bench, procs, values.get("#bytes"), values.get("t[usec]") or values.get("t_avg[usec]"),
+                values.get("Mbytes/sec")) for label, bench, procs, values in _table_rows(paths)]
     df = pd.DataFrame(records, columns=["label", "benchmark", "processes", "bytes", "t_usec", "bandwidth_MBps"])
     df = df.astype({"processes": "float64", "bytes": "float64", "t_usec": "float64", "bandwidth_MBps": "float64"})
     out.mkdir(parents=True, exist_ok=True)
@@ -226,24 +231,8 @@ def run_plain(paths: list[Path], out: Path) -> dict[str, object]:
     except ImportError:
         raise SystemExit("the plain script needs pandas: .venv/bin/pip install pandas==3.1.1") from None
 
-    records: list[tuple[object, ...]] = []
-    for path in paths:
-        label, bench, procs, columns = path.stem, None, None, []
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                m = _LINE.match(line)
-                if m is None:
-                    continue
-                if m["bench"]:
-                    bench, procs = m["bench"], None
-                elif m["procs"]:
-                    procs = m["procs"]
-                elif m["header"]:
-                    columns = m["header"].split()
-                else:
-                    values = dict(zip(columns, m["row"].split()))
-                    records.append((label, bench, procs, values.get("#bytes"),
-                                    values.get("t[usec]") or values.get("t_avg[usec]")))  # fmt: skip
+    records = [(label, bench, procs, values.get("#bytes"), values.get("t[usec]") or values.get("t_avg[usec]"))
+               for label, bench, procs, values in _table_rows(paths)]
     df = pd.DataFrame(records, columns=["label", "benchmark", "processes", "bytes", "t_usec"])
     df["t_usec"] = df["t_usec"].astype("float64")
     medians = df.groupby(["label", "benchmark", "processes", "bytes"], dropna=False)["t_usec"].median()

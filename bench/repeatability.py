@@ -95,8 +95,9 @@ class Hog:
         self.spinners = []
 
 
-def headline(run: CampaignRun) -> dict[str, Any]:
-    """The fit the campaign's closing lines print: the first stack/transport's PingPong fit."""
+def headline(run: CampaignRun, label: str | None = None) -> dict[str, Any]:
+    """The fit the campaign's closing lines print (the first stack/transport's PingPong fit), or the
+    fit of ``label`` (the clean run's headline: the two runs are compared on one series)."""
     from mpiatlas.commands.campaign import headline as closing_lines
     from mpiatlas.config import load
 
@@ -108,8 +109,17 @@ def headline(run: CampaignRun) -> dict[str, Any]:
     pingpong = [f for f in fits if f.get("benchmark") in ("PingPong", "pingpong") and f.get("latency_us")]
     if not pingpong:
         raise BenchError(f"campaign {run.name} in {run.work}: no PingPong fit")
+    def label_of(fit: dict[str, Any]) -> str:
+        return fit.get("label") or f"{fit.get('stack')}/{fit.get('transport')}"
+
+    if label is not None:
+        same = [f for f in pingpong if label_of(f) == label]
+        if not same:
+            raise BenchError(f"campaign {run.name} in {run.work}: no PingPong fit of {label} (its launches left "
+                             f"perturbed?); the closing lines said: {lines}")
+        pingpong = same
     first = min(pingpong, key=lambda f: rank.get((str(f.get("stack")), str(f.get("transport"))), len(rank)))
-    return {"label": first.get("label") or f"{first.get('stack')}/{first.get('transport')}",
+    return {"label": label_of(first),
             "latency_us": first["latency_us"], "latency_ci_us": first.get("latency_ci_us"),
             "bandwidth_MBps": first["bandwidth_MBps"], "bandwidth_ci_MBps": first.get("bandwidth_ci_MBps"),
             "ci_warning": first.get("ci_warning"), "lines": lines}
@@ -133,7 +143,8 @@ def launch_facts(run: CampaignRun) -> dict[str, Any]:
             "campaign_wall_s": round(run.wall_s, 1)}
 
 
-def one_run(config: dict[str, Any], work: Path, timeout_s: float, hog: tuple[float, float] | None) -> dict[str, Any]:
+def one_run(config: dict[str, Any], work: Path, timeout_s: float, hog: tuple[float, float] | None,
+            label: str | None = None) -> dict[str, Any]:
     name = config["campaign"]["name"]
     make_workdir(work, config)
     if hog is None:
@@ -144,7 +155,7 @@ def one_run(config: dict[str, Any], work: Path, timeout_s: float, hog: tuple[flo
         run = run_campaign(work, name, timeout_s)
     window = {"from_cells": spinning.cells_at_start, "to_cells": spinning.cells_at_stop, "planned_cells": cells,
               "cpus": len(os.sched_getaffinity(0))}
-    return {"hog": window, "headline": headline(run), **launch_facts(run)}
+    return {"hog": window, "headline": headline(run, label), **launch_facts(run)}
 
 
 def ratio(a: dict[str, Any], b: dict[str, Any], key: str) -> float:
@@ -158,13 +169,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hog-to", type=float, default=0.6, help="fraction of cells sealed when it stops")
     parser.add_argument("--timeout", type=float, default=3600.0, help="per campaign, seconds")
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--keep", action="store_true", help="keep the two campaigns' work directories")
     args = parser.parse_args(argv)
     config = load_config(args.config)
     runs = []
-    with tempfile.TemporaryDirectory(prefix="mpiatlas-repeat-") as tmp:
-        for label, hog in (("clean", None), ("hogged", (args.hog_from, args.hog_to))):
-            print(f"running {config['campaign']['name']} ({label}) ...", flush=True)
-            runs.append({"run": label, **one_run(config, Path(tmp) / label, args.timeout, hog)})
+    with tempfile.TemporaryDirectory(prefix="mpiatlas-repeat-", delete=not args.keep) as tmp:
+        for name, hog in (("clean", None), ("hogged", (args.hog_from, args.hog_to))):
+            print(f"running {config['campaign']['name']} ({name}) ...", flush=True)
+            same = runs[0]["headline"]["label"] if runs else None
+            runs.append({"run": name, **one_run(config, Path(tmp) / name, args.timeout, hog, same)})
+        if args.keep:
+            print(f"work directories kept under {tmp}")
     clean, hogged = runs
     figures = {"config": str(args.config), "runs": runs,
                "latency_ratio": round(ratio(clean, hogged, "latency_us"), 3),

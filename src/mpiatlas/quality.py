@@ -34,7 +34,7 @@ import polars as pl
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
 OK, PERTURBED, NOISY = "ok", "perturbed", "noisy"
-DEFAULT_LIMITS = {"wait_share": 0.05, "steal_share": 0.02, "other_cpu_share": 0.10}
+DEFAULT_LIMITS = {"wait_share": 0.05, "wait_floor_s": 0.02, "steal_share": 0.02, "other_cpu_share": 0.10}
 MODE_RATIO = 2.0
 GAP_RATIO = 1.5
 CI_HALFWIDTH = 0.25
@@ -69,9 +69,10 @@ def judge_launch(machine: Mapping[str, Any] | None, perturbation: Mapping[str, A
     reasons = []
     worst = _worst_waiter(machine)
     if worst is not None:
-        share, cpus = worst
+        share, cpus, waited_s = worst
         expected = expected_wait(machine) if oversubscribed else 0.0
-        if share - expected > lim["wait_share"]:
+        excess_s = None if waited_s is None else waited_s * (share - expected) / share if share > 0 else 0.0
+        if share - expected > lim["wait_share"] and (excess_s is None or excess_s > lim["wait_floor_s"]):
             by_design = f" ({_pct(expected)} expected: oversubscribed)" if expected > 0 else ""
             reasons.append(f"ranks waited {_pct(share)} of the launch for {cpus}{by_design}")
     steal = machine.get("steal_share")
@@ -97,18 +98,20 @@ def beyond(share: float, part_ticks: int | None, total_ticks: int | None, limit:
     return (part_ticks - 2 * part_ticks ** 0.5) / total_ticks > limit
 
 
-def _worst_waiter(machine: Mapping[str, Any]) -> tuple[float, str] | None:
-    """The largest wait share of a rank and its cpu(s) in words; without ranks (srun), the job
-    cgroup's cpu pressure (time some task of it waited) stands in."""
+def _worst_waiter(machine: Mapping[str, Any]) -> tuple[float, str, float | None] | None:
+    """The largest wait share of a rank, its cpu(s) in words and its wait in seconds (None: not
+    recorded); without ranks (srun), the job cgroup's cpu pressure (time some task of it waited)
+    stands in."""
     ranks = [r for r in machine.get("ranks") or [] if r.get("wait_share") is not None]
     if ranks:
         rank = max(ranks, key=lambda r: r["wait_share"])
         cpus = rank.get("cpus") or []  # a list, or a cpulist string for an unpinned rank on a large node
         listed = cpus if isinstance(cpus, str) else ",".join(map(str, cpus))
         where = f"cpu {cpus[0]}" if isinstance(cpus, list) and len(cpus) == 1 else f"cpus {listed}" if cpus else "a cpu"
-        return float(rank["wait_share"]), where
+        waited = rank.get("wait_s")
+        return float(rank["wait_share"]), where, float(waited) if waited is not None else None
     pressure = machine.get("cgroup_cpu_pressure_share")
-    return (float(pressure), "a cpu (job cgroup pressure)") if pressure is not None else None
+    return (float(pressure), "a cpu (job cgroup pressure)", None) if pressure is not None else None
 
 
 def trusted(samples: FrameT) -> FrameT:
