@@ -1,7 +1,10 @@
 """Can a number be trusted? Two judgements, separate from a cell's status (which says it ran right):
 
 * a launch is ``perturbed`` when the machine took cpu time from its ranks (runner.machine_state's
-  record): its ranks waited on a run queue for more than ``wait_share`` of their time, or a cpu of
+  record): its ranks waited on a run queue for more than ``wait_share`` of their time (and more than
+  ``wait_floor_s`` in all: on a node whose cpus the ranks fill, a short launch's busiest rank waits a
+  few ms at its start for the launcher and for mpiatlas itself, 3-5 ms in the first-look campaign here,
+  which is 5-8 % of a 0.07 s kernel launch; a disturbance is tens of ms and more), or a cpu of
   theirs was stolen by the hypervisor for more than ``steal_share``, or other processes used more
   than ``other_cpu_share`` of the ranks' cpus. Its samples stay in the raw tables, flagged
   (``cell_quality``), and :func:`trusted` leaves them out of medians and fits;
