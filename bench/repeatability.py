@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -173,13 +174,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = load_config(args.config)
     runs = []
-    with tempfile.TemporaryDirectory(prefix="mpiatlas-repeat-", delete=not args.keep) as tmp:
+    tmp = tempfile.mkdtemp(prefix="mpiatlas-repeat-")
+    try:
         for name, hog in (("clean", None), ("hogged", (args.hog_from, args.hog_to))):
             print(f"running {config['campaign']['name']} ({name}) ...", flush=True)
             same = runs[0]["headline"]["label"] if runs else None
             runs.append({"run": name, **one_run(config, Path(tmp) / name, args.timeout, hog, same)})
+    finally:
         if args.keep:
             print(f"work directories kept under {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
     clean, hogged = runs
     figures = {"config": str(args.config), "runs": runs,
                "latency_ratio": round(ratio(clean, hogged, "latency_us"), 3),
