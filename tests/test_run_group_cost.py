@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import REPO, require_infra
-from mpiatlas import cli, layout
+from mpiatlas import cli, layout, mpi_library
 from mpiatlas.stacks import get_stack
 
 INTELMPI = REPO / ".stacks" / "intelmpi"
@@ -57,6 +57,9 @@ def test_a_group_runs_the_version_probe_once_and_times_each_launch(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     calls = counting_subprocess_run(monkeypatch)
+    # The loader's answer is cached per process (mpi_library.resolve_libmpi): an earlier test of this
+    # process may hold IMB-MPI1's already; this test counts what one group of a fresh process asks.
+    mpi_library.resolve_libmpi.cache_clear()
     group = "imb_intelmpi_np2_t1_0"
     done = tmp_path / "done.json"
 
