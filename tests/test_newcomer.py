@@ -111,6 +111,20 @@ def in_image(sif: Path, work: Path, program: list[str], cwd: str = HOME) -> list
             "env", f"HOME={HOME}", "USER=nobody", "LOGNAME=nobody", *program]
 
 
+def run_as_newcomer(sif: Path, work: Path, program: list[str]) -> tuple[str, int | None, float]:
+    """``program`` in the clone, in the image, as the newcomer: (terminal output, exit code or None
+    when it hit RUN_TIMEOUT_S, wall seconds, recorded for the closing note)."""
+    start = time.monotonic()
+    try:
+        run = subprocess.run(in_image(sif, work, program, cwd=CLONE), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, timeout=RUN_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        output, returncode = run.stdout, run.returncode
+    except subprocess.TimeoutExpired as exc:
+        output = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        returncode = None
+    return output, returncode, round(time.monotonic() - start, 1)
+
+
 # --------------------------------------------------------------------------- the clone
 def git(*args: str, cwd: Path = REPO, stdin: bytes | None = None) -> bytes:
     return subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, check=True).stdout
@@ -212,16 +226,7 @@ def test_readme_commands_on_a_fresh_machine(tmp_path: Path, capsys: pytest.Captu
     assert not found, f"the fresh-machine image is not fresh, it has: {found}"
 
     command = f"{readme_first_command((work / 'home' / 'mpiatlas' / 'README.md').read_text())} --config {CONFIG}"
-    start = time.monotonic()
-    try:
-        run = subprocess.run(in_image(sif, work, ["bash", "-c", command], cwd=CLONE),
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             timeout=RUN_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        output, returncode = run.stdout, run.returncode
-    except subprocess.TimeoutExpired as exc:
-        output = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        returncode = None
-    wall_s = round(time.monotonic() - start, 1)
+    output, returncode, wall_s = run_as_newcomer(sif, work, ["bash", "-c", command])
     figures: dict[str, object] = {"command": command, "wall_s": wall_s,
                                   "terminal_lines": len(output.splitlines()), "exit_code": returncode,
                                   "image": sif.name}
@@ -244,19 +249,11 @@ def test_readme_commands_on_a_fresh_machine(tmp_path: Path, capsys: pytest.Captu
 
     # The README's second command, in the same clone, as the newcomer would run it next.
     tests = readme_test_command((work / "home" / "mpiatlas" / "README.md").read_text())
-    start = time.monotonic()
-    try:
-        run = subprocess.run(in_image(sif, work, ["env", f"PYTEST_ADDOPTS={TEST_ADDOPTS}", "bash", "-c", tests],
-                                      cwd=CLONE),
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             timeout=RUN_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        test_output, test_rc = run.stdout, run.returncode
-    except subprocess.TimeoutExpired as exc:
-        test_output = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        test_rc = None
+    test_output, test_rc, tests_wall_s = run_as_newcomer(
+        sif, work, ["env", f"PYTEST_ADDOPTS={TEST_ADDOPTS}", "bash", "-c", tests])
     results = work / "tmp" / Path(TEST_RESULTS).name
     counts = junit_counts(results) if results.is_file() else {}
-    figures.update(tests_command=tests, tests_wall_s=round(time.monotonic() - start, 1), tests_exit_code=test_rc,
+    figures.update(tests_command=tests, tests_wall_s=tests_wall_s, tests_exit_code=test_rc,
                    **{f"tests_{k}": v for k, v in counts.items()})
     record_figures(figures, output + "\n--- tests ---\n" + test_output, tmp_path, capsys)
     last = f"{tests}\n--- last {TAIL_LINES} terminal lines ---\n{tail(test_output)}"
