@@ -56,7 +56,7 @@ def big_config() -> dict[str, Any]:
 
 def count_cells(config: dict[str, Any], placeholder_imb: Path) -> int:
     """Cells the campaign plans, by mpiatlas's own matrix (with the same Open MPI IMB placeholder)."""
-    from mpiatlas import config as mpiatlas_config
+    from mpiatlas.matrix import config as mpiatlas_config
     from mpiatlas import programs
 
     previous = os.environ.get("MPIATLAS_IMB_OPENMPI")

@@ -78,8 +78,8 @@ def launch_env(record: dict[str, Any], stack_env: dict[str, str]) -> dict[str, s
 
 def stack_runtime_env(config_path: Path, label: str) -> dict[str, str]:
     """The runtime environment of stack ``label`` of the campaign config at ``config_path``."""
-    from mpiatlas import cells
-    from mpiatlas import config as mpiatlas_config
+    from mpiatlas.matrix import cells
+    from mpiatlas.matrix import config as mpiatlas_config
     from mpiatlas.stacks import get_stack
 
     config = mpiatlas_config.load(config_path)

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from mpiatlas import containers
+from mpiatlas.stacks import containers
 from mpiatlas.stacks import LaunchSpec, get_stack
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@
   .venv/bin/python bench/machine_probe.py calibrate [--launches 4] [--capture DIR]
       IMB PingPong (Intel MPI, shm, ranks pinned to cpus 0 and 1) alone and with a busy loop pinned
       to cpu 1, alternated: per launch the probe's wait, others' cpu and steal shares. These set the
-      defaults of mpiatlas.quality. --capture also writes the /proc files of one rank of one launch
+      defaults of mpiatlas.stats.quality. --capture also writes the /proc files of one rank of one launch
       of each kind (for tests/data/machine_state).
 
 Wall and cpu times: on a shared machine compare runs made side by side (as here), never a figure alone.
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mpiatlas.aggregate import median_ci
+from mpiatlas.stats.aggregate import median_ci
 from mpiatlas.runner.process import Probe, run_launch
 from mpiatlas.stacks import LaunchSpec, get_stack
 

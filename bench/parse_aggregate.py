@@ -151,8 +151,8 @@ def generate(root: Path, rows_target: int, seed: int) -> tuple[list[Path], int]:
 
 def run_mpiatlas(paths: list[Path], out: Path) -> dict[str, object]:
     clock = [time.perf_counter()]  # phase ends, for the breakdown (wall seconds)
-    from mpiatlas.aggregate import summarize
-    from mpiatlas.importer import import_files, write_samples
+    from mpiatlas.stats.aggregate import summarize
+    from mpiatlas.tables.importer import import_files, write_samples
 
     clock.append(time.perf_counter())
     result = import_files(paths, pool=True)  # rep<r>/<label>.txt: repetitions of <label>

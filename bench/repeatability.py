@@ -50,7 +50,7 @@ def sealed_count(raw: Path) -> int:
 
 def planned_cells(work: Path) -> int:
     """The campaign's cells as the workflow expands them (adaptive rounds may add more)."""
-    from mpiatlas.config import load
+    from mpiatlas.matrix.config import load
     from mpiatlas.programs import expand
 
     return len(expand(load(work / "config" / "campaign.yaml")))
@@ -100,7 +100,7 @@ def headline(run: CampaignRun, label: str | None = None) -> dict[str, Any]:
     """The fit the campaign's closing lines print (the first stack/transport's PingPong fit), or the
     fit of ``label`` (the clean run's headline: the two runs are compared on one series)."""
     from mpiatlas.commands.campaign import headline as closing_lines
-    from mpiatlas.config import load
+    from mpiatlas.matrix.config import load
 
     config = load(run.work / "config" / "campaign.yaml")
     order = [(label, t) for label, s in config["stacks"].items() for t in s["transports"]]

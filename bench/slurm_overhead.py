@@ -33,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from mpiatlas import layout
+from mpiatlas.matrix import layout
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""Adaptive repetitions (mpiatlas.adaptive, mpiatlas.adaptive_rounds): the config, the round sizing,
+"""Adaptive repetitions (mpiatlas.matrix.adaptive, mpiatlas.campaign.adaptive_rounds): the config, the round sizing,
 the stopping rule, and decisions recomputed from sealed cells. Pure logic: the sealed cells are
 real IMB PingPong launches recorded on this machine (tests/data/adaptive/raw: Intel MPI, shm and
 ofi-tcp, 8 repetitions each), copied into a throw-away raw directory."""
@@ -15,13 +15,15 @@ import numpy as np
 import polars as pl
 import pytest
 
-from mpiatlas import adaptive, adaptive_rounds, programs
-from mpiatlas.adaptive import AdaptiveSpec, decide, next_count, relative_halfwidths
-from mpiatlas.aggregate import median_ci, summarize
-from mpiatlas.cells import Cell
+from mpiatlas import programs
+from mpiatlas.campaign import adaptive_rounds
+from mpiatlas.matrix import adaptive
+from mpiatlas.matrix.adaptive import AdaptiveSpec, decide, next_count, relative_halfwidths
+from mpiatlas.stats.aggregate import median_ci, summarize
+from mpiatlas.matrix.cells import Cell
 from mpiatlas.commands.run_cell import group_specs
-from mpiatlas.config import ConfigError, validate
-from mpiatlas.tidy import tidy
+from mpiatlas.matrix.config import ConfigError, validate
+from mpiatlas.tables.tidy import tidy
 
 DATA = Path(__file__).parent / "data" / "adaptive" / "raw"
 SERIES = {t: f"imb/intelmpi/{t}/core/np2/PingPong/default" for t in ("shm", "ofi-tcp")}

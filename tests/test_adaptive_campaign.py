@@ -24,8 +24,8 @@ import pytest
 
 from campaign_fixtures import announced_report
 from conftest import PYPI_STACKS, campaign_workdir, require_infra, run_campaign
-from mpiatlas import adaptive
-from mpiatlas.adaptive_rounds import ADAPTIVE_DIR, final_decision
+from mpiatlas.matrix import adaptive
+from mpiatlas.campaign.adaptive_rounds import ADAPTIVE_DIR, final_decision
 
 CONFIG = "config/test/adaptive.yaml"
 RESULTS = "results/adaptive"
@@ -91,8 +91,8 @@ def series_entries(results: Path) -> dict[str, dict]:
 def _check_decisions_follow_the_launches(results: Path) -> dict[str, list[tuple[int, str]]]:
     """Every round's decision recomputed from the sealed launches it saw; returns each series'
     (launches seen, state) per round in which it was decided."""
-    from mpiatlas.adaptive_rounds import series_values
-    from mpiatlas.cells import Cell
+    from mpiatlas.campaign.adaptive_rounds import series_values
+    from mpiatlas.matrix.cells import Cell
 
     history: dict[str, list[tuple[int, str]]] = {}
     seen: dict[str, int] = {}

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from mpiatlas.aggregate import CONFIDENCE, N_RESAMPLES, SEED, median_ci, median_cis, summarize
+from mpiatlas.stats.aggregate import CONFIDENCE, N_RESAMPLES, SEED, median_ci, median_cis, summarize
 
 
 def _samples(groups: dict[tuple[str, int], list[float | None]], **extra: list[object]) -> pl.DataFrame:
@@ -159,7 +159,7 @@ def test_median_ci_is_seeded_and_ignores_non_finite_values() -> None:
 
 
 def test_aggregate_does_not_import_scipy() -> None:
-    code = "import sys, mpiatlas.aggregate; print('scipy' in sys.modules)"
+    code = "import sys, mpiatlas.stats.aggregate; print('scipy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

@@ -15,7 +15,7 @@ import yaml
 
 from conftest import require_datasets
 from mpiatlas.cli import main
-from mpiatlas.config import ConfigError, validate
+from mpiatlas.matrix.config import ConfigError, validate
 from mpiatlas.models.alphabeta import (
     ALLGATHER_M1_NOTE,
     AlphaBetaError,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mpiatlas.layout import write_json_atomic, write_text_atomic
+from mpiatlas.matrix.layout import write_json_atomic, write_text_atomic
 
 
 def test_concurrent_writers_of_one_path_each_replace_it_whole(tmp_path: Path) -> None:

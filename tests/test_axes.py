@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 import yaml
 
-from mpiatlas.cells import Cell, parse_id
-from mpiatlas.config import ConfigError, validate
+from mpiatlas.matrix.cells import Cell, parse_id
+from mpiatlas.matrix.config import ConfigError, validate
 from mpiatlas.programs import cell_spec, expand
 from mpiatlas.programs.imb import Imb, imb_args
 from mpiatlas.programs.imb_options import argv, combinations, parse_segment
 from mpiatlas.runner.knob_overlay import overlay_launch, shell_replaced
 from mpiatlas.stacks import Launch
-from mpiatlas.tidy import missing_row
+from mpiatlas.tables.tidy import missing_row
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from mpiatlas.aggregate import summarize
+from mpiatlas.stats.aggregate import summarize
 from mpiatlas.report.blocks import ChartBlock, Details, Table
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.sections.knobs import baseline_of, best_knob_sets, knob_rows, relative, section_knobs

@@ -19,8 +19,9 @@ import pytest
 import yaml
 
 from conftest import REPO, campaign_workdir, require_infra, run_campaign
-from mpiatlas import layout, runlock
-from mpiatlas.progress import Progress, format_eta
+from mpiatlas.campaign import runlock
+from mpiatlas.matrix import layout
+from mpiatlas.campaign.progress import Progress, format_eta
 
 # -- units --------------------------------------------------------------------------------------
 

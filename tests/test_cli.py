@@ -15,7 +15,7 @@ from mpiatlas import cli
 
 # Libraries of the analysis and the report: none of them has any business in a cell group's
 # start-up. (polars is not listed for the runner itself: every program's output check uses it;
-# nor jinja2, which mpiatlas.containers imports for the image definitions.)
+# nor jinja2, which mpiatlas.stacks.containers imports for the image definitions.)
 HEAVY = ("altair", "vl_convert", "scipy", "rich", "snakemake")
 
 
@@ -32,7 +32,7 @@ def test_parsing_run_cell_imports_no_other_command_and_no_heavy_library() -> Non
     assert "mpiatlas.commands.run_cell" in mods
     others = {f"mpiatlas.commands.{m}" for m in cli.command_modules().values()} - {"mpiatlas.commands.run_cell"}
     assert not (mods & others), sorted(mods & others)
-    for heavy in (*HEAVY, "polars", "numpy", "jsonschema", "yaml", "jinja2", "mpiatlas.config",
+    for heavy in (*HEAVY, "polars", "numpy", "jsonschema", "yaml", "jinja2", "mpiatlas.matrix.config",
                   "mpiatlas.programs"):
         assert heavy not in mods, heavy
 
@@ -40,7 +40,7 @@ def test_parsing_run_cell_imports_no_other_command_and_no_heavy_library() -> Non
 def test_the_runner_loads_no_report_or_fit_library() -> None:
     mods = loaded_after("import mpiatlas.runner, mpiatlas.runner.process\n"
                        "from mpiatlas.commands.run_cell import group_specs\n"
-                       "import mpiatlas.config, mpiatlas.programs, mpiatlas.resources")
+                       "import mpiatlas.matrix.config, mpiatlas.programs, mpiatlas.campaign.resources")
     assert "mpiatlas.runner.run" in mods
     for heavy in HEAVY:
         assert heavy not in mods, heavy

@@ -10,7 +10,7 @@ import pytest
 from mpiatlas.models.collective_regions import ModelError, algorithms_for, bcast_default_algorithm, predict
 from mpiatlas.models.prediction_errors import error_summary
 from mpiatlas.models.region_latency import RegionTable, RegionTableError, place, read_region_table
-from mpiatlas.topology_synthetic import parse_synthetic
+from mpiatlas.node.topology_synthetic import parse_synthetic
 
 # Two sockets of two cores: ranks 0,1 on socket 0 and 2,3 on socket 1 under block/core.
 TWO_BY_TWO = parse_synthetic("pack:2 core:2 pu:1")

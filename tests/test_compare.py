@@ -22,13 +22,13 @@ import yaml
 
 from conftest import REPO, campaign_workdir, require_infra, run_campaign
 from mpiatlas.commands import compare as command
-from mpiatlas.compare import (FASTER, MIN_REPS, ONE_RUN_NOTE, SAME, SLOWER, TOO_FEW, TOO_FEW_RUNS, CompareError,
-                              Side, compare, load_runs, load_side, match_axes, ratio_cis, regressions)
-from mpiatlas.compare_stats import draw_counts, expansion, two_level_percentiles
-from mpiatlas.compare_fits import TOO_FEW_RUNS as FIT_TOO_FEW_RUNS
-from mpiatlas.compare_fits import fit_differences, fit_differences_over_runs, mover_difference
-from mpiatlas.compare_report import render
-from mpiatlas.compare_summary import summary_lines
+from mpiatlas.compare.campaigns import ONE_RUN_NOTE, CompareError, Side, compare, load_runs, load_side, match_axes
+from mpiatlas.stats.ratios import FASTER, MIN_REPS, SAME, SLOWER, TOO_FEW, TOO_FEW_RUNS, ratio_cis, regressions
+from mpiatlas.stats.two_level import draw_counts, expansion, two_level_percentiles
+from mpiatlas.compare.fits import TOO_FEW_RUNS as FIT_TOO_FEW_RUNS
+from mpiatlas.compare.fits import fit_differences, fit_differences_over_runs, mover_difference
+from mpiatlas.compare.report import render
+from mpiatlas.compare.summary import summary_lines
 
 SIZES = [2**k for k in range(0, 21)]
 EVIL = "<script>alert(1)</script>"
@@ -541,7 +541,7 @@ def test_two_level_bootstrap_equals_a_plain_loop() -> None:
 def test_two_level_chunks_and_other_groups_do_not_change_a_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunked (as for 10^4+ sizes: 10^4 sizes of 3 x 5 repetitions take ~2 s) or alone, a group's
     CI is the same: it depends on its own runs' sizes and the seed only."""
-    import mpiatlas.compare_stats as stats
+    import mpiatlas.stats.two_level as stats
 
     rng = np.random.default_rng(8)
     a = [[rng.lognormal(0, 0.1, 5) for _ in range(3)] for _ in range(40)]

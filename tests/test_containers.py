@@ -1,4 +1,4 @@
-"""Apptainer images (mpiatlas.containers): rendering (unit) and real images (infra).
+"""Apptainer images (mpiatlas.stacks.containers): rendering (unit) and real images (infra).
 
 The infra tests build the Intel MPI and the Open MPI (imb: skip) images once per
 session -- ~1.5 min each -- into /tmp/mpiatlas-images (MPIATLAS_IMAGE_CACHE), or reuse
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, require_infra
-from mpiatlas import containers
-from mpiatlas.containers import ContainerError
+from mpiatlas.stacks import containers
+from mpiatlas.stacks.containers import ContainerError
 
 HOST_IMPI = REPO / ".stacks" / "intelmpi"
 IMAGE_CACHE = Path(os.environ.get("MPIATLAS_IMAGE_CACHE", "/tmp/mpiatlas-images"))

@@ -32,8 +32,8 @@ import pytest
 import yaml
 
 from conftest import REPO, campaign_workdir, require_infra, run_campaign
-from mpiatlas import multinode
-from mpiatlas.config import ConfigError, validate
+from mpiatlas.node import multinode
+from mpiatlas.matrix.config import ConfigError, validate
 from mpiatlas.runner.judge import mixed_transport_evidence, transport_reason
 from mpiatlas.runner.plan import interface_env
 from mpiatlas.stacks import LaunchSpec, StackError, fabrics

@@ -21,7 +21,7 @@ import polars as pl
 import pytest
 
 from conftest import REPO, require_datasets
-from mpiatlas.importer import import_files
+from mpiatlas.tables.importer import import_files
 from mpiatlas.parsers import imb_shapes as shapes
 from mpiatlas.parsers.imb import COLUMNS, SCHEMA, ImbParseError, parse_imb_text, read_imb_file
 from mpiatlas.parsers.imb_scan import scan_imb_files, scanner_available
@@ -256,7 +256,7 @@ from pathlib import Path
 go = Path(sys.argv[1])
 while not go.exists():
     time.sleep(0.005)
-from mpiatlas.importer import import_files
+from mpiatlas.tables.importer import import_files
 from mpiatlas.parsers.imb_scan import scan_imb_files, scanner_available
 paths = sys.argv[2:]
 result = import_files(paths)

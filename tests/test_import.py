@@ -12,7 +12,7 @@ import pytest
 
 from conftest import require_datasets
 from mpiatlas.cli import main
-from mpiatlas.importer import SAMPLES_FILE
+from mpiatlas.tables.importer import SAMPLES_FILE
 from mpiatlas.parsers.imb import COLUMNS
 
 LOCAL = "local-imb-samples"
@@ -111,7 +111,7 @@ def test_fit_on_a_directory_without_samples_exits_2(tmp_path: Path, capsys: pyte
 def test_rows_come_by_file_whichever_reader_took_it(tmp_path: Path) -> None:
     """The C scanner's files, a file it leaves to the Python lines executor ("\\r\\n" line ends) and
     an OSU log, interleaved: rows come by file order, each file's as its own reader gives them."""
-    from mpiatlas.importer import import_files
+    from mpiatlas.tables.importer import import_files
     from mpiatlas.parsers.imb import parse_imb_file
     from mpiatlas.parsers.imb_scan import scan_imb_files
 
@@ -236,7 +236,7 @@ def test_a_label_error_exits_2_and_writes_nothing(
 def test_each_reader_and_chunk_gives_the_files_own_label(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Same-named files, in chunks of two on two threads, some through the C scanner and some through
     Python ("\\r\\n" line ends, an OSU log): every row carries its own file's label."""
-    import mpiatlas.importer as importer
+    import mpiatlas.tables.importer as importer
 
     pingpong = require_datasets() / LOCAL / "impi_np2_PingPong.txt"
     osu = sorted((require_datasets() / "stackhpc-alaska-csd3-imb-omb" / "output").glob("*/*/omb/*/*.out"))[0]

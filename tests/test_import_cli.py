@@ -16,7 +16,7 @@ import pytest
 
 from conftest import require_datasets
 from mpiatlas.cli import main
-from mpiatlas.importer import SAMPLES_FILE
+from mpiatlas.tables.importer import SAMPLES_FILE
 
 PINGPONG = "local-imb-samples/impi_np2_PingPong.txt"  # 24 rows: 0 B and 2^0..2^22
 COLLS = "local-imb-samples/impi_np4_npmin2_colls.txt"  # 140 rows

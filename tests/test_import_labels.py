@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require_datasets
-from mpiatlas.import_labels import (
+from mpiatlas.tables.import_labels import (
     LabelError,
     assign_labels,
     distinguishing_labels,

@@ -19,18 +19,18 @@ import yaml
 
 from conftest import REPO, campaign_workdir, require_infra, run_campaign
 from mpiatlas.cli import main
-from mpiatlas.config import ConfigError, load, validate
-from mpiatlas.cells import Cell
+from mpiatlas.matrix.config import ConfigError, load, validate
+from mpiatlas.matrix.cells import Cell
 from mpiatlas.programs import cell_spec, cells_of_kind
 from mpiatlas.programs.build import build_labels, build_outputs
 from mpiatlas.programs.kernels.coll import coll_group_parts
-from mpiatlas.resources import job_groups
+from mpiatlas.campaign.resources import job_groups
 from mpiatlas.runner import Outcome, run_cell
 from mpiatlas.runner.judge import judge, set_binding_problems
 from mpiatlas.runner.plan import rank_cpu_sets
 from mpiatlas.stacks import LaunchSpec, StackError, get_stack
-from mpiatlas.tidy import tidy
-from mpiatlas.topology import Core, Topology
+from mpiatlas.tables.tidy import tidy
+from mpiatlas.node.topology import Core, Topology
 
 TINY = "config/test/tiny.yaml"
 # Where tiny.yaml's campaign (name: tiny) writes everything, relative to the work dir.

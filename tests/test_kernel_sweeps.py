@@ -17,8 +17,8 @@ from altair.utils.schemapi import validate_jsonschema
 from altair.vegalite.v6.schema.core import load_schema
 
 from conftest import REPO
-from mpiatlas.config import ConfigError, load, validate
-from mpiatlas.kernel_sweeps import group_grid, jacobi_problems, jacobi_variants, kernel_sweep_problems, sizes
+from mpiatlas.matrix.config import ConfigError, load, validate
+from mpiatlas.matrix.kernel_sweeps import group_grid, jacobi_problems, jacobi_variants, kernel_sweep_problems, sizes
 from mpiatlas.models.kernel_grids import matsum_grids
 from mpiatlas.models.kernels import fit_jacobi, fit_kernels, fit_matsum
 from mpiatlas.programs import cell_spec, cells_of_kind

@@ -15,11 +15,11 @@ import pytest
 
 from campaign_fixtures import announced_report
 from conftest import REPO, campaign_workdir, require_infra, run_campaign
-from mpiatlas.cells import Cell, parse_id
-from mpiatlas.config import load
+from mpiatlas.matrix.cells import Cell, parse_id
+from mpiatlas.matrix.config import load
 from mpiatlas.programs import cell_spec, expand
 from mpiatlas.programs.kernels import likwid_problems
-from mpiatlas.provenance import parse_likwid_topology
+from mpiatlas.evidence.provenance import parse_likwid_topology
 from mpiatlas.runner import run_cell
 from mpiatlas.runner.judge import judge
 from mpiatlas.runner.likwid_pin import check_pinnable, likwid_pin_path, rank_argv, rank_argvs
@@ -27,7 +27,7 @@ from mpiatlas.stacks import LaunchSpec, StackError, get_stack
 from mpiatlas.stacks.intelmpi import IntelMPI
 from mpiatlas.stacks.mpich import MPICH
 from mpiatlas.stacks.openmpi import OpenMPI
-from mpiatlas.tidy import tidy
+from mpiatlas.tables.tidy import tidy
 
 CONFIG = "config/test/likwid_pin.yaml"
 LIKWID = "/usr/bin/likwid-pin"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require_infra
-from mpiatlas import limits
+from mpiatlas.node import limits
 from mpiatlas.cli import main
 from mpiatlas.models.hockney import fit_hockney
 from mpiatlas.parsers.imb import parse_imb_file
@@ -372,7 +372,7 @@ def test_a_corrupt_cache_file_is_ignored_with_a_warning_and_measured_again(
     (stored,) = tmp_path.glob("*.json")
     stored.write_text('{"node": "n01", "levels": [')  # a half-written file (a crash mid-write elsewhere)
     runner = CountingRunner()
-    with caplog.at_level(logging.WARNING, logger="mpiatlas.limits"):
+    with caplog.at_level(logging.WARNING, logger="mpiatlas.node.limits"):
         record = limits.measure_cached(tmp_path, runner=runner, sources=_sources())
     assert runner.runs == RUNS_PER_RECORD and record["available"] and "cached_from" not in record
     assert any(str(stored) in r.getMessage() and "ignored" in r.getMessage() for r in caplog.records)

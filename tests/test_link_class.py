@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mpiatlas.link_rate import parse_ib_rate
+from mpiatlas.node.link_rate import parse_ib_rate
 from mpiatlas.report.blocks import Table
 from mpiatlas.report.data import load_data
 from mpiatlas.report.physical_limits import RDMA_CLASS, TCP_CLASS, transport_class

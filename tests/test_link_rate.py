@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mpiatlas import link_rate
+from mpiatlas.node import link_rate
 
 # A default route on eth0 (metric 100) and one on eth1 (metric 50), as /proc/net/route prints them.
 ROUTE = """Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT

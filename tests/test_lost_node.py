@@ -22,12 +22,12 @@ import polars as pl
 import pytest
 
 from conftest import campaign_workdir, run_campaign
-from mpiatlas import layout
-from mpiatlas.config import load
+from mpiatlas.matrix import layout
+from mpiatlas.matrix.config import load
 from mpiatlas.programs import expand
-from mpiatlas.progress import read_status
-from mpiatlas.resources import job_groups
-from mpiatlas.outcome import Outcome
+from mpiatlas.campaign.progress import read_status
+from mpiatlas.campaign.resources import job_groups
+from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.runner import lifecycle, run_group, scheduler_state
 from test_two_node import ONE_JOB_AT_A_TIME, PROFILE, netns_cluster  # noqa: F401 (the fixture)
 

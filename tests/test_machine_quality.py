@@ -1,5 +1,5 @@
 """Numbers you can trust on a shared machine (issue #23): the machine probe around each launch
-(runner.machine_state), the per-launch judgement ``perturbed`` (mpiatlas.quality), repetitions that
+(runner.machine_state), the per-launch judgement ``perturbed`` (mpiatlas.stats.quality), repetitions that
 split into two modes (``noisy``), and perturbed launches left out of medians and fits.
 
 tests/data/machine_state holds /proc files recorded on the 2-core VM the project is built on
@@ -23,13 +23,13 @@ import pytest
 import yaml
 
 from conftest import REPO, require_infra
-from mpiatlas import quality
-from mpiatlas.aggregate import summarize
+from mpiatlas.stats import quality
+from mpiatlas.stats.aggregate import summarize
 from mpiatlas.runner import machine_state as ms
 from mpiatlas.runner.lifecycle import launch_quality
 from mpiatlas.runner.process import Probe, run_launch
-from mpiatlas.samples import load_samples
-from mpiatlas.tidy import cell_row
+from mpiatlas.tables.samples import load_samples
+from mpiatlas.tables.tidy import cell_row
 
 DATA = REPO / "tests/data/machine_state"
 
@@ -296,7 +296,7 @@ def test_both_schema_copies_state_the_defaults_of_mpiatlas_quality() -> None:
 
 
 def test_configured_limits_reach_every_cell_spec(tmp_path: Path) -> None:
-    from mpiatlas.config import ConfigError, load
+    from mpiatlas.matrix.config import ConfigError, load
     from mpiatlas.programs import cell_spec, expand
 
     config = yaml.safe_load((REPO / "config/test/likwid_pin.yaml").read_text())
@@ -334,8 +334,8 @@ def test_a_real_launch_with_a_busy_loop_on_a_ranks_cpu_is_perturbed(tmp_path: Pa
     """IMB PingPong on Intel MPI through the runner, once with a busy loop pinned to the cpu of rank 1
     (started before the launch, stopped after it) and once without. On this shared machine the
     second may be perturbed too (by others' work): only its evidence is asserted."""
-    from mpiatlas.cells import Cell
-    from mpiatlas.config import load
+    from mpiatlas.matrix.cells import Cell
+    from mpiatlas.matrix.config import load
     from mpiatlas.programs import cell_spec
     from mpiatlas.runner import run_cell
 
@@ -369,7 +369,7 @@ def test_a_real_launch_with_a_busy_loop_on_a_ranks_cpu_is_perturbed(tmp_path: Pa
         assert json.loads((tmp_path / name / "status.json").read_text())["quality"] in ("ok", "perturbed")
     # The tables: the cells table judges both, the samples keep the hogged launch's rows, flagged,
     # and the summary is computed from the unperturbed rows only.
-    from mpiatlas.tidy import tidy
+    from mpiatlas.tables.tidy import tidy
 
     tidy([tmp_path / "hogged", tmp_path / "clean"], tmp_path / "tidy")
     cells = pl.read_parquet(tmp_path / "tidy/cells.parquet")

@@ -1,4 +1,4 @@
-"""The MPI library a cell ran is evidence (mpiatlas.mpi_library, runner.judge.judge_library).
+"""The MPI library a cell ran is evidence (mpiatlas.evidence.mpi_library, runner.judge.judge_library).
 
 (a) banners and loader listings captured from real runs of every installed stack (tests/data/mpi_library/,
 see its README) are read to the vendor, version and libmpi path each shows; (b) the judge makes a cell
@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, require_infra
-from mpiatlas import mpi_library, provenance
-from mpiatlas.mpi_library import FROM_I_MPI_DEBUG, FROM_KERNEL, FROM_MPICH_SUMMARY, observed, parse_ldd, problems
-from mpiatlas.outcome import Outcome
+from mpiatlas.evidence import mpi_library, provenance
+from mpiatlas.evidence.mpi_library import FROM_I_MPI_DEBUG, FROM_KERNEL, FROM_MPICH_SUMMARY, observed, parse_ldd, problems
+from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.runner.judge import judge_library
 
 DATA = REPO / "tests" / "data" / "mpi_library"
@@ -238,7 +238,7 @@ def test_real_cells_record_their_stacks_library(sid: str, tmp_path: Path) -> Non
     the banner names the stack's kind and version, the libmpi the loader gave it is the stack's own file."""
     import yaml
 
-    from mpiatlas.config import validate
+    from mpiatlas.matrix.config import validate
     from mpiatlas.programs import cell_spec, cells_of_kind
     from mpiatlas.programs.build import build_kernels
     from mpiatlas.runner.run import run_cell

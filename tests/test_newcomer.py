@@ -87,7 +87,7 @@ def skips_without_reason(output: str) -> list[str]:
 # --------------------------------------------------------------------------- the image
 def fresh_machine_image() -> Path:
     """The fresh-machine SIF, built once per version of its def file (~1.5-3 min)."""
-    from mpiatlas.containers import build_image
+    from mpiatlas.stacks.containers import build_image
 
     digest = hashlib.sha256(DEF_FILE.read_bytes()).hexdigest()[:12]
     sif = SIF_CACHE / f"fresh-machine-{digest}.sif"

@@ -10,9 +10,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from mpiatlas.regions import pair_class_medians
+from mpiatlas.stats.regions import pair_class_medians
 from mpiatlas.report import build_report
-from mpiatlas.tidy import CELL_SCHEMA, missing_row, pair_class, placement_of
+from mpiatlas.tables.tidy import CELL_SCHEMA, missing_row, pair_class, placement_of
 
 LABEL = "intelmpi/shm+ofi-tcp/node2"
 

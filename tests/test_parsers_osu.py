@@ -398,7 +398,7 @@ def test_import_reads_osu_text_csv_and_imb_files_together(tmp_path: Path) -> Non
     """The importer routes each file to its reader: every StackHPC OSU log, every ORFEO CSV and an
     IMB capture in one call, every row kept, the CSVs' mapping and algorithm kept as axes."""
     from mpiatlas.commands import import_ as import_command
-    from mpiatlas.importer import import_files
+    from mpiatlas.tables.importer import import_files
 
     imb = require_datasets() / "local-imb-samples" / "impi_np2_PingPong.txt"
     osu_text, osu_csv = _stackhpc_osu_files(), _orfeo_csvs()

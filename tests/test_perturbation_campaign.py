@@ -28,7 +28,8 @@ from markupsafe import escape
 
 from campaign_fixtures import announced_report
 from conftest import PYPI_STACKS, campaign_workdir, require_infra, run_campaign
-from mpiatlas import layout, quality
+from mpiatlas.matrix import layout
+from mpiatlas.stats import quality
 
 pytestmark = pytest.mark.infra
 

@@ -51,7 +51,7 @@ from mpiatlas.models.collective_regions import predict
 from mpiatlas.models.prediction_errors import ErrorSummary, error_summary
 from mpiatlas.models.region_latency import RegionTable, place
 from mpiatlas.parsers.osu_csv import parse_osu_csv_file
-from mpiatlas.topology_synthetic import parse_synthetic
+from mpiatlas.node.topology_synthetic import parse_synthetic
 
 EPYC_TOPOLOGY = "pack:2 numa:4 die:2 l3:2 core:4 pu:1"
 EPYC_TABLE = RegionTable(

@@ -1,5 +1,5 @@
 """The README says what the code is: its two fresh-machine commands are the ones CI runs, and its
-Layout section names every module and every subcommand.
+Layout section names every subpackage and subcommand, and every package names its modules.
 
 A README that drifts is how a newcomer ends up running a command nobody tests; these read the
 README and the tree and compare them, no infrastructure needed.
@@ -7,6 +7,7 @@ README and the tree and compare them, no infrastructure needed.
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -45,16 +46,39 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert hits and hits[0] == _sh_blocks(_section("Two commands on a fresh machine"))[1]
 
 
-def test_layout_names_every_module() -> None:
+def _packages() -> list[Path]:
+    return sorted(d for d in PACKAGE.rglob("*") if (d / "__init__.py").is_file() and "__pycache__" not in d.parts)
+
+
+def test_layout_names_every_subpackage() -> None:
+    """The README's Layout is the index of subpackages; the modules are indexed by their packages."""
     layout = _section("Layout")
-    missing = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        if path.name == "__init__.py" or path.parent.name == "commands":
-            continue
-        # Listed as `name.py`, or inside a brace list such as kernels/{ring,matsum}.py.
-        if not re.search(rf"(?<![\w.]){re.escape(path.stem)}(\.py`|[,}}])", layout):
-            missing.append(str(path.relative_to(PACKAGE)))
+    missing = [str(d.relative_to(PACKAGE)) for d in _packages()
+               if d != PACKAGE and d.parent == PACKAGE and f"`{d.name}/`" not in layout]
+    root_modules = [p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"]
+    missing += [name for name in root_modules if f"`{name}`" not in layout]
     assert not missing, f"README Layout does not name: {missing}"
+
+
+def test_every_package_docstring_names_its_modules() -> None:
+    """A package's face (its __init__ docstring) names each of its modules, so the tree explains itself."""
+    missing = []
+    for package in _packages():
+        if package.name == "commands":  # one module per subcommand: the Layout lists the subcommands
+            continue
+        doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8"))) or ""
+        for module in sorted(package.glob("*.py")):
+            if module.name != "__init__.py" and not re.search(rf"(?<![\w]){re.escape(module.stem)}(?![\w])", doc):
+                missing.append(str(module.relative_to(PACKAGE)))
+        for sub in sorted(d for d in package.iterdir() if (d / "__init__.py").is_file()):
+            if not re.search(rf"(?<![\w]){re.escape(sub.name)}(?![\w])", doc):
+                missing.append(str(sub.relative_to(PACKAGE)) + "/")
+    assert not missing, f"package docstrings do not name: {missing}"
+
+
+def test_root_holds_no_module_but_the_cli() -> None:
+    """The flat root is gone: a new module goes into the subpackage of its stage."""
+    assert sorted(p.name for p in PACKAGE.glob("*.py")) == ["__init__.py", "cli.py"]
 
 
 def test_layout_names_every_subcommand() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from campaign_fixtures import announced_report
 from conftest import PYPI_STACKS, campaign_workdir, require_infra, run_campaign
-from mpiatlas import topology
+from mpiatlas.node import topology
 
 CONFIG = "config/test/regions.yaml"
 

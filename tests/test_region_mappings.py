@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from mpiatlas import topology
-from mpiatlas.cells import Cell, parse_id
-from mpiatlas.config import validate
+from mpiatlas.node import topology
+from mpiatlas.matrix.cells import Cell, parse_id
+from mpiatlas.matrix.config import validate
 from mpiatlas.programs import expand
 from mpiatlas.runner.plan import rank_cpu_sets
-from mpiatlas.topology_synthetic import parse_synthetic
+from mpiatlas.node.topology_synthetic import parse_synthetic
 
 # 2 x AMD EPYC 7H12 in NPS4 mode, with SMT: 2 packages x 4 NUMA x 2 dies (CCDs) x 2 L3 (CCXs) x 4 cores x 2 PUs.
 EPYC = "pack:2 numa:4 die:2 l3:2 core:4 pu:2"
@@ -99,7 +99,7 @@ def test_every_mapping_round_trips_through_a_cell_id(mapping: str) -> None:
 
 
 def test_a_mapping_unknown_to_the_schema_names_the_key() -> None:
-    from mpiatlas.config import ConfigError
+    from mpiatlas.matrix.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"regions.yaml: mappings.0: .*'ccx'"):
         _config(["ccx"])

@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas import regions
+from mpiatlas.stats import regions
 from mpiatlas.report.blocks import ChartBlock
 from mpiatlas.report.charts import chart_spec
 from mpiatlas.report.data import ReportData, load_data

@@ -20,18 +20,18 @@ from typing import Any
 import polars as pl
 import pytest
 
-from mpiatlas import layout
-from mpiatlas.config import load
-from mpiatlas.outcome import Outcome
+from mpiatlas.matrix import layout
+from mpiatlas.matrix.config import load
+from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.programs import cell_spec, expand
-from mpiatlas.progress import Progress
+from mpiatlas.campaign.progress import Progress
 from mpiatlas.report.blocks import Table, Text
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.render import render_html
 from mpiatlas.report.sections.cell_table import REMEASURED_TITLE, remeasured_blocks, section_cells
 from mpiatlas.runner import CellInterrupted, run_group
 from mpiatlas.runner import run as run_module
-from mpiatlas.tidy import CELL_SCHEMA, cell_row
+from mpiatlas.tables.tidy import CELL_SCHEMA, cell_row
 
 ROOT = Path(__file__).resolve().parents[1]
 WAITED = "ranks waited 41 % of the launch for cpu 1"
@@ -208,9 +208,9 @@ def test_the_closing_count_names_the_launches_still_perturbed(tmp_path: Path) ->
 
 def test_a_launch_left_perturbed_does_not_feed_the_adaptive_decision(group, monkeypatch) -> None:
     """adaptive_rounds reads each sealed cell's values to decide on more repetitions: a launch still
-    perturbed after its re-measures is left out there as from the medians (mpiatlas.quality)."""
+    perturbed after its re-measures is left out there as from the medians (mpiatlas.stats.quality)."""
     from conftest import require_datasets
-    from mpiatlas.adaptive_rounds import cell_values
+    from mpiatlas.campaign.adaptive_rounds import cell_values
 
     capture = (require_datasets() / "local-imb-samples" / "impi_np2_PingPong.txt").read_text()
     specs, outs, _ = group

@@ -374,10 +374,10 @@ def test_formatting() -> None:
 
 @pytest.fixture(scope="module")
 def real_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path, list[dict[str, Any]]]:
-    """make_inputs' samples summarised by mpiatlas.aggregate and fitted by mpiatlas.models.hockney,
+    """make_inputs' samples summarised by mpiatlas.stats.aggregate and fitted by mpiatlas.models.hockney,
     the page built by ``mpiatlas report`` (main(argv) in-process): (exit status, page, fits). One
     build (~1.5 s) serves the CLI test and the test that the report reads what those modules write."""
-    from mpiatlas import aggregate
+    from mpiatlas.stats import aggregate
     from mpiatlas.models import hockney
 
     root = tmp_path_factory.mktemp("real-report")
@@ -405,7 +405,7 @@ def test_unfitted_benchmark_is_said(built: tuple[str, list, Path]) -> None:
 
 
 def test_with_the_real_aggregate_and_fit(real_report: tuple[int, Path, list[dict[str, Any]]]) -> None:
-    """The report reads what mpiatlas.aggregate and mpiatlas.models.hockney actually write."""
+    """The report reads what mpiatlas.stats.aggregate and mpiatlas.models.hockney actually write."""
     _, out, fits = real_report
     html = out.read_text(encoding="utf-8")
     params = _section(html, "parameters")

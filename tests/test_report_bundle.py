@@ -10,7 +10,7 @@ import vl_convert
 from altair.utils.schemapi import validate_jsonschema
 from altair.vegalite.v6.schema.core import load_schema
 
-from mpiatlas import layout
+from mpiatlas.matrix import layout
 from mpiatlas.report import bundle
 from test_report import _specs
 

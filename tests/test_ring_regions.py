@@ -54,7 +54,7 @@ from mpiatlas.report.data import ReportData
 from mpiatlas.report.render import render_html
 from mpiatlas.report.sections.kernel_ring import section_kernel_ring
 from mpiatlas.runner.plan import rank_cpu_sets
-from mpiatlas.topology_synthetic import parse_synthetic
+from mpiatlas.node.topology_synthetic import parse_synthetic
 
 TWO_SOCKETS = "pack:2 core:4 pu:1"
 # µs and MB/s: same socket (the synthetic node has no L3 or NUMA level inside a package).
@@ -132,7 +132,7 @@ def test_cyclic_over_nodes_from_the_cells_hosts() -> None:
         assert hops.counts() == {"other_node": np_} and hops.boundary_hops == np_
         assert exchange_time(hops, TABLE, np=np_, streams=1, phases=1, nbytes=1000).predicted_us == \
             pytest.approx(np_ * (4.0 + 1.0))
-    # Without recorded hosts, ranks are dealt round-robin over the nodes (mpiatlas.multinode).
+    # Without recorded hosts, ranks are dealt round-robin over the nodes (mpiatlas.node.multinode).
     assert ring_hops(cell_placement(topo, [0, 0, 1], nodes=2)).regions == ("other_node", "other_node", "same_socket")
 
 

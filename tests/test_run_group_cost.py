@@ -15,7 +15,9 @@ import pytest
 import yaml
 
 from conftest import REPO, require_infra
-from mpiatlas import cli, layout, mpi_library
+from mpiatlas import cli
+from mpiatlas.evidence import mpi_library
+from mpiatlas.matrix import layout
 from mpiatlas.stacks import get_stack
 
 INTELMPI = REPO / ".stacks" / "intelmpi"

@@ -24,15 +24,16 @@ import polars as pl
 import pytest
 
 from conftest import campaign_workdir, require_infra, run_campaign
-from mpiatlas import programs, resources
-from mpiatlas.cells import Cell
-from mpiatlas.config import load, validate
+from mpiatlas import programs
+from mpiatlas.campaign import resources
+from mpiatlas.matrix.cells import Cell
+from mpiatlas.matrix.config import load, validate
 from mpiatlas.programs.base import MEM_PER_RANK_MB
 from mpiatlas.programs.build import build_outputs
 from mpiatlas.programs.imb import message_sizes
 from mpiatlas.runner import resolve_launcher, run_group, scheduler_facts
 from mpiatlas.stacks import LaunchSpec, StackError, get_stack
-from mpiatlas.tidy import tidy
+from mpiatlas.tables.tidy import tidy
 
 SLURM_CONFIG = "config/test/slurm.yaml"
 PROFILE = ["--profile", "profiles/slurm"]

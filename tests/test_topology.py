@@ -20,7 +20,7 @@ import pytest
 
 from conftest import require_infra
 from mpiatlas.commands import topology as topology_cmd
-from mpiatlas.topology import (
+from mpiatlas.node.topology import (
     MappingUnavailable,
     OversubscriptionError,
     Topology,

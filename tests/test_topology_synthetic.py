@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from conftest import require_infra
-from mpiatlas.topology import REGIONS, Topology, TopologyError, pair_regions, pin_list, region
-from mpiatlas.topology_synthetic import parse_synthetic, read_topology, synthetic_via_hwloc
+from mpiatlas.node.topology import REGIONS, Topology, TopologyError, pair_regions, pin_list, region
+from mpiatlas.node.topology_synthetic import parse_synthetic, read_topology, synthetic_via_hwloc
 
 DATA = Path(__file__).parent / "data" / "topology"
 EPYC_7H12_NODE = "pack:2 numa:4 die:2 l3:2 core:4 pu:1"

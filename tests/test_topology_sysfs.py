@@ -26,7 +26,7 @@ import pytest
 
 from conftest import require_infra
 from mpiatlas.commands import topology as topology_cmd
-from mpiatlas.topology import (
+from mpiatlas.node.topology import (
     MAPPINGS,
     MappingUnavailable,
     Topology,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from mpiatlas.cli import main
-from mpiatlas.compare import MIN_REPS
+from mpiatlas.stats.ratios import MIN_REPS
 from mpiatlas.models.best_algorithm import DEFAULT
 from mpiatlas.tuning import samples, validation
 from mpiatlas.tuning.decide import Point, SeriesDecision, blocks, decide

@@ -28,8 +28,8 @@ import yaml
 
 from conftest import REPO, require_infra
 from mpiatlas.commands.tune import write_files
-from mpiatlas.compare import MIN_REPS
-from mpiatlas.config import load
+from mpiatlas.stats.ratios import MIN_REPS
+from mpiatlas.matrix.config import load
 from mpiatlas.models.best_algorithm import DEFAULT
 from mpiatlas.tuning import intelmpi_env, openmpi_rules, samples
 from mpiatlas.tuning.decide import Decision, Point, SeriesDecision, blocks, decide

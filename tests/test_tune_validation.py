@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 import yaml
 
-from mpiatlas.config import validate as validate_config
+from mpiatlas.matrix.config import validate as validate_config
 from mpiatlas.programs import expand
 from mpiatlas.report import build_report
 from mpiatlas.tuning import samples, validation

@@ -20,12 +20,14 @@ import polars as pl
 import pytest
 
 from conftest import REPO, campaign_workdir, require_infra, run_campaign
-from mpiatlas import multinode, programs, resources, runner, topology
-from mpiatlas.cells import mapping_segment, parse_mapping_segment
-from mpiatlas.config import ConfigError, validate
+from mpiatlas import programs, runner
+from mpiatlas.campaign import resources
+from mpiatlas.node import multinode, topology
+from mpiatlas.matrix.cells import mapping_segment, parse_mapping_segment
+from mpiatlas.matrix.config import ConfigError, validate
 from mpiatlas.stacks import LaunchSpec, StackError
 from mpiatlas.stacks.base import srun_argv
-from mpiatlas.tidy import missing_row, tidy
+from mpiatlas.tables.tidy import missing_row, tidy
 
 NETNS_TOOL = Path(os.environ.get("MPIATLAS_NETNS_TOOL", REPO.parent / "shared" / "tools" / "netns-cluster"))
 TWO_NODE = "config/test/two_node.yaml"

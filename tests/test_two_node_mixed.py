@@ -18,11 +18,12 @@ import polars as pl
 import pytest
 
 from conftest import REPO, campaign_workdir, run_campaign
-from mpiatlas import multinode, programs
-from mpiatlas.cells import Cell, parse_id
-from mpiatlas.config import ConfigError, validate
+from mpiatlas import programs
+from mpiatlas.node import multinode
+from mpiatlas.matrix.cells import Cell, parse_id
+from mpiatlas.matrix.config import ConfigError, validate
 from mpiatlas.runner.judge import judge_placement, mixed_transport_evidence
-from mpiatlas.outcome import Outcome
+from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.stacks import LaunchSpec, StackError
 from mpiatlas.stacks.base import per_node_local, srun_argv
 from mpiatlas.stacks.intelmpi import IntelMPI
@@ -172,7 +173,7 @@ def test_every_rank_host_is_checked_against_the_planned_placement() -> None:
 
 
 def test_placement_follows_block_or_cyclic_and_spreads_oversubscribed_shared_machines() -> None:
-    from mpiatlas import topology
+    from mpiatlas.node import topology
 
     thin = topology.Topology.from_hwloc_xml(REPO / "tests" / "data" / "topology" / "thin_node.xml")  # 2 x 12 cores
     second = thin.cores[1].pu

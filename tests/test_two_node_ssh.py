@@ -1,4 +1,4 @@
-"""mpirun over ssh without a scheduler (issue 13, part 3; mpiatlas.ssh_hosts).
+"""mpirun over ssh without a scheduler (issue 13, part 3; mpiatlas.node.ssh_hosts).
 
 Unit tests: the hosts / hostfile / ssh keys and their errors; each stack's argv over hosts (exact
 lists: Open MPI --host + plm_rsh_agent, hydra -hosts + an ssh bootstrap); every rank's host read from
@@ -21,9 +21,10 @@ import pytest
 import yaml
 
 from conftest import REPO, campaign_workdir
-from mpiatlas import multinode, programs, runner, ssh_hosts
-from mpiatlas.config import ConfigError, load, validate
-from mpiatlas.outcome import Outcome
+from mpiatlas import programs, runner
+from mpiatlas.node import multinode, ssh_hosts
+from mpiatlas.matrix.config import ConfigError, load, validate
+from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.runner.judge import judge_placement, mixed_transport_evidence
 from mpiatlas.stacks import LaunchSpec, StackError
 from mpiatlas.stacks.intelmpi import IntelMPI

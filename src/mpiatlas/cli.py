@@ -59,9 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             skip_teardown_collection()
         return code
     except Exception as exc:
-        # A ConfigError can only come from mpiatlas.config once something imported it; looked up
+        # A ConfigError can only come from mpiatlas.matrix.config once something imported it; looked up
         # here so that commands which never read a config do not import its validator (jsonschema).
-        config = sys.modules.get("mpiatlas.config")
+        config = sys.modules.get("mpiatlas.matrix.config")
         if config is None or not isinstance(exc, config.ConfigError):
             raise
         print(f"mpiatlas: {exc}", file=sys.stderr)

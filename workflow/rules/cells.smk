@@ -1,6 +1,6 @@
 # Every cell of the campaign (IMB and kernel cells, mpiatlas.programs), run a job group at a time.
 #
-# One job per group (mpiatlas.resources.job_groups: the cells of one allocation, up to
+# One job per group (mpiatlas.campaign.resources.job_groups: the cells of one allocation, up to
 # campaign.cells_per_job of them): one `mpiatlas run-cell --group` process runs them one after
 # another (imports, topology and stacks once), seals each cell on its own into R/raw/<cell id>,
 # and writes R/groups/<group>.json once every cell of the group is sealed. Sealed cells are not
@@ -55,7 +55,7 @@ rule cell_group:
 
 if ADAPTIVE is not None:
 
-    # Adaptive repetitions (mpiatlas.adaptive_rounds): once a round's groups are done, decide from
+    # Adaptive repetitions (mpiatlas.campaign.adaptive_rounds): once a round's groups are done, decide from
     # the sealed cells which series need more repetitions and cut those into the next round's
     # groups. tidy_full's inputs walk the rounds (common.smk adaptive_walk) until a decision asks
     # for none. Local: it reads the raw cells, seconds of work, no allocation needed.

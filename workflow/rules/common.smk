@@ -1,13 +1,15 @@
 # Small named helpers shared by every stage. Logic lives in the mpiatlas package; file names in
-# mpiatlas.layout. Every output of a campaign lives under R = results/<campaign name>/.
+# mpiatlas.matrix.layout. Every output of a campaign lives under R = results/<campaign name>/.
 import json
 import os
 import shlex
 
-from mpiatlas import cells as cell_model
-from mpiatlas import config as mpiatlas_config
-from mpiatlas import containers as _containers
-from mpiatlas import adaptive, adaptive_rounds, layout, programs, resources
+from mpiatlas.matrix import cells as cell_model
+from mpiatlas.matrix import config as mpiatlas_config
+from mpiatlas.stacks import containers as _containers
+from mpiatlas import programs
+from mpiatlas.campaign import adaptive_rounds, resources
+from mpiatlas.matrix import adaptive, layout
 from mpiatlas.programs import build as kernel_build
 from mpiatlas.programs.imb import unplanned_notes
 
@@ -17,14 +19,14 @@ if not config:
 else:
     config = mpiatlas_config.validate(config, source="campaign config (--configfile)")
 CELLS = programs.expand(config)
-# Job groups (mpiatlas.resources): the cells of one allocation, cells_per_job at a time; one
+# Job groups (mpiatlas.campaign.resources): the cells of one allocation, cells_per_job at a time; one
 # Snakemake job and one `mpiatlas run-cell --group` process each.
 CELL_COSTS = resources.CellCosts(config)
 GROUPS = resources.job_groups(config, CELLS, CELL_COSTS, presorted=True)  # expand's cells are sorted
 R = layout.results_dir(config["campaign"]["name"])
-# Adaptive repetitions (mpiatlas.adaptive; None: a fixed count, and none of what follows is used):
+# Adaptive repetitions (mpiatlas.matrix.adaptive; None: a fixed count, and none of what follows is used):
 # CELLS hold min repetitions of every series (round 0); later rounds' groups (ids r<round>.<id>)
-# resolve through the decision that created them (mpiatlas.adaptive_rounds).
+# resolve through the decision that created them (mpiatlas.campaign.adaptive_rounds).
 ADAPTIVE = adaptive.spec_of(config)
 ALL_GROUPS = GROUPS if ADAPTIVE is None else adaptive_rounds.RoundGroups(R, GROUPS)
 LOGS = layout.logs_dir(R)
@@ -160,10 +162,10 @@ def image_render_json(wildcards):
     return json.dumps(_containers.render_params(wildcards.stack, IMAGES_CONFIG), sort_keys=True)
 
 
-# mpiatlas campaign checks every prerequisite once before Snakemake starts (mpiatlas.preflight) and
+# mpiatlas campaign checks every prerequisite once before Snakemake starts (mpiatlas.campaign.preflight) and
 # says so through MPIATLAS_PREFLIGHT_DONE; a plain `snakemake` run checks here, before its first job
 # (Snakemake runs no onstart for a dry run, nor inside batch jobs).
 onstart:
-    from mpiatlas import preflight
+    from mpiatlas.campaign import preflight
 
     preflight.check_once(config, slurm=getattr(workflow.executor_plugin, "name", "") == "slurm")

@@ -32,11 +32,11 @@
 # reachable: <url>; set imb: skip for this stack to build without IMB"; with an empty imb_sha256
 # it fails after the download, printing the tarball's sha256 to pin.
 #
-# Build command (mpiatlas.containers.build_command), as plain root (no --fakeroot):
+# Build command (mpiatlas.stacks.containers.build_command), as plain root (no --fakeroot):
 #   apptainer build --force --mksquashfs-args "-comp zstd -Xcompression-level 3" <sif> <def>
 # Serialise builds with `--resources apptainer_build=1` (each takes ~1-2 min and a core or two).
 # Campaign cells do NOT use Snakemake's `container:` directive (that would wrap the launcher
-# too): they run `<host launcher> apptainer exec <sif> <program>` (mpiatlas.containers.exec_argv).
+# too): they run `<host launcher> apptainer exec <sif> <program>` (mpiatlas.stacks.containers.exec_argv).
 
 # IMAGES_CONFIG, IMAGES_DIR, container_image_targets() and image_render_json are in rules/common.smk.
 

@@ -1,5 +1,5 @@
 # Physical limits of the campaign's nodes: memory copy bandwidth per cache level and memory, from
-# likwid-bench (mpiatlas.limits), one record per node in R/limits/<node>.json and all of them in
+# likwid-bench (mpiatlas.node.limits), one record per node in R/limits/<node>.json and all of them in
 # R/limits/limits.json. The report sets shared-memory bandwidths against it (rules/report.smk).
 #
 # campaign.limits: cached (default) reuses a node's record of this boot (~/.cache/mpiatlas/limits:
@@ -16,7 +16,7 @@ LIMITS_MODE = "off" if config["campaign"]["limits"] is False else config["campai
 # The campaign's limits file, [] when off: what rule all and the report rules ask for.
 LIMITS_TARGETS = [] if LIMITS_MODE == "off" else [f"{R}/limits/limits.json"]
 LIMITS_NODES = max((c.nodes for c in CELLS), default=1)
-# The link inter-node traffic uses (mpiatlas.link_rate): the stacks' tcp_interface, the config's rate as fallback.
+# The link inter-node traffic uses (mpiatlas.node.link_rate): the stacks' tcp_interface, the config's rate as fallback.
 LIMITS_NETWORK = " ".join(
     [f"--tcp-interface {shlex.quote(i)}" for i in dict.fromkeys(
         s["tcp_interface"] for s in config["stacks"].values() if s.get("tcp_interface"))]

@@ -1,6 +1,6 @@
 """adaptive_round: decide, from the sealed cells, which series need more repetitions (Snakemake ``script:``).
 
-The decision of round r (mpiatlas.adaptive_rounds.decide_round) reads round r - 1's decision, the
+The decision of round r (mpiatlas.campaign.adaptive_rounds.decide_round) reads round r - 1's decision, the
 campaign's validated config and the raw cells; a script, not a ``run:`` block, so that no second
 Snakemake process parses the workflow again.
 """
@@ -8,8 +8,8 @@ Snakemake process parses the workflow again.
 import json
 from pathlib import Path
 
-from mpiatlas import adaptive_rounds
-from mpiatlas.config import load
+from mpiatlas.campaign import adaptive_rounds
+from mpiatlas.matrix.config import load
 
 sm = snakemake  # noqa: F821 -- injected by Snakemake's script directive
 

@@ -4,7 +4,8 @@ A script rather than a ``run:`` block: Snakemake executes a ``run:`` block in a 
 parses the whole workflow (and so expands every cell) again; a script starts only an interpreter.
 """
 
-from mpiatlas import layout, programs
+from mpiatlas import programs
+from mpiatlas.matrix import layout
 
 sm = snakemake  # noqa: F821 -- injected by Snakemake's script directive
 

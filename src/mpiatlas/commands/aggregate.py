@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _main(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from mpiatlas.aggregate import SUMMARY_KEYS, VALUE_COLUMNS, summarize
+    from mpiatlas.stats.aggregate import SUMMARY_KEYS, VALUE_COLUMNS, summarize
 
     # Only the columns the summary reads: a 1 M-row import's paths and line numbers are never loaded.
     wanted = {*SUMMARY_KEYS, *VALUE_COLUMNS}

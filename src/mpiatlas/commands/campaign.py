@@ -1,7 +1,7 @@
 """``mpiatlas campaign``: check, run the whole Snakemake DAG with a live progress line, report.
 
-1. One campaign per checkout at a time (mpiatlas.runlock); a lock left by a killed run is cleared.
-2. Every prerequisite is checked once (mpiatlas.preflight): a missing one stops everything with
+1. One campaign per checkout at a time (mpiatlas.campaign.runlock); a lock left by a killed run is cleared.
+2. Every prerequisite is checked once (mpiatlas.campaign.preflight): a missing one stops everything with
    one message, before any cell runs.
 3. Snakemake runs with its log in results/<campaign>/logs/snakemake.log (``--verbose``: on the
    terminal); the terminal shows cells done / ok / failed / remaining, the current cell and an ETA.
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mpiatlas import layout
+from mpiatlas.matrix import layout
 
 POLL_S = 1.0
 LOG_TAIL_LINES = 12
@@ -104,8 +104,8 @@ def _env() -> dict[str, str]:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from mpiatlas import runlock
-    from mpiatlas.config import load
+    from mpiatlas.campaign import runlock
+    from mpiatlas.matrix.config import load
 
     root = args.directory.resolve()
     config = load(root / args.config)  # a bad config fails here, with the key and what was expected
@@ -139,7 +139,7 @@ def precompile_package() -> None:
 def _run_campaign(args: argparse.Namespace, root: Path, config: dict[str, Any]) -> int:
     from rich.console import Console
 
-    from mpiatlas import preflight, runlock
+    from mpiatlas.campaign import preflight, runlock
 
     precompile_package()
     console = Console(stderr=False, highlight=False, soft_wrap=True)
@@ -165,7 +165,7 @@ def _run_campaign(args: argparse.Namespace, root: Path, config: dict[str, Any]) 
 
 def _run_with_progress(args: argparse.Namespace, root: Path, config: dict[str, Any], env: dict[str, str],
                        log: Path | None, console: Any) -> tuple[int, str | None, Any]:
-    from mpiatlas.progress import Progress
+    from mpiatlas.campaign.progress import Progress
 
     results = root / layout.results_dir(config["campaign"]["name"])
     tracker = Progress(results / "raw", campaign_cell_ids(config))
@@ -197,10 +197,11 @@ def _run_with_progress(args: argparse.Namespace, root: Path, config: dict[str, A
 
 def _later_rounds(config: dict[str, Any], results: Path) -> Any:
     """tracker -> None: adds the cells an adaptive campaign's rounds have planned so far (the last
-    round's manifest lists every cell planned through it, mpiatlas.adaptive_rounds), so that the
+    round's manifest lists every cell planned through it, mpiatlas.campaign.adaptive_rounds), so that the
     progress line and the closing count include the repetitions added after the first round. A
     campaign of fixed repetitions plans everything up front: nothing to add."""
-    from mpiatlas import adaptive, adaptive_rounds
+    from mpiatlas.campaign import adaptive_rounds
+    from mpiatlas.matrix import adaptive
 
     if adaptive.spec_of(config) is None:
         return lambda tracker: None
@@ -226,7 +227,7 @@ def _live_display(console: Any, tracker: Any) -> Any:
 
     from rich.live import Live
 
-    from mpiatlas.progress import format_eta
+    from mpiatlas.campaign.progress import format_eta
 
     def line() -> str:
         current = tracker.finished_now[-1][0] if tracker.finished_now else "starting"
@@ -285,7 +286,7 @@ def _finish(args: argparse.Namespace, root: Path, config: dict[str, Any], env: d
 def _partial_report(args: argparse.Namespace, root: Path, results: str, env: dict[str, str],
                     log: Path | None) -> Path | None:
     """The partial report, by the same rules as the full one (rules/tidy.smk's `partial` view)."""
-    from mpiatlas import runlock
+    from mpiatlas.campaign import runlock
 
     runlock.clear_stale(root)  # a killed Snakemake leaves its lock behind
     target = layout.report_path(results, partial=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mpiatlas.config import load
+from mpiatlas.matrix.config import load
 from mpiatlas.programs import expand
 
 

@@ -1,7 +1,7 @@
 """``mpiatlas compare A B``: two campaigns compared per cell and size, with significance.
 
 ``mpiatlas compare --a A1 A2 A3 --b B1 B2 B3``: each side several runs of its campaign, so that
-the CI includes run-to-run variation (see :mod:`mpiatlas.compare_stats`).
+the CI includes run-to-run variation (see :mod:`mpiatlas.stats.two_level`).
 
 Exit status: 0 when nothing is significantly slower beyond ``--fail-on-regression`` (or without
 that option), 1 when something is, 2 on bad input (a missing or malformed directory or file), or
@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mpiatlas.layout import write_text_atomic
+from mpiatlas.matrix.layout import write_text_atomic
 
 if TYPE_CHECKING:  # the statistics import polars and numpy: only when the command runs
-    from mpiatlas.compare import Comparison
+    from mpiatlas.compare.campaigns import Comparison
 
 HELP = "compare two campaigns (results directories or imported data): ratio B/A per size with a bootstrap CI"
 
@@ -88,7 +88,7 @@ def _print_summary(lines: list[str], plain: bool) -> None:
 
 
 def _write_json(cmp: Comparison, path: Path) -> None:
-    from mpiatlas.compare import tidy_record
+    from mpiatlas.compare.campaigns import tidy_record
 
     write_text_atomic(path, json.dumps(tidy_record(cmp), indent=1, allow_nan=False, default=str))
     cmp.sizes.write_parquet(path.with_suffix(".parquet"))
@@ -109,8 +109,9 @@ def sides(args: argparse.Namespace) -> tuple[list[Path], list[Path]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiatlas.compare import FASTER, SAME, SLOWER, CompareError, compare, load_runs, regressions
-    from mpiatlas.compare_summary import summary_lines
+    from mpiatlas.compare.campaigns import CompareError, compare, load_runs
+    from mpiatlas.stats.ratios import FASTER, SAME, SLOWER, regressions
+    from mpiatlas.compare.summary import summary_lines
 
     try:
         runs_a, runs_b = sides(args)
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         _write_json(cmp, args.json)
         print(f"comparison written to {args.json} and {args.json.with_suffix('.parquet')}", file=sys.stderr)
     if args.out is not None:
-        from mpiatlas.compare_report import write_report
+        from mpiatlas.compare.report import write_report
 
         out = write_report(cmp, args.out, args.fail_on_regression)
         print(f"report written to {out} ({out.stat().st_size / 1e6:.2f} MB)", file=sys.stderr)

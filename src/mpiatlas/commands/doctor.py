@@ -19,8 +19,8 @@ def _main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from mpiatlas.commands.campaign import is_slurm
-    from mpiatlas.config import load
-    from mpiatlas.preflight import run_checks
+    from mpiatlas.matrix.config import load
+    from mpiatlas.campaign.preflight import run_checks
 
     config = load(args.config)
     checks = run_checks(config, slurm=is_slurm(args.profile))

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mpiatlas.layout import ALPHABETA_FIT, HOCKNEY_FIT, KERNELS_FIT
-from mpiatlas.layout import write_text_atomic
+from mpiatlas.matrix.layout import ALPHABETA_FIT, HOCKNEY_FIT, KERNELS_FIT
+from mpiatlas.matrix.layout import write_text_atomic
 
 # Heavy imports (polars, scipy, rich) stay inside the functions: every CLI call imports this module.
 
@@ -114,7 +114,7 @@ def _write_output(main: Callable[[argparse.Namespace], int], args: argparse.Name
 def fit_hockney_main(args: argparse.Namespace) -> int:
     """``--model hockney``: the piecewise Hockney fits of the PingPong/PingPing samples under DIR."""
     from mpiatlas.models.hockney import fit_hockney_table
-    from mpiatlas.samples import CELL_COLUMNS, load_samples
+    from mpiatlas.tables.samples import CELL_COLUMNS, load_samples
 
     samples, problem = load_samples(args.dir)
     if samples is None:
@@ -156,7 +156,7 @@ def _select_benchmarks(requested: list[str] | None) -> list[str]:
 
 
 def _cell_name(r: dict[str, Any]) -> str:
-    from mpiatlas.samples import CELL_COLUMNS
+    from mpiatlas.tables.samples import CELL_COLUMNS
 
     if r.get("label") is None:
         return "/".join(f"{c}={r[c]}" for c in CELL_COLUMNS if r.get(c) is not None) or "(unlabelled)"
@@ -208,7 +208,7 @@ def _print_table(results: list[dict[str, Any]]) -> None:
 def fit_alphabeta_main(args: argparse.Namespace) -> int:
     """``--model alphabeta``: the Alltoall/Allgather α-β fits of the samples under DIR."""
     from mpiatlas.models.alphabeta import ALPHABETA_BENCHMARKS, Network, fit_alphabeta_table
-    from mpiatlas.samples import load_samples
+    from mpiatlas.tables.samples import load_samples
 
     if args.bandwidth_gbit_s is None:
         print("mpiatlas fit: --model alphabeta needs --bandwidth-gbit-s (the nominal link bandwidth, Gbit/s)",

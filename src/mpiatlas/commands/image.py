@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mpiatlas import containers
+from mpiatlas.stacks import containers
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mpiatlas.layout import IMB_SAMPLES
+from mpiatlas.matrix.layout import IMB_SAMPLES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,9 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiatlas.import_labels import LabelError
-    from mpiatlas.importer import import_files, write_samples
-    from mpiatlas.progress import progress_bar
+    from mpiatlas.tables.import_labels import LabelError
+    from mpiatlas.tables.importer import import_files, write_samples
+    from mpiatlas.campaign.progress import progress_bar
 
     try:
         with progress_bar(len(args.files), "files") as advance:

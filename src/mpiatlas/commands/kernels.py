@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mpiatlas.layout import write_text_atomic
+from mpiatlas.matrix.layout import write_text_atomic
 
 # The program registry, the build and the stacks are imported by the functions that use them:
 # `mpiatlas fit --model kernels` imports this module for fit_kernels_main only.
@@ -53,7 +53,7 @@ def _sha256(path: Path) -> str:
 
 def build_record(stack: Any, args: argparse.Namespace, binaries: dict[str, Path], src: Path, version: str,
                  compiler: str | None) -> dict[str, Any]:
-    from mpiatlas.provenance import host_facts, now
+    from mpiatlas.evidence.provenance import host_facts, now
 
     sources = sorted(p for p in src.iterdir() if p.is_file() and (p.suffix in (".c", ".h") or p.name == "Makefile"))
     return {
@@ -135,7 +135,7 @@ def _hockney_fits(args: argparse.Namespace) -> list[dict[str, Any]]:
             return []
         data = json.loads(Path(path).read_text())
         return data if isinstance(data, list) else []
-    from mpiatlas.samples import CELL_COLUMNS, load_samples
+    from mpiatlas.tables.samples import CELL_COLUMNS, load_samples
     from mpiatlas.models.hockney import fit_hockney_table
 
     samples, _ = load_samples(args.dir)

@@ -15,7 +15,7 @@ import re
 import sys
 from typing import Any
 
-from mpiatlas.topology import SPREAD_MAPPINGS
+from mpiatlas.node.topology import SPREAD_MAPPINGS
 
 _RANGE = re.compile(r"^(\d+)\.\.(\d+)(?::(\d+))?$")
 
@@ -72,8 +72,8 @@ def parse_np(text: str) -> list[int]:
 def run(args: argparse.Namespace) -> int:
     from mpiatlas.models.collective_regions import ModelError, predict
     from mpiatlas.models.region_latency import RegionTableError, place, read_region_table
-    from mpiatlas.topology import MappingUnavailable, TopologyError
-    from mpiatlas.topology_synthetic import read_topology
+    from mpiatlas.node.topology import MappingUnavailable, TopologyError
+    from mpiatlas.node.topology_synthetic import read_topology
 
     try:
         counts = parse_np(args.np)

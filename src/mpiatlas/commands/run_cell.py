@@ -1,7 +1,7 @@
 """``mpiatlas run-cell``: run campaign cells into their raw output directories.
 
 ``--group ID --config CAMPAIGN.json --done FILE`` (the workflow's form) runs every cell of one job
-group (mpiatlas.resources.job_groups) in this one process, skipping cells already sealed, and
+group (mpiatlas.campaign.resources.job_groups) in this one process, skipping cells already sealed, and
 writes FILE (the group's cells and their statuses) once every cell of the group is sealed. The
 group's cells are expanded here from the campaign's config, so a group of any size needs no long
 command line. ``--spec JSON --out DIR`` runs one cell (for ad-hoc use).
@@ -20,12 +20,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run-cell", help="run campaign cells: one (--spec) or a job group (--group; the workflow's)")
     p.add_argument("--spec", help="one cell's spec as JSON (mpiatlas.programs.cell_spec)")
     p.add_argument("--out", type=Path, help="with --spec: raw output directory to create")
-    p.add_argument("--group", help="a job group id (mpiatlas.resources.job_groups)")
+    p.add_argument("--group", help="a job group id (mpiatlas.campaign.resources.job_groups)")
     p.add_argument("--config", type=Path, help="with --group: the campaign's config (YAML or JSON)")
     p.add_argument("--done", type=Path, help="with --group: the file listing the group's cells, written at the end")
     p.add_argument("--round-cells", type=Path, metavar="FILE",
                    help="with --group: the adaptive round's decision that lists the group's cells "
-                        "(mpiatlas.adaptive_rounds; the workflow passes it for groups r<round>.<id>)")
+                        "(mpiatlas.campaign.adaptive_rounds; the workflow passes it for groups r<round>.<id>)")
     p.set_defaults(func=_main)
 
 
@@ -57,9 +57,9 @@ def _run_one(args: argparse.Namespace) -> int:
 def group_specs(config_path: Path, group: str, round_cells: Path | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The campaign config and the specs of the cells of ``group``: re-expanded from the config, or
     for a later adaptive round's group read from that round's decision (``round_cells``)."""
-    from mpiatlas.config import load
+    from mpiatlas.matrix.config import load
     from mpiatlas.programs import cell_spec, expand
-    from mpiatlas.resources import job_groups
+    from mpiatlas.campaign.resources import job_groups
 
     config = load(config_path)
     if round_cells is not None:
@@ -72,7 +72,7 @@ def group_specs(config_path: Path, group: str, round_cells: Path | None = None) 
 
 
 def _round_group_cells(decision_file: Path, group: str) -> list[Any]:
-    from mpiatlas.adaptive_rounds import cells_of_round_group
+    from mpiatlas.campaign.adaptive_rounds import cells_of_round_group
 
     try:
         decision = json.loads(decision_file.read_text())
@@ -87,7 +87,7 @@ def _round_group_cells(decision_file: Path, group: str) -> list[Any]:
 def _run_group(args: argparse.Namespace) -> int:
     if not args.config or not args.done:
         raise SystemExit("mpiatlas run-cell --group needs --config FILE and --done FILE")
-    from mpiatlas import layout
+    from mpiatlas.matrix import layout
     from mpiatlas.runner import run_group
 
     config, specs = group_specs(args.config, args.group, args.round_cells)

@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from mpiatlas import layout
+from mpiatlas.matrix import layout
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,8 +29,8 @@ def sealed_cells(raw: Path, cell_ids: list[str]) -> list[Path]:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from mpiatlas.progress import progress_bar
-    from mpiatlas.tidy import tidy  # polars only when the command runs
+    from mpiatlas.campaign.progress import progress_bar
+    from mpiatlas.tables.tidy import tidy  # polars only when the command runs
 
     expected = json.loads(args.expected.read_text()) if args.expected else None
     cells = list(args.cells)

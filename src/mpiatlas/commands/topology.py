@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from mpiatlas.topology import (
+from mpiatlas.node.topology import (
     MAPPINGS,
     REGIONS,
     MappingUnavailable,

@@ -1,1 +1,18 @@
-"""Performance models fitted to benchmark samples."""
+"""Performance models fitted to benchmark samples (parquet → fits).
+
+* :mod:`.hockney` — piecewise λ + s/B, ``predict``, ``ci_warning``;
+* :mod:`.asymptote` — the bandwidth plateau (3 sizes at least) and the peak;
+* :mod:`.alphabeta` — Alltoall/Allgather α-β fits against the speed of light;
+* :mod:`.alphabeta_models` — the algorithm families and the model choice;
+* :mod:`.collective_trees` — Open MPI coll_tuned trees;
+* :mod:`.collective_regions` — collective times predicted from p2p region latencies;
+* :mod:`.region_latency` — per-region p2p latencies;
+* :mod:`.prediction_errors` — predicted vs measured;
+* :mod:`.ring_regions` — the ring with every hop priced by its region;
+* :mod:`.kernels` — ring and matsum models;
+* :mod:`.kernel_jacobi` — the jacobi model;
+* :mod:`.kernel_grids` — process grids at equal P;
+* :mod:`.kernel_common` — what the kernel models share;
+* :mod:`.kernel_p2p` — pingpong and coll kernel fits;
+* :mod:`.best_algorithm` — the fastest algorithm per size.
+"""

@@ -1,7 +1,7 @@
 """Process grids compared at one P: what the shape of the grid costs matsum and jacobi.
 
 For every stack/transport/mapping, problem and P that ran more than one grid (the explicit
-``procdims`` grids of mpiatlas.kernel_sweeps, or the MPI_Dims_create grids of several matsum
+``procdims`` grids of mpiatlas.matrix.kernel_sweeps, or the MPI_Dims_create grids of several matsum
 ``topo`` values) or any explicit grid: each grid's time per iteration of its slowest rank, the
 median over repetitions with a 95 % bootstrap CI of that median, and its ratio to the fastest
 grid. A grid is a fact of each record (``procdims``); ``grid_explicit`` (added when tidy builds

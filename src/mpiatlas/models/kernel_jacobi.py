@@ -12,7 +12,7 @@
   T(1)/(P·T(P))) of the pure MPI cells, and pure MPI vs hybrid (MPI + OpenMP) bytes and messages
   per rank at equal cores.
 
-Swept knobs (mpiatlas.kernel_sweeps) stay apart: each point is one variant group (mode, size,
+Swept knobs (mpiatlas.matrix.kernel_sweeps) stay apart: each point is one variant group (mode, size,
 threads, grid) at one P, scaling runs within one mode and size, and the hybrid comparison pairs
 cells of the same mode and size.
 """

@@ -92,8 +92,8 @@ MATSUM_FORMULA = "T(P) = s + p/min(P, cores) + c·⌈log2 P⌉"
 
 def load_kernel_tables(directory: str | Path) -> dict[str, pl.DataFrame | None]:
     """``kernel_<name>.parquet`` of ``directory`` (searched recursively), None when absent/empty;
-    rows of perturbed launches left out (mpiatlas.quality.trusted, as samples.load_samples does)."""
-    from mpiatlas.quality import trusted
+    rows of perturbed launches left out (mpiatlas.stats.quality.trusted, as samples.load_samples does)."""
+    from mpiatlas.stats.quality import trusted
 
     directory = Path(directory)
     out: dict[str, pl.DataFrame | None] = {}

@@ -6,7 +6,7 @@
   latency is taken as the cost at every size: a "4 B latency" table predicts small messages only.
 * :class:`Placement` — node and OS cpu of every rank, built by :func:`place` from a topology
   and the placement (``block``/``cyclic`` over nodes, or a mapping name), so the region of any
-  rank pair is the one :func:`mpiatlas.topology.region` gives for that pair.
+  rank pair is the one :func:`mpiatlas.node.topology.region` gives for that pair.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from mpiatlas.topology import REGIONS, SPREAD_MAPPINGS, Topology, pin_list, region
+from mpiatlas.node.topology import REGIONS, SPREAD_MAPPINGS, Topology, pin_list, region
 
 __all__ = ["PLACEMENTS", "Placement", "RegionTable", "RegionTableError", "place", "read_region_table"]
 
@@ -137,7 +137,7 @@ def place(
     ``--map-by core``/``socket`` on a multi-node allocation, SLURM block); ``cyclic`` deals ranks
     round-robin over nodes (``--map-by node``). Inside a node, ranks take cores in ``mapping``
     order (``core``: consecutive cores; ``socket``/``numa``/``die``/``l3``: round-robin over those
-    domains, as :func:`mpiatlas.topology.pin_list`); mapping ``node`` means cyclic + core.
+    domains, as :func:`mpiatlas.node.topology.pin_list`); mapping ``node`` means cyclic + core.
     ``ppn`` defaults to the cores of a node; oversubscription is refused.
     """
     if mapping not in SPREAD_MAPPINGS:  # a region mapping places one pair, no collective

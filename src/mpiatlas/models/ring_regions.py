@@ -10,7 +10,7 @@ the studies saw at P = cores/socket + 1.
 
 * :class:`RingHops` — the region of every hop i → i+1 (mod P) of a placement
   (:class:`mpiatlas.models.region_latency.Placement`, whose pair regions are
-  :func:`mpiatlas.topology.region`'s: no second region mapper), and how many cross a socket or a
+  :func:`mpiatlas.node.topology.region`'s: no second region mapper), and how many cross a socket or a
   node (``boundary_hops``).
 * :func:`exchange_time` — the kernel's ring (all ranks exchange at once; P steps of m messages in
   φ phases each): ``T = P · m · φ · max_hops t_region(s)``, ``t = λ_r + s/B_r`` (ssend:
@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpiatlas.cells import mapping_segment, series_label
+from mpiatlas.matrix.cells import mapping_segment, series_label
 from mpiatlas.models.region_latency import Placement, RegionTable, RegionTableError
-from mpiatlas.topology import REGIONS, Topology, TopologyError
+from mpiatlas.node.topology import REGIONS, Topology, TopologyError
 
 __all__ = [
     "BOUNDARY_REGIONS",
@@ -116,7 +116,7 @@ def cell_placement(topo: Topology, pins: Sequence[Any], *, nodes: int = 1,
                    hosts: Sequence[str] | None = None) -> Placement:
     """The placement a cell ran with: ``pins`` (a cpu, or a cpu set, per rank: its first cpu
     decides the region) on ``topo``'s node(s). Node of a rank: its host when recorded, else
-    round-robin over ``nodes`` (mpiatlas.multinode deals ranks cyclically)."""
+    round-robin over ``nodes`` (mpiatlas.node.multinode deals ranks cyclically)."""
     cpus = tuple(int(p[0]) if isinstance(p, (list, tuple)) else int(p) for p in pins)
     if hosts and len(hosts) == len(cpus):
         index: dict[str, int] = {}
@@ -205,7 +205,7 @@ def region_inputs(tidy_dir: str | Path, hockney: Sequence[Mapping[str, Any]] | N
     table pricing every label instead of the PingPong fits. Whatever is missing is a note."""
     import polars as pl
 
-    from mpiatlas.layout import CELLS_TABLE, PROVENANCE_TABLE
+    from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE
 
     out = RegionInputs(table=table)
     cells_path = Path(tidy_dir) / CELLS_TABLE
@@ -228,7 +228,7 @@ def region_inputs(tidy_dir: str | Path, hockney: Sequence[Mapping[str, Any]] | N
     ring_ids = set(ring["cell"].to_list())
     summaries = [r.get("topology") or {} for r in records if r.get("cell") in ring_ids]
     if topo is None:
-        from mpiatlas.topology import detect
+        from mpiatlas.node.topology import detect
 
         try:
             topo = detect()

@@ -1,1 +1,11 @@
-"""Parsers that turn raw benchmark output into tidy polars tables."""
+"""Raw benchmark output → rows: IMB, OSU, and the kernels' JSON lines.
+
+* :mod:`.imb_shapes` — the one definition of IMB's table shapes;
+* :mod:`.imb_scan` — its C executor (imbscan.c through ctypes, compiled on first use);
+* :mod:`.imb_lines` — its plain-Python executor (one cell's output);
+* :mod:`.imb` — the IMB entry points;
+* :mod:`.osu` — OSU 5.x–7.x text;
+* :mod:`.osu_csv` — OSU CSV exports;
+* :mod:`.osu_input` — which reader takes a file;
+* :mod:`.kernels` — the kernels' JSON lines.
+"""

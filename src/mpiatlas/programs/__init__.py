@@ -3,6 +3,11 @@
 ``REGISTRY`` maps a program's name to its instance: IMB, and one module per C kernel under
 ``programs/kernels``. Adding a kernel (or another benchmark suite) is one module here plus its
 C file: the matrix, the runner, the workflow, the build and tidy read this registry.
+
+* :mod:`.base` — the Program protocol every benchmark implements;
+* :mod:`.imb` — the Intel MPI Benchmarks; :mod:`.imb_options` — IMB's own options (e.g. ``-off_cache``);
+* :mod:`.build` — compiling the C kernels per stack;
+* :mod:`.kernels` — the C kernels, one module each.
 """
 
 from __future__ import annotations
@@ -12,8 +17,8 @@ from dataclasses import replace
 from itertools import chain
 from typing import Any
 
-from mpiatlas import knobs
-from mpiatlas.cells import (
+from mpiatlas.matrix import knobs
+from mpiatlas.matrix.cells import (
     DEFAULT_DISTRIBUTION,
     Cell,
     cell_distribution,
@@ -53,7 +58,7 @@ def program_of_spec(spec: dict[str, Any]) -> Program:
 
 def expand(config: dict[str, Any]) -> list[Cell]:
     """Every cell of every registered program, validated (transports, algorithms), sorted; each
-    once per knob set its stack runs with (mpiatlas.knobs: an axis of every program's cells), and
+    once per knob set its stack runs with (mpiatlas.matrix.knobs: an axis of every program's cells), and
     over nodes once per ranks per node and placement (``ppn``, ``placement``)."""
     check_transports(config)
     check_algorithms(config)

@@ -5,7 +5,7 @@ the cell spec, builds the argv of one rank (from the host, or through the image)
 output, turns a sealed cell into tidy rows, and models its work and memory for the scheduler.
 Everything else (placement, launch, exit status, transport and binding evidence, sealing,
 packing cells into jobs) is the same for every program and lives in mpiatlas.runner and
-mpiatlas.resources.
+mpiatlas.campaign.resources.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mpiatlas.cells import Cell, distribution_of_id, mapping_segment, series_label
-from mpiatlas.outcome import Outcome
+from mpiatlas.matrix.cells import Cell, distribution_of_id, mapping_segment, series_label
+from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.stacks import Stack
 
 if TYPE_CHECKING:  # polars is imported where rows are built: `mpiatlas run-cell` starts without it
@@ -134,7 +134,7 @@ def tag_columns(frame: pl.DataFrame, row: dict[str, Any], own: dict[str, tuple[A
         "containerized": (row.get("containerized"), pl.Boolean()),
         "image_digest": (row.get("image_digest"), pl.String()), "region": (row.get("region"), pl.String()),
         "cell_status": (row["status"], pl.String()),
-        # ok | perturbed (mpiatlas.quality): perturbed rows stay here, quality.trusted leaves them out.
+        # ok | perturbed (mpiatlas.stats.quality): perturbed rows stay here, quality.trusted leaves them out.
         "cell_quality": (row.get("quality"), pl.String()), **(at_end or {}),
         "nodes": (row["nodes"], pl.Int32()), "ppn": (row["ppn"], pl.Int32()),
     }

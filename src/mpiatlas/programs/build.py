@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from mpiatlas import layout
-from mpiatlas.layout import user_cache_dir
+from mpiatlas.matrix import layout
+from mpiatlas.matrix.layout import user_cache_dir
 from mpiatlas.programs import KERNEL_NAMES, expand
 from mpiatlas.programs.kernels import BUILD_RECORD
 

@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mpiatlas import adaptive, layout
-from mpiatlas.cells import (
+from mpiatlas.matrix import adaptive, layout
+from mpiatlas.matrix.cells import (
     DEFAULT_ALGORITHM,
     Cell,
     imb_provider,
@@ -22,7 +22,7 @@ from mpiatlas.cells import (
     sort_cells,
     stack_prefix,
 )
-from mpiatlas.outcome import Outcome
+from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.parsers.imb_lines import parse_lines
 from mpiatlas.parsers.imb_shapes import ImbParseError
 from mpiatlas.programs import imb_options
@@ -171,7 +171,7 @@ class Imb(Program):
             raise StackError(f"unavailable: image {Path(facts['image']).name}: IMB {status}")
         cell = spec["cell"]
         argv = ["IMB-MPI1", *imb_args(cell["benchmark"], cell["np"], spec["imb"])]
-        from mpiatlas import containers  # jinja2 and image handling: container cells only
+        from mpiatlas.stacks import containers  # jinja2 and image handling: container cells only
 
         return containers.exec_argv(facts["image"], argv, spec["container"].get("binds", []))
 

@@ -9,6 +9,9 @@ Layout of the package (imports only go down this list; no module imports this on
 * :mod:`.findings` — the sentences the report opens with (pure functions over polars frames);
 * :mod:`.charts` — the altair chart builders the sections share;
 * :mod:`.sections` — one module per section, and ``ORDER``, the order they appear in;
+* :mod:`.trust` — the paragraph the Findings open with (perturbed, re-measured, noisy, widest intervals);
+* :mod:`.kernel_blocks` — blocks the kernel sections share; :mod:`.physical_limits` — the nodes' copy rates;
+* :mod:`.bundle` — the Vega scripts inlined, cached per version;
 * :mod:`.render` — Jinja rendering (autoescaped ``mpiatlas/templates/report.html.j2``).
 
 Only :func:`build_report` lives here; it imports the rest when called, so ``import
@@ -20,7 +23,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from mpiatlas.layout import write_text_atomic
+from mpiatlas.matrix.layout import write_text_atomic
 
 __all__ = ["build_report"]
 

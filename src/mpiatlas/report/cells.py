@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas.tidy import is_kernel_row
+from mpiatlas.tables.tidy import is_kernel_row
 from mpiatlas.report.formatting import fmt_binding, fmt_pins
 
 STATUS_ORDER = ("failed", "timeout", "invalid", "unavailable", "ok")

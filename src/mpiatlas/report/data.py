@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas import layout
+from mpiatlas.matrix import layout
 from mpiatlas.report.physical_limits import PhysicalLimits, load_limits
 
 KERNEL_PREFIX, KERNEL_SUFFIX = layout.KERNEL_TABLE.split("{name}")
@@ -161,8 +161,8 @@ def _read_provenance(tidy: Path, data: ReportData) -> None:
 
 
 def _derive_summary(data: ReportData) -> None:
-    """The summary from the samples, by the pipeline's own :func:`mpiatlas.aggregate.summarize`."""
-    from mpiatlas.aggregate import summarize  # scipy: only when the summary has to be recomputed
+    """The summary from the samples, by the pipeline's own :func:`mpiatlas.stats.aggregate.summarize`."""
+    from mpiatlas.stats.aggregate import summarize  # scipy: only when the summary has to be recomputed
 
     assert data.samples is not None
     try:

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from mpiatlas.topology_sysfs import cpu_list
+from mpiatlas.node.topology_sysfs import cpu_list
 
 DASH = "—"
 

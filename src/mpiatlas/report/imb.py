@@ -6,7 +6,7 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas import layout
+from mpiatlas.matrix import layout
 from mpiatlas.report.cells import has_columns
 from mpiatlas.report.data import ReportData
 

@@ -11,7 +11,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from mpiatlas.quality import trusted
+from mpiatlas.stats.quality import trusted
 from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Notice, Table, cell
 from mpiatlas.report.charts import CHART_H, OVER, chart_spec, rounded
 from mpiatlas.report.formatting import DASH, fmt_bool, fmt_ci, fmt_num

@@ -1,4 +1,4 @@
-"""The campaign's physical limits (R/limits/limits.json, :mod:`mpiatlas.limits`) as the report uses them.
+"""The campaign's physical limits (R/limits/limits.json, :mod:`mpiatlas.node.limits`) as the report uses them.
 
 The report is given the file (``mpiatlas report --limits``; the report rule passes the campaign's
 R/limits/limits.json to both views unless ``campaign.limits`` is ``off``). One record per node;
@@ -6,7 +6,7 @@ with several nodes each level's limit is the median over the nodes that measured
 nodes are one node type).
 
 The network limit depends on the transport's class. A TCP (or generic) transport is bounded by
-the link each node's record names (``network_link``, see :mod:`mpiatlas.link_rate`: the stacks'
+the link each node's record names (``network_link``, see :mod:`mpiatlas.node.link_rate`: the stacks'
 ``tcp_interface`` or the default route); an RDMA transport (``ucx-rc``, ``ofi-verbs``, ...,
 :data:`mpiatlas.stacks.fabrics.RDMA_TRANSPORTS`) by the node's fastest active InfiniBand/RoCE port
 (its ``rdma_ports``), which is what UCX and libfabric pick without UCX_NET_DEVICES, and need not be
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpiatlas.limits import MEMORY, LimitsError, level_for_size, level_limits
-from mpiatlas.link_rate import gbit_to_MBps, port_active
+from mpiatlas.node.limits import MEMORY, LimitsError, level_for_size, level_limits
+from mpiatlas.node.link_rate import gbit_to_MBps, port_active
 from mpiatlas.stacks.fabrics import needs_rdma
 
 # Transport classes, for the link an inter-node transfer is bounded by.

@@ -1,6 +1,17 @@
-"""Run campaign cells: lifecycle (open, seal, interruption), plan (placement), judge (status), run."""
+"""Run campaign cells: each launch planned, run, probed and judged, then sealed read-only.
 
-from mpiatlas.outcome import Outcome
+* :mod:`.lifecycle` — scratch directory, provenance, atomic read-only seal, interruption;
+* :mod:`.plan` — pins and cpu sets, one node or several; the launcher;
+* :mod:`.judge` — a cell's status from exit, transport, binding, placement, library;
+* :mod:`.process` — one launch: blocking wait, timeout kill of the process group, ``wall_s``;
+* :mod:`.machine_state` — what the machine did during a launch: run-queue wait, steal, others' cpu;
+* :mod:`.run` — ``run_cell``, ``run_group`` (with re-measures of perturbed launches);
+* :mod:`.likwid_pin` — the likwid pinner: one ``likwid-pin`` argv per rank;
+* :mod:`.knob_overlay` — a knob set and IMB options applied to a launch;
+* :mod:`.scheduler_state` — did the cell's SLURM job lose a node: srun's words, scontrol's job state.
+"""
+
+from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.runner.judge import judge
 from mpiatlas.runner.lifecycle import CellInterrupted, read_status, scheduler_facts
 from mpiatlas.runner.plan import rank_cpu_sets, resolve_launcher

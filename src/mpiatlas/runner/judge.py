@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mpiatlas import mpi_library, multinode, ssh_hosts, topology
-from mpiatlas.outcome import Outcome
+from mpiatlas.evidence import mpi_library
+from mpiatlas.node import multinode, ssh_hosts, topology
+from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Checked
 from mpiatlas.runner.likwid_pin import is_likwid
@@ -178,7 +179,7 @@ def judge_placement(outcome: Outcome, spec: dict[str, Any], pin_sets: list[tuple
 
 
 def judge_library(outcome: Outcome, seen: dict[str, Any]) -> Outcome:
-    """A cell is only ``ok`` if the library its ranks ran is its stack's (mpiatlas.mpi_library): the
+    """A cell is only ``ok`` if the library its ranks ran is its stack's (mpiatlas.evidence.mpi_library): the
     banner they printed names the stack's kind and version, the libmpi the loader resolves for its
     program is one of the stack's own files. A launch that failed or timed out keeps its status
     (its evidence is in provenance all the same)."""

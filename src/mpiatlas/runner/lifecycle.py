@@ -19,9 +19,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from mpiatlas import provenance, quality, topology
-from mpiatlas.layout import NODE_LOST, PROVENANCE, STATUS, STDERR, STDOUT
-from mpiatlas.outcome import Outcome
+from mpiatlas.evidence import provenance
+from mpiatlas.node import topology
+from mpiatlas.stats import quality
+from mpiatlas.matrix.layout import NODE_LOST, PROVENANCE, STATUS, STDERR, STDOUT
+from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.runner.scheduler_state import NodeLoss, node_failure_lines, node_loss
 from mpiatlas.stacks import StackError
 
@@ -176,7 +178,7 @@ def _seal_cell(work: Path, out: Path, spec: dict[str, Any], record: dict[str, An
 
 def launch_quality(spec: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
     """``quality`` (ok | perturbed) and ``quality_reason`` of the launch, from its machine record
-    (mpiatlas.quality); nothing for a cell that never launched. A separate axis from the status: a
+    (mpiatlas.stats.quality); nothing for a cell that never launched. A separate axis from the status: a
     perturbed launch ran right, its numbers are just not the machine's own."""
     if not record.get("machine"):
         return {}

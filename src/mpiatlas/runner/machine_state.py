@@ -378,7 +378,7 @@ def others(deltas: dict[str, dict[str, float]], own_s: float) -> tuple[float, fl
 
 
 def ticks(seconds: float | None) -> int | None:
-    """Clock ticks of a /proc/stat figure: shares of few ticks are coarse (mpiatlas.quality)."""
+    """Clock ticks of a /proc/stat figure: shares of few ticks are coarse (mpiatlas.stats.quality)."""
     return None if seconds is None else round(seconds * CLK_TCK)
 
 
@@ -428,7 +428,7 @@ def rank_record(rank: Seen) -> dict[str, Any]:
 def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, ranks: list[Seen],
                   window: list[Window], tree: PidStat | None, planned_cpus: list[int] | None,
                   probe: dict[str, Any]) -> dict[str, Any]:
-    """The ``machine`` block of provenance.json (its shares are read by mpiatlas.quality): node
+    """The ``machine`` block of provenance.json (its shares are read by mpiatlas.stats.quality): node
     snapshots ``before`` and ``after`` the launch, the ``ranks`` as last seen and the ``window`` of
     their run (RankSampler), the exited launcher's stat (``tree``), the cell's planned cpus."""
     observed = [rank_record(r) | {"wait_share_of_wall": round(r.wait_ns / 1e9 / wall_s, 4) if wall_s > 0 else None}

@@ -5,9 +5,9 @@ cores: consecutive ones for `core`, one per domain round for the spreading mappi
 whose launch layer cannot bind a rank to a set (``Stack.multi_core_pins``) runs the cell unpinned
 and says so. Under the likwid pinner (runner.likwid_pin) the same cpus go to likwid-pin instead,
 one list per rank, and the stack binds nothing. Several nodes (the `node` mapping): srun inside the
-allocation, or mpirun over ssh to the config's hosts (mpiatlas.ssh_hosts); either way the nodes are
+allocation, or mpirun over ssh to the config's hosts (mpiatlas.node.ssh_hosts); either way the nodes are
 probed, ranks placed block or cyclic over them, co-located nodes recognised by their kernel boot id
-(mpiatlas.multinode).
+(mpiatlas.node.multinode).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from mpiatlas import multinode, ssh_hosts, topology
+from mpiatlas.node import multinode, ssh_hosts, topology
 from mpiatlas.runner import likwid_pin
 from mpiatlas.stacks import Stack, StackError, fabrics
 from mpiatlas.stacks.base import INTRA_NODE_EXPECT

@@ -24,12 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpiatlas import layout, mpi_library, provenance, ssh_hosts, topology
-from mpiatlas.layout import NODE_LOST, REMEASURED, STDERR, STDOUT
-from mpiatlas.outcome import Outcome
+from mpiatlas.evidence import mpi_library, provenance
+from mpiatlas.matrix import layout
+from mpiatlas.node import ssh_hosts, topology
+from mpiatlas.matrix.layout import NODE_LOST, REMEASURED, STDERR, STDOUT
+from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Program
-from mpiatlas.quality import PERTURBED
+from mpiatlas.stats.quality import PERTURBED
 from mpiatlas.runner import likwid_pin
 from mpiatlas.runner.judge import judge, judge_library, judge_placement
 from mpiatlas.runner.knob_overlay import overlay_launch, shell_replaced

@@ -1,5 +1,13 @@
 """MPI stacks: one module per stack kind, each building launch argument lists.
 
+* :mod:`.base` — the Stack protocol: launch argv, transports, evidence;
+* :mod:`.intelmpi` — Intel MPI;
+* :mod:`.mpich` — MPICH;
+* :mod:`.openmpi` — Open MPI;
+* :mod:`.collectives` — forced-algorithm tables per stack;
+* :mod:`.fabrics` — InfiniBand/RoCE: ports, UCX evidence;
+* :mod:`.containers` — Apptainer images of the stacks, and the hybrid launch model.
+
 ``get_stack(kind, prefix)`` is the single entry point the runner, the kernel
 build and the container layer use.
 """

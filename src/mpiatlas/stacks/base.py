@@ -101,7 +101,7 @@ class LaunchSpec:
     # Ranks over nodes: "cyclic" (rank i on node i mod nodes) or "block" (rank i on node i // ppn,
     # a node filled before the next).
     distribution: str = "cyclic"
-    # mpirun over ssh to ``hosts`` (no scheduler, mpiatlas.ssh_hosts): the remote shell program each
+    # mpirun over ssh to ``hosts`` (no scheduler, mpiatlas.node.ssh_hosts): the remote shell program each
     # launcher starts its daemons/proxies with, and its options (e.g. ``-F <ssh config>``).
     rsh_agent: str | None = None
     rsh_args: tuple[str, ...] = ()
@@ -230,7 +230,7 @@ class Stack(ABC):
         return None
 
     # Where the stack's own MPI library is, relative to its prefix (globs): a launched program must
-    # load one of these (mpiatlas.mpi_library). Kinds with other layouts override libmpi_globs.
+    # load one of these (mpiatlas.evidence.mpi_library). Kinds with other layouts override libmpi_globs.
     libmpi_globs: ClassVar[tuple[str, ...]] = ("lib/libmpi.so.*", "lib64/libmpi.so.*")
 
     def libmpi_files(self) -> set[str]:

@@ -2,5 +2,7 @@
 
 :mod:`.decide` makes the decision (significant gain over the default, merged into ranges);
 :mod:`.openmpi_rules`, :mod:`.intelmpi_env` and :mod:`.mpich_json` write it in each stack's format;
-:mod:`.markdown` explains it (tuning.md).
+:mod:`.markdown` explains it (tuning.md). :mod:`.samples` reads what the decision is made from (IMB samples,
+else the coll kernel's rank-0 times). The validation campaign: :mod:`.validation_config` builds it (default,
+exported file as a knob set, forced winner), :mod:`.validate_run` runs it, :mod:`.validation` judges each cell.
 """

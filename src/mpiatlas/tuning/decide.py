@@ -3,8 +3,8 @@
 One criterion names the candidate, the project's: :func:`mpiatlas.models.best_algorithm.best_algorithms`
 (the lowest median per point). Tune adds a gate, not a second ranking: the candidate replaces the
 stack's default only where the 95 % bootstrap CI of t_candidate / t_default
-(:func:`mpiatlas.compare.size_table`, the same ratio CI ``mpiatlas compare`` reports) lies below 1,
-with at least :data:`mpiatlas.compare.MIN_REPS` repetitions per side, and the median gain
+(:func:`mpiatlas.stats.ratios.size_table`, the same ratio CI ``mpiatlas compare`` reports) lies below 1,
+with at least :data:`mpiatlas.stats.ratios.MIN_REPS` repetitions per side, and the median gain
 1 - t_candidate / t_default is at least ``min_gain``. Everywhere else the default stays.
 
 Ranges. A measured message size ``b_k`` stands for ``[b_k, b_{k+1} - 1]`` (up to the next measured
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import polars as pl
 
-from mpiatlas.aggregate import summarize
-from mpiatlas.compare import FASTER, MIN_REPS, grouped_times, size_table
+from mpiatlas.stats.aggregate import summarize
+from mpiatlas.stats.ratios import FASTER, MIN_REPS, grouped_times, size_table
 from mpiatlas.models.best_algorithm import DEFAULT, best_algorithms
 from mpiatlas.tuning import samples
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import polars as pl
 
-from mpiatlas import layout
-from mpiatlas.aggregate import usable_samples
+from mpiatlas.matrix import layout
+from mpiatlas.stats.aggregate import usable_samples
 from mpiatlas.models.best_algorithm import DEFAULT
-from mpiatlas.quality import trusted
+from mpiatlas.stats.quality import trusted
 
 IMB, KERNEL = "imb", "coll kernel"
 # coll kernel collective -> IMB benchmark name (the name campaigns force algorithms under).

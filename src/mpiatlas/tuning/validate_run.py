@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from mpiatlas import layout
+from mpiatlas.matrix import layout
 from mpiatlas.tuning import validation
 from mpiatlas.tuning.decide import Decision, TuneError
 from mpiatlas.tuning.markdown import validation_markdown

@@ -4,11 +4,11 @@ For every (stack, transport, collective, P, size) the decision gave a non-defaul
 the validation campaign (:mod:`mpiatlas.tuning.validation_config`):
 
 * **matches**: the exported file's time equals the forced winner's, i.e. the 95 % bootstrap CI of
-  t_exported / t_forced (:func:`mpiatlas.compare.size_table`, the ratio CI ``mpiatlas compare``
+  t_exported / t_forced (:func:`mpiatlas.stats.ratios.size_table`, the ratio CI ``mpiatlas compare``
   reports) contains 1;
 * **beats**: the file beats the stack's default, the CI of t_exported / t_default lies below 1 (a
   gain was claimed at every tuned point);
-* passes when both hold, with at least :data:`mpiatlas.compare.MIN_REPS` repetitions per way.
+* passes when both hold, with at least :data:`mpiatlas.stats.ratios.MIN_REPS` repetitions per way.
   The validated gain is 1 - t_exported / t_default, beside the claimed one.
 
 A file must also change only what it claims. At a sample of the sizes it leaves to the library
@@ -17,7 +17,7 @@ process counts), the exported file against the default: the size fails when the 
 significantly slower, the 95 % CI of t_file / t_default lies wholly above 1 + :data:`UNTUNED_TOLERANCE`
 (5 %, ``--min-gain``'s default: no rule is written for a gain smaller than that, so a cost smaller
 than that elsewhere is within the decision's own resolution), or when it has fewer than
-:data:`~mpiatlas.compare.MIN_REPS` repetitions per side. One failing size fails the validation.
+:data:`~mpiatlas.stats.ratios.MIN_REPS` repetitions per side. One failing size fails the validation.
 
 Evidence from the stack itself, where it gives any (:func:`evidence`): Intel MPI's ``I_MPI_DEBUG``
 echo of the ``I_MPI_ADJUST_*`` value it read. MPICH 5.x's ``MPIR_CVAR_DEBUG_SUMMARY`` (the
@@ -36,8 +36,8 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas import layout
-from mpiatlas.compare import FASTER, MIN_REPS, grouped_times, size_table
+from mpiatlas.matrix import layout
+from mpiatlas.stats.ratios import FASTER, MIN_REPS, grouped_times, size_table
 from mpiatlas.models.best_algorithm import DEFAULT
 from mpiatlas.tuning import intelmpi_env, mpich_json, samples
 from mpiatlas.tuning.decide import SeriesDecision, TuneError

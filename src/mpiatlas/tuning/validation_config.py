@@ -25,8 +25,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from mpiatlas import knobs
-from mpiatlas.cells import imb_provider
+from mpiatlas.matrix import knobs
+from mpiatlas.matrix.cells import imb_provider
 from mpiatlas.models.best_algorithm import DEFAULT
 from mpiatlas.tuning import intelmpi_env, mpich_json, openmpi_rules, samples
 from mpiatlas.tuning.decide import SeriesDecision, TuneError, size_ranges

@@ -22,10 +22,10 @@ from abc import abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mpiatlas import adaptive, layout
-from mpiatlas.cells import Cell, cell_pinner, node_counts, sort_cells
-from mpiatlas.config import ConfigError
-from mpiatlas.outcome import Outcome
+from mpiatlas.matrix import adaptive, layout
+from mpiatlas.matrix.cells import Cell, cell_pinner, node_counts, sort_cells
+from mpiatlas.matrix.config import ConfigError
+from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.programs.base import PARSED_STATUSES, Checked, LaunchExtras, Program, per_cell_mem_mb, tag_columns
 from mpiatlas.stacks import Stack, StackError
 
@@ -143,7 +143,7 @@ def with_grid_columns(frame: pl.DataFrame) -> pl.DataFrame:
     (``procdims``, a ``-g`` group) or is the stack's MPI_Dims_create choice."""
     import polars as pl
 
-    from mpiatlas.kernel_sweeps import group_grid
+    from mpiatlas.matrix.kernel_sweeps import group_grid
 
     explicit = group_grid(str(frame["variant_group"][0])) is not None
     return frame.with_columns(pl.lit(explicit).alias("grid_explicit"))
@@ -251,7 +251,7 @@ class KernelProgram(Program):
         if listed is not None and self.name not in listed.split():
             raise StackError(f"unavailable: image {Path(facts['image']).name} has no kernel {self.name!r} "
                              f"(mpiatlas.kernels: {listed.strip() or 'none'})")
-        from mpiatlas import containers
+        from mpiatlas.stacks import containers
 
         argv = [self.name, *spec["kernel"]["args"]]
         return containers.exec_argv(facts["image"], argv, spec["container"].get("binds", []))

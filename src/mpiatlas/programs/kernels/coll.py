@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mpiatlas.cells import DEFAULT_ALGORITHM, Cell
+from mpiatlas.matrix.cells import DEFAULT_ALGORITHM, Cell
 from mpiatlas.programs.kernels import DEFAULT_GROUP, KernelProgram, Shape, sweep_args
 
 if TYPE_CHECKING:  # imported where rows are built (see programs.kernels)

@@ -4,7 +4,7 @@ Variant group: ``<mode>-L<L>-t<threads>`` (or ``-N<N>-``), one per mode x size x
 ``processes`` gives the pure MPI cells (t1), ``hybrid.processes`` x ``hybrid.threads`` and the
 ranks x threads pairs of ``hybrid.cores`` the MPI + OpenMP ones; an explicit process grid of
 ``procdims`` adds ``-g<grid>`` (``weak-L16-t1-g2x1x1``, run with ``--procdims 2,1,1``;
-mpiatlas.kernel_sweeps).
+mpiatlas.matrix.kernel_sweeps).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from mpiatlas.cells import Cell
-from mpiatlas.config import ConfigError
-from mpiatlas.kernel_sweeps import JacobiVariant, jacobi_problems, jacobi_variants
+from mpiatlas.matrix.cells import Cell
+from mpiatlas.matrix.config import ConfigError
+from mpiatlas.matrix.kernel_sweeps import JacobiVariant, jacobi_problems, jacobi_variants
 from mpiatlas.programs.kernels import DOUBLE, MSG_LATENCY_S, POINT_UPDATE_S, KernelProgram, Shape, with_grid_columns
 
 if TYPE_CHECKING:  # imported where rows are built (see programs.kernels)

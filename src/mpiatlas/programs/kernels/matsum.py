@@ -2,7 +2,7 @@
 
 Variant group: ``t<topos>-<dists>`` (every topo x dist combination in one launch, e.g. ``t1-slab``);
 an explicit process grid of ``procdims`` adds ``-g<grid>`` (``t2-slab-g2x1``, run at P = 2 with
-``--procdims 2,1``), several ``dims`` add ``-d<X>x<Y>x<Z>`` (mpiatlas.kernel_sweeps).
+``--procdims 2,1``), several ``dims`` add ``-d<X>x<Y>x<Z>`` (mpiatlas.matrix.kernel_sweeps).
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from mpiatlas.cells import Cell
-from mpiatlas.config import ConfigError
-from mpiatlas.kernel_sweeps import MatsumVariant, matsum_problems, matsum_variants
+from mpiatlas.matrix.cells import Cell
+from mpiatlas.matrix.config import ConfigError
+from mpiatlas.matrix.kernel_sweeps import MatsumVariant, matsum_problems, matsum_variants
 from mpiatlas.programs.kernels import BANDWIDTH_BPS, DOUBLE, MSG_LATENCY_S, KernelProgram, Shape, with_grid_columns
 
 if TYPE_CHECKING:  # imported where rows are built (see programs.kernels)

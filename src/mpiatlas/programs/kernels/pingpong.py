@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mpiatlas.cells import Cell
+from mpiatlas.matrix.cells import Cell
 from mpiatlas.programs.kernels import KernelProgram, Shape, sweep_args
 
 

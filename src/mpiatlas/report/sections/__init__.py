@@ -4,6 +4,10 @@ A section is a function ``section_<name>(data: ReportData) -> Section | None`` (
 show, e.g. a kernel the campaign did not run). To add one, write its module and put its function
 in ``ORDER``. Sections import only the shared modules of :mod:`mpiatlas.report` (blocks, charts,
 data, formatting, cells, imb, findings, kernel_blocks), never each other.
+
+The sections: header, findings, parameters, p2p, regions, collectives, alphabeta, other (the other IMB
+benchmarks), kernel_ring, kernel_matsum, kernel_jacobi, kernel_p2p_coll, knobs, tuning, off_cache, adaptive,
+cell_table (every cell and its status), provenance.
 """
 
 from __future__ import annotations

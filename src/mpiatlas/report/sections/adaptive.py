@@ -1,5 +1,5 @@
 """Section "Adaptive repetitions": how many launches each series needed, and whether its median got
-as precise as asked (campaign.repetitions {min, max, ci_halfwidth}; mpiatlas.adaptive).
+as precise as asked (campaign.repetitions {min, max, ci_halfwidth}; mpiatlas.matrix.adaptive).
 
 Read from the last round's decision (``<campaign>/adaptive/round<r>.json``, beside ``tidy/``), with
 the ok launches of each series counted from the cells table next to it: the decision says what
@@ -14,8 +14,8 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas import adaptive
-from mpiatlas.adaptive_rounds import final_decision
+from mpiatlas.matrix import adaptive
+from mpiatlas.campaign.adaptive_rounds import final_decision
 from mpiatlas.report.blocks import Section, Text, num_cell, table
 from mpiatlas.report.data import ReportData
 

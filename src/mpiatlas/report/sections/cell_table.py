@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas import layout
+from mpiatlas.matrix import layout
 from mpiatlas.report.blocks import Cell, Heading, Notice, Section, Table, Text, cell, num_cell
 from mpiatlas.report.cells import has_columns, status_cls, status_rank
 from mpiatlas.report.data import ReportData

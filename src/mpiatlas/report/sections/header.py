@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mpiatlas import __version__, layout
+from mpiatlas import __version__
+from mpiatlas.matrix import layout
 from mpiatlas.report.blocks import Cell, Details, Heading, KeyValues, Notice, Section, Table, cell, table
 from mpiatlas.report.cells import cell_desc, has_columns, status_cls, status_rank, suspect_results
 from mpiatlas.report.data import ReportData

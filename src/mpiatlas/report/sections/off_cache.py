@@ -20,8 +20,8 @@ import altair as alt
 import numpy as np
 import polars as pl
 
-from mpiatlas.aggregate import usable_samples
-from mpiatlas.compare import ratio_cis
+from mpiatlas.stats.aggregate import usable_samples
+from mpiatlas.stats.ratios import ratio_cis
 
 from mpiatlas.report.blocks import ChartBlock, Heading, Section, Table, Text, cell, num_cell
 from mpiatlas.report.charts import CHART_H, CHART_W, chart_spec, color, rounded, size_x, with_size

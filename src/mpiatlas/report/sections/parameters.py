@@ -3,8 +3,8 @@
 Beside B (the plateau of the largest sizes on a curve that peaks in cache, see
 :mod:`mpiatlas.models.asymptote`) it shows the in-cache peak and, when the campaign measured its
 nodes' copy bandwidth (R/limits/limits.json, given as ``mpiatlas report --limits``, see
-:mod:`mpiatlas.limits`), each intra-node B and peak as a % of it; each inter-node B is set against
-the link rate the nodes' records name (:mod:`mpiatlas.link_rate`: sysfs, InfiniBand, or the config
+:mod:`mpiatlas.node.limits`), each intra-node B and peak as a % of it; each inter-node B is set against
+the link rate the nodes' records name (:mod:`mpiatlas.node.link_rate`: sysfs, InfiniBand, or the config
 value), with its source in the cell.
 """
 

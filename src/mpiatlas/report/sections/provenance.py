@@ -6,7 +6,7 @@ import json
 import shlex
 from typing import Any
 
-from mpiatlas import layout
+from mpiatlas.matrix import layout
 from mpiatlas.report.blocks import Cell, Details, Heading, KeyValues, Notice, Pre, Section, Table, Text, cell
 from mpiatlas.report.cells import has_columns, status_cls
 from mpiatlas.report.data import ReportData

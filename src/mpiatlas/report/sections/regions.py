@@ -1,7 +1,7 @@
 """Section "Point-to-point by region": PingPong/PingPing per (stack/transport, region) with the
 node's cache sizes as reference lines, and the intra- vs inter-node comparison table.
 
-The numbers come from :mod:`mpiatlas.regions`; this module only draws and formats them.
+The numbers come from :mod:`mpiatlas.stats.regions`; this module only draws and formats them.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from mpiatlas import layout
-from mpiatlas.regions import (
+from mpiatlas.matrix import layout
+from mpiatlas.stats.regions import (
     BW_BYTES,
     INTER_REGION,
     LAT_BYTES,

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mpiatlas import layout
+from mpiatlas.matrix import layout
 
 FAILURE_STATUSES = ("failed", "timeout")
 REMEASURED_EVERY_S = 10.0

@@ -18,8 +18,8 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from mpiatlas import ssh_hosts
-from mpiatlas.config import ConfigError
+from mpiatlas.node import ssh_hosts
+from mpiatlas.matrix.config import ConfigError
 from mpiatlas.stacks import STACK_KINDS, collectives
 
 DEFAULT_ALGORITHM = "default"
@@ -44,7 +44,7 @@ class Cell:
     # IMB options of the cell, as its id segment (``off_cache=-1``; programs.imb_options); "" for
     # IMB's defaults and for kernels.
     options: str = ""
-    # The knob set (named environment variables, mpiatlas.knobs) the cell runs with; "" for none.
+    # The knob set (named environment variables, mpiatlas.matrix.knobs) the cell runs with; "" for none.
     knobs: str = ""
     # Who pins the ranks when it is not the stack (campaign.pinner: ``likwid``, kernel cells only); "" for
     # the stack: a pinner changes where threads run, so it is part of what a cell measures.
@@ -288,7 +288,7 @@ def node_counts(config: dict[str, Any], mapping: str, np: int) -> list[int]:
     """The node counts a cell of ``np`` ranks runs over: 1 for single-node mappings; for `node`,
     every configured m (``nodes``) that splits the ranks evenly (ppn = np / m ranks per node); none
     for a region mapping unless np is 2."""
-    from mpiatlas.topology import REGION_MAPPINGS  # topology's imports only where cells are expanded
+    from mpiatlas.node.topology import REGION_MAPPINGS  # topology's imports only where cells are expanded
 
     if mapping in REGION_MAPPINGS:
         return [1] if np == 2 else []  # a region places a pair of ranks: only 2-rank cells have one
@@ -315,7 +315,7 @@ def cell_spec_base(config: dict[str, Any], cell: Cell) -> dict[str, Any]:
         "container": container_spec(config, cell.stack),
         "timeout_s": config["campaign"]["timeout_s"],
         "allow_oversubscribe": config["campaign"]["allow_oversubscribe"],
-        # When the launch counts as perturbed (mpiatlas.quality; runner.lifecycle judges it at sealing).
+        # When the launch counts as perturbed (mpiatlas.stats.quality; runner.lifecycle judges it at sealing).
         "perturbation": config["campaign"].get("perturbation"),
         # Multi-node cells: placement on co-located nodes and the inter-node interface; which ranks
         # share a node is the cell's own ``distribution`` (in spec["cell"]).
@@ -329,6 +329,6 @@ def cell_spec_base(config: dict[str, Any], cell: Cell) -> dict[str, Any]:
         "knobs": {"name": cell.knobs, "env": dict(config["knobs"][cell.knobs])} if cell.knobs else None,
         # Who pins the ranks: the stack, or likwid-pin around each rank (runner.likwid_pin).
         "pinner": cell.pinner or DEFAULT_PINNER,
-        # mpirun over ssh: the hosts and the ssh agent (mpiatlas.ssh_hosts); absent without hosts.
+        # mpirun over ssh: the hosts and the ssh agent (mpiatlas.node.ssh_hosts); absent without hosts.
         **ssh_hosts.spec_fields(config),
     }

@@ -1,4 +1,4 @@
-"""A node :class:`~mpiatlas.topology.Topology` from hwloc's synthetic description, without hwloc.
+"""A node :class:`~mpiatlas.node.topology.Topology` from hwloc's synthetic description, without hwloc.
 
 hwloc describes a machine it has not seen as a list of levels from the top down, each
 ``type:arity``: ``pack:2 numa:4 die:2 l3:2 core:4 pu:1`` is 2 packages of 4 NUMA nodes of 2
@@ -25,7 +25,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from mpiatlas.topology import Core, Topology, TopologyError, add_core
+from mpiatlas.node.topology import Core, Topology, TopologyError, add_core
 
 __all__ = [
     "MAX_PUS", "SyntheticLevel", "looks_like_synthetic", "parse_levels", "parse_synthetic", "read_topology",

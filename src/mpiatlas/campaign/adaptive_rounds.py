@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mpiatlas import adaptive, layout
-from mpiatlas.cells import Cell
+from mpiatlas.matrix import adaptive, layout
+from mpiatlas.matrix.cells import Cell
 
 ADAPTIVE_DIR = "adaptive"
 # A round group's id: r<round>.<the id job_groups gives its cells> (static ids hold no '.').
@@ -156,11 +156,11 @@ class RoundGroups:
 
 def cell_values(cell_dir: Path) -> dict[tuple[Any, ...], float]:
     """A sealed cell's time per size (its program's rows, :data:`MEASURES`); {} for a failed cell,
-    a launch left perturbed (re-measures spent: mpiatlas.quality, the same rule as the medians'), or
+    a launch left perturbed (re-measures spent: mpiatlas.stats.quality, the same rule as the medians'), or
     a program without a measure."""
     from mpiatlas.programs import program_named
-    from mpiatlas.quality import PERTURBED
-    from mpiatlas.tidy import cell_row
+    from mpiatlas.stats.quality import PERTURBED
+    from mpiatlas.tables.tidy import cell_row
 
     row, prov = cell_row(cell_dir)
     if row["status"] != "ok" or row.get("quality") == PERTURBED:
@@ -245,7 +245,7 @@ def write_decision(decision: dict[str, Any], decision_file: str | Path, manifest
 
 
 def _round_groups(config: dict[str, Any], round_: int, cells: list[Cell]) -> dict[str, list[dict[str, Any]]]:
-    from mpiatlas.resources import job_groups
+    from mpiatlas.campaign.resources import job_groups
 
     groups = job_groups(config, cells) if cells else {}
     return {f"r{round_}.{gid}": [cell_coords(c) for c in members] for gid, members in groups.items()}

@@ -9,8 +9,8 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas.compare import (FASTER, MIN_REPS, MIN_RUNS, ONE_RUN_NOTE, SAME, SLOWER, TOO_FEW, TOO_FEW_RUNS,
-                              Comparison, regressions)
+from mpiatlas.compare.campaigns import ONE_RUN_NOTE, Comparison
+from mpiatlas.stats.ratios import FASTER, MIN_REPS, MIN_RUNS, SAME, SLOWER, TOO_FEW, TOO_FEW_RUNS, regressions
 from mpiatlas.report.formatting import fmt_bytes
 
 

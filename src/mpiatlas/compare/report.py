@@ -15,9 +15,10 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from mpiatlas.compare import FASTER, MIN_REPS, MIN_RUNS, NOT_JUDGED, SLOWER, Comparison, regressions
-from mpiatlas.compare_summary import method_line, series_name, summary_lines
-from mpiatlas.layout import write_text_atomic
+from mpiatlas.compare.campaigns import Comparison
+from mpiatlas.stats.ratios import FASTER, MIN_REPS, MIN_RUNS, NOT_JUDGED, SLOWER, regressions
+from mpiatlas.compare.summary import method_line, series_name, summary_lines
+from mpiatlas.matrix.layout import write_text_atomic
 from mpiatlas.report.blocks import Bullets, Cell, ChartBlock, Details, KeyValues, Notice, Section, Table, cell, num_cell
 from mpiatlas.report.charts import chart_spec
 from mpiatlas.report.formatting import fmt_bytes, fmt_ci

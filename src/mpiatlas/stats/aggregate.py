@@ -1,5 +1,5 @@
 """Per cell and message size: median, min, 95 % CI of the median, CV over repetitions, and whether
-the repetitions agree (``quality``: ok | noisy, mpiatlas.quality). Repetitions from perturbed
+the repetitions agree (``quality``: ok | noisy, mpiatlas.stats.quality). Repetitions from perturbed
 launches (``cell_quality``) are left out of all of it (:func:`usable_samples`); ``n_perturbed`` counts them.
 
 The CI is a percentile bootstrap of the median (999 resamples, seeded), computed for all groups
@@ -29,7 +29,7 @@ from typing import TypeVar
 import numpy as np
 import polars as pl
 
-from mpiatlas.quality import PERTURBED, QUALITY_COLUMN, repetition_quality, trusted
+from mpiatlas.stats.quality import PERTURBED, QUALITY_COLUMN, repetition_quality, trusted
 
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 

@@ -28,9 +28,9 @@ from typing import Any
 import jinja2
 
 from mpiatlas import __version__
-from mpiatlas.layout import write_text_atomic
+from mpiatlas.matrix.layout import write_text_atomic
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TEMPLATES_DIR = REPO / "containers"
 KERNELS_DIR = REPO / "src" / "kernels"
 

@@ -22,8 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from mpiatlas import cells as cell_model
-from mpiatlas import layout
+from mpiatlas.matrix import cells as cell_model
+from mpiatlas.matrix import layout
 
 # Set by `mpiatlas campaign` once its checks passed, so that Snakemake's onstart does not repeat them.
 DONE_ENV = "MPIATLAS_PREFLIGHT_DONE"
@@ -65,7 +65,7 @@ def failure_message(failed: list[Check]) -> str:
 
 
 def check_topology() -> Check:
-    from mpiatlas import topology
+    from mpiatlas.node import topology
 
     try:
         topo = topology.detect()

@@ -16,7 +16,7 @@ from typing import Any
 from mpiatlas import __version__
 
 # Environment variables worth recording: they change what MPI does.
-# Every prefix a knob set may use (mpiatlas.knobs) is among them.
+# Every prefix a knob set may use (mpiatlas.matrix.knobs) is among them.
 RELEVANT_ENV_PREFIXES = ("I_MPI_", "FI_", "UCX_", "OMPI_", "PMIX_", "MPIR_", "MPICH_", "HYDRA_", "OMP_", "KMP_",
                          "SLURM_JOB", "MPIATLAS_")
 
@@ -35,7 +35,7 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-# The dynamic loader's variables: they decide which libmpi the ranks load (mpiatlas.mpi_library).
+# The dynamic loader's variables: they decide which libmpi the ranks load (mpiatlas.evidence.mpi_library).
 LOADER_ENV = ("LD_LIBRARY_PATH", "LD_PRELOAD")
 
 

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from mpiatlas.aggregate import median_ci, usable_samples
-from mpiatlas.topology import REGIONS
+from mpiatlas.stats.aggregate import median_ci, usable_samples
+from mpiatlas.node.topology import REGIONS
 
 __all__ = [
     "BW_BYTES",

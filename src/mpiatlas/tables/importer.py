@@ -5,7 +5,7 @@ OSU text output and the OSU CSV exports are recognised per file (:mod:`mpiatlas.
 holds that rule) and read into the same columns, with their mapping and algorithm where the file
 names them; everything else is IMB output.
 
-Each file's rows get the file's label (:mod:`mpiatlas.import_labels`: by default the shortest
+Each file's rows get the file's label (:mod:`mpiatlas.tables.import_labels`: by default the shortest
 distinguishing path, so files that share a name on different systems stay apart; ``pool``, one
 ``label`` or a labels CSV pool files on purpose), decided once for all files before any is read.
 The pipeline's cell columns (``stack``, ``transport``, ``mapping``, ``algorithm``) are null for
@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from mpiatlas.import_labels import file_labels, pooled_labels
+from mpiatlas.tables.import_labels import file_labels, pooled_labels
 from mpiatlas.parsers.imb import COLUMNS, ImbParseError, parse_imb_text, read_imb_file
 from mpiatlas.parsers.imb_scan import scan_imb_files, scanner_available
 
@@ -182,10 +182,10 @@ def import_files(paths: Iterable[str | Path], *, label: str | None = None, label
                  progress: Callable[[int], None] | None = None) -> ImportResult:
     """Parse every file; a file that fails is recorded with its parse error's message, not raised.
 
-    Labels (:mod:`mpiatlas.import_labels`): ``label`` for every file, else the ``labels_csv``
+    Labels (:mod:`mpiatlas.tables.import_labels`): ``label`` for every file, else the ``labels_csv``
     mapping (``path,label``) for the files it lists and, for the others, the file stem if ``pool``
     or the shortest distinguishing path. A label that cannot be given raises
-    :class:`~mpiatlas.import_labels.LabelError` before any file is read.
+    :class:`~mpiatlas.tables.import_labels.LabelError` before any file is read.
     ``osu_processes``: the rank count of OSU collective text output, which OSU does not print.
     ``progress(n)`` is called as each chunk of ``n`` files is done, from the worker threads."""
     with _collector_paused():

@@ -23,7 +23,7 @@ When likwid-bench is missing or fails, the record says ``available: false`` and 
 campaign goes on without the limit.
 
 The record also holds the node's network links and the rate of the one inter-node traffic uses
-(:func:`node_record`, :mod:`mpiatlas.link_rate`): read fresh every time (a few sysfs files), never
+(:func:`node_record`, :mod:`mpiatlas.node.link_rate`): read fresh every time (a few sysfs files), never
 cached with the copy rate, since a link can be renegotiated or taken down within a boot.
 
 Cached per node and boot (:func:`measure_cached`, ``~/.cache/mpiatlas/limits``): a node's copy rate
@@ -54,8 +54,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mpiatlas import link_rate
-from mpiatlas.layout import user_cache_dir, write_json_atomic
+from mpiatlas.node import link_rate
+from mpiatlas.matrix.layout import user_cache_dir, write_json_atomic
 
 LIKWID_BENCH = "likwid-bench"
 REPEATS = 3
@@ -369,6 +369,6 @@ def measure_cached(cache_dir: Path | None = None, *, fresh: bool = False, runner
 def node_record(cache_dir: Path | None = None, *, fresh: bool = False, tcp_interfaces: Sequence[str] = (),
                 config_gbit_s: float | None = None, config_name: str | None = None) -> dict[str, Any]:
     """This node's limits record: the copy rates (:func:`measure_cached`, cached) and, read now,
-    its ``links`` and the ``network_link`` the campaign's inter-node traffic uses (:mod:`mpiatlas.link_rate`)."""
+    its ``links`` and the ``network_link`` the campaign's inter-node traffic uses (:mod:`mpiatlas.node.link_rate`)."""
     record = measure_cached(cache_dir, fresh=fresh)
     return {**record, **link_rate.network_record(tcp_interfaces, config_gbit_s, config_name)}

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas.layout import CELLS_TABLE, IMB_SAMPLES, PROVENANCE, PROVENANCE_TABLE, REMEASURED, STATUS
+from mpiatlas.matrix.layout import CELLS_TABLE, IMB_SAMPLES, PROVENANCE, PROVENANCE_TABLE, REMEASURED, STATUS
 
 # The pinner of a cell whose coordinates name none (cells.DEFAULT_PINNER; cells is not imported at
 # module level, see below).
@@ -47,9 +47,9 @@ CELL_SCHEMA: dict[str, pl.DataType] = {
     # PingPong times) ran: on_node or cross_node, from the hosts they reported (else the plan).
     "placement": pl.String, "pair_class": pl.String,
     # The MPI library the ranks ran, as their banner names it ("mpich 5.0.2"), and the real path of
-    # the libmpi the loader resolved for the program (mpiatlas.mpi_library; null where not seen).
+    # the libmpi the loader resolved for the program (mpiatlas.evidence.mpi_library; null where not seen).
     "mpi_library": pl.String, "libmpi_path": pl.String,
-    # Was the launch disturbed (mpiatlas.quality: ok | perturbed, why), and the figures it was judged
+    # Was the launch disturbed (mpiatlas.stats.quality: ok | perturbed, why), and the figures it was judged
     # on (provenance.json's machine block, runner.machine_state): the largest share of its time a rank
     # waited for a cpu, the largest stolen share of a rank's cpu, others' share of the ranks' cpus, and
     # the node's 1-minute load average before the launch. Null for cells that never launched.
@@ -150,7 +150,7 @@ def is_kernel_row(row: dict[str, Any]) -> bool:
 
 def missing_row(cell_id: str) -> dict[str, Any]:
     """A cells-table row for a campaign cell that has no raw directory (status ``missing``)."""
-    from mpiatlas.cells import parse_id
+    from mpiatlas.matrix.cells import parse_id
 
     coords = parse_id(cell_id)
     row: dict[str, Any] = dict.fromkeys(CELL_SCHEMA)

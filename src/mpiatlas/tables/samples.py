@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
-from mpiatlas.quality import trusted
+from mpiatlas.stats.quality import trusted
 
 # Pipeline samples identify a measurement cell by these; imported samples have them null.
 CELL_COLUMNS: tuple[str, ...] = ("stack", "transport", "mapping", "np", "algorithm")
@@ -15,7 +15,7 @@ REQUIRED_COLUMNS: tuple[str, ...] = ("benchmark", "bytes", "t_usec")
 
 def load_samples(directory: Path) -> tuple[pl.DataFrame | None, str]:
     """All ``*samples.parquet`` under ``directory`` concatenated, or (None, why not); the rows of
-    perturbed launches are left out (mpiatlas.quality.trusted): fits read these."""
+    perturbed launches are left out (mpiatlas.stats.quality.trusted): fits read these."""
     files = sorted(directory.rglob("*samples.parquet")) if directory.is_dir() else []
     if not files:
         return None, f"no *samples.parquet under {directory}"

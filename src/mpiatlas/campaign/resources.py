@@ -44,7 +44,7 @@ from dataclasses import fields
 from operator import attrgetter
 from typing import Any, NamedTuple, Protocol
 
-from mpiatlas.cells import Cell, sort_cells
+from mpiatlas.matrix.cells import Cell, sort_cells
 from mpiatlas.programs import program_named, program_of
 
 # Fixed cost of one cell inside a group: the launcher (hydra/srun, ~1 s), MPI_Init (seconds at a
@@ -297,7 +297,7 @@ def group_resources(config: dict[str, Any], cells: list[Cell], attempt: int = 1,
 
 class GroupLookup(Protocol):
     """Group id -> cells: the groups' dict, or one that also resolves later adaptive rounds'
-    groups (mpiatlas.adaptive_rounds.RoundGroups)."""
+    groups (mpiatlas.campaign.adaptive_rounds.RoundGroups)."""
 
     def get(self, group: str, default: Any = None) -> Any: ...
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mpiatlas.aggregate import CONFIDENCE, N_RESAMPLES, SEED
+from mpiatlas.stats.aggregate import CONFIDENCE, N_RESAMPLES, SEED
 
 # Bound on the (groups x positions x resamples) counts of one chunk: ~2 M cells (4 MB of int16),
 # small enough to stay in cache-friendly sizes (larger chunks were slower, not faster).
@@ -106,7 +106,7 @@ def two_level_percentiles(a: list[Runs], b: list[Runs], *, seed: int = SEED) -> 
     ``a[i]`` and ``b[i]`` are the runs of group i on each side (arrays of finite times; empty runs
     are ignored). Groups whose sides have the same run sizes share one draw seeded by (seed,
     shapes): a group's CI does not depend on which other groups are present. NaN where a side
-    has fewer than two runs (use the one-level :func:`mpiatlas.compare.ratio_cis` there).
+    has fewer than two runs (use the one-level :func:`mpiatlas.stats.ratios.ratio_cis` there).
     """
     shapes = [(shape_of(x), shape_of(y)) for x, y in zip(a, b)]
     low, high = np.full(len(shapes), np.nan), np.full(len(shapes), np.nan)

@@ -9,7 +9,7 @@ by the closest hardware domain they share, and checks that the binding the
 MPI launcher actually produced is the one that was requested.
 
 Where ``lstopo`` is missing (a fresh machine), :func:`detect` reads Linux sysfs instead
-(:mod:`mpiatlas.topology_sysfs`), which yields the same topology; ``Topology.source`` says which.
+(:mod:`mpiatlas.node.topology_sysfs`), which yields the same topology; ``Topology.source`` says which.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from mpiatlas import topology_sysfs
-from mpiatlas.topology_sysfs import cpu_list
+from mpiatlas.node import topology_sysfs
+from mpiatlas.node.topology_sysfs import cpu_list
 
 Region = Literal["same_core", "same_l3", "same_die", "same_numa", "same_socket", "other_socket", "other_node"]
 # Ordered from closest to farthest. ``same_die``: one die (AMD CCD, Intel tile) but not one L3; only
@@ -43,7 +43,7 @@ SPREAD_MAPPINGS: tuple[str, ...] = get_args(SpreadMapping)
 # node. `other_node` is the `node` mapping over two nodes.
 REGION_MAPPINGS: tuple[str, ...] = tuple(r for r in REGIONS if r != "other_node")
 MAPPINGS: tuple[str, ...] = SPREAD_MAPPINGS + REGION_MAPPINGS
-# config `mappings: [regions]`: every region mapping (mpiatlas.config expands it).
+# config `mappings: [regions]`: every region mapping (mpiatlas.matrix.config expands it).
 ALL_REGIONS = "regions"
 
 # hwloc 2.x cache object types -> the level names we report.
@@ -102,7 +102,7 @@ class Topology:
     numa_os_index: tuple[int, ...] = ()  # logical NUMA id -> OS id (for numactl)
     cache_sizes: dict[str, int] = field(default_factory=dict)  # bytes per level
     info: dict[str, str] = field(default_factory=dict)
-    source: str = "hwloc"  # "hwloc" (lstopo XML), "sysfs" (Linux /sys) or "synthetic" (mpiatlas.topology_synthetic)
+    source: str = "hwloc"  # "hwloc" (lstopo XML), "sysfs" (Linux /sys) or "synthetic" (mpiatlas.node.topology_synthetic)
 
     # -- construction -------------------------------------------------------
 
@@ -116,7 +116,7 @@ class Topology:
         cls, root: str | Path = topology_sysfs.DEFAULT_ROOT, cpuinfo: str | Path | None = None
     ) -> Topology:
         """Read Linux sysfs (``root`` is ``/sys/devices/system`` or a copy of it); see
-        :func:`mpiatlas.topology_sysfs.read_sysfs`.  No hostname: that is the live machine's."""
+        :func:`mpiatlas.node.topology_sysfs.read_sysfs`.  No hostname: that is the live machine's."""
         try:
             raw = topology_sysfs.read_sysfs(root, cpuinfo)
         except topology_sysfs.SysfsError as exc:

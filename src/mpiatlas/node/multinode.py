@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from mpiatlas import topology
+from mpiatlas.node import topology
 from mpiatlas.stacks import fabrics
 from mpiatlas.stacks.base import SRUN_BIND, StackError, local_index, node_of_rank
 

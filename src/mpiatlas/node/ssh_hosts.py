@@ -7,7 +7,7 @@ block (default ``ssh``; ``ssh.config`` adds ``-F <file>``). Before a cell launch
 uses answers the same node probe as under SLURM (hostname, kernel boot id, cpus), through the very
 same ssh path; after it, every rank's host is read from the stack's own output (Open MPI's
 ``--report-bindings`` lines name the host, Intel MPI's pin table too) and judged against the plan
-(block | cyclic over the hosts, ppn ranks on each) by mpiatlas.multinode, as for SLURM.
+(block | cyclic over the hosts, ppn ranks on each) by mpiatlas.node.multinode, as for SLURM.
 
 A cell over m nodes runs on the first m hosts of the list, in order: host i is "node i" of the plan.
 """
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from mpiatlas import multinode
+from mpiatlas.node import multinode
 from mpiatlas.stacks.base import StackError
 
 # What a host name may be: no whitespace, no leading '-' (ssh would take it for an option).

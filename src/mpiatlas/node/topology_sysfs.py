@@ -1,6 +1,6 @@
 """Node topology read straight from Linux sysfs, for machines without hwloc's ``lstopo``.
 
-The result must be the very topology :mod:`mpiatlas.topology` builds from hwloc XML on the same
+The result must be the very topology :mod:`mpiatlas.node.topology` builds from hwloc XML on the same
 machine, because pin lists and regions are derived from it.  hwloc numbers objects of a kind
 (its *logical* indices) in depth-first order of its tree, and it keeps the children of every object
 sorted by their first cpu.  Every hwloc object that holds cpus (package, die, cluster, cache,
@@ -13,7 +13,7 @@ no known locality last.  CPU-less nodes get their locality the way hwloc 2.x's L
 it: from ``access0/initiators``, else from the closest nodes in the NUMA distance matrix.
 
 This module only reads files and returns plain data (:class:`SysfsTopology`);
-``Topology.from_sysfs`` turns it into a :class:`mpiatlas.topology.Topology`.
+``Topology.from_sysfs`` turns it into a :class:`mpiatlas.node.topology.Topology`.
 """
 
 from __future__ import annotations

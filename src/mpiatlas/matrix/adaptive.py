@@ -7,9 +7,9 @@ narrow enough, ``(high - low) / 2 <= ci_halfwidth x median``, or ``max`` launche
 (ReproMPI's "repeat until precise" instead of a fixed count that wastes time or leaves wide CIs).
 
 This module is the pure logic: the spec, the stopping rule and the round sizing. The CI is the
-package's own (mpiatlas.aggregate.median_cis: the same seeded bootstrap the summary reports), so
+package's own (mpiatlas.stats.aggregate.median_cis: the same seeded bootstrap the summary reports), so
 the decision and the report agree. Which cells a round adds and how they reach the DAG is in
-mpiatlas.adaptive_rounds. Imported by the programs' cell expansion, so it imports nothing heavy
+mpiatlas.campaign.adaptive_rounds. Imported by the programs' cell expansion, so it imports nothing heavy
 at module level (a run-cell process starts without numpy/polars).
 """
 
@@ -68,7 +68,7 @@ def spec_problem(reps: Any) -> str | None:
 def relative_halfwidths(values_by_size: Mapping[Any, Sequence[float]]) -> dict[Any, float]:
     """Per size: the 95 % CI half-width of the median over repetitions, relative to the median
     (inf where it cannot be known: fewer than 2 finite values, or a median of 0)."""
-    from mpiatlas.aggregate import median_cis  # numpy: only where a decision is made
+    from mpiatlas.stats.aggregate import median_cis  # numpy: only where a decision is made
 
     sizes = list(values_by_size)
     low, high = median_cis([_finite(values_by_size[s]) for s in sizes])

@@ -83,14 +83,14 @@ def validate(config: dict[str, Any], source: str = "<config>") -> dict[str, Any]
 def _expand_mappings(mappings: list[str]) -> list[str]:
     """``regions`` stands for every region mapping (same_core ... other_socket): which of them a
     compute node has is known where its cells run, and the rest end `unavailable` saying why."""
-    from mpiatlas.topology import ALL_REGIONS, REGION_MAPPINGS
+    from mpiatlas.node.topology import ALL_REGIONS, REGION_MAPPINGS
 
     expanded = [m for name in mappings for m in (REGION_MAPPINGS if name == ALL_REGIONS else (name,))]
     return list(dict.fromkeys(expanded))
 
 
 def _check_cross_fields(config: dict[str, Any], source: str) -> None:
-    from mpiatlas import adaptive  # pure logic, no import of this module
+    from mpiatlas.matrix import adaptive  # pure logic, no import of this module
 
     problem = adaptive.spec_problem(config["campaign"]["repetitions"])
     if problem:
@@ -114,7 +114,7 @@ def _check_cross_fields(config: dict[str, Any], source: str) -> None:
                 )
     _check_kernels(config, source)
     _check_knobs(config, source)
-    from mpiatlas import ssh_hosts  # reads the hostfile; imports no config
+    from mpiatlas.node import ssh_hosts  # reads the hostfile; imports no config
 
     problems = ssh_hosts.check_config(config, source)
     if problems:
@@ -123,8 +123,8 @@ def _check_cross_fields(config: dict[str, Any], source: str) -> None:
 
 def _check_knobs(config: dict[str, Any], source: str) -> None:
     """Knob sets: variable names a stack kind reads, values without shell meaning, selections that
-    name defined sets suiting their stacks (mpiatlas.knobs). Integer values become strings."""
-    from mpiatlas import knobs  # pure logic, no import of this module
+    name defined sets suiting their stacks (mpiatlas.matrix.knobs). Integer values become strings."""
+    from mpiatlas.matrix import knobs  # pure logic, no import of this module
 
     sets = config.get("knobs") or {}
     for name, env in sets.items():
@@ -184,7 +184,7 @@ def _check_kernels(config: dict[str, Any], source: str) -> None:
                 f"{source}: kernels.ring.variants.{i}: {group!r} is not a variant group; allowed variants: "
                 f"{', '.join(RING_VARIANTS)}, or several of them joined with '+' (each at most once)")
     # The matsum/jacobi sweeps (mode lists, sizes, process grids whose product must be a P).
-    from mpiatlas.kernel_sweeps import kernel_sweep_problems  # pure logic, no import of this module
+    from mpiatlas.matrix.kernel_sweeps import kernel_sweep_problems  # pure logic, no import of this module
 
     problems = kernel_sweep_problems(kernels)
     if problems:

@@ -1,0 +1,8 @@
+"""Running a campaign: job groups and their resources, adaptive rounds, checks before, progress during.
+
+* :mod:`.resources` — cells cut into job groups, and what a group asks of a scheduler;
+* :mod:`.adaptive_rounds` — adaptive repetitions in the DAG: rounds decided from the cells sealed so far;
+* :mod:`.preflight` — every prerequisite of a campaign's cells, checked once before anything runs;
+* :mod:`.progress` — cells done and ETA; the progress bar of long commands;
+* :mod:`.runlock` — one campaign per checkout; recovery from a killed run, stale Snakemake locks.
+"""

@@ -1,0 +1,10 @@
+"""The campaign matrix: a validated config expanded into cells, and where their files live (config → cells).
+
+* :mod:`.config` — loads a campaign and validates it against workflow/schemas/config.schema.yaml;
+* :mod:`.cells` — the one Cell (kind, stack, transport, mapping, np, benchmark, algorithm, rep, threads,
+  nodes) and its id;
+* :mod:`.knobs` — named knob sets: environment / MCA variables per stack, an axis of every cell;
+* :mod:`.kernel_sweeps` — matsum/jacobi knob lists → variant groups, and their checks;
+* :mod:`.adaptive` — how many launches a series needs for a narrow enough median;
+* :mod:`.layout` — names every path and file of a campaign; atomic writes.
+"""

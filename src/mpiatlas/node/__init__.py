@@ -1,0 +1,10 @@
+"""A node and its neighbours: hardware topology, pinning, physical limits, links, the nodes of a cell.
+
+* :mod:`.topology` — hwloc XML → Topology, pin lists, hardware regions;
+* :mod:`.topology_sysfs` — the same from Linux sysfs, without hwloc;
+* :mod:`.topology_synthetic` — a machine described as ``pack:2 numa:4 … pu:1`` (for ``predict``);
+* :mod:`.multinode` — the allocation's nodes, placement over nodes, the node probe;
+* :mod:`.ssh_hosts` — mpirun over ssh: hosts, hostfile, the probe through ssh, each rank's host;
+* :mod:`.limits` — the node's copy rate per cache level and from memory (likwid-bench);
+* :mod:`.link_rate` — the node's network links and the rate of the one a campaign uses.
+"""
