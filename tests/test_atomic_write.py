@@ -1,4 +1,4 @@
-"""layout.write_text_atomic: the one way mpiatlas replaces a file that others may read."""
+"""files.write_text_atomic: the one way mpiatlas replaces a file that others may read."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mpiatlas.matrix.layout import write_json_atomic, write_text_atomic
+from mpiatlas.files import write_json_atomic, write_text_atomic
 
 
 def test_concurrent_writers_of_one_path_each_replace_it_whole(tmp_path: Path) -> None:

@@ -10,13 +10,13 @@ import vl_convert
 from altair.utils.schemapi import validate_jsonschema
 from altair.vegalite.v6.schema.core import load_schema
 
-from mpiatlas.matrix import layout
+from mpiatlas import files
 from mpiatlas.report import bundle
 from test_report import _specs
 
 
 def test_bundle_is_written_once_then_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(layout.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(files.CACHE_ENV, str(tmp_path / "cache"))
     first = bundle.javascript_bundle("6.4")
     assert first == vl_convert.javascript_bundle(vl_version="6.4")
     path = bundle.bundle_path(vl_convert.__version__, "6.4")
@@ -33,14 +33,14 @@ def test_bundle_is_written_once_then_read_back(tmp_path: Path, monkeypatch: pyte
 def test_unwritable_cache_still_gives_the_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
-    monkeypatch.setenv(layout.CACHE_ENV, str(blocker / "cache"))
+    monkeypatch.setenv(files.CACHE_ENV, str(blocker / "cache"))
     assert bundle.javascript_bundle("6.4") == vl_convert.javascript_bundle(vl_version="6.4")
 
 
 def test_bundle_is_kept_in_the_user_cache_which_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv(layout.CACHE_ENV, raising=False)
+    monkeypatch.delenv(files.CACHE_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert layout.user_cache_dir() == tmp_path / "mpiatlas"
+    assert files.user_cache_dir() == tmp_path / "mpiatlas"
     assert bundle.bundle_path("1.2.3", "6.4").parent == tmp_path / "mpiatlas"
 
 

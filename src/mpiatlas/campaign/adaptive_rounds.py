@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from mpiatlas import files
 from mpiatlas.matrix import adaptive, layout
 from mpiatlas.matrix.cells import Cell
 
@@ -240,8 +241,8 @@ def planned_cell_ids(decision: dict[str, Any]) -> list[str]:
 
 
 def write_decision(decision: dict[str, Any], decision_file: str | Path, manifest_file: str | Path) -> None:
-    layout.write_json_atomic(manifest_file, planned_cell_ids(decision))
-    layout.write_json_atomic(decision_file, decision)
+    files.write_json_atomic(manifest_file, planned_cell_ids(decision))
+    files.write_json_atomic(decision_file, decision)
 
 
 def _round_groups(config: dict[str, Any], round_: int, cells: list[Cell]) -> dict[str, list[dict[str, Any]]]:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mpiatlas.matrix.layout import write_text_atomic
+from mpiatlas.files import write_text_atomic
 
 if TYPE_CHECKING:  # the statistics import polars and numpy: only when the command runs
     from mpiatlas.compare.campaigns import Comparison

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mpiatlas.matrix.layout import ALPHABETA_FIT, HOCKNEY_FIT, KERNELS_FIT
-from mpiatlas.matrix.layout import write_text_atomic
+from mpiatlas.files import write_text_atomic
 
 # Heavy imports (polars, scipy, rich) stay inside the functions: every CLI call imports this module.
 

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mpiatlas.matrix.layout import write_text_atomic
+from mpiatlas.files import write_text_atomic
 
 # The program registry, the build and the stacks are imported by the functions that use them:
 # `mpiatlas fit --model kernels` imports this module for fit_kernels_main only.

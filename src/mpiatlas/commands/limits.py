@@ -70,7 +70,7 @@ def _network_argv(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from mpiatlas.node import limits
-    from mpiatlas.matrix.layout import write_json_atomic
+    from mpiatlas.files import write_json_atomic
 
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -87,6 +87,7 @@ def _round_group_cells(decision_file: Path, group: str) -> list[Any]:
 def _run_group(args: argparse.Namespace) -> int:
     if not args.config or not args.done:
         raise SystemExit("mpiatlas run-cell --group needs --config FILE and --done FILE")
+    from mpiatlas import files
     from mpiatlas.matrix import layout
     from mpiatlas.runner import run_group
 
@@ -97,7 +98,7 @@ def _run_group(args: argparse.Namespace) -> int:
     for entry in done:
         print(f"{entry['cell']}: {entry['status']}" + ("" if entry["ran"] else " (sealed before, skipped)")
               + _quality_note(entry))
-    layout.write_json_atomic(args.done, {"group": args.group, "cells": done})
+    files.write_json_atomic(args.done, {"group": args.group, "cells": done})
     return 0
 
 

@@ -18,7 +18,7 @@ import polars as pl
 from mpiatlas.compare.campaigns import Comparison
 from mpiatlas.stats.ratios import FASTER, MIN_REPS, MIN_RUNS, NOT_JUDGED, SLOWER, regressions
 from mpiatlas.compare.summary import method_line, series_name, summary_lines
-from mpiatlas.matrix.layout import write_text_atomic
+from mpiatlas.files import write_text_atomic
 from mpiatlas.report.blocks import Bullets, Cell, ChartBlock, Details, KeyValues, Notice, Section, Table, cell, num_cell
 from mpiatlas.report.charts import chart_spec
 from mpiatlas.report.formatting import fmt_bytes, fmt_ci

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from mpiatlas.node import link_rate
-from mpiatlas.matrix.layout import user_cache_dir, write_json_atomic
+from mpiatlas.files import user_cache_dir, write_json_atomic
 
 LIKWID_BENCH = "likwid-bench"
 REPEATS = 3

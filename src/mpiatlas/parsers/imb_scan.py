@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from mpiatlas.matrix.layout import user_cache_dir
+from mpiatlas.files import user_cache_dir
 from mpiatlas.parsers.imb import SCHEMA
 
 __all__ = ["ImbScan", "scan_imb_files", "scanner_available"]

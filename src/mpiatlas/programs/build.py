@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mpiatlas.matrix import layout
-from mpiatlas.matrix.layout import user_cache_dir
+from mpiatlas.files import user_cache_dir
 from mpiatlas.programs import KERNEL_NAMES, expand
 from mpiatlas.programs.kernels import BUILD_RECORD
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from mpiatlas.matrix.layout import write_text_atomic
+from mpiatlas.files import write_text_atomic
 
 __all__ = ["build_report"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mpiatlas.matrix.layout import user_cache_dir, write_text_atomic
+from mpiatlas.files import user_cache_dir, write_text_atomic
 
 
 def bundle_path(vl_convert_version: str, vl_version: str | None) -> Path:

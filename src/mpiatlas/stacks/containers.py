@@ -28,7 +28,7 @@ from typing import Any
 import jinja2
 
 from mpiatlas import __version__
-from mpiatlas.matrix.layout import write_text_atomic
+from mpiatlas.files import write_text_atomic
 
 REPO = Path(__file__).resolve().parents[3]
 TEMPLATES_DIR = REPO / "containers"

@@ -45,7 +45,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from mpiatlas.matrix.layout import user_cache_dir
+from mpiatlas.files import user_cache_dir
 from mpiatlas.stacks import collectives, fabrics
 from mpiatlas.stacks.base import (
     Launch,
