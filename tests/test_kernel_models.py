@@ -54,6 +54,7 @@ def strict_json(text: str) -> object:
 
 def hockney_entry(lam: float = LAMBDA, bw: float = BW, label: str = LABEL) -> dict:
     return {"label": label, "benchmark": "PingPong", "latency_us": lam, "bandwidth_MBps": bw,
+            "latency_ci_us": [lam, lam], "bandwidth_ci_MBps": [bw, bw],
             "segments": [{"from_bytes": 1, "to_bytes": 1 << 22, "latency_us": lam, "bandwidth_MBps": bw}]}
 
 
