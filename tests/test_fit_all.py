@@ -16,7 +16,7 @@ from conftest import require_datasets
 from mpiatlas.cli import main
 from mpiatlas.models import FitError, FitOptions, TidyTables, fit_all, write_fits
 from mpiatlas.models import kernels as kernel_models
-from mpiatlas.models.fits_files import FILES, MODELS, FitsFileError, problems, read
+from mpiatlas.models.fits_files import FILES, MODELS, FitsFileError, problems, read, schema
 from mpiatlas.parsers.imb import parse_imb_text
 
 LABEL = "impi/shm/core"
@@ -131,6 +131,28 @@ def test_fit_all_refuses_before_fitting_anything(tmp_path: Path) -> None:
         fit_all(tmp_path / "tidy", FitOptions(models=("ring",)))
     with pytest.raises(FitError, match=r"no \*samples.parquet under"):
         fit_all(tmp_path / "empty", FitOptions(models=("hockney",)))
+
+
+def undocumented(node: object, where: str = "$") -> list[str]:
+    """The properties of a schema (at any depth) that carry no description."""
+    out = []
+    if isinstance(node, dict):
+        for name, sub in node.get("properties", {}).items():
+            if "description" not in sub:
+                out.append(f"{where}.{name}")
+        for key, sub in node.items():
+            out += undocumented(sub, f"{where}.{key}" if key != "properties" else where)
+    elif isinstance(node, list):
+        for sub in node:
+            out += undocumented(sub, where)
+    return out
+
+
+def test_every_field_of_every_fits_schema_is_described() -> None:
+    for model in MODELS:
+        doc = schema(model)
+        assert doc["title"] == f"fits/{FILES[model]}" and doc["description"]
+        assert undocumented(doc) == [], model
 
 
 def test_a_bad_fits_file_is_named_with_its_key(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from mpiatlas.cli import main
 from mpiatlas.models import kernels as kernel_models
+from mpiatlas.models.fits_files import problems
 from mpiatlas.models.kernel_p2p import fit_coll, fit_pingpong
 from mpiatlas.models.kernels import (
     P2P,
@@ -375,6 +376,7 @@ def test_json_is_strict_and_the_cli_writes_kernels_json(tmp_path: Path, few_boot
     result = strict_json(capsys.readouterr().out)
     assert isinstance(result, dict)
     assert set(result) == {"ring", "matsum", "matsum_grids", "jacobi", "pingpong", "coll", "notes"}
+    assert problems(result, "kernels") == []  # every kernel's entries follow fits-kernels.schema.json
     assert result["pingpong"][0]["latency_us"] > 0 and result["pingpong"][0]["imb_latency_us"] == LAMBDA
     assert len(result["coll"]) == 2 and all(f["best"] for f in result["coll"])
     for name in ("ring", "matsum", "jacobi"):

@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         if "flag" in option.metadata:
             p.add_argument(option.metadata["flag"], dest=option.name, type=type(option.default)
                            if option.default is not None else float, default=option.default,
-                           metavar=option.metadata["metavar"], help=f"{option.metadata['help']} (default {option.default})")
+                           metavar=option.metadata["metavar"], help=option.metadata["help"] + ("" if option.default is None else f" (default {option.default})"))
     p.add_argument("--hockney", type=Path, default=None, metavar="FILE",
                    help="--model kernels: λ and B from this hockney.json (default: fit DIR's PingPong samples)")
     p.add_argument("--json", action="store_true", help="print the fits file's JSON instead of a table")
