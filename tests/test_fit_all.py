@@ -14,7 +14,7 @@ import pytest
 
 from conftest import require_datasets
 from mpiatlas.cli import main
-from mpiatlas.models import FitError, FitOptions, TidyTables, fit_all, write_fits
+from mpiatlas.models import FitError, FitOptions, TidyTables, fit_all, read_fits, write_fits
 from mpiatlas.models import kernels as kernel_models
 from mpiatlas.models.fits_files import FILES, MODELS, FitsFileError, problems, read, schema
 from mpiatlas.parsers.imb import parse_imb_text
@@ -103,6 +103,7 @@ def test_fit_all_on_recorded_juno_data_recovers_the_published_figures(tmp_path: 
     assert sorted(p.name for p in written) == sorted(FILES.values())
     for model in MODELS:
         assert read(tmp_path / "fits" / FILES[model]) == fits.documents()[model]  # read() validates
+    assert read_fits(tmp_path / "fits").documents() == fits.documents()
 
 
 def test_fit_all_takes_loaded_tables_and_fits_the_kernels_on_its_hockney(tmp_path: Path, few_bootstraps: None) -> None:
@@ -112,7 +113,7 @@ def test_fit_all_takes_loaded_tables_and_fits_the_kernels_on_its_hockney(tmp_pat
     (imb,) = fits.hockney
     assert imb["latency_us"] == pytest.approx(LAMBDA, rel=0.05)
     assert imb["bandwidth_MBps"] == pytest.approx(BW, rel=0.05)
-    (pingpong,) = fits.kernels["pingpong"]
+    (pingpong,) = fits.kernel("pingpong")
     assert pingpong["imb_latency_us"] == imb["latency_us"]  # the Hockney fit of the same call
     assert pingpong["latency_us"] == pytest.approx(0.8 * LAMBDA, rel=0.05)
     assert fits.alphabeta["fits"] == [] and fits.alphabeta["network"]["name"] == "veth"

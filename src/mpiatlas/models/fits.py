@@ -96,6 +96,20 @@ class Fits:
         """model -> the document of its fits file, for every model fitted, in fitting order."""
         return {m: doc for m in MODELS if (doc := getattr(self, m)) is not None}
 
+    def kernel(self, name: str) -> list[dict[str, Any]]:
+        """One kernel model's entries (ring, matsum, matsum_grids, jacobi, pingpong, coll); none
+        when the kernel models were not fitted."""
+        return list((self.kernels or {}).get(name, []))
+
+
+def read_fits(fits_dir: str | Path) -> Fits:
+    """The fits files under ``fits_dir`` back as :class:`Fits`, each checked against its schema
+    (a model whose file is absent is None; a bad file raises FitsFileError naming file and key)."""
+    from mpiatlas.models.fits_files import read
+
+    found = {m: read(Path(fits_dir) / FILES[m], m) for m in MODELS if (Path(fits_dir) / FILES[m]).is_file()}
+    return Fits(**found)
+
 
 def fit_all(tidy: str | Path | TidyTables, options: FitOptions | None = None) -> Fits:
     """Fit every model of ``options.models`` to a tidy directory (or tables already loaded).
@@ -232,4 +246,4 @@ def cell_name(r: dict[str, Any]) -> str:
 
 
 __all__ = ["FILES", "MODELS", "FitError", "FitOptions", "Fits", "FitsFileError", "TidyTables", "cell_name",
-           "fit_all", "write_fits"]
+           "fit_all", "read_fits", "write_fits"]
