@@ -17,6 +17,7 @@ import pytest
 
 from mpiatlas.cli import main
 from mpiatlas.models import kernels as kernel_models
+from mpiatlas.models.fits_files import problems
 from mpiatlas.models.kernel_p2p import fit_coll, fit_pingpong
 from mpiatlas.models.kernels import (
     P2P,
@@ -54,6 +55,7 @@ def strict_json(text: str) -> object:
 
 def hockney_entry(lam: float = LAMBDA, bw: float = BW, label: str = LABEL) -> dict:
     return {"label": label, "benchmark": "PingPong", "latency_us": lam, "bandwidth_MBps": bw,
+            "latency_ci_us": [lam, lam], "bandwidth_ci_MBps": [bw, bw],
             "segments": [{"from_bytes": 1, "to_bytes": 1 << 22, "latency_us": lam, "bandwidth_MBps": bw}]}
 
 
@@ -374,6 +376,7 @@ def test_json_is_strict_and_the_cli_writes_kernels_json(tmp_path: Path, few_boot
     result = strict_json(capsys.readouterr().out)
     assert isinstance(result, dict)
     assert set(result) == {"ring", "matsum", "matsum_grids", "jacobi", "pingpong", "coll", "notes"}
+    assert problems(result, "kernels") == []  # every kernel's entries follow fits-kernels.schema.json
     assert result["pingpong"][0]["latency_us"] > 0 and result["pingpong"][0]["imb_latency_us"] == LAMBDA
     assert len(result["coll"]) == 2 and all(f["best"] for f in result["coll"])
     for name in ("ring", "matsum", "jacobi"):

@@ -3,12 +3,12 @@
 # Allgather against the config's nominal link bandwidth; a single-node campaign gets a valid file
 # with no fits).
 #
-# One job and one process for all three (`mpiatlas fit --model all`): a process per model paid an
-# interpreter and the polars/numpy imports each, and the kernel fits waited for the Hockney job,
-# all on the path between the last cell and the report. Each file holds what
-# `mpiatlas fit DIR --model <model> --json` prints, and is written aside and renamed: a failed fit
-# never leaves a truncated file behind (the SLURM profile keeps the outputs of failed jobs, see
-# profiles/slurm/profile.yaml).
+# One job and one process for all three (mpiatlas.models.fit_all, the library `mpiatlas fit --model
+# all` calls too): a process per model paid an interpreter and the polars/numpy imports each, and the
+# kernel fits waited for the Hockney job, all on the path between the last cell and the report. Each
+# file follows its schema (src/mpiatlas/data/schemas/fits-<model>.schema.json, checked before any is
+# written) and is written aside and renamed: a failed fit never leaves a truncated file behind (the
+# SLURM profile keeps the outputs of failed jobs, see profiles/slurm/profile.yaml).
 
 for VIEW, OUT in VIEWS.items():
 
@@ -24,7 +24,6 @@ for VIEW, OUT in VIEWS.items():
             alphabeta=f"{OUT}/fits/{layout.ALPHABETA_FIT}",
         params:
             tidy=lambda wildcards, input: os.path.dirname(input.samples),
-            fits=lambda wildcards, output: os.path.dirname(output.hockney),
             bandwidth=config["network"]["bandwidth_gbit_s"],
             network=config["network"]["name"],
         log:
@@ -32,6 +31,5 @@ for VIEW, OUT in VIEWS.items():
         conda:
             "../envs/mpiatlas.yaml"
         localrule: True
-        shell:
-            "mpiatlas fit {params.tidy:q} --model all --out-dir {params.fits:q}"
-            " --bandwidth-gbit-s {params.bandwidth} --network-name {params.network:q} > {log:q} 2>&1"
+        script:
+            "../scripts/fit.py"

@@ -9,29 +9,25 @@ time, only bandwidth, and are not fitted with Hockney.
 (network, fits, notes).
 
 ``--model all --out-dir FITS`` fits every model in one process (the workflow's fit rule) and
-writes each one's JSON to FITS/<model>.json, the same bytes ``--model <model> --json`` prints;
-the kernel models take λ and B from the Hockney fits just written.
+writes each one's file to FITS/<model>.json (schema: mpiatlas/data/schemas/fits-<model>.schema.json),
+the same document ``--model <model> --json`` prints; the kernel models take λ and B from the
+Hockney fits just made. Both are :func:`mpiatlas.models.fit_all` and
+:func:`mpiatlas.models.write_fits`: this command only turns arguments into options and prints.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import json
 import sys
-from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from mpiatlas.matrix.layout import ALPHABETA_FIT, HOCKNEY_FIT, KERNELS_FIT
-from mpiatlas.files import write_text_atomic
+from mpiatlas.models.fits import FitOptions, cell_name
+from mpiatlas.models.fits_files import MODELS
 
 # Heavy imports (polars, scipy, rich) stay inside the functions: every CLI call imports this module.
 
-# The models, in the order --model all fits them (kernels after hockney: they use its fits).
-MODELS: tuple[str, ...] = ("hockney", "kernels", "alphabeta")
-MODEL_FILES = {"hockney": HOCKNEY_FIT, "kernels": KERNELS_FIT, "alphabeta": ALPHABETA_FIT}
 ALL = "all"
 
 
@@ -44,103 +40,90 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    "models over nodes of mpiatlas.models.alphabeta; all: every model in one process "
                    "(needs --out-dir and --bandwidth-gbit-s; the kernel models use the Hockney fits just made)")
     p.add_argument("--out-dir", type=Path, default=None, metavar="FITS",
-                   help="write each model's JSON to FITS/<model>.json (written aside and renamed) instead "
-                   "of printing it")
-    p.add_argument("--bandwidth-gbit-s", type=float, default=None, metavar="GBIT",
-                   help="--model alphabeta (required): nominal link bandwidth b in Gbit/s "
-                   "(config network.bandwidth_gbit_s)")
-    p.add_argument("--network-name", default="nominal link", metavar="NAME",
-                   help="--model alphabeta: label of the link (config network.name)")
+                   help="write each model's file to FITS/<model>.json (validated against its schema, written "
+                   "aside and renamed) instead of printing it")
+    for option in fields(FitOptions):  # the library's options, defined once (mpiatlas.models.fits)
+        if "flag" in option.metadata:
+            p.add_argument(option.metadata["flag"], dest=option.name, type=type(option.default)
+                           if option.default is not None else float, default=option.default,
+                           metavar=option.metadata["metavar"], help=option.metadata["help"] + ("" if option.default is None else f" (default {option.default})"))
     p.add_argument("--hockney", type=Path, default=None, metavar="FILE",
                    help="--model kernels: λ and B from this hockney.json (default: fit DIR's PingPong samples)")
-    p.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
-    p.add_argument(
-        "--benchmark",
-        nargs="+",
-        action="extend",
-        metavar="NAME",
-        help="benchmarks to fit (default: every benchmark the Hockney model applies to: PingPong, PingPing)",
-    )
-    p.add_argument("--seed", type=int, default=0, help="bootstrap RNG seed (default 0)")
+    p.add_argument("--json", action="store_true", help="print the fits file's JSON instead of a table")
+    p.add_argument("--benchmark", nargs="+", action="extend", metavar="NAME",
+                   help="benchmarks to fit (default: every benchmark the model applies to; Hockney: PingPong, "
+                   "PingPing)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.model == ALL or args.out_dir is not None:
-        return fit_to_files(args)
-    return MODEL_MAINS[args.model](args)
+    from mpiatlas.models.fits import FitError, fit_all, write_fits
+    from mpiatlas.models.fits_files import FitsFileError, dumps
 
-
-def fit_to_files(args: argparse.Namespace) -> int:
-    """``--out-dir``: each model's ``--json`` output into FITS/<model>.json, in one process.
-
-    One process for every model (the workflow's fit rule, once per campaign view after all
-    cells) saves an interpreter, the polars/numpy imports and a job start per model, and the
-    kernel fits need not wait for a Hockney job to finish. Each file holds exactly what
-    ``--model <model> --json`` prints, so the outputs are those of separate runs; it is written
-    aside and renamed, and only when that model's fit succeeded: a failed fit never leaves a
-    truncated file behind.
-    """
-    if args.out_dir is None:
-        print(f"mpiatlas fit: --model {ALL} needs --out-dir (the directory of the fits' JSON files)", file=sys.stderr)
+    refusal = _refusal(args)
+    if refusal:
+        print(f"mpiatlas fit: {refusal}", file=sys.stderr)
         return 2
-    if args.model == ALL and (args.hockney is not None or args.benchmark):
-        print(f"mpiatlas fit: --model {ALL} fits every model on its own benchmarks and Hockney itself; "
-              "--benchmark and --hockney are for a single --model", file=sys.stderr)
+    try:
+        fits = fit_all(args.dir, _options(args))
+    except (FitError, FitsFileError) as exc:
+        print(f"mpiatlas fit: {exc}", file=sys.stderr)
         return 2
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    for model in (MODELS if args.model == ALL else [args.model]):
-        one = argparse.Namespace(**{**vars(args), "model": model, "json": True})
-        if args.model == ALL and model == "kernels":
-            # λ and B from the Hockney fits written above, read back as `--hockney FILE` reads
-            # them: the kernel models see exactly what a separate `--model kernels` run would.
-            one.hockney = args.out_dir / MODEL_FILES["hockney"]
-        code = _write_output(MODEL_MAINS[model], one, args.out_dir / MODEL_FILES[model])
-        if code != 0:
-            return code
-    return 0
-
-
-def _write_output(main: Callable[[argparse.Namespace], int], args: argparse.Namespace, out: Path) -> int:
-    """Run one model's main with its stdout captured; keep the text as ``out`` if it succeeded."""
-    text = io.StringIO()
-    with contextlib.redirect_stdout(text):
-        code = main(args)
-    if code == 0:
-        write_text_atomic(out, text.getvalue())
-    return code
-
-
-def fit_hockney_main(args: argparse.Namespace) -> int:
-    """``--model hockney``: the piecewise Hockney fits of the PingPong/PingPing samples under DIR."""
-    from mpiatlas.models.hockney import fit_hockney_table
-    from mpiatlas.tables.samples import CELL_COLUMNS, load_samples
-
-    samples, problem = load_samples(args.dir)
-    if samples is None:
+    for problem in fits.problems:
         print(f"mpiatlas fit: {problem}", file=sys.stderr)
-        return 2
-    if samples.height == 0:
-        print(f"mpiatlas fit: {problem}: nothing fitted", file=sys.stderr)
-        print("[]" if args.json else "nothing fitted")
+    if args.out_dir is not None:
+        try:
+            write_fits(fits, args.out_dir)
+        except FitsFileError as exc:  # a fit the schema does not accept: a bug, said plainly
+            print(f"mpiatlas fit: {exc}", file=sys.stderr)
+            return 1
         return 0
-    benchmarks = _select_benchmarks(args.benchmark)
-    if not benchmarks:
-        print("mpiatlas fit: none of the requested benchmarks can be fitted with --model hockney", file=sys.stderr)
-        return 2
-    keys = ["label", *(c for c in CELL_COLUMNS if c in samples.columns)]
-    results = fit_hockney_table(samples, keys, benchmarks=benchmarks, seed=args.seed)
-    if not results:
-        # Samples exist but none to fit (e.g. a collectives-only campaign): an empty, valid answer.
-        print(f"mpiatlas fit: no {'/'.join(benchmarks)} samples under {args.dir}: nothing fitted", file=sys.stderr)
-    for r in results:
-        if "error" in r:
-            print(f"mpiatlas fit: {_cell_name(r)} {r['benchmark']}: not fitted: {r['error']}", file=sys.stderr)
+    document = fits.documents()[args.model]
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(dumps(document), end="")
     else:
-        _print_table(results)
+        PRINTERS[args.model](document)
     return 0
+
+
+def _refusal(args: argparse.Namespace) -> str | None:
+    """Why these arguments cannot be honoured (None: they can)."""
+    if args.model == ALL and args.out_dir is None:
+        return f"--model {ALL} needs --out-dir (the directory of the fits' JSON files)"
+    if args.model == ALL and (args.hockney is not None or args.benchmark):
+        return (f"--model {ALL} fits every model on its own benchmarks and Hockney itself; "
+                "--benchmark and --hockney are for a single --model")
+    if args.model in ("alphabeta", ALL) and args.bandwidth_gbit_s is None:
+        return "--model alphabeta needs --bandwidth-gbit-s (the nominal link bandwidth, Gbit/s)"
+    return None
+
+
+def _options(args: argparse.Namespace) -> FitOptions:
+    """The library's options from the command line; raises FitError/FitsFileError on a bad one."""
+    from mpiatlas.models.fits import FitError
+
+    given: dict[str, Any] = {f.name: getattr(args, f.name) for f in fields(FitOptions) if "flag" in f.metadata}
+    given["models"] = MODELS if args.model == ALL else (args.model,)
+    if args.model == "hockney":
+        given["hockney_benchmarks"] = tuple(_select_benchmarks(args.benchmark))
+        if not given["hockney_benchmarks"]:
+            raise FitError("none of the requested benchmarks can be fitted with --model hockney")
+    if args.model == "alphabeta" and args.benchmark:
+        given["alphabeta_benchmarks"] = tuple(args.benchmark)
+    if args.model == "kernels" and args.hockney is not None:
+        given["hockney_fits"] = tuple(_read_hockney(args.hockney))
+    return FitOptions(**given)
+
+
+def _read_hockney(path: Path) -> list[dict[str, Any]]:
+    """``--hockney FILE``: its entries, checked against the schema; no file: no IMB λ (said)."""
+    from mpiatlas.models.fits_files import read
+
+    if not path.is_file():
+        print(f"mpiatlas fit: {path}: no such Hockney fits file; kernel models use their own λ", file=sys.stderr)
+        return []
+    entries: list[dict[str, Any]] = read(path, "hockney")
+    return entries
 
 
 def _select_benchmarks(requested: list[str] | None) -> list[str]:
@@ -155,16 +138,6 @@ def _select_benchmarks(requested: list[str] | None) -> list[str]:
     return [b for b in dict.fromkeys(requested) if b in HOCKNEY_BENCHMARKS]
 
 
-def _cell_name(r: dict[str, Any]) -> str:
-    from mpiatlas.tables.samples import CELL_COLUMNS
-
-    if r.get("label") is None:
-        return "/".join(f"{c}={r[c]}" for c in CELL_COLUMNS if r.get(c) is not None) or "(unlabelled)"
-    # A pipeline label names stack/transport/mapping; np and algorithm still tell cells apart.
-    extra = [f"{c}={r[c]}" for c in ("np", "algorithm") if r.get(c) is not None]
-    return " ".join([str(r["label"]), *extra])
-
-
 def _fmt(v: float | None, digits: int) -> str:
     return "inf" if v is None else f"{v:.{digits}f}"
 
@@ -177,6 +150,9 @@ def _fmt_bytes(n: int) -> str:
 
 
 def _print_table(results: list[dict[str, Any]]) -> None:
+    if not results:
+        print("nothing fitted")
+        return
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -190,12 +166,12 @@ def _print_table(results: list[dict[str, Any]]) -> None:
     table.add_column("sizes", justify="right")
     for r in results:
         if "error" in r:
-            table.add_row(escape(_cell_name(r)), r["benchmark"], "-", "-", escape(r["error"]), "-")
+            table.add_row(escape(cell_name(r)), r["benchmark"], "-", "-", escape(r["error"]), "-")
             continue
         lo, hi = r["latency_ci_us"]
         blo, bhi = r["bandwidth_ci_MBps"]
         table.add_row(
-            escape(_cell_name(r)),
+            escape(cell_name(r)),
             r["benchmark"],
             f"{_fmt(r['latency_us'], 3)} ({_fmt(lo, 3)}–{_fmt(hi, 3)})",
             f"{_fmt(r['bandwidth_MBps'], 0)} ({_fmt(blo, 0)}–{_fmt(bhi, 0)})",
@@ -203,47 +179,6 @@ def _print_table(results: list[dict[str, Any]]) -> None:
             str(r["n_sizes"]),
         )
     Console().print(table)
-
-
-def fit_alphabeta_main(args: argparse.Namespace) -> int:
-    """``--model alphabeta``: the Alltoall/Allgather α-β fits of the samples under DIR."""
-    from mpiatlas.models.alphabeta import ALPHABETA_BENCHMARKS, Network, fit_alphabeta_table
-    from mpiatlas.tables.samples import load_samples
-
-    if args.bandwidth_gbit_s is None:
-        print("mpiatlas fit: --model alphabeta needs --bandwidth-gbit-s (the nominal link bandwidth, Gbit/s)",
-              file=sys.stderr)
-        return 2
-    try:
-        network = Network(args.network_name, args.bandwidth_gbit_s)
-    except ValueError as exc:
-        print(f"mpiatlas fit: --bandwidth-gbit-s: {exc}", file=sys.stderr)
-        return 2
-    benchmarks = list(dict.fromkeys(args.benchmark or ALPHABETA_BENCHMARKS))
-    unknown = [b for b in benchmarks if b not in ALPHABETA_BENCHMARKS]
-    if unknown:
-        print(f"mpiatlas fit: no α-β model for {', '.join(unknown)}; models: {', '.join(ALPHABETA_BENCHMARKS)}",
-              file=sys.stderr)
-        return 2
-    samples, problem = load_samples(args.dir)
-    if samples is None:
-        print(f"mpiatlas fit: {problem}", file=sys.stderr)
-        return 2
-    result = fit_alphabeta_table(samples, network, benchmarks=benchmarks, seed=args.seed)
-    for note in result["notes"]:
-        print(f"mpiatlas fit: alphabeta: {note}", file=sys.stderr)
-    for f in result["fits"]:
-        if "error" in f:
-            print(f"mpiatlas fit: alphabeta: {_cell_name(f)} {f['benchmark']} ppn={f['ppn']}: not fitted: "
-                  f"{f['error']}", file=sys.stderr)
-    if not result["fits"]:
-        print(f"mpiatlas fit: no multi-node {'/'.join(benchmarks)} samples under {args.dir}: nothing fitted",
-              file=sys.stderr)
-    if args.json:
-        print(json.dumps(result, indent=2, allow_nan=False))
-    else:
-        _print_alphabeta(result)
-    return 0
 
 
 def _print_alphabeta(result: dict[str, Any]) -> None:
@@ -257,7 +192,7 @@ def _print_alphabeta(result: dict[str, Any]) -> None:
     for col in ("cell", "benchmark", "k", "nodes", "α (CI)", "β µs (CI)", "points", "R²", "rel RMS"):
         table.add_column(col, justify="right" if col in ("k", "points", "R²", "rel RMS") else "left")
     for f in result["fits"]:
-        ident = [escape(_cell_name(f)), f["benchmark"], str(f["ppn"])]
+        ident = [escape(cell_name(f)), f["benchmark"], str(f["ppn"])]
         if "error" in f:
             table.add_row(*ident, "-", escape(f"not fitted: {f['error']}"), "-", "-", "-", "-")
             continue
@@ -269,13 +204,24 @@ def _print_alphabeta(result: dict[str, Any]) -> None:
     Console().print(table)
 
 
-def fit_kernels_main(args: argparse.Namespace) -> int:
-    """``--model kernels``: lives with the other kernel commands (mpiatlas.commands.kernels)."""
-    from mpiatlas.commands.kernels import fit_kernels_main as kernels_main
+def _print_kernels(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
 
-    return kernels_main(args)
+    from mpiatlas.programs import KERNEL_NAMES
+
+    table = Table(title="Kernel models")
+    table.add_column("kernel")
+    table.add_column("label")
+    table.add_column("result")
+    table.add_column("where it fails", overflow="fold")
+    for kernel in KERNEL_NAMES:
+        for fit in result.get(kernel, []):
+            label = str(fit.get("label")) + (f" {fit['collective']} P={fit['np']}" if "collective" in fit else "")
+            table.add_row(kernel, escape(label), escape(fit.get("headline", "")),
+                          escape(fit.get("fails_where", fit.get("error", ""))))
+    Console().print(table)
 
 
-MODEL_MAINS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "hockney": fit_hockney_main, "kernels": fit_kernels_main, "alphabeta": fit_alphabeta_main,
-}
+PRINTERS = {"hockney": _print_table, "kernels": _print_kernels, "alphabeta": _print_alphabeta}

@@ -5,9 +5,6 @@
 stack's compiler wrapper (``mpiatlas.programs.build.build_kernels``) and writes a build record
 (``<out>/build.json``: stack, compiler, MPI version, sha256 of every source and binary), which the
 workflow keeps as the proof of what the kernel cells of that stack ran.
-
-``mpiatlas fit DIR --model kernels`` (the models of ``mpiatlas.models.kernels``) is implemented
-here too (:func:`fit_kernels_main`), next to the rest of the kernel commands.
 """
 
 from __future__ import annotations
@@ -21,8 +18,7 @@ from typing import Any
 
 from mpiatlas.files import write_text_atomic
 
-# The program registry, the build and the stacks are imported by the functions that use them:
-# `mpiatlas fit --model kernels` imports this module for fit_kernels_main only.
+# The program registry, the build and the stacks are imported by the functions that use them.
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -98,68 +94,3 @@ def _build(args: argparse.Namespace) -> int:
         print(f"{name}: {binary}")
     print(f"record: {path}")
     return 0
-
-
-# -- mpiatlas fit DIR --model kernels ------------------------------------------------------------
-
-
-def fit_kernels_main(args: argparse.Namespace) -> int:
-    """Fit the kernel models to ``DIR/kernel_*.parquet``; λ and B from ``--hockney`` (a hockney.json)
-    or, without it, from a Hockney fit of the PingPong samples under DIR."""
-    from mpiatlas.models.kernels import fit_kernels, load_kernel_tables
-
-    tables = load_kernel_tables(args.dir)
-    if not any(t is not None and t.height for t in tables.values()):
-        print(f"mpiatlas fit: no kernel_*.parquet rows under {args.dir}: nothing fitted", file=sys.stderr)
-    hockney = _hockney_fits(args)
-    ring_regions = None
-    if tables.get("ring") is not None:  # hop regions of the ring cells' placements, per-region PingPong λ, B
-        from mpiatlas.models.ring_regions import region_inputs
-
-        ring_regions = region_inputs(args.dir, hockney)
-    result = fit_kernels(tables, hockney, seed=args.seed, ring_regions=ring_regions)
-    for note in result.get("notes", []):
-        print(f"mpiatlas fit: kernels: {note}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(result, indent=2, allow_nan=False))
-    else:
-        _print_summary(result)
-    return 0
-
-
-def _hockney_fits(args: argparse.Namespace) -> list[dict[str, Any]]:
-    path = getattr(args, "hockney", None)
-    if path is not None:
-        if not Path(path).is_file():
-            print(f"mpiatlas fit: {path}: no such Hockney fits file; kernel models use their own λ", file=sys.stderr)
-            return []
-        data = json.loads(Path(path).read_text())
-        return data if isinstance(data, list) else []
-    from mpiatlas.tables.samples import CELL_COLUMNS, load_samples
-    from mpiatlas.models.hockney import fit_hockney_table
-
-    samples, _ = load_samples(args.dir)
-    if samples is None:
-        return []
-    keys = ["label", *(c for c in CELL_COLUMNS if c in samples.columns)]
-    return fit_hockney_table(samples, keys, benchmarks=["PingPong"], seed=args.seed)
-
-
-def _print_summary(result: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    from mpiatlas.programs import KERNEL_NAMES
-
-    table = Table(title="Kernel models")
-    table.add_column("kernel")
-    table.add_column("label")
-    table.add_column("result")
-    table.add_column("where it fails", overflow="fold")
-    for kernel in KERNEL_NAMES:
-        for fit in result.get(kernel, []):
-            label = str(fit.get("label")) + (f" {fit['collective']} P={fit['np']}" if "collective" in fit else "")
-            table.add_row(kernel, escape(label), escape(fit.get("headline", "")),
-                          escape(fit.get("fails_where", fit.get("error", ""))))
-    Console().print(table)

@@ -110,14 +110,14 @@ def _locate(path: Path) -> tuple[Path, Path | None]:
 
 
 def _read_json_list(path: Path, key: str | None) -> list[dict[str, Any]]:
-    import json
+    from mpiatlas.models.fits_files import FitsFileError, read
 
     if not path.is_file():
         return []
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise CompareError(f"{path}: not readable JSON ({exc})") from exc
+        data = read(path)  # checked against the file's schema: a bad one is named with its key
+    except FitsFileError as exc:
+        raise CompareError(str(exc)) from exc
     items = data.get(key, []) if key and isinstance(data, dict) else data
     if not isinstance(items, list):
         raise CompareError(f"{path}: expected a list of fits{f' under {key!r}' if key else ''}")

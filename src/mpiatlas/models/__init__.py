@@ -1,5 +1,7 @@
-"""Performance models fitted to benchmark samples (parquet → fits).
+"""Performance models fitted to benchmark samples (parquet → fits); :func:`fit_all` fits every one of a campaign.
 
+* :mod:`.fits` — ``fit_all``: every model of a campaign in one call, the ``Fits`` it returns, ``write_fits``;
+* :mod:`.fits_files` — the fits files written, read and checked against ``data/schemas/fits-<model>.schema.json``;
 * :mod:`.hockney` — piecewise λ + s/B, ``predict``, ``ci_warning``;
 * :mod:`.asymptote` — the bandwidth plateau (3 sizes at least) and the peak;
 * :mod:`.alphabeta` — Alltoall/Allgather α-β fits against the speed of light;
@@ -16,3 +18,7 @@
 * :mod:`.kernel_p2p` — pingpong and coll kernel fits;
 * :mod:`.best_algorithm` — the fastest algorithm per size.
 """
+
+from mpiatlas.models.fits import FitError, FitOptions, Fits, TidyTables, fit_all, read_fits, write_fits
+
+__all__ = ["FitError", "FitOptions", "Fits", "TidyTables", "fit_all", "read_fits", "write_fits"]

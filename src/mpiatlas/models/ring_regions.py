@@ -33,11 +33,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpiatlas.matrix.cells import mapping_segment, series_label
 from mpiatlas.models.region_latency import Placement, RegionTable, RegionTableError
 from mpiatlas.node.topology import REGIONS, Topology, TopologyError
+
+if TYPE_CHECKING:
+    import polars as pl
 
 __all__ = [
     "BOUNDARY_REGIONS",
@@ -48,6 +51,7 @@ __all__ = [
     "exchange_time",
     "hop_cost",
     "region_inputs",
+    "region_inputs_from",
     "ring_hops",
     "table_from_hockney",
     "token_time",
@@ -198,21 +202,37 @@ def _matching(topo: Topology, summaries: Iterable[Mapping[str, Any]]) -> str | N
 
 def region_inputs(tidy_dir: str | Path, hockney: Sequence[Mapping[str, Any]] | None, *,
                   topo: Topology | None = None, table: RegionTable | None = None) -> RegionInputs:
-    """Ring hops and region tables from a tidy directory (``cells.parquet``, ``provenance.json``).
+    """Ring hops and region tables from a tidy directory (``cells.parquet``, ``provenance.json``):
+    :func:`region_inputs_from` on what the directory holds."""
+    import polars as pl
+
+    from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE
+
+    cells_path = Path(tidy_dir) / CELLS_TABLE
+    if not cells_path.is_file():
+        return region_inputs_from(None, [], hockney, topo=topo, table=table,
+                                  missing=f"no {CELLS_TABLE} under {tidy_dir}")
+    prov_path = Path(tidy_dir) / PROVENANCE_TABLE
+    records = json.loads(prov_path.read_text()) if prov_path.is_file() else []
+    return region_inputs_from(pl.read_parquet(cells_path), records, hockney, topo=topo, table=table)
+
+
+def region_inputs_from(cells: pl.DataFrame | None, records: Sequence[Mapping[str, Any]], hockney: Sequence[Mapping[str, Any]] | None,
+                       *, topo: Topology | None = None, table: RegionTable | None = None,
+                       missing: str = "no cells table given") -> RegionInputs:
+    """Ring hops and region tables from a cells table (a polars frame, None when absent: ``missing``
+    says why) and the cells' provenance records.
 
     ``topo``: the measured node's topology; by default the machine this runs on, used only when
     the cells' provenance says they ran on it (hostname, packages). ``table``: a region latency
     table pricing every label instead of the PingPong fits. Whatever is missing is a note."""
     import polars as pl
 
-    from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE
-
     out = RegionInputs(table=table)
-    cells_path = Path(tidy_dir) / CELLS_TABLE
-    if not cells_path.is_file():
-        out.notes.append(f"region-aware ring model: no {CELLS_TABLE} under {tidy_dir}")
+    if cells is None:
+        out.notes.append(f"region-aware ring model: {missing}")
         return out
-    cells = pl.read_parquet(cells_path).filter(pl.col("status") == "ok")
+    cells = cells.filter(pl.col("status") == "ok")
     pp = cells.filter((pl.col("benchmark") == "PingPong") & pl.col("region").is_not_null())
     region_of: dict[str, str] = {}
     for row in pp.iter_rows(named=True):
@@ -223,8 +243,6 @@ def region_inputs(tidy_dir: str | Path, hockney: Sequence[Mapping[str, Any]] | N
     ring = cells.filter((pl.col("benchmark") == "ring") & pl.col("requested_pins").is_not_null())
     if ring.height == 0:
         return out
-    prov_path = Path(tidy_dir) / PROVENANCE_TABLE
-    records = json.loads(prov_path.read_text()) if prov_path.is_file() else []
     ring_ids = set(ring["cell"].to_list())
     summaries = [r.get("topology") or {} for r in records if r.get("cell") in ring_ids]
     if topo is None:

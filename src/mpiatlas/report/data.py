@@ -206,6 +206,7 @@ def _load_fits(fits_dir: Path, data: ReportData) -> None:
         obj = _read_json(f, f"fits:{f.stem}", data)
         if obj is not None:
             data.fits[f.stem] = obj
+            _check_fits_schema(f, obj, data)
     hock = data.fits.get("hockney")
     if hock is None:
         return
@@ -218,6 +219,18 @@ def _load_fits(fits_dir: Path, data: ReportData) -> None:
         data.notes.append(f"fits/{layout.HOCKNEY_FIT}: {len(hock) - len(good)} entries without label/benchmark "
                           "ignored.")
     data.fits["hockney"] = good
+
+
+def _check_fits_schema(path: Path, obj: Any, data: ReportData) -> None:
+    """A fits file that departs from its schema is still shown as far as it goes (the sections
+    read what they can); the page says where it departs."""
+    from mpiatlas.models.fits_files import FILES, problems, schema_name
+
+    model = next((m for m, name in FILES.items() if name == path.name), None)
+    found = problems(obj, model) if model is not None else []
+    if model is not None and found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        data.notes.append(f"fits/{path.name} does not follow {schema_name(model)}: {found[0]}{more}.")
 
 
 def _load_limits(path: Path, data: ReportData) -> None:

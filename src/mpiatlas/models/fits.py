@@ -1,0 +1,249 @@
+"""Every performance model of a campaign fitted in one call: :func:`fit_all` -> :class:`Fits`.
+
+The models (in the order fitted): the piecewise Hockney fits of IMB PingPong/PingPing
+(:mod:`mpiatlas.models.hockney`), the kernel models (ring with its region-aware variant, matsum,
+jacobi, pingpong, coll: :mod:`mpiatlas.models.kernels`), which take λ and B from those Hockney
+fits, and the α-β models of Alltoall/Allgather over nodes (:mod:`mpiatlas.models.alphabeta`)
+against the nominal link bandwidth. :func:`write_fits` writes one file per model, each checked
+against its documented schema (:mod:`mpiatlas.models.fits_files`). ``mpiatlas fit`` and the
+workflow's fit rule both call these; nothing is printed and captured.
+
+Only the standard library at import time: the CLI imports this module to build its options
+(:class:`FitOptions` is where the options of a fit are defined once); polars and the models are
+imported by the functions that fit.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mpiatlas.models.fits_files import FILES, MODELS, FitsFileError
+from mpiatlas.models.fits_files import write as write_documents
+
+if TYPE_CHECKING:
+    import polars as pl
+
+
+class FitError(ValueError):
+    """The fits cannot be made from this input or these options; the message says why."""
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """What a fit may be told. The fields with a ``flag`` are ``mpiatlas fit``'s options of the same
+    name (the CLI builds them from here)."""
+
+    bandwidth_gbit_s: float | None = field(default=None, metadata={
+        "flag": "--bandwidth-gbit-s", "metavar": "GBIT",
+        "help": "nominal link bandwidth b in Gbit/s (config network.bandwidth_gbit_s); the α-β models need it"})
+    network_name: str = field(default="nominal link", metadata={
+        "flag": "--network-name", "metavar": "NAME", "help": "label of the link (config network.name)"})
+    seed: int = field(default=0, metadata={"flag": "--seed", "metavar": "N", "help": "bootstrap RNG seed"})
+    # Which models, and on which benchmarks (None: every benchmark the model applies to).
+    models: tuple[str, ...] = MODELS
+    hockney_benchmarks: tuple[str, ...] | None = None
+    alphabeta_benchmarks: tuple[str, ...] | None = None
+    # λ and B for the kernel models when Hockney is not fitted in the same call (a hockney.json's
+    # entries); None: fit the PingPong samples for them.
+    hockney_fits: tuple[dict[str, Any], ...] | None = None
+
+
+@dataclass
+class TidyTables:
+    """What the fits read from a tidy directory: the IMB samples, the kernel tables, and the cells
+    table and provenance records the region-aware ring model places its hops with."""
+
+    where: str
+    samples: pl.DataFrame | None
+    samples_problem: str = ""
+    kernels: dict[str, pl.DataFrame | None] = field(default_factory=dict)
+    cells: pl.DataFrame | None = None
+    provenance: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, directory: str | Path) -> TidyTables:
+        import polars as pl
+
+        from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE
+        from mpiatlas.models.kernels import load_kernel_tables
+        from mpiatlas.tables.samples import load_samples
+
+        directory = Path(directory)
+        samples, problem = load_samples(directory)
+        cells_path, prov_path = directory / CELLS_TABLE, directory / PROVENANCE_TABLE
+        try:
+            provenance = json.loads(prov_path.read_text()) if prov_path.is_file() else []
+        except ValueError as exc:
+            raise FitError(f"{prov_path}: not JSON ({exc})") from exc
+        return cls(str(directory), samples, problem, load_kernel_tables(directory),
+                   pl.read_parquet(cells_path) if cells_path.is_file() else None, provenance)
+
+
+@dataclass
+class Fits:
+    """Each model's fit, as its fits file holds it (None: that model was not asked for), and what a
+    reader of the run should be told (groups not fitted, fallbacks), one line each."""
+
+    hockney: list[dict[str, Any]] | None = None
+    kernels: dict[str, Any] | None = None
+    alphabeta: dict[str, Any] | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def documents(self) -> dict[str, Any]:
+        """model -> the document of its fits file, for every model fitted, in fitting order."""
+        return {m: doc for m in MODELS if (doc := getattr(self, m)) is not None}
+
+    def kernel(self, name: str) -> list[dict[str, Any]]:
+        """One kernel model's entries (ring, matsum, matsum_grids, jacobi, pingpong, coll); none
+        when the kernel models were not fitted."""
+        return list((self.kernels or {}).get(name, []))
+
+
+def read_fits(fits_dir: str | Path) -> Fits:
+    """The fits files under ``fits_dir`` back as :class:`Fits`, each checked against its schema
+    (a model whose file is absent is None; a bad file raises FitsFileError naming file and key)."""
+    from mpiatlas.models.fits_files import read
+
+    found = {m: read(Path(fits_dir) / FILES[m], m) for m in MODELS if (Path(fits_dir) / FILES[m]).is_file()}
+    return Fits(**found)
+
+
+def fit_all(tidy: str | Path | TidyTables, options: FitOptions | None = None) -> Fits:
+    """Fit every model of ``options.models`` to a tidy directory (or tables already loaded).
+
+    Raises :class:`FitError` before fitting anything when an input or option a model needs is
+    missing (no samples table, no nominal bandwidth for the α-β models): no half set of fits."""
+    options = options or FitOptions()
+    unknown = [m for m in options.models if m not in MODELS]
+    if unknown:
+        raise FitError(f"no model {', '.join(unknown)}; models: {', '.join(MODELS)}")
+    tables = tidy if isinstance(tidy, TidyTables) else TidyTables.load(tidy)
+    needs_samples = [m for m in ("hockney", "alphabeta") if m in options.models]
+    if needs_samples and tables.samples is None:
+        raise FitError(tables.samples_problem)
+    network = _network(options) if "alphabeta" in options.models else None
+    alphabeta_benchmarks = _alphabeta_benchmarks(options) if network is not None else []
+    fits = Fits()
+    if "hockney" in options.models:
+        fits.hockney = _fit_hockney(tables, options, fits.problems)
+    if "kernels" in options.models:
+        hockney = fits.hockney if fits.hockney is not None else _hockney_for_kernels(tables, options)
+        fits.kernels = _fit_kernels(tables, hockney, options, fits.problems)
+    if network is not None:
+        fits.alphabeta = _fit_alphabeta(tables, network, alphabeta_benchmarks, options, fits.problems)
+    return fits
+
+
+def write_fits(fits: Fits, out_dir: str | Path) -> list[Path]:
+    """Each fitted model's file under ``out_dir`` (fits_files.FILES), validated against its schema;
+    a document that fails leaves no file written. Returns the paths written."""
+    return write_documents(fits.documents(), out_dir)
+
+
+# -- the models ---------------------------------------------------------------------------------
+
+
+def _network(options: FitOptions) -> Any:
+    from mpiatlas.models.alphabeta import Network
+
+    if options.bandwidth_gbit_s is None:
+        raise FitError("the α-β models need the nominal link bandwidth (bandwidth_gbit_s, Gbit/s; "
+                       "config network.bandwidth_gbit_s)")
+    try:
+        return Network(options.network_name, options.bandwidth_gbit_s)
+    except ValueError as exc:
+        raise FitError(f"bandwidth_gbit_s: {exc}") from exc
+
+
+def _cell_keys(samples: pl.DataFrame) -> list[str]:
+    from mpiatlas.tables.samples import CELL_COLUMNS
+
+    return ["label", *(c for c in CELL_COLUMNS if c in samples.columns)]
+
+
+def _fit_hockney(tables: TidyTables, options: FitOptions, problems: list[str]) -> list[dict[str, Any]]:
+    from mpiatlas.models.hockney import HOCKNEY_BENCHMARKS, fit_hockney_table
+
+    samples = tables.samples
+    assert samples is not None  # fit_all checked
+    if samples.height == 0:
+        problems.append(f"{tables.samples_problem}: nothing fitted")
+        return []
+    benchmarks = list(options.hockney_benchmarks or HOCKNEY_BENCHMARKS)
+    results = fit_hockney_table(samples, _cell_keys(samples), benchmarks=benchmarks, seed=options.seed)
+    if not results:
+        # Samples exist but none to fit (e.g. a collectives-only campaign): an empty, valid answer.
+        problems.append(f"no {'/'.join(benchmarks)} samples under {tables.where}: nothing fitted")
+    problems += [f"{cell_name(r)} {r['benchmark']}: not fitted: {r['error']}" for r in results if "error" in r]
+    return results
+
+
+def _hockney_for_kernels(tables: TidyTables, options: FitOptions) -> list[dict[str, Any]]:
+    """λ and B of the kernel models when Hockney is not fitted in the same call."""
+    if options.hockney_fits is not None:
+        return list(options.hockney_fits)
+    from mpiatlas.models.hockney import fit_hockney_table
+
+    if tables.samples is None:
+        return []
+    return fit_hockney_table(tables.samples, _cell_keys(tables.samples), benchmarks=["PingPong"], seed=options.seed)
+
+
+def _fit_kernels(tables: TidyTables, hockney: list[dict[str, Any]], options: FitOptions,
+                 problems: list[str]) -> dict[str, Any]:
+    from mpiatlas.models.kernels import fit_kernels
+
+    if not any(t is not None and t.height for t in tables.kernels.values()):
+        problems.append(f"no kernel_*.parquet rows under {tables.where}: nothing fitted")
+    ring_regions = None
+    if tables.kernels.get("ring") is not None:  # hop regions of the ring cells' placements, per-region λ, B
+        from mpiatlas.matrix.layout import CELLS_TABLE
+        from mpiatlas.models.ring_regions import region_inputs_from
+
+        ring_regions = region_inputs_from(tables.cells, tables.provenance, hockney,
+                                          missing=f"no {CELLS_TABLE} under {tables.where}")
+    result = fit_kernels(tables.kernels, hockney, seed=options.seed, ring_regions=ring_regions)
+    problems += [f"kernels: {note}" for note in result.get("notes", [])]
+    return result
+
+
+def _alphabeta_benchmarks(options: FitOptions) -> list[str]:
+    from mpiatlas.models.alphabeta import ALPHABETA_BENCHMARKS
+
+    benchmarks = list(dict.fromkeys(options.alphabeta_benchmarks or ALPHABETA_BENCHMARKS))
+    unknown = [b for b in benchmarks if b not in ALPHABETA_BENCHMARKS]
+    if unknown:
+        raise FitError(f"no α-β model for {', '.join(unknown)}; models: {', '.join(ALPHABETA_BENCHMARKS)}")
+    return benchmarks
+
+
+def _fit_alphabeta(tables: TidyTables, network: Any, benchmarks: list[str], options: FitOptions,
+                   problems: list[str]) -> dict[str, Any]:
+    from mpiatlas.models.alphabeta import fit_alphabeta_table
+
+    assert tables.samples is not None  # fit_all checked
+    result = fit_alphabeta_table(tables.samples, network, benchmarks=benchmarks, seed=options.seed)
+    problems += [f"alphabeta: {note}" for note in result["notes"]]
+    problems += [f"alphabeta: {cell_name(f)} {f['benchmark']} ppn={f['ppn']}: not fitted: {f['error']}"
+                 for f in result["fits"] if "error" in f]
+    if not result["fits"]:
+        problems.append(f"no multi-node {'/'.join(benchmarks)} samples under {tables.where}: nothing fitted")
+    return result
+
+
+def cell_name(r: dict[str, Any]) -> str:
+    """How a fit's cell is named in messages: its label (with np and algorithm, which a pipeline
+    label leaves out), else its cell columns."""
+    from mpiatlas.tables.samples import CELL_COLUMNS
+
+    if r.get("label") is None:
+        return "/".join(f"{c}={r[c]}" for c in CELL_COLUMNS if r.get(c) is not None) or "(unlabelled)"
+    extra = [f"{c}={r[c]}" for c in ("np", "algorithm") if r.get(c) is not None]
+    return " ".join([str(r["label"]), *extra])
+
+
+__all__ = ["FILES", "MODELS", "FitError", "FitOptions", "Fits", "FitsFileError", "TidyTables", "cell_name",
+           "fit_all", "read_fits", "write_fits"]
