@@ -28,6 +28,29 @@ class StackError(RuntimeError):
     """A stack is missing, misconfigured, or cannot do what a cell asks."""
 
 
+def run_tool(tool: Path, args: Sequence[str] = (), *, env: dict[str, str], timeout: float = 60,
+             ) -> subprocess.CompletedProcess[str] | None:
+    """A stack's own tool (``mpichversion``, ``ompi_info``, ...) run as a probe: its completed process,
+    None if the tool is absent or cannot be run (the callers then fall back on packaged defaults)."""
+    if not tool.exists():
+        return None
+    try:
+        return subprocess.run([str(tool), *args], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                              timeout=timeout, env=env)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def series_of(requested: str | None, installed: str | None, defaults: dict[str, str], source: str) -> str:
+    """A stack's '<major>.<minor>': of the requested version, else of the installed one, else the
+    source's default (``defaults``, else '5.0')."""
+    for text in (requested, installed):
+        match = re.search(r"(\d+)\.(\d+)", text or "")
+        if match:
+            return f"{match[1]}.{match[2]}"
+    return defaults.get(source, "5.0")
+
+
 @dataclass(frozen=True)
 class Transport:
     """A named transport of one stack: the knobs that select it and how to recognise it."""
