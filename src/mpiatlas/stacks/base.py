@@ -19,9 +19,21 @@ from typing import ClassVar, Sequence, TypeVar
 T = TypeVar("T")
 
 
-# What a transport's verbose evidence shows when it is shared memory: such a transport cannot
-# connect ranks on different nodes (a multi-node cell asking for it is unavailable).
-INTRA_NODE_EXPECT = frozenset({"shm", "vader", "sm", "ucx:sm", "ucx:posix", "ofi:shm"})
+# A path's medium. The one place that tells them apart, by the words of a transport's name
+# ("ob1-vader", "ucx-rc", "ofi-tcp") or of the evidence it expects ("ucx:posix", "ofi:shm", "vader"):
+# a shared-memory path cannot connect ranks on different nodes, an RDMA one needs an InfiniBand/RoCE
+# port on every node, and the report compares shared memory with TCP and rates links by medium.
+SHM, TCP, RDMA = "shm", "tcp", "rdma"
+_MEDIUM_WORDS = ((TCP, frozenset({"tcp"})), (SHM, frozenset({"shm", "sm", "vader", "posix"})),
+                 (RDMA, frozenset({"rc", "dc", "ud", "openib", "verbs", "mlx"})))  # fmt: skip
+
+
+def medium(name: str) -> str | None:
+    """SHM, TCP or RDMA: the medium a transport name or evidence names (TCP first: "ucx-tcp"), None
+    for one that names none (MPICH's "default", "ofi-psm3"). "+" is no separator: the caller asks a
+    mixed transport's part ("shm+ofi-tcp".split("+")) when it means one."""
+    words = set(re.split(r"[-:_/,]", name.lower()))
+    return next((kind for kind, known in _MEDIUM_WORDS if words & known), None)
 
 
 class StackError(RuntimeError):
