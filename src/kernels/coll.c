@@ -248,7 +248,7 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     ku_init(argc, argv);
-    ku_common common = {1000, 100, 0};
+    ku_common common = {1000, 100, 0, 0};
     ku_sweep sweep = {0, 20, 100, 10, 8192, 0};
     coll_t c;
     memset(&c, 0, sizeof c);
@@ -256,28 +256,11 @@ int main(int argc, char **argv)
 
     static struct option longopts[] = {
         {"collective", required_argument, NULL, 'c'},
-        {"inject-fault", no_argument, NULL, 'F'},
-        KU_SWEEP_LONGOPTS,
-        KU_COMMON_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
-    int opt;
-    while ((opt = getopt_long(argc, argv, "c:m:" KU_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
-        if (ku_common_option(opt, optarg, &common, usage) || ku_sweep_option(opt, optarg, &sweep, usage))
-            continue;
-        switch (opt) {
-        case 'c':
-            ncolls = ku_parse_name_list("--collective", optarg, coll_names, NCOLL, colls, NCOLL, usage);
-            break;
-        case 'F':
-            c.inject = 1;
-            break;
-        default:
-            ku_usage_error(usage, "invalid option or missing argument");
-        }
-    }
-    if (optind < argc)
-        ku_usage_error(usage, "unexpected argument '%s'", argv[optind]);
+    while (ku_next_option(argc, argv, "c:", longopts, &common, &sweep, usage) == 'c')
+        ncolls = ku_parse_name_list("--collective", optarg, coll_names, NCOLL, colls, NCOLL, usage);
+    c.inject = common.inject;
 
     c.comm = MPI_COMM_WORLD;
     MPI_Comm_rank(c.comm, &c.rank);

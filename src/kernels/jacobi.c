@@ -199,7 +199,7 @@ int main(int argc, char **argv)
 #endif
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     ku_init(argc, argv);
-    ku_common common = {100, 5, 0};
+    ku_common common = {100, 5, 0, 0};
     int mode = MODE_WEAK, L[3] = {32, 32, 32}, N[3] = {128, 128, 128};
     int procdims[3] = {0, 0, 0}, have_procdims = 0, threads = 0, K = 10, check = 0, inject = 0;
 
@@ -211,14 +211,10 @@ int main(int argc, char **argv)
         {"threads", required_argument, NULL, 'T'},
         {"residuals", required_argument, NULL, 'K'},
         {"check", no_argument, NULL, 'c'},
-        {"inject-fault", no_argument, NULL, 'F'},
-        KU_COMMON_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "m:L:N:p:T:K:c" KU_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
-        if (ku_common_option(c, optarg, &common, usage))
-            continue;
+    while ((c = ku_next_option(argc, argv, "m:L:N:p:T:K:c", longopts, &common, NULL, usage)) != -1) {
         switch (c) {
         case 'm':
             if (strcmp(optarg, "weak") == 0)
@@ -248,15 +244,9 @@ int main(int argc, char **argv)
         case 'c':
             check = 1;
             break;
-        case 'F':
-            inject = 1;
-            break;
-        default:
-            ku_usage_error(usage, "invalid option or missing argument");
         }
     }
-    if (optind < argc)
-        ku_usage_error(usage, "unexpected argument '%s'", argv[optind]);
+    inject = common.inject;
 #ifdef _OPENMP
     /* Pure MPI unless asked: --threads, else OMP_NUM_THREADS, else 1 (not the runtime's
      * default of one thread per core, which oversubscribes every rank's cores). */

@@ -298,7 +298,7 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     ku_init(argc, argv);
-    ku_common common = {10, 1, 0};
+    ku_common common = {10, 1, 0, 0};
     matsum_t m;
     memset(&m, 0, sizeof m);
     m.X = 240;
@@ -312,14 +312,10 @@ int main(int argc, char **argv)
         {"topo", required_argument, NULL, 't'},
         {"procdims", required_argument, NULL, 'p'},
         {"dist", required_argument, NULL, 'D'},
-        {"inject-fault", no_argument, NULL, 'F'},
-        KU_COMMON_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "d:t:p:D:" KU_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
-        if (ku_common_option(c, optarg, &common, usage))
-            continue;
+    while ((c = ku_next_option(argc, argv, "d:t:p:D:", longopts, &common, NULL, usage)) != -1) {
         switch (c) {
         case 'd': {
             int d[3];
@@ -342,15 +338,9 @@ int main(int argc, char **argv)
         case 'D':
             ndists = ku_parse_name_list("--dist", optarg, dist_names, 2, dists, 2, usage);
             break;
-        case 'F':
-            m.inject = 1;
-            break;
-        default:
-            ku_usage_error(usage, "invalid option or missing argument");
         }
     }
-    if (optind < argc)
-        ku_usage_error(usage, "unexpected argument '%s'", argv[optind]);
+    m.inject = common.inject;
 
     int world_size;
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);

@@ -24,7 +24,6 @@
 #define _GNU_SOURCE
 #include "util.h"
 
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,28 +154,15 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     ku_init(argc, argv);
-    ku_common common = {1000, 100, 0};
+    ku_common common = {1000, 100, 0, 0};
     ku_sweep sweep = {0, 22, 100, 10, 8192, 0};
     pingpong_t p;
     memset(&p, 0, sizeof p);
 
-    static struct option longopts[] = {
-        {"inject-fault", no_argument, NULL, 'F'},
-        KU_SWEEP_LONGOPTS,
-        KU_COMMON_LONGOPTS,
-        {NULL, 0, NULL, 0},
-    };
-    int c;
-    while ((c = getopt_long(argc, argv, "m:" KU_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
-        if (ku_common_option(c, optarg, &common, usage) || ku_sweep_option(c, optarg, &sweep, usage))
-            continue;
-        if (c == 'F')
-            p.inject = 1;
-        else
-            ku_usage_error(usage, "invalid option or missing argument");
-    }
-    if (optind < argc)
-        ku_usage_error(usage, "unexpected argument '%s'", argv[optind]);
+    /* pingpong has only the common and sweep options: nothing is left for a switch */
+    while (ku_next_option(argc, argv, "", NULL, &common, &sweep, usage) != -1)
+        ;
+    p.inject = common.inject;
 
     p.comm = MPI_COMM_WORLD;
     int size;

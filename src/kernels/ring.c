@@ -236,7 +236,7 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     ku_init(argc, argv);
-    ku_common common = {100, 10, 0};
+    ku_common common = {100, 10, 0, 0};
     ring_t r;
     memset(&r, 0, sizeof r);
     int variants[3] = {V_BLOCKING}, nvariants = 1;
@@ -247,14 +247,10 @@ int main(int argc, char **argv)
         {"variant", required_argument, NULL, 'v'},
         {"streams", required_argument, NULL, 's'},
         {"bytes", required_argument, NULL, 'b'},
-        {"inject-fault", no_argument, NULL, 'F'},
-        KU_COMMON_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "v:s:b:" KU_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
-        if (ku_common_option(c, optarg, &common, usage))
-            continue;
+    while ((c = ku_next_option(argc, argv, "v:s:b:", longopts, &common, NULL, usage)) != -1) {
         switch (c) {
         case 'v':
             nvariants = ku_parse_name_list("--variant", optarg, variant_names, 3, variants, 3, usage);
@@ -268,15 +264,9 @@ int main(int argc, char **argv)
         case 'b':
             nbytes = ku_parse_int_list("--bytes", optarg, bytes, MAX_LIST, (int)sizeof(int), usage);
             break;
-        case 'F':
-            r.inject = 1;
-            break;
-        default:
-            ku_usage_error(usage, "invalid option or missing argument");
         }
     }
-    if (optind < argc)
-        ku_usage_error(usage, "unexpected argument '%s'", argv[optind]);
+    r.inject = common.inject;
 
     int world_size;
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);

@@ -84,6 +84,9 @@ int ku_common_option(int code, const char *arg, ku_common *common, const char *u
     case KU_OPT_STRICT:
         common->strict = 1;
         return 1;
+    case KU_OPT_INJECT_FAULT:
+        common->inject = 1;
+        return 1;
     case 'h':
     case KU_OPT_HELP:
         if (world_rank() == 0)
@@ -256,6 +259,55 @@ void ku_header_sweep(const ku_sweep *sweep)
     ku_header_int("large_size", sweep->large_bytes);
     ku_header_int("time_budget_ms", sweep->budget_ms);
     ku_header_int("min_iterations", KU_MIN_ITERATIONS);
+}
+
+/* ---- the option loop ---------------------------------------------------- */
+
+static const struct option common_longopts[] = {KU_COMMON_LONGOPTS};
+static const struct option sweep_longopts[] = {KU_SWEEP_LONGOPTS};
+#define N_OPTS(table) (sizeof table / sizeof *table)
+
+/* own + common (+ sweep) + the terminator, built on the first call (one parse per process). */
+static const struct option *merged_longopts(const struct option *own, int with_sweep)
+{
+    static struct option *merged = NULL;
+    if (merged)
+        return merged;
+    size_t n = 0;
+    while (own && own[n].name)
+        n++;
+    merged = ku_malloc((n + N_OPTS(common_longopts) + N_OPTS(sweep_longopts) + 1) * sizeof *merged);
+    if (n)
+        memcpy(merged, own, n * sizeof *merged);
+    memcpy(merged + n, common_longopts, sizeof common_longopts);
+    n += N_OPTS(common_longopts);
+    if (with_sweep) {
+        memcpy(merged + n, sweep_longopts, sizeof sweep_longopts);
+        n += N_OPTS(sweep_longopts);
+    }
+    memset(merged + n, 0, sizeof *merged); /* the terminator */
+    return merged;
+}
+
+int ku_next_option(int argc, char **argv, const char *shortopts, const struct option *longopts,
+                   ku_common *common, ku_sweep *sweep, const char *usage)
+{
+    char opts[128];
+    snprintf(opts, sizeof opts, "%s%s%s", shortopts, sweep ? "m:" : "", KU_COMMON_SHORTOPTS);
+    const struct option *all = merged_longopts(longopts, sweep != NULL);
+    for (;;) {
+        int c = getopt_long(argc, argv, opts, all, NULL);
+        if (c == -1) {
+            if (optind < argc)
+                ku_usage_error(usage, "unexpected argument '%s'", argv[optind]);
+            return -1;
+        }
+        if (ku_common_option(c, optarg, common, usage) || (sweep && ku_sweep_option(c, optarg, sweep, usage)))
+            continue;
+        if (c == '?' || c == ':')
+            ku_usage_error(usage, "invalid option or missing argument");
+        return c;
+    }
 }
 
 /* ---- header ------------------------------------------------------------ */

@@ -2,8 +2,8 @@
  * util.h - shared helpers of the mpiatlas MPI kernels (OSU micro-benchmark shape).
  *
  * Every kernel:
- *   1. parses its options with getopt_long (common ones: --iterations, --warmup,
- *      --strict, --help, handled by ku_common_option);
+ *   1. parses its options with ku_next_option (getopt_long; the common ones, --iterations,
+ *      --warmup, --strict, --inject-fault, --help, and the sweep options are handled there);
  *   2. prints, on rank 0 only, a '#'-header: one "# key: value" line per parameter,
  *      including the MPI library version (MPI_Get_library_version);
  *   3. prints one JSON object per rank per record on stdout. Rank 0 gathers the
@@ -25,13 +25,15 @@
 /* ---- options ----------------------------------------------------------- */
 
 /* getopt_long codes of the common options (kernels use codes < 256 for their own). */
-enum { KU_OPT_ITERATIONS = 1000, KU_OPT_WARMUP, KU_OPT_STRICT, KU_OPT_HELP };
+enum { KU_OPT_ITERATIONS = 1000, KU_OPT_WARMUP, KU_OPT_STRICT, KU_OPT_HELP, KU_OPT_INJECT_FAULT };
 
-/* Append these four entries to a kernel's struct option table. */
+/* The common entries ku_next_option appends to a kernel's struct option table. Every kernel has
+ * --inject-fault (its usage says what it corrupts): a check of the kernel's own validation. */
 #define KU_COMMON_LONGOPTS                                             \
     {"iterations", required_argument, NULL, KU_OPT_ITERATIONS},        \
     {"warmup", required_argument, NULL, KU_OPT_WARMUP},                \
     {"strict", no_argument, NULL, KU_OPT_STRICT},                      \
+    {"inject-fault", no_argument, NULL, KU_OPT_INJECT_FAULT},          \
     {"help", no_argument, NULL, KU_OPT_HELP}
 
 /* Short forms of the common options, to put in a kernel's getopt optstring. */
@@ -51,6 +53,7 @@ typedef struct {
     int iterations;
     int warmup;
     int strict;
+    int inject; /* --inject-fault */
 } ku_common;
 
 /* Handles the common option codes (and 'i', 'w', 'h'). Returns 1 when handled,
@@ -128,6 +131,17 @@ int ku_budget_iterations(MPI_Comm comm, int root, double warm_us_per_iteration, 
 
 /* Sweep header entries (msglog, iterations_large, warmup_large, large_size, time_budget_ms). */
 void ku_header_sweep(const ku_sweep *sweep);
+
+/* ---- the option loop ---------------------------------------------------- */
+
+struct option;
+
+/* The next of the kernel's own options (`shortopts`, `longopts` ending in a NULL name, or NULL
+ * for none), for its switch: the common options (and, with a `sweep`, the sweep options) are
+ * handled here; an unknown option, a missing argument or an argument left over after the
+ * options exits through ku_usage_error. -1 when all are read. */
+int ku_next_option(int argc, char **argv, const char *shortopts, const struct option *longopts,
+                   ku_common *common, ku_sweep *sweep, const char *usage);
 
 /* ---- header ------------------------------------------------------------ */
 
