@@ -283,9 +283,7 @@ int main(int argc, char **argv)
     ku_header_str("timing", "OSU: MPI_Wtime around each call, MPI_Barrier after it (untimed)");
     ku_header_str("time_unit", "us per call; t_usec this rank's mean, t_avg/min/max_usec over ranks (rank 0)");
     ku_header_str("records", "one per rank per (collective, size), in that loop order");
-    if (c.inject)
-        ku_header_int("inject_fault", 1);
-    ku_header_print(c.comm);
+    ku_header_print(c.comm, &common);
 
     int valid = 1;
     for (int k = 0; k < ncolls; k++)
@@ -295,9 +293,7 @@ int main(int argc, char **argv)
             valid &= run_size(&c, &common, &sweep);
         }
 
-    int all_valid = 0;
-    MPI_Allreduce(&valid, &all_valid, 1, MPI_INT, MPI_LAND, c.comm);
     free(c.sbuf);
     free(c.rbuf);
-    ku_exit(common.strict && !all_valid ? 3 : 0);
+    ku_finish(c.comm, &common, valid);
 }

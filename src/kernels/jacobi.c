@@ -201,7 +201,7 @@ int main(int argc, char **argv)
     ku_init(argc, argv);
     ku_common common = {100, 5, 0, 0};
     int mode = MODE_WEAK, L[3] = {32, 32, 32}, N[3] = {128, 128, 128};
-    int procdims[3] = {0, 0, 0}, have_procdims = 0, threads = 0, K = 10, check = 0, inject = 0;
+    int procdims[3] = {0, 0, 0}, have_procdims = 0, threads = 0, K = 10, check = 0;
 
     static struct option longopts[] = {
         {"mode", required_argument, NULL, 'm'},
@@ -246,7 +246,6 @@ int main(int argc, char **argv)
             break;
         }
     }
-    inject = common.inject;
 #ifdef _OPENMP
     /* Pure MPI unless asked: --threads, else OMP_NUM_THREADS, else 1 (not the runtime's
      * default of one thread per core, which oversubscribes every rank's cores). */
@@ -318,9 +317,7 @@ int main(int argc, char **argv)
     ku_header_str("residual", "sum over interior of (u'-u)^2, MPI_Allreduce every iteration");
     ku_header_str("halo", "6 faces, MPI_Irecv/MPI_Isend of subarray datatypes, MPI_Waitall");
     ku_header_str("time_unit", "us, mean per timed iteration");
-    if (inject)
-        ku_header_int("inject_fault", 1);
-    ku_header_print(cart);
+    ku_header_print(cart, &common);
 
     /* neighbours and face datatypes (relative to the start of the array) */
     int lo[3], hi[3];
@@ -356,7 +353,7 @@ int main(int argc, char **argv)
     for (int phase = 0; phase < 2; phase++) { /* 0: warm-up, 1: timed */
         const int iters = phase ? common.iterations : common.warmup;
         grid_init(&d);
-        if (phase == 1 && inject && rank == size - 1)
+        if (phase == 1 && common.inject && rank == size - 1)
             d.u[d.sx + d.sy + 1] += 1e-3;
         MPI_Barrier(cart);
         const double start = MPI_Wtime();

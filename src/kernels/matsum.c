@@ -376,9 +376,7 @@ int main(int argc, char **argv)
     ku_header_str("block", "MPI_Isend/MPI_Irecv of MPI_Type_create_subarray blocks from/to rank 0");
     ku_header_str("time_unit", "us; *_us = mean over timed iterations, *_max_us = max over timed iterations");
     ku_header_str("records", "one per rank per (topo, dist), in that loop order");
-    if (m.inject)
-        ku_header_int("inject_fault", 1);
-    ku_header_print(MPI_COMM_WORLD);
+    ku_header_print(MPI_COMM_WORLD, &common);
 
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -407,7 +405,5 @@ int main(int argc, char **argv)
     free(m.ga);
     free(m.gb);
     free(m.gc);
-    int all_valid = 0;
-    MPI_Allreduce(&valid, &all_valid, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    ku_exit(common.strict && !all_valid ? 3 : 0);
+    ku_finish(MPI_COMM_WORLD, &common, valid);
 }

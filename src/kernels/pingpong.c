@@ -185,9 +185,7 @@ int main(int argc, char **argv)
     ku_header_str("time_unit", "us, half a round trip (IMB PingPong t[usec]), mean over timed iterations");
     ku_header_str("bandwidth_unit", "MB/s = 10^6 bytes/s = bytes / t_usec");
     ku_header_str("records", "one per rank per size, in size order; rank 0's is the OSU/IMB number");
-    if (p.inject)
-        ku_header_int("inject_fault", 1);
-    ku_header_print(p.comm);
+    ku_header_print(p.comm, &common);
 
     int valid = 1;
     for (int s = 0; s < nsizes; s++) {
@@ -195,9 +193,7 @@ int main(int argc, char **argv)
         valid &= run_size(&p, &common, &sweep);
     }
 
-    int all_valid = 0;
-    MPI_Allreduce(&valid, &all_valid, 1, MPI_INT, MPI_LAND, p.comm);
     free(p.sbuf);
     free(p.rbuf);
-    ku_exit(common.strict && !all_valid ? 3 : 0);
+    ku_finish(p.comm, &common, valid);
 }

@@ -44,6 +44,13 @@ void ku_exit(int code)
     exit(code);
 }
 
+void ku_finish(MPI_Comm comm, const ku_common *common, int valid)
+{
+    int all_valid = 0;
+    MPI_Allreduce(&valid, &all_valid, 1, MPI_INT, MPI_LAND, comm);
+    ku_exit(common->strict && !all_valid ? 3 : 0);
+}
+
 void ku_die(const char *fmt, ...)
 {
     va_list ap;
@@ -415,8 +422,10 @@ void ku_header_begin(const char *kernel, int argc, char **argv)
     ku_header_int("nprocs", size);
 }
 
-void ku_header_print(MPI_Comm comm)
+void ku_header_print(MPI_Comm comm, const ku_common *common)
 {
+    if (common->inject)
+        ku_header_int("inject_fault", 1);
     int rank;
     MPI_Comm_rank(comm, &rank);
     if (rank == 0) {

@@ -75,6 +75,10 @@ int ku_parse_name_list(const char *opt, const char *arg, const char *const *name
 /* Terminates MPI and the process with `code`. */
 void ku_exit(int code) __attribute__((noreturn));
 
+/* The end of a run: exit status 3 under --strict when any rank's `valid` is 0, else 0
+ * (collective on `comm`). */
+void ku_finish(MPI_Comm comm, const ku_common *common, int valid) __attribute__((noreturn));
+
 /* MPI_Abort with a message from any rank (for errors that cannot be agreed on). */
 void ku_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
@@ -150,8 +154,9 @@ void ku_header_begin(const char *kernel, int argc, char **argv);
 void ku_header_int(const char *key, long value);
 void ku_header_str(const char *key, const char *value);
 void ku_header_ints(const char *key, const int *values, int n); /* "a,b,c" */
-/* Rank 0 prints the header (collective: call on every rank). */
-void ku_header_print(MPI_Comm comm);
+/* Rank 0 prints the header, "inject_fault: 1" last under --inject-fault (collective: call on
+ * every rank). */
+void ku_header_print(MPI_Comm comm, const ku_common *common);
 
 /* ---- timing ------------------------------------------------------------ */
 
