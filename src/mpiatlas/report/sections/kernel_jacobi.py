@@ -8,15 +8,8 @@ from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Section, Table, ce
 from mpiatlas.report.charts import FITTED, OVER, chart_spec, measured_vs_model
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, fmt_num
-from mpiatlas.report.kernel_blocks import (
-    KERNEL_TITLES,
-    err_cell,
-    failure_notice,
-    grid_blocks,
-    kernel_opening,
-    over_cell,
-    raw_table,
-)
+from mpiatlas.report.kernel_blocks import KERNEL_TITLES, err_cell, failure_notice, grid_blocks, kernel_opening
+from mpiatlas.report.kernel_blocks import over_cell, raw_table
 
 
 def section_kernel_jacobi(data: ReportData) -> Section | None:

@@ -10,16 +10,8 @@ from mpiatlas.report.blocks import Cell, ChartBlock, Details, Heading, Section, 
 from mpiatlas.report.charts import CHART_H, CHART_W, FITTED, OVER, chart_spec, color, measured_vs_model, rounded
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import fmt_ci, fmt_num
-from mpiatlas.report.kernel_blocks import (
-    KERNEL_TITLES,
-    err_cell,
-    failure_notice,
-    grid_blocks,
-    kernel_opening,
-    over_cell,
-    raw_table,
-    topo_text,
-)
+from mpiatlas.report.kernel_blocks import KERNEL_TITLES, err_cell, failure_notice, grid_blocks, kernel_opening
+from mpiatlas.report.kernel_blocks import over_cell, raw_table, topo_text
 
 
 def section_kernel_matsum(data: ReportData) -> Section | None:
