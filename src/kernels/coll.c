@@ -278,8 +278,7 @@ int main(int argc, char **argv)
     names_of(colls, ncolls, text, sizeof text);
     ku_header_str("collectives", text);
     ku_header_sweep(&sweep);
-    ku_header_int("iterations", common.iterations);
-    ku_header_int("warmup", common.warmup);
+    ku_header_common(&common);
     ku_header_str("timing", "OSU: MPI_Wtime around each call, MPI_Barrier after it (untimed)");
     ku_header_str("time_unit", "us per call; t_usec this rank's mean, t_avg/min/max_usec over ranks (rank 0)");
     ku_header_str("records", "one per rank per (collective, size), in that loop order");

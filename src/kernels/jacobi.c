@@ -309,8 +309,7 @@ int main(int argc, char **argv)
     ku_header_ints("procdims", dims, 3);
     ku_header_int("threads", threads);
     ku_header_str("thread_level", thread_level_name(provided));
-    ku_header_int("iterations", common.iterations);
-    ku_header_int("warmup", common.warmup);
+    ku_header_common(&common);
     ku_header_int("residuals_k", K);
     ku_header_int("check", check);
     ku_header_str("stencil", "7-point Jacobi, u' = (sum of 6 neighbours)/6, Dirichlet boundary");

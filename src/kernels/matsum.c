@@ -369,8 +369,7 @@ int main(int argc, char **argv)
         strncat(text, i + 1 < ndists ? "," : "", sizeof text - strlen(text) - 1);
     }
     ku_header_str("dist", text);
-    ku_header_int("iterations", common.iterations);
-    ku_header_int("warmup", common.warmup);
+    ku_header_common(&common);
     ku_header_str("layout", "row-major double A[X][Y][Z]; C = A + B");
     ku_header_str("slab", "MPI_Scatterv/MPI_Gatherv of Y*Z-double planes along the first axis");
     ku_header_str("block", "MPI_Isend/MPI_Irecv of MPI_Type_create_subarray blocks from/to rank 0");

@@ -179,8 +179,7 @@ int main(int argc, char **argv)
 
     ku_header_begin("pingpong", argc, argv);
     ku_header_sweep(&sweep);
-    ku_header_int("iterations", common.iterations);
-    ku_header_int("warmup", common.warmup);
+    ku_header_common(&common);
     ku_header_str("pattern", "MPI_Send/MPI_Recv; rank 1 echoes the received buffer");
     ku_header_str("time_unit", "us, half a round trip (IMB PingPong t[usec]), mean over timed iterations");
     ku_header_str("bandwidth_unit", "MB/s = 10^6 bytes/s = bytes / t_usec");

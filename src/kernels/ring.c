@@ -287,8 +287,7 @@ int main(int argc, char **argv)
     ku_header_str("variant", text);
     ku_header_ints("streams", streams, nstreams);
     ku_header_ints("bytes", bytes, nbytes);
-    ku_header_int("iterations", common.iterations);
-    ku_header_int("warmup", common.warmup);
+    ku_header_common(&common);
     ku_header_str("topology", "periodic 1-D MPI_Cart_create, reorder=0");
     ku_header_str("tag_left", "10*sender_rank");
     ku_header_str("tag_right", "10*sender_rank+1");

@@ -422,6 +422,12 @@ void ku_header_begin(const char *kernel, int argc, char **argv)
     ku_header_int("nprocs", size);
 }
 
+void ku_header_common(const ku_common *common)
+{
+    ku_header_int("iterations", common->iterations);
+    ku_header_int("warmup", common->warmup);
+}
+
 void ku_header_print(MPI_Comm comm, const ku_common *common)
 {
     if (common->inject)

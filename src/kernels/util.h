@@ -154,6 +154,8 @@ void ku_header_begin(const char *kernel, int argc, char **argv);
 void ku_header_int(const char *key, long value);
 void ku_header_str(const char *key, const char *value);
 void ku_header_ints(const char *key, const int *values, int n); /* "a,b,c" */
+/* The common options' entries: iterations, warmup. */
+void ku_header_common(const ku_common *common);
 /* Rank 0 prints the header, "inject_fault: 1" last under --inject-fault (collective: call on
  * every rank). */
 void ku_header_print(MPI_Comm comm, const ku_common *common);
