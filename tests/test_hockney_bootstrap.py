@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mpiatlas.models.hockney import N_BOOT, _bootstrap, _fit_line, _fit_lines, _fit_segments, fit_hockney
+from mpiatlas.models.hockney import (N_BOOT, _bootstrap_times, _fit_line, _fit_lines, _fit_segments, _replicate_params,
+                                     fit_hockney)
 
 SIZES = np.array([2.0**k for k in range(0, 23)])
 
@@ -54,7 +55,8 @@ def test_bootstrap_equals_fitting_every_segment_of_every_replicate(starts: list[
     samples = [v * (1 + 0.03 * rng.standard_normal(5)) for v in truth]
     t_med = np.array([np.median(x) for x in samples])
     params = _fit_segments(s, t_med, starts)
-    lams, gs, method = _bootstrap(s, t_med, samples, starts, params, np.random.default_rng(7))
+    t_star, method = _bootstrap_times(s, t_med, samples, starts, params, np.random.default_rng(7))
+    lams, gs = _replicate_params(s, t_star, starts)
     ref_lams, ref_gs = reference_bootstrap(s, samples, starts, 7)
     assert method == "repetitions"
     assert lams.tolist() == ref_lams.tolist() and gs.tolist() == ref_gs.tolist()

@@ -315,6 +315,7 @@ def test_each_line_pattern_holds_its_pre_test_literal() -> None:
         assert pattern.literal in pattern.regex
         before, after = pattern.regex.split(pattern.literal, 1)
         assert "|" not in before.replace("(?:^|\\s)", "") and not after.startswith(("?", "*", "{", ")?"))
+    assert all(shapes.SPECIAL_LITERAL in word for word in shapes.SPECIAL_WORDS)
 
 
 def test_one_cell_text_is_parsed_by_the_lines_executor() -> None:
@@ -323,3 +324,45 @@ def test_one_cell_text_is_parsed_by_the_lines_executor() -> None:
     text = (require_datasets() / "local-imb-samples" / "impi_np2_PingPong.txt").read_text()
     first, again = parse_imb_text(text, "cell"), parse_imb_text(text, "cell")
     assert first.height == 24 and first.equals(again)
+
+
+# -- one source for the shapes ---------------------------------------------------------------------
+
+
+def test_a_table_changed_in_imb_shapes_alone_reaches_the_c_scanner(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scanner's tables are generated from imb_shapes when it is built: a new column token and a
+    new failure word added there alone are read by C as by Python (and not bailed)."""
+    from mpiatlas.parsers import imb_scan
+
+    monkeypatch.setenv("MPIATLAS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setitem(shapes.HEADER_TOKENS, "t_wait[usec]", (None, float))
+    monkeypatch.setattr(shapes, "SPECIAL_WORDS", (*shapes.SPECIAL_WORDS, "out-of-order"))
+    words = "|".join(map(re.escape, shapes.SPECIAL_WORDS))
+    monkeypatch.setattr(shapes, "SPECIAL", re.compile(shapes.SPECIAL_TEMPLATE.format(words=words)))
+    monkeypatch.setattr(shapes, "STATUSES", ("ok", *shapes.SPECIAL_WORDS))
+    monkeypatch.setattr(imb_scan, "_library", imb_scan._load(imb_scan._build()))
+    path = tmp_path / "new_shapes.txt"
+    path.write_text(f"{_BANNER}\n# Benchmarking Ibarrier\n# #processes = 4\n#bytes #repetitions t_pure[usec] "
+                    "t_wait[usec] Mbytes/sec\n 0 1000 2.25 0.5 0.0\n 8 1000 2.75 0.5 1.5\n 16 out-of-order.\n"
+                    "# All processes entering MPI_Finalize\n")  # fmt: skip
+    scan = imb_scan.scan_imb_files([path])
+    reference = _lines_executor(path)
+    assert isinstance(reference, pl.DataFrame) and scan.bailed == []
+    assert reference["t_usec"].to_list() == [2.25, 2.75, None]
+    assert reference["status"].to_list() == ["ok", "ok", "out-of-order"]
+    _assert_identical([(scan.samples.drop("file"), reference, path.name)])
+
+
+def test_a_pattern_changed_in_imb_shapes_alone_stops_the_c_build(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The patterns' grammar is hand-written in C: one changed in imb_shapes alone must not let C read
+    it the old way; the build refuses (the import then parses in Python), naming what to do."""
+    from mpiatlas.parsers import imb_scan
+
+    assert "IMB_PATTERNS_FINGERPRINT != " + imb_scan.patterns_fingerprint() in imb_scan.SOURCE.read_text()
+    monkeypatch.setenv("MPIATLAS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(imb_scan, "_PATTERNS", (*imb_scan._PATTERNS[:-1], r"\b(?P<status>{words})!"))
+    with pytest.raises(RuntimeError, match="line patterns changed: port them to the matchers of imbscan.c"):
+        imb_scan._build()
+    assert not list((tmp_path / "cache").rglob("*.so"))

@@ -601,3 +601,25 @@ def test_intel_imb_runs_on_mpich_through_the_abi(prefix: Path, source: str, tmp_
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert re.search(r"^\s+4\s+1000\s+[\d.]+\s+[\d.]+\s*$", proc.stdout, re.MULTILINE), proc.stdout[-2000:]
     assert stack.obtained_transport(proc.stdout + proc.stderr) == stack.transport(transport).expect
+
+
+def test_a_transport_name_and_its_evidence_name_one_medium() -> None:
+    """stacks.base.medium is the one classification (plan's shared-memory refusal, fabrics' RDMA ports,
+    the report's shm-vs-TCP findings and link class): over every stack's table, a name that names a
+    medium names the one its evidence shows (between nodes for a mixed transport)."""
+    from mpiatlas.stacks import intelmpi, mpich, openmpi
+    from mpiatlas.stacks.base import RDMA, SHM, TCP, medium
+
+    tables = [mpich._transports(4), mpich._transports(5), openmpi._transports(4), openmpi._transports(5),
+              intelmpi.IntelMPI.transports]  # fmt: skip
+    seen = {}
+    for table in tables:
+        for t in table.values():
+            evidence = medium(t.expect_inter or t.expect)
+            assert medium(t.name) in (None, evidence), t
+            seen[t.name] = evidence
+    assert {n for n, m in seen.items() if m == RDMA} == {"ucx-rc", "ucx-dc", "ucx-ud", "ob1-openib", "ofi-verbs",
+                                                         "ofi-mlx"}  # fmt: skip
+    assert {n for n, m in seen.items() if m == SHM} == {"default", "ob1-sm", "ob1-vader", "ofi-shm", "shm",
+                                                        "ucx-posix", "ucx-sm"}  # fmt: skip
+    assert medium("ofi-psm3") is None and medium("ucx-tcp") == TCP and medium("ucx:posix") == SHM

@@ -248,7 +248,7 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     ku_init(argc, argv);
-    ku_common common = {1000, 100, 0};
+    ku_common common = {1000, 100, 0, 0};
     ku_sweep sweep = {0, 20, 100, 10, 8192, 0};
     coll_t c;
     memset(&c, 0, sizeof c);
@@ -256,28 +256,11 @@ int main(int argc, char **argv)
 
     static struct option longopts[] = {
         {"collective", required_argument, NULL, 'c'},
-        {"inject-fault", no_argument, NULL, 'F'},
-        KU_SWEEP_LONGOPTS,
-        KU_COMMON_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
-    int opt;
-    while ((opt = getopt_long(argc, argv, "c:m:" KU_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
-        if (ku_common_option(opt, optarg, &common, usage) || ku_sweep_option(opt, optarg, &sweep, usage))
-            continue;
-        switch (opt) {
-        case 'c':
-            ncolls = ku_parse_name_list("--collective", optarg, coll_names, NCOLL, colls, NCOLL, usage);
-            break;
-        case 'F':
-            c.inject = 1;
-            break;
-        default:
-            ku_usage_error(usage, "invalid option or missing argument");
-        }
-    }
-    if (optind < argc)
-        ku_usage_error(usage, "unexpected argument '%s'", argv[optind]);
+    while (ku_next_option(argc, argv, "c:", longopts, &common, &sweep, usage) == 'c')
+        ncolls = ku_parse_name_list("--collective", optarg, coll_names, NCOLL, colls, NCOLL, usage);
+    c.inject = common.inject;
 
     c.comm = MPI_COMM_WORLD;
     MPI_Comm_rank(c.comm, &c.rank);
@@ -295,14 +278,11 @@ int main(int argc, char **argv)
     names_of(colls, ncolls, text, sizeof text);
     ku_header_str("collectives", text);
     ku_header_sweep(&sweep);
-    ku_header_int("iterations", common.iterations);
-    ku_header_int("warmup", common.warmup);
+    ku_header_common(&common);
     ku_header_str("timing", "OSU: MPI_Wtime around each call, MPI_Barrier after it (untimed)");
     ku_header_str("time_unit", "us per call; t_usec this rank's mean, t_avg/min/max_usec over ranks (rank 0)");
     ku_header_str("records", "one per rank per (collective, size), in that loop order");
-    if (c.inject)
-        ku_header_int("inject_fault", 1);
-    ku_header_print(c.comm);
+    ku_header_print(c.comm, &common);
 
     int valid = 1;
     for (int k = 0; k < ncolls; k++)
@@ -312,9 +292,7 @@ int main(int argc, char **argv)
             valid &= run_size(&c, &common, &sweep);
         }
 
-    int all_valid = 0;
-    MPI_Allreduce(&valid, &all_valid, 1, MPI_INT, MPI_LAND, c.comm);
     free(c.sbuf);
     free(c.rbuf);
-    ku_exit(common.strict && !all_valid ? 3 : 0);
+    ku_finish(c.comm, &common, valid);
 }

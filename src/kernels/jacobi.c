@@ -199,9 +199,9 @@ int main(int argc, char **argv)
 #endif
     MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     ku_init(argc, argv);
-    ku_common common = {100, 5, 0};
+    ku_common common = {100, 5, 0, 0};
     int mode = MODE_WEAK, L[3] = {32, 32, 32}, N[3] = {128, 128, 128};
-    int procdims[3] = {0, 0, 0}, have_procdims = 0, threads = 0, K = 10, check = 0, inject = 0;
+    int procdims[3] = {0, 0, 0}, have_procdims = 0, threads = 0, K = 10, check = 0;
 
     static struct option longopts[] = {
         {"mode", required_argument, NULL, 'm'},
@@ -211,14 +211,10 @@ int main(int argc, char **argv)
         {"threads", required_argument, NULL, 'T'},
         {"residuals", required_argument, NULL, 'K'},
         {"check", no_argument, NULL, 'c'},
-        {"inject-fault", no_argument, NULL, 'F'},
-        KU_COMMON_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "m:L:N:p:T:K:c" KU_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
-        if (ku_common_option(c, optarg, &common, usage))
-            continue;
+    while ((c = ku_next_option(argc, argv, "m:L:N:p:T:K:c", longopts, &common, NULL, usage)) != -1) {
         switch (c) {
         case 'm':
             if (strcmp(optarg, "weak") == 0)
@@ -248,15 +244,8 @@ int main(int argc, char **argv)
         case 'c':
             check = 1;
             break;
-        case 'F':
-            inject = 1;
-            break;
-        default:
-            ku_usage_error(usage, "invalid option or missing argument");
         }
     }
-    if (optind < argc)
-        ku_usage_error(usage, "unexpected argument '%s'", argv[optind]);
 #ifdef _OPENMP
     /* Pure MPI unless asked: --threads, else OMP_NUM_THREADS, else 1 (not the runtime's
      * default of one thread per core, which oversubscribes every rank's cores). */
@@ -320,17 +309,14 @@ int main(int argc, char **argv)
     ku_header_ints("procdims", dims, 3);
     ku_header_int("threads", threads);
     ku_header_str("thread_level", thread_level_name(provided));
-    ku_header_int("iterations", common.iterations);
-    ku_header_int("warmup", common.warmup);
+    ku_header_common(&common);
     ku_header_int("residuals_k", K);
     ku_header_int("check", check);
     ku_header_str("stencil", "7-point Jacobi, u' = (sum of 6 neighbours)/6, Dirichlet boundary");
     ku_header_str("residual", "sum over interior of (u'-u)^2, MPI_Allreduce every iteration");
     ku_header_str("halo", "6 faces, MPI_Irecv/MPI_Isend of subarray datatypes, MPI_Waitall");
     ku_header_str("time_unit", "us, mean per timed iteration");
-    if (inject)
-        ku_header_int("inject_fault", 1);
-    ku_header_print(cart);
+    ku_header_print(cart, &common);
 
     /* neighbours and face datatypes (relative to the start of the array) */
     int lo[3], hi[3];
@@ -366,7 +352,7 @@ int main(int argc, char **argv)
     for (int phase = 0; phase < 2; phase++) { /* 0: warm-up, 1: timed */
         const int iters = phase ? common.iterations : common.warmup;
         grid_init(&d);
-        if (phase == 1 && inject && rank == size - 1)
+        if (phase == 1 && common.inject && rank == size - 1)
             d.u[d.sx + d.sy + 1] += 1e-3;
         MPI_Barrier(cart);
         const double start = MPI_Wtime();

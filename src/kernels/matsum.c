@@ -298,7 +298,7 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     ku_init(argc, argv);
-    ku_common common = {10, 1, 0};
+    ku_common common = {10, 1, 0, 0};
     matsum_t m;
     memset(&m, 0, sizeof m);
     m.X = 240;
@@ -312,14 +312,10 @@ int main(int argc, char **argv)
         {"topo", required_argument, NULL, 't'},
         {"procdims", required_argument, NULL, 'p'},
         {"dist", required_argument, NULL, 'D'},
-        {"inject-fault", no_argument, NULL, 'F'},
-        KU_COMMON_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "d:t:p:D:" KU_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
-        if (ku_common_option(c, optarg, &common, usage))
-            continue;
+    while ((c = ku_next_option(argc, argv, "d:t:p:D:", longopts, &common, NULL, usage)) != -1) {
         switch (c) {
         case 'd': {
             int d[3];
@@ -342,15 +338,9 @@ int main(int argc, char **argv)
         case 'D':
             ndists = ku_parse_name_list("--dist", optarg, dist_names, 2, dists, 2, usage);
             break;
-        case 'F':
-            m.inject = 1;
-            break;
-        default:
-            ku_usage_error(usage, "invalid option or missing argument");
         }
     }
-    if (optind < argc)
-        ku_usage_error(usage, "unexpected argument '%s'", argv[optind]);
+    m.inject = common.inject;
 
     int world_size;
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
@@ -379,16 +369,13 @@ int main(int argc, char **argv)
         strncat(text, i + 1 < ndists ? "," : "", sizeof text - strlen(text) - 1);
     }
     ku_header_str("dist", text);
-    ku_header_int("iterations", common.iterations);
-    ku_header_int("warmup", common.warmup);
+    ku_header_common(&common);
     ku_header_str("layout", "row-major double A[X][Y][Z]; C = A + B");
     ku_header_str("slab", "MPI_Scatterv/MPI_Gatherv of Y*Z-double planes along the first axis");
     ku_header_str("block", "MPI_Isend/MPI_Irecv of MPI_Type_create_subarray blocks from/to rank 0");
     ku_header_str("time_unit", "us; *_us = mean over timed iterations, *_max_us = max over timed iterations");
     ku_header_str("records", "one per rank per (topo, dist), in that loop order");
-    if (m.inject)
-        ku_header_int("inject_fault", 1);
-    ku_header_print(MPI_COMM_WORLD);
+    ku_header_print(MPI_COMM_WORLD, &common);
 
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -417,7 +404,5 @@ int main(int argc, char **argv)
     free(m.ga);
     free(m.gb);
     free(m.gc);
-    int all_valid = 0;
-    MPI_Allreduce(&valid, &all_valid, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    ku_exit(common.strict && !all_valid ? 3 : 0);
+    ku_finish(MPI_COMM_WORLD, &common, valid);
 }

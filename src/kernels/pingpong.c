@@ -24,7 +24,6 @@
 #define _GNU_SOURCE
 #include "util.h"
 
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,28 +154,15 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     ku_init(argc, argv);
-    ku_common common = {1000, 100, 0};
+    ku_common common = {1000, 100, 0, 0};
     ku_sweep sweep = {0, 22, 100, 10, 8192, 0};
     pingpong_t p;
     memset(&p, 0, sizeof p);
 
-    static struct option longopts[] = {
-        {"inject-fault", no_argument, NULL, 'F'},
-        KU_SWEEP_LONGOPTS,
-        KU_COMMON_LONGOPTS,
-        {NULL, 0, NULL, 0},
-    };
-    int c;
-    while ((c = getopt_long(argc, argv, "m:" KU_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
-        if (ku_common_option(c, optarg, &common, usage) || ku_sweep_option(c, optarg, &sweep, usage))
-            continue;
-        if (c == 'F')
-            p.inject = 1;
-        else
-            ku_usage_error(usage, "invalid option or missing argument");
-    }
-    if (optind < argc)
-        ku_usage_error(usage, "unexpected argument '%s'", argv[optind]);
+    /* pingpong has only the common and sweep options: nothing is left for a switch */
+    while (ku_next_option(argc, argv, "", NULL, &common, &sweep, usage) != -1)
+        ;
+    p.inject = common.inject;
 
     p.comm = MPI_COMM_WORLD;
     int size;
@@ -193,15 +179,12 @@ int main(int argc, char **argv)
 
     ku_header_begin("pingpong", argc, argv);
     ku_header_sweep(&sweep);
-    ku_header_int("iterations", common.iterations);
-    ku_header_int("warmup", common.warmup);
+    ku_header_common(&common);
     ku_header_str("pattern", "MPI_Send/MPI_Recv; rank 1 echoes the received buffer");
     ku_header_str("time_unit", "us, half a round trip (IMB PingPong t[usec]), mean over timed iterations");
     ku_header_str("bandwidth_unit", "MB/s = 10^6 bytes/s = bytes / t_usec");
     ku_header_str("records", "one per rank per size, in size order; rank 0's is the OSU/IMB number");
-    if (p.inject)
-        ku_header_int("inject_fault", 1);
-    ku_header_print(p.comm);
+    ku_header_print(p.comm, &common);
 
     int valid = 1;
     for (int s = 0; s < nsizes; s++) {
@@ -209,9 +192,7 @@ int main(int argc, char **argv)
         valid &= run_size(&p, &common, &sweep);
     }
 
-    int all_valid = 0;
-    MPI_Allreduce(&valid, &all_valid, 1, MPI_INT, MPI_LAND, p.comm);
     free(p.sbuf);
     free(p.rbuf);
-    ku_exit(common.strict && !all_valid ? 3 : 0);
+    ku_finish(p.comm, &common, valid);
 }

@@ -236,7 +236,7 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     ku_init(argc, argv);
-    ku_common common = {100, 10, 0};
+    ku_common common = {100, 10, 0, 0};
     ring_t r;
     memset(&r, 0, sizeof r);
     int variants[3] = {V_BLOCKING}, nvariants = 1;
@@ -247,14 +247,10 @@ int main(int argc, char **argv)
         {"variant", required_argument, NULL, 'v'},
         {"streams", required_argument, NULL, 's'},
         {"bytes", required_argument, NULL, 'b'},
-        {"inject-fault", no_argument, NULL, 'F'},
-        KU_COMMON_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "v:s:b:" KU_COMMON_SHORTOPTS, longopts, NULL)) != -1) {
-        if (ku_common_option(c, optarg, &common, usage))
-            continue;
+    while ((c = ku_next_option(argc, argv, "v:s:b:", longopts, &common, NULL, usage)) != -1) {
         switch (c) {
         case 'v':
             nvariants = ku_parse_name_list("--variant", optarg, variant_names, 3, variants, 3, usage);
@@ -268,15 +264,9 @@ int main(int argc, char **argv)
         case 'b':
             nbytes = ku_parse_int_list("--bytes", optarg, bytes, MAX_LIST, (int)sizeof(int), usage);
             break;
-        case 'F':
-            r.inject = 1;
-            break;
-        default:
-            ku_usage_error(usage, "invalid option or missing argument");
         }
     }
-    if (optind < argc)
-        ku_usage_error(usage, "unexpected argument '%s'", argv[optind]);
+    r.inject = common.inject;
 
     int world_size;
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
@@ -297,17 +287,14 @@ int main(int argc, char **argv)
     ku_header_str("variant", text);
     ku_header_ints("streams", streams, nstreams);
     ku_header_ints("bytes", bytes, nbytes);
-    ku_header_int("iterations", common.iterations);
-    ku_header_int("warmup", common.warmup);
+    ku_header_common(&common);
     ku_header_str("topology", "periodic 1-D MPI_Cart_create, reorder=0");
     ku_header_str("tag_left", "10*sender_rank");
     ku_header_str("tag_right", "10*sender_rank+1");
     ku_header_str("closed_form", "msgleft=rank+P(P-1)/2, msgright=-(rank+P(P-1)/2)");
     ku_header_str("time_unit", "us per full exchange (P steps), mean over iterations");
     ku_header_str("records", "one per rank per (bytes, variant, streams), in that loop order");
-    if (r.inject)
-        ku_header_int("inject_fault", 1);
-    ku_header_print(r.cart);
+    ku_header_print(r.cart, &common);
 
     int valid = 1;
     for (int b = 0; b < nbytes; b++)
@@ -319,8 +306,6 @@ int main(int argc, char **argv)
                 valid &= run_config(&r, &common);
             }
 
-    int all_valid = 0;
-    MPI_Allreduce(&valid, &all_valid, 1, MPI_INT, MPI_LAND, r.cart);
     MPI_Comm_free(&r.cart);
-    ku_exit(common.strict && !all_valid ? 3 : 0);
+    ku_finish(MPI_COMM_WORLD, &common, valid); /* the cart's ranks, not reordered */
 }

@@ -44,6 +44,13 @@ void ku_exit(int code)
     exit(code);
 }
 
+void ku_finish(MPI_Comm comm, const ku_common *common, int valid)
+{
+    int all_valid = 0;
+    MPI_Allreduce(&valid, &all_valid, 1, MPI_INT, MPI_LAND, comm);
+    ku_exit(common->strict && !all_valid ? 3 : 0);
+}
+
 void ku_die(const char *fmt, ...)
 {
     va_list ap;
@@ -83,6 +90,9 @@ int ku_common_option(int code, const char *arg, ku_common *common, const char *u
         return 1;
     case KU_OPT_STRICT:
         common->strict = 1;
+        return 1;
+    case KU_OPT_INJECT_FAULT:
+        common->inject = 1;
         return 1;
     case 'h':
     case KU_OPT_HELP:
@@ -258,6 +268,55 @@ void ku_header_sweep(const ku_sweep *sweep)
     ku_header_int("min_iterations", KU_MIN_ITERATIONS);
 }
 
+/* ---- the option loop ---------------------------------------------------- */
+
+static const struct option common_longopts[] = {KU_COMMON_LONGOPTS};
+static const struct option sweep_longopts[] = {KU_SWEEP_LONGOPTS};
+#define N_OPTS(table) (sizeof table / sizeof *table)
+
+/* own + common (+ sweep) + the terminator, built on the first call (one parse per process). */
+static const struct option *merged_longopts(const struct option *own, int with_sweep)
+{
+    static struct option *merged = NULL;
+    if (merged)
+        return merged;
+    size_t n = 0;
+    while (own && own[n].name)
+        n++;
+    merged = ku_malloc((n + N_OPTS(common_longopts) + N_OPTS(sweep_longopts) + 1) * sizeof *merged);
+    if (n)
+        memcpy(merged, own, n * sizeof *merged);
+    memcpy(merged + n, common_longopts, sizeof common_longopts);
+    n += N_OPTS(common_longopts);
+    if (with_sweep) {
+        memcpy(merged + n, sweep_longopts, sizeof sweep_longopts);
+        n += N_OPTS(sweep_longopts);
+    }
+    memset(merged + n, 0, sizeof *merged); /* the terminator */
+    return merged;
+}
+
+int ku_next_option(int argc, char **argv, const char *shortopts, const struct option *longopts,
+                   ku_common *common, ku_sweep *sweep, const char *usage)
+{
+    char opts[128];
+    snprintf(opts, sizeof opts, "%s%s%s", shortopts, sweep ? "m:" : "", KU_COMMON_SHORTOPTS);
+    const struct option *all = merged_longopts(longopts, sweep != NULL);
+    for (;;) {
+        int c = getopt_long(argc, argv, opts, all, NULL);
+        if (c == -1) {
+            if (optind < argc)
+                ku_usage_error(usage, "unexpected argument '%s'", argv[optind]);
+            return -1;
+        }
+        if (ku_common_option(c, optarg, common, usage) || (sweep && ku_sweep_option(c, optarg, sweep, usage)))
+            continue;
+        if (c == '?' || c == ':')
+            ku_usage_error(usage, "invalid option or missing argument");
+        return c;
+    }
+}
+
 /* ---- header ------------------------------------------------------------ */
 
 #define KU_MAX_HEADER 64
@@ -363,8 +422,16 @@ void ku_header_begin(const char *kernel, int argc, char **argv)
     ku_header_int("nprocs", size);
 }
 
-void ku_header_print(MPI_Comm comm)
+void ku_header_common(const ku_common *common)
 {
+    ku_header_int("iterations", common->iterations);
+    ku_header_int("warmup", common->warmup);
+}
+
+void ku_header_print(MPI_Comm comm, const ku_common *common)
+{
+    if (common->inject)
+        ku_header_int("inject_fault", 1);
     int rank;
     MPI_Comm_rank(comm, &rank);
     if (rank == 0) {

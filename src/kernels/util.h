@@ -2,8 +2,8 @@
  * util.h - shared helpers of the mpiatlas MPI kernels (OSU micro-benchmark shape).
  *
  * Every kernel:
- *   1. parses its options with getopt_long (common ones: --iterations, --warmup,
- *      --strict, --help, handled by ku_common_option);
+ *   1. parses its options with ku_next_option (getopt_long; the common ones, --iterations,
+ *      --warmup, --strict, --inject-fault, --help, and the sweep options are handled there);
  *   2. prints, on rank 0 only, a '#'-header: one "# key: value" line per parameter,
  *      including the MPI library version (MPI_Get_library_version);
  *   3. prints one JSON object per rank per record on stdout. Rank 0 gathers the
@@ -25,13 +25,15 @@
 /* ---- options ----------------------------------------------------------- */
 
 /* getopt_long codes of the common options (kernels use codes < 256 for their own). */
-enum { KU_OPT_ITERATIONS = 1000, KU_OPT_WARMUP, KU_OPT_STRICT, KU_OPT_HELP };
+enum { KU_OPT_ITERATIONS = 1000, KU_OPT_WARMUP, KU_OPT_STRICT, KU_OPT_HELP, KU_OPT_INJECT_FAULT };
 
-/* Append these four entries to a kernel's struct option table. */
+/* The common entries ku_next_option appends to a kernel's struct option table. Every kernel has
+ * --inject-fault (its usage says what it corrupts): a check of the kernel's own validation. */
 #define KU_COMMON_LONGOPTS                                             \
     {"iterations", required_argument, NULL, KU_OPT_ITERATIONS},        \
     {"warmup", required_argument, NULL, KU_OPT_WARMUP},                \
     {"strict", no_argument, NULL, KU_OPT_STRICT},                      \
+    {"inject-fault", no_argument, NULL, KU_OPT_INJECT_FAULT},          \
     {"help", no_argument, NULL, KU_OPT_HELP}
 
 /* Short forms of the common options, to put in a kernel's getopt optstring. */
@@ -51,6 +53,7 @@ typedef struct {
     int iterations;
     int warmup;
     int strict;
+    int inject; /* --inject-fault */
 } ku_common;
 
 /* Handles the common option codes (and 'i', 'w', 'h'). Returns 1 when handled,
@@ -71,6 +74,10 @@ int ku_parse_name_list(const char *opt, const char *arg, const char *const *name
 
 /* Terminates MPI and the process with `code`. */
 void ku_exit(int code) __attribute__((noreturn));
+
+/* The end of a run: exit status 3 under --strict when any rank's `valid` is 0, else 0
+ * (collective on `comm`). */
+void ku_finish(MPI_Comm comm, const ku_common *common, int valid) __attribute__((noreturn));
 
 /* MPI_Abort with a message from any rank (for errors that cannot be agreed on). */
 void ku_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
@@ -129,6 +136,17 @@ int ku_budget_iterations(MPI_Comm comm, int root, double warm_us_per_iteration, 
 /* Sweep header entries (msglog, iterations_large, warmup_large, large_size, time_budget_ms). */
 void ku_header_sweep(const ku_sweep *sweep);
 
+/* ---- the option loop ---------------------------------------------------- */
+
+struct option;
+
+/* The next of the kernel's own options (`shortopts`, `longopts` ending in a NULL name, or NULL
+ * for none), for its switch: the common options (and, with a `sweep`, the sweep options) are
+ * handled here; an unknown option, a missing argument or an argument left over after the
+ * options exits through ku_usage_error. -1 when all are read. */
+int ku_next_option(int argc, char **argv, const char *shortopts, const struct option *longopts,
+                   ku_common *common, ku_sweep *sweep, const char *usage);
+
 /* ---- header ------------------------------------------------------------ */
 
 /* Starts the header of `kernel`; records argv and the MPI library. */
@@ -136,8 +154,11 @@ void ku_header_begin(const char *kernel, int argc, char **argv);
 void ku_header_int(const char *key, long value);
 void ku_header_str(const char *key, const char *value);
 void ku_header_ints(const char *key, const int *values, int n); /* "a,b,c" */
-/* Rank 0 prints the header (collective: call on every rank). */
-void ku_header_print(MPI_Comm comm);
+/* The common options' entries: iterations, warmup. */
+void ku_header_common(const ku_common *common);
+/* Rank 0 prints the header, "inject_fault: 1" last under --inject-fault (collective: call on
+ * every rank). */
+void ku_header_print(MPI_Comm comm, const ku_common *common);
 
 /* ---- timing ------------------------------------------------------------ */
 

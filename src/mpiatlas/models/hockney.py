@@ -336,20 +336,6 @@ def _fit_segments(s: FloatArray, t: FloatArray, starts: Sequence[int]) -> list[t
 # -- bootstrap ---------------------------------------------------------------------------
 
 
-def _bootstrap(
-    s: FloatArray,
-    t_med: FloatArray,
-    samples: list[FloatArray],
-    starts: list[int],
-    params: list[tuple[float, float]],
-    rng: np.random.Generator,
-) -> tuple[FloatArray, FloatArray, str]:
-    """Bootstrap replicates of (λ of the first segment, 1/B of the last one), and the method."""
-    t_star, method = _bootstrap_times(s, t_med, samples, starts, params, rng)
-    lams, gs = _replicate_params(s, t_star, starts)
-    return lams, gs, method
-
-
 def _bootstrap_times(
     s: FloatArray,
     t_med: FloatArray,

@@ -7,7 +7,9 @@ scanner never needs error messages, Unicode or regex semantics; tests/test_imb_e
 that both give identical rows where the scanner does not bail.
 
 The shared library is built on first use with the machine's C compiler (``CC``, else ``cc`` or
-``gcc``) into the user cache, named by the source's hash; no Python headers are needed. Without a
+``gcc``) into the user cache, named by the hash of the source and of its header; no Python headers
+are needed. The header (``imbscan_shapes.h``) is generated here from :mod:`mpiatlas.parsers.imb_shapes`
+at each build: the scanner's tables have no copy of their own. Without a
 compiler, or if the build fails, one warning is logged and every file goes through Python: slower,
 never wrong.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import logging
 import os
 import shlex
@@ -32,6 +35,7 @@ import numpy as np
 import polars as pl
 
 from mpiatlas.files import user_cache_dir
+from mpiatlas.parsers import imb_shapes as shapes
 from mpiatlas.parsers.imb import SCHEMA
 
 __all__ = ["ImbScan", "scan_imb_files", "scanner_available"]
@@ -39,8 +43,7 @@ __all__ = ["ImbScan", "scan_imb_files", "scanner_available"]
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("imbscan.c")
-# imbscan.c's row status codes.
-STATUSES = ("ok", "time-out", "out-of-mem", "int-overflow")
+HEADER_NAME = "imbscan_shapes.h"
 _INT64, _INT32, _DOUBLE = ctypes.c_int64, ctypes.c_int32, ctypes.c_double
 
 
@@ -86,7 +89,6 @@ class ImbScan:
     bailed: list[int]
 
 
-# -- building and loading ------------------------------------------------------------------------
 
 _lock = threading.Lock()
 _library: ctypes.CDLL | None = None
@@ -104,9 +106,60 @@ def _cache_dir() -> Path:
     return user_cache_dir()
 
 
-def _build(source: bytes) -> Path:
-    """The shared library of this source, compiled unless cached; raises RuntimeError saying why not."""
-    target = _cache_dir() / f"imbscan-{hashlib.sha256(source).hexdigest()[:12]}.so"
+# -- the header, generated from imb_shapes ---------------------------------------------------------
+
+# The patterns whose grammar imbscan.c implements by hand: their fingerprint is checked when it compiles.
+_PATTERNS = (shapes.BANNER.regex, shapes.BENCHMARKING.regex, shapes.FINALIZE.regex, shapes.GROUPS.regex,
+             shapes.PROCESSES.regex, shapes.MODE.regex, shapes.HEADER.regex, shapes.INVALID,
+             shapes.SPECIAL_TEMPLATE)  # fmt: skip
+
+
+def patterns_fingerprint() -> str:
+    """60 bits of the patterns' hash, as the C integer literal imbscan.c compares with its own."""
+    return "0x" + hashlib.sha256("\n".join(_PATTERNS).encode()).hexdigest()[:15] + "ULL"
+
+
+def _c_string(text: str) -> str:
+    if not (text.isascii() and text.isprintable()):
+        raise RuntimeError(f"imb_shapes: {text!r} is not printable ASCII, which imbscan.c cannot hold")
+    return json.dumps(text)  # printable ASCII: JSON's escapes (\" and \\) are C's
+
+
+def _field_enum(field: str | None) -> str:
+    return "F_DROP" if field is None else f"F_{field.upper()}"
+
+
+def c_header() -> str:
+    """imbscan_shapes.h: imb_shapes' tables as C (fields are named F_<FIELD>; F_DROP: read and dropped)."""
+    fields = list(dict.fromkeys(f for f, _ in shapes.HEADER_TOKENS.values() if f is not None))
+    kinds = {f: kind for f, kind in shapes.HEADER_TOKENS.values() if f is not None}
+    ints = [f for f in fields if kinds[f] is int]
+    tokens = ", ".join(f"{{{_c_string(t)}, {_field_enum(f)}}}" for t, (f, _) in shapes.HEADER_TOKENS.items())
+    return "\n".join([
+        "/* Generated from mpiatlas/parsers/imb_shapes.py by imb_scan.py when it builds the scanner: do not edit. */",
+        f"#define IMB_PATTERNS_FINGERPRINT {patterns_fingerprint()}",
+        f"enum {{ {', '.join(map(_field_enum, fields))}, F_DROP, N_FIELDS }};",
+        f"static const struct {{ const char *token; int field; }} HEADER_TOKENS[] = {{{tokens}}};",
+        f"#define INT_FIELDS ({' | '.join(f'(1u << {_field_enum(f)})' for f in ints) or '0u'})",
+        f"static const int64_t FIELD_MAX[N_FIELDS] = {{{', '.join(f'[{_field_enum(f)}] = {shapes.INT_MAX[f]}LL' for f in ints)}}};",
+        f"#define PROCESS_MAX {shapes.INT_MAX['group']}LL",
+        f"static const int T_USEC_FIELDS[] = {{{', '.join(map(_field_enum, shapes.T_USEC_FIELDS))}}};",
+        "/* Row status codes: 0 \"ok\", then these words (each followed by '.' in a row), in imb_shapes.STATUSES' order. */",
+        f"static const char *const SPECIAL[] = {{{', '.join(_c_string(w + '.') for w in shapes.SPECIAL_WORDS)}}};",
+        f"static const double MIB_TO_MB = {shapes.MIB_TO_MB.hex()}; /* {shapes.MIB_TO_MB!r}, exactly */",
+        f"#define METRIC_SINCE {shapes.METRIC_SINCE}",
+        "",
+    ])  # fmt: skip
+
+
+# -- building and loading ------------------------------------------------------------------------
+
+
+def _build() -> Path:
+    """The shared library of the source and the header generated now, compiled unless cached;
+    raises RuntimeError saying why not."""
+    source, header = SOURCE.read_bytes(), c_header().encode()
+    target = _cache_dir() / f"imbscan-{hashlib.sha256(source + header).hexdigest()[:12]}.so"
     if target.exists():
         return target
     compiler = _compiler()
@@ -117,11 +170,10 @@ def _build(source: bytes) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=target.stem + ".", suffix=".tmp.so", dir=target.parent)
     os.close(fd)
     try:
-        argv = [*compiler, "-O2", "-shared", "-fPIC", "-o", tmp, str(SOURCE)]
-        try:
-            proc = subprocess.run(argv, capture_output=True, text=True, check=False)
-        except OSError as exc:
-            raise RuntimeError(f"cannot run {compiler[0]}: {exc.strerror or exc}") from None
+        with tempfile.TemporaryDirectory(prefix="imbscan-") as include:
+            Path(include, HEADER_NAME).write_bytes(header)
+            argv = [*compiler, "-O2", "-shared", "-fPIC", "-I", include, "-o", tmp, str(SOURCE)]
+            proc = _compile(argv)
         if proc.returncode != 0:
             first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip()[:200])
             raise RuntimeError(f"{' '.join(compiler)} failed (exit {proc.returncode}): {first}")
@@ -130,6 +182,13 @@ def _build(source: bytes) -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return target
+
+
+def _compile(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise RuntimeError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
 
 
 def _load(path: Path) -> ctypes.CDLL:
@@ -152,7 +211,7 @@ def _scanner() -> ctypes.CDLL | None:
     with _lock:
         if _library is None and not _failed:
             try:
-                _library = _load(_build(SOURCE.read_bytes()))
+                _library = _load(_build())
             except (OSError, RuntimeError) as exc:
                 _failed = True
                 log.warning("IMB C scanner unavailable, parsing every IMB file in Python (slower): %s", exc)
@@ -211,7 +270,7 @@ def _rows(result: _Result, blocks: pl.DataFrame, sources: Sequence[str]) -> pl.D
         *per_block.get_columns(),
         *null_if_negative.values(),
         *(pl.Series(name, _column(result, name), nan_to_null=True) for name in _FLOAT_COLUMNS),
-        pl.Series("status", STATUSES, dtype=pl.String).gather(pl.Series(_column(result, "status"))),
+        pl.Series("status", shapes.STATUSES, dtype=pl.String).gather(pl.Series(_column(result, "status"))),
         pl.Series("line", _column(result, "line")),
         file,
     ])  # fmt: skip

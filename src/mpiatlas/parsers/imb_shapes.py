@@ -8,9 +8,15 @@ variants):
   running campaign's check of one cell's output, and every file the C scanner bails on; it words
   every error;
 * ``imbscan.c`` (loaded by :mod:`mpiatlas.parsers.imb_scan`) scans many files in C for
-  ``mpiatlas import``, the happy path only: it mirrors these patterns on printable ASCII and bails
-  on anything else (an error, a line or number shape it cannot prove it reads alike), so a
-  change here needs the same change there.
+  ``mpiatlas import``, the happy path only: it implements these patterns on printable ASCII and
+  bails on anything else (an error, a line or number shape it cannot prove it reads alike).
+
+The C scanner takes its tables from here: imb_scan generates its header (the column tokens and
+their fields, the failure words, the status codes, the MiB rule, the integer ranges, the order
+of the t_usec fields) from this module when it builds the scanner, so a change to these tables is
+made here alone. The line patterns' *grammar* is hand-written in C; the header carries their
+fingerprint and ``imbscan.c`` refuses to compile against another, so a pattern changed here alone
+sends every file through the Python executor (slower, never wrong) until the C matchers follow.
 
 Here: the output schema, the line patterns (the state machine's events), the column-header
 tokens and what they feed, the reading of one table row, the MiB rule and the error wording.
@@ -48,6 +54,7 @@ COLUMNS: list[str] = list(COLUMN_TYPES)
 
 # IMB before 2018 divides by 2^20 for "Mbytes/sec"; 2018 and later by 10^6.
 MIB_TO_MB = 1_048_576 / 1_000_000
+METRIC_SINCE = 2018
 
 # -- line patterns -------------------------------------------------------------------------------
 
@@ -75,7 +82,13 @@ INVALID = r"(?i)Invalid benchmark name"
 # The name in IMB's complaint, for the error message.
 _INVALID_NAME = re.compile(r"Invalid benchmark name\s*(?P<name>.*)", re.IGNORECASE)
 # IMB's own failure rows: "<size> out-of-mem.; needed X=...", "<size> time-out.; ...".
-SPECIAL = re.compile(r"\b(?P<status>time-out|out-of-mem|int-overflow)\.")
+SPECIAL_WORDS = ("time-out", "out-of-mem", "int-overflow")
+SPECIAL_TEMPLATE = r"\b(?P<status>{words})\."
+SPECIAL = re.compile(SPECIAL_TEMPLATE.format(words="|".join(map(re.escape, SPECIAL_WORDS))))
+# A row's status: "ok", else its failure word.
+STATUSES = ("ok", *SPECIAL_WORDS)
+# Every failure word holds it: a cheap pre-test, almost no row holds it.
+SPECIAL_LITERAL = "-o"
 
 # -- table columns -------------------------------------------------------------------------------
 
@@ -99,7 +112,7 @@ HEADER_TOKENS: dict[str, tuple[str | None, type]] = {
     "defects": (None, float),
 }
 # The largest value of each integer field's column type (a wider number is an error, not a crash).
-_INT_MAX = {"group": 2**31 - 1, "bytes": 2**63 - 1, "repetitions": 2**63 - 1}
+INT_MAX = {"group": 2**31 - 1, "bytes": 2**63 - 1, "repetitions": 2**63 - 1}
 # t_usec is the first of these a table has (point-to-point t, collectives' average, overlap's pure).
 T_USEC_FIELDS = ("t", "t_avg", "t_pure")
 
@@ -134,8 +147,7 @@ def looks_like_row(stripped: str) -> bool:
 
 def parse_row(source: str, lineno: int, line: str, columns: Sequence[str]) -> tuple[dict[str, float | int], str]:
     """One stripped table row: (values by field, status); raises ImbParseError naming the line."""
-    # Every failure word holds "-o": a cheap pre-test, almost no row holds it.
-    special = SPECIAL.search(line) if "-o" in line else None
+    special = SPECIAL.search(line) if SPECIAL_LITERAL in line else None
     tokens = line[: special.start()].split() if special else line.split()
     if special:
         # Failure rows carry only the leading integer columns ([Group] #bytes).
@@ -155,8 +167,8 @@ def parse_row(source: str, lineno: int, line: str, columns: Sequence[str]) -> tu
                 source, lineno, f"non-numeric value {token!r} in column {name} (expected {kind.__name__}): {line!r}"
             ) from None
         if fieldname is not None:
-            if kind is int and not -_INT_MAX[fieldname] - 1 <= value <= _INT_MAX[fieldname]:
-                what = f"value {token!r} in column {name} out of range (at most {_INT_MAX[fieldname]}): {line!r}"
+            if kind is int and not -INT_MAX[fieldname] - 1 <= value <= INT_MAX[fieldname]:
+                what = f"value {token!r} in column {name} out of range (at most {INT_MAX[fieldname]}): {line!r}"
                 raise ImbParseError(source, lineno, what)
             values[fieldname] = value
     return values, special["status"] if special else "ok"
@@ -166,13 +178,13 @@ def process_count(digits: str) -> int | None:
     """The count a ``#processes`` / ``-multi`` group line gives, None if too large for a count (the
     line then is no count line: a garbled number must not become the table's process count)."""
     value = int(digits)
-    return value if value <= _INT_MAX["group"] else None
+    return value if value <= INT_MAX["group"] else None
 
 
 def uses_mebibytes(version: str | None) -> bool:
     """IMB 3.x/4.x print Mbytes/sec as MiB/s; the year-numbered releases (2018+) use 10^6."""
     major = re.match(r"\d+", version or "")
-    return major is not None and int(major.group()) < 2018
+    return major is not None and int(major.group()) < METRIC_SINCE
 
 
 # -- errors --------------------------------------------------------------------------------------

@@ -28,7 +28,6 @@ Frames:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +35,7 @@ import polars as pl
 
 from mpiatlas.models.best_algorithm import best_algorithms
 from mpiatlas.report.formatting import finite, fmt_bytes, fmt_ci, fmt_num
+from mpiatlas.stacks.base import SHM, TCP, medium
 
 LATENCY_BYTES = 4
 BANDWIDTH_BYTES = 4 * 2**20
@@ -49,26 +49,20 @@ DISAGREE = 0.30
 IMB_PINGPONG = "IMB PingPong"
 KERNEL_PINGPONG = "pingpong kernel"
 
-# Transport names (stacks/*.py) tell the medium: ob1-vader, ob1-sm, ucx-posix, ofi-shm, shm are
-# shared memory; ob1-tcp, ofi-tcp, ucx-tcp are TCP. Other transports (verbs, default) are neither.
-_SHARED_MEMORY = frozenset({"shm", "sm", "vader", "posix"})
 _STATUS_VERBS = {"failed": "failed", "timeout": "timed out", "invalid": "were invalid",
                  "unavailable": "were unavailable"}
 _STATUS_ORDER = ("failed", "timeout", "invalid", "unavailable")
 P2P_COLUMNS = ("label", "stack", "transport", "bytes", "t_usec")
 
 
-def _tokens(transport: str) -> set[str]:
-    return set(re.split(r"[-:_/,]", transport.lower()))
-
-
+# A transport name tells its medium (stacks.base.medium): ob1-vader, ucx-posix, ofi-shm, shm are shared
+# memory; ob1-tcp, ofi-tcp, ucx-tcp are TCP; the rest (verbs, default) neither.
 def is_shared_memory(transport: str) -> bool:
-    tokens = _tokens(transport)
-    return bool(tokens & _SHARED_MEMORY) and "tcp" not in tokens
+    return medium(transport) == SHM
 
 
 def is_tcp(transport: str) -> bool:
-    return "tcp" in _tokens(transport)
+    return medium(transport) == TCP
 
 
 def _ratio(x: float) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from mpiatlas.node.topology_sysfs import cpu_list
@@ -74,8 +74,9 @@ def fmt_bool(x: Any) -> str:
     return "yes" if x else "no"
 
 
-def fmt_pins(value: Any) -> str:
-    """Requested pins (JSON list or plain text) as cpu ranges."""
+def _shown(value: Any, render: Callable[[Any], str | None]) -> str:
+    """A JSON cell (pins, a binding) as text: DASH for None, text that is no JSON as it is, else
+    ``render`` of the object (JSON text decoded), or the value's own text where render gives None."""
     if value is None:
         return DASH
     obj = value
@@ -84,25 +85,31 @@ def fmt_pins(value: Any) -> str:
             obj = json.loads(value)
         except ValueError:
             return value
+    text = render(obj)
+    return str(value) if text is None else text
+
+
+def fmt_pins(value: Any) -> str:
+    """Requested pins (JSON list or plain text) as cpu ranges."""
+    return _shown(value, _pins_text)
+
+
+def _pins_text(obj: Any) -> str | None:
     if isinstance(obj, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in obj):
         return cpu_list(obj) if len(set(obj)) == len(obj) else ",".join(map(str, obj))
-    return str(value)
+    return None
 
 
 def fmt_binding(value: Any) -> str:
     """Compact ``rank:cpus`` text for a JSON rank -> cpus binding (or its raw text)."""
-    if value is None:
-        return DASH
-    obj = value
-    if isinstance(value, str):
-        try:
-            obj = json.loads(value)
-        except ValueError:
-            return value
+    return _shown(value, _binding_text)
+
+
+def _binding_text(obj: Any) -> str | None:
     if isinstance(obj, list):
         obj = dict(enumerate(obj))
     if not isinstance(obj, dict):
-        return str(value)
+        return None
 
     def cpus(v: Any) -> str:
         if isinstance(v, list) and all(isinstance(c, int) for c in v):

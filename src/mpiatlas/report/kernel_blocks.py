@@ -6,14 +6,16 @@ Each kernel section reads ``kernel_<name>.parquet`` (``data.kernel_table``) and 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import altair as alt
 import polars as pl
 
 from mpiatlas.stats.quality import trusted
-from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Notice, Table, cell
+from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Notice, Table, Text, cell
 from mpiatlas.report.charts import CHART_H, OVER, chart_spec, rounded
+from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, fmt_bool, fmt_ci, fmt_num
 
 KERNEL_TITLES = {
@@ -21,6 +23,28 @@ KERNEL_TITLES = {
     "matsum": "Kernel: distributed matrix sum",
     "jacobi": "Kernel: 3-D Jacobi halo exchange",
 }
+
+
+@dataclass
+class KernelOpening:
+    """What a modelled kernel's section (ring, matsum, jacobi) starts from: its table, its fits, the
+    fits without an error, and the opening blocks (the description, then the notices)."""
+
+    df: pl.DataFrame | None
+    fits: list[dict[str, Any]] | None
+    good: list[dict[str, Any]]
+    blocks: list[Any]
+
+
+def kernel_opening(data: ReportData, name: str, description: str) -> KernelOpening | None:
+    """None when the campaign has neither records nor fits of kernel ``name`` (no section)."""
+    df, fits = data.kernel_table(name), data.kernel_fits(name)
+    if df is None and not fits:
+        return None
+    blocks: list[Any] = [Text(description), *no_fit_notice(name, fits)]
+    if df is not None:
+        blocks += status_notice(df, name)
+    return KernelOpening(df, fits, [f for f in fits or [] if "error" not in f], blocks)
 
 
 def over_cell(over: Any) -> Cell:

@@ -8,7 +8,7 @@ nodes are one node type).
 The network limit depends on the transport's class. A TCP (or generic) transport is bounded by
 the link each node's record names (``network_link``, see :mod:`mpiatlas.node.link_rate`: the stacks'
 ``tcp_interface`` or the default route); an RDMA transport (``ucx-rc``, ``ofi-verbs``, ...,
-:data:`mpiatlas.stacks.fabrics.RDMA_TRANSPORTS`) by the node's fastest active InfiniBand/RoCE port
+:func:`mpiatlas.stacks.base.medium` RDMA) by the node's fastest active InfiniBand/RoCE port
 (its ``rdma_ports``), which is what UCX and libfabric pick without UCX_NET_DEVICES, and need not be
 behind the TCP interface. Either way the slowest node bounds it (a transfer between two nodes goes
 no faster than the slower end), with where it came from: ``sysfs:<iface>``,
@@ -26,11 +26,11 @@ from typing import Any
 
 from mpiatlas.node.limits import MEMORY, LimitsError, level_for_size, level_limits
 from mpiatlas.node.link_rate import gbit_to_MBps, port_active
-from mpiatlas.stacks.fabrics import needs_rdma
+from mpiatlas.stacks.base import RDMA, TCP, medium
 
 # Transport classes, for the link an inter-node transfer is bounded by.
-TCP_CLASS = "tcp"
-RDMA_CLASS = "rdma"
+TCP_CLASS = TCP
+RDMA_CLASS = RDMA
 
 
 @dataclass
@@ -130,7 +130,7 @@ def transport_class(fit: dict[str, Any]) -> str:
     mixed one, after ``+``), else TCP_CLASS; the transport is the fit's, else its label's second part."""
     label = str(fit.get("label") or "")
     transport = str(fit.get("transport") or (label.split("/")[1] if label.count("/") >= 1 else ""))
-    return RDMA_CLASS if needs_rdma(transport) or needs_rdma(transport.split("+")[-1]) else TCP_CLASS
+    return RDMA_CLASS if medium(transport.split("+")[-1]) == RDMA else TCP_CLASS
 
 
 def rdma_link(ports: list[dict[str, Any]]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any
 from mpiatlas.node import multinode, ssh_hosts, topology
 from mpiatlas.runner import likwid_pin
 from mpiatlas.stacks import Stack, StackError, fabrics
-from mpiatlas.stacks.base import INTRA_NODE_EXPECT
+from mpiatlas.stacks.base import SHM, medium
 
 
 @dataclass
@@ -153,7 +153,7 @@ def plan_multinode(stack: Stack, spec: dict[str, Any], topo: topology.Topology, 
                          f"srun (profiles/slurm), or with launcher mpirun over ssh to the config's hosts: list "
                          f"(or hostfile:); launcher {launcher} without hosts cannot cross nodes")
     transport = stack.transport(cell["transport"])
-    if transport.expect in INTRA_NODE_EXPECT and not transport.mixed:
+    if medium(transport.expect) == SHM and not transport.mixed:
         raise StackError(f"unavailable: transport {cell['transport']!r} of {stack.kind} is shared memory "
                          f"({transport.expect}) and cannot connect ranks on different nodes")
     if launcher == "srun":

@@ -19,13 +19,48 @@ from typing import ClassVar, Sequence, TypeVar
 T = TypeVar("T")
 
 
-# What a transport's verbose evidence shows when it is shared memory: such a transport cannot
-# connect ranks on different nodes (a multi-node cell asking for it is unavailable).
-INTRA_NODE_EXPECT = frozenset({"shm", "vader", "sm", "ucx:sm", "ucx:posix", "ofi:shm"})
+# A path's medium. The one place that tells them apart, by the words of a transport's name
+# ("ob1-vader", "ucx-rc", "ofi-tcp") or of the evidence it expects ("ucx:posix", "ofi:shm", "vader"):
+# a shared-memory path cannot connect ranks on different nodes, an RDMA one needs an InfiniBand/RoCE
+# port on every node, and the report compares shared memory with TCP and rates links by medium.
+SHM, TCP, RDMA = "shm", "tcp", "rdma"
+_MEDIUM_WORDS = ((TCP, frozenset({"tcp"})), (SHM, frozenset({"shm", "sm", "vader", "posix"})),
+                 (RDMA, frozenset({"rc", "dc", "ud", "openib", "verbs", "mlx"})))  # fmt: skip
+
+
+def medium(name: str) -> str | None:
+    """SHM, TCP or RDMA: the medium a transport name or evidence names (TCP first: "ucx-tcp"), None
+    for one that names none (MPICH's "default", "ofi-psm3"). "+" is no separator: the caller asks a
+    mixed transport's part ("shm+ofi-tcp".split("+")) when it means one."""
+    words = set(re.split(r"[-:_/,]", name.lower()))
+    return next((kind for kind, known in _MEDIUM_WORDS if words & known), None)
 
 
 class StackError(RuntimeError):
     """A stack is missing, misconfigured, or cannot do what a cell asks."""
+
+
+def run_tool(tool: Path, args: Sequence[str] = (), *, env: dict[str, str], timeout: float = 60,
+             ) -> subprocess.CompletedProcess[str] | None:
+    """A stack's own tool (``mpichversion``, ``ompi_info``, ...) run as a probe: its completed process,
+    None if the tool is absent or cannot be run (the callers then fall back on packaged defaults)."""
+    if not tool.exists():
+        return None
+    try:
+        return subprocess.run([str(tool), *args], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                              timeout=timeout, env=env)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def series_of(requested: str | None, installed: str | None, defaults: dict[str, str], source: str) -> str:
+    """A stack's '<major>.<minor>': of the requested version, else of the installed one, else the
+    source's default (``defaults``, else '5.0')."""
+    for text in (requested, installed):
+        match = re.search(r"(\d+)\.(\d+)", text or "")
+        if match:
+            return f"{match[1]}.{match[2]}"
+    return defaults.get(source, "5.0")
 
 
 @dataclass(frozen=True)

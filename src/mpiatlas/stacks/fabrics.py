@@ -26,12 +26,10 @@ import socket
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from mpiatlas.stacks.base import CROSS_NODE, ON_NODE, PairEvidence, StackError, Transport
+from mpiatlas.stacks.base import CROSS_NODE, ON_NODE, RDMA, PairEvidence, StackError, Transport, medium
 
 # UCX_TLS aliases of the IB transports (rc = rc_verbs + rc_mlx5, ud = ud_verbs + ud_mlx5, dc = dc_mlx5).
 UCX_IB_TLS = {"ucx-rc": "rc", "ucx-dc": "dc", "ucx-ud": "ud"}
-# Transports that need an RDMA (InfiniBand or RoCE) port on every node of the cell.
-RDMA_TRANSPORTS = frozenset({*UCX_IB_TLS, "ob1-openib", "ofi-verbs", "ofi-mlx"})
 # DC exists on mlx5 hardware only (Connect-IB and later).
 _NEEDS_MLX5 = frozenset({"ucx-dc"})
 
@@ -46,7 +44,8 @@ def ucx_ib_transports(env: Mapping[str, str], args: tuple[str, ...] = (), what: 
 
 
 def needs_rdma(transport: str) -> bool:
-    return transport in RDMA_TRANSPORTS
+    """Whether the transport needs an RDMA (InfiniBand or RoCE) port on every node of the cell."""
+    return medium(transport) == RDMA
 
 
 def net_device_env(transport: str, devices: Iterable[str] | None) -> dict[str, str]:

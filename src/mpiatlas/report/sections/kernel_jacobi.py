@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import polars as pl
 
-from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Section, Table, Text, cell
+from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Section, Table, cell
 from mpiatlas.report.charts import FITTED, OVER, chart_spec, measured_vs_model
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, fmt_num
-from mpiatlas.report.kernel_blocks import (
-    KERNEL_TITLES,
-    err_cell,
-    failure_notice,
-    grid_blocks,
-    no_fit_notice,
-    over_cell,
-    raw_table,
-    status_notice,
-)
+from mpiatlas.report.kernel_blocks import KERNEL_TITLES, err_cell, failure_notice, grid_blocks, kernel_opening
+from mpiatlas.report.kernel_blocks import over_cell, raw_table
 
 
 def section_kernel_jacobi(data: ReportData) -> Section | None:
-    df = data.kernel_table("jacobi")
-    fits = data.kernel_fits("jacobi")
-    if df is None and not fits:
-        return None
-    blocks: list[Any] = [Text(
+    opening = kernel_opening(data, "jacobi", (
         "3-D 7-point Jacobi on a Cartesian process grid, 6-face halo exchange per iteration (non-blocking, one "
         "Waitall), residual by Allreduce; MPI + OpenMP cells run `threads` threads per rank on the rank's own "
         "cores. Halo model: T_c = c/B + k·λ, c = bytes a rank sends per iteration, k = decomposed directions "
@@ -35,11 +21,10 @@ def section_kernel_jacobi(data: ReportData) -> Section | None:
         "compared with the model is the least-waiting rank's (a rank's halo time also holds its wait for a late "
         "neighbour); the mean over ranks is shown beside it. Medians over repetitions. Each problem (mode and "
         "size: weak L per rank, strong N in total) scales on its own; grids asked for (procdims) are compared "
-        "at their P.")]
-    blocks += no_fit_notice("jacobi", fits)
-    if df is not None:
-        blocks += status_notice(df, "jacobi")
-    good = [f for f in fits or [] if "error" not in f]
+        "at their P."))
+    if opening is None:
+        return None
+    df, fits, good, blocks = opening.df, opening.fits, opening.good, opening.blocks
     if good:
         blocks.append(Table(
             ["Stack / transport / mapping", "λ (µs)", "B (MB/s)", "source", "summary"],

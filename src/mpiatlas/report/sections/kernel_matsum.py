@@ -2,46 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import altair as alt
 import numpy as np
 import polars as pl
 
-from mpiatlas.report.blocks import Cell, ChartBlock, Details, Heading, Section, Table, Text, cell
+from mpiatlas.report.blocks import Cell, ChartBlock, Details, Heading, Section, Table, cell
 from mpiatlas.report.charts import CHART_H, CHART_W, FITTED, OVER, chart_spec, color, measured_vs_model, rounded
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import fmt_ci, fmt_num
-from mpiatlas.report.kernel_blocks import (
-    KERNEL_TITLES,
-    err_cell,
-    failure_notice,
-    grid_blocks,
-    no_fit_notice,
-    over_cell,
-    raw_table,
-    status_notice,
-    topo_text,
-)
+from mpiatlas.report.kernel_blocks import KERNEL_TITLES, err_cell, failure_notice, grid_blocks, kernel_opening
+from mpiatlas.report.kernel_blocks import over_cell, raw_table, topo_text
 
 
 def section_kernel_matsum(data: ReportData) -> Section | None:
-    df = data.kernel_table("matsum")
-    fits = data.kernel_fits("matsum")
-    if df is None and not fits:
-        return None
-    blocks: list[Any] = [Text(
+    opening = kernel_opening(data, "matsum", (
         "Rank 0 scatters A and B, every rank adds its part, rank 0 gathers C; T = total time of one iteration "
         "(slowest rank, median over repetitions). Model (Amdahl with communication): T(P) = s + p/min(P, cores) "
         "+ c·⌈log₂ P⌉, fitted with bounded least squares (s, p, c ≥ 0) on relative residuals; 95 % CIs from a "
         "bootstrap over repetitions; serial fraction s/(s+p). P beyond the node's cores cannot divide the work "
         "(oversubscribed ranks share cores). One series per dims, topo and dist over the stack's own grids "
         "(MPI_Dims_create); grids asked for (procdims) run at one P each and are compared below. With dist slab "
-        "the grid only orders the ranks (slabs along x); with block it splits the matrix.")]
-    blocks += no_fit_notice("matsum", fits)
-    if df is not None:
-        blocks += status_notice(df, "matsum")
-    good = [f for f in fits or [] if "error" not in f]
+        "the grid only orders the ranks (slabs along x); with block it splits the matrix."))
+    if opening is None:
+        return None
+    df, fits, good, blocks = opening.df, opening.fits, opening.good, opening.blocks
     # Several dims (a sweep) make several series per stack: their names say which.
     several_dims = len({f.get("dims") for f in fits or []}) > 1
     if good:

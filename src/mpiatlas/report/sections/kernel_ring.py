@@ -10,34 +10,21 @@ from mpiatlas.report.blocks import Cell, ChartBlock, Details, Heading, Notice, S
 from mpiatlas.report.charts import FITTED, OVER, chart_spec, measured_vs_model
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, fmt_bytes, fmt_ci, fmt_num
-from mpiatlas.report.kernel_blocks import (
-    KERNEL_TITLES,
-    err_cell,
-    failure_notice,
-    no_fit_notice,
-    over_cell,
-    raw_table,
-    status_notice,
-)
+from mpiatlas.report.kernel_blocks import KERNEL_TITLES, err_cell, failure_notice, kernel_opening, over_cell, raw_table
 
 
 def section_kernel_ring(data: ReportData) -> Section | None:
-    df = data.kernel_table("ring")
-    fits = data.kernel_fits("ring")
-    if df is None and not fits:
-        return None
-    blocks: list[Any] = [Text(
+    opening = kernel_opening(data, "ring", (
         "Each rank passes a left- and a right-going message around a periodic ring for P steps "
         "(one full exchange); times are per full exchange, the slowest rank's, median over repetitions. "
         "Model (m = streams, t(s) = one-way PingPong time, φ(P) = message phases per shift): "
         "nonblocking T = P·m·t(s) (= 2·P·λ for small messages and 2 streams); blocking T = P·m·φ(P)·t(s) with "
         "φ = 2 for even P and 3 for odd P (ranks 0 and P−1 are both even: the wrap-around pair adds a phase when "
         "a send waits for its receive); ssend T = P·m·φ(P)·(2λ + s/B) (rendezvous: ≈ 2λ per message). "
-        "Dashed lines with hollow squares: model; circles: measured with P ≤ cores; triangles: oversubscribed.")]
-    blocks += no_fit_notice("ring", fits)
-    if df is not None:
-        blocks += status_notice(df, "ring")
-    good = [f for f in fits or [] if "error" not in f]
+        "Dashed lines with hollow squares: model; circles: measured with P ≤ cores; triangles: oversubscribed."))
+    if opening is None:
+        return None
+    df, fits, good, blocks = opening.df, opening.fits, opening.good, opening.blocks
     if good:
         blocks.append(Heading("Latency λ: ring-implied vs PingPong"))
         blocks.append(Table(
