@@ -272,7 +272,7 @@ def _children(tmp_path: Path, paths: list[Path], env: dict[str, str], n: int) ->
                               text=True) for _ in range(n)]  # fmt: skip
     go.touch()
     outs = [p.communicate(timeout=120) for p in procs]
-    for proc, (out, err) in zip(procs, outs):
+    for proc, (_out, err) in zip(procs, outs):
         assert proc.returncode == 0, err
     return [(json.loads(out.strip().splitlines()[-1]), err) for out, err in outs]
 

@@ -159,7 +159,7 @@ def load_side(path: str | Path, name: str) -> Side:
     samples_path, fits = _locate(path)
     try:
         samples = pl.read_parquet(samples_path)
-    except Exception as exc:  # noqa: BLE001 - polars raises several kinds for a broken file
+    except Exception as exc:  # polars raises several kinds for a broken file
         raise CompareError(f"{samples_path}: not a readable parquet table ({exc})") from exc
     missing = [c for c in ("benchmark", "bytes", TIME, "status") if c not in samples.columns]
     if missing:

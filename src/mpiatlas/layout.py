@@ -127,7 +127,7 @@ def count_perturbed_attempts(results: Path) -> int:
     """How many perturbed attempts the campaign under ``results`` has set aside (re-measured
     launches). Walks ``<results>/perturbed`` only, which holds just those attempts."""
     count = 0
-    for parent, dirs, _ in os.walk(Path(results) / PERTURBED):
+    for _parent, dirs, _ in os.walk(Path(results) / PERTURBED):
         attempts = [d for d in dirs if d.startswith("attempt") and d.removeprefix("attempt").isdigit()]
         count += len(attempts)
         dirs[:] = [d for d in dirs if d not in attempts]  # an attempt's own files are not walked

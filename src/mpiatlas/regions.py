@@ -25,10 +25,10 @@ from mpiatlas.topology import REGIONS
 
 __all__ = [
     "BW_BYTES",
-    "CacheLine",
     "INTER_REGION",
     "LAT_BYTES",
     "REGION_BENCHMARKS",
+    "CacheLine",
     "cache_lines",
     "intra_inter",
     "pair_class_medians",
@@ -254,12 +254,12 @@ def _pair_row(stack: str, comparison: str, intra: _Series, inter: _Series, lat_b
 INTRA_INTER_SCHEMA: dict[str, type[pl.DataType] | pl.DataType] = {
     "stack": pl.String, "comparison": pl.String, "intra_transport": pl.String, "intra_region": pl.String,
     "inter_transport": pl.String, "inter_region": pl.String,
-    "lat_bytes": pl.Int64, **{c: pl.Float64 for c in (
+    "lat_bytes": pl.Int64, **dict.fromkeys((
         "lat_intra_us", "lat_intra_ci_low", "lat_intra_ci_high", "lat_inter_us", "lat_inter_ci_low",
-        "lat_inter_ci_high", "lat_ratio", "lat_ratio_low", "lat_ratio_high")},
-    "bw_bytes": pl.Int64, **{c: pl.Float64 for c in (
+        "lat_inter_ci_high", "lat_ratio", "lat_ratio_low", "lat_ratio_high"), pl.Float64),
+    "bw_bytes": pl.Int64, **dict.fromkeys((
         "bw_intra_MBps", "bw_intra_ci_low", "bw_intra_ci_high", "bw_inter_MBps", "bw_inter_ci_low",
-        "bw_inter_ci_high", "bw_ratio", "bw_ratio_low", "bw_ratio_high")},
+        "bw_inter_ci_high", "bw_ratio", "bw_ratio_low", "bw_ratio_high"), pl.Float64),
 }
 
 
@@ -284,14 +284,14 @@ def intra_inter(points: pl.DataFrame, benchmark: str = "PingPong", lat_bytes: in
     """
     rows: list[dict[str, Any]] = []
     pts = points.filter(pl.col("benchmark") == benchmark) if "benchmark" in points.columns else points
+
+    def fastest(cands: list[_Series]) -> _Series:
+        return min(cands, key=lambda s: (s.small_latency(lat_bytes), region_rank(s.region), s.transport))
+
     for (stack,), g in pts.sort("stack").group_by(["stack"], maintain_order=True):
         intra, inter = _series(g, "intra"), _series(g, "inter")
         if not intra or not inter:
             continue
-
-        def fastest(cands: list[_Series]) -> _Series:
-            return min(cands, key=lambda s: (s.small_latency(lat_bytes), region_rank(s.region), s.transport))
-
         best = fastest(intra)
         for net in sorted(inter, key=lambda s: s.transport):
             same = [s for s in intra if s.transport == net.transport]
@@ -313,9 +313,9 @@ def intra_inter(points: pl.DataFrame, benchmark: str = "PingPong", lat_bytes: in
 # ---------------------------------------------------------------------------
 
 
-_REGION_FIT_SCHEMA = {**{c: pl.String for c in ("region", "stack", "transport", "label", "benchmark")},
-                      **{c: pl.Float64 for c in ("latency_us", "latency_ci_low", "latency_ci_high", "bandwidth_MBps",
-                                                 "bandwidth_ci_low", "bandwidth_ci_high", "n_sizes")}}
+_REGION_FIT_SCHEMA = {**dict.fromkeys(("region", "stack", "transport", "label", "benchmark"), pl.String),
+                      **dict.fromkeys(("latency_us", "latency_ci_low", "latency_ci_high", "bandwidth_MBps",
+                                       "bandwidth_ci_low", "bandwidth_ci_high", "n_sizes"), pl.Float64)}
 
 
 def region_fits(samples: pl.DataFrame, hockney: Sequence[Mapping[str, Any]] | None) -> pl.DataFrame:

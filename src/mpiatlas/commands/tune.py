@@ -61,7 +61,7 @@ def _mpich_lib(stacks_dir: Path, stack: str) -> Path | None:
     return None
 
 
-def write_files(decision, out: Path, stacks_dir: Path) -> tuple[dict, dict]:  # noqa: ANN001 - Decision
+def write_files(decision, out: Path, stacks_dir: Path) -> tuple[dict, dict]:
     """Every stack x transport's file(s); returns (files, usage) keyed by (stack, transport)."""
     from mpiatlas.tuning import intelmpi_env, mpich_json, openmpi_rules
     from mpiatlas.tuning.decide import TuneError

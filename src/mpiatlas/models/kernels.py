@@ -447,5 +447,16 @@ def fit_kernels(tables: dict[str, pl.DataFrame | None], hockney: Sequence[dict[s
             "coll": coll, "notes": notes}
 
 
-__all__ = ["fit_kernels", "fit_ring", "fit_matsum", "fit_jacobi", "load_kernel_tables", "P2P",
-           "ring_predict", "ring_phases", "matsum_model", "fit_amdahl", "binomial_subtree"]
+__all__ = [
+    "P2P",
+    "binomial_subtree",
+    "fit_amdahl",
+    "fit_jacobi",
+    "fit_kernels",
+    "fit_matsum",
+    "fit_ring",
+    "load_kernel_tables",
+    "matsum_model",
+    "ring_phases",
+    "ring_predict",
+]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import itertools
 import logging
 import os
 import shlex
@@ -173,7 +174,7 @@ def _strings(result: _Result) -> pl.Series:
         return pl.Series("strings", [], dtype=pl.String)
     chars = ctypes.string_at(result.chars, result.n_chars).decode("ascii")
     offsets = np.ctypeslib.as_array(result.offsets, shape=(n + 1,)).tolist()
-    return pl.Series("strings", [chars[a:b] for a, b in zip(offsets, offsets[1:])], dtype=pl.String)
+    return pl.Series("strings", [chars[a:b] for a, b in itertools.pairwise(offsets)], dtype=pl.String)
 
 
 def _blocks(result: _Result, strings: pl.Series) -> pl.DataFrame:

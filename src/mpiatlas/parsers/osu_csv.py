@@ -132,7 +132,7 @@ def _split(text: str, source: str) -> tuple[list[str], pl.DataFrame]:
         raise OsuParseError(source, 1, "empty file: expected an OSU CSV export header")
     if '"' in text:
         split = list(csv.reader(lines))
-        header, fields = split[0], pl.Series("fields", [row for row in split[1:]], dtype=pl.List(pl.String))
+        header, fields = split[0], pl.Series("fields", split[1:], dtype=pl.List(pl.String))
     else:
         header, fields = lines[0].split(","), pl.Series("fields", lines[1:], dtype=pl.String).str.split(",")
     rows = pl.DataFrame({"line": pl.int_range(2, len(lines) + 1, eager=True, dtype=pl.Int32),

@@ -84,7 +84,7 @@ def size_ticks(lo: float, hi: float, max_ticks: int = 12) -> list[int]:
     lo = max(lo, 1)
     ticks: list[int] = []
     for base in (4, 16, 64, 1024):
-        ticks = [base**k for k in range(0, 32) if lo <= base**k <= hi]
+        ticks = [base**k for k in range(32) if lo <= base**k <= hi]
         if len(ticks) <= max_ticks:
             break
     return ticks or [int(lo)]

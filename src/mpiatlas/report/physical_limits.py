@@ -110,7 +110,7 @@ class LinkLimit:
     notes: tuple[str, ...] = ()
 
     @property
-    def MBps(self) -> float | None:  # noqa: N802 - the unit's spelling
+    def MBps(self) -> float | None:  # the unit's spelling (MB/s), not snake_case
         return gbit_to_MBps(self.gbit_s) if self.gbit_s is not None else None
 
     def fraction(self, bandwidth: Any) -> float | None:

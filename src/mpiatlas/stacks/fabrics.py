@@ -24,7 +24,8 @@ from __future__ import annotations
 import re
 import socket
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from mpiatlas.stacks.base import CROSS_NODE, ON_NODE, PairEvidence, StackError, Transport
 
@@ -117,7 +118,7 @@ def rdma_ports(root="/sys/class/infiniband", ibv_devinfo=None):
 
 
 _NAMESPACE: dict[str, Any] = {}
-exec(compile(PORTS_CODE, "<mpiatlas.stacks.fabrics.PORTS_CODE>", "exec"), _NAMESPACE)  # noqa: S102 - our own text
+exec(compile(PORTS_CODE, "<mpiatlas.stacks.fabrics.PORTS_CODE>", "exec"), _NAMESPACE)  # exec of our own text, not input
 
 
 @dataclass(frozen=True)
