@@ -35,6 +35,7 @@ the one-level CI above is used, and the summary says run-to-run variation is not
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -173,7 +174,7 @@ def load_side(path: str | Path, name: str) -> Side:
     return side
 
 
-def load_runs(paths: list[str | Path] | tuple[str | Path, ...], name: str) -> Side:
+def load_runs(paths: Sequence[str | Path], name: str) -> Side:
     """One side made of several runs of a campaign (each a results directory or samples file).
 
     The runs' samples are stacked with a ``run`` column (0, 1, …); their cells are matched as one

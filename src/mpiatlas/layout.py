@@ -27,6 +27,7 @@ import json
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 
 RESULTS_ROOT = "results"
 IMAGES_DIR = f"{RESULTS_ROOT}/images"
@@ -172,8 +173,8 @@ def write_json_atomic(path: str | Path, data: object) -> None:
     write_text_atomic(path, json.dumps(data, indent=0) + "\n")
 
 
-def write_manifest(manifest: str | Path, notes: str | Path, cell_ids: list[str], unplanned: list[dict],
-                   config: str | Path | None = None, campaign: dict | None = None) -> None:
+def write_manifest(manifest: str | Path, notes: str | Path, cell_ids: list[str], unplanned: list[dict[str, Any]],
+                   config: str | Path | None = None, campaign: dict[str, Any] | None = None) -> None:
     """The campaign's cell ids (one JSON list), its notes on what was not planned and, for the cell
     groups, its validated config."""
     write_json_atomic(manifest, cell_ids)

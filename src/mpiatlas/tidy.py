@@ -24,7 +24,7 @@ DEFAULT_PINNER = "stack"
 # The program registry (and with it the parsers and the config validator) is imported by the
 # functions that read cells: the report imports this module for the cells table's schema only.
 
-CELL_SCHEMA: dict[str, pl.DataType] = {
+CELL_SCHEMA: dict[str, type[pl.DataType]] = {
     "cell": pl.String, "stack": pl.String, "stack_kind": pl.String, "stack_version": pl.String,
     "transport": pl.String, "mapping": pl.String, "np": pl.Int32, "benchmark": pl.String,
     "algorithm": pl.String, "rep": pl.Int32, "status": pl.String, "reason": pl.String,

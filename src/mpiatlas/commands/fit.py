@@ -35,7 +35,7 @@ MODEL_FILES = {"hockney": HOCKNEY_FIT, "kernels": KERNELS_FIT, "alphabeta": ALPH
 ALL = "all"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("fit", help="fit performance models to samples tables", description=__doc__)
     p.add_argument("dir", type=Path, metavar="DIR", help="directory searched recursively for *samples.parquet")
     p.add_argument("--model", choices=[*MODELS, ALL], default="hockney",

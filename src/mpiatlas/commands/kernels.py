@@ -25,7 +25,7 @@ from mpiatlas.layout import write_text_atomic
 # `mpiatlas fit --model kernels` imports this module for fit_kernels_main only.
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from mpiatlas.programs.kernels import BUILD_RECORD
 
     p = sub.add_parser("kernels", help="build the C kernels against an MPI stack",

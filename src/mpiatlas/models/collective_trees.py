@@ -115,7 +115,7 @@ def knomial_tree(size: int, root: int = 0, radix: int = 4) -> Children:
         while mask < size and v % (radix * mask) == 0:
             mask *= radix
         mask //= radix
-        kids = []
+        kids: list[int] = []
         while mask > 0:
             kids.extend(c for r in range(1, radix) if (c := v + mask * r) < size)
             mask //= radix

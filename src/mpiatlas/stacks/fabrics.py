@@ -283,7 +283,7 @@ def ucx_configs(output: str) -> list[UcxConfig]:
         if match["label"] == "self" or any(tl == "self" for tl, _ in lanes):
             continue
         line = output[output.rfind("\n", 0, match.start()) + 1:match.end()].strip()
-        configs.append(UcxConfig(line, match["label"], lanes,  # type: ignore[arg-type]
+        configs.append(UcxConfig(line, match["label"], lanes,
                                  match["host"], int(match["pid"]) if match["pid"] else None))
     return configs
 
