@@ -132,7 +132,8 @@ def _bootstrap_quantile(values: np.ndarray, lower: np.ndarray, upper: np.ndarray
     a = medians[:, last - (count - 1 - below)] if from_top else medians[:, below]
     b = medians[:, last - (count - 1 - above)] if from_top else medians[:, above]
     diff = b - a
-    return b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma
+    interpolated: np.ndarray = b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma
+    return interpolated
 
 
 def _rank_candidates(lower: np.ndarray, upper: np.ndarray, rank: int) -> np.ndarray:

@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     import jsonschema
+    from jsonschema.protocols import Validator
 
 
 class ConfigError(ValueError):
@@ -24,7 +27,8 @@ class ConfigError(ValueError):
 def schema() -> dict[str, Any]:
     text = resources.files("mpiatlas").joinpath("data/config.schema.yaml").read_text()
     # The C loader where libyaml is there: the pure-Python one takes ~60 ms on the schema.
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    loaded: dict[str, Any] = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return loaded
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:
@@ -43,26 +47,28 @@ def _describe(error: jsonschema.ValidationError) -> str:
     if error.validator == "type":
         return f"{error.message}{hint}"
     if error.validator == "additionalProperties":
-        allowed = sorted(error.schema.get("properties", {}))
-        hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
+        keys = sorted(error.schema.get("properties", {}))
+        hint = f"; allowed keys: {', '.join(keys)}" if keys else ""
         return f"{error.message}{hint}"
-    return error.message
+    return str(error.message)
 
 
-def _with_defaults(validator_cls: type) -> type:
+def _with_defaults(validator_cls: type[Validator]) -> type[Validator]:
     """A validator that fills in schema defaults, so code reads one complete config."""
     import jsonschema  # only when validating: importing the cell model (a run-cell process) needs none of it
 
     validate_properties = validator_cls.VALIDATORS["properties"]
 
-    def set_defaults(validator, properties, instance, schema_):  # type: ignore[no-untyped-def]
+    def set_defaults(validator: Validator, properties: dict[str, Any], instance: object, schema_: dict[str, Any]
+                     ) -> Iterator[jsonschema.ValidationError]:
         if isinstance(instance, dict):
             for name, sub in properties.items():
                 if "default" in sub and name not in instance:
                     instance[name] = copy.deepcopy(sub["default"])
         yield from validate_properties(validator, properties, instance, schema_)
 
-    return jsonschema.validators.extend(validator_cls, {"properties": set_defaults})
+    extended: type[Validator] = jsonschema.validators.extend(validator_cls, {"properties": set_defaults})
+    return extended
 
 
 def validate(config: dict[str, Any], source: str = "<config>") -> dict[str, Any]:

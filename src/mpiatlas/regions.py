@@ -88,7 +88,9 @@ def cache_lines(provenance: Iterable[Any] | None) -> list[CacheLine]:
     hosts: dict[tuple[str, int], set[str]] = {}
     for rec in provenance or []:
         topo = rec.get("topology") if isinstance(rec, Mapping) else None
-        caches = topo.get("cache_sizes") if isinstance(topo, Mapping) else None
+        if not isinstance(topo, Mapping):
+            continue
+        caches = topo.get("cache_sizes")
         if not isinstance(caches, Mapping):
             continue
         host = str(rec.get("host") or topo.get("hostname") or "unknown host")
@@ -218,8 +220,12 @@ def _series(points: pl.DataFrame, scope: str) -> list[_Series]:
     return out
 
 
+_Triple = tuple[float | None, float | None, float | None]  # (median, CI low, CI high), all None when unknown
+_NONE3: _Triple = (None, None, None)
+
+
 def _ratio(num: tuple[float, float | None, float | None], den: tuple[float, float | None, float | None],
-           ) -> tuple[float | None, float | None, float | None]:
+           ) -> _Triple:
     """num/den and a conservative range from the two CIs (num low / den high … num high / den low)."""
     ratio = num[0] / den[0] if den[0] else None
     lo = num[1] / den[2] if num[1] is not None and den[2] else None
@@ -238,13 +244,19 @@ def _pair_row(stack: str, comparison: str, intra: _Series, inter: _Series, lat_b
                            "inter_transport": inter.transport, "inter_region": inter.region}
     lat = (lat_bytes if lat_bytes in lat_sizes else lat_sizes[0]) if lat_sizes else None
     bw = (bw_bytes if bw_bytes in bw_sizes else bw_sizes[-1]) if bw_sizes else None
-    a, b = (intra.t[lat], inter.t[lat]) if lat is not None else ((None,) * 3, (None,) * 3)
-    r = _ratio(b, a) if lat is not None else (None,) * 3  # latency: inter / intra (> 1: the network is slower)
+    a: _Triple = _NONE3
+    b: _Triple = _NONE3
+    r: _Triple = _NONE3
+    if lat is not None:
+        ta, tb = intra.t[lat], inter.t[lat]
+        a, b, r = ta, tb, _ratio(tb, ta)  # latency: inter / intra (> 1: the network is slower)
     row.update(lat_bytes=lat, lat_intra_us=a[0], lat_intra_ci_low=a[1], lat_intra_ci_high=a[2],
                lat_inter_us=b[0], lat_inter_ci_low=b[1], lat_inter_ci_high=b[2],
                lat_ratio=r[0], lat_ratio_low=r[1], lat_ratio_high=r[2])
-    a, b = (intra.bw[bw], inter.bw[bw]) if bw is not None else ((None,) * 3, (None,) * 3)
-    r = _ratio(a, b) if bw is not None else (None,) * 3  # bandwidth: intra / inter (> 1: the network is slower)
+    a = b = r = _NONE3
+    if bw is not None:
+        ta, tb = intra.bw[bw], inter.bw[bw]
+        a, b, r = ta, tb, _ratio(ta, tb)  # bandwidth: intra / inter (> 1: the network is slower)
     row.update(bw_bytes=bw, bw_intra_MBps=a[0], bw_intra_ci_low=a[1], bw_intra_ci_high=a[2],
                bw_inter_MBps=b[0], bw_inter_ci_low=b[1], bw_inter_ci_high=b[2],
                bw_ratio=r[0], bw_ratio_low=r[1], bw_ratio_high=r[2])

@@ -65,7 +65,8 @@ MISSING_REASON = ("no raw output: the cell never ran, or its batch job was kille
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text())
+    record: dict[str, Any] = json.loads(path.read_text())
+    return record
 
 
 def cell_row(cell_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -219,7 +219,7 @@ def _rows(result: _Result, blocks: pl.DataFrame, sources: Sequence[str]) -> pl.D
     return frame.select(
         *(pl.when(pl.col(c) >= 0).then(pl.col(c)).alias(c) if c in null_if_negative else pl.col(c) for c in SCHEMA),
         "file",
-    ).cast(SCHEMA)
+    ).cast(pl.Schema(SCHEMA))
 
 
 def _benchmarks(blocks: pl.DataFrame) -> dict[int, list[str]]:

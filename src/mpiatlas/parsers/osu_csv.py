@@ -170,7 +170,7 @@ def _collective_rows(rows: pl.DataFrame, header: list[str], path: Path, source: 
         names = [name for i, name in enumerate(header) if i != fields["bytes"]]
         fields = _without_size(fields)
     _check_width(rows, max(fields.values()) + 1, names, source)
-    kinds = {"processes": pl.Int64(), "bytes": pl.Int64(),
+    kinds: dict[str, pl.DataType] = {"processes": pl.Int64(), "bytes": pl.Int64(),
              "t_avg": pl.Float64(), "t_min": pl.Float64(), "t_max": pl.Float64()}  # fmt: skip
     numeric = {f: (fields[f], kind, names[fields[f]].strip()) for f, kind in kinds.items() if f in fields}
     out = _numbers(rows, numeric, source)
@@ -237,7 +237,7 @@ def _frame(raw: pl.DataFrame, source: str) -> pl.DataFrame:
         pl.lit(None, dtype=pl.Float64).alias("msg_per_sec"),
         pl.lit("ok", dtype=pl.String).alias("status"),
         "line", "mapping", "algorithm",
-    ).cast(OSU_SCHEMA)  # fmt: skip
+    ).cast(pl.Schema(OSU_SCHEMA))  # fmt: skip
 
 
 def parse_osu_csv_file(path: str | Path, *, algorithm: str | None = None) -> pl.DataFrame:
