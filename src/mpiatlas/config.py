@@ -7,6 +7,7 @@ Errors name the file, the key path and what was expected, so a typo in a
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,18 +40,20 @@ def _key_path(error: jsonschema.ValidationError) -> str:
 def _describe(error: jsonschema.ValidationError) -> str:
     # YAML reads unquoted on/off/yes/no as booleans: say so where a boolean is not what the key takes.
     hint = " (YAML reads unquoted on/off/yes/no as true/false: quote the value)" if isinstance(error.instance, bool) else ""
-    if error.validator == "enum":
+    # The failing subschema: a mapping in our schema (jsonschema also allows true/false there).
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    if error.validator == "enum" and isinstance(error.validator_value, list):
         allowed = ", ".join(str(v) for v in error.validator_value if not isinstance(v, bool))
         return f"{error.instance!r} is not allowed; allowed values: {allowed}"
-    if error.validator in ("anyOf", "oneOf", "not") and "description" in error.schema:
-        return f"{error.instance!r} is not allowed; expected {error.schema['description']}{hint}"
+    if error.validator in ("anyOf", "oneOf", "not") and "description" in schema:
+        return f"{error.instance!r} is not allowed; expected {schema['description']}{hint}"
     if error.validator == "type":
         return f"{error.message}{hint}"
     if error.validator == "additionalProperties":
-        keys = sorted(error.schema.get("properties", {}))
+        keys = sorted(schema.get("properties", {}))
         hint = f"; allowed keys: {', '.join(keys)}" if keys else ""
         return f"{error.message}{hint}"
-    return str(error.message)
+    return error.message
 
 
 def _with_defaults(validator_cls: type[Validator]) -> type[Validator]:
@@ -67,7 +70,9 @@ def _with_defaults(validator_cls: type[Validator]) -> type[Validator]:
                     instance[name] = copy.deepcopy(sub["default"])
         yield from validate_properties(validator, properties, instance, schema_)
 
-    extended: type[Validator] = jsonschema.validators.extend(validator_cls, {"properties": set_defaults})
+    # types-jsonschema leaves validators.extend unannotated; it returns a validator class.
+    extended: type[Validator] = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        validator_cls, {"properties": set_defaults})
     return extended
 
 
