@@ -303,8 +303,7 @@ def fit_amdahl(np_: np.ndarray, cores: np.ndarray, t: np.ndarray) -> np.ndarray:
     from scipy import optimize
 
     res = optimize.least_squares(resid, x0, bounds=(0.0, np.inf), method="trf", x_scale=np.maximum(x0, 1e-9))
-    params: np.ndarray = res.x  # scipy is untyped
-    return params
+    return res.x
 
 
 def _gather_order(df: pl.DataFrame) -> list[dict[str, Any]]:
