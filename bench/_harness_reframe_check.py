@@ -33,8 +33,8 @@ def _launches():
 @rfm.simple_test
 class ImbPingPong(rfm.RunOnlyRegressionTest):
     descr = "IMB-MPI1 PingPong, the launch of one mpiatlas cell"
-    valid_systems = ["*"]
-    valid_prog_environs = ["*"]
+    valid_systems = ["*"]  # noqa: RUF012 - ReFrame reads its settings from class attributes
+    valid_prog_environs = ["*"]  # noqa: RUF012
     sourcesdir = None
     num_tasks = 1  # the launcher is `local`: mpirun in the argv starts the ranks
     launch = parameter(_launches(), fmt=lambda launch: launch["name"])

@@ -37,7 +37,8 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import yaml
 
@@ -257,7 +258,7 @@ def run_part(number: int, args: argparse.Namespace, tmp: Path) -> list[Figure]:
     start = time.monotonic()
     try:
         figures = func(args, tmp)
-    except Exception as exc:  # one broken part must not hide the others' figures
+    except Exception as exc:  # noqa: BLE001 - one broken part must not hide the others' figures
         say(f"  ERROR: {exc}")
         figures = [Figure(number, title, "not measured", "", "ERROR", {"error": str(exc)})]
     say(f"  ({time.monotonic() - start:.0f} s)")

@@ -68,7 +68,7 @@ class Hog:
         self.cells_at_start = self.cells_at_stop = None
         self.thread = threading.Thread(target=self._watch, daemon=True)
 
-    def __enter__(self) -> "Hog":
+    def __enter__(self) -> Hog:
         self.thread.start()
         return self
 

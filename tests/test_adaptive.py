@@ -211,7 +211,7 @@ def test_a_round_group_resolves_for_the_workflow_and_for_run_cell(tmp_path: Path
     results = str(tmp_path / "results" / "ad")
     adaptive_rounds.write_decision(decision, adaptive_rounds.decision_path(results, 0),
                                    adaptive_rounds.manifest_path(results, 0))
-    group, members = next(iter(decision["groups"].items()))
+    group, _members = next(iter(decision["groups"].items()))
     lookup = adaptive_rounds.RoundGroups(results, {"imb_static_0": []})
     cells = lookup[group]
     # Both series (shm, ofi-tcp) share one allocation: their new repetitions, repetition-major.

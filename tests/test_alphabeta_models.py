@@ -24,7 +24,7 @@ NOISE = 0.03  # multiplicative, lognormal σ
 TOL = 0.04  # recovery tolerance on α and β at 3 % noise, 4 repetitions, 36 points
 NODES = (2, 4, 8)
 # α per generating model: large enough that every other family stays plausible (α ≥ 1) on its data.
-TRUE: dict[str, tuple[float, float]] = {name: (1.8, 20.0) for name in MODELS} | {"allgather_ring": (8.0, 20.0)}
+TRUE: dict[str, tuple[float, float]] = dict.fromkeys(MODELS, (1.8, 20.0)) | {"allgather_ring": (8.0, 20.0)}
 
 
 def synthetic(model: str, alpha: float, beta: float, *, nodes: tuple[int, ...] = NODES, ks: tuple[int, ...] = (4,),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 import polars as pl
@@ -39,7 +39,7 @@ def samples(rows: list[tuple[str, str, str, int, list[float]]]) -> pl.DataFrame:
 
 
 def data_of(summary: pl.DataFrame, provenance: list[dict[str, Any]] | None = None) -> ReportData:
-    return ReportData(title="t", generated=datetime(2026, 1, 1, tzinfo=timezone.utc), summary=summary,
+    return ReportData(title="t", generated=datetime(2026, 1, 1, tzinfo=UTC), summary=summary,
                       provenance=provenance)
 
 

@@ -136,7 +136,7 @@ def test_model_errors() -> None:
     four = place(TWO_BY_TWO, 4)
     with pytest.raises(ModelError, match="not modelled; modelled: basic_linear, chain"):
         predict("bcast", "split_binary_tree", four, TABLE, 4)
-    with pytest.raises(ModelError, match="'scatter_allgather' .*default choice at np=20"):
+    with pytest.raises(ModelError, match=r"'scatter_allgather' .*default choice at np=20"):
         predict("bcast", "default", place(parse_synthetic("pack:2 core:16 pu:1"), 20), TABLE, 1 << 20)
     with pytest.raises(ModelError, match="collective 'alltoall' is not modelled"):
         predict("alltoall", "pairwise", four, TABLE, 4)

@@ -30,7 +30,7 @@ from mpiatlas.compare.fits import fit_differences, fit_differences_over_runs, mo
 from mpiatlas.compare.report import render
 from mpiatlas.compare.summary import summary_lines
 
-SIZES = [2**k for k in range(0, 21)]
+SIZES = [2**k for k in range(21)]
 EVIL = "<script>alert(1)</script>"
 
 
@@ -90,7 +90,7 @@ def test_known_slowdown_ratio_ci_contains_truth_and_excludes_one() -> None:
 
 @pytest.mark.parametrize("reps", [MIN_REPS, 10])
 def test_identical_distributions_flag_at_most_five_percent(reps: int) -> None:
-    sizes = [2**k for k in range(0, 30)] + [3 * 2**k for k in range(0, 30)]
+    sizes = [2**k for k in range(30)] + [3 * 2**k for k in range(30)]
     a = samples(reps=reps, sizes=sizes, benchmarks=("PingPong", "Allreduce", "Bcast"), seed=11, sigma=0.1)
     b = samples(reps=reps, sizes=sizes, benchmarks=("PingPong", "Allreduce", "Bcast"), seed=12, sigma=0.1)
     s = compare(side(a), side(b, "B")).sizes
@@ -468,7 +468,7 @@ def runs_side(dfs: list[pl.DataFrame], name: str) -> Side:
     return Side(name, paths[0], stacked, paths=paths)
 
 
-MANY_SIZES = [2**k for k in range(0, 30)] + [3 * 2**k for k in range(0, 30)]  # 60 sizes x 2 benchmarks x 2 seeds
+MANY_SIZES = [2**k for k in range(30)] + [3 * 2**k for k in range(30)]  # 60 sizes x 2 benchmarks x 2 seeds
 
 
 def test_run_to_run_variation_needs_several_runs_per_side() -> None:

@@ -81,7 +81,7 @@ def test_render_mpich_imb_from_wheel(imb: str) -> None:
     assert "ln -sf \"$libmpich\" /opt/mpiatlas/mpich-abi/libmpi.so.12" in text
     assert "LD_LIBRARY_PATH=/opt/mpiatlas/mpich-abi:" in text
     if imb == "build":
-        assert f'pip download --no-deps' in text and f'"impi-rt=={containers.IMPI_VERSION}"' in text
+        assert 'pip download --no-deps' in text and f'"impi-rt=={containers.IMPI_VERSION}"' in text
         assert "mpiexec.mpich -n 2 IMB-MPI1 PingPong" in text.split("%test", 1)[1]
         assert "mpiatlas.imb 2021.10" in text
     else:

@@ -282,7 +282,7 @@ def test_naive_least_squares_goes_negative_where_ours_does_not() -> None:
     """Why the relative-error piecewise fit: an unweighted line over 1 B … 4 MiB is fitted by the
     large sizes and puts λ below zero on the brandino intranode PingPong."""
     df = parse_imb_file(require_datasets() / BRANDINO / "IMB-MPI1_intranode.txt").filter(pl.col("benchmark") == "PingPong")
-    slope, intercept = np.polyfit(df["bytes"].to_numpy().astype(float), df["t_usec"].to_numpy(), 1)
+    _slope, intercept = np.polyfit(df["bytes"].to_numpy().astype(float), df["t_usec"].to_numpy(), 1)
     assert intercept < 0
     assert fit_hockney(df["bytes"], df["t_usec"]).latency_us == pytest.approx(3.85, abs=0.1)
 

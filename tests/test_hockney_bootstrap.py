@@ -9,7 +9,7 @@ import pytest
 from mpiatlas.models.hockney import (N_BOOT, _bootstrap_times, _fit_line, _fit_lines, _fit_segments, _replicate_params,
                                      fit_hockney)
 
-SIZES = np.array([2.0**k for k in range(0, 23)])
+SIZES = np.array([2.0**k for k in range(23)])
 
 
 def replicates(seed: int, n_sizes: int, rows: int = 300) -> tuple[np.ndarray, np.ndarray]:

@@ -68,7 +68,7 @@ def test_openib_is_open_mpi_4_only(ompi41: OpenMPI, ompi5: OpenMPI) -> None:
         "--mca", "pml", "ob1", "--mca", "btl", "self,openib", "--mca", "btl_openib_allow_ib", "1")
     argv = ompi41.launch(["./a.out"], LaunchSpec(np=2, transport="ob1-openib")).argv
     assert argv[-4:] == ["--mca", "btl_base_verbose", "1", "./a.out"]  # the bml lines are its evidence
-    with pytest.raises(StackError, match="needs Open MPI 4 .*removed in 5.0"):
+    with pytest.raises(StackError, match=r"needs Open MPI 4 .*removed in 5.0"):
         ompi5.transport("ob1-openib")
 
 

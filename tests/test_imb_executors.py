@@ -272,7 +272,7 @@ def _children(tmp_path: Path, paths: list[Path], env: dict[str, str], n: int) ->
                               text=True) for _ in range(n)]  # fmt: skip
     go.touch()
     outs = [p.communicate(timeout=120) for p in procs]
-    for proc, (out, err) in zip(procs, outs):
+    for proc, (_out, err) in zip(procs, outs):
         assert proc.returncode == 0, err
     return [(json.loads(out.strip().splitlines()[-1]), err) for out, err in outs]
 
@@ -363,6 +363,6 @@ def test_a_pattern_changed_in_imb_shapes_alone_stops_the_c_build(tmp_path: Path,
     assert "IMB_PATTERNS_FINGERPRINT != " + imb_scan.patterns_fingerprint() in imb_scan.SOURCE.read_text()
     monkeypatch.setenv("MPIATLAS_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(imb_scan, "_PATTERNS", (*imb_scan._PATTERNS[:-1], r"\b(?P<status>{words})!"))
-    with pytest.raises(RuntimeError, match="line patterns changed: port them to the matchers of imbscan.c"):
+    with pytest.raises(RuntimeError, match=r"line patterns changed: port them to the matchers of imbscan\.c"):
         imb_scan._build()
     assert not list((tmp_path / "cache").rglob("*.so"))

@@ -89,7 +89,7 @@ def test_output_columns_exactly() -> None:
         "source", "run", "imb_version", "benchmark", "mode", "processes", "group", "bytes", "repetitions",
         "t_usec", "t_min_usec", "t_max_usec", "t_avg_usec", "bandwidth_MBps", "msg_per_sec", "status", "line",
     ]  # fmt: skip
-    assert COLUMNS == df.columns
+    assert df.columns == COLUMNS
     assert [str(t) for t in df.dtypes] == [
         "String", "Int32", "String", "String", "String", "Int32", "Int32", "Int64", "Int64",
         "Float64", "Float64", "Float64", "Float64", "Float64", "Float64", "String", "Int32",

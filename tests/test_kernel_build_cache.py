@@ -14,7 +14,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 
 from mpiatlas.programs.build import build_key, cached_build
 

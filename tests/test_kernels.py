@@ -431,7 +431,7 @@ def test_parse_real_ring_output_with_launcher_noise() -> None:
     assert sorted(df.filter(pl.col("rank") == 2)["record"].to_list()) == list(range(6))
     lines = text.splitlines()
     for row in df.head(3).iter_rows(named=True):
-        assert lines[row["line"] - 1].startswith('{"kernel": "ring", "rank": %d' % row["rank"])
+        assert lines[row["line"] - 1].startswith(f'{{"kernel": "ring", "rank": {row["rank"]}')
     for row in df.iter_rows(named=True):
         assert (row["msgleft"], row["msgright"] if row["streams"] == 2 else -row["msgleft"]) == \
             ring_closed_form(row["rank"], 3)

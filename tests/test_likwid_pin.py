@@ -98,12 +98,12 @@ def test_rank_argvs_refused_where_they_cannot_run(tmp_path: Path) -> None:
         impi.launch(PROGRAM, LaunchSpec(np=2, transport="shm", pin_sets=SETS, rank_argvs=argvs))
     with pytest.raises(StackError, match="one non-empty argv per rank"):
         impi.launch(PROGRAM, LaunchSpec(np=3, transport="shm", rank_argvs=argvs))
-    with pytest.raises(StackError, match="^unavailable: .*one-node mpirun"):
+    with pytest.raises(StackError, match=r"^unavailable: .*one-node mpirun"):
         impi.launch(PROGRAM, LaunchSpec(np=2, transport="shm", rank_argvs=argvs, launcher="srun"))
     spec = {"pinner": "likwid", "container": None}
-    with pytest.raises(StackError, match="^unavailable: the likwid pinner runs one-node mpirun"):
+    with pytest.raises(StackError, match=r"^unavailable: the likwid pinner runs one-node mpirun"):
         check_pinnable(spec, "srun", 1)
-    with pytest.raises(StackError, match="^unavailable: the likwid pinner runs host launches only"):
+    with pytest.raises(StackError, match=r"^unavailable: the likwid pinner runs host launches only"):
         check_pinnable({**spec, "container": {"image": "x.sif"}}, "mpirun", 1)
 
 

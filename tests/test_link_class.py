@@ -71,7 +71,7 @@ def test_rdma_b_is_set_against_the_ib_port_and_tcp_b_against_the_tcp_link(tmp_pa
 
 
 def test_a_node_without_an_active_port_leaves_the_rdma_limit_unknown_and_says_why(tmp_path: Path) -> None:
-    rows, blocks, table = _table(tmp_path, [_node("n1", [_port("mlx5_0/1", "100 Gb/sec (2X HDR)", "1: DOWN")])])
+    rows, _blocks, table = _table(tmp_path, [_node("n1", [_port("mlx5_0/1", "100 Gb/sec (2X HDR)", "1: DOWN")])])
     cell = rows["ompi/ucx-rc/node2"][table.columns.index("B % of limit")]
     assert cell.text == "link rate unknown"
     assert "n1: no active InfiniBand/RoCE port with a rate recorded" in cell.title

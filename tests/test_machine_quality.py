@@ -76,7 +76,7 @@ def test_recorded_proc_files_parse_into_the_rank_and_the_node() -> None:
 def test_recorded_launches_give_their_wait_and_others_share(kind: str) -> None:
     record = recorded_launch(kind)
     (rank,) = record["ranks"]
-    run, wait = ms.parse_schedstat(_text(kind, "schedstat"))
+    _run, wait = ms.parse_schedstat(_text(kind, "schedstat"))
     stat = ms.parse_pid_stat(_text(kind, "stat"))
     lived = float(_text(kind, "uptime").split()[0]) - stat.starttime / os.sysconf("SC_CLK_TCK")
     assert rank["wait_share"] == pytest.approx(wait / 1e9 / lived, abs=1e-4)
@@ -150,7 +150,7 @@ def test_a_large_node_keeps_its_record_small() -> None:
     assert list(record["cpu"]) == ["128 cpus"] and record["cpu"]["128 cpus"]["total_s"] == 128 * 200 / ms.CLK_TCK
     assert ms.cpu_list([0, 1, 2, 5, 7, 8] + list(range(20, 40))) == "0-2,5,7-8,20-39"
     assert quality.expected_wait(record) == 0.0
-    judged, reason = quality.judge_launch(record)
+    _judged, reason = quality.judge_launch(record)
     assert reason.startswith("ranks waited 10 % of the launch for cpus 0-127")
 
 
@@ -200,7 +200,7 @@ def test_the_probe_finds_the_ranks_of_a_launch_and_records_the_machine(tmp_path:
     assert {r["comm"] for r in machine["ranks"]} == {Path(sys.executable).name[:15]}
     for rank in machine["ranks"]:
         assert rank["observed_s"] > 0 and rank["wait_s"] >= 0 and rank["run_s"] > 0
-        assert 0 <= rank["wait_share"] and rank["cpus"]
+        assert rank["wait_share"] >= 0 and rank["cpus"]
     # The whole tree's cpu time comes from the exited launcher: at least the ranks' last seen.
     assert machine["launch_cpu_s"] >= max(r["cpu_s"] for r in machine["ranks"])
     assert len(machine["loadavg_before"]) == 3 and len(machine["loadavg_after"]) == 3

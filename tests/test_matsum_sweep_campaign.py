@@ -43,7 +43,7 @@ def test_matsum_grid_sweep_runs_each_grid_and_the_report_compares_them(tmp_path:
     rows = pl.read_parquet(results / "tidy" / "kernel_matsum.parquet")
     assert set(rows["cell_status"]) == {"ok"} and rows["valid"].all()
     assert rows["cell"].n_unique() == 2 * 2 * 3  # grids x dims x repetitions
-    for grid, procdims in GRIDS.items():
+    for procdims in GRIDS.values():
         mine = rows.filter(pl.col("procdims") == pl.lit(procdims, dtype=pl.List(pl.Int64)))
         assert mine["grid_explicit"].all() and mine.height == 2 * 3 * 2 * 2  # dims x reps x ranks x dists
         assert all(f"--procdims {procdims[0]},{procdims[1]}" in c for c in mine["command"])

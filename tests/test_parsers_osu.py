@@ -317,7 +317,7 @@ def _latency_lines() -> list[str]:
         (lambda ls: ["mpirun: command not found"], "t.out:1: end of file: no OSU result tables found"),
     ],
 )
-def test_malformed_osu_text_is_reported_with_file_and_line(edit, message: str) -> None:  # noqa: ANN001
+def test_malformed_osu_text_is_reported_with_file_and_line(edit, message: str) -> None:
     with pytest.raises(OsuParseError) as info:
         parse_osu_text("\n".join(edit(_latency_lines())) + "\n", "t.out")
     assert str(info.value).startswith(message)
@@ -367,7 +367,7 @@ def test_detection_tells_osu_from_imb_and_other_csvs() -> None:
     assert not is_osu_csv(derived, derived.read_text().splitlines()[0])
     assert not is_osu_csv(imb, "Algorithm,Allocation,Processes,Latency")  # not a .csv
     # OSU rows extend the IMB schema by the two cell columns a CSV export fills.
-    assert OSU_COLUMNS == [*COLUMNS, "mapping", "algorithm"]
+    assert [*COLUMNS, "mapping", "algorithm"] == OSU_COLUMNS
 
 
 def test_dispatch_rule_routes_every_dataset_file_to_a_parser_that_reads_it() -> None:

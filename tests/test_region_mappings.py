@@ -56,7 +56,7 @@ def test_a_node_without_the_region_says_which_pairs_it_has() -> None:
         with pytest.raises(topology.MappingUnavailable, match=f"no two cpus whose closest shared level is {region} "
                                                                r"\(its 2 cores pair up as: same_l3\)"):
             topology.pin_list(small, region, 2)
-    with pytest.raises(topology.MappingUnavailable, match="single die|no die level"):
+    with pytest.raises(topology.MappingUnavailable, match=r"single die|no die level"):
         topology.pin_list(small, "die", 2)
 
 

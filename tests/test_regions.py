@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 import polars as pl
@@ -17,7 +17,7 @@ from mpiatlas.report.sections.regions import cache_label, region_chart, section_
 
 EVIL = "<script>alert(1)</script>"
 MiB4 = 4 << 20
-NOW = datetime(2025, 1, 2, tzinfo=timezone.utc)
+NOW = datetime(2025, 1, 2, tzinfo=UTC)
 
 
 def _samples(series: dict[tuple[str, str, str | None], dict[int, tuple[list[float], list[float]]]],
@@ -141,7 +141,7 @@ def _layers(spec: dict[str, Any], mark: str) -> list[list[dict[str, Any]]]:
 
 def test_region_chart_rules_at_cache_sizes() -> None:
     pts = regions.region_medians(_samples({("A", "shm", "same_l3"): {m: ([1.0 + m / 1e4] * 2, [m / (1.0 + m / 1e4)] * 2)
-                                                                      for m in [2**k for k in range(0, 23)]}}))
+                                                                      for m in [2**k for k in range(23)]}}))
     prov = [_topo("n1", L1d=49152, L2=2097152, L3=335544320), _topo(f"n{EVIL}", L1d=32768, L2=2097152)]
     chart, caption = region_chart("PingPong", pts, regions.cache_lines(prov))
     spec = chart_spec(chart)

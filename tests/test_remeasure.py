@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -188,7 +188,7 @@ def test_progress_tidy_and_report_count_and_name_the_remeasures(group, monkeypat
         [c, "1", f"{rep_c} re-measured: {evil}", f"still perturbed: {evil}"]]
     assert remeasured_blocks(cells.filter(pl.col("cell") == b)) == []
 
-    data = ReportData("t", datetime(2026, 11, 27, tzinfo=timezone.utc), cells=cells)
+    data = ReportData("t", datetime(2026, 11, 27, tzinfo=UTC), cells=cells)
     html = render_html(data, [section_cells(data)])
     assert REMEASURED_TITLE in html
     assert f"{rep_a} re-measured: ranks waited 60 % of the launch for &lt;cpu 1&gt; &amp; co" in html

@@ -6,7 +6,7 @@ import json
 import math
 import random
 import re
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from html import unescape
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,8 @@ from mpiatlas.report.sections.header import section_header
 
 EVIL = "<script>alert(1)</script>"
 HOST = "cn01&gpu"
-SIZES = [0] + [2**k for k in range(0, 23)]  # IMB default: 0, 1, 2, ..., 4 MiB
-NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+SIZES = [0] + [2**k for k in range(23)]  # IMB default: 0, 1, 2, ..., 4 MiB
+NOW = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 # label -> (stack, transport, mapping, hockney segments [(from, to, λ µs, B MB/s)])
 LABELS: dict[str, tuple[str, str, str, list[tuple[int, int | None, float, float]]]] = {
@@ -45,7 +45,7 @@ FAILED_REASON = "mpirun exited with code 139 (SIGSEGV in MPI_Sendrecv)"
 
 
 def hockney_t(segs: list[tuple[int, int | None, float, float]], m: float) -> float:
-    for lo, hi, lam, bw in segs:
+    for _lo, hi, lam, bw in segs:
         if hi is None or m < hi:
             return lam + m / bw
     raise AssertionError

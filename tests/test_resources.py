@@ -3,6 +3,7 @@ pays for (bench/harness.py part 3). Pure logic, no infrastructure."""
 
 from __future__ import annotations
 
+import itertools
 import random
 from pathlib import Path
 from types import SimpleNamespace
@@ -253,4 +254,4 @@ def test_under_each_profile_a_cells_repetitions_are_spread_over_its_groups_run(p
         assert per_pass > 1 and len(series) == 3 * per_pass
         for one in set(series):
             at = [i for i, s in enumerate(series) if s == one]
-            assert [b - a for a, b in zip(at, at[1:])] == [per_pass, per_pass]
+            assert [b - a for a, b in itertools.pairwise(at)] == [per_pass, per_pass]

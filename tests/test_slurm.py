@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import itertools
 import os
 import re
 import shutil
@@ -437,7 +438,7 @@ def test_slurm_campaign_every_cell_ok_in_two_batch_jobs_launched_by_srun(slurm_c
     for job in jobs:
         spans = sorted((p["start"], p["end"]) for p in map(provenance, cell_dirs(work).values())
                        if p["slurm_job_id"] == job)
-        assert len(spans) == 4 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
+        assert len(spans) == 4 and all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans
     html = (work / "results/slurm-tiny/report.html").read_text()
     assert "intelmpi/shm/core" in html and "intelmpi/ofi-tcp/core" in html
 
@@ -618,5 +619,5 @@ def test_mpich_cells_run_under_srun_with_pmi2_and_kernel_cells_share_batch_jobs(
     for job in kernel_jobs["slurm_job_id"]:
         spans = sorted((p["start"], p["end"]) for p in map(provenance, cell_dirs(work).values())
                        if p["slurm_job_id"] == job)
-        assert len(spans) == 4 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
+        assert len(spans) == 4 and all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans
     assert (work / "results/slurm-mpich/report.html").exists()

@@ -358,7 +358,7 @@ def test_packaged_tables_cover_every_stack() -> None:
         "pipelined_tree", "tree"]
     assert collectives.algorithms("intelmpi", "2021.16.1", "allgather") == {
         "id0": 0, "id1": 1, "id2": 2, "id3": 3, "id5": 5}
-    with pytest.raises(StackError, match="no collective-algorithm table for version '4.10'"):
+    with pytest.raises(StackError, match=r"no collective-algorithm table for version '4.10'"):
         collectives.load_table("openmpi", "4.10")
 
 

@@ -89,7 +89,7 @@ def test_fit_intervals_name_the_widest_first() -> None:
     assert widest.startswith("Widest 95 % intervals (")
     first = widest.split(": ", 1)[1].split("; ")[0]
     assert first.startswith("B of IMB PingPong b/shm/core np=2: ")
-    lo, hi = noisy["bandwidth_ci_MBps"]
+    _lo, hi = noisy["bandwidth_ci_MBps"]
     assert f"{hi / noisy['bandwidth_MBps'] - 1:+.0%}".replace("%", " %") in first.replace("−", "-")
     assert fit_intervals([]) == [] and fit_intervals([{"label": "x", "error": "too few sizes"}]) == []
 

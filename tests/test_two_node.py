@@ -92,7 +92,7 @@ def test_srun_spreads_ranks_cyclically_and_binds_by_local_task_id(monkeypatch: p
     # 4 ranks on 2 nodes: ranks 0,2 on node 0 and 1,3 on node 1; local task j -> core j on each node.
     argv = srun_argv(LaunchSpec(np=4, transport="ofi-tcp", pins=[0, 0, 1, 1], nodes=2, ppn=2, launcher="srun"))
     assert argv[:2] == ["/usr/bin/srun", "--mpi=pmix"]
-    assert ["-N", "2", "--distribution=cyclic"] == argv[argv.index("-N"):argv.index("-N") + 3]
+    assert argv[argv.index("-N"):argv.index("-N") + 3] == ["-N", "2", "--distribution=cyclic"]
     assert "--ntasks-per-node" in argv and argv[-1] == "--cpu-bind=verbose,map_cpu:0,1"
     sets = srun_argv(LaunchSpec(np=2, transport="ofi-tcp", pin_sets=[(0, 1), (0, 1)], nodes=2, launcher="srun"))
     assert "--cpus-per-task=2" in sets and sets[-1] == "--cpu-bind=verbose,mask_cpu:0x3"

@@ -89,7 +89,7 @@ def test_hosts_keys_reach_the_cell_spec_and_bad_ones_are_named(tmp_path: Path) -
         base_config(hostfile=str(tmp_path / "missing"))
     with pytest.raises(ConfigError, match="listed more than once"):
         ssh_config(hosts=["node1", "node1"])
-    with pytest.raises(ConfigError, match="needs campaign.launcher mpirun"):
+    with pytest.raises(ConfigError, match=r"needs campaign.launcher mpirun"):
         ssh_config(campaign={"name": "t", "repetitions": 1, "launcher": "srun"})
     with pytest.raises(ConfigError, match=r"hosts\.0"):
         ssh_config(hosts=["-oProxyCommand=touch /tmp/x"])

@@ -122,7 +122,7 @@ class RoundGroups:
         self._static = static
         self._read: dict[str, tuple[int, dict[str, Any]]] = {}
 
-    def get(self, group: str, default: Any = None) -> Any:
+    def get(self, group: str, default: list[Cell] | None = None) -> list[Cell] | None:
         found = self._static.get(group)
         if found is not None:
             return found

@@ -271,8 +271,8 @@ def run_checks(config: dict[str, Any], *, slurm: bool, cells: int | None = None)
     compiler = check_compiler("the C kernels and the stacks' hello" if kernels and not containers
                               else "the stacks' hello")
     checks = [check_topology(), compiler]
-    labels = sorted({c.stack for c in imb} | {c.stack for c in kernels}
-                    | {cell_model.imb_provider(config, c.stack) for c in imb if cell_model.imb_provider(config, c.stack)})
+    providers = {p for c in imb if (p := cell_model.imb_provider(config, c.stack))}
+    labels = sorted({c.stack for c in imb} | {c.stack for c in kernels} | providers)
     workdir = (Path(config["campaign"]["stacks_dir"]) / ".preflight").resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=workdir) as scratch:

@@ -222,7 +222,8 @@ def batch_jobs(config: dict[str, Any], cells: list[Cell]) -> int:
 
 
 def _exclusive_mode(config: dict[str, Any]) -> str:
-    return config["campaign"].get("exclusive", "auto")
+    mode: str = config["campaign"].get("exclusive", "auto")
+    return mode
 
 
 def needs_exclusive(config: dict[str, Any], cell: Cell) -> bool:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("aggregate", help="median, min, 95%% CI and CV per cell and size")
     p.add_argument("samples", type=Path, help="imb_samples.parquet")
     p.add_argument("--out", required=True, type=Path, help="imb_summary.parquet")

@@ -27,7 +27,7 @@ POLL_S = 1.0
 LOG_TAIL_LINES = 12
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("campaign", help="run a campaign end to end (Snakemake) and print the report path")
     p.add_argument("--config", default="config/config.yaml", type=Path, help="campaign config (default: %(default)s)")
     p.add_argument("--profile", default="profiles/local", help="Snakemake profile (default: %(default)s)")

@@ -9,7 +9,7 @@ from mpiatlas.matrix.config import load
 from mpiatlas.programs import expand
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("cells", help="validate a config and list its cells")
     p.add_argument("--config", default="config/config.yaml", type=Path)
     p.set_defaults(func=_main)

@@ -49,7 +49,7 @@ def threshold(text: str) -> float:
     return value
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("compare", help=HELP, description=DESCRIPTION)
     p.add_argument("a", type=Path, nargs="?", default=None, metavar="A",
                    help="baseline: a results directory (results/<name>), its tidy/ directory, or an imported "

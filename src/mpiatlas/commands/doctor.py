@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("doctor", help="check every prerequisite of a campaign (stacks, compiler, topology, disk, "
                        "SLURM) and print them as a table")
     p.add_argument("--config", default="config/config.yaml", type=Path, help="campaign config (default: %(default)s)")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from mpiatlas.models.fits_files import MODELS
 ALL = "all"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("fit", help="fit performance models to samples tables", description=__doc__)
     p.add_argument("dir", type=Path, metavar="DIR", help="directory searched recursively for *samples.parquet")
     p.add_argument("--model", choices=[*MODELS, ALL], default="hockney",
@@ -224,4 +225,4 @@ def _print_kernels(result: dict[str, Any]) -> None:
     Console().print(table)
 
 
-PRINTERS = {"hockney": _print_table, "kernels": _print_kernels, "alphabeta": _print_alphabeta}
+PRINTERS: dict[str, Callable[[Any], None]] = {"hockney": _print_table, "kernels": _print_kernels, "alphabeta": _print_alphabeta}

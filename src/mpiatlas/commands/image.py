@@ -18,7 +18,7 @@ from pathlib import Path
 from mpiatlas.stacks import containers
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("image", help="Apptainer images of the MPI stacks (render, build, inspect, preflight)")
     actions = p.add_subparsers(dest="image_action", required=True)
 

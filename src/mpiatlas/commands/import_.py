@@ -17,7 +17,7 @@ from pathlib import Path
 from mpiatlas.matrix.layout import IMB_SAMPLES
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "import",
         help="import raw IMB-MPI1/IMB-EXT or OSU output files as a samples table",

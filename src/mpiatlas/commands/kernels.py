@@ -21,7 +21,7 @@ from mpiatlas.files import write_text_atomic
 # The program registry, the build and the stacks are imported by the functions that use them.
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from mpiatlas.programs.kernels import BUILD_RECORD
 
     p = sub.add_parser("kernels", help="build the C kernels against an MPI stack",

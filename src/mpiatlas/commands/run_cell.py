@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run-cell", help="run campaign cells: one (--spec) or a job group (--group; the workflow's)")
     p.add_argument("--spec", help="one cell's spec as JSON (mpiatlas.programs.cell_spec)")
     p.add_argument("--out", type=Path, help="with --spec: raw output directory to create")

@@ -9,7 +9,7 @@ from pathlib import Path
 from mpiatlas.stacks import get_stack
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("stack", help="install or check an MPI stack")
     p.add_argument("action", choices=["install"])
     p.add_argument("--kind", required=True)

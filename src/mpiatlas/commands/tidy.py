@@ -10,7 +10,7 @@ from pathlib import Path
 from mpiatlas.matrix import layout
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("tidy", help="parse raw cell outputs into parquet tables")
     p.add_argument("cells", nargs="*", type=Path, help="raw cell directories (besides those found with --raw)")
     p.add_argument("--out", required=True, type=Path)

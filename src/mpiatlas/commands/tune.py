@@ -23,13 +23,17 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mpiatlas.commands.compare import threshold
+
+if TYPE_CHECKING:
+    from mpiatlas.tuning.decide import Decision, SeriesDecision
 
 HELP = "export the significantly faster collective algorithms as Open MPI / Intel MPI / MPICH tuning files"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("tune", help=HELP, description=__doc__)
     p.add_argument("results", type=Path, metavar="RESULTS", help="a campaign's results directory (results/<name>)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the tuning files")
@@ -61,12 +65,13 @@ def _mpich_lib(stacks_dir: Path, stack: str) -> Path | None:
     return None
 
 
-def write_files(decision, out: Path, stacks_dir: Path) -> tuple[dict, dict]:  # noqa: ANN001 - Decision
+def write_files(decision: Decision, out: Path, stacks_dir: Path
+                ) -> tuple[dict[tuple[str, str], list[str]], dict[tuple[str, str], str]]:
     """Every stack x transport's file(s); returns (files, usage) keyed by (stack, transport)."""
     from mpiatlas.tuning import intelmpi_env, mpich_json, openmpi_rules
     from mpiatlas.tuning.decide import TuneError
 
-    groups: dict[tuple[str, str], list] = {}
+    groups: dict[tuple[str, str], list[SeriesDecision]] = {}
     for s in decision.series:
         groups.setdefault((s.stack, s.transport), []).append(s)
     files: dict[tuple[str, str], list[str]] = {}

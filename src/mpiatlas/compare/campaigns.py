@@ -15,6 +15,7 @@ several runs per side: the two-level bootstrap of :mod:`mpiatlas.stats.two_level
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,7 +131,7 @@ def load_side(path: str | Path, name: str) -> Side:
     samples_path, fits = _locate(path)
     try:
         samples = pl.read_parquet(samples_path)
-    except Exception as exc:  # noqa: BLE001 - polars raises several kinds for a broken file
+    except Exception as exc:  # polars raises several kinds for a broken file
         raise CompareError(f"{samples_path}: not a readable parquet table ({exc})") from exc
     missing = [c for c in ("benchmark", "bytes", TIME, "status") if c not in samples.columns]
     if missing:
@@ -144,7 +145,7 @@ def load_side(path: str | Path, name: str) -> Side:
     return side
 
 
-def load_runs(paths: list[str | Path] | tuple[str | Path, ...], name: str) -> Side:
+def load_runs(paths: Sequence[str | Path], name: str) -> Side:
     """One side made of several runs of a campaign (each a results directory or samples file).
 
     The runs' samples are stacked with a ``run`` column (0, 1, …); their cells are matched as one

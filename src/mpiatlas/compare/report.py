@@ -8,7 +8,7 @@ Vega bundle), so the page needs no network and every label is escaped.
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -220,7 +220,7 @@ def render(cmp: Comparison, threshold: float | None = None, *, now: datetime | N
     from mpiatlas.report.render import render_html
 
     title = f"mpiatlas compare: {_short(cmp.a.path)} → {_short(cmp.b.path)}"
-    data = ReportData(title=title, generated=now or datetime.now(timezone.utc))
+    data = ReportData(title=title, generated=now or datetime.now(UTC))
     return render_html(data, build_sections(cmp, threshold))
 
 

@@ -22,7 +22,7 @@ RELEVANT_ENV_PREFIXES = ("I_MPI_", "FI_", "UCX_", "OMPI_", "PMIX_", "MPIR_", "MP
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
 def cpu_model() -> str:

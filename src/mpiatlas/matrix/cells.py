@@ -219,7 +219,8 @@ def parse_id(cell_id: str) -> dict[str, Any]:
 def stack_prefix(config: dict[str, Any], label: str) -> str:
     stack = config["stacks"][label]
     if "prefix" in stack:
-        return stack["prefix"]
+        prefix: str = stack["prefix"]
+        return prefix
     if stack.get("source", "pypi") == "system":
         return "/usr"
     return str(Path(config["campaign"]["stacks_dir"]) / label)

@@ -7,6 +7,7 @@ Errors name the file, the key path and what was expected, so a typo in a
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,7 +15,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     import jsonschema
+    from jsonschema.protocols import Validator
 
 
 class ConfigError(ValueError):
@@ -24,7 +28,8 @@ class ConfigError(ValueError):
 def schema() -> dict[str, Any]:
     text = resources.files("mpiatlas").joinpath("data/config.schema.yaml").read_text()
     # The C loader where libyaml is there: the pure-Python one takes ~60 ms on the schema.
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    loaded: dict[str, Any] = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return loaded
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:
@@ -35,34 +40,40 @@ def _key_path(error: jsonschema.ValidationError) -> str:
 def _describe(error: jsonschema.ValidationError) -> str:
     # YAML reads unquoted on/off/yes/no as booleans: say so where a boolean is not what the key takes.
     hint = " (YAML reads unquoted on/off/yes/no as true/false: quote the value)" if isinstance(error.instance, bool) else ""
-    if error.validator == "enum":
+    # The failing subschema: a mapping in our schema (jsonschema also allows true/false there).
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    if error.validator == "enum" and isinstance(error.validator_value, list):
         allowed = ", ".join(str(v) for v in error.validator_value if not isinstance(v, bool))
         return f"{error.instance!r} is not allowed; allowed values: {allowed}"
-    if error.validator in ("anyOf", "oneOf", "not") and "description" in error.schema:
-        return f"{error.instance!r} is not allowed; expected {error.schema['description']}{hint}"
+    if error.validator in ("anyOf", "oneOf", "not") and "description" in schema:
+        return f"{error.instance!r} is not allowed; expected {schema['description']}{hint}"
     if error.validator == "type":
         return f"{error.message}{hint}"
     if error.validator == "additionalProperties":
-        allowed = sorted(error.schema.get("properties", {}))
-        hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
+        keys = sorted(schema.get("properties", {}))
+        hint = f"; allowed keys: {', '.join(keys)}" if keys else ""
         return f"{error.message}{hint}"
     return error.message
 
 
-def _with_defaults(validator_cls: type) -> type:
+def _with_defaults(validator_cls: type[Validator]) -> type[Validator]:
     """A validator that fills in schema defaults, so code reads one complete config."""
     import jsonschema  # only when validating: importing the cell model (a run-cell process) needs none of it
 
     validate_properties = validator_cls.VALIDATORS["properties"]
 
-    def set_defaults(validator, properties, instance, schema_):  # type: ignore[no-untyped-def]
+    def set_defaults(validator: Validator, properties: dict[str, Any], instance: object, schema_: dict[str, Any]
+                     ) -> Iterator[jsonschema.ValidationError]:
         if isinstance(instance, dict):
             for name, sub in properties.items():
                 if "default" in sub and name not in instance:
                     instance[name] = copy.deepcopy(sub["default"])
         yield from validate_properties(validator, properties, instance, schema_)
 
-    return jsonschema.validators.extend(validator_cls, {"properties": set_defaults})
+    # types-jsonschema leaves validators.extend unannotated; it returns a validator class.
+    extended: type[Validator] = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        validator_cls, {"properties": set_defaults})
+    return extended
 
 
 def validate(config: dict[str, Any], source: str = "<config>") -> dict[str, Any]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from mpiatlas.files import write_json_atomic
 
@@ -127,7 +128,7 @@ def count_perturbed_attempts(results: Path) -> int:
     """How many perturbed attempts the campaign under ``results`` has set aside (re-measured
     launches). Walks ``<results>/perturbed`` only, which holds just those attempts."""
     count = 0
-    for parent, dirs, _ in os.walk(Path(results) / PERTURBED):
+    for _parent, dirs, _ in os.walk(Path(results) / PERTURBED):
         attempts = [d for d in dirs if d.startswith("attempt") and d.removeprefix("attempt").isdigit()]
         count += len(attempts)
         dirs[:] = [d for d in dirs if d not in attempts]  # an attempt's own files are not walked
@@ -139,8 +140,8 @@ def group_done(results: str, group_id: str) -> str:
     return f"{results}/{GROUPS}/{group_id}.json"
 
 
-def write_manifest(manifest: str | Path, notes: str | Path, cell_ids: list[str], unplanned: list[dict],
-                   config: str | Path | None = None, campaign: dict | None = None) -> None:
+def write_manifest(manifest: str | Path, notes: str | Path, cell_ids: list[str], unplanned: list[dict[str, Any]],
+                   config: str | Path | None = None, campaign: dict[str, Any] | None = None) -> None:
     """The campaign's cell ids (one JSON list), its notes on what was not planned and, for the cell
     groups, its validated config."""
     write_json_atomic(manifest, cell_ids)

@@ -261,7 +261,8 @@ def solve_batch(a: FloatArray, c: FloatArray, t: FloatArray) -> tuple[FloatArray
     ya, yc = ra_.sum(1), rc_.sum(1)
 
     def obj(al: FloatArray, be: FloatArray) -> FloatArray:
-        return al * al * saa + 2 * al * be * sac + be * be * scc - 2 * al * ya - 2 * be * yc
+        value: FloatArray = al * al * saa + 2 * al * be * sac + be * be * scc - 2 * al * ya - 2 * be * yc
+        return value
 
     with np.errstate(divide="ignore", invalid="ignore"):
         det = saa * scc - sac * sac
@@ -269,8 +270,9 @@ def solve_batch(a: FloatArray, c: FloatArray, t: FloatArray) -> tuple[FloatArray
         a1 = np.where(saa > 0, np.maximum(ya / saa, 0.0), 0.0)
         b2 = np.where(scc > 0, np.maximum(yc / scc, 0.0), 0.0)
     inside = (det > 1e-12 * saa * scc) & (ai >= 0) & (bi >= 0)
-    cands = [(np.where(inside, ai, 0.0), np.where(inside, bi, 0.0), np.where(inside, 0.0, np.inf)),
-             (a1, np.zeros_like(a1), 0.0), (np.zeros_like(b2), b2, 0.0)]
+    cands: list[tuple[FloatArray, FloatArray, FloatArray | float]] = [
+        (np.where(inside, ai, 0.0), np.where(inside, bi, 0.0), np.where(inside, 0.0, np.inf)),
+        (a1, np.zeros_like(a1), 0.0), (np.zeros_like(b2), b2, 0.0)]
     scores = np.column_stack([obj(al, be) + pen for al, be, pen in cands])
     pick = scores.argmin(axis=1)
     alphas = np.choose(pick, [cd[0] for cd in cands]) / scale_a
@@ -565,7 +567,7 @@ def fit_alphabeta_table(df: pl.DataFrame, network: Network, *, benchmarks: Seque
     fits: list[dict[str, Any]] = []
     single_only = 0
     keys = [*GROUP_KEYS, "benchmark", "ppn"]
-    groups = d.group_by(keys, maintain_order=True) if d.height else []
+    groups: Iterable[tuple[tuple[Any, ...], pl.DataFrame]] = d.group_by(keys, maintain_order=True) if d.height else []
     for key, group in sorted(groups, key=lambda kg: tuple(str(v) for v in kg[0])):
         head: dict[str, Any] = dict(zip(keys, key))
         multi = group.filter(pl.col("nodes") > 1)
@@ -613,7 +615,8 @@ def _pooled_over_k(d: pl.DataFrame, network: Network, seed: int) -> list[dict[st
     out: list[dict[str, Any]] = []
     multi = d.filter(pl.col("nodes") > 1)
     keys = [*GROUP_KEYS, "benchmark"]
-    groups = multi.group_by(keys, maintain_order=True) if multi.height else []
+    groups: Iterable[tuple[tuple[Any, ...], pl.DataFrame]] = (multi.group_by(keys, maintain_order=True)
+                                                              if multi.height else [])
     for key, group in sorted(groups, key=lambda kg: tuple(str(v) for v in kg[0])):
         ks = sorted({int(v) for v in group.get_column("ppn").to_list()})
         if len(ks) < 2:

@@ -59,7 +59,7 @@ class Asymptote:
 
 def effective_bandwidth(sizes: npt.ArrayLike, times_us: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """s / t in MB/s (bytes per µs)."""
-    return np.asarray(sizes, dtype=float) / np.asarray(times_us, dtype=float)
+    return np.asarray(sizes, dtype=np.float64) / np.asarray(times_us, dtype=np.float64)
 
 
 def plateau_start(bw: npt.NDArray[np.float64], peak_index: int) -> int:

@@ -122,7 +122,7 @@ def _chain(costs: _Costs, children: list[list[int]], root: int, nbytes: int, seg
                 nxt.append(k)
             if outgoing:
                 done[parent] = arrive[parent] + max(outgoing)
-                slowest_stage = max(slowest_stage, max(outgoing))
+                slowest_stage = max(slowest_stage, *outgoing)
             else:
                 done[parent] = arrive[parent]
         frontier = nxt
@@ -215,7 +215,7 @@ def _rabenseifner(size: int, nbytes: int, root: int | None) -> list[list[tuple[i
             pairs = [(real(v), real(v ^ mask), chunk) for v in senders]
         steps.append(pairs)
         mask, chunk = mask >> 1, chunk * 2
-    if rem and (root is None or root < 2 * rem and root % 2 == 0):
+    if rem and (root is None or (root < 2 * rem and root % 2 == 0)):
         steps.append(_fold_step(rem, nbytes) if root is None else [(root + 1, root, nbytes)])
     return steps
 

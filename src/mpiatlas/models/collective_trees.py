@@ -22,6 +22,8 @@ charges the edges the stack really uses:
 
 from __future__ import annotations
 
+import itertools
+
 __all__ = [
     "binomial_tree",
     "chain_tree",
@@ -113,7 +115,7 @@ def knomial_tree(size: int, root: int = 0, radix: int = 4) -> Children:
         while mask < size and v % (radix * mask) == 0:
             mask *= radix
         mask //= radix
-        kids = []
+        kids: list[int] = []
         while mask > 0:
             kids.extend(c for r in range(1, radix) if (c := v + mask * r) < size)
             mask //= radix
@@ -136,7 +138,7 @@ def chain_tree(size: int, root: int = 0, fanout: int = 4) -> Children:
         members = list(range(start, start + length))
         if members:
             shifted[0].append(members[0])
-            for a, b in zip(members, members[1:]):
+            for a, b in itertools.pairwise(members):
                 shifted[a].append(b)
         start += length
     return _unshift(shifted, size, root)

@@ -600,13 +600,14 @@ def _segment_from_dict(i: int, seg: Any) -> dict[str, Any]:
     if not isinstance(seg, dict):
         raise ValueError(f"segment {i}: expected a JSON object, got {type(seg).__name__}")
     lam, bw, start = seg.get("latency_us"), seg.get("bandwidth_MBps"), seg.get("from_bytes")
-    if _finite_or_none(lam) is None or lam <= 0:
+    latency = _finite_or_none(lam)
+    if latency is None or latency <= 0:
         raise ValueError(f"segment {i}: 'latency_us' must be a finite number > 0, got {lam!r}")
     if bw is not None and (_finite_or_none(bw) is None or bw <= 0):
         raise ValueError(f"segment {i}: 'bandwidth_MBps' must be > 0 or null (unbounded), got {bw!r}")
     if start is not None and _finite_or_none(start) is None:
         raise ValueError(f"segment {i}: 'from_bytes' must be a number or null, got {start!r}")
-    return {**seg, "from_bytes": 0 if start is None else start, "latency_us": float(lam),
+    return {**seg, "from_bytes": 0 if start is None else start, "latency_us": latency,
             "bandwidth_MBps": math.inf if bw is None else float(bw)}
 
 

@@ -78,7 +78,7 @@ def matsum_grids(df: pl.DataFrame | None, *, seed: int = 0) -> list[dict[str, An
     if "dims" not in df.columns:
         df = df.with_columns(pl.lit(None, dtype=pl.String).alias("dims"))
     df = df.with_columns(pl.col("dims").map_elements(size_text, return_dtype=pl.String).alias("dims"))
-    phases = [c for c in ("scatter_us", "compute_us", "gather_us") if c in df.columns]
+    phases: list[str] = [c for c in ("scatter_us", "compute_us", "gather_us") if c in df.columns]
     keys = [*LABEL_COLUMNS, "dims", "dist", "np"]
     cells = (df.group_by([*keys, "cell", "topo", "grid", "explicit"], maintain_order=True)
              .agg(pl.col("procdims").first(), pl.col("total_us").max(), *(pl.col(c).max() for c in phases)))

@@ -35,6 +35,7 @@ from mpiatlas.models.kernel_common import (
     size_text,
     usable,
 )
+from mpiatlas.stats.aggregate import scalar
 from mpiatlas.models.kernel_grids import jacobi_grids
 
 JACOBI_FORMULA = "T_c = c/B + k·λ (c = bytes sent per rank per iteration, k = decomposed directions)"
@@ -46,9 +47,10 @@ def decomposed_directions(procdims: Sequence[int] | None) -> int:
 
 def _least_waiting(cg: pl.DataFrame, pred_ranks: list[float | None]) -> float | None:
     """The model's halo time of the rank with the smallest measured halo time."""
-    if not pred_ranks or None in pred_ranks:
+    known = [p for p in pred_ranks if p is not None]
+    if not pred_ranks or len(known) < len(pred_ranks):
         return None
-    return float(pred_ranks[int(np.argmin(cg["halo_us"].to_numpy()))])
+    return float(known[int(np.argmin(cg["halo_us"].to_numpy()))])
 
 
 def problem_of(row: dict[str, Any]) -> str:
@@ -70,14 +72,14 @@ def cell_row(cg: pl.DataFrame, p2p: P2P | None, threads_col: str) -> dict[str, A
         "np": int(r0["np"]), "threads": int(r0.get(threads_col) or 1), "rep": r0.get("rep"),
         "oversubscribed": bool(cg["oversubscribed"].any()), "k": k,
         "procdims": list(r0.get("procdims") or []),
-        "bytes_per_rank": float(cg["bytes_sent"].mean()), "messages_per_rank": float(cg["messages"].mean()),
-        "halo_us": float(cg["halo_us"].mean()), "halo_min_us": float(cg["halo_us"].min()),
-        "halo_max_us": float(cg["halo_us"].max()),
+        "bytes_per_rank": scalar(cg["bytes_sent"].mean()), "messages_per_rank": scalar(cg["messages"].mean()),
+        "halo_us": scalar(cg["halo_us"].mean()), "halo_min_us": scalar(cg["halo_us"].min()),
+        "halo_max_us": scalar(cg["halo_us"].max()),
         # The rank that waited least for its neighbours: its halo time is closest to the transfer.
         "halo_pred_us": _least_waiting(cg, pred_ranks),
-        "iteration_us": float(cg["iteration_us"].max()), "compute_us": float(cg["compute_us"].mean()),
-        "allreduce_us": float(cg["allreduce_us"].mean()), "mlups_total": float(cg["mlups_total"].max()),
-        "local_points": float(cg["local_points"].mean()),
+        "iteration_us": scalar(cg["iteration_us"].max()), "compute_us": scalar(cg["compute_us"].mean()),
+        "allreduce_us": scalar(cg["allreduce_us"].mean()), "mlups_total": scalar(cg["mlups_total"].max()),
+        "local_points": scalar(cg["local_points"].mean()),
     }
 
 

@@ -211,5 +211,14 @@ def fit_coll(df: pl.DataFrame | None) -> list[dict[str, Any]]:
     return out
 
 
-__all__ = ["fit_pingpong", "fit_coll", "best_algorithms", "pingpong_medians", "pingpong_points", "coll_medians",
-           "coll_points", "SOURCE", "COLL_SOURCE"]
+__all__ = [
+    "COLL_SOURCE",
+    "SOURCE",
+    "best_algorithms",
+    "coll_medians",
+    "coll_points",
+    "fit_coll",
+    "fit_pingpong",
+    "pingpong_medians",
+    "pingpong_points",
+]

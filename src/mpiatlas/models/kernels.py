@@ -69,6 +69,7 @@ from mpiatlas.models.kernel_common import (
     size_text,
     usable,
 )
+from mpiatlas.stats.aggregate import scalar
 from mpiatlas.models.kernel_grids import matsum_grids, with_grid_facts
 from mpiatlas.models.kernel_jacobi import fit_jacobi
 from mpiatlas.models.region_latency import RegionTable, RegionTableError
@@ -209,7 +210,7 @@ def fit_ring(df: pl.DataFrame | None, hockney: Sequence[dict[str, Any]] | None, 
         fails = failure_statement(rows, describe)
         nb_small = [p for p in rows if p["variant"] == "nonblocking" and not p["oversubscribed"]]
         headline = (f"ring λ {ring_fit['latency_us']:.3g} µs" if ring_fit else "ring λ n/a") + \
-            (f" vs PingPong λ {pingpong.latency_us:.3g} µs (×{ratio:.2f})" if ratio is not None else
+            (f" vs PingPong λ {pingpong.latency_us:.3g} µs (×{ratio:.2f})" if ratio is not None and pingpong else
              " (no PingPong λ: ring-fitted)")
         out.append({
             **head,
@@ -284,9 +285,10 @@ def binomial_subtree(rank: int, size: int) -> int:
     return min(low, size - rank)
 
 
-def matsum_model(params: Sequence[float], np_: np.ndarray, cores: np.ndarray) -> np.ndarray:
+def matsum_model(params: Sequence[float] | np.ndarray, np_: np.ndarray, cores: np.ndarray) -> np.ndarray:
     s, p, c = params
-    return s + p / np.minimum(np_, cores) + c * np.ceil(np.log2(np_))
+    model: np.ndarray = s + p / np.minimum(np_, cores) + c * np.ceil(np.log2(np_))
+    return model
 
 
 def fit_amdahl(np_: np.ndarray, cores: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -295,7 +297,8 @@ def fit_amdahl(np_: np.ndarray, cores: np.ndarray, t: np.ndarray) -> np.ndarray:
     x0 = np.array([0.1 * t.max(), 0.8 * t.max(), 0.05 * t.max()])
 
     def resid(params: np.ndarray) -> np.ndarray:
-        return matsum_model(params, np_, cores) / t - 1.0
+        rel: np.ndarray = matsum_model(params, np_, cores) / t - 1.0
+        return rel
 
     from scipy import optimize
 
@@ -370,7 +373,7 @@ def fit_matsum(df: pl.DataFrame | None, *, seed: int = 0) -> list[dict[str, Any]
                .sort("np"))
         np_ = pts["np"].to_numpy().astype(float)
         known = pts["cores"].drop_nulls()
-        node_cores = int(known.max()) if known.len() else int(np_.max())
+        node_cores = int(scalar(known.max())) if known.len() else int(np_.max())
         cores = np.full_like(np_, float(node_cores))
         t = pts["measured_us"].to_numpy().astype(float)
         raw = df.filter(pl.all_horizontal(pl.col(k) == v for k, v in head.items()))
@@ -447,5 +450,16 @@ def fit_kernels(tables: dict[str, pl.DataFrame | None], hockney: Sequence[dict[s
             "coll": coll, "notes": notes}
 
 
-__all__ = ["fit_kernels", "fit_ring", "fit_matsum", "fit_jacobi", "load_kernel_tables", "P2P",
-           "ring_predict", "ring_phases", "matsum_model", "fit_amdahl", "binomial_subtree"]
+__all__ = [
+    "P2P",
+    "binomial_subtree",
+    "fit_amdahl",
+    "fit_jacobi",
+    "fit_kernels",
+    "fit_matsum",
+    "fit_ring",
+    "load_kernel_tables",
+    "matsum_model",
+    "ring_phases",
+    "ring_predict",
+]

@@ -50,7 +50,7 @@ import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +153,7 @@ def measure(runner: Runner = run_command, caches: dict[str, int] | None = None,
     """This node's record: every planned run, best of REPEATS, or ``available: false`` and why."""
     hostname = socket.gethostname() if hostname is None else hostname
     record: dict[str, Any] = {"node": hostname.split(".")[0], "tool": LIKWID_BENCH,
-                              "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                              "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
                               "threads": 1, "repeats": REPEATS}
     if runner is run_command and shutil.which(LIKWID_BENCH) is None:
         return {**record, "available": False, "reason": f"{LIKWID_BENCH} not found on PATH (package likwid)"}
@@ -319,7 +319,6 @@ def store_cached(path: Path, record: dict[str, Any]) -> None:
     try:
         write_json_atomic(path, record)
     except OSError:  # a cache that cannot be written costs a measurement next time, not this run
-        pass
         raise
 
 

@@ -15,7 +15,8 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from mpiatlas.node import topology
 from mpiatlas.stacks import fabrics
@@ -130,7 +131,7 @@ def placement_problems(np: int, nodes: int, rank_hosts: dict[int, str], binding:
         if rank != lead and rank_hosts[rank] != rank_hosts[lead]:
             problems.append(f"ranks {lead} and {rank} ran on {rank_hosts[lead]} and {rank_hosts[rank]}: "
                             f"the {distribution} placement puts them on one node")
-    for node, lead in first.items():
+    for lead in first.values():
         if lead and rank_hosts[lead] == rank_hosts[0]:
             problems.append(f"ranks 0 and {lead} both ran on {rank_hosts[0]}: the {distribution} placement puts them "
                             "on different nodes")

@@ -21,7 +21,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from mpiatlas.node import multinode
 from mpiatlas.stacks.base import StackError

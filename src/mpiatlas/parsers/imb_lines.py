@@ -98,9 +98,8 @@ class _Parser:
     # -- BLOCK: between '# Benchmarking' and the column header ------------------------------------
     def _block_line(self, lineno: int, line: str) -> None:
         assert self.block is not None
-        if (count := self._count(_GROUPS, shapes.GROUPS.literal, line)) is not None:
-            self.block.processes = count
-        elif (count := self._count(_PROCESSES, shapes.PROCESSES.literal, line)) is not None:
+        if ((count := self._count(_GROUPS, shapes.GROUPS.literal, line)) is not None
+                or (count := self._count(_PROCESSES, shapes.PROCESSES.literal, line)) is not None):
             self.block.processes = count
         elif shapes.MODE.literal in line and (mode := _MODE.match(line)):
             self.block.mode = mode[1]

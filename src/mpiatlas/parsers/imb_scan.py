@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -232,7 +233,7 @@ def _strings(result: _Result) -> pl.Series:
         return pl.Series("strings", [], dtype=pl.String)
     chars = ctypes.string_at(result.chars, result.n_chars).decode("ascii")
     offsets = np.ctypeslib.as_array(result.offsets, shape=(n + 1,)).tolist()
-    return pl.Series("strings", [chars[a:b] for a, b in zip(offsets, offsets[1:])], dtype=pl.String)
+    return pl.Series("strings", [chars[a:b] for a, b in itertools.pairwise(offsets)], dtype=pl.String)
 
 
 def _blocks(result: _Result, strings: pl.Series) -> pl.DataFrame:
@@ -277,7 +278,7 @@ def _rows(result: _Result, blocks: pl.DataFrame, sources: Sequence[str]) -> pl.D
     return frame.select(
         *(pl.when(pl.col(c) >= 0).then(pl.col(c)).alias(c) if c in null_if_negative else pl.col(c) for c in SCHEMA),
         "file",
-    ).cast(SCHEMA)
+    ).cast(pl.Schema(SCHEMA))
 
 
 def _benchmarks(blocks: pl.DataFrame) -> dict[int, list[str]]:

@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from polars.datatypes import DataTypeClass
 
 KERNELS = ("ring", "matsum", "jacobi", "pingpong", "coll")
-REQUIRED_KEYS: dict[str, type | tuple[type, ...]] = {
+REQUIRED_KEYS: dict[str, type] = {
     "kernel": str,
     "rank": int,
     "size": int,
@@ -223,7 +224,7 @@ def _column_dtype(values: list[Any]) -> pl.DataType:
     return pl.String()  # mixed scalar kinds: keep the text
 
 
-def _coerce(value: Any, dtype: pl.DataType) -> Any:
+def _coerce(value: Any, dtype: pl.DataType | DataTypeClass) -> Any:
     if value is None:
         return None
     if isinstance(dtype, pl.Float64):

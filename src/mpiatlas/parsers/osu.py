@@ -298,7 +298,7 @@ def _frame(runs: list[_Run], source: str, processes: int | None) -> pl.DataFrame
         "msg_per_sec", "status", "line",
         pl.lit(None, dtype=pl.String).alias("mapping"),
         pl.lit(None, dtype=pl.String).alias("algorithm"),
-    ).cast(OSU_SCHEMA)  # fmt: skip
+    ).cast(pl.Schema(OSU_SCHEMA))  # fmt: skip
 
 
 def parse_osu_text(text: str, source: str, *, processes: int | None = None) -> pl.DataFrame:

@@ -132,7 +132,7 @@ def _split(text: str, source: str) -> tuple[list[str], pl.DataFrame]:
         raise OsuParseError(source, 1, "empty file: expected an OSU CSV export header")
     if '"' in text:
         split = list(csv.reader(lines))
-        header, fields = split[0], pl.Series("fields", [row for row in split[1:]], dtype=pl.List(pl.String))
+        header, fields = split[0], pl.Series("fields", split[1:], dtype=pl.List(pl.String))
     else:
         header, fields = lines[0].split(","), pl.Series("fields", lines[1:], dtype=pl.String).str.split(",")
     rows = pl.DataFrame({"line": pl.int_range(2, len(lines) + 1, eager=True, dtype=pl.Int32),
@@ -170,7 +170,7 @@ def _collective_rows(rows: pl.DataFrame, header: list[str], path: Path, source: 
         names = [name for i, name in enumerate(header) if i != fields["bytes"]]
         fields = _without_size(fields)
     _check_width(rows, max(fields.values()) + 1, names, source)
-    kinds = {"processes": pl.Int64(), "bytes": pl.Int64(),
+    kinds: dict[str, pl.DataType] = {"processes": pl.Int64(), "bytes": pl.Int64(),
              "t_avg": pl.Float64(), "t_min": pl.Float64(), "t_max": pl.Float64()}  # fmt: skip
     numeric = {f: (fields[f], kind, names[fields[f]].strip()) for f, kind in kinds.items() if f in fields}
     out = _numbers(rows, numeric, source)
@@ -237,7 +237,7 @@ def _frame(raw: pl.DataFrame, source: str) -> pl.DataFrame:
         pl.lit(None, dtype=pl.Float64).alias("msg_per_sec"),
         pl.lit("ok", dtype=pl.String).alias("status"),
         "line", "mapping", "algorithm",
-    ).cast(OSU_SCHEMA)  # fmt: skip
+    ).cast(pl.Schema(OSU_SCHEMA))  # fmt: skip
 
 
 def parse_osu_csv_file(path: str | Path, *, algorithm: str | None = None) -> pl.DataFrame:

@@ -11,6 +11,7 @@ mpiatlas.campaign.resources.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -113,8 +114,8 @@ def per_cell_mem_mb(np: int, per_rank_mb: float, root_mb: float = 0.0) -> int:
 PARSED_STATUSES = ("ok", "invalid", "failed")
 
 
-def tag_columns(frame: pl.DataFrame, row: dict[str, Any], own: dict[str, tuple[Any, pl.DataType]],
-                at_end: dict[str, tuple[Any, pl.DataType]] | None = None) -> pl.DataFrame:
+def tag_columns(frame: pl.DataFrame, row: dict[str, Any], own: Mapping[str, tuple[Any, pl.DataType]],
+                at_end: Mapping[str, tuple[Any, pl.DataType]] | None = None) -> pl.DataFrame:
     """``frame`` with the cell's coordinates as constant columns: the ones every program's rows
     carry, the program's ``own`` after ``np``, and ``at_end`` before ``nodes``."""
     import polars as pl

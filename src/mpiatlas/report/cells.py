@@ -7,7 +7,7 @@ Campaign, Cells, Provenance and Findings sections.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import polars as pl
 
@@ -18,7 +18,7 @@ STATUS_ORDER = ("failed", "timeout", "invalid", "unavailable", "ok")
 KNOWN_STATUS = frozenset(STATUS_ORDER)
 
 
-def has_columns(df: pl.DataFrame | None, *cols: str) -> bool:
+def has_columns(df: pl.DataFrame | None, *cols: str) -> TypeGuard[pl.DataFrame]:
     return df is not None and all(c in df.columns for c in cols)
 
 
@@ -93,7 +93,7 @@ def suspect_results(cells: pl.DataFrame, samples: pl.DataFrame | None,
             warn.append(f"{what}: binding requested {fmt_pins(r.get('requested_pins'))}, "
                         f"obtained {fmt_binding(r.get('obtained_binding'))}")
     if "cell" in cells.columns:
-        for r in without_results(rows, samples, kernels):
-            where = "kernel table" if is_kernel_row(dict(r)) else "IMB samples"
-            warn.append(f"{r.get('cell')} ({cell_desc(r)}): status ok but no rows in its {where}")
+        for missing in without_results(rows, samples, kernels):
+            where = "kernel table" if is_kernel_row(dict(missing)) else "IMB samples"
+            warn.append(f"{missing.get('cell')} ({cell_desc(missing)}): status ok but no rows in its {where}")
     return warn

@@ -7,8 +7,8 @@ renderer embeds the specs once and inlines the Vega bundle, so no chart needs th
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import altair as alt
 import numpy as np
@@ -59,7 +59,8 @@ def chart_spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
     with alt.data_transformers.enable("default", max_rows=None):
         spec = chart.to_dict(validate=False)
     spec.pop("$schema", None)
-    return _clean_json(spec)
+    cleaned: dict[str, Any] = _clean_json(spec)
+    return cleaned
 
 
 def rounded(df: pl.DataFrame, sig: int = 5) -> pl.DataFrame:
@@ -77,14 +78,15 @@ def with_size(df: pl.DataFrame, field_: str = "bytes") -> pl.DataFrame:
 # -- encodings ------------------------------------------------------------------------------
 
 
-def size_ticks(lo: float, hi: float, max_ticks: int = 12) -> list[int]:
-    """Powers of 4 (16, 64 for wide ranges) covering [lo, hi]: byte-sized axis ticks."""
+def size_ticks(lo: object, hi: object, max_ticks: int = 12) -> list[int]:
+    """Powers of 4 (16, 64 for wide ranges) covering [lo, hi]: byte-sized axis ticks (none unless
+    both are finite numbers: a column's min and max are None when it holds no value)."""
     if not (finite(lo) and finite(hi)) or hi <= 0:
         return []
     lo = max(lo, 1)
     ticks: list[int] = []
     for base in (4, 16, 64, 1024):
-        ticks = [base**k for k in range(0, 32) if lo <= base**k <= hi]
+        ticks = [base**k for k in range(32) if lo <= base**k <= hi]
         if len(ticks) <= max_ticks:
             break
     return ticks or [int(lo)]
@@ -98,7 +100,7 @@ def size_x(df: pl.DataFrame, field_: str = "bytes", title: str = "message size",
 
 
 def color(domain: list[str], title: str = "series", field_: str = "series") -> alt.Color:
-    scheme = "tableau10" if len(domain) <= 10 else "tableau20"
+    scheme: Literal["tableau10", "tableau20"] = "tableau10" if len(domain) <= 10 else "tableau20"
     # symbolOpacity: the legend would otherwise take a faint layer's opacity (CI bands).
     return alt.Color(f"{field_}:N", scale=alt.Scale(domain=domain, scheme=scheme), title=title,
                      legend=alt.Legend(labelLimit=320, symbolLimit=80, symbolOpacity=1))
@@ -109,7 +111,7 @@ def legend_pick(field_: str = "series") -> alt.Parameter:
     return alt.selection_point(name="pick", fields=[field_], bind="legend")
 
 
-def picked(sel: alt.Parameter, on: float, off: float = 0.07) -> alt.OpacityValue:
+def picked(sel: alt.Parameter, on: float, off: float = 0.07) -> Mapping[str, Any]:
     # A dict, which altair converts with a slow from_dict; typing it (OpacityValue) would change
     # altair's view names in the spec, so the page would not stay byte-identical.
     return alt.condition(sel, alt.value(on), alt.value(off))
@@ -169,7 +171,7 @@ def p2p_chart(meas: pl.DataFrame, title: str, *, model: pl.DataFrame | None = No
     sel, colors, x = legend_pick(), color(domain, color_title), size_x(meas, max_ticks=8)
     if tips is None:
         tips = [alt.Tooltip("series:N"), size_tip(),
-                *[alt.Tooltip(f"{c}:Q", title=t, **({"format": f} if f else {})) for c, t, f in _MEASURE_TIPS
+                *[alt.Tooltip(f"{c}:Q", title=t, format=f or alt.Undefined) for c, t, f in _MEASURE_TIPS
                   if c in meas.columns]]
     base = alt.Chart(meas)
     lat: list[alt.Chart] = []
@@ -209,21 +211,29 @@ def p2p_chart(meas: pl.DataFrame, title: str, *, model: pl.DataFrame | None = No
 
 
 def residual_chart(res: pl.DataFrame, colors: alt.Color, title: str, *, width: int = 2 * CHART_W,
-                   height: int = 180, tooltip: list[Any] | None = None) -> alt.TopLevelMixin:
+                   height: int = 180, tooltip: list[Any] | None = None) -> alt.LayerChart | alt.FacetChart:
     """Relative error (model − measured)/measured vs size (``rel_err``, ``bytes``), a rule at zero."""
-    sel = legend_pick(colors.to_dict()["field"])
+    field_ = _channel_field(colors)
+    sel = legend_pick(field_)
     return alt.layer(
         alt.Chart(pl.DataFrame({"zero": [0.0]})).mark_rule(color="#888").encode(y=alt.Y("zero:Q")),
         alt.Chart(res).mark_line(point=alt.OverlayMarkDef(size=22)).encode(
             x=size_x(res, max_ticks=8), y=alt.Y("rel_err:Q", title="relative error (model − measured)/measured",
                                                  axis=alt.Axis(format="%")),
             color=colors, opacity=picked(sel, 1.0),
-            tooltip=tooltip or [alt.Tooltip(f"{colors.to_dict()['field']}:N"), size_tip(),
+            tooltip=tooltip or [alt.Tooltip(f"{field_}:N"), size_tip(),
                                 alt.Tooltip("rel_err:Q", format=".2%")]).add_params(sel),
     ).properties(width=width, height=height, title=title)
 
 
 # -- collectives: latency vs size or vs processes -----------------------------------------------
+
+
+def _channel_field(channel: alt.Color) -> str:
+    spec = channel.to_dict()
+    if not isinstance(spec, dict):  # to_dict() gives a list for an array-valued channel only
+        raise TypeError(f"expected a field channel, got {spec!r}")
+    return str(spec["field"])
 
 
 def latency_lines(df: pl.DataFrame, title: str) -> tuple[alt.TopLevelMixin, int]:
@@ -242,7 +252,7 @@ def latency_lines(df: pl.DataFrame, title: str) -> tuple[alt.TopLevelMixin, int]
     domain = sorted(data.get_column(key).unique().to_list())
     sel = legend_pick(key)
     tips = [alt.Tooltip("label:N"), alt.Tooltip("algorithm:N"), alt.Tooltip("np:Q"), size_tip(),
-            *[alt.Tooltip(f"{c}:Q", title=t, **({"format": f} if f else {})) for c, t, f in _MEASURE_TIPS
+            *[alt.Tooltip(f"{c}:Q", title=t, format=f or alt.Undefined) for c, t, f in _MEASURE_TIPS
               if c in data.columns and c != "t_min_usec"]]
     colors = color(domain, "label · algorithm" if multi_np else "label · algorithm · np", field_=key)
     chart = alt.Chart(data).mark_line(point=alt.OverlayMarkDef(size=18)).encode(
@@ -265,7 +275,7 @@ def np_chart(df: pl.DataFrame, title: str) -> alt.TopLevelMixin:
                 .select("series", "np", "t_median_usec", "t_ci_low_usec", "t_ci_high_usec", "n_reps"))
     series = sorted(d.get_column("series").unique().to_list())
     sel = legend_pick()
-    return alt.Chart(d).mark_line(point=alt.OverlayMarkDef(size=30)).encode(
+    chart: alt.Chart = alt.Chart(d).mark_line(point=alt.OverlayMarkDef(size=30)).encode(
         x=alt.X("np:Q", title="processes (np)", scale=alt.Scale(type="log", base=2),
                 axis=alt.Axis(values=sorted(d.get_column("np").drop_nulls().unique().to_list()), format="d")),
         y=alt.Y("t_median_usec:Q", title="latency t (µs)", scale=alt.Scale(type="log")),
@@ -275,13 +285,15 @@ def np_chart(df: pl.DataFrame, title: str) -> alt.TopLevelMixin:
                  alt.Tooltip("t_ci_low_usec:Q", title="CI low (µs)", format=".4~g"),
                  alt.Tooltip("t_ci_high_usec:Q", title="CI high (µs)", format=".4~g"), alt.Tooltip("n_reps:Q")],
     ).add_params(sel).properties(width=2 * CHART_W, height=CHART_H, title=title)
+    return chart
 
 
 # -- kernels: measured marks and a model line vs processes ---------------------------------------
 
 
 def measured_vs_model(points: pl.DataFrame, x: str, x_title: str, y_meas: str, y_pred: str | None, y_title: str,
-                      title: str, *, facet: str | None = "label", log_y: bool = True) -> alt.TopLevelMixin:
+                      title: str, *, facet: str | None = "label", log_y: bool = True
+                      ) -> alt.LayerChart | alt.FacetChart:
     """Measured points (circles: P ≤ cores, triangles: oversubscribed, from ``placement``) with the
     model as a dashed line (hollow squares at the measured P)."""
     # All-null columns have no type a chart can take (e.g. a phase time the kernel did not report).

@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeGuard
 
 from mpiatlas.node.topology_sysfs import cpu_list
 
 DASH = "—"
 
 
-def finite(x: Any) -> bool:
+def finite(x: object) -> TypeGuard[float]:
     """A real, finite number (not a bool, not None, not NaN/inf)."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 

@@ -86,8 +86,8 @@ def fit_extra(f: dict[str, Any]) -> str:
              f"topo={''.join(map(str, f['topo']))}" if isinstance(f.get("topo"), list) else
              (f"topo={f['topo']}" if f.get("topo") is not None else None),
              f"dist={f['dist']}" if f.get("dist") is not None else None]
-    parts = [p for p in parts if p]
-    return f" ({', '.join(parts)})" if parts else ""
+    shown = [p for p in parts if p]
+    return f" ({', '.join(shown)})" if shown else ""
 
 
 def raw_table(df: pl.DataFrame, keys: list[str], value: str) -> Table:
@@ -166,6 +166,7 @@ def grid_chart(points: pl.DataFrame, reps: pl.DataFrame, value_title: str) -> al
         layers.insert(0, alt.Chart().transform_filter("isValid(datum.rep_us)").mark_tick(color="#999").encode(
             x=x, y=alt.Y("rep_us:Q", scale=y_scale), tooltip=["comparison:N", "grid:N",
                                                              alt.Tooltip("rep_us:Q", format=".4~g")]))
-    return alt.layer(*layers, data=data).properties(width=max(120, 60 * data["grid"].n_unique()),
-                                                    height=CHART_H - 60).facet(
+    chart: alt.FacetChart = alt.layer(*layers, data=data).properties(
+        width=max(120, 60 * data["grid"].n_unique()), height=CHART_H - 60).facet(
         facet=alt.Facet("comparison:N", title=None), columns=3).resolve_scale(x="independent", y="independent")
+    return chart

@@ -110,7 +110,7 @@ class LinkLimit:
     notes: tuple[str, ...] = ()
 
     @property
-    def MBps(self) -> float | None:  # noqa: N802 - the unit's spelling
+    def MBps(self) -> float | None:  # the unit's spelling (MB/s), not snake_case
         return gbit_to_MBps(self.gbit_s) if self.gbit_s is not None else None
 
     def fraction(self, bandwidth: Any) -> float | None:
@@ -170,12 +170,12 @@ def link_limit(limits: PhysicalLimits | None, alphabeta: Any, transport_cls: str
         sources = ", ".join(sorted({src for g, src, _ in known if g == slowest}))
         detail = "; ".join(f"{node}: {_link_text(links[node])}" for _, _, node in known)
         return LinkLimit(slowest, sources, detail, tuple(notes))
-    net = alphabeta.get("network") if isinstance(alphabeta, dict) else None
-    gbit = _gbit(net.get("bandwidth_gbit_s")) if isinstance(net, dict) else None
-    if isinstance(net, dict) and gbit is not None:
+    nominal = alphabeta.get("network") if isinstance(alphabeta, dict) else None
+    gbit = _gbit(nominal.get("bandwidth_gbit_s")) if isinstance(nominal, dict) else None
+    if isinstance(nominal, dict) and gbit is not None:
         if not links:
             notes.append("no link read from the nodes (no limits record names one)")
-        name = str(net.get("name") or "network")
+        name = str(nominal.get("name") or "network")
         return LinkLimit(gbit, "config", f"network.bandwidth_gbit_s of the α-β fits ({name})", tuple(notes))
     return LinkLimit(None, notes=tuple(notes)) if notes else None
 

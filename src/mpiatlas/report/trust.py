@@ -110,10 +110,11 @@ def _intervals(fits: Sequence[dict[str, Any]]) -> list[tuple[float, str]]:
         for name, key, ci_key, unit in (("λ", "latency_us", "latency_ci_us", "µs"),
                                         ("B", "bandwidth_MBps", "bandwidth_ci_MBps", "MB/s")):
             est, ci = f.get(key), f.get(ci_key)
-            spread = relative_ci_spread(est, _ci_pair(ci))
-            if spread is None:
+            pair = _ci_pair(ci)
+            spread = relative_ci_spread(est, pair)
+            if spread is None or est is None or pair is None:  # a spread implies both
                 continue
-            lo, hi = _ci_pair(ci)  # type: ignore[misc]
+            lo, hi = pair
             pct = f"{_signed(lo, est)} to {_signed(hi, est)}"
             digits = 4 if name == "B" else 3
             out.append((spread, f"{name} of {_fit_name(f)}: {fmt_num(est, digits)} {unit} "

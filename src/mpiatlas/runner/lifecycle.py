@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,7 @@ def interruption(record: dict[str, Any]) -> str | None:
     return None
 
 
-def scheduler_facts(environ: dict[str, str] | None = None) -> dict[str, Any]:
+def scheduler_facts(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The batch job a cell ran in (SLURM), or nulls outside a scheduler."""
     environ = os.environ if environ is None else environ
     slurm = {k: v for k, v in sorted(environ.items()) if k.startswith("SLURM_")}
@@ -239,4 +240,5 @@ def _seal(work: Path, out: Path) -> None:
 
 
 def read_status(cell_dir: Path) -> dict[str, Any]:
-    return json.loads((Path(cell_dir) / STATUS).read_text())
+    status: dict[str, Any] = json.loads((Path(cell_dir) / STATUS).read_text())
+    return status

@@ -267,7 +267,7 @@ class RankSampler:
         if self._stop.is_set():
             return
         walk = (PROC / str(self.session) / "task" / str(self.session) / "children").exists()
-        interval, stable, known = FIRST_INTERVAL_S, 0, frozenset()
+        interval, stable, known = FIRST_INTERVAL_S, 0, frozenset[int]()
         while not self._stop.wait(interval):
             if walk:
                 pids = self._walk()

@@ -13,6 +13,7 @@ probed, ranks placed block or cyclic over them, co-located nodes recognised by t
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +40,7 @@ class Plan:
     likwid_pin: str | None = None
 
 
-def resolve_launcher(requested: str | None, environ: dict[str, str] | None = None) -> str:
+def resolve_launcher(requested: str | None, environ: Mapping[str, str] | None = None) -> str:
     """campaign.launcher -> the launcher to use here: auto is srun inside a SLURM job, else mpirun."""
     environ = os.environ if environ is None else environ
     if requested in (None, "", "auto"):

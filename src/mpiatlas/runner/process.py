@@ -93,7 +93,7 @@ def wait_exited(pid: int) -> None:
         pass
 
 
-def stop_now(proc: subprocess.Popen) -> None:
+def stop_now(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
     """TERM the launch's process group (srun passes it on to the step), KILL what is left: the
     cell was interrupted from outside, so this path may poll (Popen.wait with a timeout)."""
     for sig, grace in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, None)):

@@ -44,4 +44,4 @@ def get_stack(kind: str, prefix: str | Path, *, source: str = "pypi", version: s
         raise StackError(f"{kind}: unsupported stack option(s) {sorted(options)}: {exc}") from None
 
 
-__all__ = ["Launch", "LaunchSpec", "Stack", "StackError", "Transport", "get_stack", "STACK_KINDS"]
+__all__ = ["STACK_KINDS", "Launch", "LaunchSpec", "Stack", "StackError", "Transport", "get_stack"]

@@ -14,7 +14,8 @@ import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Sequence, TypeVar
+from collections.abc import Sequence
+from typing import ClassVar, TypeVar
 
 T = TypeVar("T")
 

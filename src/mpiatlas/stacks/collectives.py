@@ -17,6 +17,7 @@ import json
 import re
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any
 
 from mpiatlas.stacks.base import StackError
@@ -24,7 +25,7 @@ from mpiatlas.stacks.base import StackError
 _FILE = re.compile(r"^collectives_(?P<kind>[a-z0-9]+)_(?P<version>[0-9][0-9.]*)\.json$")
 
 
-def _data_dir():
+def _data_dir() -> Traversable:
     return resources.files("mpiatlas") / "data"
 
 
@@ -53,7 +54,8 @@ def load_table(kind: str, version: str) -> dict[str, Any]:
     for table_version in sorted(versions, key=len, reverse=True):
         if _version_matches(table_version, version):
             text = (_data_dir() / f"collectives_{kind}_{table_version}.json").read_text(encoding="utf-8")
-            return json.loads(text)
+            table: dict[str, Any] = json.loads(text)
+            return table
     raise StackError(
         f"{kind}: no collective-algorithm table for version {version!r}; packaged versions: {versions or 'none'}"
     )

@@ -307,7 +307,8 @@ def inspect_image(sif: str | Path, *, apptainer: str | None = None) -> dict[str,
     out = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
     if out.returncode != 0:
         raise ContainerError(f"{shlex.join(cmd)} failed: {out.stderr.strip()}")
-    return json.loads(out.stdout)
+    inspected: dict[str, Any] = json.loads(out.stdout)
+    return inspected
 
 
 def image_labels(sif: str | Path, *, apptainer: str | None = None) -> dict[str, str]:

@@ -24,7 +24,8 @@ from __future__ import annotations
 import re
 import socket
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from mpiatlas.stacks.base import CROSS_NODE, ON_NODE, RDMA, PairEvidence, StackError, Transport, medium
 
@@ -116,7 +117,7 @@ def rdma_ports(root="/sys/class/infiniband", ibv_devinfo=None):
 
 
 _NAMESPACE: dict[str, Any] = {}
-exec(compile(PORTS_CODE, "<mpiatlas.stacks.fabrics.PORTS_CODE>", "exec"), _NAMESPACE)  # noqa: S102 - our own text
+exec(compile(PORTS_CODE, "<mpiatlas.stacks.fabrics.PORTS_CODE>", "exec"), _NAMESPACE)  # exec of our own text, not input
 
 
 @dataclass(frozen=True)
@@ -281,7 +282,7 @@ def ucx_configs(output: str) -> list[UcxConfig]:
         if match["label"] == "self" or any(tl == "self" for tl, _ in lanes):
             continue
         line = output[output.rfind("\n", 0, match.start()) + 1:match.end()].strip()
-        configs.append(UcxConfig(line, match["label"], lanes,  # type: ignore[arg-type]
+        configs.append(UcxConfig(line, match["label"], lanes,
                                  match["host"], int(match["pid"]) if match["pid"] else None))
     return configs
 

@@ -74,7 +74,8 @@ class IntelMPI(Stack):
     }
 
     def _root(self) -> Path:
-        return self.prefix if self.source == "pypi" else self.prefix
+        # The same layout (bin/, lib/) under the prefix for the PyPI wheels and a system install.
+        return self.prefix
 
     def launcher_path(self) -> Path:
         return self._root() / "bin" / "mpirun"
@@ -104,9 +105,8 @@ class IntelMPI(Stack):
         # Level 5 prints the pin table and the libfabric provider: our evidence; level 10 also each
         # node's shm segment, the on-node evidence of a mixed transport.
         env["I_MPI_DEBUG"] = "10" if transport.mixed else "5"
-        if spec.pins is not None:
-            if len(spec.pins) != spec.np and spec.nodes == 1:
-                raise StackError(f"intelmpi: {spec.np} ranks but {len(spec.pins)} pins")
+        if spec.pins is not None and len(spec.pins) != spec.np and spec.nodes == 1:
+            raise StackError(f"intelmpi: {spec.np} ranks but {len(spec.pins)} pins")
         if spec.pins is not None and spec.launcher == "mpirun":
             env["I_MPI_PIN"] = "1"
             # Intel MPI sorts this list itself (order is ignored): pins are a set, the same on every host.
@@ -172,7 +172,7 @@ class IntelMPI(Stack):
         """Each node's shm segment line speaks for the pairs of its ranks (the ranks on the host of
         the rank that printed it; ``rank_hosts`` falls back on the pin table), the provider line for
         every cross-node pair."""
-        hosts = dict(rank_hosts) or {rank: host for rank, host in self._pin_hosts(output).items()}
+        hosts = dict(rank_hosts) or dict(self._pin_hosts(output))
         evidence = []
         for match in _SHM_SEGMENT.finditer(output):
             leader = int(match[1])

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from mpiatlas.stats.quality import PERTURBED, QUALITY_COLUMN, repetition_quality, trusted
@@ -45,6 +46,14 @@ N_RESAMPLES = 999
 SEED = 0
 
 
+def scalar(value: object) -> float:
+    """A polars reduction (``Series.min()``, ``.mean()``...) of a numeric column as a float. Its declared
+    type is any Python literal or None; anything but a number (an empty or all-null column) is an error."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    raise TypeError(f"expected a number from a numeric column, got {value!r}")
+
+
 def median_ci(values: np.ndarray, *, seed: int = SEED) -> tuple[float, float]:
     """95 % CI of the median by percentile bootstrap (NaN for a single sample: no spread to resample)."""
     values = np.asarray(values, dtype=float)
@@ -52,7 +61,7 @@ def median_ci(values: np.ndarray, *, seed: int = SEED) -> tuple[float, float]:
     return float(low[0]), float(high[0])
 
 
-def median_cis(groups: Sequence[np.ndarray], *, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
+def median_cis(groups: Sequence[npt.ArrayLike], *, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
     """:func:`median_ci` of many groups at once: arrays of lower and upper ends."""
     finite = [np.sort(np.asarray(g, dtype=float)[np.isfinite(g)]) for g in groups]
     lengths = np.array([g.size for g in finite], dtype=np.int64)
@@ -123,7 +132,8 @@ def _bootstrap_quantile(values: np.ndarray, lower: np.ndarray, upper: np.ndarray
     a = medians[:, last - (count - 1 - below)] if from_top else medians[:, below]
     b = medians[:, last - (count - 1 - above)] if from_top else medians[:, above]
     diff = b - a
-    return b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma
+    interpolated: np.ndarray = b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma
+    return interpolated
 
 
 def _rank_candidates(lower: np.ndarray, upper: np.ndarray, rank: int) -> np.ndarray:

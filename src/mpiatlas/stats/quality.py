@@ -31,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+import math
+
 import numpy as np
 import polars as pl
 
@@ -56,7 +58,7 @@ def _pct(share: float) -> str:
 def expected_wait(machine: Mapping[str, Any]) -> float:
     """The wait share a rank has by design: ranks that all want a cpu, more of them than cpus,
     share them (each waits 1 - cpus/ranks of the time); 0 when every rank has a cpu of its own."""
-    ranks = machine.get("n_ranks", len(machine.get("ranks") or []))
+    ranks: int = machine.get("n_ranks", len(machine.get("ranks") or []))
     cpus = machine.get("cpus") or []
     if not ranks or not cpus or ranks <= len(cpus):
         return 0.0
@@ -85,8 +87,8 @@ def judge_launch(machine: Mapping[str, Any] | None, perturbation: Mapping[str, A
     other = machine.get("other_cpu_share")
     if other is not None and beyond(other, machine.get("other_cpu_ticks"), machine.get("cpu_ticks"),
                                     lim["other_cpu_share"]):
-        cpus = machine.get("cpus") or []
-        named = ", ".join(map(str, cpus)) if len(cpus) <= 16 else f"{len(cpus)} cpus"
+        used: list[int] = machine.get("cpus") or []
+        named = ", ".join(map(str, used)) if len(used) <= 16 else f"{len(used)} cpus"
         reasons.append(f"other processes used {_pct(other)} of the ranks' cpus ({named})")
     return (PERTURBED, "; ".join(reasons)) if reasons else (OK, None)
 
@@ -98,7 +100,7 @@ def beyond(share: float, part_ticks: int | None, total_ticks: int | None, limit:
     with 3 ticks of 88 stolen is not judged on them). Without tick counts, the share itself."""
     if part_ticks is None or not total_ticks:
         return share > limit
-    return (part_ticks - 2 * part_ticks ** 0.5) / total_ticks > limit
+    return (part_ticks - 2 * math.sqrt(part_ticks)) / total_ticks > limit
 
 
 def _worst_waiter(machine: Mapping[str, Any]) -> tuple[float, str, float | None] | None:

@@ -25,10 +25,10 @@ from mpiatlas.node.topology import REGIONS
 
 __all__ = [
     "BW_BYTES",
-    "CacheLine",
     "INTER_REGION",
     "LAT_BYTES",
     "REGION_BENCHMARKS",
+    "CacheLine",
     "cache_lines",
     "intra_inter",
     "pair_class_medians",
@@ -88,7 +88,9 @@ def cache_lines(provenance: Iterable[Any] | None) -> list[CacheLine]:
     hosts: dict[tuple[str, int], set[str]] = {}
     for rec in provenance or []:
         topo = rec.get("topology") if isinstance(rec, Mapping) else None
-        caches = topo.get("cache_sizes") if isinstance(topo, Mapping) else None
+        if not isinstance(topo, Mapping):
+            continue
+        caches = topo.get("cache_sizes")
         if not isinstance(caches, Mapping):
             continue
         host = str(rec.get("host") or topo.get("hostname") or "unknown host")
@@ -218,8 +220,12 @@ def _series(points: pl.DataFrame, scope: str) -> list[_Series]:
     return out
 
 
+_Triple = tuple[float | None, float | None, float | None]  # (median, CI low, CI high), all None when unknown
+_NONE3: _Triple = (None, None, None)
+
+
 def _ratio(num: tuple[float, float | None, float | None], den: tuple[float, float | None, float | None],
-           ) -> tuple[float | None, float | None, float | None]:
+           ) -> _Triple:
     """num/den and a conservative range from the two CIs (num low / den high … num high / den low)."""
     ratio = num[0] / den[0] if den[0] else None
     lo = num[1] / den[2] if num[1] is not None and den[2] else None
@@ -238,13 +244,19 @@ def _pair_row(stack: str, comparison: str, intra: _Series, inter: _Series, lat_b
                            "inter_transport": inter.transport, "inter_region": inter.region}
     lat = (lat_bytes if lat_bytes in lat_sizes else lat_sizes[0]) if lat_sizes else None
     bw = (bw_bytes if bw_bytes in bw_sizes else bw_sizes[-1]) if bw_sizes else None
-    a, b = (intra.t[lat], inter.t[lat]) if lat is not None else ((None,) * 3, (None,) * 3)
-    r = _ratio(b, a) if lat is not None else (None,) * 3  # latency: inter / intra (> 1: the network is slower)
+    a: _Triple = _NONE3
+    b: _Triple = _NONE3
+    r: _Triple = _NONE3
+    if lat is not None:
+        ta, tb = intra.t[lat], inter.t[lat]
+        a, b, r = ta, tb, _ratio(tb, ta)  # latency: inter / intra (> 1: the network is slower)
     row.update(lat_bytes=lat, lat_intra_us=a[0], lat_intra_ci_low=a[1], lat_intra_ci_high=a[2],
                lat_inter_us=b[0], lat_inter_ci_low=b[1], lat_inter_ci_high=b[2],
                lat_ratio=r[0], lat_ratio_low=r[1], lat_ratio_high=r[2])
-    a, b = (intra.bw[bw], inter.bw[bw]) if bw is not None else ((None,) * 3, (None,) * 3)
-    r = _ratio(a, b) if bw is not None else (None,) * 3  # bandwidth: intra / inter (> 1: the network is slower)
+    a = b = r = _NONE3
+    if bw is not None:
+        ta, tb = intra.bw[bw], inter.bw[bw]
+        a, b, r = ta, tb, _ratio(ta, tb)  # bandwidth: intra / inter (> 1: the network is slower)
     row.update(bw_bytes=bw, bw_intra_MBps=a[0], bw_intra_ci_low=a[1], bw_intra_ci_high=a[2],
                bw_inter_MBps=b[0], bw_inter_ci_low=b[1], bw_inter_ci_high=b[2],
                bw_ratio=r[0], bw_ratio_low=r[1], bw_ratio_high=r[2])
@@ -254,12 +266,12 @@ def _pair_row(stack: str, comparison: str, intra: _Series, inter: _Series, lat_b
 INTRA_INTER_SCHEMA: dict[str, type[pl.DataType] | pl.DataType] = {
     "stack": pl.String, "comparison": pl.String, "intra_transport": pl.String, "intra_region": pl.String,
     "inter_transport": pl.String, "inter_region": pl.String,
-    "lat_bytes": pl.Int64, **{c: pl.Float64 for c in (
+    "lat_bytes": pl.Int64, **dict.fromkeys((
         "lat_intra_us", "lat_intra_ci_low", "lat_intra_ci_high", "lat_inter_us", "lat_inter_ci_low",
-        "lat_inter_ci_high", "lat_ratio", "lat_ratio_low", "lat_ratio_high")},
-    "bw_bytes": pl.Int64, **{c: pl.Float64 for c in (
+        "lat_inter_ci_high", "lat_ratio", "lat_ratio_low", "lat_ratio_high"), pl.Float64),
+    "bw_bytes": pl.Int64, **dict.fromkeys((
         "bw_intra_MBps", "bw_intra_ci_low", "bw_intra_ci_high", "bw_inter_MBps", "bw_inter_ci_low",
-        "bw_inter_ci_high", "bw_ratio", "bw_ratio_low", "bw_ratio_high")},
+        "bw_inter_ci_high", "bw_ratio", "bw_ratio_low", "bw_ratio_high"), pl.Float64),
 }
 
 
@@ -284,14 +296,14 @@ def intra_inter(points: pl.DataFrame, benchmark: str = "PingPong", lat_bytes: in
     """
     rows: list[dict[str, Any]] = []
     pts = points.filter(pl.col("benchmark") == benchmark) if "benchmark" in points.columns else points
+
+    def fastest(cands: list[_Series]) -> _Series:
+        return min(cands, key=lambda s: (s.small_latency(lat_bytes), region_rank(s.region), s.transport))
+
     for (stack,), g in pts.sort("stack").group_by(["stack"], maintain_order=True):
         intra, inter = _series(g, "intra"), _series(g, "inter")
         if not intra or not inter:
             continue
-
-        def fastest(cands: list[_Series]) -> _Series:
-            return min(cands, key=lambda s: (s.small_latency(lat_bytes), region_rank(s.region), s.transport))
-
         best = fastest(intra)
         for net in sorted(inter, key=lambda s: s.transport):
             same = [s for s in intra if s.transport == net.transport]
@@ -313,9 +325,9 @@ def intra_inter(points: pl.DataFrame, benchmark: str = "PingPong", lat_bytes: in
 # ---------------------------------------------------------------------------
 
 
-_REGION_FIT_SCHEMA = {**{c: pl.String for c in ("region", "stack", "transport", "label", "benchmark")},
-                      **{c: pl.Float64 for c in ("latency_us", "latency_ci_low", "latency_ci_high", "bandwidth_MBps",
-                                                 "bandwidth_ci_low", "bandwidth_ci_high", "n_sizes")}}
+_REGION_FIT_SCHEMA = {**dict.fromkeys(("region", "stack", "transport", "label", "benchmark"), pl.String),
+                      **dict.fromkeys(("latency_us", "latency_ci_low", "latency_ci_high", "bandwidth_MBps",
+                                       "bandwidth_ci_low", "bandwidth_ci_high", "n_sizes"), pl.Float64)}
 
 
 def region_fits(samples: pl.DataFrame, hockney: Sequence[Mapping[str, Any]] | None) -> pl.DataFrame:

@@ -93,7 +93,8 @@ def pooled_medians(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
         k_lo += drawn <= lo
         k_hi += drawn <= hi
     rows = np.arange(values.shape[0])[:, None]
-    return ((ranked[rows, k_lo] + ranked[rows, k_hi]) / 2).T
+    medians: np.ndarray = ((ranked[rows, k_lo] + ranked[rows, k_hi]) / 2).T
+    return medians
 
 
 def _flat(group: Runs) -> np.ndarray:

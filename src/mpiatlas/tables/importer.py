@@ -69,7 +69,7 @@ class ImportResult:
         return pooled_labels([f.path for f in imported], [f.label for f in imported])
 
 
-def label_samples(df: pl.DataFrame, label: str | pl.Expr) -> pl.DataFrame:
+def label_samples(df: pl.DataFrame, label: str | pl.Expr | pl.Series) -> pl.DataFrame:
     """Add ``label`` and the pipeline's cell columns to parsed rows (a literal label or an expression)."""
     label_expr = pl.lit(label, dtype=pl.String) if isinstance(label, str) else label
     # OSU CSV exports name a mapping and an algorithm per row: those are kept, the rest are null.

@@ -24,7 +24,7 @@ DEFAULT_PINNER = "stack"
 # The program registry (and with it the parsers and the config validator) is imported by the
 # functions that read cells: the report imports this module for the cells table's schema only.
 
-CELL_SCHEMA: dict[str, pl.DataType] = {
+CELL_SCHEMA: dict[str, type[pl.DataType]] = {
     "cell": pl.String, "stack": pl.String, "stack_kind": pl.String, "stack_version": pl.String,
     "transport": pl.String, "mapping": pl.String, "np": pl.Int32, "benchmark": pl.String,
     "algorithm": pl.String, "rep": pl.Int32, "status": pl.String, "reason": pl.String,
@@ -65,7 +65,8 @@ MISSING_REASON = ("no raw output: the cell never ran, or its batch job was kille
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text())
+    record: dict[str, Any] = json.loads(path.read_text())
+    return record
 
 
 def cell_row(cell_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:

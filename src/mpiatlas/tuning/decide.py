@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 import polars as pl
@@ -143,7 +144,7 @@ def collective_series(samples: pl.DataFrame, path: Path) -> pl.DataFrame:
     return rows
 
 
-def _reason(row: dict, min_gain: float) -> tuple[str, str]:
+def _reason(row: dict[str, Any], min_gain: float) -> tuple[str, str]:
     """(choice, why) for one point of the size table joined with its candidate."""
     cand = row["best"]
     if cand == DEFAULT:

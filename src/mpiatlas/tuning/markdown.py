@@ -6,7 +6,7 @@ from collections import Counter
 
 from mpiatlas.models.best_algorithm import DEFAULT
 from mpiatlas.tuning.decide import Decision, Point, SeriesDecision, SizeRange
-from mpiatlas.tuning.validation import UNTUNED_TOLERANCE
+from mpiatlas.tuning.validation import UNTUNED_TOLERANCE, CellCheck, UntunedCheck
 
 
 def _size(n: int) -> str:
@@ -79,7 +79,7 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{x:.1%}"
 
 
-def _untuned_lines(untuned: list) -> list[str]:
+def _untuned_lines(untuned: list[UntunedCheck]) -> list[str]:
     if not untuned:
         return []
     passed = sum(c.passed for c in untuned)
@@ -95,7 +95,8 @@ def _untuned_lines(untuned: list) -> list[str]:
     return lines
 
 
-def validation_markdown(checks: list, evidence: dict[str, str], campaign: str | None, untuned: list | None = None) -> str:
+def validation_markdown(checks: list[CellCheck], evidence: dict[str, str], campaign: str | None,
+                        untuned: list[UntunedCheck] | None = None) -> str:
     """validation.md: per tuned cell, the file against the forced winner and the default; then the
     sampled untuned sizes, the file against the default."""
     if not checks:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -27,12 +28,13 @@ from mpiatlas.tuning.validation_config import validation_config
 CONFIG_NAME, JSON_NAME, MD_NAME = "validate.yaml", "validation.json", "validation.md"
 
 
-def campaign_of(decision: Decision) -> dict:
+def campaign_of(decision: Decision) -> dict[str, Any]:
     """The config the decision's campaign ran with (its ``campaign.json``)."""
     root = decision.source.parent if decision.source.name == "tidy" else decision.source
     path = root / "campaign.json"
     try:
-        return json.loads(path.read_text())
+        config: dict[str, Any] = json.loads(path.read_text())
+        return config
     except (OSError, ValueError) as exc:
         raise TuneError(f"{path}: cannot read the campaign's config ({exc}); --validate needs a campaign's results "
                         "directory (results/<name>)") from exc
@@ -49,14 +51,14 @@ def run_campaign(config_path: Path, inside_workflow: bool) -> int:
     return subprocess.run(argv, env=env, check=False).returncode
 
 
-def validate(decision: Decision, files: dict, out: Path, *, repetitions: int = 5, results: Path | None = None,
-             inside_workflow: bool = False, campaign: dict | None = None) -> int:
+def validate(decision: Decision, files: dict[tuple[str, str], list[str]], out: Path, *, repetitions: int = 5,
+             results: Path | None = None, inside_workflow: bool = False, campaign: dict[str, Any] | None = None) -> int:
     """0 when every tuned cell and every sampled untuned size passes, 1 when one fails; TuneError on bad input. ``campaign``: the
     config the decision was made from (default: the decision's results/<name>/campaign.json)."""
     tuned = [s for s in decision.series if s.tuned]
     if not tuned:
         print("nothing to validate: every series keeps the default")
-        record = {"campaign": None, "summary": validation.summary([]), "cells": [], "evidence": {}}
+        record: dict[str, Any] = {"campaign": None, "summary": validation.summary([]), "cells": [], "evidence": {}}
         (out / JSON_NAME).write_text(json.dumps(record, indent=1))
         (out / MD_NAME).write_text(validation_markdown([], {}, None))
         return 0

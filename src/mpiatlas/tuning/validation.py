@@ -30,6 +30,7 @@ band.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,7 +136,8 @@ def _lookup(table: pl.DataFrame, np_: int, nbytes: int) -> dict[str, Any] | None
     return hit.row(0, named=True) if hit.height else None
 
 
-def _check(series: SeriesDecision, point: Any, gain_row: dict | None, match_row: dict | None) -> CellCheck:
+def _check(series: SeriesDecision, point: Any, gain_row: dict[str, Any] | None, match_row: dict[str, Any] | None
+           ) -> CellCheck:
     n_def = gain_row["n_a"] if gain_row else 0
     n_exp = gain_row["n_b"] if gain_row else (match_row["n_b"] if match_row else 0)
     n_for = match_row["n_a"] if match_row else 0
@@ -146,7 +148,9 @@ def _check(series: SeriesDecision, point: Any, gain_row: dict | None, match_row:
         matches = beats = False
         reason = f"too few repetitions (default {n_def}, exported {n_exp}, forced {n_for}; need {MIN_REPS})"
     else:
-        matches = bool(match_ci[0] <= 1 <= match_ci[1])
+        # Repetitions on all three sides (MIN_REPS >= 1): both rows are there.
+        assert gain_row is not None and match_row is not None
+        matches = bool(match_row["ratio_ci_low"] <= 1 <= match_row["ratio_ci_high"])
         beats = gain_row["verdict"] == FASTER
         parts = [f"t_file/t_{point.algorithm} {match_row['ratio']:.3f} [{match_ci[0]:.3f}, {match_ci[1]:.3f}]"
                  + ("" if matches else " (CI excludes 1: the file did not run the winner)"),
@@ -166,14 +170,15 @@ def _load(results: Path) -> pl.DataFrame:
     return df.with_columns(pl.col("knobs").fill_null(""))
 
 
-def _untuned(series: SeriesDecision, np_: int, nbytes: int, row: dict | None) -> UntunedCheck:
+def _untuned(series: SeriesDecision, np_: int, nbytes: int, row: dict[str, Any] | None) -> UntunedCheck:
     n = (row["n_a"], row["n_b"]) if row else (0, 0)
     ratio = row["ratio"] if row else None
     ci = (row["ratio_ci_low"], row["ratio_ci_high"]) if row else (None, None)
     if min(n) < MIN_REPS:
         slower, reason = False, f"too few repetitions (default {n[0]}, exported {n[1]}; need {MIN_REPS})"
     else:
-        slower = bool(ci[0] > 1 + UNTUNED_TOLERANCE)
+        assert row is not None  # repetitions on both sides (MIN_REPS >= 1): the row is there
+        slower = bool(row["ratio_ci_low"] > 1 + UNTUNED_TOLERANCE)
         reason = (f"t_file/t_default {ratio:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
                   + (f" (significantly slower: CI above 1 + {UNTUNED_TOLERANCE:.0%})" if slower else ""))
     return UntunedCheck(series.stack, series.kind, series.transport, series.benchmark, np_, nbytes, n, ratio, ci,
@@ -270,10 +275,10 @@ def summary(checks: list[CellCheck], untuned: list[UntunedCheck] | None = None) 
     """Counts and failures; ``ok`` when every tuned cell and every sampled untuned size passes."""
     untuned = untuned or []
 
-    def failed(items: list) -> list[str]:
+    def failed(items: Sequence[CellCheck | UntunedCheck]) -> list[str]:
         return [f"{c.stack}/{c.transport}/{c.collective} P={c.np} {c.bytes} B: {c.reason}" for c in items if not c.passed]
 
-    out = {"cells": len(checks), "passed": sum(c.passed for c in checks), "failed": failed(checks),
+    out: dict[str, Any] = {"cells": len(checks), "passed": sum(c.passed for c in checks), "failed": failed(checks),
            "untuned": {"cells": len(untuned), "passed": sum(c.passed for c in untuned), "failed": failed(untuned),
                        "tolerance": UNTUNED_TOLERANCE}}
     out["ok"] = out["passed"] == out["cells"] and out["untuned"]["passed"] == out["untuned"]["cells"]

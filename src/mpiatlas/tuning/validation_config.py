@@ -92,7 +92,7 @@ WARMUP_SIZES = 2
 
 def _msglog(sizes: list[int]) -> list[int]:
     nonzero = [b for b in sizes if b > 0] or [1]
-    return [max(0, int(math.log2(min(nonzero))) - WARMUP_SIZES), int(math.ceil(math.log2(max(nonzero))))]
+    return [max(0, int(math.log2(min(nonzero))) - WARMUP_SIZES), math.ceil(math.log2(max(nonzero)))]
 
 
 def validation_config(campaign: dict[str, Any], series: list[SeriesDecision], files: dict[tuple[str, str], list[str]],

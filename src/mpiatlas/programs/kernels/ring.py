@@ -28,7 +28,7 @@ class Ring(KernelProgram):
         # One exchange = P steps; each step moves `streams` messages of `bytes` per rank.
         block = self.block(config)
         rounds = int(block.get("iterations", 0)) + int(block.get("warmup", 0))
-        step_s = sum(MSG_LATENCY_S + s * b / BANDWIDTH_BPS for s in block["streams"] for b in block["bytes"])
+        step_s: float = sum(MSG_LATENCY_S + s * b / BANDWIDTH_BPS for s in block["streams"] for b in block["bytes"])
         return len(cell.variant.split("+")) * rounds * cell.np * step_s
 
     def buffers(self, config: dict[str, Any], cell: Cell) -> tuple[float, float]:

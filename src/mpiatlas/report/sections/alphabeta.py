@@ -17,6 +17,7 @@ import altair as alt
 import numpy as np
 import polars as pl
 
+from mpiatlas.stats.aggregate import scalar
 from mpiatlas.models.alphabeta import FORMULAS, predict, speed_of_light
 from mpiatlas.models.alphabeta_models import DELTA_AIC_CLEAR, MODELS
 from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Notice, Section, Table, Text, cell
@@ -75,9 +76,11 @@ def _points_frame(f: dict[str, Any]) -> pl.DataFrame:
 
 def _curves(f: dict[str, Any], pts: pl.DataFrame) -> pl.DataFrame:
     """Model per m, and the speed of light of the largest m, on a log grid of sizes."""
-    lo, hi = float(pts.get_column("bytes").min()), float(pts.get_column("bytes").max())
+    lo, hi = scalar(pts.get_column("bytes").min()), scalar(pts.get_column("bytes").max())
     grid = np.geomspace(lo, hi, CURVE_POINTS) if hi > lo else np.array([lo])
     bench, k, b = f["benchmark"], f["ppn"], _b_bytes_per_us(f)
+    if b is None:
+        raise ValueError(f"{bench}: a fit without network.bandwidth_gbit_s has no curves (not _usable)")
     rows: list[dict[str, Any]] = []
     nodes = sorted(set(pts.get_column("nodes").to_list()))
     for m in nodes:
@@ -87,14 +90,14 @@ def _curves(f: dict[str, Any], pts: pl.DataFrame) -> pl.DataFrame:
     top = max(nodes)
     if top > 1:
         # Drawn down to half the fastest measurement only: below, it would stretch the log axis by decades.
-        floor = 0.5 * float(pts.get_column("measured_us").min())
+        floor = 0.5 * scalar(pts.get_column("measured_us").min())
         t = speed_of_light(bench, top, grid, k, b)
         rows += [{"m": f"m = {top}", "nodes": top, "bytes": float(x), "t_us": float(v), "curve": LIGHT_CURVE}
                  for x, v in zip(grid, t) if v >= floor]
     return with_size(pl.DataFrame(rows)) if rows else pl.DataFrame()
 
 
-def _fit_chart(f: dict[str, Any], pts: pl.DataFrame) -> alt.TopLevelMixin:
+def _fit_chart(f: dict[str, Any], pts: pl.DataFrame) -> alt.LayerChart | alt.FacetChart | alt.HConcatChart:
     domain = [f"m = {m}" for m in sorted(set(pts.get_column("nodes").to_list()))]
     color = alt.Color("m:N", scale=alt.Scale(domain=domain, scheme="tableau10"), title="nodes",
                       sort=domain, legend=alt.Legend(symbolOpacity=1))
@@ -128,7 +131,7 @@ def _fit_chart(f: dict[str, Any], pts: pl.DataFrame) -> alt.TopLevelMixin:
             x=x, y="t_us:Q", color=color, strokeDash=dash, tooltip=ctips))
         layers.append(alt.Chart(curves.filter(pl.col("curve") == LIGHT_CURVE)).mark_line(
             strokeWidth=1.6, color="#444").encode(x=x, y="t_us:Q", strokeDash=dash, tooltip=ctips))
-    main = alt.layer(*layers).resolve_scale(color="shared").properties(
+    main: alt.LayerChart = alt.layer(*layers).resolve_scale(color="shared").properties(
         width=CHART_W, height=CHART_H, title=f"{f['benchmark']}: {_series_name(f)}")
     res = meas.filter(pl.col("point") == "fitted").with_columns(
         (pl.col("predicted_us") / pl.col("measured_us") - 1.0).alias("rel_err"))
@@ -182,7 +185,7 @@ def _choice_name(f: dict[str, Any]) -> str:
 
 def _with_families(result: dict[str, Any]) -> list[dict[str, Any]]:
     """Per-k entries and pooled entries that carry a model comparison (files from before have none)."""
-    pooled = result.get("pooled") if isinstance(result.get("pooled"), list) else []
+    pooled = given if isinstance(given := result.get("pooled"), list) else []
     out = [f for f in [*result["fits"], *pooled] if isinstance(f, dict) and isinstance(f.get("models"), list)
            and f.get("error") is None]
     return sorted(out, key=lambda f: (str(f.get("benchmark")), f.get("ppn") is None, _choice_name(f)))
@@ -193,7 +196,7 @@ def _choice_table(entries: list[dict[str, Any]]) -> Table:
             "median |rel. res.|", "ΔAIC", "choice"]
     rows: list[list[Cell]] = []
     for f in entries:
-        sel = f.get("selection") if isinstance(f.get("selection"), dict) else {}
+        sel = given if isinstance(given := f.get("selection"), dict) else {}
         for mf in f["models"]:
             if not isinstance(mf, dict):
                 continue
@@ -270,7 +273,7 @@ def section_alphabeta(data: ReportData) -> Section | None:
     if not isinstance(result, dict) or not isinstance(result.get("fits"), list):
         return Section(TITLE, [Notice("fits/alphabeta.json is not an α-β fits object (network, fits, notes): "
                                       "ignored.", "error")], id=SECTION_ID)
-    net = result.get("network") if isinstance(result.get("network"), dict) else {}
+    net = given if isinstance(given := result.get("network"), dict) else {}
     fits = [f for f in result["fits"] if isinstance(f, dict)]
     blocks: list[Any] = [Text(
         f"Alltoall: {FORMULAS['Alltoall']};  Allgather (ring): {FORMULAS['Allgather']}; x = message size "

@@ -48,7 +48,7 @@ def check_cell(req: Any, obt: Any, ok: Any, fmt_req: Callable[[Any], str] = str,
     req_s = fmt_req(req) if req is not None else DASH
     mark = {True: "✓", False: "✗"}.get(ok, "?")
     title = f"requested {req_s}; obtained {obt_s}" if shorten(obt_s) != obt_s else None
-    return Cell(f"{mark} {req_s} → {shorten(obt_s)}", title=title, cls={True: "ok", False: "bad"}.get(ok, None))
+    return Cell(f"{mark} {req_s} → {shorten(obt_s)}", title=title, cls={True: "ok", False: "bad"}.get(ok))
 
 
 def _row(r: dict[str, Any], e: dict[str, Any], counted: bool) -> list[Cell]:

@@ -70,6 +70,7 @@ def _best_chart(bench: str, best: pl.DataFrame, df: pl.DataFrame, sized: bool, n
     ).select("label", "np", "bytes", "size", "best", "t_best", "t_default", "speedup", "gain", "n_algorithms"))
     sizes = _size_order(df)
     # Sized collectives: (size × np) per label; size-less ones (Barrier): np × label.
+    height: int | alt.Step
     if sized:
         xenc, yenc = alt.X("size:O", sort=sizes, title="message size"), alt.Y("np:O", sort="descending")
         width, height = max(160, 34 * len(sizes)), max(40, 20 * len(nps))

@@ -24,7 +24,7 @@ def section_kernel_jacobi(data: ReportData) -> Section | None:
         "at their P."))
     if opening is None:
         return None
-    df, fits, good, blocks = opening.df, opening.fits, opening.good, opening.blocks
+    df, good, blocks = opening.df, opening.good, opening.blocks
     if good:
         blocks.append(Table(
             ["Stack / transport / mapping", "λ (µs)", "B (MB/s)", "source", "summary"],

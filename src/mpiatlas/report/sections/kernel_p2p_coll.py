@@ -7,6 +7,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from mpiatlas.stats.aggregate import scalar
 from mpiatlas.models.kernel_p2p import BANDWIDTH_BYTES, LATENCY_BYTES, fit_coll, pingpong_medians
 from mpiatlas.report.blocks import Cell, ChartBlock, Details, Heading, Notice, Section, Table, Text, cell, num_cell
 from mpiatlas.report.charts import (
@@ -45,8 +46,8 @@ INTRO = (
 
 def _imb_labels(data: ReportData) -> set[str]:
     """Stack/transport/mapping labels with an IMB PingPong fit (results/fits/hockney.json)."""
-    return {f.get("label") for f in data.fits.get("hockney") or [] if isinstance(f, dict)
-            and f.get("benchmark") == "PingPong" and "error" not in f}
+    return {f["label"] for f in data.fits.get("hockney") or [] if isinstance(f, dict)
+            and isinstance(f.get("label"), str) and f.get("benchmark") == "PingPong" and "error" not in f}
 
 
 def _ratio_cell(pair: dict[str, Any] | None, name: str) -> Cell:
@@ -122,7 +123,7 @@ def _pingpong_chart(med: pl.DataFrame, fits: list[dict[str, Any]]) -> ChartBlock
     meas = rounded(with_size(pos.select(pl.col("label").alias("series"), "bytes",
                                         pl.col("t_usec").alias("t_median_usec"),
                                         pl.col("MBps").alias("bw_median_MBps"), "n_reps")))
-    lo, hi = float(pos["bytes"].min()), float(pos["bytes"].max())
+    lo, hi = scalar(pos["bytes"].min()), scalar(pos["bytes"].max())
     model = []
     for f in fits:
         try:

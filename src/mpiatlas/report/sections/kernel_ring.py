@@ -24,7 +24,7 @@ def section_kernel_ring(data: ReportData) -> Section | None:
         "Dashed lines with hollow squares: model; circles: measured with P ≤ cores; triangles: oversubscribed."))
     if opening is None:
         return None
-    df, fits, good, blocks = opening.df, opening.fits, opening.good, opening.blocks
+    df, good, blocks = opening.df, opening.good, opening.blocks
     if good:
         blocks.append(Heading("Latency λ: ring-implied vs PingPong"))
         blocks.append(Table(

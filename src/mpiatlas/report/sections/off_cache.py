@@ -110,7 +110,8 @@ def _rules(caches: dict[str, list[int]]) -> pl.DataFrame:
                         schema={"level": pl.String, "bytes": pl.Int64, "text": pl.String})
 
 
-def _chart(bench: str, df: pl.DataFrame, caches: dict[str, list[int]], y: str, y_title: str) -> alt.TopLevelMixin:
+def _chart(bench: str, df: pl.DataFrame, caches: dict[str, list[int]], y: str, y_title: str
+           ) -> alt.LayerChart | alt.FacetChart:
     data = rounded(with_size(df).select("series", "cache", "bytes", "size", "t_median_usec", "t_ci_low_usec",
                                         "t_ci_high_usec", "bw", "n_reps"))
     data = data.with_columns(pl.concat_str([pl.col("series"), pl.lit(" · "), pl.col("cache")]).alias("line"))

@@ -50,10 +50,11 @@ def _model_rows(fits: list[tuple[dict[str, Any], str]], ranges: dict[str, tuple[
     """Model curve, breakpoint and residual rows of the fits drawn over each series' measured sizes."""
     model, bps, res = [], [], []
     for f, name in fits:
-        lo, hi = ranges.get(name, (None, None))
-        if lo is None:
+        if name in ranges:
+            lo, hi = ranges[name]
+        else:
             # Fit for a series without summary rows: draw over the fit's own residual sizes.
-            sizes = [r.get("bytes") for r in f.get("residuals") or [] if finite(r.get("bytes")) and r["bytes"] > 0]
+            sizes = [r["bytes"] for r in f.get("residuals") or [] if finite(r.get("bytes")) and r["bytes"] > 0]
             if not sizes:
                 continue
             lo, hi = min(sizes), max(sizes)

@@ -57,7 +57,7 @@ def _per_cell_provenance(prov: list[dict[str, Any]], stack_of: dict[Any, Any],
     """
     fields = sorted({k for p in prov for k in p if k not in _PROV_SEPARATE})
     common_fields = [k for k in fields if len({_prov_value(p.get(k)) for p in prov}) == 1]
-    envs = [p.get("env") if isinstance(p.get("env"), dict) else {} for p in prov]
+    envs: list[dict[Any, Any]] = [env if isinstance(env := p.get("env"), dict) else {} for p in prov]
     env_keys = sorted({str(k) for e in envs for k in e})
     common_env = {k: str(envs[0][k]) for k in env_keys
                   if envs and all(k in e for e in envs) and len({str(e[k]) for e in envs}) == 1}

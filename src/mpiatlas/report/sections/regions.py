@@ -12,6 +12,7 @@ import altair as alt
 import polars as pl
 
 from mpiatlas.matrix import layout
+from mpiatlas.stats.aggregate import scalar
 from mpiatlas.stats.regions import (
     BW_BYTES,
     INTER_REGION,
@@ -86,7 +87,7 @@ def region_chart(bench: str, pts: pl.DataFrame, lines: list[CacheLine]) -> tuple
     order = (pos.select("series", "stack", "transport", "region").unique()
              .with_columns(pl.col("region").map_elements(region_rank, return_dtype=pl.Int32).alias("_r"))
              .sort("stack", "transport", "_r").get_column("series").to_list())
-    lo, hi = pos.get_column("bytes").min(), pos.get_column("bytes").max()
+    lo, hi = scalar(pos.get_column("bytes").min()), scalar(pos.get_column("bytes").max())
     inside = [ln for ln in lines if lo <= ln.bytes <= hi]
     outside = [ln for ln in lines if not lo <= ln.bytes <= hi]
 
