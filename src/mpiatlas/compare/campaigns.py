@@ -2,7 +2,7 @@
 
 Matching. Cells of A and B are matched on every axis both sides carry (a column present and not
 all-null on both: the cell id's coordinates minus the repetition, plus the IMB ``processes``/
-``group``/``mode`` and the message size). An axis that takes one value on each side, different
+``group``/``mode``, the cell's IMB options, knob set and placement over nodes, and the message size). An axis that takes one value on each side, different
 values on the two sides (``transport`` shm in A, ofi-tcp in B) is the *compared setting*: it is
 reported, not matched on, so "the same cells over another transport" line up. ``ignore`` drops
 further axes from the key; a key that then names several cells on one side is refused (pooling
@@ -25,11 +25,12 @@ import polars as pl
 from mpiatlas.matrix import layout
 from mpiatlas.stats.aggregate import CONFIDENCE, N_RESAMPLES, SEED, usable_samples
 from mpiatlas.compare.fits import fit_differences, fit_differences_over_runs
+from mpiatlas.tables.samples import SERIES_AXES, with_series_axes
 from mpiatlas.stats.ratios import MIN_REPS, MIN_RUNS, TIME, grouped_times, size_table
 
 # Candidate matching axes, in display order (``bytes`` last: a cell's sizes).
 AXES: tuple[str, ...] = ("label", "stack", "transport", "mapping", "nodes", "np", "benchmark", "algorithm",
-                         "processes", "group", "mode", "bytes")
+                         *SERIES_AXES, "processes", "group", "mode", "bytes")
 ONE_RUN_NOTE = ("one run per side: run-to-run variation is not in the CI (two identical campaigns can differ "
                 "\"significantly\"); repeat each campaign and pass the runs, --a A1 A2 A3 --b B1 B2 B3, to include it")
 
@@ -137,7 +138,8 @@ def load_side(path: str | Path, name: str) -> Side:
         raise CompareError(f"{samples_path}: not an IMB samples table (missing columns: {', '.join(missing)})")
     cells_path = samples_path.parent / layout.CELLS_TABLE
     cells = pl.read_parquet(cells_path) if cells_path.is_file() else None
-    side = Side(name, path, usable_samples(samples), cells)
+    # IMB options, knob set and placement over nodes tell cells apart: matched on like any axis.
+    side = Side(name, path, with_series_axes(usable_samples(samples)), cells)
     if fits is not None:
         side.hockney = _read_json_list(fits / layout.HOCKNEY_FIT, None)
         side.alphabeta = _read_json_list(fits / layout.ALPHABETA_FIT, "fits")

@@ -19,7 +19,7 @@ def series_name(row: dict[str, Any], series: list[str]) -> str:
     parts = []
     for k in sorted(series, key=lambda k: k != "benchmark"):  # the benchmark first, then the axes in order
         v = row.get(k)
-        if v is not None:
+        if v is not None and v != "":  # "" is an unset axis (no IMB options, no knob set)
             parts.append(f"{k}={v}" if isinstance(v, int) else str(v))
     return " · ".join(parts)
 
