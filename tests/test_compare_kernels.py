@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 from mpiatlas.cli import main
-from mpiatlas.compare.campaigns import compare, load_side
+from mpiatlas.compare.campaigns import compare, load_runs, load_side
 from mpiatlas.compare.kernels import kernel_samples
 from mpiatlas.matrix import layout
 from mpiatlas.parsers.kernels import parse_kernel_output
@@ -125,3 +125,19 @@ def test_two_kernel_campaigns_give_ratios_with_cis_and_the_verdicts_they_imply(
     html = (tmp_path / "d.html").read_text()
     assert '<section id="kernels">' in html and "ring: B / A" in html and "jacobi: all 1 matched points" in html
     assert main(["compare", str(a), str(b), "--plain", "--fail-on-regression", "60%"]) == 0
+
+
+def test_several_runs_per_side_put_run_to_run_variation_in_the_kernels_cis(tmp_path: Path) -> None:
+    same = {k: 1.0 for k in RECORDED}
+    runs_a = [write_campaign(tmp_path / f"a{i}", same, seed=30 + 10 * i) for i in range(3)]
+    runs_b = [write_campaign(tmp_path / f"b{i}", FACTOR, seed=70 + 10 * i) for i in range(3)]
+    cmp = compare(load_runs(runs_a, "A"), load_runs(runs_b, "B"))
+    assert cmp.two_level
+    ring = next(k for k in cmp.kernels if k.kernel == "ring").sizes
+    # Each point: 3 runs of 6 repetitions per side, the two-level CI (runs, then repetitions) holds ×1.5.
+    assert ring["runs_a"].to_list() == [3] * 6 and ring["n_a"].to_list() == [3 * REPS] * 6
+    assert ((ring["ratio_ci_low"] <= 1.5) & (ring["ratio_ci_high"] >= 1.5)).all()
+    for kc in cmp.kernels:
+        for row in kc.sizes.to_dicts():
+            implied = SLOWER if row["ratio_ci_low"] > 1 else FASTER if row["ratio_ci_high"] < 1 else SAME
+            assert row["verdict"] == implied, (kc.kernel, row)

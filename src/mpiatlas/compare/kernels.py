@@ -20,7 +20,6 @@ records. matsum and jacobi have no message size: their ``bytes`` is null, one po
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,8 +124,8 @@ def load_kernel_samples(tidy: Path) -> dict[str, pl.DataFrame]:
 
 def stacked_runs(runs: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
     """Several runs' kernel samples, per kernel, with a ``run`` column (0, 1, …) as IMB samples get."""
-    names = [n for n in KERNELS if any(n in r for r in runs)]
-    stack: Callable[[str], pl.DataFrame] = lambda n: pl.concat(  # noqa: E731 - one expression per kernel
-        [r[n].with_columns(pl.lit(i, dtype=pl.Int32).alias("run")) for i, r in enumerate(runs) if n in r],
-        how="diagonal_relaxed")
-    return {n: stack(n) for n in names}
+    def stacked(name: str) -> pl.DataFrame:
+        return pl.concat([r[name].with_columns(pl.lit(i, dtype=pl.Int32).alias("run"))
+                          for i, r in enumerate(runs) if name in r], how="diagonal_relaxed")
+
+    return {name: stacked(name) for name in KERNELS if any(name in r for r in runs)}
