@@ -60,9 +60,11 @@ def kernel_table(name: str, factor: float, seed: int) -> pl.DataFrame:
 
 
 def write_campaign(root: Path, factor: dict[str, float], seed: int) -> Path:
-    """A results directory with the five kernel tables and no IMB samples (a kernel-only campaign)."""
+    """A results directory with the five kernel tables and no IMB samples (a kernel-only campaign: tidy
+    writes every program's table, IMB's without rows or columns)."""
     tidy = root / "tidy"
     tidy.mkdir(parents=True)
+    pl.DataFrame().write_parquet(tidy / layout.IMB_SAMPLES)
     for i, name in enumerate(RECORDED):
         kernel_table(name, factor[name], seed + i).write_parquet(tidy / layout.kernel_table(name))
     return root

@@ -169,6 +169,8 @@ def load_side(path: str | Path, name: str) -> Side:
         samples = pl.read_parquet(samples_path) if samples_path.is_file() else _NO_SAMPLES
     except Exception as exc:  # noqa: BLE001 - polars raises several kinds for a broken file
         raise CompareError(f"{samples_path}: not a readable parquet table ({exc})") from exc
+    if samples.height == 0:  # tidy writes every program's table, a column-less one when it has no rows
+        samples = _NO_SAMPLES
     missing = [c for c in ("benchmark", "bytes", TIME, "status") if c not in samples.columns]
     if missing:
         raise CompareError(f"{samples_path}: not an IMB samples table (missing columns: {', '.join(missing)})")
