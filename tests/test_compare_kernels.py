@@ -81,6 +81,9 @@ def test_reduction_takes_one_time_per_launch_and_point() -> None:
     matsum = kernel_samples("matsum", kernel_table("matsum", 1.0, 0))
     assert matsum["bytes"].null_count() == matsum.height and matsum["problem"].unique().to_list() == ["30,20,10"]
     assert matsum.height == 6 * REPS  # topo 1, 2, 3 × dist slab, block
+    assert set(ring["pinner"]) == {""}  # the id names no pinner: the stack's own binding (Cell.pinner "")
+    likwid = kernel_table("ring", 1.0, 0).with_columns(pl.col("cell").str.replace("/rep", "/pinner=likwid/rep"))
+    assert set(kernel_samples("ring", likwid)["pinner"]) == {"likwid"}
     coll = kernel_samples("coll", kernel_table("coll", 1.0, 0))
     assert set(coll["variant"]) == {"bcast", "allreduce", "alltoall"} and coll.height == 3 * 12 * REPS  # sizes 0, 1, 2, … 1024
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import polars as pl
 
 from mpiatlas.matrix import layout
+from mpiatlas.matrix.cells import PINNER_SEGMENT_PREFIX
 from mpiatlas.stats.quality import trusted
 from mpiatlas.stats.ratios import TIME
 
@@ -87,12 +88,15 @@ def kernel_samples(name: str, table: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame()
     cell_axes = [c for c in CELL_AXES if c in df.columns]
     extra = [pl.col("cell_threads").alias("threads")] if "cell_threads" in df.columns else []
-    pinner = [pl.col("pinner")] if "pinner" in df.columns else []
     keys = ["cell", "rep", *cell_axes, *own]
     time = pl.col(spec.time).max() if spec.slowest else pl.col(spec.time).first()
     per_launch = (df.filter(pl.col(spec.time).is_finite())
                   .group_by(keys, maintain_order=True)
-                  .agg(time.cast(pl.Float64).alias(TIME), *(e.first() for e in extra), *(p.first() for p in pinner)))
+                  .agg(time.cast(pl.Float64).alias(TIME), *(e.first() for e in extra)))
+    # Who pinned the ranks is in the cell id only (``pinner=likwid/``; none: the stack, "" as in Cell.pinner):
+    # a likwid-pinned cell is another measurement than the stack-pinned one of the same coordinates.
+    per_launch = per_launch.with_columns(pl.col("cell").str.extract(f"/{PINNER_SEGMENT_PREFIX}([^/]+)/", 1)
+                                         .fill_null("").alias("pinner"))
     out = per_launch.rename({col: axis for col, axis in own.items() if col != axis}).with_columns(
         pl.lit(name).alias("benchmark"))
     if "bytes" not in out.columns:
