@@ -146,3 +146,27 @@ def test_several_runs_per_side_put_run_to_run_variation_in_the_kernels_cis(tmp_p
         for row in kc.sizes.to_dicts():
             implied = SLOWER if row["ratio_ci_low"] > 1 else FASTER if row["ratio_ci_high"] < 1 else SAME
             assert row["verdict"] == implied, (kc.kernel, row)
+
+
+def imb_pingpong(factor: float, seed: int) -> pl.DataFrame:
+    """IMB PingPong samples (6 repetitions at 3 sizes) whose times are a known factor × lognormal noise."""
+    rng = np.random.default_rng(seed)
+    rows = [{"cell": f"imb/intelmpi/shm/core/np2/PingPong/default/rep{rep}", "benchmark": "PingPong", "bytes": size,
+             "t_usec": factor * (0.5 + size / 5000) * float(rng.lognormal(0.0, NOISE)), "status": "ok",
+             "cell_status": "ok", "stack": "intelmpi", "transport": "shm", "mapping": "core", "np": 2,
+             "algorithm": "default", "options": "", "knobs": "", "rep": rep, "nodes": 1}
+            for rep in range(REPS) for size in (0, 1024, 65536)]
+    return pl.DataFrame(rows)
+
+
+def test_imb_and_kernel_tables_of_one_campaign_are_compared_side_by_side(tmp_path: Path) -> None:
+    sides = []
+    for name, factor, seed in (("a", {k: 1.0 for k in RECORDED}, 1), ("b", FACTOR, 2)):
+        root = write_campaign(tmp_path / name, factor, seed)
+        imb_pingpong(2.0 if name == "b" else 1.0, seed).write_parquet(root / "tidy" / layout.IMB_SAMPLES)
+        sides.append(load_side(root, name.upper()))
+    cmp = compare(*sides)
+    assert cmp.sizes.height == 3 and set(cmp.sizes["verdict"]) == {SLOWER}  # IMB PingPong ×2
+    assert cmp.sizes["ratio"].to_numpy() == pytest.approx(2.0, rel=0.10)
+    assert [k.kernel for k in cmp.kernels] == list(RECORDED)
+    assert cmp.all_sizes().height == 3 + sum(k.sizes.height for k in cmp.kernels)
