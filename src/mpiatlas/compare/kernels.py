@@ -29,6 +29,7 @@ from mpiatlas.matrix import layout
 from mpiatlas.matrix.cells import PINNER_SEGMENT_PREFIX
 from mpiatlas.stats.quality import trusted
 from mpiatlas.stats.ratios import TIME
+from mpiatlas.tables.samples import with_series_axes
 
 KERNELS: tuple[str, ...] = ("ring", "matsum", "jacobi", "pingpong", "coll")
 # Matching axes of the reduced kernel samples, in display order (``bytes`` last, as for IMB).
@@ -101,9 +102,7 @@ def kernel_samples(name: str, table: pl.DataFrame) -> pl.DataFrame:
         pl.lit(name).alias("benchmark"))
     if "bytes" not in out.columns:
         out = out.with_columns(pl.lit(None, dtype=pl.Int64).alias("bytes"))
-    from mpiatlas.tables.samples import with_series_axes
-
-    return with_series_axes(out).with_columns(pl.lit("ok").alias("status"))
+    return with_series_axes(out)
 
 
 def load_kernel_samples(tidy: Path) -> dict[str, pl.DataFrame]:
