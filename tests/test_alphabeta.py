@@ -427,3 +427,77 @@ def test_alaska_two_nodes_32_ranks_each_over_hdr100() -> None:
     allgather = fit_alphabeta("Allgather", [2] * len(x), x, t, ppn=32, network=ib)
     assert allgather.alpha > 10 * alltoall.alpha
     assert allgather.r2 is not None and allgather.r2 > 0.9
+
+
+# -- series kept apart -------------------------------------------------------------------------
+
+
+def _settings_table(settings: dict[tuple[str, str, str], tuple[float, float]]) -> pl.DataFrame:
+    """Pipeline-shaped Alltoall samples of one stack/transport/algorithm at k = 2 over m = 1..3, one
+    series per (IMB options, knob set, placement) with its own true (α, β); the m = 1 rows carry
+    no placement (one node), as the cells table has it."""
+    rows: list[dict[str, Any]] = []
+    for i, ((options, knobs, placement), (alpha, beta)) in enumerate(settings.items()):
+        m_, x_, t_ = synthetic("Alltoall", alpha, beta, k=2, nodes=(1, 2, 3), reps=3, seed=10 + i)
+        rep_of: dict[tuple[int, int], int] = {}
+        for m, x, t in zip(m_, x_, t_):
+            rep = rep_of[(m, x)] = rep_of.get((m, x), -1) + 1
+            mapping = "core" if m == 1 else "node"
+            segs = (f"{options}/" if options else "") + (f"knobs={knobs}/" if knobs else "") + (
+                f"placement={placement}/" if placement == "block" and m > 1 else "")
+            cell = f"imb/intelmpi/ofi-tcp/{mapping}{m if m > 1 else ''}/np{2 * m}/Alltoall/default/{segs}rep{rep}"
+            rows.append({"cell": cell, "benchmark": "Alltoall", "bytes": x, "t_usec": t, "t_max_usec": t,
+                         "status": "ok", "cell_status": "ok", "processes": 2 * m, "stack": "intelmpi",
+                         "transport": "ofi-tcp", "mapping": mapping, "np": 2 * m, "algorithm": "default",
+                         "options": options, "knobs": knobs, "rep": rep, "nodes": m, "ppn": 2})
+    return pl.DataFrame(rows).with_columns(pl.col("np", "rep", "nodes", "ppn", "processes").cast(pl.Int32))
+
+
+def test_knob_sets_options_and_placements_are_fitted_apart(tmp_path: Path) -> None:
+    # Four settings of one stack/transport/algorithm, each with its own truth: pooled, one fit would
+    # describe none of them (α from 1.2 to 3.0, β from 10 to 60 µs).
+    truth = {("", "", "cyclic"): (1.2, 10.0), ("", "eager", "cyclic"): (3.0, 60.0),
+             ("off_cache=-1", "", "cyclic"): (2.0, 25.0), ("", "", "block"): (1.5, 40.0)}
+    result = fit_alphabeta_table(_settings_table(truth), NET)
+    fits = {(f["options"], f["knobs"], f["placement"]): f for f in result["fits"]}
+    assert set(fits) == set(truth) and all("error" not in f for f in fits.values())
+    for key, (alpha, beta) in truth.items():
+        f = fits[key]
+        assert f["alpha"] == pytest.approx(alpha, rel=TOL) and f["beta_us"] == pytest.approx(beta, rel=TOL), key
+        assert f["nodes"] == [2, 3] and f["ppn"] == 2
+        # The chosen model's α and β per size, one row per size (their values: the next test).
+        assert f["per_size"]["model"] == f["best_model"] == "alltoall"
+        assert [r["bytes"] for r in f["per_size"]["rows"]] == SIZES
+    # m = 1 (no placement) is the baseline of every placement of its series: shown, not fitted.
+    assert all(any(p["nodes"] == 1 and not p["used"] for p in f["points"]) for f in fits.values())
+    # The report's section names each setting beside its own α.
+    sec = _section(_report(tmp_path, _settings_table(truth), result), "alphabeta")
+    assert sec is not None and "Options · knobs · placement" in sec
+    for name, key in (("knobs=eager · cyclic", ("", "eager", "cyclic")), ("off_cache=-1 · cyclic", ("off_cache=-1", "", "cyclic")),
+                      ("intelmpi · ofi-tcp · block · k = 2", ("", "", "block"))):
+        assert name in sec and fmt_num(fits[key]["alpha"]) in sec, name
+
+
+def test_per_size_alpha_and_beta_recover_the_truth_of_each_knob_set() -> None:
+    truth = {("", "", "cyclic"): (1.2, 10.0), ("", "eager", "cyclic"): (3.0, 60.0)}
+    fits = {f["knobs"]: f for f in fit_alphabeta_table(_settings_table(truth), NET)["fits"]}
+    for (_, knobs, _), (alpha, beta) in truth.items():
+        f = fits[knobs]
+        assert f["best_model"] == "alltoall" and f["per_size"]["model"] == "alltoall"
+        rows = f["per_size"]["rows"]
+        # Two node counts per size: a free fit would interpolate them, so β is held and α is the size's own.
+        assert all(r["beta_fixed"] and r["n_points"] == 2 for r in rows)
+        network_us = {r["bytes"]: alpha * r["bytes"] * 2 * 2**2 / NET.bytes_per_us for r in rows}  # at m = 3
+        # Where the link term is at least β, each size's α is within 15 % of the truth (3 reps, 5 % noise).
+        wide = [r for r in rows if network_us[r["bytes"]] >= beta]
+        assert len(wide) >= 4
+        for r in wide:
+            assert r["alpha"] == pytest.approx(alpha, rel=0.15), (knobs, r["bytes"])
+            assert r["alpha_ci"][0] <= r["alpha"] <= r["alpha_ci"][1]
+        # Where it is under a tenth of β, the β each size implies at the all-size α is within 15 % of the truth.
+        narrow = [r for r in rows if network_us[r["bytes"]] < 0.1 * beta]
+        assert len(narrow) >= 3
+        for r in narrow:
+            assert r["beta_at_alpha_us"] == pytest.approx(beta, rel=0.15), (knobs, r["bytes"])
+            lo, hi = r["beta_at_alpha_ci_us"]
+            assert lo <= r["beta_at_alpha_us"] <= hi

@@ -214,6 +214,25 @@ def hockney_fit(transport: str, latency: float, ci: list[float], bw: float, bw_c
             "bandwidth_MBps": bw, "bandwidth_ci_MBps": bw_ci}
 
 
+def test_alphabeta_fits_pair_by_knob_set_options_and_placement() -> None:
+    """α-β fits of one stack/transport at two knob sets (and another placement) pair with their own partner."""
+    def fit(knobs: str, placement: str, alpha: float) -> dict:
+        return {"stack": "intelmpi", "transport": "ofi-tcp", "algorithm": "default", "options": "", "knobs": knobs,
+                "placement": placement, "benchmark": "Alltoall", "ppn": 2, "alpha": alpha,
+                "alpha_ci": [alpha * 0.98, alpha * 1.02], "beta_us": 20.0, "beta_ci_us": [19.0, 21.0]}
+
+    fa = [fit("", "cyclic", 1.2), fit("eager", "cyclic", 3.0), fit("", "block", 1.5)]
+    fb = [fit("", "block", 1.5), fit("eager", "cyclic", 3.3), fit("", "cyclic", 1.2)]
+    axes = ["stack", "transport", "algorithm", "options", "knobs", "placement", "benchmark"]
+    alpha = fit_differences(([], []), (fa, fb), axes).filter(pl.col("parameter") == "α")
+    assert alpha.height == 3
+    by_series = {r["series"]: r for r in alpha.to_dicts()}
+    eager = by_series["stack=intelmpi · transport=ofi-tcp · algorithm=default · knobs=eager · placement=cyclic · "
+                      "benchmark=Alltoall · ppn=2"]
+    assert eager["diff"] == pytest.approx(0.3) and eager["direction"] == "slower"
+    assert sum(r["significant"] for r in alpha.to_dicts()) == 1  # the other two are their own partner, unchanged
+
+
 def test_hockney_differences_across_the_compared_setting() -> None:
     fa = [hockney_fit("shm", 0.5, [0.45, 0.55], 6000.0, [5000.0, None])]
     fb = [hockney_fit("ofi-tcp", 11.0, [10.5, 12.0], 1200.0, [1100.0, 1300.0])]

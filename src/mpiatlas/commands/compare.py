@@ -28,7 +28,8 @@ DESCRIPTION = (
     "Match the cells of A and B on every axis both carry (an axis with one value on each side, e.g. transport "
     "shm in A and ofi-tcp in B, is the compared setting), then per message size: the ratio B/A of the medians "
     "over repetitions with a 95 % bootstrap CI, significant when it excludes 1 (judged with at least 5 "
-    "repetitions per side); Hockney and alpha-beta parameter differences; cells on one side only are listed. "
+    "repetitions per side); the kernel tables likewise (ring, matsum and Jacobi time per P, pingpong and coll "
+    "per size); Hockney and alpha-beta parameter differences; cells on one side only are listed. "
     "One run per side does not carry the machine's run-to-run variation: repeat each campaign and pass the runs "
     "as --a A1 A2 A3 --b B1 B2 B3; with at least 2 runs per side the CI resamples runs, then repetitions "
     "(two-level bootstrap). "
@@ -134,9 +135,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"report written to {out} ({out.stat().st_size / 1e6:.2f} MB)", file=sys.stderr)
     if args.fail_on_regression is None:
         return 0
-    judged = cmp.sizes.filter(cmp.sizes["verdict"].is_in([SLOWER, FASTER, SAME])).height
+    every = cmp.all_sizes()  # IMB's sizes and the kernels' points
+    judged = every.filter(every["verdict"].is_in([SLOWER, FASTER, SAME])).height
     if judged == 0:
         print("mpiatlas compare: no size could be judged (nothing matched, or too few repetitions): "
               "--fail-on-regression cannot decide", file=sys.stderr)
         return 2
-    return 1 if regressions(cmp.sizes, args.fail_on_regression).height else 0
+    return 1 if regressions(every, args.fail_on_regression).height else 0

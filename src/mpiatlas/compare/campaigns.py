@@ -2,7 +2,7 @@
 
 Matching. Cells of A and B are matched on every axis both sides carry (a column present and not
 all-null on both: the cell id's coordinates minus the repetition, plus the IMB ``processes``/
-``group``/``mode`` and the message size). An axis that takes one value on each side, different
+``group``/``mode``, the cell's IMB options, knob set and placement over nodes, and the message size). An axis that takes one value on each side, different
 values on the two sides (``transport`` shm in A, ofi-tcp in B) is the *compared setting*: it is
 reported, not matched on, so "the same cells over another transport" line up. ``ignore`` drops
 further axes from the key; a key that then names several cells on one side is refused (pooling
@@ -11,6 +11,10 @@ different cells silently would fake repetitions). ``label`` is only an axis for 
 
 Statistics: :mod:`mpiatlas.stats.ratios` (per size, the ratio of medians with a bootstrap CI;
 several runs per side: the two-level bootstrap of :mod:`mpiatlas.stats.two_level`).
+
+Kernel tables (ring, matsum, Jacobi, pingpong, coll): each reduced to one time per launch and point
+(:mod:`mpiatlas.compare.kernels`), then matched and judged per kernel by the same rules and statistics
+(``Comparison.kernels``). A side may hold IMB samples, kernel tables or both.
 """
 
 from __future__ import annotations
@@ -26,13 +30,19 @@ import polars as pl
 from mpiatlas.matrix import layout
 from mpiatlas.stats.aggregate import CONFIDENCE, N_RESAMPLES, SEED, usable_samples
 from mpiatlas.compare.fits import fit_differences, fit_differences_over_runs
+from mpiatlas.compare.kernels import KERNEL_AXES, load_kernel_samples, stacked_runs
+from mpiatlas.tables.samples import SERIES_AXES, with_series_axes
 from mpiatlas.stats.ratios import MIN_REPS, MIN_RUNS, TIME, grouped_times, size_table
 
 # Candidate matching axes, in display order (``bytes`` last: a cell's sizes).
 AXES: tuple[str, ...] = ("label", "stack", "transport", "mapping", "nodes", "np", "benchmark", "algorithm",
-                         "processes", "group", "mode", "bytes")
+                         *SERIES_AXES, "processes", "group", "mode", "bytes")
 ONE_RUN_NOTE = ("one run per side: run-to-run variation is not in the CI (two identical campaigns can differ "
                 "\"significantly\"); repeat each campaign and pass the runs, --a A1 A2 A3 --b B1 B2 B3, to include it")
+
+
+# An IMB samples table without rows: a kernel-only campaign's IMB side.
+_NO_SAMPLES = pl.DataFrame(schema={"benchmark": pl.String, "bytes": pl.Int64, TIME: pl.Float64, "status": pl.String})
 
 
 class CompareError(ValueError):
@@ -56,6 +66,8 @@ class Side:
     # stand for the side).
     hockney_runs: list[list[dict[str, Any]]] = field(default_factory=list)
     alphabeta_runs: list[list[dict[str, Any]]] = field(default_factory=list)
+    # Each kernel's samples, one time per launch and point (mpiatlas.compare.kernels; ``run`` with several runs).
+    kernels: dict[str, pl.DataFrame] = field(default_factory=dict)
 
     @property
     def runs(self) -> int:
@@ -70,6 +82,23 @@ class Matching:
 
 
 @dataclass
+class KernelComparison:
+    """One kernel's tables of A and B compared: as :class:`Comparison` for IMB, without fits."""
+
+    kernel: str
+    matching: Matching
+    sizes: pl.DataFrame
+    only_a: pl.DataFrame
+    only_b: pl.DataFrame
+    lone_a: pl.DataFrame
+    lone_b: pl.DataFrame
+
+    @property
+    def series_keys(self) -> list[str]:
+        return [k for k in self.matching.keys if k != "bytes"]
+
+
+@dataclass
 class Comparison:
     a: Side
     b: Side
@@ -80,6 +109,13 @@ class Comparison:
     fits: pl.DataFrame  # model parameter differences (mpiatlas.compare.fits)
     lone_a: pl.DataFrame  # sizes of series both have, measured in A only (keys)
     lone_b: pl.DataFrame
+    kernels: list[KernelComparison] = field(default_factory=list)  # kernels both sides measured
+
+    def all_sizes(self) -> pl.DataFrame:
+        """Every judged point, IMB's and the kernels' (verdict, ratio and its CI): what a gate reads."""
+        cols = ["verdict", "ratio", "ratio_ci_low", "ratio_ci_high"]
+        return pl.concat([f.select(cols) for f in (self.sizes, *(k.sizes for k in self.kernels)) if f.height],
+                         how="vertical_relaxed") if self.sizes.height or self.kernels else self.sizes.select(cols)
 
     @property
     def series_keys(self) -> list[str]:
@@ -104,7 +140,8 @@ def _locate(path: Path) -> tuple[Path, Path | None]:
         raise CompareError(f"{path}: no such directory or file (expected a results directory, e.g. results/<name>)")
     for samples, fits in ((path / "tidy" / layout.IMB_SAMPLES, path / "fits"),
                           (path / layout.IMB_SAMPLES, path.parent / "fits")):
-        if samples.is_file():
+        # A kernel-only campaign may have no IMB samples: its kernel tables are next to where they would be.
+        if samples.is_file() or any(samples.parent.glob(layout.kernel_table("*"))):
             return samples, fits if fits.is_dir() else None
     raise CompareError(f"{path}: neither tidy/{layout.IMB_SAMPLES} nor {layout.IMB_SAMPLES} found "
                        "(expected a finished campaign's results directory or a tidy/imported directory)")
@@ -130,15 +167,22 @@ def load_side(path: str | Path, name: str) -> Side:
     path = Path(path)
     samples_path, fits = _locate(path)
     try:
-        samples = pl.read_parquet(samples_path)
+        samples = pl.read_parquet(samples_path) if samples_path.is_file() else _NO_SAMPLES
     except Exception as exc:  # polars raises several kinds for a broken file
         raise CompareError(f"{samples_path}: not a readable parquet table ({exc})") from exc
+    if samples.height == 0:  # tidy writes every program's table, a column-less one when it has no rows
+        samples = _NO_SAMPLES
     missing = [c for c in ("benchmark", "bytes", TIME, "status") if c not in samples.columns]
     if missing:
         raise CompareError(f"{samples_path}: not an IMB samples table (missing columns: {', '.join(missing)})")
     cells_path = samples_path.parent / layout.CELLS_TABLE
     cells = pl.read_parquet(cells_path) if cells_path.is_file() else None
-    side = Side(name, path, usable_samples(samples), cells)
+    # IMB options, knob set and placement over nodes tell cells apart: matched on like any axis.
+    side = Side(name, path, with_series_axes(usable_samples(samples)), cells)
+    try:
+        side.kernels = load_kernel_samples(samples_path.parent)
+    except ValueError as exc:
+        raise CompareError(str(exc)) from exc
     if fits is not None:
         side.hockney = _read_json_list(fits / layout.HOCKNEY_FIT, None)
         side.alphabeta = _read_json_list(fits / layout.ALPHABETA_FIT, "fits")
@@ -169,27 +213,33 @@ def load_runs(paths: Sequence[str | Path], name: str) -> Side:
     cells = [r.cells for r in runs if r.cells is not None]
     return Side(name, runs[0].path, samples, pl.concat(cells, how="diagonal_relaxed") if cells else None,
                 paths=[r.path for r in runs], hockney_runs=[r.hockney for r in runs],
-                alphabeta_runs=[r.alphabeta for r in runs])
+                alphabeta_runs=[r.alphabeta for r in runs], kernels=stacked_runs([r.kernels for r in runs]))
 
 
 # -- matching ------------------------------------------------------------------------------------
 
 
-def _carried(df: pl.DataFrame) -> list[str]:
-    axes = [a for a in AXES if a in df.columns and df.get_column(a).null_count() < df.height]
+def _carried(df: pl.DataFrame, candidates: tuple[str, ...] = AXES) -> list[str]:
+    axes = [a for a in candidates if a in df.columns and df.get_column(a).null_count() < df.height]
     if "stack" in axes and "label" in axes:
         axes.remove("label")  # derived from stack/transport/mapping: matching on it adds nothing
     return axes
 
 
-def match_axes(a: pl.DataFrame, b: pl.DataFrame, ignore: list[str] | tuple[str, ...] = ()) -> Matching:
-    """The axes to match on, the compared settings and the ignored axes (see the module doc)."""
-    unknown = [x for x in ignore if x not in AXES or x == "bytes"]
+def match_axes(a: pl.DataFrame, b: pl.DataFrame, ignore: list[str] | tuple[str, ...] = (), *,
+               axes: tuple[str, ...] = AXES) -> Matching:
+    """The axes to match on, the compared settings and the ignored axes (see the module doc).
+
+    ``axes``: the candidates (IMB's, or the kernels' :data:`mpiatlas.compare.kernels.KERNEL_AXES`). A
+    size-less kernel (matsum, Jacobi) has a null ``bytes`` throughout: it is still the last key."""
+    unknown = [x for x in ignore if x not in (*AXES, *KERNEL_AXES) or x == "bytes"]
     if unknown:
         raise CompareError(f"--ignore {', '.join(unknown)}: not an axis; allowed: "
-                           f"{', '.join(x for x in AXES if x != 'bytes')}")
-    carried_b = set(_carried(b))
-    shared = [x for x in _carried(a) if x in carried_b]
+                           f"{', '.join(dict.fromkeys(x for x in (*AXES, *KERNEL_AXES) if x != 'bytes'))}")
+    carried_b = set(_carried(b, axes))
+    shared = [x for x in _carried(a, axes) if x in carried_b]
+    if axes is not AXES and "bytes" not in shared and "bytes" in a.columns and "bytes" in b.columns:
+        shared.append("bytes")
     settings: dict[str, tuple[Any, Any]] = {}
     for axis in shared:
         va, vb = a.get_column(axis).drop_nulls().unique(), b.get_column(axis).drop_nulls().unique()
@@ -263,21 +313,15 @@ def unmatched_sizes(ga: pl.DataFrame, gb: pl.DataFrame, keys: list[str], only: p
 def compare(a: Side, b: Side, *, ignore: list[str] | tuple[str, ...] = (), seed: int = SEED) -> Comparison:
     """Match ``a`` and ``b`` and compute every size's ratio and every shared fit's differences."""
     for side in (a, b):
-        if side.samples.height == 0:
-            raise CompareError(f"{side.path}: no usable IMB samples (no cell finished with status ok)")
-    try:
-        matching = match_axes(a.samples, b.samples, ignore)
-    except CompareError as exc:
-        raise CompareError(f"{a.path} vs {b.path}: {exc}") from exc
-    frames = []
-    for side in (a, b):
-        df = _normalised(side.samples, matching.keys)
-        _check_unambiguous(df, matching.keys, side, list(matching.ignored))
-        frames.append(grouped_times(df, matching.keys))
-    ga, gb = frames
+        if side.samples.height == 0 and not side.kernels:
+            raise CompareError(f"{side.path}: no usable IMB samples or kernel records (no cell finished with status ok)")
+    kernels = [_compare_kernel(name, a, b, ignore, seed) for name in a.kernels if name in b.kernels]
+    if a.samples.height == 0 or b.samples.height == 0:
+        if not kernels:
+            raise CompareError(f"{a.path} vs {b.path}: the two sides share neither IMB samples nor a kernel")
+        return _kernels_only(a, b, kernels)
+    matching, (ga, gb), (only_a, only_b) = _matched(a.samples, b.samples, a, b, ignore, AXES)
     series = [k for k in matching.keys if k != "bytes"]
-    only_a, only_b = one_side_only(ga, gb, series)
-    only_a, only_b = with_other_status(only_a, b.cells, series), with_other_status(only_b, a.cells, series)
     if a.runs > 1 or b.runs > 1:  # each run's fits: their spread over the runs is compared
         fits = fit_differences_over_runs((_fit_runs(a, "hockney"), _fit_runs(b, "hockney")),
                                          (_fit_runs(a, "alphabeta"), _fit_runs(b, "alphabeta")), series)
@@ -286,7 +330,54 @@ def compare(a: Side, b: Side, *, ignore: list[str] | tuple[str, ...] = (), seed:
     two_level = a.runs >= 2 and b.runs >= 2
     return Comparison(a, b, matching, size_table(ga, gb, matching.keys, seed=seed, two_level=two_level),
                       only_a, only_b, fits,
-                      unmatched_sizes(ga, gb, matching.keys, only_a), unmatched_sizes(gb, ga, matching.keys, only_b))
+                      unmatched_sizes(ga, gb, matching.keys, only_a), unmatched_sizes(gb, ga, matching.keys, only_b),
+                      kernels)
+
+
+Pair = tuple[pl.DataFrame, pl.DataFrame]
+
+
+def _matched(df_a: pl.DataFrame, df_b: pl.DataFrame, a: Side, b: Side, ignore: list[str] | tuple[str, ...],
+             axes: tuple[str, ...]) -> tuple[Matching, Pair, Pair]:
+    """The matching of two sample frames, each side's grouped times and its series on one side only."""
+    try:
+        matching = match_axes(df_a, df_b, ignore, axes=axes)
+    except CompareError as exc:
+        raise CompareError(f"{a.path} vs {b.path}: {exc}") from exc
+    frames = []
+    for side, df in ((a, df_a), (b, df_b)):
+        norm = _normalised(df, matching.keys)
+        _check_unambiguous(norm, matching.keys, side, list(matching.ignored))
+        frames.append(grouped_times(norm, matching.keys))
+    ga, gb = frames
+    series = [k for k in matching.keys if k != "bytes"]
+    only_a, only_b = one_side_only(ga, gb, series)
+    # The cells table names a kernel cell by the same stack/transport/mapping/nodes/np/benchmark.
+    status = [k for k in series if k in AXES and k not in ("algorithm",)] if axes is not AXES else series
+    only_a = with_other_status(only_a, b.cells, status)
+    only_b = with_other_status(only_b, a.cells, status)
+    return matching, (ga, gb), (only_a, only_b)
+
+
+def _compare_kernel(name: str, a: Side, b: Side, ignore: list[str] | tuple[str, ...], seed: int) -> KernelComparison:
+    """One kernel's samples of A and B matched and judged as IMB's are."""
+    ignore = [x for x in ignore if x in KERNEL_AXES]
+    matching, (ga, gb), (only_a, only_b) = _matched(a.kernels[name], b.kernels[name], a, b, ignore, KERNEL_AXES)
+    two_level = a.runs >= 2 and b.runs >= 2
+    return KernelComparison(name, matching, size_table(ga, gb, matching.keys, seed=seed, two_level=two_level),
+                            only_a, only_b, unmatched_sizes(ga, gb, matching.keys, only_a),
+                            unmatched_sizes(gb, ga, matching.keys, only_b))
+
+
+def _kernels_only(a: Side, b: Side, kernels: list[KernelComparison]) -> Comparison:
+    """A comparison without IMB samples on a side: empty IMB tables, the kernels' comparisons."""
+    keys = ["benchmark", "bytes"]
+    empty = grouped_times(_normalised(_NO_SAMPLES, keys), keys)
+    sizes = size_table(empty, empty, keys)
+    none = empty.select(keys)
+    return Comparison(a, b, Matching(keys, {}, []), sizes, none.drop("bytes").with_columns(
+        pl.lit(0, dtype=pl.UInt32).alias("sizes")), none.drop("bytes").with_columns(pl.lit(0, dtype=pl.UInt32).alias("sizes")),
+        fit_differences(([], []), ([], []), []), none, none, kernels)
 
 
 def _fit_runs(side: Side, model: str) -> list[list[dict[str, Any]]]:
@@ -312,5 +403,10 @@ def tidy_record(cmp: Comparison) -> dict[str, Any]:
         "ignored": cmp.matching.ignored, "sizes": rows(cmp.sizes), "only_a": rows(cmp.only_a),
         "only_b": rows(cmp.only_b), "sizes_only_a": rows(cmp.lone_a), "sizes_only_b": rows(cmp.lone_b),
         "fits": rows(cmp.fits),
+        "kernels": {k.kernel: {"matched_on": k.matching.keys,
+                               "compared_settings": {x: {"a": v[0], "b": v[1]} for x, v in k.matching.settings.items()},
+                               "ignored": k.matching.ignored, "sizes": rows(k.sizes), "only_a": rows(k.only_a),
+                               "only_b": rows(k.only_b), "sizes_only_a": rows(k.lone_a),
+                               "sizes_only_b": rows(k.lone_b)} for k in cmp.kernels},
     }
 

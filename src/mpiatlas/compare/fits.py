@@ -30,6 +30,7 @@ HOCKNEY_PARAMS = (("latency λ", "latency_us", "latency_ci_us", "µs", True),
                   ("bandwidth B", "bandwidth_MBps", "bandwidth_ci_MBps", "MB/s", False))
 ALPHABETA_PARAMS = (("α", "alpha", "alpha_ci", "", True), ("β", "beta_us", "beta_ci_us", "µs", True))
 # Keys a fit entry may be identified by, besides the matching axes: α-β fits are per ranks per node.
+# (Their IMB options, knob set and placement are matching axes: paired when both sides' entries carry them.)
 EXTRA_FIT_KEYS = ("ppn",)
 # The verdict of a parameter measured in fewer than two runs on a side (no spread to judge by).
 TOO_FEW_RUNS = "too few runs"
@@ -89,7 +90,7 @@ def _pair_up(fits_a: list[dict[str, Any]], fits_b: list[dict[str, Any]],
     for fa in fits_a:
         fb = by_key.get(_identity(fa, carried))
         if fb is not None:
-            series = " · ".join(f"{k}={fa.get(k)}" for k in carried if fa.get(k) is not None)
+            series = " · ".join(f"{k}={fa.get(k)}" for k in carried if fa.get(k) not in (None, ""))
             pairs.append((series, fa, fb))
     return pairs
 
@@ -158,7 +159,7 @@ def _group_runs(runs_a: Runs, runs_b: Runs, axes: list[str]) -> list[tuple[str, 
         return found
 
     a, b = by_series(runs_a), by_series(runs_b)
-    return [(" · ".join(f"{k}={fits[0].get(k)}" for k in carried if fits[0].get(k) is not None), fits, b[key])
+    return [(" · ".join(f"{k}={fits[0].get(k)}" for k in carried if fits[0].get(k) not in (None, "")), fits, b[key])
             for key, fits in a.items() if key in b]
 
 

@@ -17,7 +17,7 @@ import polars as pl
 
 from mpiatlas.compare.campaigns import Comparison
 from mpiatlas.stats.ratios import FASTER, MIN_REPS, MIN_RUNS, NOT_JUDGED, SLOWER, regressions
-from mpiatlas.compare.summary import method_line, series_name, summary_lines
+from mpiatlas.compare.summary import kernel_lines, method_line, series_name, summary_lines
 from mpiatlas.files import write_text_atomic
 from mpiatlas.report.blocks import Bullets, Cell, ChartBlock, Details, KeyValues, Notice, Section, Table, cell, num_cell
 from mpiatlas.report.charts import chart_spec
@@ -144,7 +144,7 @@ def _summary_section(cmp: Comparison, threshold: float | None) -> Section:
     if not cmp.two_level:
         blocks.insert(0, Notice(method_line(cmp), "warn"))
     if threshold is not None:
-        n = regressions(cmp.sizes, threshold).height
+        n = regressions(cmp.all_sizes(), threshold).height
         blocks.insert(0, Notice(f"{n} sizes significantly slower by more than {threshold:.1%}",
                                 "error" if n else "info"))
     return Section("Summary", blocks, id="summary")
@@ -209,9 +209,27 @@ def _one_side_section(cmp: Comparison) -> Section | None:
     return Section("Cells on one side only", blocks, id="one-side") if blocks else None
 
 
+def _kernels_section(cmp: Comparison) -> Section | None:
+    """Per kernel both sides measured: its summary lines, the ratio heatmap over P and size, every point."""
+    blocks: list[Any] = []
+    for kc in cmp.kernels:
+        blocks.append(Bullets(kernel_lines(kc), cls="findings"))
+        p_axis = "np" if "np" in kc.matching.keys else None
+        spec = heatmap(kc.sizes, kc.series_keys, p_axis, f"{kc.kernel}: B / A")
+        if spec is not None:
+            blocks.append(ChartBlock(spec, caption=f"{kc.kernel}: ratio B/A of the median time per launch; blue: "
+                                     "faster in B, red: slower; outlined: significant; faded: not judged."))
+        blocks.append(Details(f"{kc.kernel}: all {kc.sizes.height} matched points", [
+            Table(SIZE_COLUMNS, _size_rows(kc.sizes, kc.series_keys), filterable=True, scroll=True)]))
+    lead = ("Each kernel's time per launch (ring: the exchange, matsum: scatter + compute + gather, Jacobi: one "
+            "iteration, each the slowest rank's; pingpong and coll: rank 0's time per size), matched and judged as "
+            "the IMB sizes are.")
+    return Section("Kernels", blocks, id="kernels", lead=lead) if blocks else None
+
+
 def build_sections(cmp: Comparison, threshold: float | None) -> list[Section]:
-    found = [_summary_section(cmp, threshold), _heatmap_section(cmp), _changes_section(cmp), _fits_section(cmp),
-             _one_side_section(cmp)]
+    found = [_summary_section(cmp, threshold), _heatmap_section(cmp), _changes_section(cmp), _kernels_section(cmp),
+             _fits_section(cmp), _one_side_section(cmp)]
     return [s for s in found if s is not None]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas.compare.campaigns import ONE_RUN_NOTE, Comparison
+from mpiatlas.compare.campaigns import ONE_RUN_NOTE, Comparison, KernelComparison
 from mpiatlas.stats.ratios import FASTER, MIN_REPS, MIN_RUNS, SAME, SLOWER, TOO_FEW, TOO_FEW_RUNS, regressions
 from mpiatlas.report.formatting import fmt_bytes
 
@@ -19,7 +19,7 @@ def series_name(row: dict[str, Any], series: list[str]) -> str:
     parts = []
     for k in sorted(series, key=lambda k: k != "benchmark"):  # the benchmark first, then the axes in order
         v = row.get(k)
-        if v is not None:
+        if v is not None and v != "":  # "" is an unset axis (no IMB options, no knob set)
             parts.append(f"{k}={v}" if isinstance(v, int) else str(v))
     return " · ".join(parts)
 
@@ -35,7 +35,7 @@ def _ratio(x: float) -> str:
     return f"{x:.3g}" if x >= 1e-3 else f"{x:.1e}"
 
 
-def _direction_lines(sizes: pl.DataFrame, series: list[str], verdict: str, limit: int) -> list[str]:
+def _direction_lines(sizes: pl.DataFrame, series: list[str], verdict: str, limit: int, noun: str = "size") -> list[str]:
     """Per series with ``verdict`` sizes: how many, the median ratio and the extreme one (where)."""
     hit = sizes.filter(pl.col("verdict") == verdict)
     if hit.height == 0:
@@ -50,9 +50,9 @@ def _direction_lines(sizes: pl.DataFrame, series: list[str], verdict: str, limit
     lines = []
     for row in per.head(limit).to_dicts():
         at = row["at_max"] if verdict == SLOWER else row["at_min"]
-        lines.append(f"{verdict} in B: {series_name(row, series)}: {row['n']} of {_count(row['of'], 'size')}, median "
+        lines.append(f"{verdict} in B: {series_name(row, series)}: {row['n']} of {_count(row['of'], noun)}, median "
                      f"×{_ratio(row['mid'])}, {'up to' if verdict == SLOWER else 'down to'} ×{_ratio(row['extreme'])} "
-                     f"at {fmt_bytes(at)}")
+                     + (f"at {fmt_bytes(at)}" if at is not None else "per point (no message size)"))
     if per.height > limit:
         lines.append(f"… and {per.height - limit} more series {verdict} (see the report's table)")
     return lines
@@ -72,13 +72,15 @@ def summary_lines(cmp: Comparison, threshold: float | None = None, *, limit: int
     s, series = cmp.sizes, cmp.series_keys
     counts = {v: s.filter(pl.col("verdict") == v).height for v in (SLOWER, FASTER, SAME, TOO_FEW, TOO_FEW_RUNS)}
     n_series = s.select(series).unique().height if s.height else 0
-    lines = [f"matched {_count(s.height, 'size')} in {n_series} series on {', '.join(cmp.matching.keys)}"]
+    lines = [f"matched {_count(s.height, 'size')} in {n_series} series on {', '.join(cmp.matching.keys)}"
+             if s.height or not cmp.kernels else "no IMB samples on both sides: kernels only"]
     for axis, (va, vb) in cmp.matching.settings.items():
         lines.append(f"compared setting: {axis} {va} (A) → {vb} (B)")
     if cmp.matching.ignored:
         lines.append(f"ignored axes: {', '.join(cmp.matching.ignored)}")
-    lines.append(f"{_count(counts[SLOWER], 'size')} significantly slower in B, {counts[FASTER]} faster, {counts[SAME]} without "
-                 f"significant change (95 % bootstrap CI of the ratio of medians)")
+    if s.height or not cmp.kernels:
+        lines.append(f"{_count(counts[SLOWER], 'size')} significantly slower in B, {counts[FASTER]} faster, {counts[SAME]} "
+                     "without significant change (95 % bootstrap CI of the ratio of medians)")
     lines.append(method_line(cmp))
     if counts[TOO_FEW_RUNS]:
         lines.append(f"{_count(counts[TOO_FEW_RUNS], 'size')} not judged: measured in fewer than {MIN_RUNS} runs on a side")
@@ -106,7 +108,32 @@ def summary_lines(cmp: Comparison, threshold: float | None = None, *, limit: int
                      for r in where.head(limit).to_dicts()]
             more = f" … and {where.height - limit} more series" if where.height > limit else ""
             lines.append(f"{_count(lone.height, 'size')} of matched series only in {side}: {'; '.join(names)}{more}")
+    for kc in cmp.kernels:
+        lines += kernel_lines(kc, limit)
     if threshold is not None:
-        reg = regressions(s, threshold)
+        reg = regressions(cmp.all_sizes(), threshold)
         lines.append(f"regressions beyond {threshold:.1%} (CI's lower end above ×{1 + threshold:.3g}): {_count(reg.height, 'size')}")
+    return lines
+
+
+def kernel_lines(kc: KernelComparison, limit: int = 8) -> list[str]:
+    """One kernel's part of the summary: what was matched, the verdicts, the series that moved."""
+    s, series = kc.sizes, kc.series_keys
+    counts = {v: s.filter(pl.col("verdict") == v).height for v in (SLOWER, FASTER, SAME)}
+    unit = "size" if s.height and s.get_column("bytes").null_count() < s.height else "point"
+    lines = [f"kernel {kc.kernel}: matched {_count(s.height, unit)} in {s.select(series).unique().height if s.height else 0} "
+             f"series on {', '.join(kc.matching.keys)}; {counts[SLOWER]} significantly slower in B, {counts[FASTER]} "
+             f"faster, {counts[SAME]} without significant change"]
+    lines += [f"kernel {kc.kernel}: compared setting: {axis} {va} (A) → {vb} (B)"
+              for axis, (va, vb) in kc.matching.settings.items()]
+    not_judged = s.height - sum(counts.values())
+    if not_judged:
+        lines.append(f"kernel {kc.kernel}: {_count(not_judged, unit)} not judged (too few repetitions or runs on a side)")
+    lines += [f"kernel {kc.kernel}: {line}" for line in
+              _direction_lines(s, series, SLOWER, limit, unit) + _direction_lines(s, series, FASTER, limit, unit)]
+    for side, only in (("A", kc.only_a), ("B", kc.only_b)):
+        if only.height:
+            names = [series_name(r, series) for r in only.head(limit).to_dicts()]
+            more = f" … and {only.height - limit} more" if only.height > limit else ""
+            lines.append(f"kernel {kc.kernel}: {only.height} series only in {side}: {'; '.join(names)}{more}")
     return lines

@@ -13,7 +13,11 @@ other rank; Allgather: each rank's contribution), b the network's nominal bandwi
 (the link at its line rate, no latency), α > 1 slower. β ≥ 0 is a latency in µs: Alltoall's
 fixed cost, Allgather's per ring step.
 
-Fitting, per (stack, transport, algorithm, benchmark, k) over every node count m:
+Fitting, per series (stack, transport, algorithm, IMB options, knob set, placement over nodes,
+benchmark, k) over every node count m. Every axis that tells two cells apart is in the series key:
+``-off_cache`` against IMB's defaults, two knob sets, block against cyclic placement are different
+measurements, and one fit over them would describe none. The m = 1 baseline has no placement (one
+node): it serves every placement of its series.
 
 * both models are linear in (α, β), so the fit is one bounded linear least-squares problem
   (``scipy.optimize.lsq_linear``, α, β ≥ 0) — no starting values, no local minima;
@@ -38,7 +42,10 @@ Beside these two original models (whose α, β stay each entry's ``alpha``/``bet
 (Alltoall: linear, pairwise, Bruck; Allgather: ring, linear, recursive doubling, Bruck) to the
 multi-node points, picks the best by AIC of the relative residuals (``best_model``,
 ``selection``) and fits the winner again per message size (``per_size``: α, β, 1/α per x, over
-the node counts and k of that size). ``fit_alphabeta_table`` adds these to every per-k entry and
+the node counts and k of that size). A size is fitted freely only where its points can separate α
+from β (≥ 3 distinct (m, k); two would be interpolated exactly, noise and all); elsewhere β is held
+at the all-size value and α alone is fitted, so α is still that size's fraction of the line rate.
+Every size also gives the β it implies at the all-size α (``beta_at_alpha_us``, with a CI). ``fit_alphabeta_table`` adds these to every per-k entry and
 lists one fit pooled over k per series measured at several k under ``pooled``.
 
 Units: bytes, µs, b in bytes/µs internally (1 Gbit/s = 125 bytes/µs).
@@ -55,6 +62,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from mpiatlas.tables.samples import SERIES_AXES, with_series_axes
 from mpiatlas.models.alphabeta_models import (
     BENCHMARK_MODELS,
     MODELS,
@@ -74,6 +82,8 @@ FORMULAS: dict[str, str] = {
     "Allgather": "t = (m − 1) · (α · x · k / b + β)",
 }
 GROUP_KEYS: tuple[str, ...] = ("stack", "transport", "algorithm")
+# The series key: GROUP_KEYS and the axes that tell cells apart besides them (tables.samples.SERIES_AXES).
+SERIES_KEYS: tuple[str, ...] = (*GROUP_KEYS, *SERIES_AXES)
 MIN_POINTS = 2
 N_BOOT = 1000
 # A collective ends when its slowest rank does: fit IMB's t_max; t_usec (= t_avg for IMB
@@ -432,13 +442,38 @@ def _family_fit(model: str, pts: _MKPoints, b: float, rng: np.random.Generator) 
             "median_abs_rel": float(np.median(np.abs(rel)))}
 
 
-def _per_size(model: str, pts: _MKPoints, b: float, beta_all: float, rng: np.random.Generator
-              ) -> list[dict[str, Any]]:
-    """α, β, 1/α per message size x, fitted over the (m, k) points of that size.
+# A free (α, β) fit at one size needs more distinct (m, k) points than its two parameters: with two it
+# interpolates them exactly, and the noise of two medians sets α and β (β swung from 44 to 4473 µs
+# between neighbouring sizes of a 5 %-noise series at m = 2, 3).
+MIN_LOCAL_POINTS = 3
 
-    Where that size's points cannot separate α from β (one (m, k); or the ring at one k, whose
-    network and latency terms both scale with m − 1), β is held at the all-size fit's value and
-    only α is fitted (``beta_fixed``): 1/α is then still that size's fraction of the line rate.
+
+def _held(free: FloatArray, held: FloatArray, held_value: float, t: FloatArray) -> FloatArray:
+    """The relative least-squares value ≥ 0 of one parameter with the other held: min Σ((p·free + v·held − t)/t)²
+    over p, for one target row t (a 0-d array: :func:`_held_one`) or many (N × n: one value a row)."""
+    w = free / t
+    num = (w * (1.0 - held_value * held / t)).sum(axis=-1)
+    den = (w * w).sum(axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = np.maximum(np.where(den > 0, num / den, np.nan), 0.0)
+    return np.asarray(value, dtype=float)
+
+
+def _held_one(free: FloatArray, held: FloatArray, held_value: float, t: FloatArray) -> float:
+    """:func:`_held` for one target row: the value as a float."""
+    return float(_held(free, held, held_value, t))
+
+
+def _per_size(model: str, pts: _MKPoints, b: float, alpha_all: float, beta_all: float, rng: np.random.Generator
+              ) -> list[dict[str, Any]]:
+    """α, β, 1/α per message size x for the chosen model, over the (m, k) points of that size.
+
+    Where that size's points can separate α from β (at least :data:`MIN_LOCAL_POINTS` distinct (m, k), and
+    not the ring at one k, whose network and latency terms both scale with m − 1) both are fitted there.
+    Otherwise β is held at the all-size fit's value and only α is fitted (``beta_fixed``): 1/α is then
+    that size's fraction of the line rate. Every row also gives ``beta_at_alpha_us``, the β that size
+    implies with α held at the all-size value: where the all-size model holds, it stays near β; a
+    drift over sizes names a per-message cost the model lacks (a protocol switch, a rendezvous).
     """
     rows = []
     for x in sorted(set(pts.x.tolist())):
@@ -446,21 +481,23 @@ def _per_size(model: str, pts: _MKPoints, b: float, beta_all: float, rng: np.ran
         a, c = coefficients(model, sub.nodes, sub.ppn, sub.x, b)
         t = sub.median
         boot = _boot_targets(sub.samples, rng)
-        fixed = not _identifiable(a, c, t)
+        fixed = len(t) < MIN_LOCAL_POINTS or not _identifiable(a, c, t)
         if fixed:
-            w = a / t
-            alpha = max(float(w @ (1.0 - beta_all * c / t)) / float(w @ w), 0.0) if np.any(w > 0) else math.nan
+            alpha = _held_one(a, c, beta_all, t) if np.any(a > 0) else math.nan
             beta = beta_all
-            alphas = None if boot is None else np.maximum(
-                ((a / boot) * (1.0 - beta_all * c / boot)).sum(1) / ((a / boot) ** 2).sum(1), 0.0)
+            alphas = None if boot is None else _held(a, c, beta_all, boot)
             betas = None
         else:
             alpha, beta = _solve(a, c, t)
             alphas, betas = solve_batch(a, c, boot) if boot is not None else (None, None)
+        implied = _held_one(c, a, alpha_all, t)
+        implied_boot = None if boot is None else _held(c, a, alpha_all, boot)
         rows.append({"bytes": int(x), "n_points": len(t), "alpha": alpha, "beta_us": beta, "beta_fixed": fixed,
                      "inv_alpha": 1.0 / alpha if alpha > 0 else None,
                      "alpha_ci": list(_ci(alphas)) if alphas is not None else None,
-                     "beta_ci_us": list(_ci(betas)) if betas is not None else None})
+                     "beta_ci_us": list(_ci(betas)) if betas is not None else None,
+                     "beta_at_alpha_us": implied,
+                     "beta_at_alpha_ci_us": list(_ci(implied_boot)) if implied_boot is not None else None})
     return rows
 
 
@@ -489,7 +526,7 @@ def fit_families(benchmark: str, nodes: Iterable[float], ppns: Iterable[float], 
     per_size: dict[str, Any] | None = None
     if isinstance(best, str):
         fit = next(f for f in ok if f["model"] == best)
-        per_size = {"model": best, "rows": _per_size(best, pts, b, fit["beta_us"], rng)}
+        per_size = {"model": best, "rows": _per_size(best, pts, b, fit["alpha"], fit["beta_us"], rng)}
     return {"models": [_clean(f) for f in models], "best_model": best, "selection": _clean(selection),
             "distinct_mk": distinct_mk, "per_size": _clean(per_size) if per_size else None}
 
@@ -537,6 +574,7 @@ def prepare_samples(df: pl.DataFrame) -> pl.DataFrame:
     for key in (*GROUP_KEYS, "mapping"):
         if key not in d.columns:
             d = d.with_columns(pl.lit(None, dtype=pl.String).alias(key))
+    d = with_series_axes(d)
     return d.with_columns(t.alias("t_fit_usec"), pl.col("algorithm").fill_null("default")).filter(
         pl.col("t_fit_usec").is_not_null() & pl.col("nodes").is_not_null() & pl.col("ppn").is_not_null())
 
@@ -555,7 +593,7 @@ def _baseline(single: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
 
 def fit_alphabeta_table(df: pl.DataFrame, network: Network, *, benchmarks: Sequence[str] = tuple(ALPHABETA_BENCHMARKS),
                         seed: int = 0) -> dict[str, Any]:
-    """Fit every (stack, transport, algorithm, benchmark, ppn) series that has multi-node samples.
+    """Fit every series (:data:`SERIES_KEYS`, benchmark, ppn) that has multi-node samples.
 
     Returns ``{"network", "time_column", "fits", "notes"}``; a series that cannot be fitted is an
     entry with an ``error``. Series measured on one node only are not network series: they are
@@ -565,17 +603,20 @@ def fit_alphabeta_table(df: pl.DataFrame, network: Network, *, benchmarks: Seque
     d = d.filter(pl.col("benchmark").is_in(list(benchmarks))) if d.height else d
     notes: list[str] = []
     fits: list[dict[str, Any]] = []
-    single_only = 0
-    keys = [*GROUP_KEYS, "benchmark", "ppn"]
-    groups: Iterable[tuple[tuple[Any, ...], pl.DataFrame]] = d.group_by(keys, maintain_order=True) if d.height else []
-    for key, group in sorted(groups, key=lambda kg: tuple(str(v) for v in kg[0])):
+    keys = [*SERIES_KEYS, "benchmark", "ppn"]
+    # The m = 1 rows have no placement: they are matched to a series on the key without it.
+    base_keys = [k for k in keys if k != "placement"]
+    multi_all = d.filter(pl.col("nodes") > 1) if d.height else d
+    single_all = d.filter(pl.col("nodes") == 1) if d.height else d
+    groups: Iterable[tuple[tuple[Any, ...], pl.DataFrame]] = (multi_all.group_by(keys, maintain_order=True)
+                                                              if multi_all.height else [])
+    for key, multi in sorted(groups, key=lambda kg: tuple(str(v) for v in kg[0])):
         head: dict[str, Any] = dict(zip(keys, key))
-        multi = group.filter(pl.col("nodes") > 1)
-        if multi.height == 0:
-            single_only += 1
-            continue
-        base, why = _baseline(group.filter(pl.col("nodes") == 1))
+        single = single_all.filter(*(pl.col(k).eq_missing(head[k]) for k in base_keys)) if single_all.height \
+            else single_all
+        base, why = _baseline(single)
         extra = [why] if why else []
+        group = pl.concat([single, multi], how="diagonal_relaxed")
         over = bool(group.get_column("oversubscribed").any()) if "oversubscribed" in group.columns else False
         rows = pl.concat([base, multi], how="diagonal_relaxed")
         try:
@@ -591,6 +632,9 @@ def fit_alphabeta_table(df: pl.DataFrame, network: Network, *, benchmarks: Seque
         entry["oversubscribed"] = over
         entry.update(_families_of(str(head["benchmark"]), multi, network, seed))
         fits.append({**head, **entry})
+    single_only = (single_all.select(base_keys).unique()
+                   .join(multi_all.select(base_keys).unique(), on=base_keys, how="anti", nulls_equal=True).height
+                   if single_all.height else 0)
     if single_only:
         notes.append(f"{single_only} Alltoall/Allgather series measured on one node only: not fitted "
                      "(the α-β models describe the network between nodes)")
@@ -607,14 +651,14 @@ def _families_of(benchmark: str, rows: pl.DataFrame, network: Network, seed: int
 
 
 def _pooled_over_k(d: pl.DataFrame, network: Network, seed: int) -> list[dict[str, Any]]:
-    """One α, β per (stack, transport, algorithm, benchmark) over every k with multi-node samples.
+    """One α, β per series (:data:`SERIES_KEYS`, benchmark) over every k with multi-node samples.
 
     Listed apart from ``fits`` (whose entries are per k): consumers that pair fits by k keep working.
     Only series measured at ≥ 2 values of k are pooled; one k is its per-k fit already.
     """
     out: list[dict[str, Any]] = []
     multi = d.filter(pl.col("nodes") > 1)
-    keys = [*GROUP_KEYS, "benchmark"]
+    keys = [*SERIES_KEYS, "benchmark"]
     groups: Iterable[tuple[tuple[Any, ...], pl.DataFrame]] = (multi.group_by(keys, maintain_order=True)
                                                               if multi.height else [])
     for key, group in sorted(groups, key=lambda kg: tuple(str(v) for v in kg[0])):

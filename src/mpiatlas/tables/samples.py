@@ -32,3 +32,27 @@ def load_samples(directory: Path) -> tuple[pl.DataFrame | None, str]:
     if "label" not in samples.columns:
         samples = samples.with_columns(pl.lit(None, dtype=pl.String).alias("label"))
     return samples, ""
+
+
+# The axes besides stack/transport/mapping/np/algorithm that tell two cells' series apart (matrix.cells.Cell:
+# options, knobs, distribution): series pooled over them would mix different settings.
+SERIES_AXES: tuple[str, ...] = ("options", "knobs", "placement")
+
+
+def with_series_axes(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with :data:`SERIES_AXES` as columns: ``options`` and ``knobs`` ("" where a table has none:
+    IMB's defaults, no knob set) and ``placement`` (block | cyclic over nodes, null on one node).
+
+    The samples tables do not carry the placement: it is in the cell id only (``placement=block/``,
+    none for cyclic; matrix.cells.axes_segments), so it is read from there, as tables.tidy does."""
+    from mpiatlas.matrix.cells import DEFAULT_DISTRIBUTION, PLACEMENT_SEGMENT_PREFIX
+
+    out = df.with_columns(pl.col(c).fill_null("") if c in df.columns else pl.lit("", dtype=pl.String).alias(c)
+                          for c in ("options", "knobs"))
+    if "placement" in out.columns:
+        return out
+    multi = (pl.col("nodes").fill_null(1) > 1) if "nodes" in out.columns else pl.lit(False)
+    named = (pl.col("cell").cast(pl.String).str.extract(f"/{PLACEMENT_SEGMENT_PREFIX}([^/]+)/", 1)
+             if "cell" in out.columns else pl.lit(None, dtype=pl.String))
+    return out.with_columns(pl.when(multi).then(named.fill_null(DEFAULT_DISTRIBUTION))
+                            .otherwise(pl.lit(None, dtype=pl.String)).alias("placement"))

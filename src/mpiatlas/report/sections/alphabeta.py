@@ -1,6 +1,7 @@
 """Section "Alltoall / Allgather over nodes": the α-β models of ``fits/alphabeta.json``.
 
-Shows, per fitted series (stack · transport · algorithm · k ranks per node): the measured median time per
+Shows, per fitted series (stack · transport · algorithm · IMB options · knob set · placement over nodes ·
+k ranks per node: every axis that tells cells apart, :data:`mpiatlas.models.alphabeta.SERIES_KEYS`): the measured median time per
 node count m against the message size, the fitted model per m, the "speed of light" (α = 1,
 β = 0: the nominal link and nothing else) for the largest m, the relative residuals, and one
 table of α, β with their 95 % CIs. Then the model choice: every algorithm family fitted to each
@@ -19,6 +20,7 @@ import polars as pl
 
 from mpiatlas.stats.aggregate import scalar
 from mpiatlas.models.alphabeta import FORMULAS, predict, speed_of_light
+from mpiatlas.tables.samples import SERIES_AXES
 from mpiatlas.models.alphabeta_models import DELTA_AIC_CLEAR, MODELS
 from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Notice, Section, Table, Text, cell
 from mpiatlas.report.charts import CHART_H, CHART_W, chart_spec, residual_chart, rounded, size_tip, size_x, with_size
@@ -34,10 +36,14 @@ SHAPES = {"fitted": "circle", "not fitted (m = 1)": "cross"}
 
 
 def _series_name(f: dict[str, Any]) -> str:
+    """``intelmpi · ofi-tcp · off_cache=-1 · knobs=eager · block · k = 2``: every axis of the fit's series
+    key that is set (files from before the options/knobs/placement axes name none)."""
     alg = f.get("algorithm")
     parts = [str(f.get("stack") or "?"), str(f.get("transport") or "?")]
     if alg not in (None, "default"):
         parts.append(str(alg))
+    if any(f.get(axis) for axis in SERIES_AXES):
+        parts.append(_axes_text(f))
     return f"{' · '.join(parts)} · k = {f.get('ppn')}"
 
 
@@ -148,13 +154,16 @@ def _fit_chart(f: dict[str, Any], pts: pl.DataFrame) -> alt.LayerChart | alt.Fac
 
 def _param_table(fits: list[dict[str, Any]]) -> Table:
     show_alg = any(f.get("algorithm") not in (None, "default") for f in fits)
-    cols = ["Benchmark", "Stack", "Transport", *(["Algorithm"] if show_alg else []), "k (ranks/node)",
+    show_axes = any(f.get(axis) for f in fits for axis in SERIES_AXES)
+    cols = ["Benchmark", "Stack", "Transport", *(["Algorithm"] if show_alg else []),
+            *(["Options · knobs · placement"] if show_axes else []), "k (ranks/node)",
             "nodes m", "b (Gbit/s)", "α", "α 95 % CI", "β (µs)", "β 95 % CI", "points", "R²", "rel. RMS",
             "CI method", "notes"]
     rows: list[list[Cell]] = []
     for f in sorted(fits, key=lambda f: (str(f.get("benchmark")), _series_name(f))):
         ident = [cell(f.get("benchmark")), cell(f.get("stack")), cell(f.get("transport")),
-                 *([cell(f.get("algorithm"))] if show_alg else []), cell(f.get("ppn"))]
+                 *([cell(f.get("algorithm"))] if show_alg else []),
+                 *([Cell(_axes_text(f))] if show_axes else []), cell(f.get("ppn"))]
         notes = [n for n in f.get("notes") or [] if isinstance(n, str)]
         note_cell = Cell("; ".join(n.split(":")[0] for n in notes) or DASH, title="\n".join(notes) or None)
         if f.get("error") is not None:
@@ -171,6 +180,11 @@ def _param_table(fits: list[dict[str, Any]]) -> Table:
             Cell(fmt_pct(f.get("rel_rms")), cls="num"), cell(f.get("ci_method")), note_cell,
         ])
     return Table(cols, rows, caption="α-β parameters (α dimensionless, β in µs)")
+
+
+def _axes_text(f: dict[str, Any]) -> str:
+    """The fit's IMB options, knob set and placement over nodes ("—" for none of them)."""
+    return " · ".join(str(f[a]) if a != "knobs" else f"knobs={f[a]}" for a in SERIES_AXES if f.get(a)) or DASH
 
 
 # -- model choice and per-size tables ---------------------------------------------------------
@@ -223,7 +237,7 @@ def _choice_table(entries: list[dict[str, Any]]) -> Table:
 
 def _per_size_table(entries: list[dict[str, Any]]) -> Table:
     cols = ["Benchmark", "Series", "Model", "size", "points (m, k)", "α", "α 95 % CI", "1/α (of line rate)",
-            "β (µs)", "β"]
+            "β (µs)", "β", "β at the all-size α (µs)", "its 95 % CI"]
     rows: list[list[Cell]] = []
     for f in entries:
         ps = f.get("per_size") if isinstance(f.get("per_size"), dict) else None
@@ -240,9 +254,14 @@ def _per_size_table(entries: list[dict[str, Any]]) -> Table:
                          Cell(fmt_num(r.get("alpha")), cls="num"), Cell(fmt_ci(r.get("alpha_ci")), cls="num"),
                          Cell(fmt_pct(r.get("inv_alpha")), cls="num"), Cell(fmt_num(r.get("beta_us")), cls="num"),
                          Cell("held at the all-size fit" if fixed else "fitted",
-                              title=("this size's points cannot separate α from β (one (m, k), or the ring at one k): "
-                                     "β is the all-size value, α alone is fitted") if fixed else None)])
-    return Table(cols, rows, caption="α, β and 1/α per message size, for the best model of each series",
+                              title=("this size's points cannot separate α from β (fewer than 3 (m, k), or the ring "
+                                     "at one k): β is the all-size value, α alone is fitted") if fixed else None),
+                         Cell(fmt_num(r.get("beta_at_alpha_us")), cls="num",
+                              title="the β this size implies with α held at the all-size fit: a drift over sizes "
+                                    "is a per-message cost the model lacks"),
+                         Cell(fmt_ci(r.get("beta_at_alpha_ci_us")), cls="num")])
+    return Table(cols, rows, caption="α, β and 1/α per message size, for the best model of each series, and the β "
+                 "each size implies at the all-size α",
                  filterable=True, scroll=True)
 
 
