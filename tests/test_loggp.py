@@ -31,17 +31,20 @@ def test_linear_bcast_root_pays_o_then_a_gap_per_send() -> None:
 
 
 def test_binary_tree_forwarder_pays_the_level_term() -> None:
-    # 0 -> 1, 2; 1 -> 3. Rank 1 has its data at 2.0, forwards after h = 0.3 and o: 2.8 + 10 + 0.5.
+    # 0 -> 1, 2; 1 -> 3. Rank 1 has its data at 2.0, forwards after g = 0.2, h = 0.3 and o: 3.0 + 10 + 0.5.
     r = predict("bcast", "binary_tree", FOUR, TABLE, 4, params=LogGP(0.5, 0.2, 0.3))
-    assert r.completion_us == pytest.approx(13.3)
+    assert r.completion_us == pytest.approx(13.5)
 
 
 def test_scatter_blocks_grow_towards_the_root_and_gather_serialises_receives() -> None:
     table = RegionTable({"same_socket": 1.0, "other_socket": 10.0}, {"same_socket": 100.0, "other_socket": 100.0})
     # In-order binomial 0 -> 1, 2; 2 -> 3, 100 B per rank at 100 MB/s (0.01 µs/B): edge 0 -> 2 carries 200 B.
-    # got1 = 0.5 + (1 + 1) + 0.5 = 3.0; got2 = 0.7 + (10 + 2) + 0.5 = 13.2; got3 = 13.2 + 0.5 + (1 + 1) + 0.5.
+    # got1 = 0.5 + (1 + 1) + 0.5 = 3.0; got2 = 0.7 + (10 + 2) + 0.5 = 13.2; got3 = 13.2 + 0.2 + 0.5 + (1 + 1) + 0.5.
     r = predict("scatter", "binomial", FOUR, table, 100, params=P)
-    assert r.completion_us == pytest.approx(16.2)
+    assert r.completion_us == pytest.approx(16.4)
+    # Binomial gather, same tree upwards: 3 sends at 0.5, taken by 2 at 0.5 + 2 + 0.5 = 3.0; 2 sends its 200 B
+    # at 3.0 + g + o = 3.7, taken by 0 at 3.7 + 12 + 0.5 = 16.2 (rank 1's block came at 3.0).
+    assert predict("gather", "binomial", FOUR, table, 100, params=P).completion_us == pytest.approx(16.2)
     # Linear gather of 3: both send at 0.5, taken at 0.5 + 1 + 0.5 = 2.0 and 0.5 + 10 + 0.5 = 11.0.
     g = predict("gather", "basic_linear", place(TOPO, 3), TABLE, 4, params=P)
     assert g.completion_us == pytest.approx(11.0)

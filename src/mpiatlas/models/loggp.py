@@ -19,15 +19,17 @@ Schedules (root 0, Open MPI 4.1 ``coll_tuned`` trees from :mod:`.collective_tree
 
 * **down** (Bcast ``basic_linear``, ``chain``, ``pipeline``, ``binary_tree``, ``binomial``,
   ``knomial``; Scatter ``basic_linear``, ``binomial``): a rank that has its data at ``t`` posts its
-  k sends in the tree's order; the i-th (0-based) leaves at ``t + h + o + Σ_{j=1..i} g_j`` (the
-  root has no h), i.e. its k sends cost ``o + (k−1)·g`` before the last one leaves; the child has
-  its data ``L + m·G + o`` later. Scatter's edge carries the child's whole subtree's blocks
+  k sends in the tree's order; the i-th (0-based) leaves at ``t + g + h + o + Σ_{j=1..i} g_j`` (the
+  root starts at 0, without the first g and h), i.e. its k sends cost ``o + (k−1)·g`` before the
+  last one leaves; the child has its data ``L + m·G + o`` later. The ``g`` after a forwarder's
+  reception is LogP's: a process's consecutive messages, received or sent, are g apart (without
+  it a linear-calibrated model under-predicts every tree by 20-45 % on the EPYC data). Scatter's edge carries the child's whole subtree's blocks
   (``m`` per rank: the blocks grow towards the root). Segments (``segsize``): the first crosses
-  as above, each further one adds the slowest rank's cycle ``o_in + h + o + (k−1)·g`` (or its
+  as above, each further one adds the slowest rank's cycle ``o_in + g + h + o + (k−1)·g`` (or its
   link's ``k·seg·G`` if that is longer).
 * **up** (Gather ``basic_linear``, ``binomial``): a rank receives its children in the tree's order;
   a message sent at ``s`` is taken at ``max(previous + g, s + L + m·G + o)`` (the receiver's gap
-  serialises arrivals); a rank sends up ``h + o`` after its last child (leaves at ``o``).
+  serialises arrivals); a rank sends up ``g + h + o`` after its last child (leaves at ``o``).
 * **steps** (Allreduce ``recursive_doubling``, ``ring``, ``rabenseifner``; Reduce
   ``rabenseifner``): each exchange step costs ``h + max over its pairs of (o + L + m·G + o)``.
 
@@ -116,15 +118,17 @@ def _down(e: _Edges, children: list[list[int]], root: int, edge_bytes: Callable[
         if not kids:
             done[p] = got[p]
             continue
-        start = got[p] + (h if p != root else 0.0)
+        up = parent_of[p]
+        # A forwarder's first send leaves a gap after the reception (LogP's g spaces a process's
+        # messages, received or sent), plus the per-level term.
+        start = got[p] + (h + e.g(up, p) if up is not None else 0.0)
         clock = start + e.o(p, kids[0])
         for i, k in enumerate(kids):
             if i:
                 clock += e.g(p, k)
             got[k] = clock + e.wire(p, k, edge_bytes(k)) + e.o(p, k)
         done[p] = clock
-        up = parent_of[p]
-        cpu = clock - start + (e.o(up, p) + h if up is not None else 0.0)
+        cpu = clock - got[p] + (e.o(up, p) if up is not None else 0.0)  # its receive, gap, h and sends
         cycle = max(cycle, cpu, sum(seg * e.per_byte(p, k) for k in kids))
     extra = (nseg - 1) * cycle
     return max(got) + extra, sum(done) / len(done) + extra
@@ -144,7 +148,9 @@ def _up(e: _Edges, children: list[list[int]], root: int, edge_bytes: Callable[[i
         ready[p] = clock
         up = parent_of[p]
         if up is not None:
-            done[p] = ready[p] + (h if children[p] else 0.0) + e.o(p, up)
+            # A rank that received from children leaves a gap after the last reception (as in _down).
+            after = h + e.g(children[p][-1], p) if children[p] else 0.0
+            done[p] = ready[p] + after + e.o(p, up)
     done[root] = ready[root]
     return ready[root], sum(done) / len(done)
 
