@@ -11,7 +11,7 @@ import pytest
 from mpiatlas.models.collective_regions import ModelError
 from mpiatlas.models.collective_regions import predict as latency_only
 from mpiatlas.models.loggp import LogGP, predict
-from mpiatlas.models.loggp_fit import MeasuredError, Measured, calibrate, predict_held_out, read_measured
+from mpiatlas.models.loggp_fit import Measured, MeasuredError, calibrate, predict_held_out, read_measured
 from mpiatlas.models.region_latency import RegionTable, RegionTableError, place, read_region_table
 from mpiatlas.node.topology_synthetic import parse_synthetic
 

@@ -38,9 +38,9 @@ import statistics
 from functools import cache
 
 import pytest
-
 import test_predict_orfeo as orfeo
 from conftest import require_datasets
+
 from mpiatlas.models.loggp_fit import Calibration, Measured, calibrate, predict_held_out
 from mpiatlas.models.region_latency import Placement, RegionTable, place
 from mpiatlas.node.topology_synthetic import parse_synthetic

@@ -167,7 +167,7 @@ Model = Callable[[_Edges, int, int, int], tuple[float, float, str]]  # (edges, P
 
 
 def _tree(build: Callable[[int], list[list[int]]], e: _Edges, size: int, nbytes: int, segsize: int) -> tuple[float, float, str]:
-    nseg, seg = latency_only._segments(nbytes, segsize)
+    nseg, seg = latency_only.segments(nbytes, segsize)
     children = build(size)
     shape = "linear" if len(children[0]) == size - 1 and size > 2 else "tree"
     return (*_down(e, children, 0, lambda _k: seg, nseg, seg), shape)
@@ -177,7 +177,10 @@ def _blocks(up: bool, build: Callable[[int], list[list[int]]],
             e: _Edges, size: int, nbytes: int, segsize: int) -> tuple[float, float, str]:  # fmt: skip
     children = build(size)
     sub = trees.subtree_sizes(children, 0)
-    per_edge: Callable[[int], float] = lambda k: float(nbytes * sub[k])  # noqa: E731 (the blocks of k's subtree)
+
+    def per_edge(k: int) -> float:
+        return float(nbytes * sub[k])  # the blocks of k's whole subtree
+
     return (*(_up if up else _down)(e, children, 0, per_edge), "up" if up else "tree")
 
 
@@ -203,12 +206,9 @@ LOGGP_ALGORITHMS: dict[str, dict[str, Model]] = {
                 "binomial": partial(_blocks, False, trees.in_order_binomial_tree)},
     "gather": {"basic_linear": partial(_blocks, True, _linear),
                "binomial": partial(_blocks, True, trees.in_order_binomial_tree)},
-    "allreduce": {
-        "recursive_doubling": partial(_step_model, latency_only._recursive_doubling),
-        "ring": partial(_step_model, latency_only._ring),
-        "rabenseifner": partial(_step_model, lambda p, m: latency_only._rabenseifner(p, m, None)),
-    },
-    "reduce": {"rabenseifner": partial(_step_model, lambda p, m: latency_only._rabenseifner(p, m, 0))},
+    "allreduce": {name: partial(_step_model, latency_only.STEP_SCHEDULES[("allreduce", name)])
+                  for name in ("recursive_doubling", "ring", "rabenseifner")},
+    "reduce": {"rabenseifner": partial(_step_model, latency_only.STEP_SCHEDULES[("reduce", "rabenseifner")])},
 }  # fmt: skip
 
 

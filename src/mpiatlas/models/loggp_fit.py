@@ -139,7 +139,7 @@ class _Model:
         self.prefixes = {n: place.prefix(n) for n in {m.np for m in measured}}
         self.y = np.array([m.latency_us for m in measured])
 
-    def params(self, x: Sequence[float]) -> LogGP:
+    def params(self, x: Sequence[float] | np.ndarray) -> LogGP:
         return LogGP(**{name: max(0.0, float(v)) for name, v in zip(self.free, x)})
 
     def predicted(self, params: LogGP) -> np.ndarray:
@@ -150,7 +150,7 @@ class _Model:
             out.append(p.completion_us if self.quantity == "completion" else p.rank_mean_us)
         return np.array(out)
 
-    def residuals(self, x: Sequence[float]) -> np.ndarray:
+    def residuals(self, x: Sequence[float] | np.ndarray) -> np.ndarray:
         return (self.predicted(self.params(x)) - self.y) / self.y
 
 
