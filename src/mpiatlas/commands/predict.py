@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--segsize", type=int, default=0, metavar="BYTES",
                    help="segment size of chain/pipeline/tree algorithms (default 0: none, Open MPI's forced default)")
     p.add_argument("--overlap", type=float, default=1.0, metavar="F",
-                   help="tree models: each level costs F x its slowest edge (default 1)")
+                   help="latency-only tree models: each level costs F x its slowest edge (default 1; unused with LogGP)")
     p.add_argument("--calibrate", metavar="MEASURED.csv", default=None,
                    help="fit LogGP o, g and the per-level term the table lacks on measurements "
                    "(collective,algorithm,np,bytes,latency_us; run with the same --nodes/--ppn/--placement/--mapping); "

@@ -73,7 +73,9 @@ class Parameter:
     def line(self) -> str:
         if not self.fitted:
             return f"{self.name} = {self.value:.4g} µs (not fitted: the measurements do not determine it)"
-        return f"{self.name} = {self.value:.4g} µs, 95 % CI [{self.ci_low:.4g}, {self.ci_high:.4g}]"
+        value = 0.0 if self.value < 1e-9 else self.value  # the optimiser stops a hair above the bound
+        bound = " (at the bound 0)" if value == 0 else ""
+        return f"{self.name} = {value:.4g} µs{bound}, 95 % CI [{self.ci_low:.4g}, {self.ci_high:.4g}]"
 
 
 @dataclass(frozen=True)
