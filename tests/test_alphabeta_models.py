@@ -55,6 +55,8 @@ def _simulate(model: str, m: int, k: int) -> tuple[list[int], int]:
         steps = [[(r, (r + s) % p, 1) for r in range(p)] for s in range(1, p)]
     elif model == "allgather_ring":
         steps = [[(n * k + i, ((n + 1) % m) * k + i, 1) for n in range(m) for i in range(k)] for _ in range(m - 1)]
+    elif model == "allgather_ring_ranks":
+        steps = [[(r, (r + 1) % p, 1) for r in range(p)] for _ in range(p - 1)]
     else:
         j = 0
         while (1 << j) < p:
@@ -144,8 +146,9 @@ def test_per_size_alpha_beta_on_noise_free_data() -> None:
         for r in rows:
             assert r["alpha"] == pytest.approx(alpha, rel=1e-6) and r["inv_alpha"] == pytest.approx(1 / alpha, rel=1e-6)
             assert r["beta_us"] == pytest.approx(beta, rel=1e-6)
-            # One k: the ring's network and latency terms both grow as m − 1, so β is held at the all-size fit.
-            assert r["beta_fixed"] == (model == "allgather_ring")
+            # One k: a ring's network and latency terms both grow alike (m − 1 for the node ring, P − 1
+            # for the rank ring), so β is held at the all-size fit.
+            assert r["beta_fixed"] == (model in ("allgather_ring", "allgather_ring_ranks"))
 
 
 def test_single_node_count_cannot_choose() -> None:
@@ -161,7 +164,9 @@ def test_models_faster_than_the_link_are_not_chosen() -> None:
     # Ring data at α = 1.8: the flat models move k times the bytes, so they would need α ≈ 0.45 < 1.
     m, k, x, t = synthetic("allgather_ring", 1.8, 20.0)
     result = fit_families("Allgather", m, k, x, t, network=NET)
-    assert result["best_model"] == "allgather_ring" and result["selection"]["verdict"] == "only plausible"
+    # The rank ring (P − 1 steps) stays plausible but fits clearly worse: several m tell the rings apart.
+    assert result["best_model"] == "allgather_ring" and result["selection"]["verdict"] == "clear"
+    assert result["selection"]["runner_up"] == "allgather_ring_ranks" and result["selection"]["delta_aic"] > 10
     implausible = set(result["selection"]["implausible"])
     assert implausible == {"allgather_linear", "allgather_recursive_doubling", "allgather_bruck"}
     assert "faster than the link" in result["selection"]["text"]
@@ -287,5 +292,27 @@ def test_report_shows_the_choice_and_the_per_size_table(tmp_path: Path) -> None:
     assert "pooled over k = 2, 4" in body
     for entry in [*result["fits"], *result["pooled"]]:
         assert entry["best_model"] == "allgather_bruck"
-        assert f"Bruck fits best (rel. RMS {entry['models'][3]['rel_rms']:.1%})" in body
+        bruck = next(f for f in entry["models"] if f["model"] == "allgather_bruck")
+        assert f"Bruck fits best (rel. RMS {bruck['rel_rms']:.1%})" in body
     assert "1/α (of line rate)" in body and "best (clear)" in body
+
+
+@pytest.mark.parametrize("partition", list(PUBLISHED))
+def test_stackhpc_allgather_rank_ring_fits_alike_but_its_step_latency_is_below_the_network(partition: str) -> None:
+    """Rank ring (P − 1 = 63 steps) beside node ring (m − 1 = 1 step) on the two-node OSU Allgather: at one (m, k)
+    both are α′·x + β′, so their residuals are the same; the rank ring then needs a per-step latency of 0.1-0.33 µs,
+    under a third of the partition's own inter-node osu_latency (0.98-2.7 µs): the 63-step ring is not what ran at
+    small messages (the libraries' decisions pick recursive doubling / Bruck there), while the node ring's single β
+    (6-21 µs) is above it."""
+    gbit, _, _ = PUBLISHED[partition]
+    x, t, ppn = _osu(partition, "allgather")
+    result = fit_families("Allgather", [2] * len(x), [ppn] * len(x), x, t, network=Network(partition, gbit))
+    fits = {f["model"]: f for f in result["models"]}
+    node, rank = fits["allgather_ring"], fits["allgather_ring_ranks"]
+    assert rank["rel_rms"] == pytest.approx(node["rel_rms"], rel=1e-6)
+    assert rank["beta_us"] == pytest.approx(node["beta_us"] / (2 * ppn - 1), rel=1e-3)
+    out = require_datasets() / "stackhpc-alaska-csd3-imb-omb" / "output" / partition / "omb" / "Osu_latency" / (
+        "rfm_Osu_latency_job.out")
+    zero_byte = next(float(r.split()[1]) for r in out.read_text().splitlines() if r.split()[:1] == ["0"])
+    assert 0.9 <= zero_byte <= 3.0
+    assert rank["beta_us"] < zero_byte / 3 < zero_byte < node["beta_us"]

@@ -87,3 +87,37 @@ def test_missing_region_names_the_table(capsys: pytest.CaptureFixture[str], tmp_
 def test_parse_np() -> None:
     assert parse_np("2..5") == [2, 3, 4, 5]
     assert parse_np("2..9:3,16, 4") == [2, 4, 5, 8, 16]
+
+
+def test_calibrate_fits_gap_and_overhead_and_predicts_with_them(
+    capsys: pytest.CaptureFixture[str], table: Path, tmp_path: Path
+) -> None:
+    from mpiatlas.models.loggp import LogGP
+    from mpiatlas.models.loggp import predict as loggp_predict
+    from mpiatlas.models.region_latency import place, read_region_table
+    from mpiatlas.node.topology_synthetic import parse_synthetic
+
+    # Measurements made by the model itself at o = 0.3, g = 0.4 (rank mean, as OSU reports): the fit finds them.
+    truth = LogGP(overhead_us=0.3, gap_us=0.4)
+    full = place(parse_synthetic("pack:2 core:4 pu:1"), 8)
+    regions = read_region_table(table)
+    measured = tmp_path / "measured.csv"
+    lines = ["collective,algorithm,np,bytes,latency_us"]
+    for n in range(2, 9):
+        t = loggp_predict("bcast", "basic_linear", full.prefix(n), regions, 4, params=truth).rank_mean_us
+        lines.append(f"bcast,basic_linear,{n},4,{t}")
+    measured.write_text("\n".join(lines) + "\n")
+    code, out, err = _run(capsys, str(table), "--topology", "pack:2 core:4 pu:1", "--collective", "bcast",
+                          "--algorithm", "binary_tree", "--np", "2..8", "--calibrate", str(measured), "--json")  # fmt: skip
+    assert code == 0, err
+    assert "gap_us = 0.4 µs, 95 % CI" in err and "overhead_us = 0.3 µs" in err and "Jacobian covariance" in err
+    assert "level_us = 0 µs (not fitted" in err  # a linear Bcast has no level to fit it on
+    rows = json.loads(out)
+    assert [set(r) >= {"np", "bytes", "predicted_us"} for r in rows] == [True] * 7
+    expected = loggp_predict("bcast", "binary_tree", full.prefix(8), regions, 4, params=truth).completion_us
+    assert rows[-1]["predicted_us"] == pytest.approx(expected, rel=1e-4)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("collective,np\n")
+    code, _, err = _run(capsys, str(table), "--topology", "pack:2 core:4 pu:1", "--collective", "bcast",
+                        "--algorithm", "chain", "--np", "4", "--calibrate", str(bad))  # fmt: skip
+    assert code == 2 and "bad.csv:1: header lacks algorithm, bytes, latency_us" in err

@@ -4,7 +4,10 @@ Inputs: a region table (CSV ``region,latency_us[,bandwidth_MBps]``, regions as `
 topology`` names them: same_core, same_l3, same_die, same_numa, same_socket, other_socket,
 other_node), the node's topology (an hwloc XML file or a synthetic description such as
 ``pack:2 numa:4 die:2 l3:2 core:4 pu:1``), the placement, the collective and the algorithm by
-Open MPI coll_tuned's name. The models and their cost rules: :mod:`mpiatlas.models.collective_regions`.
+Open MPI coll_tuned's name. The models and their cost rules: :mod:`mpiatlas.models.collective_regions`
+(latency only) and, when the table has ``overhead_us``/``gap_us`` or ``--calibrate`` is given,
+:mod:`mpiatlas.models.loggp` (LogGP). ``--calibrate MEASURED.csv`` fits what the table lacks
+(:mod:`mpiatlas.models.loggp_fit`) on measurements taken with the same placement options.
 """
 
 from __future__ import annotations
@@ -45,7 +48,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--segsize", type=int, default=0, metavar="BYTES",
                    help="segment size of chain/pipeline/tree algorithms (default 0: none, Open MPI's forced default)")
     p.add_argument("--overlap", type=float, default=1.0, metavar="F",
-                   help="tree models: each level costs F x its slowest edge (default 1)")
+                   help="latency-only tree models: each level costs F x its slowest edge (default 1; unused with LogGP)")
+    p.add_argument("--calibrate", metavar="MEASURED.csv", default=None,
+                   help="fit LogGP o, g and the per-level term the table lacks on measurements "
+                   "(collective,algorithm,np,bytes,latency_us; run with the same --nodes/--ppn/--placement/--mapping); "
+                   "the fitted values and their CIs go to stderr")
+    p.add_argument("--measured-as", choices=["rank_mean", "completion"], default="rank_mean",
+                   help="what the measured latency_us is: the mean over ranks of their time in the call (OSU's Avg "
+                   "Latency, IMB's t_avg; default) or the time until the last rank has its data")
     p.add_argument("--json", action="store_true", help="print a JSON list of {np, bytes, predicted_us}")
     p.set_defaults(func=run)
 
@@ -70,7 +80,9 @@ def parse_np(text: str) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiatlas.models.collective_regions import ModelError, predict
+    from mpiatlas.models.collective_regions import ModelError
+    from mpiatlas.models.loggp import predict
+    from mpiatlas.models.loggp_fit import MeasuredError, calibrate, read_measured
     from mpiatlas.models.region_latency import RegionTableError, place, read_region_table
     from mpiatlas.node.topology import MappingUnavailable, TopologyError
     from mpiatlas.node.topology_synthetic import read_topology
@@ -79,13 +91,20 @@ def run(args: argparse.Namespace) -> int:
         counts = parse_np(args.np)
         table = read_region_table(args.table)
         topo = read_topology(args.topology)
-        full = place(topo, max(counts), nodes=args.nodes, ppn=args.ppn, placement=args.placement, mapping=args.mapping)
+        measured = read_measured(args.calibrate) if args.calibrate else []
+        largest = max([*counts, *(m.np for m in measured)])
+        full = place(topo, largest, nodes=args.nodes, ppn=args.ppn, placement=args.placement, mapping=args.mapping)
+        params = None
+        if measured:
+            fit = calibrate(measured, full, table, segsize=args.segsize, quantity=args.measured_as)
+            print("\n".join(fit.lines()), file=sys.stderr)
+            params = fit.params
         rows = [
-            predict(args.collective, args.algorithm, full.prefix(n), table, args.bytes,
+            predict(args.collective, args.algorithm, full.prefix(n), table, args.bytes, params=params,
                     segsize=args.segsize, overlap=args.overlap)
             for n in counts
         ]  # fmt: skip
-    except (ValueError, TopologyError, MappingUnavailable, RegionTableError, ModelError) as exc:
+    except (ValueError, TopologyError, MappingUnavailable, RegionTableError, ModelError, MeasuredError) as exc:
         print(f"mpiatlas predict: {exc}", file=sys.stderr)
         return 2
     if args.json:

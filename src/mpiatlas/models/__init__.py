@@ -8,7 +8,9 @@
 * :mod:`.alphabeta_models` — the algorithm families and the model choice;
 * :mod:`.collective_trees` — Open MPI coll_tuned trees;
 * :mod:`.collective_regions` — collective times predicted from p2p region latencies;
-* :mod:`.region_latency` — per-region p2p latencies;
+* :mod:`.loggp` — the same schedules priced with LogGP (o, g, G, per-level term);
+* :mod:`.loggp_fit` — LogGP calibrated on measured collectives, leave-one-algorithm-out;
+* :mod:`.region_latency` — per-region p2p latencies (and optional o, g);
 * :mod:`.prediction_errors` — predicted vs measured;
 * :mod:`.ring_regions` — the ring with every hop priced by its region;
 * :mod:`.kernels` — ring and matsum models;

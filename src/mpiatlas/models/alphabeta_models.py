@@ -28,6 +28,12 @@ and n_cross(d) the number of a node's k ranks whose partner sits on another node
   bit j set (≈ P/2 blocks) → B = Σ_j n_cross(2^j) · #{i < P : bit j of i}, S = #steps with a crossing.
 * ``allgather_ring`` (the original model, node-level ring): m − 1 steps, each moving a node's k
   blocks over its link → B = (m − 1)·k, S = m − 1.
+* ``allgather_ring_ranks`` (the rank-level ring MPI runs: Open MPI's ``ring``, MPICH's): P − 1
+  steps, at each every rank sends one block to rank r + 1; of a node's k ranks only the last one's
+  partner is on the next node, so one block crosses each link per step → B = P − 1, S = P − 1.
+  Against the node-level ring (m − 1 steps) it has (P − 1)/(m − 1) times the latency steps (63× at
+  m = 2, k = 32). At one (m, k) both are α′·x + β′ and fit identically; their α and β differ by
+  those factors, so only the physics (α ≥ 1; β ≥ a network latency) or several m can separate them.
 * ``allgather_linear``: every rank sends its block to every other rank → B = (m − 1)·k², S = 1.
 * ``allgather_recursive_doubling`` (P a power of two): log2 P steps, at step j rank r exchanges the
   2^j blocks it holds with r XOR 2^j → B = Σ_j n_cross(2^j)·2^j, S = #steps with a crossing
@@ -80,8 +86,10 @@ MODELS: dict[str, ModelSpec] = {s.name: s for s in (
               "t = α · x · (m − 1) · k² / b + β · (P − 1)"),
     ModelSpec("alltoall_bruck", "Alltoall", "Bruck",
               "t = α · x · Σ_j n_cross(2^j)·#{i < P: bit j of i} / b + β · ⌈log2 P⌉"),
-    ModelSpec("allgather_ring", "Allgather", "ring",
+    ModelSpec("allgather_ring", "Allgather", "node ring",
               "t = (m − 1) · (α · x · k / b + β)"),
+    ModelSpec("allgather_ring_ranks", "Allgather", "rank ring",
+              "t = (P − 1) · (α · x / b + β)"),
     ModelSpec("allgather_linear", "Allgather", "linear",
               "t = α · x · (m − 1) · k² / b + β"),
     ModelSpec("allgather_recursive_doubling", "Allgather", "recursive doubling",
@@ -122,6 +130,8 @@ def _tally(model: str, m: int, k: int) -> tuple[float, float]:
         return float((m - 1) * k * k), float(p - 1)
     if model == "allgather_ring":
         return float((m - 1) * k), float(m - 1)
+    if model == "allgather_ring_ranks":
+        return float(p - 1), float(p - 1)
     blocks = steps = 0
     index = np.arange(p, dtype=np.int64)
     for j in range(_steps(p)):

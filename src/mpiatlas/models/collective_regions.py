@@ -45,11 +45,13 @@ __all__ = [
     "ALGORITHMS",
     "BCAST_CHAIN_FANOUT",
     "BCAST_KNOMIAL_RADIX",
+    "STEP_SCHEDULES",
     "ModelError",
     "Prediction",
     "algorithms_for",
     "bcast_default_algorithm",
     "predict",
+    "segments",
 ]
 
 # Open MPI 4.1 coll_tuned defaults for a forced algorithm (ompi_info --all --level 9 of 4.1.4:
@@ -259,6 +261,15 @@ def _step_model(schedule: Schedule, costs: _Costs, size: int, nbytes: int, segsi
     return (*_steps(costs, schedule(size, nbytes)), "steps")
 
 
+# The exchange-step schedules by (collective, algorithm): also priced with LogGP by models/loggp.py.
+STEP_SCHEDULES: dict[tuple[str, str], Schedule] = {
+    ("allreduce", "recursive_doubling"): _recursive_doubling,
+    ("allreduce", "ring"): _ring,
+    ("allreduce", "rabenseifner"): lambda p, m: _rabenseifner(p, m, None),
+    ("reduce", "rabenseifner"): lambda p, m: _rabenseifner(p, m, 0),
+}
+segments = _segments  # (number of segments, bytes per segment): Open MPI's cut, shared with models/loggp.py
+
 ALGORITHMS: dict[str, dict[str, Model]] = {
     "bcast": {
         "basic_linear": _linear_model,
@@ -271,12 +282,9 @@ ALGORITHMS: dict[str, dict[str, Model]] = {
     # Gather moves the same blocks over the same in-order binomial tree, towards the root.
     "scatter": {"basic_linear": _linear_model, "binomial": _scatter_binomial},
     "gather": {"basic_linear": _linear_model, "binomial": _scatter_binomial},
-    "allreduce": {
-        "recursive_doubling": partial(_step_model, _recursive_doubling),
-        "ring": partial(_step_model, _ring),
-        "rabenseifner": partial(_step_model, lambda p, m: _rabenseifner(p, m, None)),
-    },
-    "reduce": {"rabenseifner": partial(_step_model, lambda p, m: _rabenseifner(p, m, 0))},
+    "allreduce": {name: partial(_step_model, STEP_SCHEDULES[("allreduce", name)])
+                  for name in ("recursive_doubling", "ring", "rabenseifner")},
+    "reduce": {"rabenseifner": partial(_step_model, STEP_SCHEDULES[("reduce", "rabenseifner")])},
 }
 
 

@@ -1,9 +1,11 @@
 """Per-region point-to-point costs and where ranks sit: the inputs of the collective models.
 
-* :class:`RegionTable` — λ (µs) and optionally B (MB/s) per region (:data:`REGIONS` names), read
-  from a CSV ``region,latency_us[,bandwidth_MBps]``. A message of ``m`` bytes between two ranks
-  costs ``λ + m / B`` µs (Hockney per region; bytes / (MB/s) is µs). Without a bandwidth the
-  latency is taken as the cost at every size: a "4 B latency" table predicts small messages only.
+* :class:`RegionTable` — λ (µs) and optionally B (MB/s), LogGP's o (send/receive overhead, µs) and
+  g (gap between consecutive sends, µs) per region (:data:`REGIONS` names), read from a CSV
+  ``region,latency_us[,bandwidth_MBps][,overhead_us][,gap_us]``. A message of ``m`` bytes between
+  two ranks costs ``λ + m / B`` µs (Hockney per region; bytes / (MB/s) is µs). Without a bandwidth
+  the latency is taken as the cost at every size: a "4 B latency" table predicts small messages
+  only. With o and g the schedules are priced by :mod:`.loggp` (without them, by latency alone).
 * :class:`Placement` — node and OS cpu of every rank, built by :func:`place` from a topology
   and the placement (``block``/``cyclic`` over nodes, or a mapping name), so the region of any
   rank pair is the one :func:`mpiatlas.node.topology.region` gives for that pair.
@@ -33,6 +35,8 @@ class RegionTable:
     latency_us: dict[str, float]
     bandwidth_MBps: dict[str, float] = field(default_factory=dict)
     source: str = "<table>"
+    overhead_us: dict[str, float] = field(default_factory=dict)  # LogGP o (0 is allowed: o and g may vanish)
+    gap_us: dict[str, float] = field(default_factory=dict)  # LogGP g
 
     def __post_init__(self) -> None:
         for name, value in [*self.latency_us.items(), *self.bandwidth_MBps.items()]:
@@ -40,6 +44,11 @@ class RegionTable:
                 raise RegionTableError(f"{self.source}: unknown region {name!r}; expected one of {', '.join(REGIONS)}")
             if not (math.isfinite(value) and value > 0):
                 raise RegionTableError(f"{self.source}: region {name!r} needs a positive number, got {value!r}")
+        for name, value in [*self.overhead_us.items(), *self.gap_us.items()]:
+            if name not in self.latency_us:
+                raise RegionTableError(f"{self.source}: region {name!r} has o or g but no latency_us")
+            if not (math.isfinite(value) and value >= 0):
+                raise RegionTableError(f"{self.source}: region {name!r}: o and g must be >= 0, got {value!r}")
 
     def cost(self, region_name: str, nbytes: float) -> float:
         """µs for ``nbytes`` between two ranks of ``region_name``."""
@@ -54,8 +63,13 @@ class RegionTable:
         return lat + (nbytes / bw if bw and nbytes > 0 else 0.0)
 
 
+_OPTIONAL = ("bandwidth_MBps", "overhead_us", "gap_us")
+_HEADER = "region,latency_us[,bandwidth_MBps][,overhead_us][,gap_us]"
+
+
 def read_region_table(path: str | Path) -> RegionTable:
-    """Read ``region,latency_us[,bandwidth_MBps]``; errors name the file, line and region."""
+    """Read ``region,latency_us[,bandwidth_MBps][,overhead_us][,gap_us]`` (optional columns in that
+    order, an empty cell leaves that region without the value); errors name the file, line and region."""
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -63,12 +77,12 @@ def read_region_table(path: str | Path) -> RegionTable:
         raise RegionTableError(f"cannot read region table {source}: {exc.strerror or exc}") from exc
     rows = list(csv.reader(line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")))
     if not rows:
-        raise RegionTableError(f"{source}: empty; expected a header 'region,latency_us[,bandwidth_MBps]'")
+        raise RegionTableError(f"{source}: empty; expected a header '{_HEADER}'")
     header = [h.strip() for h in rows[0]]
-    if header[:2] != ["region", "latency_us"] or header[2:] not in ([], ["bandwidth_MBps"]):
-        raise RegionTableError(f"{source}:1: header {','.join(header)!r}, expected 'region,latency_us[,bandwidth_MBps]'")
+    if header[:2] != ["region", "latency_us"] or header[2:] != [c for c in _OPTIONAL if c in header[2:]]:
+        raise RegionTableError(f"{source}:1: header {','.join(header)!r}, expected '{_HEADER}'")
     latency: dict[str, float] = {}
-    bandwidth: dict[str, float] = {}
+    extra: dict[str, dict[str, float]] = {c: {} for c in _OPTIONAL}
     lines = [i + 1 for i, line in enumerate(text.splitlines()) if line.strip() and not line.lstrip().startswith("#")]
     for line, row in zip(lines[1:], rows[1:]):
         cells = [c.strip() for c in row]
@@ -80,20 +94,21 @@ def read_region_table(path: str | Path) -> RegionTable:
         if name in latency:
             raise RegionTableError(f"{source}:{line}: region {name!r} listed twice")
         latency[name] = _positive(cells[1], "latency_us", source, line, name)
-        if len(cells) > 2 and cells[2]:
-            bandwidth[name] = _positive(cells[2], "bandwidth_MBps", source, line, name)
+        for column, cell in zip(header[2:], cells[2:]):
+            if cell:
+                extra[column][name] = _positive(cell, column, source, line, name, zero=column != "bandwidth_MBps")
     if not latency:
         raise RegionTableError(f"{source}: no regions after the header")
-    return RegionTable(latency, bandwidth, source)
+    return RegionTable(latency, extra["bandwidth_MBps"], source, extra["overhead_us"], extra["gap_us"])
 
 
-def _positive(text: str, column: str, source: str, line: int, name: str) -> float:
+def _positive(text: str, column: str, source: str, line: int, name: str, *, zero: bool = False) -> float:
     try:
         value = float(text)
     except ValueError:
         raise RegionTableError(f"{source}:{line}: region {name!r}: {column} {text!r} is not a number") from None
-    if not (math.isfinite(value) and value > 0):
-        raise RegionTableError(f"{source}:{line}: region {name!r}: {column} must be > 0, got {text!r}")
+    if not (math.isfinite(value) and (value > 0 or zero and value == 0)):
+        raise RegionTableError(f"{source}:{line}: region {name!r}: {column} must be {'>=' if zero else '>'} 0, got {text!r}")
     return value
 
 

@@ -1,0 +1,175 @@
+"""Real data: LogGP calibrated on ONE measured Bcast algorithm predicts the others (ORFEO, OSU 7.3, 4 B).
+
+Same datasets, topologies, region tables and placements as tests/test_predict_orfeo.py (read its
+docstring). The region tables carry latency only, so :func:`mpiatlas.models.loggp_fit.calibrate`
+fits g, o and the per-level term h where the data determine them. OSU's Avg Latency is the mean
+over ranks of each rank's time in the call, so the fit and the comparison use ``rank_mean_us``
+(``quantity="rank_mean"``).
+
+**EPYC**, calibrated on ``basic_linear`` (255 process counts per mapping): it determines g tightly
+and o loosely (fitted 0, CI up to 0.03-0.09 µs); a linear Bcast has no level, so h is not fitted.
+Median |error| (uncalibrated = latency only, completion, as in test_predict_orfeo → calibrated):
+
+| algorithm | core | socket | node |
+|---|---|---|---|
+| basic_linear (fitted on) | 344 % → 18 % | 210 % → 11 % | 370 % → 8 % |
+| chain | 26 % → 20 % | 24 % → 13 % | 31 % → 20 % |
+| binary_tree | 42 % → 18 % | 51 % → 30 % | 56 % → 34 % |
+| default | 47 % → 25 % | 37 % → 29 % | 53 % → 36 % |
+
+g = 0.221 [0.212, 0.230] µs (core), 0.341 [0.326, 0.356] (socket), 0.429 [0.417, 0.441] (node).
+The misses (> 25 %) are the trees under socket and node placement, all under-predictions. Under
+socket (and core) placement the error sits at P > 128, where node 1 joins: up to P = 128 binary_tree
+is within 10 % (socket) / 13 % (core), beyond it the measurement jumps 10x (3.3 → 35.6 µs median)
+and the prediction is 85 % short. Under node placement the trees are 27-30 % low at every P: the
+per-level cost h that trees pay and a linear Bcast cannot show (calibrated on linear + binary_tree,
+h = 0.30 µs, CI [0, 0.80]). test_epyc_tree_misses_come_from_the_second_node pins both.
+Tolerances: the figure rounded up to the next 5 %.
+
+**THIN** (P ≤ 24, one node), calibrated on ``binomial`` (23 process counts; bcast_linear.csv is
+binomial too, so THIN has no linear Bcast): the trees alone leave o, g and h loosely determined
+(CIs from 0). chain 32 → 30 % core, 10 → 13 % socket; binary_tree 29 → 22 %, 30 → 15 %; binomial
+(fitted on) 21 → 28 %, 26 → 8 %; pipeline 12 → 20 %, 36 → 24 %; default 49 → 25 %, 18 → 4 %.
+"""
+
+from __future__ import annotations
+
+import statistics
+from functools import cache
+
+import pytest
+import test_predict_orfeo as orfeo
+from conftest import require_datasets
+
+from mpiatlas.models.loggp_fit import Calibration, Measured, calibrate, predict_held_out
+from mpiatlas.models.region_latency import Placement, RegionTable, place
+from mpiatlas.node.topology_synthetic import parse_synthetic
+
+EPYC_STEMS = {"basic_linear": "linear", "chain": "chain", "binary_tree": "bintree", "default": "def"}
+# (algorithm, mapping) -> max median |error| of the prediction calibrated on basic_linear.
+EPYC_TOLERANCE = {
+    ("basic_linear", "core"): 0.20, ("chain", "core"): 0.25, ("binary_tree", "core"): 0.20,
+    ("default", "core"): 0.30,
+    ("basic_linear", "socket"): 0.15, ("chain", "socket"): 0.15, ("binary_tree", "socket"): 0.35,
+    ("default", "socket"): 0.35,
+    ("basic_linear", "node"): 0.10, ("chain", "node"): 0.25, ("binary_tree", "node"): 0.40,
+    ("default", "node"): 0.40,
+}  # fmt: skip
+THIN_FILES = {"chain": ("chain", None), "binary_tree": ("binarytree", None), "binomial": ("binomial", None),
+              "pipeline": ("pipeline", None), "default": ("default", None)}  # fmt: skip
+THIN_TOLERANCE = {
+    ("chain", "core"): 0.35, ("binary_tree", "core"): 0.25, ("binomial", "core"): 0.30,
+    ("pipeline", "core"): 0.25, ("default", "core"): 0.30,
+    ("chain", "socket"): 0.15, ("binary_tree", "socket"): 0.20, ("binomial", "socket"): 0.10,
+    ("pipeline", "socket"): 0.25, ("default", "socket"): 0.10,
+}  # fmt: skip
+
+
+@cache
+def _epyc(mapping: str) -> tuple[dict[str, list[Measured]], Placement]:
+    data = {
+        alg: [Measured("bcast", alg, n, 4, t) for n, t in sorted(orfeo._measured(orfeo._epyc_file(stem, mapping), mapping).items())]
+        for alg, stem in EPYC_STEMS.items()
+    }  # fmt: skip
+    placement, order = orfeo.PLACEMENTS[mapping]
+    return data, place(parse_synthetic(orfeo.EPYC_TOPOLOGY), 256, nodes=2, placement=placement, mapping=order)
+
+
+@cache
+def _epyc_calibration(mapping: str) -> Calibration:
+    data, full = _epyc(mapping)
+    return calibrate(data["basic_linear"], full, orfeo.EPYC_TABLE, quantity="rank_mean")
+
+
+def _errors(measured: list[Measured], predicted: list[float]) -> tuple[float, float]:
+    rel = [(p - m.latency_us) / m.latency_us for m, p in zip(measured, predicted)]
+    return statistics.median(abs(e) for e in rel), statistics.median(rel)
+
+
+def _predict(measured: list[Measured], full: Placement, table: RegionTable, cal: Calibration) -> list[float]:
+    from mpiatlas.models.loggp import predict
+
+    return [predict("bcast", m.algorithm, full.prefix(m.np), table, 4, params=cal.params).rank_mean_us for m in measured]
+
+
+@pytest.mark.parametrize("mapping", ["core", "socket", "node"])
+def test_epyc_linear_calibration_fits_the_gap(mapping: str) -> None:
+    cal = _epyc_calibration(mapping)
+    fitted = {p.name: p for p in cal.parameters}
+    gap, overhead = fitted["gap_us"], fitted["overhead_us"]
+    # The root's injection gap: 0.22 / 0.34 / 0.43 µs per send (±4-5 %); the 0.14 µs slope the latency-only
+    # test quotes (P = 64..128, core) is one stretch of the same line.
+    expected = {"core": 0.221, "socket": 0.341, "node": 0.429}[mapping]
+    assert gap.fitted and gap.value == pytest.approx(expected, rel=0.02), gap.line()
+    assert 0 < gap.ci_low < gap.value < gap.ci_high < 1.1 * gap.value, gap.line()
+    assert overhead.fitted and overhead.value < 0.01 and overhead.ci_high < 0.1, overhead.line()  # o ≈ 0
+    assert not fitted["level_us"].fitted and cal.params.level_us == 0.0  # a linear Bcast has no level
+
+
+@pytest.mark.parametrize(("algorithm", "mapping"), list(EPYC_TOLERANCE))
+def test_epyc_calibrated_on_linear_predicts_every_algorithm(algorithm: str, mapping: str) -> None:
+    data, full = _epyc(mapping)
+    measured = data[algorithm]
+    assert len(measured) >= 240
+    median_abs, _ = _errors(measured, _predict(measured, full, orfeo.EPYC_TABLE, _epyc_calibration(mapping)))
+    assert median_abs <= EPYC_TOLERANCE[(algorithm, mapping)], f"{algorithm}/{mapping}: median |e| {median_abs:.1%}"
+
+
+# (mapping, algorithm) -> (max median |e| at P <= 128, signed median range at P > 128)
+EPYC_HALVES = {
+    ("core", "binary_tree"): (0.15, (-0.50, -0.35)), ("core", "default"): (0.20, (-0.55, -0.45)),
+    ("socket", "binary_tree"): (0.15, (-0.90, -0.80)), ("socket", "default"): (0.20, (-0.85, -0.75)),
+    ("node", "binary_tree"): (0.30, (-0.45, -0.35)), ("node", "default"): (0.35, (-0.50, -0.40)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("mapping", "algorithm"), list(EPYC_HALVES))
+def test_epyc_tree_misses_come_from_the_second_node(mapping: str, algorithm: str) -> None:
+    """Where the calibrated trees miss. Under core/socket the first 128 ranks fill node 0: there the error is
+    10-17 %; beyond, the measurement jumps (socket binary_tree: median 3.3 µs at P <= 128, 35.6 µs above, 10x)
+    far past one extra inter-node hop (1.82 µs), and the prediction falls 40-85 % short. Under node mapping
+    (ranks dealt over both nodes) the trees are 27-30 % low at every P: a level costs more than o + L + g,
+    the per-level term a linear Bcast cannot show."""
+    data, full = _epyc(mapping)
+    measured = data[algorithm]
+    predicted = _predict(measured, full, orfeo.EPYC_TABLE, _epyc_calibration(mapping))
+    low = [(m, p) for m, p in zip(measured, predicted) if m.np <= 128]
+    high = [(m, p) for m, p in zip(measured, predicted) if m.np > 128]
+    max_low, (lo, hi) = EPYC_HALVES[(mapping, algorithm)]
+    median_low, _ = _errors([m for m, _ in low], [p for _, p in low])
+    _, signed_high = _errors([m for m, _ in high], [p for _, p in high])
+    assert median_low <= max_low, f"P <= 128: median |e| {median_low:.1%}"
+    assert lo <= signed_high <= hi, f"P > 128: signed median {signed_high:+.1%}"
+
+
+def test_leave_one_algorithm_out_on_epyc_core() -> None:
+    """The campaign's use: each algorithm predicted from the others (every 4th P, to keep it quick)."""
+    data, full = _epyc("core")
+    pool = [m for series in data.values() for m in series[::4]]
+    for held in ("binary_tree", "basic_linear"):
+        cal, pairs = predict_held_out(pool, full, orfeo.EPYC_TABLE, ("bcast", held), quantity="rank_mean")
+        assert cal.points == len(pool) - len(pairs) and {m.algorithm for m, _ in pairs} == {held}
+        median_abs, _ = _errors([m for m, _ in pairs], [p for _, p in pairs])
+        assert median_abs <= {"binary_tree": 0.25, "basic_linear": 0.55}[held], f"{held}: {median_abs:.1%}"
+
+
+@cache
+def _thin(mapping: str) -> tuple[dict[str, list[Measured]], Placement, RegionTable, Calibration]:
+    root = require_datasets() / "zampar-orfeo-osu-bcast-barrier/Excercise_1/bcast/results"
+    data = {
+        alg: [Measured("bcast", alg, n, 4, t) for n, t in
+              sorted(orfeo._measured(root / f"bcast_{stem}.csv", mapping, algorithm=relabel, max_np=24).items())]
+        for alg, (stem, relabel) in THIN_FILES.items()
+    }  # fmt: skip
+    placement, order = orfeo.PLACEMENTS[mapping]
+    full = place(parse_synthetic(orfeo.THIN_TOPOLOGY), 24, nodes=1, placement=placement, mapping=order)
+    table = orfeo._thin_table()
+    return data, full, table, calibrate(data["binomial"], full, table, quantity="rank_mean")
+
+
+@pytest.mark.parametrize(("algorithm", "mapping"), list(THIN_TOLERANCE))
+def test_thin_calibrated_on_binomial_predicts_the_others(algorithm: str, mapping: str) -> None:
+    data, full, table, cal = _thin(mapping)
+    assert len(data[algorithm]) >= 12
+    median_abs, _ = _errors(data[algorithm], _predict(data[algorithm], full, table, cal))
+    assert median_abs <= THIN_TOLERANCE[(algorithm, mapping)], f"{algorithm}/{mapping}: median |e| {median_abs:.1%}"
