@@ -153,7 +153,7 @@ class _Model:
         return np.array(out)
 
     def residuals(self, x: Sequence[float] | np.ndarray) -> np.ndarray:
-        return (self.predicted(self.params(x)) - self.y) / self.y
+        return np.asarray((self.predicted(self.params(x)) - self.y) / self.y, dtype=float)
 
 
 def _identifiable(measured: Sequence[Measured], place: Placement, table: RegionTable, candidates: Sequence[str],
@@ -198,7 +198,7 @@ def calibrate(
 
     if not measured:
         raise ValueError("no measurements to calibrate on")
-    candidates = [c for c in CANDIDATES if not (c == "overhead_us" and table.overhead_us or c == "gap_us" and table.gap_us)]
+    candidates = [c for c in CANDIDATES if not ((c == "overhead_us" and table.overhead_us) or (c == "gap_us" and table.gap_us))]
     free = _identifiable(measured, place, table, candidates, segsize=segsize, quantity=quantity)
     model = _Model(measured, place, table, free, segsize=segsize, quantity=quantity)
     cis: dict[str, tuple[float, float]] = {}
@@ -207,7 +207,8 @@ def calibrate(
         fit = least_squares(model.residuals, x0, bounds=(0.0, np.inf), method="trf", x_scale=x0)
         params = model.params(fit.x)
         dof = len(measured) - len(free)
-        jtj = fit.jac.T @ fit.jac
+        jac = np.asarray(fit.jac, dtype=float)  # dense: least_squares' default jac is a finite-difference array
+        jtj = jac.T @ jac
         if dof > 0 and np.linalg.matrix_rank(jtj) == len(free):
             cov = np.linalg.inv(jtj) * (2 * fit.cost / dof)
             half = student_t.ppf(0.975, dof) * np.sqrt(np.diag(cov))

@@ -107,7 +107,7 @@ def _positive(text: str, column: str, source: str, line: int, name: str, *, zero
         value = float(text)
     except ValueError:
         raise RegionTableError(f"{source}:{line}: region {name!r}: {column} {text!r} is not a number") from None
-    if not (math.isfinite(value) and (value > 0 or zero and value == 0)):
+    if not (math.isfinite(value) and (value > 0 or (zero and value == 0))):
         raise RegionTableError(f"{source}:{line}: region {name!r}: {column} must be {'>=' if zero else '>'} 0, got {text!r}")
     return value
 
