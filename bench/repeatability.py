@@ -13,7 +13,8 @@ same stretch of the campaign whatever the machine's speed. Printed:
 * each run's headline (λ and B of the first stack's PingPong fit, with their 95 % intervals: the
   campaign's closing lines) and the ratio hogged / clean of λ and of B;
 * how many launches each run judged perturbed and measured again (provenance.json's ``machine``
-  block, status.json's ``remeasured``), and how many stayed perturbed;
+  block, status.json's ``remeasured``), how many of those in the later round after a wait for a quiet
+  machine (``quiet_wait``), and how many stayed perturbed;
 * the machine probe's own cost per launch: its sampler's cpu time and its /proc snapshots' cpu time
   (median and maximum over the run's launches), against the launches' median wall time.
 
@@ -105,7 +106,8 @@ def headline(run: CampaignRun, label: str | None = None) -> dict[str, Any]:
     config = load(run.work / "config" / "campaign.yaml")
     order = [(label, t) for label, s in config["stacks"].items() for t in s["transports"]]
     fits = json.loads((run.work / "results" / run.name / "fits" / "hockney.json").read_text())
-    lines = closing_lines(run.work / "results" / run.name / "fits" / "hockney.json", order)
+    results = run.work / "results" / run.name
+    lines = closing_lines(results / "fits" / "hockney.json", order, results / "tidy" / "cells.parquet")
     rank = {key: i for i, key in enumerate(order)}
     pingpong = [f for f in fits if f.get("benchmark") in ("PingPong", "pingpong") and f.get("latency_us")]
     if not pingpong:
@@ -137,6 +139,9 @@ def launch_facts(run: CampaignRun) -> dict[str, Any]:
     return {"launches": len(run.launches) + remeasured, "cells": len(run.launches),
             "perturbed_then_remeasured": remeasured,
             "still_perturbed": sum(1 for s in statuses if s.get("quality") == "perturbed"),
+            # The later re-measure round (campaign.remeasure_later): cells relaunched after a wait for a quiet machine.
+            "later_round_cells": sum(1 for s in statuses if s.get("quiet_wait")),
+            "quiet_wait_s_total": round(sum(float(s["quiet_wait"]["waited_s"]) for s in statuses if s.get("quiet_wait")), 1),
             "probe_cpu_ms_median": round(1e3 * statistics.median([a + b for a, b in zip(sampler, snapshots)]), 3)
             if sampler else None,
             "probe_cpu_ms_max": round(1e3 * max(a + b for a, b in zip(sampler, snapshots)), 3) if sampler else None,
@@ -199,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         for line in run["headline"]["lines"]:
             print(f"  {line}")
         print(f"  launches: {run['launches']} for {run['cells']} cells; {run['perturbed_then_remeasured']} "
-              f"perturbed and measured again, {run['still_perturbed']} still perturbed")
+              f"perturbed and measured again, {run['still_perturbed']} still perturbed; {run['later_round_cells']} cells "
+              f"re-measured in the later round after {run['quiet_wait_s_total']} s of waiting for a quiet machine")
         print(f"  probe cost per launch: {run['probe_cpu_ms_median']} ms of cpu (median; max "
               f"{run['probe_cpu_ms_max']} ms) against a median launch of {run['launch_wall_ms_median']} ms")
     print(f"\nheadline hogged / clean: λ {figures['latency_ratio']}, B {figures['bandwidth_ratio']} "
