@@ -9,7 +9,8 @@ more than the perturbation limit ``other_cpu_share``, the hypervisor stole no mo
 ``steal_share`` (mpiatlas.quality's limits, with the same tick-resolution rule), and, when
 ``max_load_per_cpu`` is set, the 1-minute load per cpu is below it. Looks repeat until quiet or
 until ``max_wait_s`` has passed; the launch then goes ahead either way, and the record
-(:class:`QuietWait`, provenance ``quiet_wait``) says how long it waited, how many looks, the last
+(:class:`QuietWait`, provenance ``quiet_wait``; one wait per pass of the later round over a group)
+says how long it waited, how many looks, the last
 figures and why it stopped waiting. Cost: one read of two small /proc files per ``window_s``, asleep between.
 """
 
@@ -28,7 +29,7 @@ from mpiatlas.runner.machine_state import CPU_FIELDS, IDLE_FIELDS, NodeSnapshot,
 class QuietRule:
     """campaign.remeasure_later's waiting part, with the perturbation limits it compares against."""
 
-    max_wait_s: float = 120.0
+    max_wait_s: float = 60.0
     window_s: float = 2.0
     max_load_per_cpu: float | None = None
     other_cpu_share: float = quality.DEFAULT_LIMITS["other_cpu_share"]
@@ -39,7 +40,7 @@ class QuietRule:
         later = campaign.get("remeasure_later") or {}
         lim = quality.limits(campaign.get("perturbation"))
         load = later.get("max_load_per_cpu")
-        return cls(float(later.get("max_wait_s", 120.0)), float(later.get("window_s", 2.0)),
+        return cls(float(later.get("max_wait_s", 60.0)), float(later.get("window_s", 2.0)),
                    None if load is None else float(load), lim["other_cpu_share"], lim["steal_share"])
 
 
@@ -74,6 +75,8 @@ def look(before: NodeSnapshot, after: NodeSnapshot) -> Look:
 
 def why_not_quiet(seen: Look, rule: QuietRule) -> str | None:
     """What keeps the node from looking quiet, in words (None: quiet)."""
+    if seen.total_ticks == 0:  # /proc/stat did not move: nothing was seen, which is not quiet
+        return "no cpu time was counted over the window"
     reasons = []
     if quality.beyond(seen.busy_share, seen.busy_ticks, seen.total_ticks, rule.other_cpu_share):
         reasons.append(f"its cpus were {100 * seen.busy_share:.0f} % busy (limit {100 * rule.other_cpu_share:.0f} %)")

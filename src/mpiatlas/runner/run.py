@@ -20,8 +20,9 @@ budget is spent stays sealed ``perturbed``.
 A slow period as long as the group spends those re-measures too. The campaign's later re-measure
 round (campaign.remeasure_later; mpiatlas.adaptive_rounds decides it once every group has run,
 through the adaptive rounds' checkpoint) runs such cells' groups again with ``later``: each cell
-still perturbed gets up to ``later.launches`` more launches, each after a bounded wait for a quiet
-machine (runner.quiet), recorded as ``quiet_wait`` in its provenance and status.
+still perturbed gets up to ``later.launches`` more launches, in passes over the group, each pass
+after a bounded wait for a quiet machine (runner.quiet), recorded as ``quiet_wait`` in the
+provenance and status of every launch of the pass.
 """
 
 from __future__ import annotations
@@ -273,12 +274,15 @@ def run_group(specs: list[dict[str, Any]], outs: list[Path], remeasure: int = 0,
 
 def _remeasured_later(specs: list[dict[str, Any]], outs: list[Path], budget: int, rule: QuietRule,
                       shared: Shared) -> list[int]:
-    """The later round: passes over the group as :func:`_remeasured_now`, each relaunch after a
-    bounded wait for a quiet machine (runner.quiet), its record kept with the launch."""
+    """The later round: passes over the group as :func:`_remeasured_now`, each pass after a bounded
+    wait for a quiet machine (runner.quiet; once per pass, not per launch: on a node that stays busy
+    the round costs ``max_wait_s`` per pass, not per cell), its record kept with each launch of the pass."""
     rerun: list[int] = []
+    passes = 0
     while todo := [i for i, (spec, out) in enumerate(zip(specs, outs)) if wants_remeasure(out, spec["id"], budget)]:
+        passes += 1
+        waited = wait_until_quiet(rule).record() | {"pass": passes, "cells_in_pass": len(todo)}
         for i in todo:
-            waited = wait_until_quiet(rule).record()
             set_aside_perturbed(outs[i], specs[i]["id"])
             run_cell(specs[i], outs[i], shared, remeasured_record(outs[i], specs[i]["id"]), waited)
         rerun += [i for i in todo if i not in rerun]
