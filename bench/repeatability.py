@@ -36,7 +36,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from _harness_campaign import REPO, BenchError, CampaignRun, load_config, make_workdir, run_campaign
+from _harness_campaign import REPO, CampaignRun, load_config, make_workdir, run_campaign
 
 TARGET = 0.25
 
@@ -110,17 +110,14 @@ def headline(run: CampaignRun, label: str | None = None) -> dict[str, Any]:
     lines = closing_lines(results / "fits" / "hockney.json", order, results / "tidy" / "cells.parquet")
     rank = {key: i for i, key in enumerate(order)}
     pingpong = [f for f in fits if f.get("benchmark") in ("PingPong", "pingpong") and f.get("latency_us")]
-    if not pingpong:
-        raise BenchError(f"campaign {run.name} in {run.work}: no PingPong fit")
     def label_of(fit: dict[str, Any]) -> str:
         return fit.get("label") or f"{fit.get('stack')}/{fit.get('transport')}"
 
     if label is not None:
-        same = [f for f in pingpong if label_of(f) == label]
-        if not same:  # every launch of the series left perturbed: the closing lines say so, no ratio
-            return {"label": label, "latency_us": None, "latency_ci_us": None, "bandwidth_MBps": None,
-                    "bandwidth_ci_MBps": None, "ci_warning": None, "lines": lines}
-        pingpong = same
+        pingpong = [f for f in pingpong if label_of(f) == label]
+    if not pingpong:  # every launch of the series left perturbed: the closing lines say so, no ratio
+        return {"label": label or "{}/{}".format(*order[0]), "latency_us": None, "latency_ci_us": None,
+                "bandwidth_MBps": None, "bandwidth_ci_MBps": None, "ci_warning": None, "lines": lines}
     first = min(pingpong, key=lambda f: rank.get((str(f.get("stack")), str(f.get("transport"))), len(rank)))
     return {"label": label_of(first),
             "latency_us": first["latency_us"], "latency_ci_us": first.get("latency_ci_us"),
@@ -141,12 +138,21 @@ def launch_facts(run: CampaignRun) -> dict[str, Any]:
             "still_perturbed": sum(1 for s in statuses if s.get("quality") == "perturbed"),
             # The later re-measure round (campaign.remeasure_later): cells relaunched after a wait for a quiet machine.
             "later_round_cells": sum(1 for s in statuses if s.get("quiet_wait")),
-            "quiet_wait_s_total": round(sum(float(s["quiet_wait"]["waited_s"]) for s in statuses if s.get("quiet_wait")), 1),
+            "quiet_wait_s_total": quiet_wait_total(statuses),
             "probe_cpu_ms_median": round(1e3 * statistics.median([a + b for a, b in zip(sampler, snapshots)]), 3)
             if sampler else None,
             "probe_cpu_ms_max": round(1e3 * max(a + b for a, b in zip(sampler, snapshots)), 3) if sampler else None,
             "launch_wall_ms_median": round(1e3 * statistics.median(walls), 1) if walls else None,
             "campaign_wall_s": round(run.wall_s, 1)}
+
+
+def quiet_wait_total(statuses: list[dict[str, Any]]) -> float:
+    """Seconds the later round waited for a quiet machine: one wait per pass over a group, shared by
+    the pass's cells and recorded with each launch of it (final, or set aside), so counted once each."""
+    waits = [s.get("quiet_wait") for s in statuses] + [a.get("quiet_wait") for s in statuses
+                                                       for a in s.get("remeasured") or []]
+    distinct = {json.dumps(w, sort_keys=True): w for w in waits if w}
+    return round(sum(float(w["waited_s"]) for w in distinct.values()), 1)
 
 
 def one_run(config: dict[str, Any], work: Path, timeout_s: float, hog: tuple[float, float] | None,

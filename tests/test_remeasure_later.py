@@ -182,6 +182,6 @@ def test_the_later_group_waits_relaunches_and_records_the_wait(sealed, tmp_path:
     cells = pl.DataFrame([cell_row(o)[0] for o in outs], schema=CELL_SCHEMA)
     (sentence,) = trust.later_round(cells)
     assert sentence.startswith("1 cell still perturbed after the group's own re-measures was launched again in "
-                               f"the campaign's later round, each after a wait for a quiet machine ({waited['waited_s']:.1f} s")
+                               f"the campaign's later round, after a wait for a quiet machine (longest {waited['waited_s']:.1f} s)")
     assert f"{c} ({waited['reason']})" in sentence
     assert sentence in trust.launches(cells)

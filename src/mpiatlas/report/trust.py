@@ -84,10 +84,11 @@ def later_round(cells: pl.DataFrame) -> list[str]:
         waited = waited.sort("cell", nulls_last=True)
     if waited.height == 0:
         return []
-    total = float(waited.get_column("quiet_wait_s").fill_null(0).sum())
+    # One wait per pass over a group, shared by the pass's cells: the longest, not a sum over cells.
+    longest = float(waited.get_column("quiet_wait_s").fill_null(0).max())
     verb = "was" if waited.height == 1 else "were"
     return [f"{_plural(waited.height, 'cell')} still perturbed after the group's own re-measures {verb} launched "
-            f"again in the campaign's later round, each after a wait for a quiet machine ({total:.1f} s in all): "
+            f"again in the campaign's later round, after a wait for a quiet machine (longest {longest:.1f} s): "
             f"{_first_reasons(waited, lambda r: r.get('cell') or '?', 'quiet_wait')}."]
 
 
