@@ -108,7 +108,8 @@ def _later(config: dict[str, Any], group: str, round_cells: Path | None) -> Any:
     if round_cells is None:
         return None
     from mpiatlas.adaptive_rounds import is_later_remeasure, later_launches
-    from mpiatlas.runner.run import Later, QuietRule
+    from mpiatlas.runner.quiet import QuietRule
+    from mpiatlas.runner.run import Later
 
     if not is_later_remeasure(json.loads(round_cells.read_text()), group):
         return None
