@@ -274,3 +274,32 @@ def test_headline_prints_intervals_rule_and_warning(tmp_path: Path) -> None:
     lat, _, warn = headline(fits, [("mpich", "default")])
     assert lat == "latency: mpich/default/core PingPong λ not resolved: pinned on its 1e-06 µs lower bound (Hockney fit)"
     assert "λ is not a result" in warn
+
+
+def test_headline_says_when_the_first_series_has_no_trusted_launch(tmp_path: Path) -> None:
+    """Issue #23: when every launch of the first stack's PingPong stayed perturbed after its
+    re-measures, the closing lines say so in words instead of printing another stack's series."""
+    import polars as pl
+
+    from mpiatlas.commands.campaign import headline
+    from mpiatlas.tables.tidy import CELL_SCHEMA
+
+    fits = tmp_path / "hockney.json"
+    fits.write_text(json.dumps([{"benchmark": "PingPong", "stack": "mpich", "transport": "default",
+                                 "latency_us": 1.7, "bandwidth_MBps": 8200.0}]))
+
+    def row(stack: str, transport: str, rep: int, quality: str, remeasured: int) -> dict:
+        return {"cell": f"imb/{stack}/{transport}/core/np2/PingPong/default/rep{rep}", "stack": stack,
+                "transport": transport, "benchmark": "PingPong", "kind": "imb", "status": "ok",
+                "quality": quality, "remeasured": remeasured}
+
+    cells = tmp_path / "cells.parquet"
+    rows = [row("intelmpi", "shm", r, "perturbed", 3) for r in range(3)] + [row("mpich", "default", 0, "ok", 0)]
+    pl.DataFrame(rows, schema={k: CELL_SCHEMA[k] for k in rows[0]}).write_parquet(cells)
+    order = [("intelmpi", "shm"), ("mpich", "default")]
+    said = "intelmpi/shm PingPong: no trusted launch (3 perturbed after 3 re-measures; the report's Cells section lists them)"
+    assert headline(fits, order, cells) == [f"latency: {said}", f"bandwidth: {said}"]
+    # One trusted launch is enough: the fit of the series that has one is the headline, as before.
+    rows[1] = row("intelmpi", "shm", 1, "ok", 1)
+    pl.DataFrame(rows, schema={k: CELL_SCHEMA[k] for k in rows[0]}).write_parquet(cells)
+    assert headline(fits, order, cells)[1] == "bandwidth: mpich/default PingPong B = 8,200 MB/s (no interval) (Hockney fit)"

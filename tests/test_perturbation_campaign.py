@@ -38,6 +38,8 @@ RESULTS = "results/perturbation"
 REPS = 5
 HOGGED_REPS = 3
 FIT_TOLERANCE = 0.25
+# The held run: one in-group re-measure (spent beside the hog too), then the later round's.
+HELD = {"remeasure": 1, "remeasure_later": {"launches": 2, "max_wait_s": 20, "window_s": 1}}
 
 # One busy loop on one cpu: waits for raw/ (the group's first cell), spins until `k` cells are sealed
 # there (a status.json outside a `.rep*` scratch directory), then writes when it stopped (epoch
@@ -53,6 +55,24 @@ while not raw.is_dir() and time.monotonic() < deadline:
 def sealed():
     return sum(1 for p in raw.rglob("status.json") if not p.parent.name.startswith("."))
 while sealed() < k and time.monotonic() < deadline:
+    end = time.perf_counter() + 0.005
+    while time.perf_counter() < end:
+        pass
+stopped.write_text(repr(time.time()))
+"""
+
+
+# A busy loop that holds the whole job group: it spins from raw/'s first appearance until the group's
+# done file (groups/*.json, written after the group's own re-measures) exists, then writes when it stopped.
+HOLD = r"""
+import os, sys, time
+from pathlib import Path
+cpu, raw, groups, stopped = int(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
+os.sched_setaffinity(0, {cpu})
+deadline = time.monotonic() + 900
+while not raw.is_dir() and time.monotonic() < deadline:
+    time.sleep(0.01)
+while not any(groups.glob("*.json")) and time.monotonic() < deadline:
     end = time.perf_counter() + 0.005
     while time.perf_counter() < end:
         pass
@@ -106,6 +126,26 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, subproce
                 hog.kill()
                 hog.wait()
     return clean, hogged, result
+
+
+@pytest.fixture(scope="module")
+def held(runs, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """A third run, with the busy loops on the ranks' cpus for the whole job group (its own
+    re-measures included): only the campaign's later round, after the group, can measure it."""
+    clean = runs[0]
+    cpus = sorted(set(_json(next((clean / RESULTS / "raw").rglob("provenance.json")))["machine"]["cpus"]))
+    work = campaign_workdir(tmp_path_factory.mktemp("held"), CONFIG, **HELD)
+    hogs = [subprocess.Popen([sys.executable, "-c", HOLD, str(cpu), str(work / RESULTS / "raw"),
+                              str(work / RESULTS / layout.GROUPS), str(work / f"hog{cpu}")]) for cpu in cpus]
+    try:
+        result = _run(work)
+        assert [hog.wait(timeout=60) for hog in hogs] == [0] * len(hogs) and len(_hog_stops(work)) == len(hogs)
+    finally:
+        for hog in hogs:
+            if hog.poll() is None:
+                hog.kill()
+                hog.wait()
+    return work, result
 
 
 def _hog_stops(work: Path) -> list[float]:
@@ -173,3 +213,35 @@ def test_the_report_names_the_remeasured_launches(runs) -> None:
         rep = cell.rsplit("/", 1)[1]
         for entry in _json(results / "raw" / cell / layout.STATUS)[layout.REMEASURED]:
             assert str(escape(f"{rep} re-measured: {entry['quality_reason']}")) in html
+
+
+def test_a_hog_as_long_as_the_group_is_outlasted_by_the_later_round(runs, held) -> None:
+    """The group's own re-measure ran beside the hog too; the later round (after the group's done
+    file, through the rounds' checkpoint) waited for a quiet machine, recorded why, and measured again."""
+    clean, _, _ = runs
+    work, result = held
+    results = work / RESULTS
+    stopped = min(_hog_stops(work))
+    decision = _json(results / "adaptive" / "round0.json")
+    assert decision["spec"] is None and len(decision["later_remeasure"]) == 1
+    for cell in _cells(work):
+        out = results / "raw" / cell
+        attempts = layout.perturbed_attempts(out, cell)
+        # The first launch and the in-group re-measure, both beside the hog, both judged perturbed.
+        beside = [a for a in attempts if _started(a) < stopped]
+        assert len(beside) == 1 + HELD["remeasure"], (cell, attempts)
+        assert all(_json(a / layout.STATUS)["quality"] == "perturbed" for a in beside)
+        final, prov = _json(out / layout.STATUS), _json(out / layout.PROVENANCE)
+        assert _started(out) > stopped and final["quality"] == "ok", (cell, final)
+        waited = prov[layout.QUIET_WAIT]
+        assert final[layout.QUIET_WAIT] == waited and waited["looks"] >= 1
+        assert waited["reason"].startswith("quiet after" if waited["quiet"] else "not quiet after")
+    # The fit is the machine's own again, and the closing lines print it with its intervals.
+    fit = next(f for f in _json(results / "fits" / layout.HOCKNEY_FIT) if f.get("benchmark") == "PingPong")
+    base = next(f for f in _json(clean / RESULTS / "fits" / layout.HOCKNEY_FIT) if f.get("benchmark") == "PingPong")
+    for key in ("latency_us", "bandwidth_MBps"):
+        assert fit[key] == pytest.approx(base[key], rel=FIT_TOLERANCE), (key, base[key], fit[key])
+    assert "bandwidth: intelmpi/shm/core PingPong B = " in result.stdout, _tail(result)
+    html = (results / "report.html").read_text(encoding="utf-8")
+    assert "launched again in the campaign&#39;s later round" in html or \
+        "launched again in the campaign's later round" in html

@@ -45,17 +45,17 @@ rule cell_group:
         disk_mb=1000,
     params:
         # A later adaptive round's group: its cells are listed in the decision that created it.
-        round_cells=round_cells_option if ADAPTIVE is not None else "",
+        round_cells=round_cells_option if ROUNDS else "",
     shell:
         # The option only in an adaptive campaign: each field costs a format per job in a dry run.
         "mpiatlas run-cell --group {wildcards.group:q} --config {input.campaign:q}"
-        + (" {params.round_cells}" if ADAPTIVE is not None else "")
+        + (" {params.round_cells}" if ROUNDS else "")
         + " --done {output:q} > {log:q} 2>&1"
 
 
-if ADAPTIVE is not None:
+if ROUNDS:
 
-    # Adaptive repetitions (mpiatlas.campaign.adaptive_rounds): once a round's groups are done, decide from
+    # Adaptive repetitions and the later re-measure round (mpiatlas.campaign.adaptive_rounds): once a round's groups are done, decide from
     # the sealed cells which series need more repetitions and cut those into the next round's
     # groups. tidy_full's inputs walk the rounds (common.smk adaptive_walk) until a decision asks
     # for none. Local: it reads the raw cells, seconds of work, no allocation needed.

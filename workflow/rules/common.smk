@@ -28,7 +28,10 @@ R = layout.results_dir(config["campaign"]["name"])
 # CELLS hold min repetitions of every series (round 0); later rounds' groups (ids r<round>.<id>)
 # resolve through the decision that created them (mpiatlas.campaign.adaptive_rounds).
 ADAPTIVE = adaptive.spec_of(config)
-ALL_GROUPS = GROUPS if ADAPTIVE is None else adaptive_rounds.RoundGroups(R, GROUPS)
+# Rounds after the campaign's own groups: adaptive repetitions, or the later re-measure round
+# (campaign.remeasure_later) of a campaign of fixed repetitions, through the same checkpoint.
+ROUNDS = adaptive_rounds.has_rounds(config)
+ALL_GROUPS = GROUPS if not ROUNDS else adaptive_rounds.RoundGroups(R, GROUPS)
 LOGS = layout.logs_dir(R)
 KERNEL_TABLE_NAMES = [layout.kernel_table(name) for name in programs.KERNEL_NAMES]
 
@@ -51,7 +54,7 @@ def group_cells(wildcards):
 
 def round_decision(group):
     """The decision file that created an adaptive round's group (None for the campaign's own groups)."""
-    round_ = adaptive_rounds.round_of_group(group) if ADAPTIVE is not None else None
+    round_ = adaptive_rounds.round_of_group(group) if ROUNDS else None
     return None if round_ is None else adaptive_rounds.decision_path(R, round_ - 1)
 
 
@@ -98,7 +101,7 @@ def all_group_done(wildcards):
     file, and a list item of n files hashes all n each time (quadratic: 8,855 groups took a fifth
     of a 177k-cell dry run); a function hashes in O(1). An adaptive campaign's: those of every
     round, walked through the rounds' checkpoints until a decision asks for no more cells."""
-    if ADAPTIVE is None:
+    if not ROUNDS:
         return _GROUP_DONE_FILES
     return adaptive_walk()[0]
 
@@ -135,7 +138,7 @@ def previous_decision(wildcards):
 def expected_manifest(view):
     """The cell ids tidy expects: the campaign's manifest, or for the full view of an adaptive
     campaign every cell its last round planned (an input function: it walks the rounds)."""
-    if ADAPTIVE is None or view != "full":
+    if not ROUNDS or view != "full":
         return f"{R}/{layout.CELLS_MANIFEST}"
     return lambda wildcards: adaptive_rounds.manifest_path(R, adaptive_walk()[1])
 

@@ -1,4 +1,5 @@
-"""adaptive_round: decide, from the sealed cells, which series need more repetitions (Snakemake ``script:``).
+"""adaptive_round: decide, from the sealed cells, which series need more repetitions and which launches
+still perturbed get the later re-measure round (Snakemake ``script:``).
 
 The decision of round r (mpiatlas.campaign.adaptive_rounds.decide_round) reads round r - 1's decision, the
 campaign's validated config and the raw cells; a script, not a ``run:`` block, so that no second
@@ -29,7 +30,12 @@ with open(sm.log[0], "w") as log:
     cells = sum(len(members) for members in decision["groups"].values())
     print(f"round {round_}: series by state {states}; next round: {cells} cells in {len(decision['groups'])} groups",
           file=log)
+    again = decision.get("later_remeasure") or []
+    if again:
+        n = sum(len(decision["groups"][g]) for g in again)
+        print(f"  of which {n} cells still perturbed, re-measured after a wait for a quiet machine: "
+              f"{len(again)} groups", file=log)
     for entry in decision["series"]:
-        if entry["round"] == round_:
+        if entry["round"] == round_ and decision["spec"] is not None:
             print(f"  {entry['series']}: {entry['reps']} reps, worst half-width {entry['halfwidth']}, "
                   f"{entry['state']}", file=log)

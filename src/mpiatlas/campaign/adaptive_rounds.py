@@ -16,6 +16,14 @@ launches are judged on their repetitions 0..n-1 as sealed under ``R/raw``. A dec
 recomputed after an interruption (or a re-run of the checkpoint) is the same one, and the cells it
 asks for that are sealed already are skipped by run-cell as always.
 
+The same rounds carry the later re-measure round (campaign.remeasure_later, runner.run.run_group's
+``later``), adaptive or not: a decision also lists the cells of the round just run that are still
+perturbed with later launches left (their status.json), cut into groups ``r<r+1>.again.<id>``
+(named in ``later_remeasure``) that run-cell runs in the later mode: each such cell is set aside
+and launched again after a bounded wait for a quiet machine. A campaign of fixed repetitions then
+has rounds too (:func:`has_rounds`): its series are recorded at state adaptive.FIXED, and its
+decision's ``spec`` is null.
+
 Per-size values come from each sealed cell's own rows (Program.rows, as tidy reads them); a
 program's table says what a size and its time are in :data:`MEASURES`.
 """
@@ -37,6 +45,7 @@ from mpiatlas.matrix.cells import Cell
 ADAPTIVE_DIR = "adaptive"
 # A round group's id: r<round>.<the id job_groups gives its cells> (static ids hold no '.').
 _ROUND_GROUP = re.compile(r"r(\d+)\.(.+)")
+AGAIN = "again"  # r<round>.again.<id>: a later re-measure group
 
 
 @dataclass(frozen=True)
@@ -211,12 +220,60 @@ def first_round_series(config: dict[str, Any]) -> list[dict[str, Any]]:
              "state": adaptive.MORE, "round": 0} for key in sorted(base)]
 
 
+def later_launches(config: dict[str, Any]) -> int:
+    """Extra launches per cell of the later re-measure round (0 when re-measures are off)."""
+    campaign = config["campaign"]
+    if int(campaign.get("remeasure", 0)) <= 0:
+        return 0
+    return int((campaign.get("remeasure_later") or {}).get("launches", 0))
+
+
+def has_rounds(config: dict[str, Any]) -> bool:
+    """Does the campaign decide rounds after its groups (adaptive repetitions, or a later re-measure round)?"""
+    return adaptive.spec_of(config) is not None or later_launches(config) > 0
+
+
+def still_perturbed(config: dict[str, Any], raw: Path, cells: list[Cell]) -> list[Cell]:
+    """The sealed cells among ``cells`` whose launch is still perturbed with later launches left
+    (their perturbed attempts on disk count what was spent, in-group and later)."""
+    from mpiatlas.runner.run import wants_remeasure  # the group's own rule, with the later budget
+
+    budget = int(config["campaign"].get("remeasure", 0)) + later_launches(config)
+    return [cell for cell in cells if wants_remeasure(raw / cell.id, cell.id, budget)]
+
+
+def cells_of_round(config: dict[str, Any], round_: int, previous: dict[str, Any] | None) -> list[Cell]:
+    """The cells round ``round_`` ran: the campaign's own (round 0), or those of the groups round - 1 asked for."""
+    if previous is None:
+        from mpiatlas.programs import expand
+
+        return expand(config)
+    return [Cell(**coords) for members in previous["groups"].values() for coords in members]
+
+
 def decide_round(config: dict[str, Any], raw: Path, round_: int,
                  previous: dict[str, Any] | None) -> dict[str, Any]:
-    """The decision after round ``round_`` (``previous``: round - 1's decision, None for round 0)."""
+    """The decision after round ``round_`` (``previous``: round - 1's decision, None for round 0):
+    adaptive repetitions (:func:`decide_series`), and the later re-measures of its cells."""
+    if not has_rounds(config):
+        raise ValueError("campaign.repetitions is a fixed count and remeasure_later is off: no rounds to decide")
     spec = adaptive.spec_of(config)
-    if spec is None:
-        raise ValueError("campaign.repetitions is a fixed count: no adaptive rounds to decide")
+    decision: dict[str, Any]
+    if spec is None:  # fixed repetitions: the series are what they are
+        series = previous["series"] if previous else [{**e, "state": adaptive.FIXED} for e in first_round_series(config)]
+        decision = {"round": round_, "spec": None, "series": series, "groups": {}}
+    else:
+        decision = decide_series(config, raw, round_, previous, spec)
+    again = still_perturbed(config, raw, cells_of_round(config, round_, previous)) if later_launches(config) else []
+    groups = _round_groups(config, round_ + 1, again, f"{AGAIN}.")
+    decision["groups"] = {**decision["groups"], **groups}
+    decision["later_remeasure"] = sorted(groups)
+    return decision
+
+
+def decide_series(config: dict[str, Any], raw: Path, round_: int, previous: dict[str, Any] | None,
+                  spec: adaptive.AdaptiveSpec) -> dict[str, Any]:
+    """The adaptive part of a decision: every series' state, and round + 1's new repetitions."""
     series = first_round_series(config) if previous is None else previous["series"]
     decided, new_cells = [], []
     for entry in series:
@@ -245,11 +302,17 @@ def write_decision(decision: dict[str, Any], decision_file: str | Path, manifest
     files.write_json_atomic(decision_file, decision)
 
 
-def _round_groups(config: dict[str, Any], round_: int, cells: list[Cell]) -> dict[str, list[dict[str, Any]]]:
+def _round_groups(config: dict[str, Any], round_: int, cells: list[Cell],
+                  kind: str = "") -> dict[str, list[dict[str, Any]]]:
     from mpiatlas.campaign.resources import job_groups
 
     groups = job_groups(config, cells) if cells else {}
-    return {f"r{round_}.{gid}": [cell_coords(c) for c in members] for gid, members in groups.items()}
+    return {f"r{round_}.{kind}{gid}": [cell_coords(c) for c in members] for gid, members in groups.items()}
+
+
+def is_later_remeasure(decision: dict[str, Any], group: str) -> bool:
+    """Is ``group`` (of the round ``decision`` asked for) a later re-measure group?"""
+    return group in (decision.get("later_remeasure") or [])
 
 
 def cell_coords(cell: Cell) -> dict[str, Any]:

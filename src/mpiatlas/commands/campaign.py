@@ -311,7 +311,7 @@ def _summary(console: Any, tracker: Any, out: Path, config: dict[str, Any]) -> N
         console.print(f"{still} launch(es) still perturbed after their re-measures: left out of medians and fits "
                       "(the report's Cells section lists them)", markup=False)
     order = [(label, transport) for label, stack in config["stacks"].items() for transport in stack["transports"]]
-    for line in headline(out / "fits" / layout.HOCKNEY_FIT, order):
+    for line in headline(out / "fits" / layout.HOCKNEY_FIT, order, out / "tidy" / layout.CELLS_TABLE):
         console.print(line, markup=False)
 
 
@@ -326,10 +326,15 @@ def still_perturbed(cells_table: Path) -> int:
     return cells.filter(pl.col("quality") == "perturbed").height
 
 
-def headline(fits: Path, order: list[tuple[str, str]]) -> list[str]:
+def headline(fits: Path, order: list[tuple[str, str]], cells: Path | None = None) -> list[str]:
     """λ and B of the PingPong fit of the first (stack, transport) of the config that has one, each
     with its 95 % interval, and the fit's warning (:func:`mpiatlas.models.hockney.trust_warnings`)
-    on a third line when it has one."""
+    on a third line when it has one. When the first (stack, transport) whose IMB PingPong ran has no
+    trusted launch (every one perturbed, after its re-measures: the cells table ``cells``), that is
+    the headline, in words: another stack's series is not silently put in its place."""
+    untrusted = no_trusted_launch(cells, order) if cells is not None else None
+    if untrusted is not None:
+        return [f"latency: {untrusted}", f"bandwidth: {untrusted}"]
     try:
         data = json.loads(fits.read_text())
     except (OSError, json.JSONDecodeError):
@@ -345,6 +350,36 @@ def headline(fits: Path, order: list[tuple[str, str]]) -> list[str]:
     if first.get("ci_warning"):
         lines.append(f"warning: {label} PingPong: {first['ci_warning']}")
     return lines
+
+
+def no_trusted_launch(cells_table: Path, order: list[tuple[str, str]]) -> str | None:
+    """"intelmpi/shm PingPong: no trusted launch (3 perturbed after 3 re-measures)" when the first
+    (stack, transport) of ``order`` whose IMB PingPong cells ran ok has none that was not perturbed
+    (mpiatlas.stats.quality); None when it has one, or without the table."""
+    import polars as pl
+
+    try:
+        cells = pl.read_parquet(cells_table)
+    except (OSError, pl.exceptions.PolarsError):
+        return None
+    needed = {"stack", "transport", "benchmark", "status", "quality"}
+    if not needed <= set(cells.columns):
+        return None
+    ran = cells.filter((pl.col("benchmark") == "PingPong") & (pl.col("status") == "ok"))
+    if "kind" in ran.columns:
+        ran = ran.filter(pl.col("kind").fill_null("imb") == "imb")
+    for stack, transport in order:
+        series = ran.filter((pl.col("stack") == stack) & (pl.col("transport") == transport))
+        if series.height == 0:
+            continue
+        perturbed = series.filter(pl.col("quality") == "perturbed")
+        if perturbed.height < series.height:
+            return None
+        again = sorted({int(n or 0) for n in perturbed.get_column("remeasured")}) if "remeasured" in perturbed.columns else [0]
+        spent = str(again[0]) if len(again) == 1 else f"{again[0]}-{again[-1]}"
+        return (f"{stack}/{transport} PingPong: no trusted launch ({perturbed.height} perturbed after {spent} "
+                f"re-measure{'' if spent == '1' else 's'}; the report's Cells section lists them)")
+    return None
 
 
 def _with_ci(value: str, ci: Any, unbounded: str | None = None) -> str:

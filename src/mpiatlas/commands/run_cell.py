@@ -94,7 +94,8 @@ def _run_group(args: argparse.Namespace) -> int:
     config, specs = group_specs(args.config, args.group, args.round_cells)
     results = layout.results_dir(config["campaign"]["name"])
     outs = [Path(layout.raw_dir(results, spec["id"])) for spec in specs]
-    done = run_group(specs, outs, remeasure=int(config["campaign"].get("remeasure", 0)))
+    done = run_group(specs, outs, remeasure=int(config["campaign"].get("remeasure", 0)),
+                     later=_later(config, args.group, args.round_cells))
     for entry in done:
         print(f"{entry['cell']}: {entry['status']}" + ("" if entry["ran"] else " (sealed before, skipped)")
               + _quality_note(entry))
@@ -102,9 +103,25 @@ def _run_group(args: argparse.Namespace) -> int:
     return 0
 
 
+def _later(config: dict[str, Any], group: str, round_cells: Path | None) -> Any:
+    """The later re-measure round's budget and wait (runner.run.Later) when ``group`` is one of its
+    groups (the decision that created it names it), else None."""
+    if round_cells is None:
+        return None
+    from mpiatlas.campaign.adaptive_rounds import is_later_remeasure, later_launches
+    from mpiatlas.runner.quiet import QuietRule
+    from mpiatlas.runner.run import Later
+
+    if not is_later_remeasure(json.loads(round_cells.read_text()), group):
+        return None
+    return Later(later_launches(config), QuietRule.of_config(config["campaign"]))
+
+
 def _quality_note(entry: dict[str, Any]) -> str:
     """What the group log says of a cell's re-measures, and of a launch still perturbed."""
     notes = [f"{entry['remeasured']} perturbed launch(es) set aside and measured again"] if entry.get("remeasured") else []
+    if entry.get("quiet_wait"):
+        notes.append(f"last launch after a wait for a quiet machine: {entry['quiet_wait']}")
     if entry.get("quality") == "perturbed":
         notes.append("still perturbed: left out of medians and fits")
     return f" ({'; '.join(notes)})" if notes else ""

@@ -25,7 +25,8 @@ MORE = "more"  # below the target and below max: another round adds repetitions
 REACHED = "reached"  # every size's CI half-width is within the target
 AT_MAX = "max"  # max repetitions exist, the target was not reached
 NO_DATA = "no data"  # no usable per-size values (every launch failed, or a program without a measure)
-FINAL_STATES = (REACHED, AT_MAX, NO_DATA)
+FIXED = "fixed"  # a campaign of fixed repetitions (rounds only for later re-measures, adaptive_rounds)
+FINAL_STATES = (REACHED, AT_MAX, NO_DATA, FIXED)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,8 @@ PERTURBED = "perturbed"
 # status.json key of a cell re-measured after perturbed launches: [{path, quality_reason}] of the
 # attempts set aside, paths relative to the campaign's results directory.
 REMEASURED = "remeasured"
+# What a later re-measure waited for before its launch (runner.quiet; provenance and status.json).
+QUIET_WAIT = "quiet_wait"
 CELLS_MANIFEST = "cells.json"
 CAMPAIGN_CONFIG = "campaign.json"
 GROUPS = "groups"

@@ -4,7 +4,8 @@ Plain sentences from the tables, in this order:
 
 1. launches: how many were perturbed (the cells table's ``quality`` = "perturbed", with the
    first one's ``quality_reason``) and how many were re-measured (``remeasured``: attempts set
-   aside and launched again);
+   aside and launched again), and those of the later round, with what each waited for a quiet machine
+   (``quiet_wait_s``, ``quiet_wait``);
 2. points left noisy: (series, size) rows of the summary whose ``quality`` is "noisy", with the
    first ones' ``quality_reason``;
 3. the fits: how many carry a warning (``ci_warning``), and the widest 95 % intervals of λ and B
@@ -22,6 +23,7 @@ from typing import Any
 import polars as pl
 
 from mpiatlas.models.hockney import CI_REL_TOL, relative_ci_spread
+from mpiatlas.stats.aggregate import scalar
 from mpiatlas.report.formatting import fmt_bytes, fmt_ci, fmt_num
 
 MAX_EXAMPLES = 3  # named examples per sentence; the rest are counted
@@ -70,7 +72,25 @@ def launches(cells: pl.DataFrame | None) -> list[str]:
             verb = "was" if again.height == 1 else "were"
             out.append(f"{_plural(again.height, 'cell')} {verb} re-measured: {_plural(attempts, 'attempt')} set "
                        "aside and launched again.")
-    return out
+    return out + later_round(cells)
+
+
+def later_round(cells: pl.DataFrame) -> list[str]:
+    """The later re-measure round (campaign.remeasure_later): the cells whose last launch waited for a
+    quiet machine first, how long, and why the wait ended (``quiet_wait_s``, ``quiet_wait``)."""
+    if "quiet_wait" not in cells.columns:
+        return []
+    waited = cells.filter(pl.col("quiet_wait").is_not_null())
+    if "cell" in waited.columns:
+        waited = waited.sort("cell", nulls_last=True)
+    if waited.height == 0:
+        return []
+    # One wait per pass over a group, shared by the pass's cells: the longest, not a sum over cells.
+    longest = scalar(waited.get_column("quiet_wait_s").fill_null(0).max())
+    verb = "was" if waited.height == 1 else "were"
+    return [f"{_plural(waited.height, 'cell')} still perturbed after the group's own re-measures {verb} launched "
+            f"again in the campaign's later round, after a wait for a quiet machine (longest {longest:.1f} s): "
+            f"{_first_reasons(waited, lambda r: r.get('cell') or '?', 'quiet_wait')}."]
 
 
 def _point_name(r: dict[str, Any]) -> str:

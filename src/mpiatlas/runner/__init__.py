@@ -5,6 +5,8 @@
 * :mod:`.judge` — a cell's status from exit, transport, binding, placement, library;
 * :mod:`.process` — one launch: blocking wait, timeout kill of the process group, ``wall_s``;
 * :mod:`.machine_state` — what the machine did during a launch: run-queue wait, steal, others' cpu;
+* :mod:`.remote_nodes` — the other nodes of a multi-node cell probed before and after (srun or ssh);
+* :mod:`.quiet` — the later re-measure round's bounded wait for a quiet machine;
 * :mod:`.run` — ``run_cell``, ``run_group`` (with re-measures of perturbed launches);
 * :mod:`.likwid_pin` — the likwid pinner: one ``likwid-pin`` argv per rank;
 * :mod:`.knob_overlay` — a knob set and IMB options applied to a launch;

@@ -27,8 +27,9 @@ ranks (``during_ranks``): the launcher's start-up leaves the cpus to anyone, har
 
 Under srun the ranks are children of slurmstepd, not ours: only node-level figures (the cell's
 planned cpus) and a job cgroup's pressure are recorded, and ``ranks_observed`` says so. On several
-nodes only the local node is probed (the ranks launched there through ssh/hydra are not ours
-either: remote ranks are invisible; ``scope`` says ``local node``).
+nodes the ranks launched on other nodes are not ours either: this record is the launching node's,
+and runner.remote_nodes adds every node's state before and after the launch (``nodes``; ``scope``
+then says ``every node of the cell``, else ``local node``).
 
 The probe's own cost (bench/machine_probe.py cost, 2026-11-27, this 2-core VM under load): per
 launch ~0.6 ms more around run_launch (1.05 -> 1.66 ms for /bin/true, medians of 40, 95 % CIs

@@ -16,6 +16,13 @@ whole (layout.perturbed_attempt) and the cell runs again into its raw directory;
 status.json lists the attempts set aside (``remeasured``). The attempts on disk are the count, so a
 group resumed after an interruption neither loses nor repeats one; a launch still perturbed when the
 budget is spent stays sealed ``perturbed``.
+
+A slow period as long as the group spends those re-measures too. The campaign's later re-measure
+round (campaign.remeasure_later; mpiatlas.campaign.adaptive_rounds decides it once every group has run,
+through the adaptive rounds' checkpoint) runs such cells' groups again with ``later``: each cell
+still perturbed gets up to ``later.launches`` more launches, in passes over the group, each pass
+after a bounded wait for a quiet machine (runner.quiet), recorded as ``quiet_wait`` in the
+provenance and status of every launch of the pass.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from typing import Any
 from mpiatlas.evidence import mpi_library, provenance
 from mpiatlas.matrix import layout
 from mpiatlas.node import ssh_hosts, topology
-from mpiatlas.matrix.layout import NODE_LOST, REMEASURED, STDERR, STDOUT
+from mpiatlas.matrix.layout import NODE_LOST, QUIET_WAIT, REMEASURED, STDERR, STDOUT
 from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Program
@@ -47,6 +54,8 @@ from mpiatlas.runner.plan import (
     resolve_launcher,
 )
 from mpiatlas.runner.process import Probe, run_launch
+from mpiatlas.runner.quiet import QuietRule, wait_until_quiet
+from mpiatlas.runner.remote_nodes import RemoteNodes
 from mpiatlas.stacks import LaunchSpec, Stack, StackError, get_stack
 
 
@@ -60,7 +69,7 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float,
 
 def launch_probe(spec: LaunchSpec, program: list[str]) -> Probe:
     """What the machine probe can see of this launch: its own ranks unless srun starts them; the
-    cpus the cell planned for them (on this node: other nodes are not probed); the names the ranks'
+    cpus the cell planned for them (on this node: other nodes get runner.remote_nodes); the names the ranks'
     processes may have (any word of the program's argv, e.g. IMB-MPI1 behind ``apptainer exec``)."""
     planned = spec.pins if spec.pins is not None else \
         sorted({c for s in spec.pin_sets for c in s}) if spec.pin_sets is not None else None
@@ -92,9 +101,24 @@ def launch_and_run(stack: Stack, program: list[str], launch_spec: LaunchSpec, wo
                   env=provenance.relevant_env(stack.runtime_env() | launch.env | extra | knob_env, env))
     if knobs:
         record["knobs"] = {"name": knobs["name"], "env": knob_env, "replaced": replaced}
+    remote = remote_probe(launch_spec)
+    if remote is not None:
+        remote.start()
     rc, stdout, stderr, wall, machine = _run(launch.argv, env, work, timeout_s, launch_probe(launch_spec, program))
+    if remote is not None and machine is not None:
+        machine = {**machine, **remote.finish(wall), "scope": "every node of the cell"}
     record.update(exit_code=rc, wall_s=round(wall, 3), machine=machine)
     return rc, stdout, stderr
+
+
+def remote_probe(spec: LaunchSpec) -> RemoteNodes | None:
+    """The probe of a multi-node cell's nodes (runner.remote_nodes), through srun or the ssh hosts; None on one node."""
+    nodes = int(spec.nodes or 1)
+    if nodes <= 1:
+        return None
+    if spec.launcher == "srun":
+        return RemoteNodes("srun", nodes)
+    return RemoteNodes(spec.launcher, nodes, spec.hosts, spec.rsh_agent, spec.rsh_args or ())
 
 
 @dataclass
@@ -178,13 +202,15 @@ def _likwid_argvs(placed: Plan, argv: list[str], stack: Stack, record: dict[str,
 
 
 def run_cell(spec: dict[str, Any], out: Path, shared: Shared | None = None,
-             remeasured: list[dict[str, Any]] | None = None) -> Outcome:
+             remeasured: list[dict[str, Any]] | None = None, quiet_wait: dict[str, Any] | None = None) -> Outcome:
     """Run the cell described by ``spec`` (programs.cell_spec) into directory ``out``;
     ``remeasured``: its perturbed attempts set aside before (:func:`remeasured_record`), recorded
-    in its status."""
+    in its status; ``quiet_wait``: what the later round waited for before this launch (runner.quiet)."""
     shared = shared or Shared()
     program = program_of_spec(spec)
     work, record = open_cell(spec, out)
+    if quiet_wait is not None:
+        record[QUIET_WAIT] = quiet_wait
     record["pinner"] = spec.get("pinner", "stack")
     likwid_topology = provenance.likwid_topology()
     if likwid_topology is not None:  # likwid's view of the node, beside hwloc's (record["topology"])
@@ -196,15 +222,33 @@ def run_cell(spec: dict[str, Any], out: Path, shared: Shared | None = None,
     except (topology.MappingUnavailable, StackError) as exc:
         outcome = error_outcome(exc)
     finally:
-        if remeasured:
-            outcome = Outcome(outcome.status, outcome.reason, {**(outcome.details or {}), REMEASURED: remeasured})
+        extra: dict[str, Any] = {REMEASURED: remeasured} if remeasured else {}
+        if quiet_wait is not None:
+            extra[QUIET_WAIT] = quiet_wait
+        if extra:
+            outcome = Outcome(outcome.status, outcome.reason, {**(outcome.details or {}), **extra})
         close_cell(work, out, spec, record, outcome)
     return outcome
 
 
-def run_group(specs: list[dict[str, Any]], outs: list[Path], remeasure: int = 0) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Later:
+    """The later re-measure round's budget (extra launches per cell beyond ``remeasure``) and wait."""
+
+    launches: int
+    rule: QuietRule
+
+    @classmethod
+    def of_config(cls, campaign: dict[str, Any]) -> Later:
+        return cls(int((campaign.get("remeasure_later") or {}).get("launches", 0)), QuietRule.of_config(campaign))
+
+
+def run_group(specs: list[dict[str, Any]], outs: list[Path], remeasure: int = 0,
+              later: Later | None = None) -> list[dict[str, Any]]:
     """Run a group's cells one after another in this process; skip the ones already sealed; then
-    measure the perturbed ones again, up to ``remeasure`` extra launches each (module docstring).
+    measure the perturbed ones again, up to ``remeasure`` extra launches each (module docstring);
+    with ``later`` (the campaign's later round), up to ``later.launches`` more, each after a wait
+    for a quiet machine.
 
     Returns one entry per cell: its id, status, whether it ran now, its quality and how many of its
     launches were set aside as perturbed. A CellInterrupted stops the group (the cells after it stay
@@ -224,7 +268,27 @@ def run_group(specs: list[dict[str, Any]], outs: list[Path], remeasure: int = 0)
         results.append(_entry(spec, read_status(out), ran=True))
     for i in _remeasured_now(specs, [Path(o) for o in outs], remeasure, shared):
         results[i] = _entry(specs[i], read_status(Path(outs[i])), ran=True)
+    if later is not None and later.launches > 0:
+        for i in _remeasured_later(specs, [Path(o) for o in outs], remeasure + later.launches, later.rule, shared):
+            results[i] = _entry(specs[i], read_status(Path(outs[i])), ran=True)
     return results
+
+
+def _remeasured_later(specs: list[dict[str, Any]], outs: list[Path], budget: int, rule: QuietRule,
+                      shared: Shared) -> list[int]:
+    """The later round: passes over the group as :func:`_remeasured_now`, each pass after a bounded
+    wait for a quiet machine (runner.quiet; once per pass, not per launch: on a node that stays busy
+    the round costs ``max_wait_s`` per pass, not per cell), its record kept with each launch of the pass."""
+    rerun: list[int] = []
+    passes = 0
+    while todo := [i for i, (spec, out) in enumerate(zip(specs, outs)) if wants_remeasure(out, spec["id"], budget)]:
+        passes += 1
+        waited = wait_until_quiet(rule).record() | {"pass": passes, "cells_in_pass": len(todo)}
+        for i in todo:
+            set_aside_perturbed(outs[i], specs[i]["id"])
+            run_cell(specs[i], outs[i], shared, remeasured_record(outs[i], specs[i]["id"]), waited)
+        rerun += [i for i in todo if i not in rerun]
+    return rerun
 
 
 def _remeasured_now(specs: list[dict[str, Any]], outs: list[Path], budget: int, shared: Shared) -> list[int]:
@@ -261,14 +325,23 @@ def remeasured_record(out: Path, cell_id: str) -> list[dict[str, Any]]:
     """The cell's attempts set aside as perturbed, as its next status.json records them: each one's
     path (relative to the campaign's results directory) and why it was judged perturbed."""
     results = layout.results_of(out, cell_id)
-    return [{"path": str(attempt.relative_to(results)), "quality_reason": read_status(attempt).get("quality_reason")}
-            for attempt in layout.perturbed_attempts(out, cell_id)]
+    attempts = []
+    for attempt in layout.perturbed_attempts(out, cell_id):
+        status = read_status(attempt)
+        entry = {"path": str(attempt.relative_to(results)), "quality_reason": status.get("quality_reason")}
+        if status.get(QUIET_WAIT) is not None:  # an attempt of the later round: what it had waited for
+            entry[QUIET_WAIT] = status[QUIET_WAIT]
+        attempts.append(entry)
+    return attempts
 
 
 def _entry(spec: dict[str, Any], status: dict[str, Any], ran: bool) -> dict[str, Any]:
     """A cell's line in the group's done file."""
-    return {"cell": spec["id"], "status": status["status"], "ran": ran, "quality": status.get("quality"),
-            REMEASURED: len(status.get(REMEASURED) or [])}
+    entry = {"cell": spec["id"], "status": status["status"], "ran": ran, "quality": status.get("quality"),
+             REMEASURED: len(status.get(REMEASURED) or [])}
+    if status.get(QUIET_WAIT) is not None:
+        entry[QUIET_WAIT] = status[QUIET_WAIT]["reason"]
+    return entry
 
 
 def set_aside_lost(out: Path, cell_id: str, lost: dict[str, Any]) -> Path:

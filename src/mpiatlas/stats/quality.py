@@ -90,7 +90,18 @@ def judge_launch(machine: Mapping[str, Any] | None, perturbation: Mapping[str, A
         used: list[int] = machine.get("cpus") or []
         named = ", ".join(map(str, used)) if len(used) <= 16 else f"{len(used)} cpus"
         reasons.append(f"other processes used {_pct(other)} of the ranks' cpus ({named})")
+    reasons += remote_reasons(machine, lim)
     return (PERTURBED, "; ".join(reasons)) if reasons else (OK, None)
+
+
+def remote_reasons(machine: Mapping[str, Any], lim: Mapping[str, float]) -> list[str]:
+    """The nodes of a multi-node cell (runner.remote_nodes): one whose cpus the hypervisor stole from
+    beyond the limit perturbed the launch. Their busy share and load are mostly the ranks' own there
+    (not ours to subtract): recorded, not judged."""
+    return [f"the hypervisor stole {_pct(node['steal_share'])} of node {node.get('host', '?')}'s cpus"
+            for node in machine.get("nodes") or []
+            if node.get("steal_share") is not None
+            and beyond(node["steal_share"], node.get("steal_ticks"), node.get("total_ticks"), lim["steal_share"])]
 
 
 def beyond(share: float, part_ticks: int | None, total_ticks: int | None, limit: float) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas.matrix.layout import CELLS_TABLE, IMB_SAMPLES, PROVENANCE, PROVENANCE_TABLE, REMEASURED, STATUS
+from mpiatlas.matrix.layout import CELLS_TABLE, IMB_SAMPLES, PROVENANCE, PROVENANCE_TABLE, QUIET_WAIT, REMEASURED, STATUS
 
 # The pinner of a cell whose coordinates name none (cells.DEFAULT_PINNER; cells is not imported at
 # module level, see below).
@@ -58,6 +58,9 @@ CELL_SCHEMA: dict[str, type[pl.DataType]] = {
     # Launches of the cell set aside as perturbed and measured again (runner.run; 0: none), and why
     # each was judged perturbed (JSON list of their quality_reason, in the order they ran).
     "remeasured": pl.Int32, "remeasured_reasons": pl.String,
+    # The later re-measure round (campaign.remeasure_later): how long the cell's last launch waited for a
+    # quiet machine before it ran, and that wait in words (runner.quiet); null for a launch that did not wait.
+    "quiet_wait_s": pl.Float64, "quiet_wait": pl.String,
 }
 
 MISSING_REASON = ("no raw output: the cell never ran, or its batch job was killed before the cell finished "
@@ -104,6 +107,7 @@ def cell_row(cell_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         "quality": status.get("quality"), "quality_reason": status.get("quality_reason"),
         **machine_figures(prov.get("machine")),
         **remeasured_columns(status.get(REMEASURED)),
+        **quiet_wait_columns(status.get(QUIET_WAIT)),
     }
     return row, prov
 
@@ -121,6 +125,12 @@ def remeasured_columns(attempts: list[dict[str, Any]] | None) -> dict[str, Any]:
     attempts = attempts or []
     return {"remeasured": len(attempts),
             "remeasured_reasons": json.dumps([a.get("quality_reason") for a in attempts]) if attempts else None}
+
+
+def quiet_wait_columns(waited: dict[str, Any] | None) -> dict[str, Any]:
+    """``quiet_wait_s`` and ``quiet_wait`` (why it stopped waiting) of a later re-measure, from status.json."""
+    return {"quiet_wait_s": waited.get("waited_s"), "quiet_wait": waited.get("reason")} if waited else \
+        {"quiet_wait_s": None, "quiet_wait": None}
 
 
 def placement_of(distribution: str | None, nodes: int) -> str | None:

@@ -3,7 +3,8 @@ as precise as asked (campaign.repetitions {min, max, ci_halfwidth}; mpiatlas.mat
 
 Read from the last round's decision (``<campaign>/adaptive/round<r>.json``, beside ``tidy/``), with
 the ok launches of each series counted from the cells table next to it: the decision says what
-was asked for, the table what ran. None for a campaign with a fixed repetition count.
+was asked for, the table what ran. None for a campaign with a fixed repetition count (whose
+rounds, if any, only re-measure perturbed launches: its decision's ``spec`` is null).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ STATE_TEXT = {adaptive.REACHED: "target reached", adaptive.AT_MAX: "max reached,
 
 def section_adaptive(data: ReportData) -> Section | None:
     decision = _decision_near(data.tidy_dir)
-    if decision is None:
+    if decision is None or decision.get("spec") is None:  # fixed repetitions (rounds of later re-measures only)
         return None
     spec = decision["spec"]
     series = decision["series"]
