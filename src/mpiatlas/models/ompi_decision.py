@@ -6,6 +6,12 @@ is byte-identical between the tags cited below, and the 5.0.x branch has not cha
 Each rule below is (P below, [(bytes below, algorithm id)]): the first P row and the first byte limit
 that the call is under apply. ``line`` is where that P row starts in the source file, in both releases.
 
+Which component decides: coll/tuned (priority 30, coll_tuned_component.c:52) unless a higher one takes the
+communicator. In 4.1 coll/han is off (priority 0, coll_han_component.c:166 of v4.1.4). In 5.0 coll/han has
+priority 35 (coll_han_component.c:94 of v5.0.10) but leaves a communicator whose ranks are all on one node
+(coll_han_module.c:239-247): on one node 5.0 runs this table, over several nodes its default Bcast is HAN's
+hierarchical one, which these rules do not describe (and which the probe, one node, cannot see).
+
 The rules were checked against the libraries themselves, oversubscribed at P = 2..64 on a 2-core
 machine, for Debian's 4.1.4 and PyPI's 5.0.11 (tests/data/ompi_bcast_decision.csv, how it was made in
 tests/ompi_decision_probe.py): every probed (P, bytes) called the function this table names.
