@@ -56,7 +56,7 @@ def test_chain_with_fanout_zero_is_priced_as_the_pipeline() -> None:
     assert bcast_default_algorithm(3, 200_000) == "pipeline"
     assert bcast_default_algorithm(6, 1 << 20) == "pipeline"
     assert bcast_default_choice(2, 4).citation("4.1") == (
-        "ompi/mca/coll/tuned/coll_tuned_decision_fixed.c:540 (v4.1.4, ffb0adcdd6)")
+        "ompi/mca/coll/tuned/coll_tuned_decision_fixed.c:539 (v4.1.4, ffb0adcdd6)")
 
 
 def test_bad_arguments_are_refused() -> None:

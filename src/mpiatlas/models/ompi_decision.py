@@ -43,7 +43,7 @@ SOURCES: dict[str, tuple[str, str]] = {
 
 # coll_tuned's Bcast algorithm ids (coll_tuned_bcast_decision.c:37-48 in both tags). The decision calls
 # each with fanout 0 and segment size 0; id 2 (chain) with fanout 0 builds a chain of fanout 1 (coll_base_topo.c
-# raises a fanout below 1 to 1), i.e. the pipeline: that is what the models price for it.
+# raises a fanout below 1 to 1: coll_base_topo.c:546 in v4.1.4, :551 in v5.0.10), i.e. the pipeline: that is what the models price for it.
 BCAST_ALGORITHM_IDS: dict[int, str] = {
     1: "basic_linear", 2: "chain", 3: "pipeline", 4: "split_binary_tree", 5: "binary_tree",
     6: "binomial", 7: "knomial", 8: "scatter_allgather", 9: "scatter_allgather_ring",
@@ -58,10 +58,10 @@ class BcastRule:
     line: int  # where the row starts in DECISION_FILE (same line in every tag of SOURCES)
 
 
-# Written from coll_tuned_decision_fixed.c, lines 540-647 of both tags (the function starts at 512).
+# Written from coll_tuned_decision_fixed.c, lines 539-647 of both tags (the function starts at 512).
 BCAST_RULES: tuple[BcastRule, ...] = (
     BcastRule(4, ((32, 3), (256, 5), (512, 3), (1024, 7), (32768, 1), (131072, 5), (262144, 2),
-                  (524288, 1), (1048576, 6), (math.inf, 5)), 540),
+                  (524288, 1), (1048576, 6), (math.inf, 5)), 539),
     BcastRule(8, ((64, 5), (128, 6), (2048, 5), (8192, 6), (1048576, 1), (math.inf, 2)), 561),
     BcastRule(16, ((8, 7), (64, 5), (4096, 7), (16384, 5), (32768, 6), (math.inf, 1)), 575),
     BcastRule(32, ((4096, 7), (1048576, 6), (math.inf, 8)), 589),
