@@ -42,9 +42,9 @@ SOURCES: dict[str, tuple[str, str]] = {
 }
 
 # coll_tuned's Bcast algorithm ids (coll_tuned_bcast_decision.c:37-48 in both tags). The decision calls
-# each with fanout 0 and segment size 0 (decision file, line 649); id 2 (chain) with fanout 0 builds a chain of fanout 1, i.e. the
-# pipeline (coll_base_topo.c raises a fanout below 1 to 1: line 546 of v4.1.4, 551 of v5.0.10), and that is
-# what the models price for it.
+# each with fanout 0 and segment size 0 (decision file, line 649); id 2 (chain) with fanout 0 builds a
+# chain of fanout 1, i.e. the pipeline (coll_base_topo.c raises a fanout below 1 to 1: line 546 of v4.1.4,
+# 551 of v5.0.10), and that is what the models price for it.
 BCAST_ALGORITHM_IDS: dict[int, str] = {
     1: "basic_linear", 2: "chain", 3: "pipeline", 4: "split_binary_tree", 5: "binary_tree",
     6: "binomial", 7: "knomial", 8: "scatter_allgather", 9: "scatter_allgather_ring",
