@@ -7,6 +7,7 @@
 * :mod:`.alphabeta` — Alltoall/Allgather α-β fits against the speed of light;
 * :mod:`.alphabeta_models` — the algorithm families and the model choice;
 * :mod:`.collective_trees` — Open MPI coll_tuned trees;
+* :mod:`.ompi_decision` — Open MPI's default Bcast algorithm (coll_tuned fixed decision), cited to its source;
 * :mod:`.collective_regions` — collective times predicted from p2p region latencies;
 * :mod:`.loggp` — the same schedules priced with LogGP (o, g, G, per-level term);
 * :mod:`.loggp_fit` — LogGP calibrated on measured collectives, leave-one-algorithm-out;

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from mpiatlas.models import collective_trees as trees
+from mpiatlas.models.ompi_decision import bcast_default_algorithm
 from mpiatlas.models.region_latency import Placement, RegionTable
 
 __all__ = [
@@ -293,39 +294,6 @@ def algorithms_for(collective: str) -> list[str]:
     where Open MPI's fixed decision is reproduced (Bcast)."""
     names = list(ALGORITHMS.get(collective.lower(), {}))
     return [*names, "default"] if collective.lower() == "bcast" else names
-
-
-# Open MPI 4.1 ompi_coll_tuned_bcast_intra_dec_fixed (coll_tuned_decision_fixed.c; the choices were
-# checked against Debian's Open MPI 4.1.4 with an LD_PRELOAD probe, tests/test_predict_ompi_decision.py):
-# (communicator size below, [(message bytes below, algorithm id)]), last row catches the rest.
-_BCAST_DECISION: list[tuple[float, list[tuple[float, int]]]] = [
-    (4, [(32, 3), (256, 5), (512, 3), (1024, 7), (32768, 1), (131072, 5), (262144, 2), (524288, 1),
-         (1048576, 6), (math.inf, 5)]),
-    (8, [(64, 5), (128, 6), (2048, 5), (8192, 6), (1048576, 1), (math.inf, 2)]),
-    (16, [(8, 7), (64, 5), (4096, 7), (16384, 5), (32768, 6), (math.inf, 1)]),
-    (32, [(4096, 7), (1048576, 6), (math.inf, 8)]),
-    (64, [(2048, 6), (math.inf, 7)]),
-    (128, [(math.inf, 7)]),
-    (256, [(2, 6), (16384, 5), (32768, 1), (65536, 5), (math.inf, 7)]),
-    (1024, [(16384, 7), (32768, 4), (math.inf, 7)]),
-    (2048, [(524288, 7), (math.inf, 8)]),
-    (4096, [(262144, 7), (math.inf, 8)]),
-    (math.inf, [(8192, 7), (16384, 5), (262144, 7), (math.inf, 8)]),
-]
-_BCAST_IDS = {1: "basic_linear", 2: "pipeline", 3: "pipeline", 4: "split_binary_tree", 5: "binary_tree",
-              6: "binomial", 7: "knomial", 8: "scatter_allgather", 9: "scatter_allgather_ring"}  # fmt: skip
-
-
-def bcast_default_algorithm(np: int, nbytes: int) -> str:
-    """What Open MPI 4.1's fixed decision runs for a Bcast of ``nbytes`` on ``np`` ranks.
-
-    It calls the algorithm with fanout 0 and segment size 0: chain (2) with fanout 0 is forced to
-    fanout 1, i.e. the pipeline, hence ids 2 and 3 both map to ``pipeline``.
-    """
-    for below, rows in _BCAST_DECISION:
-        if np < below:
-            return _BCAST_IDS[next(alg for limit, alg in rows if nbytes < limit)]
-    raise AssertionError("unreachable: the last row has no upper bound")
 
 
 def predict(
