@@ -199,30 +199,30 @@ def _at_one_size(coll: pl.DataFrame) -> pl.DataFrame:
 
 
 def _placements(cells: pl.DataFrame, topo: Topology | None, notes: dict[str, list[str]],
-                records: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Placement], dict[str, str]]:  # fmt: skip
-    """label -> the placement of its largest-P ok cell (any benchmark); label -> the stack kind."""
-    from mpiatlas.models.ring_regions import topology_mismatch, cell_label, cell_placement
+                records: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Placement], dict[str, str], str | None]:  # fmt: skip
+    """label -> the placement of its largest-P ok cell (any benchmark); label -> the stack kind; why
+    no cell can be placed (None: they can, one by one)."""
+    from mpiatlas.models.ring_regions import cell_label, cell_placement, topology_mismatch
 
     kinds: dict[str, str] = {}
     out: dict[str, Placement] = {}
+    why = "no topology of the cells' node" if topo is None else topology_mismatch(
+        topo, [r.get("topology") or {} for r in records])  # fmt: skip
+    tried: set[str] = set()
     ok = cells.filter((pl.col("status") == "ok") & pl.col("requested_pins").is_not_null())
     for row in ok.sort("np", descending=True).iter_rows(named=True):
         label = cell_label(row)
         kinds.setdefault(label, str(row.get("stack_kind") or ""))
-        if label in out or topo is None:
+        if label in tried or topo is None or why:
             continue
+        tried.add(label)  # the largest P only: a smaller cell of a label whose largest cannot be placed is no better
         try:
             hosts = json.loads(row["hosts"]) if row.get("hosts") else None
             out[label] = cell_placement(topo, json.loads(row["requested_pins"]), nodes=int(row.get("nodes") or 1),
-                                      hosts=hosts)  # fmt: skip
+                                        hosts=hosts)  # fmt: skip
         except ValueError as exc:
-            notes.setdefault(NO_PLACEMENT, []).append(f"{label} {row['benchmark']} ({exc})")
-    if topo is not None:
-        why = topology_mismatch(topo, [r.get("topology") or {} for r in records])
-        if why:
-            notes.setdefault(NO_PLACEMENT, []).append(f"every series: {why}")
-            out.clear()
-    return out, kinds
+            notes.setdefault(NO_PLACEMENT, []).append(f"{label} {row['benchmark']} P={row['np']} ({exc})")
+    return out, kinds, why
 
 
 def campaign_comparison(summary: pl.DataFrame, cells: pl.DataFrame | None, provenance: Sequence[Mapping[str, Any]],
@@ -256,7 +256,7 @@ def campaign_comparison(summary: pl.DataFrame, cells: pl.DataFrame | None, prove
     regions = region_inputs_from(cells.filter(pl.col("benchmark") == "PingPong"), provenance, hockney)
     if callable(topo):
         topo = topo() if regions.tables else None
-    places, kinds = _placements(cells, topo, notes, provenance)
+    places, kinds, why_unplaced = _placements(cells, topo, notes, provenance)
     keep = []
     for (group, imb, stack, transport), g in coll.group_by(["group", "imb", "stack", "transport"], maintain_order=True):
         group, imb = str(group), str(imb)
@@ -268,7 +268,10 @@ def campaign_comparison(summary: pl.DataFrame, cells: pl.DataFrame | None, prove
         if table is not None and place is not None:
             inputs[group] = SeriesInputs(table, place)
         elif table is not None and g.height:
-            notes.setdefault(NO_PLACEMENT, []).append(f"{group} {imb}")
+            if why_unplaced is None and group not in {c.split(" ")[0] for c in notes.get(NO_PLACEMENT, [])}:
+                notes.setdefault(NO_PLACEMENT, []).append(f"{group} {imb} (no cell with pins)")
+            elif why_unplaced is not None:
+                notes.setdefault(NO_PLACEMENT, []).append(f"every series: {why_unplaced}")
             g = g.clear()
         keep.append(g)
     measured = pl.concat(keep).select(MEASURED_COLUMNS) if keep else coll.clear().select(MEASURED_COLUMNS)

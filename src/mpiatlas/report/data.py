@@ -282,8 +282,9 @@ def load_data(
 ) -> ReportData:
     """Read whatever inputs exist; record the missing and unreadable ones. ``limits``: the
     campaign's physical limits file (none given: the report has no limits and says so);
-    ``tuning``: the directory of ``mpiatlas tune`` (none: no Tuning section)."""
-    data = ReportData(title=title or "mpiatlas report", generated=now or report_time())
+    ``tuning``: the directory of ``mpiatlas tune`` (none: no Tuning section); ``topology``: the
+    measured node's (hwloc XML or synthetic; none: this machine's, used if the cells ran on it)."""
+    data = ReportData(title=title or "mpiatlas report", generated=now or report_time(), topology_spec=topology)
     if tidy_dir is None:
         data.notes.append("No tidy directory was given: no measurements, cells or provenance.")
     else:
