@@ -25,7 +25,6 @@ note saying why, once per reason.
 from __future__ import annotations
 
 import json
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +33,7 @@ import polars as pl
 
 from mpiatlas.models import collective_regions as latency_only
 from mpiatlas.models.loggp_fit import Measured, predict_held_out
+from mpiatlas.models.prediction_errors import error_summary
 from mpiatlas.models.region_latency import Placement, RegionTable
 from mpiatlas.node.topology import Topology
 
@@ -50,8 +50,15 @@ __all__ = [
 LATENCY_BYTES = 4
 MEASURED_COLUMNS = ("group", "collective", "algorithm", "np", "bytes", "measured_us")
 POINT_COLUMNS = (*MEASURED_COLUMNS, "predicted_us", "error", "calibrated_us", "calibrated_error")
-SUMMARY_COLUMNS = ("group", "collective", "algorithm", "bytes", "points", "median_abs_error",
-                   "median_abs_error_calibrated", "calibrated_on")  # fmt: skip
+# Per (group, collective, algorithm): error_summary's figures over P, region model and calibrated.
+_FIGURES = ("median_abs", "median_signed", "worst_abs", "worst_np")
+_SUMMARY_SCHEMA: dict[str, pl.DataType] = {
+    "group": pl.String(), "collective": pl.String(), "algorithm": pl.String(), "bytes": pl.Int64(),
+    "points": pl.Int64(),
+    **{f"{prefix}{f}": pl.Int64() if f == "worst_np" else pl.Float64() for prefix in ("", "calibrated_") for f in _FIGURES},
+    "calibrated_on": pl.String(),
+}  # fmt: skip
+SUMMARY_COLUMNS = tuple(_SUMMARY_SCHEMA)
 CELL_COLUMNS = ("cell", "status", "benchmark", "region", "requested_pins", "stack", "transport", "mapping")
 _SCHEMA: dict[str, pl.DataType] = {
     "group": pl.String(), "collective": pl.String(), "algorithm": pl.String(), "np": pl.Int64(),
@@ -99,11 +106,6 @@ def pick_size(sizes_per_point: Sequence[set[int]]) -> int | None:
 
 def _error(predicted: float | None, measured: float) -> float | None:
     return None if predicted is None else (predicted - measured) / measured
-
-
-def _median_abs(errors: Sequence[float | None]) -> float | None:
-    vals = [abs(e) for e in errors if e is not None]
-    return statistics.median(vals) if vals else None
 
 
 def compare(measured: pl.DataFrame, inputs: Mapping[str, SeriesInputs], *, calibrate: bool = True,
@@ -167,20 +169,27 @@ def _group_rows(group: str, coll: str, g: pl.DataFrame, inputs: SeriesInputs | N
     return rows
 
 
+def _errors(g: pl.DataFrame, column: str, prefix: str) -> dict[str, Any]:
+    """:func:`.prediction_errors.error_summary` of one prediction column (nulls where nothing was predicted)."""
+    pairs = [(n, p, m) for n, p, m in g.select("np", column, "measured_us").iter_rows() if p is not None]
+    if not pairs:
+        return {f"{prefix}median_abs": None, f"{prefix}median_signed": None, f"{prefix}worst_abs": None,
+                f"{prefix}worst_np": None}  # fmt: skip
+    e = error_summary({n: p for n, p, _ in pairs}, {n: m for n, _, m in pairs})
+    return {f"{prefix}median_abs": e.median_abs, f"{prefix}median_signed": e.median_signed,
+            f"{prefix}worst_abs": e.worst_abs, f"{prefix}worst_np": e.worst_np}  # fmt: skip
+
+
 def _summary(points: pl.DataFrame) -> pl.DataFrame:
     out: list[dict[str, Any]] = []
     for (group, coll, alg), g in points.group_by(["group", "collective", "algorithm"], maintain_order=True):
         others = sorted(set(points.filter((pl.col("group") == group) & (pl.col("collective") == coll))
                             .get_column("algorithm").to_list()) - {alg})  # fmt: skip
-        calibrated = _median_abs(g.get_column("calibrated_error").to_list())
+        calibrated = _errors(g, "calibrated_us", "calibrated_")
         out.append({"group": group, "collective": coll, "algorithm": alg, "bytes": g.get_column("bytes").min(),
-                    "points": g.height, "median_abs_error": _median_abs(g.get_column("error").to_list()),
-                    "median_abs_error_calibrated": calibrated,
-                    "calibrated_on": ", ".join(others) if calibrated is not None else None})  # fmt: skip
-    schema = {"group": pl.String(), "collective": pl.String(), "algorithm": pl.String(), "bytes": pl.Int64(),
-              "points": pl.Int64(), "median_abs_error": pl.Float64(), "median_abs_error_calibrated": pl.Float64(),
-              "calibrated_on": pl.String()}  # fmt: skip
-    return pl.DataFrame(out, schema=schema)
+                    "points": g.height, **_errors(g, "predicted_us", ""), **calibrated,
+                    "calibrated_on": ", ".join(others) if calibrated["calibrated_median_abs"] is not None else None})  # fmt: skip
+    return pl.DataFrame(out, schema=_SUMMARY_SCHEMA)
 
 
 # -- a campaign's tables -------------------------------------------------------------------------

@@ -69,17 +69,24 @@ def _charts(title: str, points: pl.DataFrame) -> list[ChartBlock]:
     ]
 
 
+def _figures(r: dict[str, Any], prefix: str) -> list[Cell]:
+    """Median |error|, its signed median (which way the model leans) and the worst |error| with its P."""
+    if r[f"{prefix}median_abs"] is None:
+        return [Cell(DASH, cls="num"), Cell(DASH, cls="num")]
+    signed = r[f"{prefix}median_signed"]
+    return [Cell(f"{fmt_pct(r[f'{prefix}median_abs'])} ({'+' if signed >= 0 else ''}{fmt_pct(signed)})", cls="num"),
+            Cell(f"{fmt_pct(r[f'{prefix}worst_abs'])} at P={r[f'{prefix}worst_np']}", cls="num")]  # fmt: skip
+
+
 def _table(title: str, summary: pl.DataFrame) -> Table:
     rows: list[list[Cell]] = []
     for r in summary.iter_rows(named=True):
-        rows.append([cell(r["algorithm"]), Cell(fmt_bytes(r["bytes"])), cell(r["points"]),
-                     Cell(fmt_pct(r["median_abs_error"]), cls="num"),
-                     Cell(fmt_pct(r["median_abs_error_calibrated"]) if r["median_abs_error_calibrated"] is not None
-                          else DASH, cls="num"),
-                     cell(r["calibrated_on"] or DASH)])  # fmt: skip
-    return Table(["Algorithm", "Size", "P measured", "median |error|, region model",
-                  "median |error|, calibrated", "calibrated on"], rows,
-                 caption=f"{title}: median |error| over P per algorithm")  # fmt: skip
+        rows.append([cell(r["algorithm"]), Cell(fmt_bytes(r["bytes"])), cell(r["points"]), *_figures(r, ""),
+                     *_figures(r, "calibrated_"), cell(r["calibrated_on"] or DASH)])  # fmt: skip
+    return Table(["Algorithm", "Size", "P measured", "region model: median |error| (signed)", "worst |error|",
+                  "calibrated: median |error| (signed)", "worst |error|", "calibrated on"], rows,
+                 caption=f"{title}: error over P per algorithm (median of |error|, the signed median in "
+                 "brackets, and the worst with its P)")  # fmt: skip
 
 
 def section_predicted(data: ReportData) -> Section | None:
