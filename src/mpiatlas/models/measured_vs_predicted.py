@@ -269,7 +269,8 @@ def campaign_comparison(summary: pl.DataFrame, cells: pl.DataFrame | None, prove
     keep = []
     for (group, imb, stack, transport), g in coll.group_by(["group", "imb", "stack", "transport"], maintain_order=True):
         group, imb = str(group), str(imb)
-        if kinds.get(group) != "openmpi" and "default" in g.get_column("algorithm").to_list():
+        default_nps = g.filter(pl.col("algorithm") == "default").get_column("np").n_unique()
+        if kinds.get(group) != "openmpi" and default_nps > 1:  # a single-P default is noted as such by compare
             notes.setdefault(NOT_OMPI_DEFAULT, []).append(f"{group} {imb}")
             g = g.filter(pl.col("algorithm") != "default")
         table = regions.table_for(group, str(stack), str(transport))
