@@ -23,6 +23,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--tuning", type=Path, default=None, metavar="DIR",
                    help="the campaign's `mpiatlas tune` directory (decision.json, tuning files, validation): a Tuning "
                    "section")
+    p.add_argument("--topology", default=None, metavar="XML|SYNTHETIC",
+                   help="the measured node's topology (hwloc XML file or synthetic description such as 'pack:2 core:4 "
+                   "pu:1'), for the placements of the measured-vs-predicted collectives (default: this machine's, "
+                   "used only if the cells ran on it)")
     p.add_argument("--out", type=Path, default=Path("results/report.html"), metavar="FILE",
                    help="output HTML file (default: %(default)s)")
     p.add_argument("--title", default=None, help="report title (default: 'mpiatlas report')")
@@ -32,7 +36,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     from mpiatlas.report import build_report  # heavy imports (altair, polars) only when used
 
-    out = build_report(args.tidy, args.fits, args.out, args.title, limits=args.limits, tuning=args.tuning)
+    out = build_report(args.tidy, args.fits, args.out, args.title, limits=args.limits, tuning=args.tuning,
+                       topology=args.topology)
     size = out.stat().st_size
     print(f"report written to {out} ({size / 1e6:.2f} MB)", file=sys.stderr)
     return 0

@@ -13,6 +13,7 @@
 * :mod:`.loggp_fit` — LogGP calibrated on measured collectives, leave-one-algorithm-out;
 * :mod:`.region_latency` — per-region p2p latencies (and optional o, g);
 * :mod:`.prediction_errors` — predicted vs measured;
+* :mod:`.measured_vs_predicted` — a campaign's collectives against the region model and LogGP, leave-one-algorithm-out;
 * :mod:`.ring_regions` — the ring with every hop priced by its region;
 * :mod:`.kernels` — ring and matsum models;
 * :mod:`.kernel_jacobi` — the jacobi model;

@@ -47,6 +47,7 @@ __all__ = [
     "RegionInputs",
     "RingHops",
     "RingPrediction",
+    "cell_label",
     "cell_placement",
     "exchange_time",
     "hop_cost",
@@ -55,6 +56,7 @@ __all__ = [
     "ring_hops",
     "table_from_hockney",
     "token_time",
+    "topology_mismatch",
 ]
 
 # A hop in one of these crosses a socket or a node boundary.
@@ -143,7 +145,8 @@ def _series_key(stack: str, transport: str, label: str) -> tuple[str, str, str]:
     return (stack, transport, _knobs(label))
 
 
-def _cell_label(row: Mapping[str, Any]) -> str:
+def cell_label(row: Mapping[str, Any]) -> str:
+    """A cells-table row's series label, as the summary names it (stack/transport/mapping [options] [knobs])."""
     nodes = int(row.get("nodes") or 1)
     base = f"{row['stack']}/{row['transport']}/{mapping_segment(row['mapping'], nodes)}"
     return series_label(base, row.get("options") or "", row.get("knobs") or "")
@@ -189,7 +192,7 @@ class RegionInputs:
         return self.table or self.tables.get(_series_key(stack, transport, label))
 
 
-def _matching(topo: Topology, summaries: Iterable[Mapping[str, Any]]) -> str | None:
+def topology_mismatch(topo: Topology, summaries: Iterable[Mapping[str, Any]]) -> str | None:
     """Why ``topo`` is not the node the cells ran on (None: it is)."""
     for s in summaries:
         host = s.get("hostname")
@@ -236,7 +239,7 @@ def region_inputs_from(cells: pl.DataFrame | None, records: Sequence[Mapping[str
     pp = cells.filter((pl.col("benchmark") == "PingPong") & pl.col("region").is_not_null())
     region_of: dict[str, str] = {}
     for row in pp.iter_rows(named=True):
-        region_of.setdefault(_cell_label(row), row["region"])
+        region_of.setdefault(cell_label(row), row["region"])
     if table is None:
         out.tables, notes = table_from_hockney(hockney or [], region_of)
         out.notes += notes
@@ -253,12 +256,12 @@ def region_inputs_from(cells: pl.DataFrame | None, records: Sequence[Mapping[str
         except TopologyError as exc:
             out.notes.append(f"region-aware ring model: no topology ({exc})")
             return out
-    why = _matching(topo, summaries)
+    why = topology_mismatch(topo, summaries)
     if why:
         out.notes.append(f"region-aware ring model not applied: {why} (its hop regions are unknown here)")
         return out
     for row in ring.iter_rows(named=True):
-        key = (_cell_label(row), int(row["np"]))
+        key = (cell_label(row), int(row["np"]))
         if key in out.hops:
             continue
         hosts = json.loads(row["hosts"]) if row.get("hosts") else None

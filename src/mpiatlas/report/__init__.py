@@ -37,12 +37,14 @@ def build_report(
     now: datetime | None = None,
     limits: str | Path | None = None,
     tuning: str | Path | None = None,
+    topology: str | None = None,
 ) -> Path:
     """Build the self-contained HTML report and return its path (written atomically). ``limits``:
-    the campaign's physical limits file (R/limits/limits.json), None for none."""
+    the campaign's physical limits file (R/limits/limits.json), None for none; ``topology``: the
+    measured node's (hwloc XML or synthetic description), None for this machine's."""
     from mpiatlas.report.data import load_data
     from mpiatlas.report.render import render_html
 
-    data = load_data(tidy_dir, fits_dir, title=title, now=now, limits=limits, tuning=tuning)
+    data = load_data(tidy_dir, fits_dir, title=title, now=now, limits=limits, tuning=tuning, topology=topology)
     html = render_html(data)
     return write_text_atomic(out, html)

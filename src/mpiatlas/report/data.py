@@ -59,6 +59,26 @@ class ReportData:
     inputs: list[InputFile] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # input-level problems for the header
     summary_derived: bool = False
+    topology_spec: str | None = None  # mpiatlas report --topology (XML or synthetic); None: this machine's
+    _topology: tuple[Any, str | None] | None = None  # (Topology | None, why none), read on first use
+
+    def node_topology(self) -> Any:
+        """The measured node's topology (:class:`mpiatlas.node.topology.Topology`) or None: the one
+        given (``topology_spec``), else this machine's, detected once on first use (the models check
+        that the cells ran on it). ``topology_problem`` says why there is none."""
+        if self._topology is None:
+            from mpiatlas.node.topology import TopologyError, detect
+            from mpiatlas.node.topology_synthetic import read_topology
+
+            try:
+                self._topology = (read_topology(self.topology_spec) if self.topology_spec else detect(), None)
+            except (TopologyError, OSError, ValueError) as exc:
+                self._topology = (None, f"no topology of the measured node ({exc})")
+        return self._topology[0]
+
+    @property
+    def topology_problem(self) -> str | None:
+        return self._topology[1] if self._topology is not None else None
 
     @property
     def hockney(self) -> list[dict[str, Any]] | None:
@@ -258,11 +278,13 @@ def load_data(
     now: datetime | None = None,
     limits: str | Path | None = None,
     tuning: str | Path | None = None,
+    topology: str | None = None,
 ) -> ReportData:
     """Read whatever inputs exist; record the missing and unreadable ones. ``limits``: the
     campaign's physical limits file (none given: the report has no limits and says so);
-    ``tuning``: the directory of ``mpiatlas tune`` (none: no Tuning section)."""
-    data = ReportData(title=title or "mpiatlas report", generated=now or report_time())
+    ``tuning``: the directory of ``mpiatlas tune`` (none: no Tuning section); ``topology``: the
+    measured node's (hwloc XML or synthetic; none: this machine's, used if the cells ran on it)."""
+    data = ReportData(title=title or "mpiatlas report", generated=now or report_time(), topology_spec=topology)
     if tidy_dir is None:
         data.notes.append("No tidy directory was given: no measurements, cells or provenance.")
     else:

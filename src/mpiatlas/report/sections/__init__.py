@@ -5,7 +5,7 @@ show, e.g. a kernel the campaign did not run). To add one, write its module and 
 in ``ORDER``. Sections import only the shared modules of :mod:`mpiatlas.report` (blocks, charts,
 data, formatting, cells, imb, findings, kernel_blocks), never each other.
 
-The sections: header, findings, parameters, p2p, regions, collectives, alphabeta, other (the other IMB
+The sections: header, findings, parameters, p2p, regions, collectives, predicted, alphabeta, other (the other IMB
 benchmarks), kernel_ring, kernel_matsum, kernel_jacobi, kernel_p2p_coll, knobs, tuning, off_cache, adaptive,
 cell_table (every cell and its status), provenance.
 """
@@ -31,6 +31,7 @@ from mpiatlas.report.sections.off_cache import section_off_cache
 from mpiatlas.report.sections.other import section_other
 from mpiatlas.report.sections.p2p import section_p2p
 from mpiatlas.report.sections.parameters import section_parameters
+from mpiatlas.report.sections.predicted import section_predicted
 from mpiatlas.report.sections.provenance import section_provenance
 from mpiatlas.report.sections.regions import section_p2p_regions
 from mpiatlas.report.sections.tuning import section_tuning
@@ -44,6 +45,7 @@ ORDER: list[SectionFn] = [
     section_parameters,
     section_p2p_regions,
     section_collectives,
+    section_predicted,  # measured against the region model and LogGP calibrated leave-one-algorithm-out
     section_off_cache,  # IMB -off_cache: in and out of cache, cache-size rules
     section_knobs,  # knob sets compared like algorithms
     section_tuning,  # mpiatlas tune: the chosen algorithms, their validation, the files (given --tuning)

@@ -1,0 +1,123 @@
+"""Section "Collectives: measured against predicted": latency vs P of every modelled collective ×
+algorithm measured at several P, with the region model's prediction and, where the campaign measured
+several algorithms, LogGP calibrated on the others; the error per P and the median |error| per
+algorithm. The figures come from :func:`mpiatlas.models.measured_vs_predicted.campaign_comparison`;
+this module only draws them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+import polars as pl
+
+from mpiatlas.models.measured_vs_predicted import campaign_comparison
+from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Notice, Section, Table, Text, cell
+from mpiatlas.report.charts import CHART_H, CHART_W, chart_spec, rounded
+from mpiatlas.report.data import ReportData
+from mpiatlas.report.formatting import DASH, fmt_bytes, fmt_pct
+from mpiatlas.report.imb import family_summary
+
+TITLE = "Collectives: measured against predicted"
+SECTION_ID = "predicted"
+MEASURED, REGION, CALIBRATED = "measured", "region model", "LogGP, calibrated on the others"
+_KINDS = [MEASURED, REGION, CALIBRATED]
+
+
+def _long(points: pl.DataFrame) -> pl.DataFrame:
+    """One row per (algorithm, P, kind): measured, region model, calibrated, with the error."""
+    base = ["algorithm", "np", "bytes", "measured_us"]
+    parts = [
+        points.select(*base, pl.lit(MEASURED).alias("kind"), pl.col("measured_us").alias("t_us"),
+                      pl.lit(None, dtype=pl.Float64).alias("error")),
+        points.select(*base, pl.lit(REGION).alias("kind"), pl.col("predicted_us").alias("t_us"), "error"),
+        points.select(*base, pl.lit(CALIBRATED).alias("kind"), pl.col("calibrated_us").alias("t_us"),
+                      pl.col("calibrated_error").alias("error")),
+    ]  # fmt: skip
+    return rounded(pl.concat(parts).filter(pl.col("t_us").is_not_null()))
+
+
+def _charts(title: str, points: pl.DataFrame) -> list[ChartBlock]:
+    data = _long(points)
+    algs = sorted(data.get_column("algorithm").unique().to_list())
+    nps = sorted(data.get_column("np").unique().to_list())
+    kinds = [k for k in _KINDS if k in set(data.get_column("kind").to_list())]
+    axis = alt.Axis(format="d", values=nps) if len(nps) <= 16 else alt.Axis(format="d")
+    x = alt.X("np:Q", title="processes (P)", scale=alt.Scale(type="log", base=2), axis=axis)
+    colour = alt.Color("algorithm:N", scale=alt.Scale(domain=algs, scheme="tableau10"), title="algorithm")
+    dash = alt.StrokeDash("kind:N", scale=alt.Scale(domain=kinds, range=[[1, 0], [6, 3], [2, 2]][:len(kinds)]),
+                          title="line")  # fmt: skip
+    tips = [alt.Tooltip("algorithm:N"), alt.Tooltip("kind:N"), alt.Tooltip("np:Q", title="P"),
+            alt.Tooltip("t_us:Q", title="t (µs)", format=".4~g"),
+            alt.Tooltip("measured_us:Q", title="measured (µs)", format=".4~g"),
+            alt.Tooltip("error:Q", title="error", format="+.1%")]  # fmt: skip
+    latency = alt.Chart(data).mark_line(point=alt.OverlayMarkDef(size=25)).encode(
+        x=x, y=alt.Y("t_us:Q", title="latency (µs)", scale=alt.Scale(type="log")), color=colour, strokeDash=dash,
+        detail="kind:N", tooltip=tips,
+    ).properties(width=CHART_W, height=CHART_H, title=f"{title}: latency vs P")  # fmt: skip
+    errors = alt.Chart(data.filter(pl.col("error").is_not_null())).mark_line(point=alt.OverlayMarkDef(size=25)).encode(
+        x=x, y=alt.Y("error:Q", title="(predicted − measured) / measured", axis=alt.Axis(format="+%")),
+        color=colour, strokeDash=dash, detail="kind:N", tooltip=tips,
+    ).properties(width=CHART_W, height=CHART_H, title=f"{title}: error per P")  # fmt: skip
+    zero = alt.Chart(pl.DataFrame({"error": [0.0]})).mark_rule(color="#6b7280").encode(y="error:Q")
+    return [
+        ChartBlock(
+            chart_spec(alt.hconcat(latency, alt.layer(errors, zero))),
+            f"{title}: measured median (solid), region model (dashed), LogGP calibrated leave-one-"
+            "algorithm-out (dotted); right: the error of each prediction per P.",
+        )
+    ]
+
+
+def _figures(r: dict[str, Any], prefix: str) -> list[Cell]:
+    """Median |error|, its signed median (which way the model leans) and the worst |error| with its P."""
+    if r[f"{prefix}median_abs"] is None:
+        return [Cell(DASH, cls="num"), Cell(DASH, cls="num")]
+    signed = r[f"{prefix}median_signed"]
+    return [Cell(f"{fmt_pct(r[f'{prefix}median_abs'])} ({'+' if signed >= 0 else ''}{fmt_pct(signed)})", cls="num"),
+            Cell(f"{fmt_pct(r[f'{prefix}worst_abs'])} at P={r[f'{prefix}worst_np']}", cls="num")]  # fmt: skip
+
+
+def _table(title: str, summary: pl.DataFrame) -> Table:
+    rows: list[list[Cell]] = []
+    for r in summary.iter_rows(named=True):
+        rows.append([cell(r["algorithm"]), Cell(fmt_bytes(r["bytes"])), cell(r["points"]), *_figures(r, ""),
+                     *_figures(r, "calibrated_"), cell(r["calibrated_on"] or DASH)])  # fmt: skip
+    return Table(["Algorithm", "Size", "P measured", "region model: median |error| (signed)", "worst |error|",
+                  "calibrated: median |error| (signed)", "worst |error|", "calibrated on"], rows,
+                 caption=f"{title}: error over P per algorithm (median of |error|, the signed median in "
+                 "brackets, and the worst with its P)")  # fmt: skip
+
+
+def section_predicted(data: ReportData) -> Section | None:
+    s = family_summary(data, "collective")
+    if s is None or s.height == 0:
+        return None  # the Collectives section says why there is nothing
+    comparison = campaign_comparison(s, data.cells, data.provenance or [], data.hockney, data.node_topology)
+    blocks: list[Any] = [
+        Text(
+            "Every collective × algorithm measured at several process counts, at one message size (4 B, or the "
+            "smallest size every P has), against two predictions. Region model: the campaign's own per-region "
+            "PingPong λ and B (the λ and B per region table) priced on the schedule Open MPI 4.1 builds, over the "
+            "ranks' recorded placement, as the time the last rank has its data. LogGP calibrated: o, g and a "
+            "per-level term fitted on the other algorithms of the same series (leave-one-algorithm-out), as the mean "
+            "over ranks (IMB's t_avg). Error = (predicted − measured) / measured of the median over repetitions."
+        )
+    ]
+    problem = data.topology_problem
+    if problem:
+        blocks.append(Notice(problem, "info"))
+    points = comparison.points
+    for (group, coll), g in points.group_by(["group", "collective"], maintain_order=True):
+        title = f"{group} · {coll}"
+        blocks.append(Heading(title))
+        blocks += _charts(title, g)
+        blocks.append(
+            _table(title, comparison.summary.filter((pl.col("group") == group) & (pl.col("collective") == coll)))
+        )
+    lines = comparison.note_lines()
+    if points.height == 0:
+        blocks.append(Notice("Nothing is predicted:", "info", lines or ["no modelled collective was measured"]))
+    elif lines:
+        blocks.append(Notice("Not predicted:", "info", lines))
+    return Section(TITLE, blocks, id=SECTION_ID)
