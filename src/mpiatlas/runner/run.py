@@ -20,6 +20,7 @@ budget is spent stays sealed ``perturbed``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 from mpiatlas.evidence import mpi_library, provenance
 from mpiatlas.matrix import layout
 from mpiatlas.node import ssh_hosts, topology
+from mpiatlas.node.topology_record import topology_record
 from mpiatlas.matrix.layout import NODE_LOST, REMEASURED, STDERR, STDOUT
 from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.programs import program_of_spec
@@ -134,6 +136,8 @@ def _launch_and_judge(program: Program, stack: Stack, spec: dict[str, Any], work
     launcher = record["launcher"] = resolve_launcher(spec.get("launcher"))
     topo = shared.topology(launcher)
     record["topology"] = topo.summary()
+    # The whole topology beside the raw output: the fits place the ranks on it wherever they run.
+    (work / layout.TOPOLOGY).write_text(json.dumps(topology_record(topo), separators=(",", ":")) + "\n")
     if program.threaded:
         record["threads"] = threads
     stack.check_launcher(launcher)
