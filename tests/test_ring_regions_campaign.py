@@ -42,11 +42,10 @@ def _as_other_host(tidy: Path, dest: Path, host: str) -> Path:
         record["hostname"] = host
         record["topology"]["hostname"] = host
         if record.get("rank_hosts"):
-            record["rank_hosts"] = {r: host for r in record["rank_hosts"]}
+            record["rank_hosts"] = dict.fromkeys(record["rank_hosts"], host)
     (dest / "provenance.json").write_text(json.dumps(records))
-    topologies = json.loads((dest / "topologies.json").read_text())
-    (dest / "topologies.json").write_text(json.dumps({host: {**rec, "hostname": host}
-                                                      for rec in topologies.values()}))
+    (record,) = json.loads((dest / "topologies.json").read_text()).values()  # one host ran the cells
+    (dest / "topologies.json").write_text(json.dumps({host: {**record, "hostname": host}}))
     cells = pl.read_parquet(dest / "cells.parquet")
     cells.with_columns(pl.col("hosts").str.replace_all(here, host, literal=True)).write_parquet(dest / "cells.parquet")
     return dest

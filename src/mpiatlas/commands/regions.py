@@ -140,6 +140,14 @@ def _bw(fit: Mapping[str, Any]) -> str:
     return f"{float(bw):.0f} MB/s" if bw else "no bandwidth (latency-bound fit)"
 
 
+def _ci_text(fit: Mapping[str, Any], value: str, ci: str, digits: int) -> str:
+    lo, hi = fit.get(ci) or (None, None)
+    v = fit.get(value)
+    if v is None:
+        return "-"
+    return f"{float(v):.{digits}f}" + (f" ({lo:.{digits}f}–{hi:.{digits}f})" if lo is not None and hi is not None else "")
+
+
 def _print_table(fits: Mapping[Series, Mapping[str, Mapping[str, Any]]]) -> None:
     from rich.console import Console
     from rich.markup import escape
@@ -148,11 +156,14 @@ def _print_table(fits: Mapping[Series, Mapping[str, Mapping[str, Any]]]) -> None
     from mpiatlas.stats.regions import region_rank
 
     table = Table(title="Per-region PingPong Hockney fits, 95 % bootstrap CI")
-    for col in ("series", "region", "λ µs (CI)", "B MB/s (CI)", "from"):
-        table.add_column(col, justify="right" if col.startswith(("λ", "B")) else "left", overflow="fold")
+    table.add_column("series", no_wrap=True)
+    table.add_column("region", no_wrap=True)
+    table.add_column("λ µs (CI)", justify="right", no_wrap=True)
+    table.add_column("B MB/s (CI)", justify="right", no_wrap=True)
+    table.add_column("from", overflow="fold")
     for series in sorted(fits):
         for region in sorted(fits[series], key=region_rank):
             f = fits[series][region]
-            table.add_row(escape(_name(series)), region, f"{float(f['latency_us']):.3f} ({_ci(f, 'latency_ci_us', '', 3)})",
-                          f"{_bw(f)} ({_ci(f, 'bandwidth_ci_MBps', '', 0)})", escape(str(f.get("label"))))
+            table.add_row(escape(_name(series)), region, _ci_text(f, "latency_us", "latency_ci_us", 3),
+                          _ci_text(f, "bandwidth_MBps", "bandwidth_ci_MBps", 0), escape(str(f.get("label"))))
     Console().print(table)
