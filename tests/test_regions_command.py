@@ -137,6 +137,13 @@ def test_tidy_keeps_one_topology_per_host(tmp_path: Path) -> None:
         (cell / "topology.json").write_text(json.dumps(topology_record(xeon if i % 2 else epyc)))
     tidy(dirs, tmp_path / "tidy")
     assert read_topologies(tmp_path / "tidy" / "topologies.json") == {"cn001": xeon, "cn002": epyc}
+    # Under srun each batch job records the cores it was given: the host's record is their union.
+    for i, cell in enumerate(dirs):
+        given = xeon.restricted_to(c.pu for c in xeon.cores[:4]) if i % 2 else xeon.restricted_to(
+            c.pu for c in xeon.cores[4:])
+        (cell / "topology.json").write_text(json.dumps(topology_record(given)))
+    tidy(dirs, tmp_path / "srun")
+    assert read_topologies(tmp_path / "srun" / "topologies.json") == {"cn001": xeon}
     # Cells without one (recorded before topologies were): an empty table, and no topology to read.
     tidy(_cell_dirs(ADAPTIVE), tmp_path / "old")
     assert read_topologies(tmp_path / "old" / "topologies.json") == {}

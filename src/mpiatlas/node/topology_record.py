@@ -52,13 +52,18 @@ def topology_from_record(record: Mapping[str, Any], source: str = "topology reco
 
 
 def collect_topologies(paths: Iterable[Path]) -> dict[str, dict[str, Any]]:
-    """One record per host from the cells' topology files (the first file of a host is kept:
-    the runner writes the same one for every cell it runs on that host)."""
+    """One record per host from the cells' topology files. Under srun a runner records only the
+    cores its batch job was given (Topology.restricted_to keeps their hwloc ids), so two jobs on one
+    host may record different cores of it: the host's record holds every core any of them saw."""
     out: dict[str, dict[str, Any]] = {}
     for path in paths:
-        if path.is_file():
-            record = json.loads(path.read_text())
-            out.setdefault(record.get("hostname") or UNKNOWN_HOST, record)
+        if not path.is_file():
+            continue
+        record = json.loads(path.read_text())
+        held = out.setdefault(record.get("hostname") or UNKNOWN_HOST, record)
+        if held is not record:
+            cores = {c["pu"]: c for c in (*held["cores"], *record["cores"])}
+            held["cores"] = sorted(cores.values(), key=lambda c: (c["index"], c["pu"]))
     return out
 
 
