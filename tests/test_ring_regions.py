@@ -31,6 +31,7 @@ from the left, then sends to the right (coll_base_barrier.c), so the hops run on
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, UTC
 from pathlib import Path
 
@@ -39,6 +40,7 @@ import polars as pl
 import pytest
 
 from conftest import require_datasets
+from mpiatlas.models.fits import FitOptions, fit_all
 from mpiatlas.models.kernels import fit_ring, ring_phases
 from mpiatlas.models.region_latency import RegionTable, place
 from mpiatlas.models.ring_regions import (
@@ -54,6 +56,7 @@ from mpiatlas.report.data import ReportData
 from mpiatlas.report.render import render_html
 from mpiatlas.report.sections.kernel_ring import section_kernel_ring
 from mpiatlas.runner.plan import rank_cpu_sets
+from mpiatlas.node.topology_record import topology_record
 from mpiatlas.node.topology_synthetic import parse_synthetic
 
 TWO_SOCKETS = "pack:2 core:4 pu:1"
@@ -220,10 +223,32 @@ def test_region_table_instead_of_pingpong_fits(tmp_path: Path) -> None:
     assert fit["region_model"]["source"] == "given.csv"
 
 
-def test_no_region_prediction_on_another_node(tmp_path: Path) -> None:
+def test_a_fit_on_another_host_places_the_ranks_on_the_cells_recorded_topology(tmp_path: Path) -> None:
+    """The cells ran on cn042 and recorded its topology (tidy/topologies.json, as the tidy step
+    writes it); the fit runs on login1, a one-socket node: the hops are cn042's."""
+    tidy, ring, hockney = _tidy(tmp_path, hostname="cn042")
+    node = replace(parse_synthetic(TWO_SOCKETS), hostname="cn042")
+    (tidy / "topologies.json").write_text(json.dumps({"cn042": topology_record(node)}))
+    login = replace(parse_synthetic("pack:1 core:2 pu:1"), hostname="login1")
+    inputs = region_inputs(tidy, hockney, topo=login)
+    assert inputs.notes == []
+    assert inputs.hops[(RING_LABEL, 4)].boundary_hops == 0 and inputs.hops[(RING_LABEL, 5)].boundary_hops == 2
+    (fit,) = fit_ring(ring, hockney, regions=inputs)
+    by_np = {p["np"]: p for p in fit["points"]}
+    assert by_np[5]["region_predicted_us"] == pytest.approx(15.008) and by_np[5]["slowest_region"] == "other_socket"
+    assert all(abs(p["region_rel_err"]) < 0.02 for p in fit["points"])
+    # The same tables through fit_all (the fit rule and mpiatlas fit), on this machine whatever it is.
+    ring.write_parquet(tidy / "kernel_ring.parquet")
+    (fit,) = fit_all(tidy, FitOptions(models=("kernels",), hockney_fits=tuple(hockney))).kernel("ring")
+    assert {p["np"]: p["region_predicted_us"] for p in fit["points"]}[5] == pytest.approx(15.008)
+
+
+def test_without_recorded_topologies_no_region_prediction_on_another_node(tmp_path: Path) -> None:
+    """A campaign tidied before topologies were recorded: this host's topology is used only when
+    the cells ran on it."""
     tidy, ring, hockney = _tidy(tmp_path, hostname="cn042")
     topo = parse_synthetic(TWO_SOCKETS)
-    inputs = region_inputs(tidy, hockney, topo=type(topo)(**{**topo.__dict__, "hostname": "login1"}))
+    inputs = region_inputs(tidy, hockney, topo=replace(topo, hostname="login1"))
     assert inputs.hops == {}
     assert inputs.notes == ["region-aware ring model not applied: the cells ran on cn042, this topology is "
                             "login1's (its hop regions are unknown here)"]

@@ -11,7 +11,10 @@ time, only bandwidth, and are not fitted with Hockney.
 ``--model all --out-dir FITS`` fits every model in one process (the workflow's fit rule) and
 writes each one's file to FITS/<model>.json (schema: mpiatlas/data/schemas/fits-<model>.schema.json),
 the same document ``--model <model> --json`` prints; the kernel models take λ and B from the
-Hockney fits just made. Both are :func:`mpiatlas.models.fit_all` and
+Hockney fits just made. The region-aware ring model places each ring cell's ranks on the topology
+its node recorded (tidy/topologies.json), wherever the fit runs; ``--regions TABLE.csv`` prices its
+hops from a region table (``mpiatlas predict``'s CSV, e.g. ``mpiatlas regions --csv``) instead of the
+campaign's per-region PingPong fits. Both are :func:`mpiatlas.models.fit_all` and
 :func:`mpiatlas.models.write_fits`: this command only turns arguments into options and prints.
 """
 
@@ -50,6 +53,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                            metavar=option.metadata["metavar"], help=option.metadata["help"] + ("" if option.default is None else f" (default {option.default})"))
     p.add_argument("--hockney", type=Path, default=None, metavar="FILE",
                    help="--model kernels: λ and B from this hockney.json (default: fit DIR's PingPong samples)")
+    p.add_argument("--regions", type=Path, default=None, metavar="TABLE.csv",
+                   help="--model kernels/all: price the ring's hops from this region table (mpiatlas predict's CSV, "
+                   "e.g. from mpiatlas regions --csv) instead of the campaign's per-region PingPong fits")
     p.add_argument("--json", action="store_true", help="print the fits file's JSON instead of a table")
     p.add_argument("--benchmark", nargs="+", action="extend", metavar="NAME",
                    help="benchmarks to fit (default: every benchmark the model applies to; Hockney: PingPong, "
@@ -94,6 +100,8 @@ def _refusal(args: argparse.Namespace) -> str | None:
     if args.model == ALL and (args.hockney is not None or args.benchmark):
         return (f"--model {ALL} fits every model on its own benchmarks and Hockney itself; "
                 "--benchmark and --hockney are for a single --model")
+    if args.regions is not None and args.model not in ("kernels", ALL):
+        return "--regions prices the ring kernel's hops: it needs --model kernels or --model all"
     if args.model in ("alphabeta", ALL) and args.bandwidth_gbit_s is None:
         return "--model alphabeta needs --bandwidth-gbit-s (the nominal link bandwidth, Gbit/s)"
     return None
@@ -113,6 +121,13 @@ def _options(args: argparse.Namespace) -> FitOptions:
         given["alphabeta_benchmarks"] = tuple(args.benchmark)
     if args.model == "kernels" and args.hockney is not None:
         given["hockney_fits"] = tuple(_read_hockney(args.hockney))
+    if args.regions is not None:
+        from mpiatlas.models.region_latency import RegionTableError, read_region_table
+
+        try:
+            given["region_table"] = read_region_table(args.regions)
+        except RegionTableError as exc:
+            raise FitError(f"--regions: {exc}") from exc
     return FitOptions(**given)
 
 

@@ -1,12 +1,14 @@
 """Where a campaign's files live: the only place that names them.
 
     results/<campaign name>/
-      raw/<cell id>/{stdout.txt,stderr.txt,provenance.json,status.json}   sealed, read-only
+      raw/<cell id>/{stdout.txt,stderr.txt,provenance.json,status.json,topology.json}   sealed, read-only
+                                        (topology.json: the node the runner pinned the ranks on)
       lost/<cell id>/job<N>/            a cell sealed `failed` because SLURM job N lost a node, set
                                         aside (whole, still read-only) when the cell runs again
       perturbed/<cell id>/attempt<k>/   the k-th launch of a cell judged `perturbed` (status.json
                                         quality), set aside whole when the group re-measures it
-      tidy/{cells.parquet,imb_samples.parquet,imb_summary.parquet,kernel_<name>.parquet,provenance.json,notes.json}
+      tidy/{cells.parquet,imb_samples.parquet,imb_summary.parquet,kernel_<name>.parquet,provenance.json,notes.json,
+           topologies.json}             (topologies.json: {host: node topology} of the cells' hosts)
       fits/{hockney.json,kernels.json,alphabeta.json}
       report.html                       the full report (every planned cell has run)
       partial/{tidy,fits}/, partial/report.html   what exists, when cells are missing
@@ -34,6 +36,8 @@ IMAGES_DIR = f"{RESULTS_ROOT}/images"
 
 # Files of one sealed cell directory.
 STDOUT, STDERR, PROVENANCE, STATUS = "stdout.txt", "stderr.txt", "provenance.json", "status.json"
+# The node topology the runner pinned the cell's ranks on (mpiatlas.node.topology_record).
+TOPOLOGY = "topology.json"
 # status.json key of a cell sealed `failed` because its batch job lost a node: it runs again.
 NODE_LOST = "node_lost"
 
@@ -43,6 +47,8 @@ IMB_SAMPLES = "imb_samples.parquet"
 IMB_SUMMARY = "imb_summary.parquet"
 PROVENANCE_TABLE = "provenance.json"
 NOTES = "notes.json"
+# {hostname: topology record}: one per host the cells ran on (the fits place ranks with it).
+TOPOLOGIES_TABLE = "topologies.json"
 KERNEL_TABLE = "kernel_{name}.parquet"
 
 # Fits.

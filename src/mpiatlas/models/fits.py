@@ -26,6 +26,9 @@ from mpiatlas.models.fits_files import write as write_documents
 if TYPE_CHECKING:
     import polars as pl
 
+    from mpiatlas.models.region_latency import RegionTable
+    from mpiatlas.node.topology import Topology
+
 
 class FitError(ValueError):
     """The fits cannot be made from this input or these options; the message says why."""
@@ -49,6 +52,9 @@ class FitOptions:
     # λ and B for the kernel models when Hockney is not fitted in the same call (a hockney.json's
     # entries); None: fit the PingPong samples for them.
     hockney_fits: tuple[dict[str, Any], ...] | None = None
+    # A region latency table (mpiatlas predict's CSV) pricing every ring hop instead of the
+    # campaign's per-region PingPong fits; None: those fits.
+    region_table: RegionTable | None = None
 
 
 @dataclass
@@ -62,13 +68,16 @@ class TidyTables:
     kernels: dict[str, pl.DataFrame | None] = field(default_factory=dict)
     cells: pl.DataFrame | None = None
     provenance: list[dict[str, Any]] = field(default_factory=list)
+    topologies: dict[str, Topology] = field(default_factory=dict)  # host -> the node topology it recorded
 
     @classmethod
     def load(cls, directory: str | Path) -> TidyTables:
         import polars as pl
 
-        from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE
+        from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE, TOPOLOGIES_TABLE
         from mpiatlas.models.kernels import load_kernel_tables
+        from mpiatlas.node.topology import TopologyError
+        from mpiatlas.node.topology_record import read_topologies
         from mpiatlas.tables.samples import load_samples
 
         directory = Path(directory)
@@ -76,10 +85,13 @@ class TidyTables:
         cells_path, prov_path = directory / CELLS_TABLE, directory / PROVENANCE_TABLE
         try:
             provenance = json.loads(prov_path.read_text()) if prov_path.is_file() else []
+            topologies = read_topologies(directory / TOPOLOGIES_TABLE)
         except ValueError as exc:
             raise FitError(f"{prov_path}: not JSON ({exc})") from exc
+        except TopologyError as exc:
+            raise FitError(str(exc)) from exc
         return cls(str(directory), samples, problem, load_kernel_tables(directory),
-                   pl.read_parquet(cells_path) if cells_path.is_file() else None, provenance)
+                   pl.read_parquet(cells_path) if cells_path.is_file() else None, provenance, topologies)
 
 
 @dataclass
@@ -203,8 +215,9 @@ def _fit_kernels(tables: TidyTables, hockney: list[dict[str, Any]], options: Fit
         from mpiatlas.matrix.layout import CELLS_TABLE
         from mpiatlas.models.ring_regions import region_inputs_from
 
-        ring_regions = region_inputs_from(tables.cells, tables.provenance, hockney,
-                                          missing=f"no {CELLS_TABLE} under {tables.where}")
+        ring_regions = region_inputs_from(tables.cells, tables.provenance, hockney, table=options.region_table,
+                                          missing=f"no {CELLS_TABLE} under {tables.where}",
+                                          topologies=tables.topologies)
     result = fit_kernels(tables.kernels, hockney, seed=options.seed, ring_regions=ring_regions)
     problems += [f"kernels: {note}" for note in result.get("notes", [])]
     return result

@@ -6,6 +6,7 @@
   two ranks costs ``λ + m / B`` µs (Hockney per region; bytes / (MB/s) is µs). Without a bandwidth
   the latency is taken as the cost at every size: a "4 B latency" table predicts small messages
   only. With o and g the schedules are priced by :mod:`.loggp` (without them, by latency alone).
+  :func:`format_region_table` writes that CSV (``mpiatlas regions --csv``).
 * :class:`Placement` — node and OS cpu of every rank, built by :func:`place` from a topology
   and the placement (``block``/``cyclic`` over nodes, or a mapping name), so the region of any
   rank pair is the one :func:`mpiatlas.node.topology.region` gives for that pair.
@@ -15,13 +16,15 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from mpiatlas.node.topology import REGIONS, SPREAD_MAPPINGS, Topology, pin_list, region
 
-__all__ = ["PLACEMENTS", "Placement", "RegionTable", "RegionTableError", "place", "read_region_table"]
+__all__ = ["PLACEMENTS", "Placement", "RegionTable", "RegionTableError", "format_region_table", "place",
+           "read_region_table"]
 
 PLACEMENTS = ("block", "cyclic")
 
@@ -100,6 +103,18 @@ def read_region_table(path: str | Path) -> RegionTable:
     if not latency:
         raise RegionTableError(f"{source}: no regions after the header")
     return RegionTable(latency, extra["bandwidth_MBps"], source, extra["overhead_us"], extra["gap_us"])
+
+
+def format_region_table(table: RegionTable, comments: Iterable[str] = ()) -> str:
+    """``table`` as the CSV :func:`read_region_table` reads (regions closest first; the optional
+    columns the table has; ``comments`` as leading ``#`` lines, which the reader skips)."""
+    columns = [c for c, values in zip(_OPTIONAL, (table.bandwidth_MBps, table.overhead_us, table.gap_us)) if values]
+    lines = [f"# {c}" for c in comments] + [",".join(["region", "latency_us", *columns])]
+    for name in (r for r in REGIONS if r in table.latency_us):
+        values = {"bandwidth_MBps": table.bandwidth_MBps, "overhead_us": table.overhead_us, "gap_us": table.gap_us}
+        cells = [f"{values[c][name]:.10g}" if name in values[c] else "" for c in columns]
+        lines.append(",".join([name, f"{table.latency_us[name]:.10g}", *cells]))
+    return "\n".join(lines) + "\n"
 
 
 def _positive(text: str, column: str, source: str, line: int, name: str, *, zero: bool = False) -> float:

@@ -19,8 +19,8 @@ the studies saw at P = cores/socket + 1.
   two passes, each rank receives from the left, then sends to the right): the hops run one after
   the other, ``T = passes · Σ_hops t_region(s)``.
 * :func:`region_inputs` — what a campaign gives the model: per ring (label, P) the hops of the
-  cell's actual placement (its ``requested_pins`` and hosts from ``cells.parquet``, on the node's
-  topology), and per stack/transport a :class:`RegionTable` from the per-region PingPong Hockney
+  cell's actual placement (its ``requested_pins`` and hosts from ``cells.parquet``, on the topology
+  its node recorded, ``topologies.json``, whatever host runs the fit), and per stack/transport a :class:`RegionTable` from the per-region PingPong Hockney
   fits (a PingPong label's region is the ``region`` its cells recorded for ranks 0 and 1), or one
   region latency table (``mpiatlas predict``'s CSV) for every label.
 """
@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from mpiatlas.matrix.cells import mapping_segment, series_label
 from mpiatlas.models.region_latency import Placement, RegionTable, RegionTableError
 from mpiatlas.node.topology import REGIONS, Topology, TopologyError
+from mpiatlas.node.topology_record import UNKNOWN_HOST
 
 if TYPE_CHECKING:
     import polars as pl
@@ -51,8 +52,10 @@ __all__ = [
     "cell_placement",
     "exchange_time",
     "hop_cost",
+    "pingpong_regions",
     "region_inputs",
     "region_inputs_from",
+    "region_pingpong_fits",
     "ring_hops",
     "table_from_hockney",
     "token_time",
@@ -152,28 +155,46 @@ def cell_label(row: Mapping[str, Any]) -> str:
     return series_label(base, row.get("options") or "", row.get("knobs") or "")
 
 
-def table_from_hockney(hockney: Iterable[Mapping[str, Any]], region_of_label: Mapping[str, str],
-                       ) -> tuple[dict[tuple[str, str, str], RegionTable], list[str]]:
-    """Per (stack, transport, knobs): λ (first segment) and asymptotic B of each region's PingPong
-    Hockney fit. Where two mappings measured one region, the first fit (lowest λ) is kept."""
-    found: dict[tuple[str, str, str], dict[str, tuple[float, float | None, str]]] = {}
-    notes: list[str] = []
+def pingpong_regions(cells: pl.DataFrame) -> dict[str, str]:
+    """PingPong label -> the region its ``ok`` cells recorded for ranks 0 and 1 (the first one)."""
+    import polars as pl
+
+    pp = cells.filter((pl.col("status") == "ok") & (pl.col("benchmark") == "PingPong") & pl.col("region").is_not_null())
+    region_of: dict[str, str] = {}
+    for row in pp.iter_rows(named=True):
+        region_of.setdefault(cell_label(row), row["region"])
+    return region_of
+
+
+def region_pingpong_fits(hockney: Iterable[Mapping[str, Any]], region_of_label: Mapping[str, str],
+                         ) -> dict[tuple[str, str, str], dict[str, Mapping[str, Any]]]:
+    """Per (stack, transport, knobs) and region, the PingPong Hockney fit that prices the region:
+    where two mappings measured one region, the first fit (lowest λ)."""
+    found: dict[tuple[str, str, str], dict[str, Mapping[str, Any]]] = {}
     for fit in hockney:
         label = fit.get("label") or ""
         region = region_of_label.get(label)
         if fit.get("benchmark") != "PingPong" or "error" in fit or fit.get("latency_us") is None or region is None:
             continue
         key = _series_key(fit.get("stack") or label.split("/")[0], fit.get("transport") or label.split("/")[1], label)
-        lam, bw = float(fit["latency_us"]), fit.get("bandwidth_MBps")
         held = found.setdefault(key, {})
-        if region not in held or lam < held[region][0]:
-            held[region] = (lam, float(bw) if bw else None, label)
+        if region not in held or float(fit["latency_us"]) < float(held[region]["latency_us"]):
+            held[region] = fit
+    return found
+
+
+def table_from_hockney(hockney: Iterable[Mapping[str, Any]], region_of_label: Mapping[str, str],
+                       ) -> tuple[dict[tuple[str, str, str], RegionTable], list[str]]:
+    """Per (stack, transport, knobs): λ (first segment) and asymptotic B of each region's PingPong
+    Hockney fit (:func:`region_pingpong_fits`)."""
     tables = {}
-    for key, regions in found.items():
-        source = "PingPong Hockney fits " + ", ".join(f"{r}: {v[2]}" for r, v in regions.items())
+    notes: list[str] = []
+    for key, regions in region_pingpong_fits(hockney, region_of_label).items():
+        source = "PingPong Hockney fits " + ", ".join(f"{r}: {f['label']}" for r, f in regions.items())
         try:
-            tables[key] = RegionTable({r: v[0] for r, v in regions.items()},
-                                      {r: v[1] for r, v in regions.items() if v[1]}, source)
+            tables[key] = RegionTable({r: float(f["latency_us"]) for r, f in regions.items()},
+                                      {r: float(f["bandwidth_MBps"]) for r, f in regions.items()
+                                       if f.get("bandwidth_MBps")}, source)
         except RegionTableError as exc:  # a zero λ (an unusable fit): say so, keep the others
             notes.append(f"{'/'.join(key[:2])}: no region table: {exc}")
     return tables, notes
@@ -205,11 +226,12 @@ def topology_mismatch(topo: Topology, summaries: Iterable[Mapping[str, Any]]) ->
 
 def region_inputs(tidy_dir: str | Path, hockney: Sequence[Mapping[str, Any]] | None, *,
                   topo: Topology | None = None, table: RegionTable | None = None) -> RegionInputs:
-    """Ring hops and region tables from a tidy directory (``cells.parquet``, ``provenance.json``):
-    :func:`region_inputs_from` on what the directory holds."""
+    """Ring hops and region tables from a tidy directory (``cells.parquet``, ``provenance.json``,
+    ``topologies.json``): :func:`region_inputs_from` on what the directory holds."""
     import polars as pl
 
-    from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE
+    from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE, TOPOLOGIES_TABLE
+    from mpiatlas.node.topology_record import read_topologies
 
     cells_path = Path(tidy_dir) / CELLS_TABLE
     if not cells_path.is_file():
@@ -217,16 +239,39 @@ def region_inputs(tidy_dir: str | Path, hockney: Sequence[Mapping[str, Any]] | N
                                   missing=f"no {CELLS_TABLE} under {tidy_dir}")
     prov_path = Path(tidy_dir) / PROVENANCE_TABLE
     records = json.loads(prov_path.read_text()) if prov_path.is_file() else []
-    return region_inputs_from(pl.read_parquet(cells_path), records, hockney, topo=topo, table=table)
+    return region_inputs_from(pl.read_parquet(cells_path), records, hockney, topo=topo, table=table,
+                              topologies=read_topologies(Path(tidy_dir) / TOPOLOGIES_TABLE))
+
+
+def _fallback_topology(topo: Topology | None, summaries: Sequence[Mapping[str, Any]],
+                       notes: list[str]) -> Topology | None:
+    """For cells whose host recorded no topology (a campaign run before topologies were
+    recorded): ``topo``, or this machine's, when the cells' provenance says they ran on it."""
+    if topo is None:
+        from mpiatlas.node.topology import detect
+
+        try:
+            topo = detect()
+        except TopologyError as exc:
+            notes.append(f"region-aware ring model: no topology ({exc})")
+            return None
+    why = topology_mismatch(topo, summaries)
+    if why:
+        notes.append(f"region-aware ring model not applied: {why} (its hop regions are unknown here)")
+        return None
+    return topo
 
 
 def region_inputs_from(cells: pl.DataFrame | None, records: Sequence[Mapping[str, Any]], hockney: Sequence[Mapping[str, Any]] | None,
                        *, topo: Topology | None = None, table: RegionTable | None = None,
-                       missing: str = "no cells table given") -> RegionInputs:
+                       missing: str = "no cells table given",
+                       topologies: Mapping[str, Topology] | None = None) -> RegionInputs:
     """Ring hops and region tables from a cells table (a polars frame, None when absent: ``missing``
     says why) and the cells' provenance records.
 
-    ``topo``: the measured node's topology; by default the machine this runs on, used only when
+    A ring cell's ranks are placed on the topology its host recorded (``topologies``: host ->
+    topology, the tidy directory's ``topologies.json``), whatever host runs this. For a cell
+    whose host recorded none, ``topo`` (by default the machine this runs on) is used only when
     the cells' provenance says they ran on it (hostname, packages). ``table``: a region latency
     table pricing every label instead of the PingPong fits. Whatever is missing is a note."""
     import polars as pl
@@ -236,37 +281,26 @@ def region_inputs_from(cells: pl.DataFrame | None, records: Sequence[Mapping[str
         out.notes.append(f"region-aware ring model: {missing}")
         return out
     cells = cells.filter(pl.col("status") == "ok")
-    pp = cells.filter((pl.col("benchmark") == "PingPong") & pl.col("region").is_not_null())
-    region_of: dict[str, str] = {}
-    for row in pp.iter_rows(named=True):
-        region_of.setdefault(cell_label(row), row["region"])
     if table is None:
-        out.tables, notes = table_from_hockney(hockney or [], region_of)
+        out.tables, notes = table_from_hockney(hockney or [], pingpong_regions(cells))
         out.notes += notes
     ring = cells.filter((pl.col("benchmark") == "ring") & pl.col("requested_pins").is_not_null())
     if ring.height == 0:
         return out
-    ring_ids = set(ring["cell"].to_list())
-    summaries = [r.get("topology") or {} for r in records if r.get("cell") in ring_ids]
-    if topo is None:
-        from mpiatlas.node.topology import detect
-
-        try:
-            topo = detect()
-        except TopologyError as exc:
-            out.notes.append(f"region-aware ring model: no topology ({exc})")
-            return out
-    why = topology_mismatch(topo, summaries)
-    if why:
-        out.notes.append(f"region-aware ring model not applied: {why} (its hop regions are unknown here)")
-        return out
+    recorded = dict(topologies or {})
+    summary_of = {r.get("cell"): r.get("topology") or {} for r in records}
+    host_of = {cell: summary_of.get(cell, {}).get("hostname") or UNKNOWN_HOST for cell in ring["cell"].to_list()}
+    unrecorded = [c for c, h in host_of.items() if h not in recorded]
+    fallback = (_fallback_topology(topo, [summary_of.get(c, {}) for c in unrecorded], out.notes)
+                if unrecorded else None)
     for row in ring.iter_rows(named=True):
         key = (cell_label(row), int(row["np"]))
-        if key in out.hops:
+        node = recorded.get(host_of[row["cell"]]) or fallback
+        if key in out.hops or node is None:
             continue
         hosts = json.loads(row["hosts"]) if row.get("hosts") else None
         try:
-            place = cell_placement(topo, json.loads(row["requested_pins"]), nodes=int(row.get("nodes") or 1),
+            place = cell_placement(node, json.loads(row["requested_pins"]), nodes=int(row.get("nodes") or 1),
                                    hosts=hosts)
         except ValueError as exc:
             out.notes.append(f"ring {key[0]} P={key[1]}: no hop regions: {exc}")

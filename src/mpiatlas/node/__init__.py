@@ -3,6 +3,7 @@
 * :mod:`.topology` — hwloc XML → Topology, pin lists, hardware regions;
 * :mod:`.topology_sysfs` — the same from Linux sysfs, without hwloc;
 * :mod:`.topology_synthetic` — a machine described as ``pack:2 numa:4 … pu:1`` (for ``predict``);
+* :mod:`.topology_record` — a topology as JSON, recorded with each cell and kept per host by tidy;
 * :mod:`.multinode` — the allocation's nodes, placement over nodes, the node probe;
 * :mod:`.ssh_hosts` — mpirun over ssh: hosts, hostfile, the probe through ssh, each rank's host;
 * :mod:`.limits` — the node's copy rate per cache level and from memory (likwid-bench);

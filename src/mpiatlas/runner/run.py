@@ -27,6 +27,7 @@ provenance and status of every launch of the pass.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from mpiatlas.evidence import mpi_library, provenance
 from mpiatlas.matrix import layout
 from mpiatlas.node import ssh_hosts, topology
 from mpiatlas.matrix.layout import NODE_LOST, QUIET_WAIT, REMEASURED, STDERR, STDOUT
+from mpiatlas.node.topology_record import topology_record
 from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Program
@@ -158,6 +160,8 @@ def _launch_and_judge(program: Program, stack: Stack, spec: dict[str, Any], work
     launcher = record["launcher"] = resolve_launcher(spec.get("launcher"))
     topo = shared.topology(launcher)
     record["topology"] = topo.summary()
+    # The whole topology beside the raw output: the fits place the ranks on it wherever they run.
+    (work / layout.TOPOLOGY).write_text(json.dumps(topology_record(topo), separators=(",", ":")) + "\n")
     if program.threaded:
         record["threads"] = threads
     stack.check_launcher(launcher)

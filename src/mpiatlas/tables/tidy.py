@@ -1,4 +1,4 @@
-"""Raw cell directories -> tidy polars tables (cells, provenance, and every program's own tables).
+"""Raw cell directories -> tidy polars tables (cells, provenance, the hosts' topologies, and every program's own tables).
 
 One loop over the sealed cells: each gives a cells-table row, its provenance record, and its
 program's rows (mpiatlas.programs: IMB's ``imb_samples``, a kernel's ``kernel_<name>``). The tables
@@ -15,7 +15,18 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas.matrix.layout import CELLS_TABLE, IMB_SAMPLES, PROVENANCE, PROVENANCE_TABLE, QUIET_WAIT, REMEASURED, STATUS
+from mpiatlas.matrix.layout import (
+    CELLS_TABLE,
+    IMB_SAMPLES,
+    PROVENANCE,
+    PROVENANCE_TABLE,
+    QUIET_WAIT,
+    REMEASURED,
+    STATUS,
+    TOPOLOGIES_TABLE,
+    TOPOLOGY,
+)
+from mpiatlas.node.topology_record import collect_topologies
 
 # The pinner of a cell whose coordinates name none (cells.DEFAULT_PINNER; cells is not imported at
 # module level, see below).
@@ -204,6 +215,9 @@ def tidy(cell_dirs: list[Path], out_dir: Path, expected: list[str] | None = None
         frame.write_parquet(out_dir / table)
         counts[table] = frame.height
     (out_dir / PROVENANCE_TABLE).write_text(json.dumps(provs, indent=1, default=str) + "\n")
+    # One topology per host (the cells of a host share it): the fits place ranks with it.
+    topologies = collect_topologies(Path(d) / TOPOLOGY for d in sorted(cell_dirs))
+    (out_dir / TOPOLOGIES_TABLE).write_text(json.dumps(topologies, separators=(",", ":")) + "\n")
     samples = sum(n for table, n in counts.items() if table == IMB_SAMPLES)
     return {"cells": cells.height, "samples": samples, "kernel_rows": sum(counts.values()) - samples,
             "missing": cells.filter(pl.col("status") == "missing").height}

@@ -1,0 +1,169 @@
+"""``mpiatlas regions``: a campaign's per-region λ and B, as a table or as ``mpiatlas predict``'s CSV.
+
+Each region's λ (first-segment latency) and B (asymptotic bandwidth) come from the PingPong
+Hockney fit of the cells that placed ranks 0 and 1 in that region (the region mappings, or any
+mapping whose pair sits in one region; where two mappings measured one region, the lower λ):
+:func:`mpiatlas.models.ring_regions.region_pingpong_fits`, the same table the region-aware ring
+model prices hops with. The fits are read from RESULTS/fits/hockney.json (or partial/), else
+fitted from the tidy samples. One table per stack, transport and knob set (a series).
+
+``--csv [FILE]`` writes one series as ``region,latency_us,bandwidth_MBps``
+(:func:`mpiatlas.models.region_latency.format_region_table`), the file ``mpiatlas predict`` and
+``mpiatlas fit --regions`` read; the 95 % CIs go in its ``#`` comment lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+Series = tuple[str, str, str]  # stack, transport, knobs
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser("regions", description=__doc__,
+                              help="a campaign's per-region λ and B (PingPong fits), or the region CSV predict reads")
+    p.add_argument("results", type=Path, metavar="RESULTS",
+                   help="a campaign's results directory (results/<name>: tidy/, fits/)")
+    p.add_argument("--csv", nargs="?", const="-", default=None, metavar="FILE",
+                   help="write one series as mpiatlas predict's region table (to FILE, default stdout)")
+    p.add_argument("--series", default=None, metavar="STACK/TRANSPORT[/KNOBS]",
+                   help="the series to write with --csv when the campaign has several")
+    p.set_defaults(func=run)
+
+
+class RegionsError(ValueError):
+    """The campaign gives no region table for these arguments; the message says why."""
+
+
+def run(args: argparse.Namespace) -> int:
+    from mpiatlas.models.fits import FitError
+    from mpiatlas.models.fits_files import FitsFileError
+    from mpiatlas.models.region_latency import RegionTableError
+
+    try:
+        fits = campaign_region_fits(args.results)
+        if args.csv is None:
+            _print_table(fits)
+            return 0
+        series = _choose(fits, args.series)
+        text = region_csv(series, fits[series], args.results)
+    except (RegionsError, FitError, FitsFileError, RegionTableError) as exc:
+        print(f"mpiatlas regions: {exc}", file=sys.stderr)
+        return 2
+    if args.csv == "-":
+        print(text, end="")
+    else:
+        Path(args.csv).write_text(text)
+        print(f"{args.csv}: {len(fits[series])} regions of {_name(series)}")
+    return 0
+
+
+def _dirs(results: Path) -> tuple[Path, Path]:
+    """(tidy, fits) of a campaign: the full ones, else the partial ones."""
+    from mpiatlas.matrix.layout import PARTIAL
+
+    for base in (results, results / PARTIAL):
+        if (base / "tidy").is_dir():
+            return base / "tidy", base / "fits"
+    raise RegionsError(f"{results}: no tidy/ (nor {PARTIAL}/tidy/): not a campaign's results directory "
+                       "(run the campaign, or mpiatlas tidy, first)")
+
+
+def campaign_region_fits(results: Path) -> dict[Series, dict[str, Mapping[str, Any]]]:
+    """Per series and region, the PingPong Hockney fit that prices the region."""
+    import polars as pl
+
+    from mpiatlas.matrix.layout import CELLS_TABLE, HOCKNEY_FIT
+    from mpiatlas.models.fits import FitOptions, fit_all
+    from mpiatlas.models.fits_files import read
+    from mpiatlas.models.ring_regions import pingpong_regions, region_pingpong_fits
+
+    tidy, fits_dir = _dirs(Path(results))
+    if not (tidy / CELLS_TABLE).is_file():
+        raise RegionsError(f"{tidy / CELLS_TABLE}: missing (the cells say which region each PingPong measured)")
+    region_of = pingpong_regions(pl.read_parquet(tidy / CELLS_TABLE))
+    if not region_of:
+        raise RegionsError(f"{tidy / CELLS_TABLE}: no ok PingPong cell recorded a region "
+                           "(a campaign with `mappings: [regions]` measures one per region)")
+    hockney: list[dict[str, Any]]
+    if (fits_dir / HOCKNEY_FIT).is_file():
+        hockney = read(fits_dir / HOCKNEY_FIT, "hockney")
+    else:  # fitted here, as the fit rule would
+        hockney = fit_all(tidy, FitOptions(models=("hockney",), hockney_benchmarks=("PingPong",))).hockney or []
+    found = region_pingpong_fits(hockney, region_of)
+    if not found:
+        raise RegionsError(f"{results}: no PingPong Hockney fit of a region's cells "
+                           f"(regions measured: {', '.join(sorted(set(region_of.values())))})")
+    return found
+
+
+def _name(series: Series) -> str:
+    return "/".join(series[:2]) + (f"/{series[2]}" if series[2] else "")
+
+
+def _choose(fits: Mapping[Series, Any], wanted: str | None) -> Series:
+    names = {_name(s): s for s in fits}
+    if wanted is None:
+        if len(names) == 1:
+            return next(iter(fits))
+        raise RegionsError(f"{len(names)} series have region fits; choose one with --series: {', '.join(sorted(names))}")
+    if wanted not in names:
+        raise RegionsError(f"--series {wanted}: no region fits; the campaign has {', '.join(sorted(names))}")
+    return names[wanted]
+
+
+def _ci(fit: Mapping[str, Any], key: str, unit: str, digits: int) -> str:
+    lo, hi = fit.get(key) or (None, None)
+    return f"95 % CI {lo:.{digits}f}–{hi:.{digits}f} {unit}" if lo is not None and hi is not None else "no CI"
+
+
+def region_csv(series: Series, fits: Mapping[str, Mapping[str, Any]], results: Path) -> str:
+    """The series' region table as predict's CSV, each region's CIs and fit in a comment."""
+    from mpiatlas.models.region_latency import RegionTable, format_region_table
+
+    source = f"mpiatlas regions {results} --series {_name(series)}"
+    table = RegionTable({r: float(f["latency_us"]) for r, f in fits.items()},
+                        {r: float(f["bandwidth_MBps"]) for r, f in fits.items() if f.get("bandwidth_MBps")}, source)
+    comments = [f"{source}: PingPong Hockney fits, λ (µs) and asymptotic B (MB/s) per region"]
+    comments += [f"{r}: λ {float(f['latency_us']):.3f} µs ({_ci(f, 'latency_ci_us', 'µs', 3)}), "
+                 f"B {_bw(f)} ({_ci(f, 'bandwidth_ci_MBps', 'MB/s', 0)}), from {f.get('label')}"
+                 for r, f in fits.items()]
+    return format_region_table(table, comments)
+
+
+def _bw(fit: Mapping[str, Any]) -> str:
+    bw = fit.get("bandwidth_MBps")
+    return f"{float(bw):.0f} MB/s" if bw else "no bandwidth (latency-bound fit)"
+
+
+def _ci_text(fit: Mapping[str, Any], value: str, ci: str, digits: int) -> str:
+    lo, hi = fit.get(ci) or (None, None)
+    v = fit.get(value)
+    if v is None:
+        return "-"
+    return f"{float(v):.{digits}f}" + (f" ({lo:.{digits}f}–{hi:.{digits}f})" if lo is not None and hi is not None else "")
+
+
+def _print_table(fits: Mapping[Series, Mapping[str, Mapping[str, Any]]]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from mpiatlas.stats.regions import region_rank
+
+    table = Table(title="Per-region PingPong Hockney fits, 95 % bootstrap CI")
+    table.add_column("series", no_wrap=True)
+    table.add_column("region", no_wrap=True)
+    table.add_column("λ µs (CI)", justify="right", no_wrap=True)
+    table.add_column("B MB/s (CI)", justify="right", no_wrap=True)
+    table.add_column("from", overflow="fold")
+    for series in sorted(fits):
+        for region in sorted(fits[series], key=region_rank):
+            f = fits[series][region]
+            table.add_row(escape(_name(series)), region, _ci_text(f, "latency_us", "latency_ci_us", 3),
+                          _ci_text(f, "bandwidth_MBps", "bandwidth_ci_MBps", 0), escape(str(f.get("label"))))
+    Console().print(table)
