@@ -132,7 +132,7 @@ def test_expansion_and_spec() -> None:
     matsum = cell_spec(config, next(c for c in cells if c.kernel == "matsum"))
     assert matsum["kernel"]["args"][:6] == ["--dims", "96,40,40", "--topo", "1", "--dist", "slab"]
     # with containers the kernel runs from the image: no host build
-    config["containers"] = {"enabled": True}
+    config = config.revised(containers={"enabled": True})
     assert cell_spec(config, cell)["kernel"]["build_dir"] is None
     assert cell_spec(config, cell)["container"]["image"].endswith("intelmpi.sif")
     assert build_labels(config) == []
@@ -401,7 +401,7 @@ def test_dry_run_lists_the_kernel_cells(tmp_path: Path, capsys: pytest.CaptureFi
     # Cells run a job group at a time (one run-cell process per group, not one job per cell):
     # the dry run lists every group that holds a kernel cell, with how many cells it holds.
     # profiles/local sets `grouping: machine` (one group per kind and stack: no scheduler).
-    config["grouping"] = "machine"
+    config = config.revised(grouping="machine")
     groups = job_groups(config, cells_of_kind(config, "kernel") + cells_of_kind(config, "imb"))
     assert sorted(g for g in groups if g.startswith("kernel_")) == ["kernel_intelmpi_machine_0"]
     for cell in cells:

@@ -22,7 +22,7 @@ import yaml
 
 from conftest import REPO, campaign_workdir
 from mpiatlas import multinode, programs, runner, ssh_hosts
-from mpiatlas.config import ConfigError, load, validate
+from mpiatlas.config import Campaign, ConfigError, load, validate
 from mpiatlas.outcome import Outcome
 from mpiatlas.runner.judge import judge_placement, mixed_transport_evidence
 from mpiatlas.stacks import LaunchSpec, StackError
@@ -232,9 +232,9 @@ def test_the_probe_goes_through_the_agent_and_names_what_failed(tmp_path: Path) 
 
 
 def test_cells_over_more_hosts_or_slots_than_given_are_unavailable(tmp_path: Path) -> None:
-    def run(config: dict, name: str) -> Outcome:
+    def run(config: Campaign, name: str) -> Outcome:
         cell = next(c for c in programs.cells_of_kind(config, "imb") if "placement=block" in c.id)
-        config["campaign"]["stacks_dir"] = str(REPO / ".stacks")
+        config = config.revised(campaign={"stacks_dir": str(REPO / ".stacks")})
         return runner.run_cell(programs.cell_spec(config, cell), tmp_path / name)
 
     out = run(ssh_config(hosts=["node1"]), "a")

@@ -28,7 +28,10 @@ import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mpiatlas.config import Campaign
 
 from mpiatlas import adaptive, layout
 from mpiatlas.cells import Cell
@@ -196,7 +199,7 @@ def series_values(raw: Path, cells: list[Cell]) -> dict[tuple[Any, ...], list[fl
 # -- one round's decision --------------------------------------------------------------------------
 
 
-def first_round_series(config: dict[str, Any]) -> list[dict[str, Any]]:
+def first_round_series(config: Campaign) -> list[dict[str, Any]]:
     """Every series of the campaign's own cells, at state MORE with their initial repetitions."""
     from mpiatlas.programs import expand
 
@@ -210,7 +213,7 @@ def first_round_series(config: dict[str, Any]) -> list[dict[str, Any]]:
              "state": adaptive.MORE, "round": 0} for key in sorted(base)]
 
 
-def decide_round(config: dict[str, Any], raw: Path, round_: int,
+def decide_round(config: Campaign, raw: Path, round_: int,
                  previous: dict[str, Any] | None) -> dict[str, Any]:
     """The decision after round ``round_`` (``previous``: round - 1's decision, None for round 0)."""
     spec = adaptive.spec_of(config)
@@ -244,7 +247,7 @@ def write_decision(decision: dict[str, Any], decision_file: str | Path, manifest
     layout.write_json_atomic(decision_file, decision)
 
 
-def _round_groups(config: dict[str, Any], round_: int, cells: list[Cell]) -> dict[str, list[dict[str, Any]]]:
+def _round_groups(config: Campaign, round_: int, cells: list[Cell]) -> dict[str, list[dict[str, Any]]]:
     from mpiatlas.resources import job_groups
 
     groups = job_groups(config, cells) if cells else {}

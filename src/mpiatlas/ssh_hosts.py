@@ -21,7 +21,10 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from mpiatlas.config import Campaign
 
 from mpiatlas import multinode
 from mpiatlas.stacks.base import StackError
@@ -82,20 +85,20 @@ def parse_hostfile(text: str, path: str = "<hostfile>") -> list[Host]:
     return hosts
 
 
-def config_hosts(config: dict[str, Any], source: str = "<config>") -> list[Host] | None:
+def config_hosts(config: Campaign, source: str = "<config>") -> list[Host] | None:
     """The hosts of ``hosts:`` (names, or ``{name, slots}``) or of the file ``hostfile:`` names;
     None when the config has neither. Raises StackError naming the key and what was expected."""
-    if config.get("hosts") and config.get("hostfile"):
+    if config.hosts and config.hostfile:
         raise StackError(f"{source}: hosts and hostfile: give one of them, not both")
-    if config.get("hostfile"):
-        path = Path(config["hostfile"])
+    if config.hostfile:
+        path = Path(config.hostfile)
         try:
             text = path.read_text()
         except OSError as exc:
             raise StackError(f"{source}: hostfile: cannot read {path}: {exc.strerror}") from None
         hosts = parse_hostfile(text, str(path))
-    elif config.get("hosts"):
-        hosts = [Host(h) if isinstance(h, str) else Host(h["name"], h.get("slots")) for h in config["hosts"]]
+    elif config.hosts:
+        hosts = [Host(h) if isinstance(h, str) else Host(h["name"], h.get("slots")) for h in config.hosts]
     else:
         return None
     names = [h.name for h in hosts]
@@ -105,27 +108,26 @@ def config_hosts(config: dict[str, Any], source: str = "<config>") -> list[Host]
     return hosts
 
 
-def check_config(config: dict[str, Any], source: str) -> list[str]:
+def check_config(config: Campaign, source: str) -> list[str]:
     """Problems of the hosts/ssh keys that the schema cannot see (config.validate reports them)."""
     problems = []
     try:
         config_hosts(config, source)
     except StackError as exc:
         problems.append(str(exc))
-    if (config.get("hosts") or config.get("hostfile")) and config["campaign"].get("launcher") == "srun":
+    if (config.hosts or config.hostfile) and config.campaign.launcher == "srun":
         problems.append(f"{source}: hosts: mpirun over ssh needs campaign.launcher mpirun (or auto outside SLURM), "
                         "not srun (srun places ranks on the allocation's nodes)")
     return problems
 
 
-def spec_fields(config: dict[str, Any]) -> dict[str, Any]:
+def spec_fields(config: Campaign) -> dict[str, Any]:
     """What a cell's spec carries of the hosts/ssh keys ({} without hosts, so other specs stay as they were)."""
     hosts = config_hosts(config)
     if hosts is None:
         return {}
-    ssh = config.get("ssh") or {}
     return {"hosts": [{"name": h.name, "slots": h.slots} for h in hosts],
-            "ssh": {"agent": ssh.get("agent", "ssh"), "config": _absolute(ssh.get("config"))}}
+            "ssh": {"agent": config.ssh.agent, "config": _absolute(config.ssh.config)}}
 
 
 def _absolute(path: str | None) -> str | None:

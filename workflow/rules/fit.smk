@@ -25,8 +25,8 @@ for VIEW, OUT in VIEWS.items():
         params:
             tidy=lambda wildcards, input: os.path.dirname(input.samples),
             fits=lambda wildcards, output: os.path.dirname(output.hockney),
-            bandwidth=config["network"]["bandwidth_gbit_s"],
-            network=config["network"]["name"],
+            bandwidth=CAMPAIGN.network.bandwidth_gbit_s,
+            network=CAMPAIGN.network.name,
         log:
             f"{LOGS}/{VIEW}/fit.log",
         conda:

@@ -91,9 +91,9 @@ def _run_group(args: argparse.Namespace) -> int:
     from mpiatlas.runner import run_group
 
     config, specs = group_specs(args.config, args.group, args.round_cells)
-    results = layout.results_dir(config["campaign"]["name"])
+    results = layout.results_dir(config.campaign.name)
     outs = [Path(layout.raw_dir(results, spec["id"])) for spec in specs]
-    done = run_group(specs, outs, remeasure=int(config["campaign"].get("remeasure", 0)))
+    done = run_group(specs, outs, remeasure=int(config.campaign.remeasure))
     for entry in done:
         print(f"{entry['cell']}: {entry['status']}" + ("" if entry["ran"] else " (sealed before, skipped)")
               + _quality_note(entry))

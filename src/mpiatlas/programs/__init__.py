@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 from itertools import chain
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpiatlas import knobs
 from mpiatlas.cells import (
@@ -30,6 +30,9 @@ from mpiatlas.programs.kernels.jacobi import Jacobi
 from mpiatlas.programs.kernels.matsum import Matsum
 from mpiatlas.programs.kernels.pingpong import Pingpong
 from mpiatlas.programs.kernels.ring import Ring
+
+if TYPE_CHECKING:
+    from mpiatlas.config import Campaign
 
 REGISTRY: dict[str, Program] = {p.name: p for p in (Imb(), Ring(), Matsum(), Jacobi(), Pingpong(), Coll())}
 # The C kernels, in the order they are built and tabled.
@@ -51,7 +54,7 @@ def program_of_spec(spec: dict[str, Any]) -> Program:
     return REGISTRY[spec["kernel"]["name"]] if "kernel" in spec else REGISTRY["imb"]
 
 
-def expand(config: dict[str, Any]) -> list[Cell]:
+def expand(config: Campaign) -> list[Cell]:
     """Every cell of every registered program, validated (transports, algorithms), sorted; each
     once per knob set its stack runs with (mpiatlas.knobs: an axis of every program's cells), and
     over nodes once per ranks per node and placement (``ppn``, ``placement``)."""
@@ -61,7 +64,7 @@ def expand(config: dict[str, Any]) -> list[Cell]:
     return sort_cells(with_knob_sets(config, with_node_axes(config, cells)))
 
 
-def with_node_axes(config: dict[str, Any], cells: Iterable[Cell]) -> Iterable[Cell]:
+def with_node_axes(config: Campaign, cells: Iterable[Cell]) -> Iterable[Cell]:
     """``cells``, the multi-node ones under the ``ppn`` and ``placement`` axes.
 
     ``ppn`` (ranks per node): a node cell is kept when np / nodes is one of them; an IMB two-rank
@@ -70,8 +73,8 @@ def with_node_axes(config: dict[str, Any], cells: Iterable[Cell]) -> Iterable[Ce
     ``placement`` (cyclic | block): each node cell with more than one rank per node once per
     placement (one rank per node places alike either way: once, as cyclic). Without these keys
     every cell stays as it was (ids unchanged)."""
-    ppns, placements = config.get("ppn"), config.get("placement") or [DEFAULT_DISTRIBUTION]
-    if ppns is None and placements == [DEFAULT_DISTRIBUTION]:
+    ppns, placements = config.ppn, config.placement
+    if ppns is None and placements == (DEFAULT_DISTRIBUTION,):
         return cells
     distributions = [cell_distribution(p) for p in placements]
 
@@ -90,15 +93,15 @@ def with_node_axes(config: dict[str, Any], cells: Iterable[Cell]) -> Iterable[Ce
     return chain.from_iterable(expand_one(cell) for cell in cells)
 
 
-def with_knob_sets(config: dict[str, Any], cells: Iterable[Cell]) -> Iterable[Cell]:
+def with_knob_sets(config: Campaign, cells: Iterable[Cell]) -> Iterable[Cell]:
     """``cells``, each once per knob set selected for its stack ("" keeps the cell as it is)."""
-    if not config.get("knobs"):
+    if not config.knobs:
         return cells  # no knob set defined: every cell as it always was, at no cost
-    sets = {label: knobs.selected_sets(config, label) for label in config["stacks"]}
+    sets = {label: knobs.selected_sets(config, label) for label in config.stacks}
     return (cell if name == "" else replace(cell, knobs=name) for cell in cells for name in sets[cell.stack])
 
 
-def cell_spec(config: dict[str, Any], cell: Cell) -> dict[str, Any]:
+def cell_spec(config: Campaign, cell: Cell) -> dict[str, Any]:
     """Everything the runner needs for one cell, JSON-ready (no config file needed at run time):
     what every cell shares, and its program's own block (``imb`` or ``kernel``)."""
     program = program_of(cell)
@@ -112,6 +115,6 @@ def tables() -> list[str]:
     return [table for program in REGISTRY.values() for table in program.tables]
 
 
-def cells_of_kind(config: dict[str, Any], kind: str) -> list[Cell]:
+def cells_of_kind(config: Campaign, kind: str) -> list[Cell]:
     """The campaign's cells of one kind (``imb`` or ``kernel``), validated and sorted."""
     return [cell for cell in expand(config) if cell.kind == kind]

@@ -19,6 +19,9 @@ from mpiatlas.cells import Cell, distribution_of_id, mapping_segment, series_lab
 from mpiatlas.outcome import Outcome
 from mpiatlas.stacks import Stack
 
+if TYPE_CHECKING:
+    from mpiatlas.config import Campaign
+
 if TYPE_CHECKING:  # polars is imported where rows are built: `mpiatlas run-cell` starts without it
     import polars as pl
 
@@ -52,15 +55,15 @@ class Program(ABC):
     threaded: bool = False
 
     @abstractmethod
-    def cells(self, config: dict[str, Any]) -> list[Cell]:
+    def cells(self, config: Campaign) -> list[Cell]:
         """Every cell of this program in the campaign ([] without its config block)."""
 
-    def stack_extras(self, config: dict[str, Any], cell: Cell) -> dict[str, Any]:
+    def stack_extras(self, config: Campaign, cell: Cell) -> dict[str, Any]:
         """Entries of the spec's ``stack`` block beyond label, kind, source and prefix."""
         return {}
 
     @abstractmethod
-    def spec_block(self, config: dict[str, Any], cell: Cell) -> dict[str, Any]:
+    def spec_block(self, config: Campaign, cell: Cell) -> dict[str, Any]:
         """The program's top-level entries of the cell spec (JSON-ready)."""
 
     @abstractmethod
@@ -87,12 +90,12 @@ class Program(ABC):
     def rows(self, cell_dir: Path, row: dict[str, Any], prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
         """Tidy table name -> the sealed cell's rows ({} when it has none)."""
 
-    def work_s(self, config: dict[str, Any], cell: Cell) -> float | None:
+    def work_s(self, config: Campaign, cell: Cell) -> float | None:
         """Pessimistic seconds of one launch's own work; None: not modelled (the timeout is asked)."""
         return None
 
     @abstractmethod
-    def mem_mb(self, config: dict[str, Any], cell: Cell) -> int:
+    def mem_mb(self, config: Campaign, cell: Cell) -> int:
         """Memory to request for the cell: the MPI library and the program's buffers, every rank."""
 
 
