@@ -151,16 +151,16 @@ def _verdict(checked: Checked, details: dict[str, Any], problems: list[str], bin
 
 
 def judge_placement(outcome: Outcome, spec: dict[str, Any], pin_sets: list[tuple[int, ...]] | None,
-                    facts: list[multinode.NodeFacts], output: str, record: dict[str, Any]) -> Outcome:
+                    facts: list[multinode.NodeFacts], output: str) -> Outcome:
     """A multi-node cell is only ``ok`` if every rank really ran on the node its placement (cyclic |
     block) plans, each on the cpus asked for, and no two ranks of one machine were left to share a
-    core (multinode.time_sliced)."""
+    core (multinode.time_sliced). The details name the host of every rank (``rank_hosts``)."""
     if outcome.status not in ("ok", "invalid"):
         return outcome
     cell = spec["cell"]
     details = dict(outcome.details or {})
     hosts = ssh_hosts.rank_hosts(output)
-    record["rank_hosts"] = {str(r): h for r, h in sorted(hosts.items())}
+    rank_hosts = {str(r): h for r, h in sorted(hosts.items())}
     binding = {int(r): set(c) for r, c in (details.get("obtained_binding") or {}).items()}
     problems = multinode.placement_problems(int(cell["np"]), int(cell["nodes"]), hosts, binding, facts,
                                             cell.get("distribution") or "cyclic")
@@ -169,7 +169,7 @@ def judge_placement(outcome: Outcome, spec: dict[str, Any], pin_sets: list[tuple
         details["binding_ok"] = not wrong
         if wrong:
             problems.append(f"ranks {wrong} were not bound to the cpu sets asked for ({[list(pin_sets[r]) for r in wrong]})")
-    details.update(rank_hosts=record["rank_hosts"], placement_ok=not problems)
+    details.update(rank_hosts=rank_hosts, placement_ok=not problems)
     if outcome.status == "ok" and problems:
         return Outcome("invalid", "; ".join(problems), details)
     if problems:

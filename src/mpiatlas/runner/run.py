@@ -29,6 +29,7 @@ from mpiatlas.layout import NODE_LOST, REMEASURED, STDERR, STDOUT
 from mpiatlas.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Program
+from mpiatlas.provenance import UNSET, Provenance, Unset
 from mpiatlas.quality import PERTURBED
 from mpiatlas.runner import likwid_pin
 from mpiatlas.runner.judge import judge, judge_library, judge_placement
@@ -36,6 +37,7 @@ from mpiatlas.runner.knob_overlay import overlay_launch, shell_replaced
 from mpiatlas.runner.lifecycle import close_cell, error_outcome, image_facts, open_cell, read_status
 from mpiatlas.runner.plan import (
     Plan,
+    PlanRefused,
     cell_distribution,
     cell_nodes,
     interface_env,
@@ -67,13 +69,39 @@ def launch_probe(spec: LaunchSpec, program: list[str]) -> Probe:
                  rank_names=frozenset(Path(a).name for a in program))
 
 
-def launch_and_run(stack: Stack, program: list[str], launch_spec: LaunchSpec, work: Path, timeout_s: float,
-                   record: dict[str, Any], extra_env: dict[str, str] | None = None,
-                   knobs: dict[str, Any] | None = None) -> tuple[int | None, str, str]:
-    """Build the stack's launch of ``program``, run it in ``work`` with the timeout, and record
-    argv, the relevant environment, exit code, the launch's own wall time (``wall_s``, see
-    mpiatlas.runner.process) and what the machine did meanwhile (``machine``, runner.machine_state;
-    lifecycle judges it when the cell is sealed). ``extra_env`` (e.g. OMP_NUM_THREADS) goes to the
+@dataclass
+class LaunchFacts:
+    """What provenance keeps of a launch before it runs: argv, the relevant environment, the knob
+    set and what it replaced (UNSET without one)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    knobs: dict[str, Any] | Unset = UNSET
+
+
+@dataclass
+class RunFacts:
+    """What provenance keeps of a launch that ran: exit code, its own wall time (``wall_s``, see
+    mpiatlas.runner.process), what the machine did meanwhile (``machine``, runner.machine_state;
+    lifecycle judges it when the cell is sealed)."""
+
+    exit_code: int | None
+    wall_s: float
+    machine: dict[str, Any] | None
+
+
+@dataclass
+class PreparedLaunch:
+    """A launch ready to run: its argv and whole environment, and what provenance keeps of it."""
+
+    argv: list[str]
+    env: dict[str, str]
+    facts: LaunchFacts
+
+
+def prepare_launch(stack: Stack, program: list[str], launch_spec: LaunchSpec, extra_env: dict[str, str] | None = None,
+                   knobs: dict[str, Any] | None = None) -> PreparedLaunch:
+    """Build the stack's launch of ``program``. ``extra_env`` (e.g. OMP_NUM_THREADS) goes to the
     launcher, which passes it on to the ranks. ``knobs`` (the cell's knob set: name and env) override all of it
     (runner.knob_overlay gives the precedence); provenance records them and what they replaced."""
     launch = stack.launch(program, launch_spec)
@@ -86,13 +114,18 @@ def launch_and_run(stack: Stack, program: list[str], launch_spec: LaunchSpec, wo
     replaced |= shell_replaced(base, knob_env, replaced)
     env = base | launch.env | extra | knob_env
     # The loader's variables as the launch has them (the caller's LD_LIBRARY_PATH after the stack's).
-    record.update(argv=launch.argv,
-                  env=provenance.relevant_env(stack.runtime_env() | launch.env | extra | knob_env, env))
+    facts = LaunchFacts(launch.argv, provenance.relevant_env(stack.runtime_env() | launch.env | extra | knob_env, env))
     if knobs:
-        record["knobs"] = {"name": knobs["name"], "env": knob_env, "replaced": replaced}
-    rc, stdout, stderr, wall, machine = _run(launch.argv, env, work, timeout_s, launch_probe(launch_spec, program))
-    record.update(exit_code=rc, wall_s=round(wall, 3), machine=machine)
-    return rc, stdout, stderr
+        facts.knobs = {"name": knobs["name"], "env": knob_env, "replaced": replaced}
+    return PreparedLaunch(launch.argv, env, facts)
+
+
+def run_prepared(prepared: PreparedLaunch, launch_spec: LaunchSpec, program: list[str], work: Path,
+               timeout_s: float) -> tuple[int | None, str, str, RunFacts]:
+    """Run a prepared launch in ``work`` with the timeout: exit code, stdout, stderr and its facts."""
+    rc, stdout, stderr, wall, machine = _run(prepared.argv, prepared.env, work, timeout_s,
+                                             launch_probe(launch_spec, program))
+    return rc, stdout, stderr, RunFacts(rc, round(wall, 3), machine)
 
 
 @dataclass
@@ -115,43 +148,66 @@ class Shared:
         return self.stacks[key]
 
 
-def program_argv(program: Program, spec: dict[str, Any], stack: Stack, record: dict[str, Any]) -> list[str]:
-    """argv of one rank: the host's program, or ``apptainer exec IMAGE ...`` (hybrid model)."""
+@dataclass
+class ImageFacts:
+    """The image a containerised cell's ranks run in, as provenance keeps it."""
+
+    image: str
+    image_digest: str
+    containerized: bool = True
+
+
+def program_argv(program: Program, spec: dict[str, Any], stack: Stack) -> tuple[list[str], ImageFacts | None]:
+    """argv of one rank: the host's program, or ``apptainer exec IMAGE ...`` (hybrid model) and its image."""
     container = spec.get("container")
     if not container:
-        return program.host_argv(spec, stack)
+        return program.host_argv(spec, stack), None
     facts = image_facts(container)
-    record.update(containerized=True, image=facts["image"], image_digest=facts["digest"])
-    return program.image_argv(spec, facts)
+    return program.image_argv(spec, facts), ImageFacts(facts["image"], facts["digest"])
 
 
 def _launch_and_judge(program: Program, stack: Stack, spec: dict[str, Any], work: Path,
-                      record: dict[str, Any], shared: Shared) -> Outcome:
+                      record: Provenance, shared: Shared) -> Outcome:
+    """Plan, launch and judge one cell. ``record`` is the cell's provenance (run_cell's): each stage
+    returns its facts and they are put into it here, as they come, so a cell that ends part-way
+    (unavailable, an error) keeps what was found before."""
     cell = spec["cell"]
     threads = int(cell.get("threads", 1))
-    launcher = record["launcher"] = resolve_launcher(spec.get("launcher"))
+    launcher = record.launcher = resolve_launcher(spec.get("launcher"))
     topo = shared.topology(launcher)
-    record["topology"] = topo.summary()
+    record.topology = topo.summary()
     if program.threaded:
-        record["threads"] = threads
+        record.threads = threads
     stack.check_launcher(launcher)
-    placed: Plan = plan(stack, spec, topo, launcher, record, threads, program.threaded)
-    record["stack_version"] = stack.version()
-    argv = program_argv(program, spec, stack, record)
+    try:
+        placed: Plan = plan(stack, spec, topo, launcher, threads, program.threaded)
+    except PlanRefused as refused:
+        record.merge(refused.facts)
+        raise refused.cause from None
+    record.merge(placed.facts)
+    record.stack_version = stack.version()
+    argv, image = program_argv(program, spec, stack)
+    if image is not None:
+        record.merge(image)
     extras = program.launch_extras(spec, placed.oversubscribed)
     nodes, ppn = cell_nodes(cell)
-    rank_argvs = _likwid_argvs(placed, argv, stack, record)
-    rc, stdout, stderr = launch_and_run(stack, argv, LaunchSpec(
+    rank_argvs, likwid = _likwid_argvs(placed, argv, stack)
+    if likwid is not None:
+        record.likwid = likwid
+    launch_spec = LaunchSpec(
         np=cell["np"], transport=cell["transport"], pins=placed.pins, pin_sets=placed.pin_sets,
         oversubscribe=placed.oversubscribed, collective=extras.collective, algorithm=extras.algorithm,
         workdir=work, launcher=launcher, nodes=nodes, ppn=ppn, rank_argvs=rank_argvs,
-        distribution=cell_distribution(cell), **launch_hosts(spec, launcher, nodes),
-    ), work, spec["timeout_s"], record, extras.env | interface_env(stack, spec), spec.get("knobs"))
-    if record.get("ssh"):  # mpirun over ssh: judged on whole lines (the raw files stay as launched)
+        distribution=cell_distribution(cell), **launch_hosts(spec, launcher, nodes))
+    prepared = prepare_launch(stack, argv, launch_spec, extras.env | interface_env(stack, spec), spec.get("knobs"))
+    record.merge(prepared.facts)
+    rc, stdout, stderr, ran = run_prepared(prepared, launch_spec, argv, work, spec["timeout_s"])
+    record.merge(ran)
+    if record.ssh is not UNSET:  # mpirun over ssh: judged on whole lines (the raw files stay as launched)
         stdout, stderr = ssh_hosts.rejoin_split_lines(stdout), ssh_hosts.rejoin_split_lines(stderr)
     # The library the ranks ran (their banner, the libmpi the loader gives the program): judged last.
-    library = record["mpi_library"] = mpi_library.evidence(
-        stack, argv, record["env"].get("LD_LIBRARY_PATH"), stdout + "\n" + stderr, bool(record.get("containerized")))
+    library = record.mpi_library = mpi_library.evidence(
+        stack, argv, prepared.facts.env.get("LD_LIBRARY_PATH"), stdout + "\n" + stderr, record.containerized)
     if placed.likwid_sets is not None:
         return judge_library(judge(stack, spec, None, placed.likwid_sets, rc, stdout, stderr), library)
     if placed.node_facts is None:
@@ -159,20 +215,23 @@ def _launch_and_judge(program: Program, stack: Stack, spec: dict[str, Any], work
                                    placed.unpinned_note), library)
     # Over nodes, the cpu sets of co-located nodes are checked by judge_placement.
     outcome = judge(stack, spec, placed.pins, None, rc, stdout, stderr)
-    outcome = judge_placement(outcome, spec, placed.pin_sets, placed.node_facts, stdout + "\n" + stderr, record)
+    outcome = judge_placement(outcome, spec, placed.pin_sets, placed.node_facts, stdout + "\n" + stderr)
+    if outcome.details is not None and "rank_hosts" in outcome.details:
+        record.rank_hosts = outcome.details["rank_hosts"]
     outcome = judge_library(outcome, library)
     if placed.pin_sets is not None and outcome.details is not None and "pinning" in outcome.details:
         outcome.details["pinning"] = "cpu set per rank"
     return outcome
 
 
-def _likwid_argvs(placed: Plan, argv: list[str], stack: Stack, record: dict[str, Any]) -> list[list[str]] | None:
+def _likwid_argvs(placed: Plan, argv: list[str],
+                  stack: Stack) -> tuple[list[list[str]] | None, dict[str, Any] | None]:
     """Under the likwid pinner, each rank's argv (runner.likwid_pin) and what provenance keeps of it;
-    None otherwise. The program sees the launch's own LD_LIBRARY_PATH, which likwid-pin would change."""
+    (None, None) otherwise. The program sees the launch's own LD_LIBRARY_PATH, which likwid-pin would change."""
     if placed.likwid_sets is None or placed.likwid_pin is None:
-        return None
-    record["likwid"] = {"pin": placed.likwid_pin, "version": likwid_pin.likwid_version(placed.likwid_pin)}
-    return likwid_pin.rank_argvs(placed.likwid_pin, placed.likwid_sets, argv, stack.env().get("LD_LIBRARY_PATH"))
+        return None, None
+    facts = {"pin": placed.likwid_pin, "version": likwid_pin.likwid_version(placed.likwid_pin)}
+    return likwid_pin.rank_argvs(placed.likwid_pin, placed.likwid_sets, argv, stack.env().get("LD_LIBRARY_PATH")), facts
 
 
 def run_cell(spec: dict[str, Any], out: Path, shared: Shared | None = None,
@@ -183,10 +242,10 @@ def run_cell(spec: dict[str, Any], out: Path, shared: Shared | None = None,
     shared = shared or Shared()
     program = program_of_spec(spec)
     work, record = open_cell(spec, out)
-    record["pinner"] = spec.get("pinner", "stack")
+    record.pinner = spec.get("pinner", "stack")
     likwid_topology = provenance.likwid_topology()
-    if likwid_topology is not None:  # likwid's view of the node, beside hwloc's (record["topology"])
-        record["likwid_topology"] = likwid_topology
+    if likwid_topology is not None:  # likwid's view of the node, beside hwloc's (record.topology)
+        record.likwid_topology = likwid_topology
     outcome = Outcome("failed", "not run")
     try:
         stack = shared.stack(spec)
