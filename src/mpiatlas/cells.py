@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from mpiatlas import ssh_hosts
 from mpiatlas.config import Campaign, ConfigError
@@ -92,7 +92,7 @@ class Cell:
     def cores(self) -> int:
         return self.np * self.threads
 
-    def coords(self) -> dict[str, Any]:
+    def coords(self) -> Coords:
         """The cell's coordinates as provenance.json stores them (each kind keeps its own shape)."""
         coords = asdict(self)
         # The optional axes appear only when set: a cell without them records what it always did.
@@ -101,8 +101,109 @@ class Cell:
                 del coords[axis]
         if self.kind == "imb":
             del coords["threads"]  # IMB cells never had threads
-            return coords
-        return {**coords, "kernel": self.benchmark, "variant": self.algorithm}
+            return cast(Coords, coords)
+        return cast(Coords, {**coords, "kernel": self.benchmark, "variant": self.algorithm})
+
+
+# -- The cell spec: what a launch needs -----------------------------------------------------------
+# JSON that crosses a process boundary (run-cell --spec, specs re-expanded in a group, decision
+# files), so its type is a TypedDict: the checker knows every key, the wire format is the value itself.
+
+class Coords(TypedDict):
+    """A cell's coordinates (Cell.coords), as the spec and provenance.json hold them."""
+
+    kind: str
+    stack: str
+    transport: str
+    mapping: str
+    np: int
+    benchmark: str
+    algorithm: str
+    rep: int
+    nodes: int
+    threads: NotRequired[int]  # kernel cells only
+    options: NotRequired[str]
+    knobs: NotRequired[str]
+    pinner: NotRequired[str]
+    distribution: NotRequired[str]
+    kernel: NotRequired[str]
+    variant: NotRequired[str]
+
+
+class StackSpec(TypedDict):
+    label: str
+    kind: str
+    source: str
+    prefix: str
+    imb_from: NotRequired[str | None]  # IMB cells: the prefix whose IMB binaries an MPICH stack runs
+
+
+class StackExtras(TypedDict, total=False):
+    """What a program adds to the spec's ``stack`` block (Program.stack_extras)."""
+
+    imb_from: str | None
+
+
+class ContainerSpec(TypedDict):
+    image: str
+    inspect: str
+    preflight: str
+    binds: NotRequired[list[str]]  # absent from specs written before binds existed
+
+
+class KnobsSpec(TypedDict):
+    name: str
+    env: dict[str, str]
+
+
+class HostSpec(TypedDict):
+    name: str
+    slots: int | None
+
+
+class SshSpec(TypedDict):
+    agent: str
+    config: str | None
+
+
+class ImbBlock(TypedDict):
+    msglog: list[int]
+    time_s: float
+    mem_gb: float
+    iterations: int | None
+    options: NotRequired[dict[str, str]]
+
+
+class KernelBlock(TypedDict):
+    name: str
+    args: list[str]
+    threads: int
+    collective: str | None
+    algorithm: str | None
+    build_dir: str | None
+
+
+class CellSpec(TypedDict):
+    """Everything the runner needs for one cell (programs.cell_spec): no config file at run time."""
+
+    cell: Coords
+    id: str
+    stack: StackSpec
+    container: ContainerSpec | None
+    timeout_s: float
+    allow_oversubscribe: bool
+    perturbation: dict[str, float] | None
+    colocated_nodes: str
+    tcp_interface: str | None
+    net_devices: list[str] | None
+    launcher: str
+    knobs: KnobsSpec | None
+    pinner: str
+    hosts: NotRequired[list[HostSpec]]  # mpirun over ssh only (ssh_hosts.spec_fields)
+    ssh: NotRequired[SshSpec]
+    imb: NotRequired[ImbBlock]  # the program's own block: IMB cells
+    kind: NotRequired[str]  # kernel cells: "kernel", and their block
+    kernel: NotRequired[KernelBlock]
 
 
 # The cells' order (their fields in order): a C-level key, since sorting 10^5 cells through the
@@ -242,7 +343,7 @@ def imb_provider_prefix(config: Campaign, label: str) -> str | None:
     return stack_prefix(config, provider) if provider else None
 
 
-def container_spec(config: Campaign, label: str) -> dict[str, Any] | None:
+def container_spec(config: Campaign, label: str) -> ContainerSpec | None:
     """The image a cell of stack ``label`` runs in (hybrid model), or None when containers are off."""
     containers = config.containers
     if not containers.enabled:
@@ -309,11 +410,11 @@ def cell_from_id(cells: list[Cell], cell_id: str) -> Cell:
     raise ValueError(f"{cell_id} is not a cell of this campaign")
 
 
-def cell_spec_base(config: Campaign, cell: Cell) -> dict[str, Any]:
+def cell_spec_base(config: Campaign, cell: Cell) -> CellSpec:
     """What every cell's spec holds, whatever its program (programs.cell_spec adds the program's block)."""
     stack = config.stacks[cell.stack]
     run = config.campaign
-    return {
+    spec: CellSpec = {
         "cell": cell.coords(),
         "id": cell.id,
         "stack": {"label": cell.stack, "kind": stack.kind, "source": stack.source,
@@ -335,6 +436,9 @@ def cell_spec_base(config: Campaign, cell: Cell) -> dict[str, Any]:
         "knobs": {"name": cell.knobs, "env": dict(config.knobs[cell.knobs])} if cell.knobs else None,
         # Who pins the ranks: the stack, or likwid-pin around each rank (runner.likwid_pin).
         "pinner": cell.pinner or DEFAULT_PINNER,
-        # mpirun over ssh: the hosts and the ssh agent (mpiatlas.ssh_hosts); absent without hosts.
-        **ssh_hosts.spec_fields(config),
     }
+    # mpirun over ssh: the hosts and the ssh agent (mpiatlas.ssh_hosts); absent without hosts.
+    remote = ssh_hosts.spec_fields(config)
+    if remote is not None:
+        spec["hosts"], spec["ssh"] = remote
+    return spec

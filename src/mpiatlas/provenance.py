@@ -13,7 +13,10 @@ import socket
 import subprocess
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mpiatlas.cells import Coords
 
 from mpiatlas import __version__
 
@@ -155,7 +158,7 @@ class Provenance:
     set field, the names tidy and the report read)."""
 
     cell: str
-    coords: dict[str, Any]
+    coords: Coords
     start: str
     host: str
     cpu_model: str

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
+    from mpiatlas.cells import CellSpec, HostSpec, SshSpec
     from mpiatlas.config import Campaign
 
 from mpiatlas import multinode
@@ -121,13 +122,13 @@ def check_config(config: Campaign, source: str) -> list[str]:
     return problems
 
 
-def spec_fields(config: Campaign) -> dict[str, Any]:
-    """What a cell's spec carries of the hosts/ssh keys ({} without hosts, so other specs stay as they were)."""
+def spec_fields(config: Campaign) -> tuple[list[HostSpec], SshSpec] | None:
+    """What a cell's spec carries of the hosts/ssh keys (None without hosts: the spec has no such keys)."""
     hosts = config_hosts(config)
     if hosts is None:
-        return {}
-    return {"hosts": [{"name": h.name, "slots": h.slots} for h in hosts],
-            "ssh": {"agent": config.ssh.agent, "config": _absolute(config.ssh.config)}}
+        return None
+    return ([{"name": h.name, "slots": h.slots} for h in hosts],
+            {"agent": config.ssh.agent, "config": _absolute(config.ssh.config)})
 
 
 def _absolute(path: str | None) -> str | None:
@@ -138,7 +139,7 @@ def _absolute(path: str | None) -> str | None:
 # -- one cell -------------------------------------------------------------------------------------
 
 
-def cell_hosts(spec: dict[str, Any], nodes: int, ppn: int) -> list[Host]:
+def cell_hosts(spec: CellSpec, nodes: int, ppn: int) -> list[Host]:
     """The first ``nodes`` hosts of the spec, each able to take ``ppn`` ranks; StackError (unavailable)
     when there are too few or a host has fewer slots."""
     hosts = [Host(h["name"], h.get("slots")) for h in spec.get("hosts") or []]
@@ -154,14 +155,15 @@ def cell_hosts(spec: dict[str, Any], nodes: int, ppn: int) -> list[Host]:
     return hosts[:nodes]
 
 
-def spec_ssh(spec: dict[str, Any]) -> Ssh:
+def spec_ssh(spec: CellSpec) -> Ssh:
     """The spec's ssh agent, found on PATH (StackError when it is not), and its ``-F`` option."""
-    ssh = spec.get("ssh") or {}
-    agent = ssh.get("agent") or "ssh"
+    ssh = spec.get("ssh")
+    agent = (ssh["agent"] if ssh else None) or "ssh"
     found = shutil.which(agent)
     if found is None:
         raise StackError(f"unavailable: ssh agent {agent!r} (config ssh.agent) not found")
-    return Ssh(found, ("-F", ssh["config"]) if ssh.get("config") else ())
+    config = ssh["config"] if ssh else None
+    return Ssh(found, ("-F", config) if config else ())
 
 
 def probe_hosts(hosts: Sequence[Host], ssh: Ssh, timeout_s: float = 60) -> list[multinode.NodeFacts]:

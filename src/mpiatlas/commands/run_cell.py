@@ -13,7 +13,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mpiatlas.cells import CellSpec
+    from mpiatlas.config import Campaign
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,7 +58,7 @@ def _run_one(args: argparse.Namespace) -> int:
     return 0
 
 
-def group_specs(config_path: Path, group: str, round_cells: Path | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def group_specs(config_path: Path, group: str, round_cells: Path | None = None) -> tuple[Campaign, list[CellSpec]]:
     """The campaign config and the specs of the cells of ``group``: re-expanded from the config, or
     for a later adaptive round's group read from that round's decision (``round_cells``)."""
     from mpiatlas.config import load

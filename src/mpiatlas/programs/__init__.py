@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from mpiatlas import knobs
 from mpiatlas.cells import (
@@ -32,6 +32,7 @@ from mpiatlas.programs.kernels.pingpong import Pingpong
 from mpiatlas.programs.kernels.ring import Ring
 
 if TYPE_CHECKING:
+    from mpiatlas.cells import CellSpec
     from mpiatlas.config import Campaign
 
 REGISTRY: dict[str, Program] = {p.name: p for p in (Imb(), Ring(), Matsum(), Jacobi(), Pingpong(), Coll())}
@@ -49,7 +50,7 @@ def program_of(cell: Cell) -> Program:
     return REGISTRY["imb" if cell.kind == "imb" else cell.benchmark]
 
 
-def program_of_spec(spec: dict[str, Any]) -> Program:
+def program_of_spec(spec: CellSpec) -> Program:
     """The program of a cell spec (programs.cell_spec): its ``kernel`` block names a kernel."""
     return REGISTRY[spec["kernel"]["name"]] if "kernel" in spec else REGISTRY["imb"]
 
@@ -101,13 +102,13 @@ def with_knob_sets(config: Campaign, cells: Iterable[Cell]) -> Iterable[Cell]:
     return (cell if name == "" else replace(cell, knobs=name) for cell in cells for name in sets[cell.stack])
 
 
-def cell_spec(config: Campaign, cell: Cell) -> dict[str, Any]:
+def cell_spec(config: Campaign, cell: Cell) -> CellSpec:
     """Everything the runner needs for one cell, JSON-ready (no config file needed at run time):
     what every cell shares, and its program's own block (``imb`` or ``kernel``)."""
     program = program_of(cell)
     spec = cell_spec_base(config, cell)
     spec["stack"].update(program.stack_extras(config, cell))
-    return {**spec, **program.spec_block(config, cell)}
+    return cast("CellSpec", {**spec, **program.spec_block(config, cell)})
 
 
 def tables() -> list[str]:

@@ -20,6 +20,7 @@ from mpiatlas.outcome import Outcome
 from mpiatlas.stacks import Stack
 
 if TYPE_CHECKING:
+    from mpiatlas.cells import CellSpec, StackExtras
     from mpiatlas.config import Campaign
 
 if TYPE_CHECKING:  # polars is imported where rows are built: `mpiatlas run-cell` starts without it
@@ -47,6 +48,12 @@ class LaunchExtras:
     env: dict[str, str] = field(default_factory=dict)
 
 
+def container_binds(spec: CellSpec) -> list[str]:
+    """The extra --bind specs of a containerised cell's ``apptainer exec`` ([] without)."""
+    container = spec["container"]
+    return list(container.get("binds", [])) if container else []
+
+
 class Program(ABC):
     name: str
     kind: str  # the first part of its cells' ids: imb | kernel
@@ -58,7 +65,7 @@ class Program(ABC):
     def cells(self, config: Campaign) -> list[Cell]:
         """Every cell of this program in the campaign ([] without its config block)."""
 
-    def stack_extras(self, config: Campaign, cell: Cell) -> dict[str, Any]:
+    def stack_extras(self, config: Campaign, cell: Cell) -> StackExtras:
         """Entries of the spec's ``stack`` block beyond label, kind, source and prefix."""
         return {}
 
@@ -67,18 +74,18 @@ class Program(ABC):
         """The program's top-level entries of the cell spec (JSON-ready)."""
 
     @abstractmethod
-    def host_argv(self, spec: dict[str, Any], stack: Stack) -> list[str]:
+    def host_argv(self, spec: CellSpec, stack: Stack) -> list[str]:
         """argv of one rank, run from the host."""
 
     @abstractmethod
-    def image_argv(self, spec: dict[str, Any], facts: dict[str, Any]) -> list[str]:
+    def image_argv(self, spec: CellSpec, facts: dict[str, Any]) -> list[str]:
         """argv of one rank inside the cell's image (``facts``: runner.lifecycle.image_facts)."""
 
-    def launch_extras(self, spec: dict[str, Any], oversubscribed: bool) -> LaunchExtras:
+    def launch_extras(self, spec: CellSpec, oversubscribed: bool) -> LaunchExtras:
         return LaunchExtras()
 
     @abstractmethod
-    def check(self, spec: dict[str, Any], stdout: str, pins: list[int] | None,
+    def check(self, spec: CellSpec, stdout: str, pins: list[int] | None,
               sets: list[tuple[int, ...]] | None) -> Outcome | Checked:
         """The program's reading of a launch that exited 0: an Outcome when its output is unusable."""
 

@@ -27,10 +27,19 @@ from mpiatlas.outcome import Outcome
 from mpiatlas.parsers.imb_lines import parse_lines
 from mpiatlas.parsers.imb_shapes import ImbParseError
 from mpiatlas.programs import imb_options
-from mpiatlas.programs.base import MEM_PER_JOB_MB, MEM_PER_RANK_MB, Checked, LaunchExtras, Program, tag_columns
+from mpiatlas.programs.base import (
+    MEM_PER_JOB_MB,
+    MEM_PER_RANK_MB,
+    Checked,
+    LaunchExtras,
+    Program,
+    container_binds,
+    tag_columns,
+)
 from mpiatlas.stacks import Stack, StackError
 
 if TYPE_CHECKING:
+    from mpiatlas.cells import CellSpec, ImbBlock, StackExtras
     from mpiatlas.config import Campaign
     import polars as pl
 
@@ -121,7 +130,7 @@ def cells_of(config: Campaign, stacks: list[str]) -> list[Cell]:
     ]
 
 
-def imb_args(benchmark: str, np: int, imb: dict[str, Any]) -> list[str]:
+def imb_args(benchmark: str, np: int, imb: ImbBlock) -> list[str]:
     lo, hi = imb["msglog"]
     args = [benchmark, "-msglog", f"{lo}:{hi}", "-npmin", str(np), "-time", str(imb["time_s"]), "-mem", str(imb["mem_gb"])]
     if imb.get("iterations"):
@@ -146,7 +155,7 @@ class Imb(Program):
     def cells(self, config: Campaign) -> list[Cell]:
         return cells_of(config, imb_stacks(config))
 
-    def stack_extras(self, config: Campaign, cell: Cell) -> dict[str, Any]:
+    def stack_extras(self, config: Campaign, cell: Cell) -> StackExtras:
         # An MPICH stack runs the IMB binaries of the campaign's Intel MPI stack (MPICH ABI).
         return {"imb_from": imb_provider_prefix(config, cell.stack)}
 
@@ -158,14 +167,14 @@ class Imb(Program):
             block["options"] = imb_options.parse_segment(cell.options)
         return {"imb": block}
 
-    def host_argv(self, spec: dict[str, Any], stack: Stack) -> list[str]:
+    def host_argv(self, spec: CellSpec, stack: Stack) -> list[str]:
         binary = stack.imb_binary("IMB-MPI1")
         if binary is None:
             raise StackError(f"unavailable: no IMB-MPI1 for {stack.kind} (IMB source not reachable or not built)")
         cell = spec["cell"]
         return [str(binary), *imb_args(cell["benchmark"], cell["np"], spec["imb"])]
 
-    def image_argv(self, spec: dict[str, Any], facts: dict[str, Any]) -> list[str]:
+    def image_argv(self, spec: CellSpec, facts: dict[str, Any]) -> list[str]:
         """Hybrid model: the host launcher starts ``apptainer exec IMAGE IMB-MPI1 ...`` per rank."""
         status = facts["labels"].get("mpiatlas.imb", "")
         if status.startswith("unavailable"):
@@ -174,14 +183,14 @@ class Imb(Program):
         argv = ["IMB-MPI1", *imb_args(cell["benchmark"], cell["np"], spec["imb"])]
         from mpiatlas import containers  # jinja2 and image handling: container cells only
 
-        return containers.exec_argv(facts["image"], argv, spec["container"].get("binds", []))
+        return containers.exec_argv(facts["image"], argv, container_binds(spec))
 
-    def launch_extras(self, spec: dict[str, Any], oversubscribed: bool) -> LaunchExtras:
+    def launch_extras(self, spec: CellSpec, oversubscribed: bool) -> LaunchExtras:
         cell = spec["cell"]
         collective = cell["benchmark"].lower() if cell["algorithm"] != DEFAULT_ALGORITHM else None
         return LaunchExtras(collective=collective, algorithm=cell["algorithm"])
 
-    def check(self, spec: dict[str, Any], stdout: str, pins: list[int] | None,
+    def check(self, spec: CellSpec, stdout: str, pins: list[int] | None,
               sets: list[tuple[int, ...]] | None) -> Outcome | Checked:
         try:
             # The plain-Python executor: checking one cell's output needs no polars (tidy reads the

@@ -7,7 +7,7 @@ their own ``valid`` checks); everything else is judged here the same way for eve
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpiatlas import mpi_library, multinode, ssh_hosts, topology
 from mpiatlas.outcome import Outcome
@@ -17,13 +17,16 @@ from mpiatlas.runner.likwid_pin import is_likwid
 from mpiatlas.stacks import Stack
 from mpiatlas.stacks.base import CROSS_NODE, ON_NODE
 
+if TYPE_CHECKING:
+    from mpiatlas.cells import CellSpec
+
 
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return lines[-1][:300] if lines else ""
 
 
-def exit_outcome(spec: dict[str, Any], rc: int | None, stdout: str, stderr: str) -> Outcome | None:
+def exit_outcome(spec: CellSpec, rc: int | None, stdout: str, stderr: str) -> Outcome | None:
     """``timeout`` / ``failed`` for a launch that did not end cleanly, else None."""
     if rc is None:
         return Outcome("timeout", f"no result within {spec['timeout_s']} s")
@@ -97,7 +100,7 @@ def set_binding_problems(requested: list[tuple[int, ...]], binding: dict[int, se
     return problems
 
 
-def judge(stack: Stack, spec: dict[str, Any], pins: list[int] | None, sets: list[tuple[int, ...]] | None,
+def judge(stack: Stack, spec: CellSpec, pins: list[int] | None, sets: list[tuple[int, ...]] | None,
           rc: int | None, stdout: str, stderr: str, unpinned_note: str | None = None) -> Outcome:
     """Decide a finished launch's status from its exit code, its program's reading of the output
     and the evidence the stack printed. ``sets``: the cpu set of each rank of a one-node hybrid
@@ -150,7 +153,7 @@ def _verdict(checked: Checked, details: dict[str, Any], problems: list[str], bin
     return Outcome("ok", None, details)
 
 
-def judge_placement(outcome: Outcome, spec: dict[str, Any], pin_sets: list[tuple[int, ...]] | None,
+def judge_placement(outcome: Outcome, spec: CellSpec, pin_sets: list[tuple[int, ...]] | None,
                     facts: list[multinode.NodeFacts], output: str) -> Outcome:
     """A multi-node cell is only ``ok`` if every rank really ran on the node its placement (cyclic |
     block) plans, each on the cpus asked for, and no two ranks of one machine were left to share a

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpiatlas import provenance, quality, topology
 from mpiatlas.layout import NODE_LOST, PROVENANCE, STATUS, STDERR, STDOUT
@@ -25,6 +25,9 @@ from mpiatlas.outcome import Outcome
 from mpiatlas.provenance import UNSET, Provenance
 from mpiatlas.runner.scheduler_state import NodeLoss, node_failure_lines, node_loss
 from mpiatlas.stacks import StackError
+
+if TYPE_CHECKING:
+    from mpiatlas.cells import CellSpec, ContainerSpec
 
 
 class CellInterrupted(RuntimeError):
@@ -124,7 +127,7 @@ def clean_stale(out: Path) -> list[str]:
     return removed
 
 
-def open_cell(spec: dict[str, Any], out: Path) -> tuple[Path, Provenance]:
+def open_cell(spec: CellSpec, out: Path) -> tuple[Path, Provenance]:
     """Start a cell: refuse an existing ``out``, make the scratch directory the cell is written
     into (sealed into ``out`` by :func:`close_cell`), and the provenance record's first facts."""
     out = Path(out)
@@ -145,7 +148,7 @@ def open_cell(spec: dict[str, Any], out: Path) -> tuple[Path, Provenance]:
     return work, record
 
 
-def close_cell(work: Path, out: Path, spec: dict[str, Any], record: Provenance, outcome: Outcome) -> None:
+def close_cell(work: Path, out: Path, spec: CellSpec, record: Provenance, outcome: Outcome) -> None:
     """End a cell: provenance and status next to the raw output, read-only, renamed into ``out``.
     An interrupted cell (see :func:`interruption`) is discarded instead and CellInterrupted raised:
     its raw directory never appears, so Snakemake and the partial report see it as missing. If its
@@ -171,7 +174,7 @@ def close_cell(work: Path, out: Path, spec: dict[str, Any], record: Provenance, 
         raise CellInterrupted(f"{spec['id']}: sealed, then {late[0]}: the group stops")
 
 
-def _seal_cell(work: Path, out: Path, spec: dict[str, Any], record: Provenance, outcome: Outcome) -> None:
+def _seal_cell(work: Path, out: Path, spec: CellSpec, record: Provenance, outcome: Outcome) -> None:
     record.end = provenance.now()
     for name in (STDOUT, STDERR):
         (work / name).touch()
@@ -183,7 +186,7 @@ def _seal_cell(work: Path, out: Path, spec: dict[str, Any], record: Provenance, 
     _seal(work, Path(out))
 
 
-def launch_quality(spec: dict[str, Any], machine: dict[str, Any] | None, oversubscribed: bool) -> dict[str, Any]:
+def launch_quality(spec: CellSpec, machine: dict[str, Any] | None, oversubscribed: bool) -> dict[str, Any]:
     """``quality`` (ok | perturbed) and ``quality_reason`` of the launch, from its machine record
     (mpiatlas.quality); nothing for a cell that never launched. A separate axis from the status: a
     perturbed launch ran right, its numbers are just not the machine's own."""
@@ -222,7 +225,7 @@ def error_outcome(exc: topology.MappingUnavailable | StackError) -> Outcome:
         else Outcome("failed", text)
 
 
-def image_facts(container: dict[str, Any]) -> dict[str, Any]:
+def image_facts(container: ContainerSpec) -> dict[str, Any]:
     """Digest and labels of a cell's image, from the record the image rule wrote at build time."""
     record = json.loads(Path(container["inspect"]).read_text())
     labels = record["inspect"]["data"]["attributes"].get("labels", {})

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpiatlas import multinode, ssh_hosts, topology
 from mpiatlas.provenance import UNSET, Unset
 from mpiatlas.runner import likwid_pin
 from mpiatlas.stacks import Stack, StackError, fabrics
 from mpiatlas.stacks.base import INTRA_NODE_EXPECT
+
+if TYPE_CHECKING:
+    from mpiatlas.cells import CellSpec, Coords
 
 
 @dataclass
@@ -87,13 +90,13 @@ def launch_topology(launcher: str) -> topology.Topology:
     return topo
 
 
-def cell_nodes(cell: dict[str, Any]) -> tuple[int, int | None]:
+def cell_nodes(cell: Coords) -> tuple[int, int | None]:
     """(nodes, ranks per node) of a cell's launch; ranks per node is None on one node."""
     nodes = int(cell.get("nodes", 1))
     return nodes, (int(cell["np"]) // nodes if nodes > 1 else None)
 
 
-def cell_distribution(cell: dict[str, Any]) -> str:
+def cell_distribution(cell: Coords) -> str:
     """How a cell's ranks go over nodes: its ``distribution`` coordinate, cyclic when it has none."""
     return cell.get("distribution") or "cyclic"
 
@@ -109,7 +112,7 @@ def _same_node_region(topo: topology.Topology, pins: list[int] | None,
     return topology.region(topo, pin_sets[0][0], pin_sets[1][0])
 
 
-def interface_env(stack: Stack, spec: dict[str, Any]) -> dict[str, str]:
+def interface_env(stack: Stack, spec: CellSpec) -> dict[str, str]:
     """Variables keeping the stack's TCP traffic on the cell's ``tcp_interface`` ({} without one),
     and an InfiniBand transport on the stack's ``net_devices``: UCX_NET_DEVICES naming the TCP
     interface would leave an IB transport no device, so it is dropped for those."""
@@ -136,7 +139,7 @@ def rank_cpu_sets(topo: topology.Topology, mapping: str, np: int, threads: int, 
     return [tuple(slots[r + k * np] for k in range(threads)) for r in range(np)]
 
 
-def plan_single_node(stack: Stack, spec: dict[str, Any], topo: topology.Topology, launcher: str,
+def plan_single_node(stack: Stack, spec: CellSpec, topo: topology.Topology, launcher: str,
                      record: PlanFacts, threads: int = 1, threaded: bool = False) -> Plan:
     """The placement of a one-node cell: ``threads`` cores per rank under the mapping; a hybrid
     rank gets a cpu set where the stack can bind one. ``threaded`` programs record the cores asked for."""
@@ -170,7 +173,7 @@ def plan_single_node(stack: Stack, spec: dict[str, Any], topo: topology.Topology
     return plan
 
 
-def plan_multinode(stack: Stack, spec: dict[str, Any], topo: topology.Topology, launcher: str,
+def plan_multinode(stack: Stack, spec: CellSpec, topo: topology.Topology, launcher: str,
                    record: PlanFacts) -> tuple[list[int] | None, list[tuple[int, ...]] | None, bool,
                                                     list[multinode.NodeFacts]]:
     """A `node`-mapped cell: refuse what cannot cross nodes, probe the allocation's nodes, and
@@ -209,14 +212,14 @@ def plan_multinode(stack: Stack, spec: dict[str, Any], topo: topology.Topology, 
     return pins, pin_sets, oversubscribed, facts
 
 
-def _probe_ssh_hosts(spec: dict[str, Any], nodes: int, ppn: int, record: PlanFacts) -> list[multinode.NodeFacts]:
+def _probe_ssh_hosts(spec: CellSpec, nodes: int, ppn: int, record: PlanFacts) -> list[multinode.NodeFacts]:
     """mpirun over ssh: the cell's hosts (the first ``nodes`` of the config's), probed through its ssh agent."""
     hosts, ssh = ssh_hosts.cell_hosts(spec, nodes, ppn), ssh_hosts.spec_ssh(spec)
     record.ssh, record.launch_hosts = ssh.record(), [h.name for h in hosts]
     return ssh_hosts.probe_hosts(hosts, ssh)
 
 
-def launch_hosts(spec: dict[str, Any], launcher: str, nodes: int) -> dict[str, Any]:
+def launch_hosts(spec: CellSpec, launcher: str, nodes: int) -> dict[str, Any]:
     """LaunchSpec fields of mpirun over ssh (hosts, rsh agent and its options); {} otherwise."""
     if launcher == "srun" or nodes == 1 or not spec.get("hosts"):
         return {}
@@ -224,7 +227,7 @@ def launch_hosts(spec: dict[str, Any], launcher: str, nodes: int) -> dict[str, A
     return {"hosts": [h["name"] for h in spec["hosts"][:nodes]], "rsh_agent": ssh.agent, "rsh_args": ssh.args}
 
 
-def plan(stack: Stack, spec: dict[str, Any], topo: topology.Topology, launcher: str, threads: int,
+def plan(stack: Stack, spec: CellSpec, topo: topology.Topology, launcher: str, threads: int,
          threaded: bool) -> Plan:
     """The placement of any cell: over nodes for the `node` mapping, else on this node; its facts
     in ``Plan.facts``, or PlanRefused with those found before the cell proved unplaceable."""
@@ -236,7 +239,7 @@ def plan(stack: Stack, spec: dict[str, Any], topo: topology.Topology, launcher: 
         raise PlanRefused(exc, facts) from exc
 
 
-def _plan(stack: Stack, spec: dict[str, Any], topo: topology.Topology, launcher: str, record: PlanFacts,
+def _plan(stack: Stack, spec: CellSpec, topo: topology.Topology, launcher: str, record: PlanFacts,
           threads: int, threaded: bool) -> Plan:
     cell = spec["cell"]
     nodes, _ = cell_nodes(cell)

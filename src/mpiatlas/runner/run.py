@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpiatlas import layout, mpi_library, provenance, ssh_hosts, topology
 from mpiatlas.layout import NODE_LOST, REMEASURED, STDERR, STDOUT
@@ -48,6 +48,9 @@ from mpiatlas.runner.plan import (
 )
 from mpiatlas.runner.process import Probe, run_launch
 from mpiatlas.stacks import LaunchSpec, Stack, StackError, get_stack
+
+if TYPE_CHECKING:
+    from mpiatlas.cells import CellSpec, KnobsSpec
 
 
 def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float,
@@ -100,12 +103,12 @@ class PreparedLaunch:
 
 
 def prepare_launch(stack: Stack, program: list[str], launch_spec: LaunchSpec, extra_env: dict[str, str] | None = None,
-                   knobs: dict[str, Any] | None = None) -> PreparedLaunch:
+                   knobs: KnobsSpec | None = None) -> PreparedLaunch:
     """Build the stack's launch of ``program``. ``extra_env`` (e.g. OMP_NUM_THREADS) goes to the
     launcher, which passes it on to the ranks. ``knobs`` (the cell's knob set: name and env) override all of it
     (runner.knob_overlay gives the precedence); provenance records them and what they replaced."""
     launch = stack.launch(program, launch_spec)
-    knob_env = dict((knobs or {}).get("env") or {})
+    knob_env = dict(knobs["env"]) if knobs else {}
     overlaid = overlay_launch(launch, program, knob_env)
     launch = overlaid.launch
     extra = dict(extra_env or {})
@@ -140,7 +143,7 @@ class Shared:
             self.topologies[launcher] = launch_topology(launcher)
         return self.topologies[launcher]
 
-    def stack(self, spec: dict[str, Any]) -> Stack:
+    def stack(self, spec: CellSpec) -> Stack:
         imb_from = _absolute(spec["stack"].get("imb_from"))
         key = (spec["stack"]["kind"], spec["stack"]["prefix"], spec["stack"]["source"], str(imb_from))
         if key not in self.stacks:
@@ -157,7 +160,7 @@ class ImageFacts:
     containerized: bool = True
 
 
-def program_argv(program: Program, spec: dict[str, Any], stack: Stack) -> tuple[list[str], ImageFacts | None]:
+def program_argv(program: Program, spec: CellSpec, stack: Stack) -> tuple[list[str], ImageFacts | None]:
     """argv of one rank: the host's program, or ``apptainer exec IMAGE ...`` (hybrid model) and its image."""
     container = spec.get("container")
     if not container:
@@ -166,7 +169,7 @@ def program_argv(program: Program, spec: dict[str, Any], stack: Stack) -> tuple[
     return program.image_argv(spec, facts), ImageFacts(facts["image"], facts["digest"])
 
 
-def _launch_and_judge(program: Program, stack: Stack, spec: dict[str, Any], work: Path,
+def _launch_and_judge(program: Program, stack: Stack, spec: CellSpec, work: Path,
                       record: Provenance, shared: Shared) -> Outcome:
     """Plan, launch and judge one cell. ``record`` is the cell's provenance (run_cell's): each stage
     returns its facts and they are put into it here, as they come, so a cell that ends part-way
@@ -234,7 +237,7 @@ def _likwid_argvs(placed: Plan, argv: list[str],
     return likwid_pin.rank_argvs(placed.likwid_pin, placed.likwid_sets, argv, stack.env().get("LD_LIBRARY_PATH")), facts
 
 
-def run_cell(spec: dict[str, Any], out: Path, shared: Shared | None = None,
+def run_cell(spec: CellSpec, out: Path, shared: Shared | None = None,
              remeasured: list[dict[str, Any]] | None = None) -> Outcome:
     """Run the cell described by ``spec`` (programs.cell_spec) into directory ``out``;
     ``remeasured``: its perturbed attempts set aside before (:func:`remeasured_record`), recorded
@@ -259,7 +262,7 @@ def run_cell(spec: dict[str, Any], out: Path, shared: Shared | None = None,
     return outcome
 
 
-def run_group(specs: list[dict[str, Any]], outs: list[Path], remeasure: int = 0) -> list[dict[str, Any]]:
+def run_group(specs: list[CellSpec], outs: list[Path], remeasure: int = 0) -> list[dict[str, Any]]:
     """Run a group's cells one after another in this process; skip the ones already sealed; then
     measure the perturbed ones again, up to ``remeasure`` extra launches each (module docstring).
 
@@ -284,7 +287,7 @@ def run_group(specs: list[dict[str, Any]], outs: list[Path], remeasure: int = 0)
     return results
 
 
-def _remeasured_now(specs: list[dict[str, Any]], outs: list[Path], budget: int, shared: Shared) -> list[int]:
+def _remeasured_now(specs: list[CellSpec], outs: list[Path], budget: int, shared: Shared) -> list[int]:
     """Re-measure the group's perturbed cells: passes over the group, in its order, each running
     every cell still perturbed with re-measures left once more. Returns the indices re-run."""
     rerun: list[int] = []
@@ -322,7 +325,7 @@ def remeasured_record(out: Path, cell_id: str) -> list[dict[str, Any]]:
             for attempt in layout.perturbed_attempts(out, cell_id)]
 
 
-def _entry(spec: dict[str, Any], status: dict[str, Any], ran: bool) -> dict[str, Any]:
+def _entry(spec: CellSpec, status: dict[str, Any], ran: bool) -> dict[str, Any]:
     """A cell's line in the group's done file."""
     return {"cell": spec["id"], "status": status["status"], "ran": ran, "quality": status.get("quality"),
             REMEASURED: len(status.get(REMEASURED) or [])}

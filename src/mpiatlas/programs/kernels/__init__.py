@@ -26,12 +26,21 @@ from mpiatlas import adaptive, layout
 from mpiatlas.cells import Cell, cell_pinner, node_counts, sort_cells
 from mpiatlas.config import ConfigError
 from mpiatlas.outcome import Outcome
-from mpiatlas.programs.base import PARSED_STATUSES, Checked, LaunchExtras, Program, per_cell_mem_mb, tag_columns
+from mpiatlas.programs.base import (
+    PARSED_STATUSES,
+    Checked,
+    LaunchExtras,
+    Program,
+    container_binds,
+    per_cell_mem_mb,
+    tag_columns,
+)
 from mpiatlas.stacks import Stack, StackError
 
 # polars, the kernels' parser and the container layer are imported where they are used, so that
 # importing the program registry (every `mpiatlas` command does) does not load them.
 if TYPE_CHECKING:
+    from mpiatlas.cells import CellSpec
     from mpiatlas.config import Campaign
     import polars as pl
 
@@ -238,16 +247,17 @@ class KernelProgram(Program):
             "build_dir": None if containerized else build_dir(config, cell.stack),
         }}
 
-    def host_argv(self, spec: dict[str, Any], stack: Stack) -> list[str]:
+    def host_argv(self, spec: CellSpec, stack: Stack) -> list[str]:
         kernel = spec["kernel"]
-        if not kernel.get("build_dir"):
+        build_dir = kernel.get("build_dir")
+        if not build_dir:
             raise StackError(f"no build directory for kernel {self.name!r} and no container image")
-        binary = Path(kernel["build_dir"]).resolve() / self.name
+        binary = Path(build_dir).resolve() / self.name
         if not binary.is_file():
             raise StackError(f"kernel {self.name} is not built: {binary} (rule kernels_build)")
         return [str(binary), *kernel["args"]]
 
-    def image_argv(self, spec: dict[str, Any], facts: dict[str, Any]) -> list[str]:
+    def image_argv(self, spec: CellSpec, facts: dict[str, Any]) -> list[str]:
         listed = facts["labels"].get("mpiatlas.kernels")
         if listed is not None and self.name not in listed.split():
             raise StackError(f"unavailable: image {Path(facts['image']).name} has no kernel {self.name!r} "
@@ -255,16 +265,16 @@ class KernelProgram(Program):
         from mpiatlas import containers
 
         argv = [self.name, *spec["kernel"]["args"]]
-        return containers.exec_argv(facts["image"], argv, spec["container"].get("binds", []))
+        return containers.exec_argv(facts["image"], argv, container_binds(spec))
 
-    def launch_extras(self, spec: dict[str, Any], oversubscribed: bool) -> LaunchExtras:
+    def launch_extras(self, spec: CellSpec, oversubscribed: bool) -> LaunchExtras:
         threads = int(spec["kernel"]["threads"])
         env = {"OMP_NUM_THREADS": str(threads)}
         if oversubscribed and threads > 1:
             env["OMP_WAIT_POLICY"] = "passive"  # threads sharing cores must not spin at barriers
         return LaunchExtras(spec["kernel"].get("collective"), spec["kernel"].get("algorithm"), env)
 
-    def check(self, spec: dict[str, Any], stdout: str, pins: list[int] | None,
+    def check(self, spec: CellSpec, stdout: str, pins: list[int] | None,
               sets: list[tuple[int, ...]] | None) -> Outcome | Checked:
         from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_output
 
