@@ -56,7 +56,7 @@ class Jacobi(KernelProgram):
     def options(self, config: Campaign, cell: Cell) -> list[str]:
         v = self.variant(config, cell)
         args = ["--mode", v.mode, f"--{v.size_key}", ",".join(map(str, v.size)), "--threads", str(cell.threads)]
-        if self.block(config).get("check", True):
+        if self.block(config)["check"]:
             args.append("--check")
         return args + (["--procdims", ",".join(map(str, v.grid))] if v.grid else [])
 
