@@ -220,7 +220,7 @@ def test_a_round_group_resolves_for_the_workflow_and_for_run_cell(tmp_path: Path
     assert lookup.get("r1.nothing") is None and lookup.get("imb_static_0") == []
     # run-cell --round-cells: the same cells' specs, from the campaign config and the decision.
     config_file = tmp_path / "campaign.json"
-    config_file.write_text(json.dumps(config))
+    config_file.write_text(json.dumps(config.as_dict()))
     _, specs = group_specs(config_file, group, Path(adaptive_rounds.decision_path(results, 0)))
     assert [s["id"] for s in specs] == [c.id for c in cells]
     # Every cell planned so far: the manifest tidy reads.

@@ -132,7 +132,7 @@ def test_expansion_and_spec() -> None:
     matsum = cell_spec(config, next(c for c in cells if c.kernel == "matsum"))
     assert matsum["kernel"]["args"][:6] == ["--dims", "96,40,40", "--topo", "1", "--dist", "slab"]
     # with containers the kernel runs from the image: no host build
-    config["containers"] = {"enabled": True}
+    config = config.revised(containers={"enabled": True})
     assert cell_spec(config, cell)["kernel"]["build_dir"] is None
     assert cell_spec(config, cell)["container"]["image"].endswith("intelmpi.sif")
     assert build_labels(config) == []
@@ -401,7 +401,7 @@ def test_dry_run_lists_the_kernel_cells(tmp_path: Path, capsys: pytest.CaptureFi
     # Cells run a job group at a time (one run-cell process per group, not one job per cell):
     # the dry run lists every group that holds a kernel cell, with how many cells it holds.
     # profiles/local sets `grouping: machine` (one group per kind and stack: no scheduler).
-    config["grouping"] = "machine"
+    config = config.revised(grouping="machine")
     groups = job_groups(config, cells_of_kind(config, "kernel") + cells_of_kind(config, "imb"))
     assert sorted(g for g in groups if g.startswith("kernel_")) == ["kernel_intelmpi_machine_0"]
     for cell in cells:
@@ -566,23 +566,22 @@ def test_containerised_kernel_runs_from_the_image(tmp_path: Path) -> None:
     from mpiatlas.programs import program_of_spec
     from mpiatlas.runner.run import program_argv
 
-    def kernel_program(spec: dict, record: dict) -> list[str]:
-        return program_argv(program_of_spec(spec), spec, None, record)
+    def kernel_program(spec: dict) -> list[str]:
+        return program_argv(program_of_spec(spec), spec, None)[0]
 
     inspect = tmp_path / "intelmpi.inspect.json"
     labels = {"mpiatlas.kernels": "jacobi matsum ring "}
     inspect.write_text(json.dumps({"sha256": "ab" * 32, "inspect": {"data": {"attributes": {"labels": labels}}}}))
     spec = {"kernel": {"name": "ring", "args": ["--bytes", "4"], "build_dir": None},
             "container": {"image": str(tmp_path / "intelmpi.sif"), "inspect": str(inspect), "binds": ["/scratch"]}}
-    record: dict = {}
-    argv = kernel_program(spec, record)
+    argv, image = program_argv(program_of_spec(spec), spec, None)
     assert argv == ["apptainer", "exec", "--bind", "/scratch", str(tmp_path / "intelmpi.sif"), "ring", "--bytes", "4"]
-    assert record["containerized"] and record["image_digest"] == "sha256:" + "ab" * 32
+    assert image is not None and image.containerized and image.image_digest == "sha256:" + "ab" * 32
     labels["mpiatlas.kernels"] = "ring"
     inspect.write_text(json.dumps({"sha256": "ab" * 32, "inspect": {"data": {"attributes": {"labels": labels}}}}))
     spec["kernel"]["name"] = "jacobi"
     with pytest.raises(StackError, match=r"unavailable: image intelmpi.sif has no kernel 'jacobi'"):
-        kernel_program(spec, {})
+        kernel_program(spec)
     # host build: the binary must exist
     with pytest.raises(StackError, match="kernel ring is not built"):
-        kernel_program({"kernel": {"name": "ring", "args": [], "build_dir": str(tmp_path)}, "container": None}, {})
+        kernel_program({"kernel": {"name": "ring", "args": [], "build_dir": str(tmp_path)}, "container": None})

@@ -4,7 +4,6 @@ values keep today's ids, and the models and report sections keep the values apar
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 from pathlib import Path
@@ -292,5 +291,5 @@ def test_report_shows_each_grid_and_problem_with_valid_charts(tmp_path: Path) ->
 
 
 def test_sweep_free_blocks_have_no_sweep_problems() -> None:
-    kernels = copy.deepcopy(load(REPO / "config" / "full.yaml")["kernels"])
+    kernels = load(REPO / "config" / "full.yaml").as_dict()["kernels"]
     assert kernel_sweep_problems(kernels) == []

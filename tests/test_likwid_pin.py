@@ -179,7 +179,7 @@ def test_pinner_is_an_id_segment_of_kernel_cells_only() -> None:
     assert both.id == "kernel/i/shm/core/np2/ring/blocking/knobs=k/pinner=likwid/rep0"
     assert (parse_id(both.id)["knobs"], parse_id(both.id)["pinner"]) == ("k", "likwid")
     # The default pinner keeps the ids cells always had.
-    config["campaign"]["pinner"] = "stack"
+    config = config.revised(campaign={"pinner": "stack"})
     assert all("pinner=" not in c.id for c in expand(config))
 
 
@@ -190,7 +190,7 @@ def test_without_likwid_every_likwid_cell_is_unavailable(tmp_path: Path, monkeyp
     with pytest.raises(StackError, match=r"^unavailable: likwid-pin not found on PATH \(package likwid\)$"):
         likwid_pin_path()
     config = load(REPO / CONFIG)
-    config["campaign"]["stacks_dir"] = str(tmp_path / "stacks")  # nothing is launched
+    config = config.revised(campaign={"stacks_dir": str(tmp_path / "stacks")})  # nothing is launched
     raw = tmp_path / "raw"
     kernel_cells = [c for c in expand(config) if c.kind == "kernel"]
     for cell in kernel_cells:

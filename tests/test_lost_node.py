@@ -83,7 +83,7 @@ def test_a_cell_whose_job_lost_a_node_is_sealed_failed_and_stops_its_group(tmp_p
     out = tmp_path / "raw" / spec["id"]
     work, record = lifecycle.open_cell(spec, out)
     (work / "stderr.txt").write_text(SRUN_STDERR)
-    record.update(launcher="srun", exit_code=143)
+    record.launcher, record.exit_code = "srun", 143
     with pytest.raises(lifecycle.NodeLost, match="node lost: node2 failed under SLURM job 2"):
         lifecycle.close_cell(work, out, spec, record, Outcome("failed", "exit code 143"))
     status = json.loads((out / "status.json").read_text())
@@ -96,7 +96,7 @@ def test_a_cell_whose_job_lost_a_node_is_sealed_failed_and_stops_its_group(tmp_p
     other = tmp_path / "raw" / "other"
     work, record = lifecycle.open_cell(spec, other)
     (work / "stderr.txt").write_text("srun: error: node1: task 0: Terminated\n")
-    record.update(launcher="srun", exit_code=143)
+    record.launcher, record.exit_code = "srun", 143
     with pytest.raises(lifecycle.CellInterrupted) as raised:
         lifecycle.close_cell(work, other, spec, record, Outcome("failed", "exit code 143"))
     assert not isinstance(raised.value, lifecycle.NodeLost) and not other.exists() and not work.exists()

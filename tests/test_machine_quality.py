@@ -176,12 +176,12 @@ def test_tick_counted_shares_are_judged_beyond_their_counting_error() -> None:
 
 
 def test_status_gets_quality_from_the_machine_record_and_the_configured_limits() -> None:
-    record = {"machine": recorded_launch("busy_loop"), "oversubscribed": False}
-    status = launch_quality({"perturbation": None}, record)
+    machine = recorded_launch("busy_loop")
+    status = launch_quality({"perturbation": None}, machine, False)
     assert status["quality"] == "perturbed" and "cpu 1" in status["quality_reason"]
-    assert launch_quality({"perturbation": {"wait_share": 0.99, "other_cpu_share": 0.99}}, record) == \
+    assert launch_quality({"perturbation": {"wait_share": 0.99, "other_cpu_share": 0.99}}, machine, False) == \
         {"quality": "ok", "quality_reason": None}
-    assert launch_quality({}, {"machine": None}) == {}
+    assert launch_quality({}, None, False) == {}
 
 
 # -- the probe on real processes (no MPI: a shell starting two cpu-bound "ranks") ----------------

@@ -79,7 +79,7 @@ def _config(mappings: list[str]) -> dict:
 
 def test_regions_in_a_config_plans_one_pingpong_pair_per_region() -> None:
     config = _config(["core", "regions"])
-    assert config["mappings"] == ["core", *topology.REGION_MAPPINGS]
+    assert config.mappings == ("core", *topology.REGION_MAPPINGS)
     cells = expand(config)
     by_mapping: dict[str, set[tuple[str, int]]] = {}
     for cell in cells:
@@ -87,7 +87,7 @@ def test_regions_in_a_config_plans_one_pingpong_pair_per_region() -> None:
     assert by_mapping["core"] == {("PingPong", 2), ("Allreduce", 2), ("Allreduce", 4)}
     for region in topology.REGION_MAPPINGS:  # 2-rank cells only: a region places one pair
         assert by_mapping[region] == {("PingPong", 2), ("Allreduce", 2)}
-    assert _config(["regions", "same_l3"])["mappings"] == list(topology.REGION_MAPPINGS)
+    assert _config(["regions", "same_l3"]).mappings == tuple(topology.REGION_MAPPINGS)
 
 
 @pytest.mark.parametrize("mapping", topology.MAPPINGS)

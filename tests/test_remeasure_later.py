@@ -143,7 +143,7 @@ def test_the_decision_after_the_groups_asks_for_the_cells_still_perturbed(sealed
     assert [cell.id for cell in adaptive_rounds.cells_of_round_group(decision, group)] == [specs[2]["id"]]
     # Off: no rounds at all for fixed repetitions (as before), and none when re-measures are off.
     for campaign in ({"remeasure_later": {"launches": 0}}, {"remeasure": 0}):
-        off = {**config, "campaign": {**config["campaign"], **campaign}}
+        off = config.revised(campaign=campaign)
         assert not adaptive_rounds.has_rounds(off)
 
 

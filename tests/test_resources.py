@@ -14,13 +14,13 @@ from mpiatlas.matrix import cells as cell_model
 from mpiatlas import programs
 from mpiatlas.campaign import resources
 from mpiatlas.matrix.cells import Cell, sort_cells
-from mpiatlas.matrix.config import validate
+from mpiatlas.matrix.config import Campaign, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 RESOURCE_NAMES = ("tasks", "cpus_per_task", "mpi", "nodes", "slurm_extra", "runtime", "mem_mb")
 
 
-def campaign(cells_per_job: int = 4) -> dict:
+def campaign(cells_per_job: int = 4) -> Campaign:
     """IMB and kernel cells over two transports, three mappings (one over 2 nodes), several sizes."""
     return validate({
         "campaign": {"name": "r", "repetitions": 3, "timeout_s": 300, "cells_per_job": cells_per_job},
@@ -113,13 +113,13 @@ def test_an_allocation_holds_every_transport_and_the_mappings_that_share_its_exc
                                                          "slurm_extra": "--ntasks-per-node=2 --exclusive"}
     # campaign.exclusive always/never: every single-node mapping of a process count shares one allocation.
     for mode, suffix, extra in (("always", "_excl", " --exclusive"), ("never", "", "")):
-        config["campaign"]["exclusive"] = mode
+        config = config.revised(campaign={"exclusive": mode})
         groups = resources.job_groups(config, cells)
         one_node = groups[f"imb_intelmpi_np2_t1{suffix}_0"]
         assert {c.placement for c in one_node} == {"core", "socket"}
         assert resources.group_resources(config, one_node)["slurm_extra"] == "--ntasks-per-node=2" + extra
     # A group that mixes exclusivities (grouping: machine) asks for whole nodes if any of its cells needs them.
-    config["campaign"]["exclusive"] = "auto"
+    config = config.revised(campaign={"exclusive": "auto"})
     core, socket = (next(c for c in cells if c.placement == m and c.np == 4) for m in ("core", "socket"))
     assert resources.group_needs_exclusive(config, [core, socket]) and not resources.group_needs_exclusive(config, [core])
     assert resources.group_resources(config, [core, socket])["slurm_extra"] == "--ntasks-per-node=4 --exclusive"
@@ -186,7 +186,7 @@ def test_groups_are_cut_by_budgeted_runtime_as_well_as_by_count() -> None:
     cost = {c: resources.cell_runtime_s(config, c) for c in allocation}
     assert len(allocation) == 24  # 2 transports x (PingPong, Bcast x 2 algorithms, Allreduce); 3 repetitions
     budget_s = 3.5 * max(cost.values())
-    config["campaign"]["job_minutes"] = budget_s / 60
+    config = config.revised(campaign={"job_minutes": budget_s / 60})
     chunks = chunks_of(resources.job_groups(config, cells))
     assert [c for m in chunks for c in m] == allocation  # in order, none lost or repeated
     assert len(chunks) >= 4
@@ -196,17 +196,16 @@ def test_groups_are_cut_by_budgeted_runtime_as_well_as_by_count() -> None:
         if i + 1 < len(chunks):  # the longest run that fits: the next cell would not have
             assert used + cost[chunks[i + 1][0]] > budget_s
     # The count still caps a group when the budget does not bind; a budget below one cell: groups of one.
-    config["campaign"]["job_minutes"] = 10_000
-    config["campaign"]["cells_per_job"] = 5
+    config = config.revised(campaign={"job_minutes": 10_000, "cells_per_job": 5})
     assert [len(m) for m in chunks_of(resources.job_groups(config, cells))] == [5, 5, 5, 5, 4]
-    config["campaign"]["job_minutes"] = min(cost.values()) / 120
+    config = config.revised(campaign={"job_minutes": min(cost.values()) / 120})
     assert all(len(m) == 1 for m in resources.job_groups(config, cells).values())
 
 
 def test_default_groups_hold_an_allocation_up_to_four_hours_of_budget() -> None:
     """The schema's defaults (cells_per_job 1000, job_minutes 240): a small campaign's allocation is
     one group, so a campaign starts one `run-cell` process per allocation, not one per 20 cells."""
-    config = validate({k: v for k, v in campaign().items() if k != "campaign"}
+    config = validate({k: v for k, v in campaign().as_dict().items() if k != "campaign"}
                       | {"campaign": {"name": "r", "repetitions": 3, "timeout_s": 300}})
     assert config["campaign"]["cells_per_job"] == 1000 and config["campaign"]["job_minutes"] == 240
     cells = programs.expand(config)
@@ -220,7 +219,7 @@ def test_machine_grouping_has_one_group_per_kind_and_stack() -> None:
     of a stack's IMB cells in one group, its kernel cells in another; the resources shown are the
     largest cell's, on whole nodes since some of its cells need them; the time budget and the count
     still cut."""
-    config = campaign(cells_per_job=1000) | {"grouping": "machine"}
+    config = campaign(cells_per_job=1000).revised(grouping="machine")
     cells = programs.expand(config)
     groups = resources.job_groups(config, cells)
     assert sorted(groups) == ["imb_intelmpi_machine_0", "kernel_intelmpi_machine_0"]
@@ -230,7 +229,7 @@ def test_machine_grouping_has_one_group_per_kind_and_stack() -> None:
     res = resources.group_resources(config, imb)
     assert res["tasks"] == 4 and res["nodes"] == 2 and res["cells"] == len(imb)
     assert res["slurm_extra"] == "--ntasks-per-node=2 --exclusive"
-    config["campaign"]["cells_per_job"] = 10
+    config = config.revised(campaign={"cells_per_job": 10})
     assert [len(m) for g, m in resources.job_groups(config, cells).items() if g.startswith("imb_")][:2] == [10, 10]
 
 
@@ -245,7 +244,7 @@ def test_under_each_profile_a_cells_repetitions_are_spread_over_its_groups_run(p
     settings = yaml.safe_load((ROOT / "profiles" / profile / "profile.yaml").read_text())
     overrides = dict(item.split("=", 1) for item in settings.get("config") or [])
     assert overrides == ({"grouping": "machine"} if profile == "local" else {})
-    config = campaign(cells_per_job=1000) | overrides
+    config = campaign(cells_per_job=1000).revised(**overrides)
     groups = resources.job_groups(config, programs.expand(config))
     assert len(groups) > 1
     for members in groups.values():

@@ -28,7 +28,7 @@ from conftest import campaign_workdir, require_infra, run_campaign
 from mpiatlas import programs
 from mpiatlas.campaign import resources
 from mpiatlas.matrix.cells import Cell
-from mpiatlas.matrix.config import load, validate
+from mpiatlas.matrix.config import Campaign, load, validate
 from mpiatlas.programs.base import MEM_PER_RANK_MB
 from mpiatlas.programs.build import build_outputs
 from mpiatlas.programs.imb import message_sizes
@@ -105,9 +105,9 @@ def test_runtime_is_sizes_times_imb_time_with_a_floor_and_the_timeout_as_ceiling
     assert runtime_min(config, cell, attempt=2) >= 2 * runtime_min(config, cell) - 1
     # A group of cells asks for the sum of its cells' runtimes (they run one after another).
     assert resources.runtime_min(config, [cell] * 4) == -(-int(4 * seconds) // 60)
-    config["imb"]["time_s"] = 1000  # the runner kills the launch at timeout_s anyway
+    config = config.revised(imb={"time_s": 1000})  # the runner kills the launch at timeout_s anyway
     assert runtime_min(config, cell) == -(-int(300 + resources.RUNTIME_OVERHEAD_S) // 60)
-    config["imb"].update(time_s=0.1, msglog=[0, 1])
+    config = config.revised(imb={"time_s": 0.1, "msglog": [0, 1]})
     assert runtime_min(config, cell) == resources.RUNTIME_FLOOR_MIN
     assert message_sizes("Barrier", config["imb"]["msglog"]) == 1
     assert resources.mem_mb(config, [cell]) > cell.np * MEM_PER_RANK_MB
@@ -122,9 +122,9 @@ def test_allocation_of_a_cell_and_when_it_asks_for_whole_nodes() -> None:
     assert resources.slurm_extra(config, socket) == "--ntasks-per-node=4 --exclusive"
     assert (node.nodes, resources.slurm_extra(config, node)) == (2, "--ntasks-per-node=2 --exclusive")
     assert node.id == "imb/intelmpi/ofi-tcp/node2/np4/Bcast/default/rep0"
-    config["campaign"]["exclusive"] = "always"
+    config = config.revised(campaign={"exclusive": "always"})
     assert resources.slurm_extra(config, core).endswith("--exclusive")
-    config["campaign"]["exclusive"] = "never"
+    config = config.revised(campaign={"exclusive": "never"})
     assert "--exclusive" not in resources.slurm_extra(config, socket)
 
 
@@ -238,7 +238,7 @@ def test_dry_run_works_without_slurm_and_prints_resources(tmp_path: Path) -> Non
         assert resource in out, resource
 
 
-def kernel_campaign(repetitions: int = 2, cells_per_job: int = 5, **kernels: object) -> dict:
+def kernel_campaign(repetitions: int = 2, cells_per_job: int = 5, **kernels: object) -> Campaign:
     """A validated campaign whose kernel cells span three allocations, each holding both
     transports: ring and pure-MPI jacobi with 2 ranks, ring with 4 ranks, hybrid jacobi with 1
     rank x 2 threads."""
@@ -313,20 +313,19 @@ def test_kernel_runtime_is_modelled_work_with_a_floor_and_the_timeout_as_ceiling
     assert mem_mb(cells["jacobi"]) == 1092
     # Never more than the launch timeout (600 s) + overhead: 610 s -> 11 min; an unmodelled
     # kernel gets that ceiling too.
-    config["kernels"]["ring"]["iterations"] = 10**7
+    config = config.revised(kernels={"ring": {**config.kernels["ring"], "iterations": 10**7}})
     assert runtime_min(config, cells["ring"]) == 11
     future = dataclasses.replace(cells["ring"], benchmark="future", algorithm="x")
-    config["kernels"]["future"] = {}
     assert programs.program_named("kernel", "future") is None
     assert runtime_min(config, future) == 11
 
 
-def group_of(config: dict, cell_id: str) -> str:
+def group_of(config: Campaign, cell_id: str) -> str:
     return next(g for g, members in resources.job_groups(config, programs.expand(config)).items()
                 if cell_id in {c.id for c in members})
 
 
-def _resources(out: str, cell_id: str, config: dict | None = None) -> dict[str, str]:
+def _resources(out: str, cell_id: str, config: Campaign | None = None) -> dict[str, str]:
     """The resources a dry run prints for the group job that runs ``cell_id`` (of kernel_campaign() by default)."""
     group = group_of(config or kernel_campaign(), cell_id)
     # The job's other attributes (threads, ...) may sit between its wildcards and resources.
@@ -340,7 +339,7 @@ def test_dry_run_packs_kernel_cells_into_batch_jobs_and_a_resume_plans_only_the_
     import yaml
 
     config_file = tmp_path / "kernels.yaml"
-    config_file.write_text(yaml.safe_dump(kernel_campaign()))
+    config_file.write_text(yaml.safe_dump(kernel_campaign().as_dict()))
     (tmp_path / "work").mkdir()
     work = campaign_workdir(tmp_path / "work", str(config_file))
     out = slurm_dry_run(tmp_path, work)

@@ -152,7 +152,7 @@ def test_multi_node_cells_need_srun_and_a_network_transport(tmp_path: Path) -> N
                                        "stacks_dir": str(REPO / ".stacks")})
     out = runner.run_cell(_spec(config, "imb/intelmpi/ofi-tcp/node2/np2/PingPong/default/rep0"), tmp_path / "a")
     assert out.status == "unavailable" and "launcher srun" in out.reason
-    config["campaign"]["launcher"] = "srun"
+    config = config.revised(campaign={"launcher": "srun"})
     out = runner.run_cell(_spec(config, "imb/intelmpi/shm/node2/np2/PingPong/default/rep0"), tmp_path / "b")
     assert out.status == "unavailable" and "cannot connect ranks on different nodes" in out.reason
     status = json.loads((tmp_path / "b" / "status.json").read_text())
@@ -210,7 +210,7 @@ def test_multi_node_kernel_cells_need_srun_a_network_transport_and_one_thread_pe
 
     out = run("kernel/openmpi/ob1-tcp/node2/np2/pingpong/m0-4/rep0", "a")
     assert out.status == "unavailable" and "launcher srun" in out.reason
-    config["campaign"]["launcher"] = "srun"
+    config = config.revised(campaign={"launcher": "srun"})
     out = run("kernel/openmpi/ob1-vader/node2/np2/pingpong/m0-4/rep0", "b")
     assert out.status == "unavailable" and "vader" in out.reason and "different nodes" in out.reason
     out = run("kernel/openmpi/ob1-tcp/node2/np2/jacobi/weak-L8-t2/rep0", "c")

@@ -267,12 +267,11 @@ def test_judge_placement_keeps_a_mixed_cell_ok_only_on_its_planned_hosts() -> No
     output = _output("intelmpi_shm+ofi-tcp_cyclic")
     spec = {"cell": {"np": 4, "nodes": 2, "distribution": "block"}}
     spread = {"obtained_binding": {str(r): [0, 1] for r in range(4)}}
-    record: dict = {}
-    out = judge_placement(Outcome("ok", None, dict(spread)), spec, None, SHARED, output, record)
+    out = judge_placement(Outcome("ok", None, dict(spread)), spec, None, SHARED, output)
     assert out.status == "invalid" and "the block placement puts them on one node" in out.reason
-    assert record["rank_hosts"] == {"0": "node1", "1": "node2", "2": "node1", "3": "node2"}
+    assert out.details["rank_hosts"] == {"0": "node1", "1": "node2", "2": "node1", "3": "node2"}
     spec["cell"]["distribution"] = ""
-    assert judge_placement(Outcome("ok", None, dict(spread)), spec, None, SHARED, output, {}).status == "ok"
+    assert judge_placement(Outcome("ok", None, dict(spread)), spec, None, SHARED, output).status == "ok"
 
 
 # -- on the namespace cluster, through SLURM ------------------------------------------------------

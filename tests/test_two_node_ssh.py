@@ -23,7 +23,7 @@ import yaml
 from conftest import REPO, campaign_workdir
 from mpiatlas import programs, runner
 from mpiatlas.node import multinode, ssh_hosts
-from mpiatlas.matrix.config import ConfigError, load, validate
+from mpiatlas.matrix.config import Campaign, ConfigError, load, validate
 from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.runner.judge import judge_placement, mixed_transport_evidence
 from mpiatlas.stacks import LaunchSpec, StackError
@@ -200,15 +200,14 @@ def test_cells_over_ssh_are_judged_like_slurm_cells(tmp_path: Path) -> None:
     assert details["transport_ok"] and details["pair_classes"] == {"on_node": ["vader"], "cross_node": ["tcp"]}
     both = {"obtained_binding": {str(r): [0, 1] for r in range(4)}}
     cyclic = {"cell": {"np": 4, "nodes": 2, "distribution": "cyclic"}}
-    record: dict = {}
-    out = judge_placement(Outcome("ok", None, dict(both)), cyclic, [(0, 1)] * 4, SHARED, output, record)
-    assert out.status == "ok" and record["rank_hosts"] == {str(r): h for r, h in CYCLIC_HOSTS.items()}
+    out = judge_placement(Outcome("ok", None, dict(both)), cyclic, [(0, 1)] * 4, SHARED, output)
+    assert out.status == "ok" and out.details["rank_hosts"] == {str(r): h for r, h in CYCLIC_HOSTS.items()}
     block = {"cell": {"np": 4, "nodes": 2, "distribution": "block"}}
-    out = judge_placement(Outcome("ok", None, dict(both)), block, [(0, 1)] * 4, SHARED, output, {})
+    out = judge_placement(Outcome("ok", None, dict(both)), block, [(0, 1)] * 4, SHARED, output)
     assert out.status == "invalid" and "the block placement puts them on one node" in out.reason
     # MPICH over ssh: no host per rank, so the placement is unproven and the cell invalid, said so.
     mpich_out = (DATA / "mpich_shm+ofi-tcp_cyclic.out").read_text()
-    out = judge_placement(Outcome("ok", None, dict(both)), cyclic, None, SHARED, mpich_out, {})
+    out = judge_placement(Outcome("ok", None, dict(both)), cyclic, None, SHARED, mpich_out)
     assert out.status == "invalid" and "reported the host of 0 of 4 ranks" in out.reason
 
 
@@ -233,9 +232,9 @@ def test_the_probe_goes_through_the_agent_and_names_what_failed(tmp_path: Path) 
 
 
 def test_cells_over_more_hosts_or_slots_than_given_are_unavailable(tmp_path: Path) -> None:
-    def run(config: dict, name: str) -> Outcome:
+    def run(config: Campaign, name: str) -> Outcome:
         cell = next(c for c in programs.cells_of_kind(config, "imb") if "placement=block" in c.id)
-        config["campaign"]["stacks_dir"] = str(REPO / ".stacks")
+        config = config.revised(campaign={"stacks_dir": str(REPO / ".stacks")})
         return runner.run_cell(programs.cell_spec(config, cell), tmp_path / name)
 
     out = run(ssh_config(hosts=["node1"]), "a")

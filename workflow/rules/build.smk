@@ -15,9 +15,9 @@ rule kernels_build:
     output:
         [f"{R}/kernels/{{stack}}/{name}" for name in (*programs.KERNEL_NAMES, kernel_build.BUILD_RECORD)],
     params:
-        kind=lambda wc: config["stacks"][wc.stack]["kind"],
-        source=lambda wc: config["stacks"][wc.stack].get("source", "pypi"),
-        prefix=lambda wc: cell_model.stack_prefix(config, wc.stack),
+        kind=lambda wc: CAMPAIGN.stacks[wc.stack].kind,
+        source=lambda wc: CAMPAIGN.stacks[wc.stack].source,
+        prefix=lambda wc: cell_model.stack_prefix(CAMPAIGN, wc.stack),
         out=lambda wc: layout.kernel_build_dir(R, wc.stack),
     log:
         f"{LOGS}/kernels/{{stack}}.build.log",

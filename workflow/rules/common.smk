@@ -13,24 +13,25 @@ from mpiatlas.matrix import adaptive, layout
 from mpiatlas.programs import build as kernel_build
 from mpiatlas.programs.imb import unplanned_notes
 
-# Validate once, with defaults filled in; errors name the key and the allowed values.
+# Validate once, with the schema's defaults filled in; errors name the key and the allowed values.
+# Every rule reads the typed campaign (mpiatlas.matrix.config.Campaign), never Snakemake's raw config.
 if not config:
-    config = mpiatlas_config.load("config/config.yaml")
+    CAMPAIGN = mpiatlas_config.load("config/config.yaml")
 else:
-    config = mpiatlas_config.validate(config, source="campaign config (--configfile)")
-CELLS = programs.expand(config)
+    CAMPAIGN = mpiatlas_config.validate(config, source="campaign config (--configfile)")
+CELLS = programs.expand(CAMPAIGN)
 # Job groups (mpiatlas.campaign.resources): the cells of one allocation, cells_per_job at a time; one
 # Snakemake job and one `mpiatlas run-cell --group` process each.
-CELL_COSTS = resources.CellCosts(config)
-GROUPS = resources.job_groups(config, CELLS, CELL_COSTS, presorted=True)  # expand's cells are sorted
-R = layout.results_dir(config["campaign"]["name"])
+CELL_COSTS = resources.CellCosts(CAMPAIGN)
+GROUPS = resources.job_groups(CAMPAIGN, CELLS, CELL_COSTS, presorted=True)  # expand's cells are sorted
+R = layout.results_dir(CAMPAIGN.campaign.name)
 # Adaptive repetitions (mpiatlas.matrix.adaptive; None: a fixed count, and none of what follows is used):
 # CELLS hold min repetitions of every series (round 0); later rounds' groups (ids r<round>.<id>)
 # resolve through the decision that created them (mpiatlas.campaign.adaptive_rounds).
-ADAPTIVE = adaptive.spec_of(config)
+ADAPTIVE = adaptive.spec_of(CAMPAIGN)
 # Rounds after the campaign's own groups: adaptive repetitions, or the later re-measure round
 # (campaign.remeasure_later) of a campaign of fixed repetitions, through the same checkpoint.
-ROUNDS = adaptive_rounds.has_rounds(config)
+ROUNDS = adaptive_rounds.has_rounds(CAMPAIGN)
 ALL_GROUPS = GROUPS if not ROUNDS else adaptive_rounds.RoundGroups(R, GROUPS)
 LOGS = layout.logs_dir(R)
 KERNEL_TABLE_NAMES = [layout.kernel_table(name) for name in programs.KERNEL_NAMES]
@@ -71,22 +72,22 @@ def group_inputs(wildcards):
     stack), and the host build of the kernels or the image they run in. A group's cells share
     their kind and stack (resources.allocation), so its first cell says it all."""
     first = group_cells(wildcards)[0]
-    labels = {first.stack, cell_model.imb_provider(config, first.stack) if first.kind == "imb" else None}
+    labels = {first.stack, cell_model.imb_provider(CAMPAIGN, first.stack) if first.kind == "imb" else None}
     inputs = [stack_record(name) for name in sorted(filter(None, labels))]
     decision = round_decision(wildcards.group)
     if decision is not None:
         inputs.append(decision)  # a later round's group: run after the decision that asked for it
-    image = cell_model.container_spec(config, first.stack)
+    image = cell_model.container_spec(CAMPAIGN, first.stack)
     if image is not None:
         return inputs + [image["image"], image["inspect"], image["preflight"]]
     if first.kind == "kernel":
-        inputs += kernel_build.build_outputs(config, first.stack)
+        inputs += kernel_build.build_outputs(CAMPAIGN, first.stack)
     return inputs
 
 
 # Each group's resources, computed once per group and attempt (resources.GroupResources); runtime
 # and memory from the budgets job_groups added up already.
-GROUP_RESOURCES = resources.GroupResources(config, ALL_GROUPS, CELL_COSTS, GROUPS.budgets)
+GROUP_RESOURCES = resources.GroupResources(CAMPAIGN, ALL_GROUPS, CELL_COSTS, GROUPS.budgets)
 
 
 def group_resource(name):
@@ -147,14 +148,14 @@ _GROUP_DONE_FILES = [layout.group_done(R, group) for group in GROUPS]
 
 
 # -- Apptainer images (rules/images.smk; the config block is described there) --------------------
-IMAGES_CONFIG = dict(config.get("containers") or {})
-IMAGES_DIR = str(IMAGES_CONFIG.get("images_dir", "results/images")).rstrip("/")
-IMAGE_STACKS = sorted((IMAGES_CONFIG.get("stacks") or {}) or _containers.STACK_KINDS)
+IMAGES_CONFIG = dict(CAMPAIGN.get("containers") or {})  # the block as written: the images' render params
+IMAGES_DIR = CAMPAIGN.containers.images_dir.rstrip("/")
+IMAGE_STACKS = sorted(CAMPAIGN.containers.stacks or _containers.STACK_KINDS)
 
 
 def container_image_targets():
     """SIFs (+ inspect records) of every configured image, or [] when containers are disabled."""
-    if not IMAGES_CONFIG.get("enabled", False):
+    if not CAMPAIGN.containers.enabled:
         return []
     return [f"{IMAGES_DIR}/{s}.{ext}" for s in IMAGE_STACKS for ext in ("sif", "inspect.json")]
 
@@ -171,4 +172,4 @@ def image_render_json(wildcards):
 onstart:
     from mpiatlas.campaign import preflight
 
-    preflight.check_once(config, slurm=getattr(workflow.executor_plugin, "name", "") == "slurm")
+    preflight.check_once(CAMPAIGN, slurm=getattr(workflow.executor_plugin, "name", "") == "slurm")

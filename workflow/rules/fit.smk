@@ -24,8 +24,8 @@ for VIEW, OUT in VIEWS.items():
             alphabeta=f"{OUT}/fits/{layout.ALPHABETA_FIT}",
         params:
             tidy=lambda wildcards, input: os.path.dirname(input.samples),
-            bandwidth=config["network"]["bandwidth_gbit_s"],
-            network=config["network"]["name"],
+            bandwidth=CAMPAIGN.network.bandwidth_gbit_s,
+            network=CAMPAIGN.network.name,
         log:
             f"{LOGS}/{VIEW}/fit.log",
         conda:

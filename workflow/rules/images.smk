@@ -90,14 +90,14 @@ rule image_preflight:
     # Before any cell uses an image: labels name the host's MPI kind and version, and a real
     # 2-rank hybrid hello forms one job (not N copies of rank 0).
     input:
-        sif=lambda wc: cell_model.container_spec(config, wc.stack)["image"],
+        sif=lambda wc: cell_model.container_spec(CAMPAIGN, wc.stack)["image"],
         stack=lambda wc: stack_record(wc.stack),
     output:
         f"{IMAGES_DIR}/{{stack}}.preflight.txt",
     params:
-        kind=lambda wc: config["stacks"][wc.stack]["kind"],
-        source=lambda wc: config["stacks"][wc.stack].get("source", "pypi"),
-        prefix=lambda wc: cell_model.stack_prefix(config, wc.stack),
+        kind=lambda wc: CAMPAIGN.stacks[wc.stack].kind,
+        source=lambda wc: CAMPAIGN.stacks[wc.stack].source,
+        prefix=lambda wc: cell_model.stack_prefix(CAMPAIGN, wc.stack),
     log:
         "results/logs/images/{stack}.preflight.log",
     conda:

@@ -12,16 +12,16 @@
 # per node with srun; likwid-bench missing -> records that say unavailable, the job still succeeds.
 
 # YAML reads an unquoted `off` as false; the schema allows both.
-LIMITS_MODE = "off" if config["campaign"]["limits"] is False else config["campaign"]["limits"]
+LIMITS_MODE = "off" if CAMPAIGN.campaign.limits is False else CAMPAIGN.campaign.limits
 # The campaign's limits file, [] when off: what rule all and the report rules ask for.
 LIMITS_TARGETS = [] if LIMITS_MODE == "off" else [f"{R}/limits/limits.json"]
 LIMITS_NODES = max((c.nodes for c in CELLS), default=1)
 # The link inter-node traffic uses (mpiatlas.node.link_rate): the stacks' tcp_interface, the config's rate as fallback.
 LIMITS_NETWORK = " ".join(
     [f"--tcp-interface {shlex.quote(i)}" for i in dict.fromkeys(
-        s["tcp_interface"] for s in config["stacks"].values() if s.get("tcp_interface"))]
-    + [f"--bandwidth-gbit-s {config['network']['bandwidth_gbit_s']}",
-       f"--network-name {shlex.quote(config['network']['name'])}"])
+        s.tcp_interface for s in CAMPAIGN.stacks.values() if s.tcp_interface)]
+    + [f"--bandwidth-gbit-s {CAMPAIGN.network.bandwidth_gbit_s}",
+       f"--network-name {shlex.quote(CAMPAIGN.network.name)}"])
 
 
 if LIMITS_TARGETS:

@@ -23,7 +23,7 @@ for VIEW, OUT in VIEWS.items():
         params:
             tidy=lambda wildcards, input: os.path.dirname(input.summary),
             fits=lambda wildcards, input: os.path.dirname(input.hockney),
-            title=config["campaign"]["name"] + (" (partial)" if VIEW == "partial" else ""),
+            title=CAMPAIGN.campaign.name + (" (partial)" if VIEW == "partial" else ""),
             limits=lambda wildcards, input: " ".join(f"--limits {shlex.quote(p)}" for p in input.limits),
             tuning=lambda wildcards, input: f"--tuning {shlex.quote(os.path.dirname(input.tuning[0]))}" if input.tuning else "",
         log:

@@ -5,9 +5,9 @@ rule stack:
     output:
         f"{R}/stacks/{{stack}}.json",
     params:
-        kind=lambda wc: config["stacks"][wc.stack]["kind"],
-        source=lambda wc: config["stacks"][wc.stack].get("source", "pypi"),
-        prefix=lambda wc: cell_model.stack_prefix(config, wc.stack),
+        kind=lambda wc: CAMPAIGN.stacks[wc.stack].kind,
+        source=lambda wc: CAMPAIGN.stacks[wc.stack].source,
+        prefix=lambda wc: cell_model.stack_prefix(CAMPAIGN, wc.stack),
     log:
         f"{LOGS}/stacks/{{stack}}.log",
     conda:

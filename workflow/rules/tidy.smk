@@ -21,8 +21,8 @@ rule cells_manifest:
     params:
         # Not the cell ids: the script expands them from the validated config, once per run. As a
         # param they would be computed by every `snakemake -n` and pickled into the script's preamble.
-        notes=unplanned_notes(config),
-        campaign=config,
+        notes=unplanned_notes(CAMPAIGN),
+        campaign=CAMPAIGN.as_dict(),
     log:
         f"{LOGS}/cells_manifest.log",
     localrule: True

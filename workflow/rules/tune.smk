@@ -6,12 +6,12 @@
 # tune.enabled: false (default) leaves both rules out of the DAG. The report takes R/tuning as a
 # declared input (rules/report.smk, included after this file).
 
-TUNE = config.get("tune") or {}
+TUNE = CAMPAIGN.tune
 TUNE_DIR = f"{R}/tuning"
 # What rule all and the report ask for, [] when off.
 TUNE_TARGETS = (
-    [f"{TUNE_DIR}/decision.json"] + ([f"{TUNE_DIR}/validation/validation.json"] if TUNE.get("validate") else [])
-    if TUNE.get("enabled")
+    [f"{TUNE_DIR}/decision.json"] + ([f"{TUNE_DIR}/validation/validation.json"] if TUNE.validate else [])
+    if TUNE.enabled
     else []
 )
 
@@ -29,8 +29,8 @@ if TUNE_TARGETS:
         params:
             results=lambda wildcards, input: os.path.dirname(input.campaign),
             out_dir=lambda wildcards, output: os.path.dirname(output.decision),
-            min_gain=TUNE.get("min_gain", 0.05),
-            stacks_dir=config["campaign"]["stacks_dir"],
+            min_gain=TUNE.min_gain,
+            stacks_dir=CAMPAIGN.campaign.stacks_dir,
         log:
             f"{LOGS}/tune.log",
         conda:
@@ -53,8 +53,8 @@ if TUNE_TARGETS:
         params:
             results=lambda wildcards, input: os.path.dirname(input.campaign),
             out_dir=lambda wildcards, output: os.path.dirname(output[0]),
-            min_gain=TUNE.get("min_gain", 0.05),
-            stacks_dir=config["campaign"]["stacks_dir"],
+            min_gain=TUNE.min_gain,
+            stacks_dir=CAMPAIGN.campaign.stacks_dir,
         log:
             f"{LOGS}/tune_validate.log",
         threads: 4096

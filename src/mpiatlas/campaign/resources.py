@@ -42,10 +42,13 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from operator import attrgetter
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from mpiatlas.matrix.cells import Cell, sort_cells
 from mpiatlas.programs import program_named, program_of
+
+if TYPE_CHECKING:
+    from mpiatlas.matrix.config import Campaign
 
 # Fixed cost of one cell inside a group: the launcher (hydra/srun, ~1 s), MPI_Init (seconds at a
 # thousand nodes) and the program's warm-up, and a margin for a slow shared file system when the
@@ -60,8 +63,6 @@ RUNTIME_FLOOR_MIN = 1
 # NUMA or package domains, or over nodes; or a pair of cpus in one region, topology.REGION_MAPPINGS),
 # which a job only sees on whole nodes: under campaign.exclusive auto those ask for them.
 SHARED_NODE_MAPPINGS = frozenset({"core"})
-DEFAULT_CELLS_PER_JOB = 1000
-DEFAULT_JOB_MINUTES = 240  # the schema's default (it says why)
 
 
 def fixed_signature(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -73,7 +74,7 @@ def fixed_signature(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def allocation(config: dict[str, Any], cell: Cell) -> str:
+def allocation(config: Campaign, cell: Cell) -> str:
     """What a cell needs of its allocation, as the first part of its group's id (see the module
     docstring). IMB and kernel cells never share a group: kernel groups wait for their stack's
     kernel build, IMB groups need not, and a group's log and resources stay those of one program
@@ -88,7 +89,7 @@ _ALLOCATION_FIELDS = attrgetter("kind", "stack", "np", "threads", "nodes")
 _ALL_BUT_REP = attrgetter(*(f.name for f in fields(Cell) if f.name != "rep"))
 
 
-def allocation_key(config: dict[str, Any]) -> Callable[[Cell], tuple[Any, ...]]:
+def allocation_key(config: Campaign) -> Callable[[Cell], tuple[Any, ...]]:
     """A cell -> its allocation: (kind, stack, ranks, threads, nodes, whole nodes)."""
     mode = _exclusive_mode(config)
 
@@ -105,7 +106,7 @@ def _allocation_id(key: tuple[Any, ...]) -> str:
             + ("_excl" if exclusive else ""))
 
 
-def _machine_key(config: dict[str, Any]) -> Callable[[Cell], tuple[Any, ...]]:
+def _machine_key(config: Campaign) -> Callable[[Cell], tuple[Any, ...]]:
     return attrgetter("kind", "stack")
 
 
@@ -118,7 +119,7 @@ def _machine_id(key: tuple[str, str]) -> str:
 # so the only boundaries that remain are those of the DAG (kernel cells wait for their stack's
 # build, IMB cells for the stack); each group then also mixes process counts, whose cells the
 # runner plans one by one anyway.
-GROUP_KEYS: dict[str, tuple[Callable[[dict[str, Any]], Callable[[Cell], tuple[Any, ...]]], Callable[[Any], str]]] = {
+GROUP_KEYS: dict[str, tuple[Callable[[Campaign], Callable[[Cell], tuple[Any, ...]]], Callable[[Any], str]]] = {
     "allocation": (allocation_key, _allocation_id),
     "machine": (_machine_key, _machine_id),
 }
@@ -141,15 +142,15 @@ class JobGroups(dict[str, list[Cell]]):
         self.budgets: dict[str, GroupBudget] = {}
 
 
-def job_groups(config: dict[str, Any], cells: list[Cell], costs: CellCosts | None = None, *,
+def job_groups(config: Campaign, cells: list[Cell], costs: CellCosts | None = None, *,
                presorted: bool = False) -> JobGroups:
     """Group id -> its cells: each allocation's cells by repetition, then in sorted order, cut into chunks of at most
     cells_per_job cells and job_minutes of budgeted runtime (a cell longer than that on its own is
     a group of one). ``presorted``: ``cells`` are in sort_cells order already, without duplicates
     (programs.expand's), so they are not sorted again."""
-    size = int(config["campaign"].get("cells_per_job", DEFAULT_CELLS_PER_JOB))
-    budget_s = 60.0 * float(config["campaign"].get("job_minutes", DEFAULT_JOB_MINUTES))
-    key_for, id_of = GROUP_KEYS[config.get("grouping", "allocation")]
+    size = int(config.campaign.cells_per_job)
+    budget_s = 60.0 * float(config.campaign.job_minutes)
+    key_for, id_of = GROUP_KEYS[config.grouping]
     key_of = key_for(config)
     by_key: dict[tuple[Any, ...], list[Cell]] = defaultdict(list)
     for cell in cells if presorted else sort_cells(cells):
@@ -192,7 +193,7 @@ class CellCosts:
     """A cell's budgeted runtime and memory, modelled once per distinct cell apart from its
     repetition (repetitions cost the same: a 177k-cell campaign of 10 repetitions models ~18k)."""
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, config: Campaign) -> None:
         self._config = config
         self._runtime: dict[tuple[Any, ...], float] = {}
         self._costs: dict[tuple[Any, ...], tuple[float, int]] = {}
@@ -216,29 +217,28 @@ class CellCosts:
         return self.cost(cell)[1]
 
 
-def batch_jobs(config: dict[str, Any], cells: list[Cell]) -> int:
+def batch_jobs(config: Campaign, cells: list[Cell]) -> int:
     """How many batch jobs (groups) the cells need under a scheduler profile."""
     return len(job_groups(config, cells))
 
 
-def _exclusive_mode(config: dict[str, Any]) -> str:
-    mode: str = config["campaign"].get("exclusive", "auto")
-    return mode
+def _exclusive_mode(config: Campaign) -> str:
+    return config.campaign.exclusive
 
 
-def needs_exclusive(config: dict[str, Any], cell: Cell) -> bool:
+def needs_exclusive(config: Campaign, cell: Cell) -> bool:
     """Whether ``cell`` runs on whole nodes (campaign.exclusive: auto = every mapping but `core`)."""
     mode = _exclusive_mode(config)
     return mode == "always" or (mode == "auto" and cell.mapping not in SHARED_NODE_MAPPINGS)
 
 
-def group_needs_exclusive(config: dict[str, Any], cells: list[Cell]) -> bool:
+def group_needs_exclusive(config: Campaign, cells: list[Cell]) -> bool:
     """Whether any of ``cells`` runs on whole nodes (then the group's allocation must be whole nodes)."""
     mode = _exclusive_mode(config)
     return mode == "always" or (mode == "auto" and not SHARED_NODE_MAPPINGS.issuperset({c.mapping for c in cells}))
 
 
-def slurm_extra(config: dict[str, Any], cell: Cell, exclusive: bool | None = None) -> str:
+def slurm_extra(config: Campaign, cell: Cell, exclusive: bool | None = None) -> str:
     """sbatch options the executor plugin does not derive from tasks/nodes/mem/runtime; ``exclusive``
     (whole nodes) defaults to what ``cell`` needs."""
     extra = [f"--ntasks-per-node={cell.ppn}"]
@@ -247,11 +247,11 @@ def slurm_extra(config: dict[str, Any], cell: Cell, exclusive: bool | None = Non
     return " ".join(extra)
 
 
-def cell_runtime_s(config: dict[str, Any], cell: Cell) -> float:
+def cell_runtime_s(config: Campaign, cell: Cell) -> float:
     """Seconds to budget for one cell: its program's modelled work x RUNTIME_SAFETY plus the
     per-cell overhead, never more than the launch timeout (the runner kills the launch there)
     plus that overhead; an unmodelled program gets that ceiling."""
-    ceiling_s = float(config["campaign"]["timeout_s"]) + RUNTIME_OVERHEAD_S
+    ceiling_s = float(config.campaign.timeout_s) + RUNTIME_OVERHEAD_S
     program = program_named(cell.kind, cell.benchmark)
     work_s = program.work_s(config, cell) if program is not None else None
     if work_s is None:
@@ -259,7 +259,7 @@ def cell_runtime_s(config: dict[str, Any], cell: Cell) -> float:
     return min(ceiling_s, RUNTIME_OVERHEAD_S + RUNTIME_SAFETY * work_s)
 
 
-def runtime_min(config: dict[str, Any], cells: list[Cell], attempt: int = 1, costs: CellCosts | None = None,
+def runtime_min(config: Campaign, cells: list[Cell], attempt: int = 1, costs: CellCosts | None = None,
                 seconds: float | None = None) -> int:
     """Minutes to request for cells run one after another, at least RUNTIME_FLOOR_MIN; ``attempt``
     > 1 (a Snakemake retry) scales it up. ``seconds``: their budgets' sum, when already known."""
@@ -268,12 +268,12 @@ def runtime_min(config: dict[str, Any], cells: list[Cell], attempt: int = 1, cos
     return max(RUNTIME_FLOOR_MIN, -(-int(seconds * max(1, attempt)) // 60))
 
 
-def mem_mb(config: dict[str, Any], cells: list[Cell], costs: CellCosts | None = None) -> int:
+def mem_mb(config: Campaign, cells: list[Cell], costs: CellCosts | None = None) -> int:
     """Memory for cells run one after another: the largest request among them."""
     return max(map((costs or CellCosts(config)).mem_mb, cells))
 
 
-def group_resources(config: dict[str, Any], cells: list[Cell], attempt: int = 1,
+def group_resources(config: Campaign, cells: list[Cell], attempt: int = 1,
                     costs: CellCosts | None = None, budget: GroupBudget | None = None) -> dict[str, Any]:
     """The Snakemake resources of a group job (under grouping `allocation` every cell of a group
     shares its allocation; under `machine` the largest cell's, though no scheduler reads them);
@@ -311,7 +311,7 @@ class GroupResources:
     inside a batch job Snakemake parses the workflow again but asks for one group only. ``budgets``:
     those job_groups added up already (JobGroups.budgets; a group not in it is added up here)."""
 
-    def __init__(self, config: dict[str, Any], groups: GroupLookup, costs: CellCosts | None = None,
+    def __init__(self, config: Campaign, groups: GroupLookup, costs: CellCosts | None = None,
                  budgets: Mapping[str, GroupBudget] | None = None) -> None:
         self._config = config
         self._groups = groups

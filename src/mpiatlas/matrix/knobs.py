@@ -16,7 +16,11 @@ errors naming the key, programs.expand multiplies cells by :func:`selected_sets`
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mpiatlas.matrix.config import Campaign
 
 # The name of "no knob set" in a selection.
 NONE = "none"
@@ -62,29 +66,29 @@ def value_problem(value: str) -> str | None:
             "digits and _ . , : = + - / @ % { } [ ] ^")
 
 
-def unsuited(kind: str, env: dict[str, Any]) -> list[str]:
+def unsuited(kind: str, env: Mapping[str, Any]) -> list[str]:
     """The variables of a knob set that stack kind ``kind`` does not read."""
     return [name for name in env if not name.startswith(prefixes_for(kind))]
 
 
-def suits(kind: str, env: dict[str, Any]) -> bool:
+def suits(kind: str, env: Mapping[str, Any]) -> bool:
     return not unsuited(kind, env)
 
 
-def selection(config: dict[str, Any], label: str) -> tuple[list[str], bool]:
+def selection(config: Campaign, label: str) -> tuple[list[str], bool]:
     """The knob set names chosen for stack ``label`` and whether the choice is the stack's own
     (``stacks.<label>.knobs``: every set must suit it) rather than the campaign's (sets that do
     not suit the stack's kind are skipped for it). Default: ``none`` and every defined set."""
-    own = config["stacks"][label].get("knobs")
+    own = config.stacks[label].knobs
     if own is not None:
         return list(own), True
-    chosen = (config.get("campaign") or {}).get("knobs")
-    return (list(chosen) if chosen is not None else [NONE, *(config.get("knobs") or {})]), False
+    chosen = config.campaign.knobs
+    return (list(chosen) if chosen is not None else [NONE, *config.knobs]), False
 
 
-def selected_sets(config: dict[str, Any], label: str) -> list[str]:
+def selected_sets(config: Campaign, label: str) -> list[str]:
     """The knob sets the cells of stack ``label`` run with, in selection order; "" is no set."""
     names, _ = selection(config, label)
-    kind = config["stacks"][label]["kind"]
-    sets = config.get("knobs") or {}
+    kind = config.stacks[label].kind
+    sets = config.knobs
     return ["" if name == NONE else name for name in names if name == NONE or suits(kind, sets[name])]

@@ -22,7 +22,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mpiatlas.matrix.cells import CellSpec, HostSpec, SshSpec
+    from mpiatlas.matrix.config import Campaign
 
 from mpiatlas.node import multinode
 from mpiatlas.stacks.base import StackError
@@ -83,20 +87,20 @@ def parse_hostfile(text: str, path: str = "<hostfile>") -> list[Host]:
     return hosts
 
 
-def config_hosts(config: dict[str, Any], source: str = "<config>") -> list[Host] | None:
+def config_hosts(config: Campaign, source: str = "<config>") -> list[Host] | None:
     """The hosts of ``hosts:`` (names, or ``{name, slots}``) or of the file ``hostfile:`` names;
     None when the config has neither. Raises StackError naming the key and what was expected."""
-    if config.get("hosts") and config.get("hostfile"):
+    if config.hosts and config.hostfile:
         raise StackError(f"{source}: hosts and hostfile: give one of them, not both")
-    if config.get("hostfile"):
-        path = Path(config["hostfile"])
+    if config.hostfile:
+        path = Path(config.hostfile)
         try:
             text = path.read_text()
         except OSError as exc:
             raise StackError(f"{source}: hostfile: cannot read {path}: {exc.strerror}") from None
         hosts = parse_hostfile(text, str(path))
-    elif config.get("hosts"):
-        hosts = [Host(h) if isinstance(h, str) else Host(h["name"], h.get("slots")) for h in config["hosts"]]
+    elif config.hosts:
+        hosts = [Host(h) if isinstance(h, str) else Host(h["name"], h.get("slots")) for h in config.hosts]
     else:
         return None
     names = [h.name for h in hosts]
@@ -106,27 +110,26 @@ def config_hosts(config: dict[str, Any], source: str = "<config>") -> list[Host]
     return hosts
 
 
-def check_config(config: dict[str, Any], source: str) -> list[str]:
+def check_config(config: Campaign, source: str) -> list[str]:
     """Problems of the hosts/ssh keys that the schema cannot see (config.validate reports them)."""
     problems = []
     try:
         config_hosts(config, source)
     except StackError as exc:
         problems.append(str(exc))
-    if (config.get("hosts") or config.get("hostfile")) and config["campaign"].get("launcher") == "srun":
+    if (config.hosts or config.hostfile) and config.campaign.launcher == "srun":
         problems.append(f"{source}: hosts: mpirun over ssh needs campaign.launcher mpirun (or auto outside SLURM), "
                         "not srun (srun places ranks on the allocation's nodes)")
     return problems
 
 
-def spec_fields(config: dict[str, Any]) -> dict[str, Any]:
-    """What a cell's spec carries of the hosts/ssh keys ({} without hosts, so other specs stay as they were)."""
+def spec_fields(config: Campaign) -> tuple[list[HostSpec], SshSpec] | None:
+    """What a cell's spec carries of the hosts/ssh keys (None without hosts: the spec has no such keys)."""
     hosts = config_hosts(config)
     if hosts is None:
-        return {}
-    ssh = config.get("ssh") or {}
-    return {"hosts": [{"name": h.name, "slots": h.slots} for h in hosts],
-            "ssh": {"agent": ssh.get("agent", "ssh"), "config": _absolute(ssh.get("config"))}}
+        return None
+    return ([{"name": h.name, "slots": h.slots} for h in hosts],
+            {"agent": config.ssh.agent, "config": _absolute(config.ssh.config)})
 
 
 def _absolute(path: str | None) -> str | None:
@@ -137,7 +140,7 @@ def _absolute(path: str | None) -> str | None:
 # -- one cell -------------------------------------------------------------------------------------
 
 
-def cell_hosts(spec: dict[str, Any], nodes: int, ppn: int) -> list[Host]:
+def cell_hosts(spec: CellSpec, nodes: int, ppn: int) -> list[Host]:
     """The first ``nodes`` hosts of the spec, each able to take ``ppn`` ranks; StackError (unavailable)
     when there are too few or a host has fewer slots."""
     hosts = [Host(h["name"], h.get("slots")) for h in spec.get("hosts") or []]
@@ -153,14 +156,15 @@ def cell_hosts(spec: dict[str, Any], nodes: int, ppn: int) -> list[Host]:
     return hosts[:nodes]
 
 
-def spec_ssh(spec: dict[str, Any]) -> Ssh:
+def spec_ssh(spec: CellSpec) -> Ssh:
     """The spec's ssh agent, found on PATH (StackError when it is not), and its ``-F`` option."""
-    ssh = spec.get("ssh") or {}
-    agent = ssh.get("agent") or "ssh"
+    ssh = spec.get("ssh")
+    agent = (ssh["agent"] if ssh else None) or "ssh"
     found = shutil.which(agent)
     if found is None:
         raise StackError(f"unavailable: ssh agent {agent!r} (config ssh.agent) not found")
-    return Ssh(found, ("-F", ssh["config"]) if ssh.get("config") else ())
+    config = ssh["config"] if ssh else None
+    return Ssh(found, ("-F", config) if config else ())
 
 
 def probe_hosts(hosts: Sequence[Host], ssh: Ssh, timeout_s: float = 60) -> list[multinode.NodeFacts]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 from itertools import chain
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from mpiatlas.matrix import knobs
 from mpiatlas.matrix.cells import (
@@ -36,6 +36,10 @@ from mpiatlas.programs.kernels.matsum import Matsum
 from mpiatlas.programs.kernels.pingpong import Pingpong
 from mpiatlas.programs.kernels.ring import Ring
 
+if TYPE_CHECKING:
+    from mpiatlas.matrix.cells import CellSpec
+    from mpiatlas.matrix.config import Campaign
+
 REGISTRY: dict[str, Program] = {p.name: p for p in (Imb(), Ring(), Matsum(), Jacobi(), Pingpong(), Coll())}
 # The C kernels, in the order they are built and tabled.
 KERNEL_NAMES: tuple[str, ...] = tuple(name for name, p in REGISTRY.items() if isinstance(p, KernelProgram))
@@ -51,12 +55,12 @@ def program_of(cell: Cell) -> Program:
     return REGISTRY["imb" if cell.kind == "imb" else cell.benchmark]
 
 
-def program_of_spec(spec: dict[str, Any]) -> Program:
+def program_of_spec(spec: CellSpec) -> Program:
     """The program of a cell spec (programs.cell_spec): its ``kernel`` block names a kernel."""
     return REGISTRY[spec["kernel"]["name"]] if "kernel" in spec else REGISTRY["imb"]
 
 
-def expand(config: dict[str, Any]) -> list[Cell]:
+def expand(config: Campaign) -> list[Cell]:
     """Every cell of every registered program, validated (transports, algorithms), sorted; each
     once per knob set its stack runs with (mpiatlas.matrix.knobs: an axis of every program's cells), and
     over nodes once per ranks per node and placement (``ppn``, ``placement``)."""
@@ -66,7 +70,7 @@ def expand(config: dict[str, Any]) -> list[Cell]:
     return sort_cells(with_knob_sets(config, with_node_axes(config, cells)))
 
 
-def with_node_axes(config: dict[str, Any], cells: Iterable[Cell]) -> Iterable[Cell]:
+def with_node_axes(config: Campaign, cells: Iterable[Cell]) -> Iterable[Cell]:
     """``cells``, the multi-node ones under the ``ppn`` and ``placement`` axes.
 
     ``ppn`` (ranks per node): a node cell is kept when np / nodes is one of them; an IMB two-rank
@@ -75,8 +79,8 @@ def with_node_axes(config: dict[str, Any], cells: Iterable[Cell]) -> Iterable[Ce
     ``placement`` (cyclic | block): each node cell with more than one rank per node once per
     placement (one rank per node places alike either way: once, as cyclic). Without these keys
     every cell stays as it was (ids unchanged)."""
-    ppns, placements = config.get("ppn"), config.get("placement") or [DEFAULT_DISTRIBUTION]
-    if ppns is None and placements == [DEFAULT_DISTRIBUTION]:
+    ppns, placements = config.ppn, config.placement
+    if ppns is None and placements == (DEFAULT_DISTRIBUTION,):
         return cells
     distributions = [cell_distribution(p) for p in placements]
 
@@ -95,21 +99,23 @@ def with_node_axes(config: dict[str, Any], cells: Iterable[Cell]) -> Iterable[Ce
     return chain.from_iterable(expand_one(cell) for cell in cells)
 
 
-def with_knob_sets(config: dict[str, Any], cells: Iterable[Cell]) -> Iterable[Cell]:
+def with_knob_sets(config: Campaign, cells: Iterable[Cell]) -> Iterable[Cell]:
     """``cells``, each once per knob set selected for its stack ("" keeps the cell as it is)."""
-    if not config.get("knobs"):
+    if not config.knobs:
         return cells  # no knob set defined: every cell as it always was, at no cost
-    sets = {label: knobs.selected_sets(config, label) for label in config["stacks"]}
+    sets = {label: knobs.selected_sets(config, label) for label in config.stacks}
     return (cell if name == "" else replace(cell, knobs=name) for cell in cells for name in sets[cell.stack])
 
 
-def cell_spec(config: dict[str, Any], cell: Cell) -> dict[str, Any]:
+def cell_spec(config: Campaign, cell: Cell) -> CellSpec:
     """Everything the runner needs for one cell, JSON-ready (no config file needed at run time):
     what every cell shares, and its program's own block (``imb`` or ``kernel``)."""
     program = program_of(cell)
     spec = cell_spec_base(config, cell)
-    spec["stack"].update(program.stack_extras(config, cell))
-    return {**spec, **program.spec_block(config, cell)}
+    extras = program.stack_extras(config, cell)
+    if "imb_from" in extras:  # StackExtras' one key, typed alike in StackSpec
+        spec["stack"]["imb_from"] = extras["imb_from"]
+    return cast("CellSpec", {**spec, **program.spec_block(config, cell)})
 
 
 def tables() -> list[str]:
@@ -117,6 +123,6 @@ def tables() -> list[str]:
     return [table for program in REGISTRY.values() for table in program.tables]
 
 
-def cells_of_kind(config: dict[str, Any], kind: str) -> list[Cell]:
+def cells_of_kind(config: Campaign, kind: str) -> list[Cell]:
     """The campaign's cells of one kind (``imb`` or ``kernel``), validated and sorted."""
     return [cell for cell in expand(config) if cell.kind == kind]

@@ -20,6 +20,10 @@ from mpiatlas.matrix.cells import Cell, distribution_of_id, mapping_segment, ser
 from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.stacks import Stack
 
+if TYPE_CHECKING:
+    from mpiatlas.matrix.cells import CellSpec, StackExtras
+    from mpiatlas.matrix.config import Campaign
+
 if TYPE_CHECKING:  # polars is imported where rows are built: `mpiatlas run-cell` starts without it
     import polars as pl
 
@@ -45,6 +49,12 @@ class LaunchExtras:
     env: dict[str, str] = field(default_factory=dict)
 
 
+def container_binds(spec: CellSpec) -> list[str]:
+    """The extra --bind specs of a containerised cell's ``apptainer exec`` ([] without)."""
+    container = spec["container"]
+    return list(container.get("binds", [])) if container else []
+
+
 class Program(ABC):
     name: str
     kind: str  # the first part of its cells' ids: imb | kernel
@@ -53,30 +63,30 @@ class Program(ABC):
     threaded: bool = False
 
     @abstractmethod
-    def cells(self, config: dict[str, Any]) -> list[Cell]:
+    def cells(self, config: Campaign) -> list[Cell]:
         """Every cell of this program in the campaign ([] without its config block)."""
 
-    def stack_extras(self, config: dict[str, Any], cell: Cell) -> dict[str, Any]:
+    def stack_extras(self, config: Campaign, cell: Cell) -> StackExtras:
         """Entries of the spec's ``stack`` block beyond label, kind, source and prefix."""
         return {}
 
     @abstractmethod
-    def spec_block(self, config: dict[str, Any], cell: Cell) -> dict[str, Any]:
+    def spec_block(self, config: Campaign, cell: Cell) -> dict[str, Any]:
         """The program's top-level entries of the cell spec (JSON-ready)."""
 
     @abstractmethod
-    def host_argv(self, spec: dict[str, Any], stack: Stack) -> list[str]:
+    def host_argv(self, spec: CellSpec, stack: Stack) -> list[str]:
         """argv of one rank, run from the host."""
 
     @abstractmethod
-    def image_argv(self, spec: dict[str, Any], facts: dict[str, Any]) -> list[str]:
+    def image_argv(self, spec: CellSpec, facts: dict[str, Any]) -> list[str]:
         """argv of one rank inside the cell's image (``facts``: runner.lifecycle.image_facts)."""
 
-    def launch_extras(self, spec: dict[str, Any], oversubscribed: bool) -> LaunchExtras:
+    def launch_extras(self, spec: CellSpec, oversubscribed: bool) -> LaunchExtras:
         return LaunchExtras()
 
     @abstractmethod
-    def check(self, spec: dict[str, Any], stdout: str, pins: list[int] | None,
+    def check(self, spec: CellSpec, stdout: str, pins: list[int] | None,
               sets: list[tuple[int, ...]] | None) -> Outcome | Checked:
         """The program's reading of a launch that exited 0: an Outcome when its output is unusable."""
 
@@ -88,12 +98,12 @@ class Program(ABC):
     def rows(self, cell_dir: Path, row: dict[str, Any], prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
         """Tidy table name -> the sealed cell's rows ({} when it has none)."""
 
-    def work_s(self, config: dict[str, Any], cell: Cell) -> float | None:
+    def work_s(self, config: Campaign, cell: Cell) -> float | None:
         """Pessimistic seconds of one launch's own work; None: not modelled (the timeout is asked)."""
         return None
 
     @abstractmethod
-    def mem_mb(self, config: dict[str, Any], cell: Cell) -> int:
+    def mem_mb(self, config: Campaign, cell: Cell) -> int:
         """Memory to request for the cell: the MPI library and the program's buffers, every rank."""
 
 

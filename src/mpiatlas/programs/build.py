@@ -18,7 +18,10 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from mpiatlas.matrix.config import Campaign
 
 from mpiatlas.matrix import layout
 from mpiatlas.files import user_cache_dir
@@ -198,14 +201,14 @@ def _store(entry: Path, binaries: dict[str, Path]) -> None:
         pass
 
 
-def build_labels(config: dict[str, Any]) -> list[str]:
+def build_labels(config: Campaign) -> list[str]:
     """Stacks whose kernels the DAG builds on the host (none when the images carry them)."""
-    if (config.get("containers") or {}).get("enabled"):
+    if config.containers.enabled:
         return []
     return sorted({c.stack for c in expand(config) if c.kind == "kernel"})
 
 
-def build_outputs(config: dict[str, Any], label: str) -> list[str]:
+def build_outputs(config: Campaign, label: str) -> list[str]:
     """The files the build rule of stack ``label`` makes: every kernel binary, then the record."""
-    out = layout.kernel_build_dir(layout.results_dir(config["campaign"]["name"]), label)
+    out = layout.kernel_build_dir(layout.results_dir(config.campaign.name), label)
     return [f"{out}/{name}" for name in KERNEL_NAMES] + [f"{out}/{BUILD_RECORD}"]

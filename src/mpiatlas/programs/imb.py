@@ -9,6 +9,7 @@ stack's ``algorithms``) x IMB options (``imb.options``, programs.imb_options) x 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +27,20 @@ from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.parsers.imb_lines import parse_lines
 from mpiatlas.parsers.imb_shapes import ImbParseError
 from mpiatlas.programs import imb_options
-from mpiatlas.programs.base import MEM_PER_JOB_MB, MEM_PER_RANK_MB, Checked, LaunchExtras, Program, tag_columns
+from mpiatlas.programs.base import (
+    MEM_PER_JOB_MB,
+    MEM_PER_RANK_MB,
+    Checked,
+    LaunchExtras,
+    Program,
+    container_binds,
+    tag_columns,
+)
 from mpiatlas.stacks import Stack, StackError
 
 if TYPE_CHECKING:
+    from mpiatlas.matrix.cells import CellSpec, ImbBlock, StackExtras
+    from mpiatlas.matrix.config import Campaign
     import polars as pl
 
 # IMB runs these with exactly two active ranks; more processes would only wait.
@@ -44,32 +55,31 @@ SAMPLED_STATUSES = ("ok", "invalid")
 MB = 2**20
 
 
-def algorithms_for(config: dict[str, Any], stack: str, benchmark: str) -> list[str]:
+def algorithms_for(config: Campaign, stack: str, benchmark: str) -> list[str]:
     if benchmark not in COLLECTIVES:
         return [DEFAULT_ALGORITHM]
-    return list(config["stacks"][stack].get("algorithms", {}).get(benchmark, [DEFAULT_ALGORITHM]))
+    return list(config.stacks[stack].algorithms.get(benchmark, [DEFAULT_ALGORITHM]))
 
 
-def process_counts(config: dict[str, Any], benchmark: str) -> list[int]:
-    return [2] if benchmark in TWO_RANK_BENCHMARKS else sorted(config["processes"])
+def process_counts(config: Campaign, benchmark: str) -> list[int]:
+    return [2] if benchmark in TWO_RANK_BENCHMARKS else sorted(config.processes)
 
 
-def imb_unavailable_reason(config: dict[str, Any], label: str) -> str | None:
+def imb_unavailable_reason(config: Campaign, label: str) -> str | None:
     """Why stack ``label`` cannot run IMB, known before anything runs (None: it can).
 
     Intel MPI ships IMB in its wheel; MPICH runs Intel's IMB through the MPICH ABI, so it needs an
     Intel MPI stack in the campaign; Open MPI needs IMB built from source, which only an image with
     ``imb: build`` or an IMB the user built (MPIATLAS_IMB_OPENMPI, <prefix>/imb) provides. Such cells
     are not planned: the report states the reason once instead of showing them as failures."""
-    kind = config["stacks"][label]["kind"]
+    kind = config.stacks[label].kind
     if kind == "mpich" and imb_provider(config, label) is None:
         return ("MPICH runs Intel's IMB binaries through the MPICH ABI, and the campaign has no intelmpi "
                 "stack to take them from")
     if kind != "openmpi":
         return None
-    image_config = config.get("containers") or {}
-    image = (image_config.get("stacks") or {}).get("openmpi") or {}
-    if image_config.get("enabled") and image.get("imb", "skip") == "build":
+    image = (config.containers.stacks or {}).get("openmpi") or {}
+    if config.containers.enabled and image.get("imb", "skip") == "build":
         return None
     if os.environ.get("MPIATLAS_IMB_OPENMPI") or (Path(stack_prefix(config, label)) / "imb").exists():
         return None
@@ -77,19 +87,19 @@ def imb_unavailable_reason(config: dict[str, Any], label: str) -> str | None:
             "its point-to-point and collectives are measured by mpiatlas's own pingpong and coll kernels")
 
 
-def imb_stacks(config: dict[str, Any]) -> list[str]:
+def imb_stacks(config: Campaign) -> list[str]:
     """Labels of the stacks with IMB cells: ``imb.stacks``, else every stack; never one that cannot
     run IMB (see :func:`imb_unavailable_reason`)."""
-    chosen = config["imb"].get("stacks")
-    return [label for label in config["stacks"]
+    chosen = config.imb.stacks
+    return [label for label in config.stacks
             if (chosen is None or label in chosen) and imb_unavailable_reason(config, label) is None]
 
 
-def unplanned_notes(config: dict[str, Any]) -> list[dict[str, Any]]:
+def unplanned_notes(config: Campaign) -> list[dict[str, Any]]:
     """One note per stack whose IMB cells were left out before the run: what, why, how many cells."""
-    chosen = config["imb"].get("stacks")
+    chosen = config.imb.stacks
     notes = []
-    for label in config["stacks"]:
+    for label in config.stacks:
         reason = imb_unavailable_reason(config, label)
         if reason is None or (chosen is not None and label not in chosen):
             continue
@@ -98,9 +108,9 @@ def unplanned_notes(config: dict[str, Any]) -> list[dict[str, Any]]:
     return notes
 
 
-def cells_of(config: dict[str, Any], stacks: list[str]) -> list[Cell]:
+def cells_of(config: Campaign, stacks: list[str]) -> list[Cell]:
     reps = adaptive.initial_repetitions(config)
-    options = config["imb"].get("options")
+    options = config.imb.options
     # The option combinations depend on the options and on collective or not only: computed twice,
     # not once per (stack, transport, mapping, np, algorithm) of a 10^5-cell campaign.
     combinations = {collective: imb_options.combinations(options, collective) for collective in (False, True)}
@@ -109,9 +119,9 @@ def cells_of(config: dict[str, Any], stacks: list[str]) -> list[Cell]:
     return [
         Cell("imb", stack, transport, mapping, np, bench, algo, rep, nodes=nodes, options=opts)
         for stack in stacks
-        for transport in config["stacks"][stack]["transports"]
-        for mapping in config["mappings"]
-        for bench in config["imb"]["benchmarks"]
+        for transport in config.stacks[stack].transports
+        for mapping in config.mappings
+        for bench in config.imb.benchmarks
         for np in process_counts(config, bench)
         for nodes in node_counts(config, mapping, np)
         for algo in algorithms_for(config, stack, bench)
@@ -120,7 +130,7 @@ def cells_of(config: dict[str, Any], stacks: list[str]) -> list[Cell]:
     ]
 
 
-def imb_args(benchmark: str, np: int, imb: dict[str, Any]) -> list[str]:
+def imb_args(benchmark: str, np: int, imb: ImbBlock) -> list[str]:
     lo, hi = imb["msglog"]
     args = [benchmark, "-msglog", f"{lo}:{hi}", "-npmin", str(np), "-time", str(imb["time_s"]), "-mem", str(imb["mem_gb"])]
     if imb.get("iterations"):
@@ -129,7 +139,7 @@ def imb_args(benchmark: str, np: int, imb: dict[str, Any]) -> list[str]:
     return args + imb_options.argv(imb.get("options") or {})
 
 
-def message_sizes(benchmark: str, msglog: list[int]) -> int:
+def message_sizes(benchmark: str, msglog: Sequence[int]) -> int:
     """How many message sizes IMB measures for the cell (0 bytes, then 2^lo .. 2^hi)."""
     if benchmark == "Barrier":
         return 1
@@ -142,29 +152,29 @@ class Imb(Program):
     kind = "imb"
     tables = (layout.IMB_SAMPLES,)
 
-    def cells(self, config: dict[str, Any]) -> list[Cell]:
+    def cells(self, config: Campaign) -> list[Cell]:
         return cells_of(config, imb_stacks(config))
 
-    def stack_extras(self, config: dict[str, Any], cell: Cell) -> dict[str, Any]:
+    def stack_extras(self, config: Campaign, cell: Cell) -> StackExtras:
         # An MPICH stack runs the IMB binaries of the campaign's Intel MPI stack (MPICH ABI).
         return {"imb_from": imb_provider_prefix(config, cell.stack)}
 
-    def spec_block(self, config: dict[str, Any], cell: Cell) -> dict[str, Any]:
-        imb = config["imb"]
-        block = {"msglog": list(imb["msglog"]), "time_s": imb["time_s"], "mem_gb": imb["mem_gb"],
-                 "iterations": imb.get("iterations")}
+    def spec_block(self, config: Campaign, cell: Cell) -> dict[str, Any]:
+        imb = config.imb
+        block: dict[str, Any] = {"msglog": list(imb.msglog), "time_s": imb.time_s, "mem_gb": imb.mem_gb,
+                                 "iterations": imb.iterations}
         if cell.options:  # a cell without options keeps the spec it always had
             block["options"] = imb_options.parse_segment(cell.options)
         return {"imb": block}
 
-    def host_argv(self, spec: dict[str, Any], stack: Stack) -> list[str]:
+    def host_argv(self, spec: CellSpec, stack: Stack) -> list[str]:
         binary = stack.imb_binary("IMB-MPI1")
         if binary is None:
             raise StackError(f"unavailable: no IMB-MPI1 for {stack.kind} (IMB source not reachable or not built)")
         cell = spec["cell"]
         return [str(binary), *imb_args(cell["benchmark"], cell["np"], spec["imb"])]
 
-    def image_argv(self, spec: dict[str, Any], facts: dict[str, Any]) -> list[str]:
+    def image_argv(self, spec: CellSpec, facts: dict[str, Any]) -> list[str]:
         """Hybrid model: the host launcher starts ``apptainer exec IMAGE IMB-MPI1 ...`` per rank."""
         status = facts["labels"].get("mpiatlas.imb", "")
         if status.startswith("unavailable"):
@@ -173,14 +183,14 @@ class Imb(Program):
         argv = ["IMB-MPI1", *imb_args(cell["benchmark"], cell["np"], spec["imb"])]
         from mpiatlas.stacks import containers  # jinja2 and image handling: container cells only
 
-        return containers.exec_argv(facts["image"], argv, spec["container"].get("binds", []))
+        return containers.exec_argv(facts["image"], argv, container_binds(spec))
 
-    def launch_extras(self, spec: dict[str, Any], oversubscribed: bool) -> LaunchExtras:
+    def launch_extras(self, spec: CellSpec, oversubscribed: bool) -> LaunchExtras:
         cell = spec["cell"]
         collective = cell["benchmark"].lower() if cell["algorithm"] != DEFAULT_ALGORITHM else None
         return LaunchExtras(collective=collective, algorithm=cell["algorithm"])
 
-    def check(self, spec: dict[str, Any], stdout: str, pins: list[int] | None,
+    def check(self, spec: CellSpec, stdout: str, pins: list[int] | None,
               sets: list[tuple[int, ...]] | None) -> Outcome | Checked:
         try:
             # The plain-Python executor: checking one cell's output needs no polars (tidy reads the
@@ -210,17 +220,17 @@ class Imb(Program):
         own = {"algorithm": (row["algorithm"], pl.String()), "options": (row.get("options") or "", pl.String())}
         return {layout.IMB_SAMPLES: tag_columns(samples, row, own)}
 
-    def work_s(self, config: dict[str, Any], cell: Cell) -> float | None:
+    def work_s(self, config: Campaign, cell: Cell) -> float | None:
         # IMB stops a message size after about -time seconds.
-        imb = config["imb"]
-        return message_sizes(cell.benchmark, imb["msglog"]) * float(imb["time_s"])
+        imb = config.imb
+        return message_sizes(cell.benchmark, imb.msglog) * float(imb.time_s)
 
-    def mem_mb(self, config: dict[str, Any], cell: Cell) -> int:
+    def mem_mb(self, config: Campaign, cell: Cell) -> int:
         """Per rank the library plus IMB's buffers (a send and a receive buffer of the largest message
         per peer, capped by IMB -mem)."""
-        _, hi = config["imb"]["msglog"]
+        _, hi = config.imb.msglog
         # Off cache, each buffer spans ~2 x max(cache size, message) (IMB -help off_cache).
         cache_mib = imb_options.off_cache_mib(imb_options.parse_segment(cell.options))
         per_peer_mb = 2 * max(cache_mib, 2**hi / MB) if cache_mib else 2**hi / MB
-        buffers_mb = min(float(config["imb"]["mem_gb"]) * 1024, 2 * cell.np * per_peer_mb)
+        buffers_mb = min(float(config.imb.mem_gb) * 1024, 2 * cell.np * per_peer_mb)
         return MEM_PER_JOB_MB + cell.np * (MEM_PER_RANK_MB + int(buffers_mb + 1))

@@ -18,6 +18,7 @@ The spellings and values are IMB 2021's (``IMB-MPI1 -help off_cache`` etc.):
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from itertools import product
 from typing import Any
 
@@ -42,7 +43,7 @@ def normalize_value(option: str, value: Any) -> str:
     return str(value)
 
 
-def combinations(options: dict[str, list[Any]] | None, collective: bool) -> list[str]:
+def combinations(options: Mapping[str, Sequence[Any]] | None, collective: bool) -> list[str]:
     """The id segments of every combination of ``options`` a benchmark runs ("" = IMB's defaults),
     without duplicates, in config order; ``collective``: root_shift and sync apply."""
     options = options or {}

@@ -7,7 +7,7 @@ their own ``valid`` checks); everything else is judged here the same way for eve
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpiatlas.evidence import mpi_library
 from mpiatlas.node import multinode, ssh_hosts, topology
@@ -18,13 +18,16 @@ from mpiatlas.runner.likwid_pin import is_likwid
 from mpiatlas.stacks import Stack
 from mpiatlas.stacks.base import CROSS_NODE, ON_NODE
 
+if TYPE_CHECKING:
+    from mpiatlas.matrix.cells import CellSpec
+
 
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return lines[-1][:300] if lines else ""
 
 
-def exit_outcome(spec: dict[str, Any], rc: int | None, stdout: str, stderr: str) -> Outcome | None:
+def exit_outcome(spec: CellSpec, rc: int | None, stdout: str, stderr: str) -> Outcome | None:
     """``timeout`` / ``failed`` for a launch that did not end cleanly, else None."""
     if rc is None:
         return Outcome("timeout", f"no result within {spec['timeout_s']} s")
@@ -98,7 +101,7 @@ def set_binding_problems(requested: list[tuple[int, ...]], binding: dict[int, se
     return problems
 
 
-def judge(stack: Stack, spec: dict[str, Any], pins: list[int] | None, sets: list[tuple[int, ...]] | None,
+def judge(stack: Stack, spec: CellSpec, pins: list[int] | None, sets: list[tuple[int, ...]] | None,
           rc: int | None, stdout: str, stderr: str, unpinned_note: str | None = None) -> Outcome:
     """Decide a finished launch's status from its exit code, its program's reading of the output
     and the evidence the stack printed. ``sets``: the cpu set of each rank of a one-node hybrid
@@ -151,17 +154,17 @@ def _verdict(checked: Checked, details: dict[str, Any], problems: list[str], bin
     return Outcome("ok", None, details)
 
 
-def judge_placement(outcome: Outcome, spec: dict[str, Any], pin_sets: list[tuple[int, ...]] | None,
-                    facts: list[multinode.NodeFacts], output: str, record: dict[str, Any]) -> Outcome:
+def judge_placement(outcome: Outcome, spec: CellSpec, pin_sets: list[tuple[int, ...]] | None,
+                    facts: list[multinode.NodeFacts], output: str) -> Outcome:
     """A multi-node cell is only ``ok`` if every rank really ran on the node its placement (cyclic |
     block) plans, each on the cpus asked for, and no two ranks of one machine were left to share a
-    core (multinode.time_sliced)."""
+    core (multinode.time_sliced). The details name the host of every rank (``rank_hosts``)."""
     if outcome.status not in ("ok", "invalid"):
         return outcome
     cell = spec["cell"]
     details = dict(outcome.details or {})
     hosts = ssh_hosts.rank_hosts(output)
-    record["rank_hosts"] = {str(r): h for r, h in sorted(hosts.items())}
+    rank_hosts = {str(r): h for r, h in sorted(hosts.items())}
     binding = {int(r): set(c) for r, c in (details.get("obtained_binding") or {}).items()}
     problems = multinode.placement_problems(int(cell["np"]), int(cell["nodes"]), hosts, binding, facts,
                                             cell.get("distribution") or "cyclic")
@@ -170,7 +173,7 @@ def judge_placement(outcome: Outcome, spec: dict[str, Any], pin_sets: list[tuple
         details["binding_ok"] = not wrong
         if wrong:
             problems.append(f"ranks {wrong} were not bound to the cpu sets asked for ({[list(pin_sets[r]) for r in wrong]})")
-    details.update(rank_hosts=record["rank_hosts"], placement_ok=not problems)
+    details.update(rank_hosts=rank_hosts, placement_ok=not problems)
     if outcome.status == "ok" and problems:
         return Outcome("invalid", "; ".join(problems), details)
     if problems:

@@ -18,15 +18,19 @@ import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpiatlas.evidence import provenance
 from mpiatlas.node import topology
 from mpiatlas.stats import quality
 from mpiatlas.matrix.layout import NODE_LOST, PROVENANCE, STATUS, STDERR, STDOUT
 from mpiatlas.evidence.outcome import Outcome
+from mpiatlas.evidence.provenance import UNSET, Provenance
 from mpiatlas.runner.scheduler_state import NodeLoss, node_failure_lines, node_loss
 from mpiatlas.stacks import StackError
+
+if TYPE_CHECKING:
+    from mpiatlas.matrix.cells import CellSpec, ContainerSpec
 
 
 class CellInterrupted(RuntimeError):
@@ -92,13 +96,17 @@ def slurm_job_alive(environ: dict[str, str] | None = None) -> bool:
     return out.returncode == 0 and out.stdout.strip() == "RUNNING"
 
 
-def interruption(record: dict[str, Any]) -> str | None:
+def _srun_failed(record: Provenance) -> bool:
+    return record.launcher == "srun" and record.exit_code not in (0, None, UNSET)
+
+
+def interruption(record: Provenance) -> str | None:
     """Why a finished cell has no result of its own, or None: a stop signal, or an srun launch
     that failed because its job is no longer running (scancel, time limit, preemption)."""
     if _INTERRUPTED:
         return _INTERRUPTED[0]
-    if record.get("launcher") == "srun" and record.get("exit_code") not in (0, None) and not slurm_job_alive():
-        return f"srun exited with {record.get('exit_code')} and SLURM job {os.environ.get('SLURM_JOB_ID')} is no longer running"
+    if _srun_failed(record) and not slurm_job_alive():
+        return f"srun exited with {record.exit_code} and SLURM job {os.environ.get('SLURM_JOB_ID')} is no longer running"
     return None
 
 
@@ -122,7 +130,7 @@ def clean_stale(out: Path) -> list[str]:
     return removed
 
 
-def open_cell(spec: dict[str, Any], out: Path) -> tuple[Path, dict[str, Any]]:
+def open_cell(spec: CellSpec, out: Path) -> tuple[Path, Provenance]:
     """Start a cell: refuse an existing ``out``, make the scratch directory the cell is written
     into (sealed into ``out`` by :func:`close_cell`), and the provenance record's first facts."""
     out = Path(out)
@@ -132,16 +140,18 @@ def open_cell(spec: dict[str, Any], out: Path) -> tuple[Path, dict[str, Any]]:
     stale = clean_stale(out)
     # Absolute: the launch runs inside it, and launch-side files (rankfiles) are named by path.
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent)).resolve()
-    record: dict[str, Any] = {"cell": spec["id"], "coords": spec["cell"], "start": provenance.now(),
-                              **provenance.host_facts(), "containerized": False, "image_digest": None,
-                              "stack_kind": spec["stack"]["kind"], **scheduler_facts()}
+    host, job = provenance.host_facts(), scheduler_facts()
+    record = Provenance(cell=spec["id"], coords=spec["cell"], start=provenance.now(), host=host["host"],
+                        cpu_model=host["cpu_model"], kernel=host["kernel"], python=host["python"],
+                        mpiatlas_version=host["mpiatlas_version"], stack_kind=spec["stack"]["kind"],
+                        scheduler=job["scheduler"], slurm_job_id=job["slurm_job_id"], slurm=job["slurm"])
     if stale:
-        record["removed_stale_attempts"] = stale
+        record.removed_stale_attempts = stale
     _catch_stop_signals()
     return work, record
 
 
-def close_cell(work: Path, out: Path, spec: dict[str, Any], record: dict[str, Any], outcome: Outcome) -> None:
+def close_cell(work: Path, out: Path, spec: CellSpec, record: Provenance, outcome: Outcome) -> None:
     """End a cell: provenance and status next to the raw output, read-only, renamed into ``out``.
     An interrupted cell (see :func:`interruption`) is discarded instead and CellInterrupted raised:
     its raw directory never appears, so Snakemake and the partial report see it as missing. If its
@@ -155,7 +165,7 @@ def close_cell(work: Path, out: Path, spec: dict[str, Any], record: dict[str, An
             shutil.rmtree(work, ignore_errors=True)
             raise CellInterrupted(f"{spec['id']}: interrupted ({why}); not recorded, run it again")
         if lost is not None:
-            record["interrupted_by"] = why
+            record.interrupted_by = why
             outcome = Outcome("failed", lost.reason, {**(outcome.details or {}), NODE_LOST: lost.facts()})
         _seal_cell(work, out, spec, record, outcome)
         if lost is not None:
@@ -167,31 +177,32 @@ def close_cell(work: Path, out: Path, spec: dict[str, Any], record: dict[str, An
         raise CellInterrupted(f"{spec['id']}: sealed, then {late[0]}: the group stops")
 
 
-def _seal_cell(work: Path, out: Path, spec: dict[str, Any], record: dict[str, Any], outcome: Outcome) -> None:
-    record["end"] = provenance.now()
+def _seal_cell(work: Path, out: Path, spec: CellSpec, record: Provenance, outcome: Outcome) -> None:
+    record.end = provenance.now()
     for name in (STDOUT, STDERR):
         (work / name).touch()
-    _write_json(work / PROVENANCE, record)
+    _write_json(work / PROVENANCE, record.to_json())
+    machine = None if record.machine is UNSET else record.machine
     _write_json(work / STATUS, {"cell": spec["id"], "status": outcome.status, "reason": outcome.reason,
-                                **(outcome.details or {}), **launch_quality(spec, record)})
+                                **(outcome.details or {}),
+                                **launch_quality(spec, machine, record.oversubscribed is True)})
     _seal(work, Path(out))
 
 
-def launch_quality(spec: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+def launch_quality(spec: CellSpec, machine: dict[str, Any] | None, oversubscribed: bool) -> dict[str, Any]:
     """``quality`` (ok | perturbed) and ``quality_reason`` of the launch, from its machine record
     (mpiatlas.stats.quality); nothing for a cell that never launched. A separate axis from the status: a
     perturbed launch ran right, its numbers are just not the machine's own."""
-    if not record.get("machine"):
+    if not machine:
         return {}
-    judged, reason = quality.judge_launch(record["machine"], spec.get("perturbation"),
-                                          bool(record.get("oversubscribed")))
+    judged, reason = quality.judge_launch(machine, spec.get("perturbation"), oversubscribed)
     return {"quality": judged, "quality_reason": reason}
 
 
-def _node_loss(work: Path, record: dict[str, Any], why: str | None) -> NodeLoss | None:
+def _node_loss(work: Path, record: Provenance, why: str | None) -> NodeLoss | None:
     """The node loss that ended the cell's job: asked of SLURM when the cell was interrupted, or
     when its srun failed saying a node failed (the job may not have left RUNNING yet)."""
-    failed_srun = record.get("launcher") == "srun" and record.get("exit_code") not in (0, None)
+    failed_srun = _srun_failed(record)
     if why is None and not failed_srun:
         return None
     output = _read(work / STDERR) + _read(work / STDOUT)
@@ -217,7 +228,7 @@ def error_outcome(exc: topology.MappingUnavailable | StackError) -> Outcome:
         else Outcome("failed", text)
 
 
-def image_facts(container: dict[str, Any]) -> dict[str, Any]:
+def image_facts(container: ContainerSpec) -> dict[str, Any]:
     """Digest and labels of a cell's image, from the record the image rule wrote at build time."""
     record = json.loads(Path(container["inspect"]).read_text())
     labels = record["inspect"]["data"]["attributes"].get("labels", {})

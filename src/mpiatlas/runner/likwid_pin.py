@@ -25,16 +25,19 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING
 
 from mpiatlas.stacks import StackError
+
+if TYPE_CHECKING:
+    from mpiatlas.matrix.cells import CellSpec
 
 LIKWID_PIN = "likwid-pin"
 PINNER = "likwid"
 MISSING = "likwid-pin not found on PATH (package likwid)"
 
 
-def is_likwid(spec: dict[str, Any]) -> bool:
+def is_likwid(spec: CellSpec) -> bool:
     """Does this cell's spec ask for the likwid pinner?"""
     return spec.get("pinner") == PINNER
 
@@ -47,7 +50,7 @@ def likwid_pin_path(path: str | None = None) -> str:
     return found
 
 
-def check_pinnable(spec: dict[str, Any], launcher: str, nodes: int) -> None:
+def check_pinnable(spec: CellSpec, launcher: str, nodes: int) -> None:
     """Refuse (as unavailable) what the likwid pinner does not do: launches other than one-node mpirun,
     and containerized cells (likwid-pin would have to run inside the image, per rank)."""
     if launcher != "mpirun" or nodes != 1:

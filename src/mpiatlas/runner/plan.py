@@ -14,13 +14,44 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from mpiatlas.node import multinode, ssh_hosts, topology
+from mpiatlas.evidence.provenance import UNSET, Unset
 from mpiatlas.runner import likwid_pin
 from mpiatlas.stacks import Stack, StackError, fabrics
 from mpiatlas.stacks.base import SHM, medium
+
+if TYPE_CHECKING:
+    from mpiatlas.matrix.cells import CellSpec, Coords
+
+
+@dataclass
+class PlanFacts:
+    """What planning found, as provenance.json keeps it (mpiatlas.evidence.provenance.Provenance's names);
+    UNSET: planning stopped before it."""
+
+    oversubscribed: bool | Unset = UNSET
+    cores_requested: int | Unset = UNSET
+    requested_pins: list[Any] | Unset | None = UNSET
+    wanted_cpu_sets: list[list[int]] | Unset = UNSET
+    region: str | Unset | None = UNSET
+    node_facts: list[dict[str, Any]] | Unset = UNSET
+    colocated: bool | Unset = UNSET
+    distribution: str | Unset = UNSET
+    planned_nodes: list[int] | Unset = UNSET
+    ssh: dict[str, Any] | Unset = UNSET
+    launch_hosts: list[str] | Unset = UNSET
+
+
+class PlanRefused(Exception):
+    """The cell cannot be placed (``cause``: MappingUnavailable or StackError); ``facts``: what
+    planning found before it refused (an unavailable cell's provenance keeps them)."""
+
+    def __init__(self, cause: topology.MappingUnavailable | StackError, facts: PlanFacts) -> None:
+        super().__init__(str(cause))
+        self.cause, self.facts = cause, facts
 
 
 @dataclass
@@ -30,6 +61,7 @@ class Plan:
     pins: list[int] | None
     pin_sets: list[tuple[int, ...]] | None
     oversubscribed: bool
+    facts: PlanFacts = field(default_factory=PlanFacts)
     # Over several nodes: what the probe found (judged after the launch).
     node_facts: list[multinode.NodeFacts] | None = None
     # Why a hybrid cell runs unpinned (its stack cannot bind a rank to a set), else None.
@@ -59,13 +91,13 @@ def launch_topology(launcher: str) -> topology.Topology:
     return topo
 
 
-def cell_nodes(cell: dict[str, Any]) -> tuple[int, int | None]:
+def cell_nodes(cell: Coords) -> tuple[int, int | None]:
     """(nodes, ranks per node) of a cell's launch; ranks per node is None on one node."""
     nodes = int(cell.get("nodes", 1))
     return nodes, (int(cell["np"]) // nodes if nodes > 1 else None)
 
 
-def cell_distribution(cell: dict[str, Any]) -> str:
+def cell_distribution(cell: Coords) -> str:
     """How a cell's ranks go over nodes: its ``distribution`` coordinate, cyclic when it has none."""
     return cell.get("distribution") or "cyclic"
 
@@ -81,7 +113,7 @@ def _same_node_region(topo: topology.Topology, pins: list[int] | None,
     return topology.region(topo, pin_sets[0][0], pin_sets[1][0])
 
 
-def interface_env(stack: Stack, spec: dict[str, Any]) -> dict[str, str]:
+def interface_env(stack: Stack, spec: CellSpec) -> dict[str, str]:
     """Variables keeping the stack's TCP traffic on the cell's ``tcp_interface`` ({} without one),
     and an InfiniBand transport on the stack's ``net_devices``: UCX_NET_DEVICES naming the TCP
     interface would leave an IB transport no device, so it is dropped for those."""
@@ -108,42 +140,42 @@ def rank_cpu_sets(topo: topology.Topology, mapping: str, np: int, threads: int, 
     return [tuple(slots[r + k * np] for k in range(threads)) for r in range(np)]
 
 
-def plan_single_node(stack: Stack, spec: dict[str, Any], topo: topology.Topology, launcher: str,
-                     record: dict[str, Any], threads: int = 1, threaded: bool = False) -> Plan:
+def plan_single_node(stack: Stack, spec: CellSpec, topo: topology.Topology, launcher: str,
+                     record: PlanFacts, threads: int = 1, threaded: bool = False) -> Plan:
     """The placement of a one-node cell: ``threads`` cores per rank under the mapping; a hybrid
     rank gets a cpu set where the stack can bind one. ``threaded`` programs record the cores asked for."""
     cell = spec["cell"]
     ncores, cores = len(topo.cores), cell["np"] * threads
-    oversubscribed = record["oversubscribed"] = cores > ncores
+    oversubscribed = record.oversubscribed = cores > ncores
     if threaded:
-        record["cores_requested"] = cores
+        record.cores_requested = cores
     if oversubscribed and not spec["allow_oversubscribe"]:
         wanted = f"{cell['np']} ranks x {threads} threads" if threaded else f"{cell['np']} ranks"
         raise topology.MappingUnavailable(cell["mapping"], f"{wanted} > {ncores} cores and oversubscription is off")
     sets = rank_cpu_sets(topo, cell["mapping"], cell["np"], threads, oversubscribe=oversubscribed)
-    plan = Plan(None, None, oversubscribed)
+    plan = Plan(None, None, oversubscribed, record)
     if threaded and likwid_pin.is_likwid(spec):
         plan.likwid_sets, plan.likwid_pin = sets, likwid_pin.likwid_pin_path()
-        record["requested_pins"] = [list(s) for s in sets]
+        record.requested_pins = [list(s) for s in sets]
     elif threads == 1:
         plan.pins = [s[0] for s in sets]
-        record["requested_pins"] = plan.pins
+        record.requested_pins = plan.pins
     elif launcher in getattr(stack, "multi_core_pins", ()):
         plan.pin_sets = sets
-        record["requested_pins"] = [list(s) for s in sets]
+        record.requested_pins = [list(s) for s in sets]
     else:
-        record["requested_pins"] = None
-        record["wanted_cpu_sets"] = [list(s) for s in sets]
+        record.requested_pins = None
+        record.wanted_cpu_sets = [list(s) for s in sets]
         plan.unpinned_note = (f"hybrid ({threads} threads per rank): the {stack.kind} launch layer cannot bind a "
                               f"rank to several cores with {launcher}, so the ranks ran unpinned "
                               f"(wanted {[list(s) for s in sets]})")
     firsts = [s[0] for s in sets]
-    record["region"] = topology.region(topo, firsts[0], firsts[1]) if len(firsts) > 1 else None
+    record.region = topology.region(topo, firsts[0], firsts[1]) if len(firsts) > 1 else None
     return plan
 
 
-def plan_multinode(stack: Stack, spec: dict[str, Any], topo: topology.Topology, launcher: str,
-                   record: dict[str, Any]) -> tuple[list[int] | None, list[tuple[int, ...]] | None, bool,
+def plan_multinode(stack: Stack, spec: CellSpec, topo: topology.Topology, launcher: str,
+                   record: PlanFacts) -> tuple[list[int] | None, list[tuple[int, ...]] | None, bool,
                                                     list[multinode.NodeFacts]]:
     """A `node`-mapped cell: refuse what cannot cross nodes, probe the allocation's nodes, and
     place the ranks (see multinode.placement)."""
@@ -164,31 +196,31 @@ def plan_multinode(stack: Stack, spec: dict[str, Any], topo: topology.Topology, 
     # An InfiniBand/RoCE transport needs an active port on every node (unavailable otherwise).
     fabrics.require_devices(cell["transport"], {f.host: f.rdma_ports for f in facts}, spec.get("net_devices"))
     shared = multinode.colocated(facts)
-    record.update(node_facts=multinode.facts_record(facts), colocated=shared)
-    oversubscribed = record["oversubscribed"] = multinode.machine_oversubscribed(np, facts) or np // nodes > len(topo.cores)
+    record.node_facts, record.colocated = multinode.facts_record(facts), shared
+    oversubscribed = record.oversubscribed = multinode.machine_oversubscribed(np, facts) or np // nodes > len(topo.cores)
     if oversubscribed and not spec["allow_oversubscribe"]:
         raise topology.MappingUnavailable("node", f"{np} ranks on {nodes} nodes need more cpus than the machine(s) "
                                           "have and oversubscription is off")
     distribution = cell_distribution(cell)
     pins, pin_sets = multinode.placement(topo, np, nodes, shared_machine=shared,
                                          policy=spec.get("colocated_nodes", "spread"), distribution=distribution)
-    record["requested_pins"] = pins if pins is not None else [list(s) for s in pin_sets or []]
+    record.requested_pins = pins if pins is not None else [list(s) for s in pin_sets or []]
     planned = multinode.planned_nodes(np, nodes, distribution)
-    record.update(distribution=distribution, planned_nodes=planned)
+    record.distribution, record.planned_nodes = distribution, planned
     # The region of ranks 0 and 1 (a PingPong's pair): another node, unless the placement puts both on one.
-    record["region"] = None if np < 2 else "other_node" if planned[0] != planned[1] else _same_node_region(
+    record.region = None if np < 2 else "other_node" if planned[0] != planned[1] else _same_node_region(
         topo, pins, pin_sets)
     return pins, pin_sets, oversubscribed, facts
 
 
-def _probe_ssh_hosts(spec: dict[str, Any], nodes: int, ppn: int, record: dict[str, Any]) -> list[multinode.NodeFacts]:
+def _probe_ssh_hosts(spec: CellSpec, nodes: int, ppn: int, record: PlanFacts) -> list[multinode.NodeFacts]:
     """mpirun over ssh: the cell's hosts (the first ``nodes`` of the config's), probed through its ssh agent."""
     hosts, ssh = ssh_hosts.cell_hosts(spec, nodes, ppn), ssh_hosts.spec_ssh(spec)
-    record.update(ssh=ssh.record(), launch_hosts=[h.name for h in hosts])
+    record.ssh, record.launch_hosts = ssh.record(), [h.name for h in hosts]
     return ssh_hosts.probe_hosts(hosts, ssh)
 
 
-def launch_hosts(spec: dict[str, Any], launcher: str, nodes: int) -> dict[str, Any]:
+def launch_hosts(spec: CellSpec, launcher: str, nodes: int) -> dict[str, Any]:
     """LaunchSpec fields of mpirun over ssh (hosts, rsh agent and its options); {} otherwise."""
     if launcher == "srun" or nodes == 1 or not spec.get("hosts"):
         return {}
@@ -196,9 +228,20 @@ def launch_hosts(spec: dict[str, Any], launcher: str, nodes: int) -> dict[str, A
     return {"hosts": [h["name"] for h in spec["hosts"][:nodes]], "rsh_agent": ssh.agent, "rsh_args": ssh.args}
 
 
-def plan(stack: Stack, spec: dict[str, Any], topo: topology.Topology, launcher: str, record: dict[str, Any],
-         threads: int, threaded: bool) -> Plan:
-    """The placement of any cell: over nodes for the `node` mapping, else on this node."""
+def plan(stack: Stack, spec: CellSpec, topo: topology.Topology, launcher: str, threads: int,
+         threaded: bool) -> Plan:
+    """The placement of any cell: over nodes for the `node` mapping, else on this node; its facts
+    in ``Plan.facts``, or PlanRefused with those found before the cell proved unplaceable."""
+    # The facts are gathered here as planning goes: a refusal part-way keeps what was found.
+    facts = PlanFacts()
+    try:
+        return _plan(stack, spec, topo, launcher, facts, threads, threaded)
+    except (topology.MappingUnavailable, StackError) as exc:
+        raise PlanRefused(exc, facts) from exc
+
+
+def _plan(stack: Stack, spec: CellSpec, topo: topology.Topology, launcher: str, record: PlanFacts,
+          threads: int, threaded: bool) -> Plan:
     cell = spec["cell"]
     nodes, _ = cell_nodes(cell)
     if threaded and likwid_pin.is_likwid(spec):
@@ -213,5 +256,5 @@ def plan(stack: Stack, spec: dict[str, Any], topo: topology.Topology, launcher: 
             "(multinode.placement gives one cpu, or one shared set, per rank)")
     pins, pin_sets, oversubscribed, facts = plan_multinode(stack, spec, topo, launcher, record)
     if threaded:
-        record["cores_requested"] = cell["np"]
-    return Plan(pins, pin_sets, oversubscribed, facts)
+        record.cores_requested = cell["np"]
+    return Plan(pins, pin_sets, oversubscribed, record, facts)

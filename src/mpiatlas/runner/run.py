@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpiatlas.evidence import mpi_library, provenance
 from mpiatlas.matrix import layout
@@ -40,6 +40,7 @@ from mpiatlas.node.topology_record import topology_record
 from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Program
+from mpiatlas.evidence.provenance import UNSET, Provenance, Unset
 from mpiatlas.stats.quality import PERTURBED
 from mpiatlas.runner import likwid_pin
 from mpiatlas.runner.judge import judge, judge_library, judge_placement
@@ -47,6 +48,7 @@ from mpiatlas.runner.knob_overlay import overlay_launch, shell_replaced
 from mpiatlas.runner.lifecycle import close_cell, error_outcome, image_facts, open_cell, read_status
 from mpiatlas.runner.plan import (
     Plan,
+    PlanRefused,
     cell_distribution,
     cell_nodes,
     interface_env,
@@ -59,6 +61,9 @@ from mpiatlas.runner.process import Probe, run_launch
 from mpiatlas.runner.quiet import QuietRule, wait_until_quiet
 from mpiatlas.runner.remote_nodes import RemoteNodes
 from mpiatlas.stacks import LaunchSpec, Stack, StackError, get_stack
+
+if TYPE_CHECKING:
+    from mpiatlas.matrix.cells import CellSpec, KnobsSpec
 
 
 def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float,
@@ -80,17 +85,43 @@ def launch_probe(spec: LaunchSpec, program: list[str]) -> Probe:
                  rank_names=frozenset(Path(a).name for a in program))
 
 
-def launch_and_run(stack: Stack, program: list[str], launch_spec: LaunchSpec, work: Path, timeout_s: float,
-                   record: dict[str, Any], extra_env: dict[str, str] | None = None,
-                   knobs: dict[str, Any] | None = None) -> tuple[int | None, str, str]:
-    """Build the stack's launch of ``program``, run it in ``work`` with the timeout, and record
-    argv, the relevant environment, exit code, the launch's own wall time (``wall_s``, see
-    mpiatlas.runner.process) and what the machine did meanwhile (``machine``, runner.machine_state;
-    lifecycle judges it when the cell is sealed). ``extra_env`` (e.g. OMP_NUM_THREADS) goes to the
+@dataclass
+class LaunchFacts:
+    """What provenance keeps of a launch before it runs: argv, the relevant environment, the knob
+    set and what it replaced (UNSET without one)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    knobs: dict[str, Any] | Unset = UNSET
+
+
+@dataclass
+class RunFacts:
+    """What provenance keeps of a launch that ran: exit code, its own wall time (``wall_s``, see
+    mpiatlas.runner.process), what the machine did meanwhile (``machine``, runner.machine_state;
+    lifecycle judges it when the cell is sealed)."""
+
+    exit_code: int | None
+    wall_s: float
+    machine: dict[str, Any] | None
+
+
+@dataclass
+class PreparedLaunch:
+    """A launch ready to run: its argv and whole environment, and what provenance keeps of it."""
+
+    argv: list[str]
+    env: dict[str, str]
+    facts: LaunchFacts
+
+
+def prepare_launch(stack: Stack, program: list[str], launch_spec: LaunchSpec, extra_env: dict[str, str] | None = None,
+                   knobs: KnobsSpec | None = None) -> PreparedLaunch:
+    """Build the stack's launch of ``program``. ``extra_env`` (e.g. OMP_NUM_THREADS) goes to the
     launcher, which passes it on to the ranks. ``knobs`` (the cell's knob set: name and env) override all of it
     (runner.knob_overlay gives the precedence); provenance records them and what they replaced."""
     launch = stack.launch(program, launch_spec)
-    knob_env = dict((knobs or {}).get("env") or {})
+    knob_env = dict(knobs["env"]) if knobs else {}
     overlaid = overlay_launch(launch, program, knob_env)
     launch = overlaid.launch
     extra = dict(extra_env or {})
@@ -99,18 +130,24 @@ def launch_and_run(stack: Stack, program: list[str], launch_spec: LaunchSpec, wo
     replaced |= shell_replaced(base, knob_env, replaced)
     env = base | launch.env | extra | knob_env
     # The loader's variables as the launch has them (the caller's LD_LIBRARY_PATH after the stack's).
-    record.update(argv=launch.argv,
-                  env=provenance.relevant_env(stack.runtime_env() | launch.env | extra | knob_env, env))
+    facts = LaunchFacts(launch.argv, provenance.relevant_env(stack.runtime_env() | launch.env | extra | knob_env, env))
     if knobs:
-        record["knobs"] = {"name": knobs["name"], "env": knob_env, "replaced": replaced}
+        facts.knobs = {"name": knobs["name"], "env": knob_env, "replaced": replaced}
+    return PreparedLaunch(launch.argv, env, facts)
+
+
+def run_prepared(prepared: PreparedLaunch, launch_spec: LaunchSpec, program: list[str], work: Path,
+                 timeout_s: float) -> tuple[int | None, str, str, RunFacts]:
+    """Run a prepared launch in ``work`` with the timeout: exit code, stdout, stderr and its facts (a
+    multi-node cell's other nodes probed before and after, runner.remote_nodes)."""
     remote = remote_probe(launch_spec)
     if remote is not None:
         remote.start()
-    rc, stdout, stderr, wall, machine = _run(launch.argv, env, work, timeout_s, launch_probe(launch_spec, program))
+    rc, stdout, stderr, wall, machine = _run(prepared.argv, prepared.env, work, timeout_s,
+                                             launch_probe(launch_spec, program))
     if remote is not None and machine is not None:
         machine = {**machine, **remote.finish(wall), "scope": "every node of the cell"}
-    record.update(exit_code=rc, wall_s=round(wall, 3), machine=machine)
-    return rc, stdout, stderr
+    return rc, stdout, stderr, RunFacts(rc, round(wall, 3), machine)
 
 
 def remote_probe(spec: LaunchSpec) -> RemoteNodes | None:
@@ -135,7 +172,7 @@ class Shared:
             self.topologies[launcher] = launch_topology(launcher)
         return self.topologies[launcher]
 
-    def stack(self, spec: dict[str, Any]) -> Stack:
+    def stack(self, spec: CellSpec) -> Stack:
         imb_from = _absolute(spec["stack"].get("imb_from"))
         key = (spec["stack"]["kind"], spec["stack"]["prefix"], spec["stack"]["source"], str(imb_from))
         if key not in self.stacks:
@@ -143,45 +180,68 @@ class Shared:
         return self.stacks[key]
 
 
-def program_argv(program: Program, spec: dict[str, Any], stack: Stack, record: dict[str, Any]) -> list[str]:
-    """argv of one rank: the host's program, or ``apptainer exec IMAGE ...`` (hybrid model)."""
+@dataclass
+class ImageFacts:
+    """The image a containerised cell's ranks run in, as provenance keeps it."""
+
+    image: str
+    image_digest: str
+    containerized: bool = True
+
+
+def program_argv(program: Program, spec: CellSpec, stack: Stack) -> tuple[list[str], ImageFacts | None]:
+    """argv of one rank: the host's program, or ``apptainer exec IMAGE ...`` (hybrid model) and its image."""
     container = spec.get("container")
     if not container:
-        return program.host_argv(spec, stack)
+        return program.host_argv(spec, stack), None
     facts = image_facts(container)
-    record.update(containerized=True, image=facts["image"], image_digest=facts["digest"])
-    return program.image_argv(spec, facts)
+    return program.image_argv(spec, facts), ImageFacts(facts["image"], facts["digest"])
 
 
-def _launch_and_judge(program: Program, stack: Stack, spec: dict[str, Any], work: Path,
-                      record: dict[str, Any], shared: Shared) -> Outcome:
+def _launch_and_judge(program: Program, stack: Stack, spec: CellSpec, work: Path,
+                      record: Provenance, shared: Shared) -> Outcome:
+    """Plan, launch and judge one cell. ``record`` is the cell's provenance (run_cell's): each stage
+    returns its facts and they are put into it here, as they come, so a cell that ends part-way
+    (unavailable, an error) keeps what was found before."""
     cell = spec["cell"]
     threads = int(cell.get("threads", 1))
-    launcher = record["launcher"] = resolve_launcher(spec.get("launcher"))
+    launcher = record.launcher = resolve_launcher(spec.get("launcher"))
     topo = shared.topology(launcher)
-    record["topology"] = topo.summary()
+    record.topology = topo.summary()
     # The whole topology beside the raw output: the fits place the ranks on it wherever they run.
     (work / layout.TOPOLOGY).write_text(json.dumps(topology_record(topo), separators=(",", ":")) + "\n")
     if program.threaded:
-        record["threads"] = threads
+        record.threads = threads
     stack.check_launcher(launcher)
-    placed: Plan = plan(stack, spec, topo, launcher, record, threads, program.threaded)
-    record["stack_version"] = stack.version()
-    argv = program_argv(program, spec, stack, record)
+    try:
+        placed: Plan = plan(stack, spec, topo, launcher, threads, program.threaded)
+    except PlanRefused as refused:
+        record.merge(refused.facts)
+        raise refused.cause from None
+    record.merge(placed.facts)
+    record.stack_version = stack.version()
+    argv, image = program_argv(program, spec, stack)
+    if image is not None:
+        record.merge(image)
     extras = program.launch_extras(spec, placed.oversubscribed)
     nodes, ppn = cell_nodes(cell)
-    rank_argvs = _likwid_argvs(placed, argv, stack, record)
-    rc, stdout, stderr = launch_and_run(stack, argv, LaunchSpec(
+    rank_argvs, likwid = _likwid_argvs(placed, argv, stack)
+    if likwid is not None:
+        record.likwid = likwid
+    launch_spec = LaunchSpec(
         np=cell["np"], transport=cell["transport"], pins=placed.pins, pin_sets=placed.pin_sets,
         oversubscribe=placed.oversubscribed, collective=extras.collective, algorithm=extras.algorithm,
         workdir=work, launcher=launcher, nodes=nodes, ppn=ppn, rank_argvs=rank_argvs,
-        distribution=cell_distribution(cell), **launch_hosts(spec, launcher, nodes),
-    ), work, spec["timeout_s"], record, extras.env | interface_env(stack, spec), spec.get("knobs"))
-    if record.get("ssh"):  # mpirun over ssh: judged on whole lines (the raw files stay as launched)
+        distribution=cell_distribution(cell), **launch_hosts(spec, launcher, nodes))
+    prepared = prepare_launch(stack, argv, launch_spec, extras.env | interface_env(stack, spec), spec.get("knobs"))
+    record.merge(prepared.facts)
+    rc, stdout, stderr, ran = run_prepared(prepared, launch_spec, argv, work, spec["timeout_s"])
+    record.merge(ran)
+    if record.ssh is not UNSET:  # mpirun over ssh: judged on whole lines (the raw files stay as launched)
         stdout, stderr = ssh_hosts.rejoin_split_lines(stdout), ssh_hosts.rejoin_split_lines(stderr)
     # The library the ranks ran (their banner, the libmpi the loader gives the program): judged last.
-    library = record["mpi_library"] = mpi_library.evidence(
-        stack, argv, record["env"].get("LD_LIBRARY_PATH"), stdout + "\n" + stderr, bool(record.get("containerized")))
+    library = record.mpi_library = mpi_library.evidence(
+        stack, argv, prepared.facts.env.get("LD_LIBRARY_PATH"), stdout + "\n" + stderr, record.containerized)
     if placed.likwid_sets is not None:
         return judge_library(judge(stack, spec, None, placed.likwid_sets, rc, stdout, stderr), library)
     if placed.node_facts is None:
@@ -189,23 +249,26 @@ def _launch_and_judge(program: Program, stack: Stack, spec: dict[str, Any], work
                                    placed.unpinned_note), library)
     # Over nodes, the cpu sets of co-located nodes are checked by judge_placement.
     outcome = judge(stack, spec, placed.pins, None, rc, stdout, stderr)
-    outcome = judge_placement(outcome, spec, placed.pin_sets, placed.node_facts, stdout + "\n" + stderr, record)
+    outcome = judge_placement(outcome, spec, placed.pin_sets, placed.node_facts, stdout + "\n" + stderr)
+    if outcome.details is not None and "rank_hosts" in outcome.details:
+        record.rank_hosts = outcome.details["rank_hosts"]
     outcome = judge_library(outcome, library)
     if placed.pin_sets is not None and outcome.details is not None and "pinning" in outcome.details:
         outcome.details["pinning"] = "cpu set per rank"
     return outcome
 
 
-def _likwid_argvs(placed: Plan, argv: list[str], stack: Stack, record: dict[str, Any]) -> list[list[str]] | None:
+def _likwid_argvs(placed: Plan, argv: list[str],
+                  stack: Stack) -> tuple[list[list[str]] | None, dict[str, Any] | None]:
     """Under the likwid pinner, each rank's argv (runner.likwid_pin) and what provenance keeps of it;
-    None otherwise. The program sees the launch's own LD_LIBRARY_PATH, which likwid-pin would change."""
+    (None, None) otherwise. The program sees the launch's own LD_LIBRARY_PATH, which likwid-pin would change."""
     if placed.likwid_sets is None or placed.likwid_pin is None:
-        return None
-    record["likwid"] = {"pin": placed.likwid_pin, "version": likwid_pin.likwid_version(placed.likwid_pin)}
-    return likwid_pin.rank_argvs(placed.likwid_pin, placed.likwid_sets, argv, stack.env().get("LD_LIBRARY_PATH"))
+        return None, None
+    facts = {"pin": placed.likwid_pin, "version": likwid_pin.likwid_version(placed.likwid_pin)}
+    return likwid_pin.rank_argvs(placed.likwid_pin, placed.likwid_sets, argv, stack.env().get("LD_LIBRARY_PATH")), facts
 
 
-def run_cell(spec: dict[str, Any], out: Path, shared: Shared | None = None,
+def run_cell(spec: CellSpec, out: Path, shared: Shared | None = None,
              remeasured: list[dict[str, Any]] | None = None, quiet_wait: dict[str, Any] | None = None) -> Outcome:
     """Run the cell described by ``spec`` (programs.cell_spec) into directory ``out``;
     ``remeasured``: its perturbed attempts set aside before (:func:`remeasured_record`), recorded
@@ -214,11 +277,11 @@ def run_cell(spec: dict[str, Any], out: Path, shared: Shared | None = None,
     program = program_of_spec(spec)
     work, record = open_cell(spec, out)
     if quiet_wait is not None:
-        record[QUIET_WAIT] = quiet_wait
-    record["pinner"] = spec.get("pinner", "stack")
+        record.quiet_wait = quiet_wait
+    record.pinner = spec.get("pinner", "stack")
     likwid_topology = provenance.likwid_topology()
-    if likwid_topology is not None:  # likwid's view of the node, beside hwloc's (record["topology"])
-        record["likwid_topology"] = likwid_topology
+    if likwid_topology is not None:  # likwid's view of the node, beside hwloc's (record.topology)
+        record.likwid_topology = likwid_topology
     outcome = Outcome("failed", "not run")
     try:
         stack = shared.stack(spec)
@@ -242,12 +305,8 @@ class Later:
     launches: int
     rule: QuietRule
 
-    @classmethod
-    def of_config(cls, campaign: dict[str, Any]) -> Later:
-        return cls(int((campaign.get("remeasure_later") or {}).get("launches", 0)), QuietRule.of_config(campaign))
 
-
-def run_group(specs: list[dict[str, Any]], outs: list[Path], remeasure: int = 0,
+def run_group(specs: list[CellSpec], outs: list[Path], remeasure: int = 0,
               later: Later | None = None) -> list[dict[str, Any]]:
     """Run a group's cells one after another in this process; skip the ones already sealed; then
     measure the perturbed ones again, up to ``remeasure`` extra launches each (module docstring);
@@ -278,7 +337,7 @@ def run_group(specs: list[dict[str, Any]], outs: list[Path], remeasure: int = 0,
     return results
 
 
-def _remeasured_later(specs: list[dict[str, Any]], outs: list[Path], budget: int, rule: QuietRule,
+def _remeasured_later(specs: list[CellSpec], outs: list[Path], budget: int, rule: QuietRule,
                       shared: Shared) -> list[int]:
     """The later round: passes over the group as :func:`_remeasured_now`, each pass after a bounded
     wait for a quiet machine (runner.quiet; once per pass, not per launch: on a node that stays busy
@@ -295,7 +354,7 @@ def _remeasured_later(specs: list[dict[str, Any]], outs: list[Path], budget: int
     return rerun
 
 
-def _remeasured_now(specs: list[dict[str, Any]], outs: list[Path], budget: int, shared: Shared) -> list[int]:
+def _remeasured_now(specs: list[CellSpec], outs: list[Path], budget: int, shared: Shared) -> list[int]:
     """Re-measure the group's perturbed cells: passes over the group, in its order, each running
     every cell still perturbed with re-measures left once more. Returns the indices re-run."""
     rerun: list[int] = []
@@ -339,7 +398,7 @@ def remeasured_record(out: Path, cell_id: str) -> list[dict[str, Any]]:
     return attempts
 
 
-def _entry(spec: dict[str, Any], status: dict[str, Any], ran: bool) -> dict[str, Any]:
+def _entry(spec: CellSpec, status: dict[str, Any], ran: bool) -> dict[str, Any]:
     """A cell's line in the group's done file."""
     entry = {"cell": spec["id"], "status": status["status"], "ran": ran, "quality": status.get("quality"),
              REMEASURED: len(status.get(REMEASURED) or [])}

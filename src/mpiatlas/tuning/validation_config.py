@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from mpiatlas.matrix import knobs
-from mpiatlas.matrix.cells import imb_provider
+from mpiatlas.matrix.cells import imb_provider_among
+from mpiatlas.matrix.config import Campaign
 from mpiatlas.models.best_algorithm import DEFAULT
 from mpiatlas.tuning import intelmpi_env, mpich_json, openmpi_rules, samples
 from mpiatlas.tuning.decide import SeriesDecision, TuneError, size_ranges
@@ -95,7 +97,7 @@ def _msglog(sizes: list[int]) -> list[int]:
     return [max(0, int(math.log2(min(nonzero))) - WARMUP_SIZES), math.ceil(math.log2(max(nonzero)))]
 
 
-def validation_config(campaign: dict[str, Any], series: list[SeriesDecision], files: dict[tuple[str, str], list[str]],
+def validation_config(campaign: Mapping[str, Any], series: list[SeriesDecision], files: dict[tuple[str, str], list[str]],
                       out: Path, repetitions: int = MIN_REPETITIONS) -> dict[str, Any]:
     """The config of the validation campaign of ``series`` (those with a tuned range) from the
     original campaign's config (its ``campaign.json``) and the files written to ``out``."""
@@ -104,6 +106,8 @@ def validation_config(campaign: dict[str, Any], series: list[SeriesDecision], fi
     tuned = [s for s in series if s.tuned]
     if not tuned:
         raise TuneError("nothing to validate: no series has a non-default algorithm")
+    # The new config is built from (copies of) the campaign's document, as campaign.json has it.
+    campaign = campaign.as_dict() if isinstance(campaign, Campaign) else campaign
     orig = campaign["campaign"]
     stacks: dict[str, Any] = {}
     knob_sets: dict[str, dict[str, str]] = {}
@@ -139,7 +143,7 @@ def validation_config(campaign: dict[str, Any], series: list[SeriesDecision], fi
     for label in sorted(imb_stacks):
         # MPICH runs Intel MPI's IMB binaries (cells.imb_provider): the provider comes along, with no
         # cells of its own (imb.stacks below names only the tuned stacks).
-        provider = imb_provider(campaign, label)
+        provider = imb_provider_among({name: s["kind"] for name, s in campaign["stacks"].items()}, label)
         if provider and provider not in stacks:
             entry = copy.deepcopy(campaign["stacks"][provider])
             stacks[provider] = {**entry, "transports": entry["transports"][:1], "algorithms": {}, "knobs": [knobs.NONE]}

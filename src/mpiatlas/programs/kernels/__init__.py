@@ -26,12 +26,22 @@ from mpiatlas.matrix import adaptive, layout
 from mpiatlas.matrix.cells import Cell, cell_pinner, node_counts, sort_cells
 from mpiatlas.matrix.config import ConfigError
 from mpiatlas.evidence.outcome import Outcome
-from mpiatlas.programs.base import PARSED_STATUSES, Checked, LaunchExtras, Program, per_cell_mem_mb, tag_columns
+from mpiatlas.programs.base import (
+    PARSED_STATUSES,
+    Checked,
+    LaunchExtras,
+    Program,
+    container_binds,
+    per_cell_mem_mb,
+    tag_columns,
+)
 from mpiatlas.stacks import Stack, StackError
 
 # polars, the kernels' parser and the container layer are imported where they are used, so that
 # importing the program registry (every `mpiatlas` command does) does not load them.
 if TYPE_CHECKING:
+    from mpiatlas.matrix.cells import CellSpec
+    from mpiatlas.matrix.config import Campaign
     import polars as pl
 
 # The record the kernels' build writes beside the binaries (layout.kernel_build_dir).
@@ -59,19 +69,19 @@ def sweep_args(block: dict[str, Any]) -> list[str]:
             "--time-budget-ms", str(block["time_budget_ms"])]
 
 
-def kernel_stacks(config: dict[str, Any], kernel: str | None = None) -> dict[str, list[str]]:
+def kernel_stacks(config: Campaign, kernel: str | None = None) -> dict[str, list[str]]:
     """stack label -> transports ``kernel`` runs over: its own ``stacks`` (pingpong, coll), else
     ``kernels.stacks``, else every stack with every transport."""
-    kernels = config.get("kernels") or {}
+    kernels = config.kernels
     chosen = ((kernels.get(kernel) or {}).get("stacks") if kernel else None) or kernels.get("stacks")
     if chosen:
         return {label: list(transports) for label, transports in chosen.items()}
-    return {label: list(spec["transports"]) for label, spec in config["stacks"].items()}
+    return {label: list(spec.transports) for label, spec in config.stacks.items()}
 
 
-def build_dir(config: dict[str, Any], label: str) -> str:
+def build_dir(config: Campaign, label: str) -> str:
     """Where the DAG builds stack ``label``'s kernels: results/<campaign>/kernels/<label>."""
-    return layout.kernel_build_dir(layout.results_dir(config["campaign"]["name"]), label)
+    return layout.kernel_build_dir(layout.results_dir(config.campaign.name), label)
 
 
 def invalid_records(frame: pl.DataFrame) -> str | None:
@@ -171,11 +181,11 @@ class KernelProgram(Program):
     # -- what each kernel says about itself ---------------------------------------------------
 
     @abstractmethod
-    def shapes(self, config: dict[str, Any], stack: str) -> list[Shape]:
+    def shapes(self, config: Campaign, stack: str) -> list[Shape]:
         """(variant group, process counts, threads) of every launch shape on ``stack``."""
 
     @abstractmethod
-    def options(self, config: dict[str, Any], cell: Cell) -> list[str]:
+    def options(self, config: Campaign, cell: Cell) -> list[str]:
         """The kernel's own options for ``cell`` (before --iterations/--warmup)."""
 
     def problems(self, block: dict[str, Any]) -> list[str]:
@@ -187,7 +197,7 @@ class KernelProgram(Program):
         """(collective, algorithm) the launch forces for ``cell`` (coll groups), else (None, None)."""
         return None, None
 
-    def buffers(self, config: dict[str, Any], cell: Cell) -> tuple[float, float]:
+    def buffers(self, config: Campaign, cell: Cell) -> tuple[float, float]:
         """(bytes per rank, extra bytes of rank 0) of the kernel's own arrays."""
         return 0.0, 0.0
 
@@ -196,10 +206,10 @@ class KernelProgram(Program):
 
     # -- the Program protocol, the same for every kernel --------------------------------------
 
-    def block(self, config: dict[str, Any]) -> dict[str, Any]:
-        return (config.get("kernels") or {}).get(self.name) or {}
+    def block(self, config: Campaign) -> dict[str, Any]:
+        return config.kernels.get(self.name) or {}
 
-    def cells(self, config: dict[str, Any]) -> list[Cell]:
+    def cells(self, config: Campaign) -> list[Cell]:
         if not self.block(config):
             return []
         problems = self.problems(self.block(config))
@@ -212,20 +222,20 @@ class KernelProgram(Program):
             for stack, transports in kernel_stacks(config, self.name).items()
             for group, counts, threads in self.shapes(config, stack)
             for transport in transports
-            for mapping in config["mappings"]
+            for mapping in config.mappings
             for np in counts
             for nodes in node_counts(config, mapping, np)
             for rep in reps
         }
         return sort_cells(cells)
 
-    def argv_options(self, config: dict[str, Any], cell: Cell) -> list[str]:
+    def argv_options(self, config: Campaign, cell: Cell) -> list[str]:
         block = self.block(config)
         return [*self.options(config, cell), "--iterations", str(block["iterations"]), "--warmup", str(block["warmup"])]
 
-    def spec_block(self, config: dict[str, Any], cell: Cell) -> dict[str, Any]:
+    def spec_block(self, config: Campaign, cell: Cell) -> dict[str, Any]:
         collective, algorithm = self.forced(cell)
-        containerized = bool((config.get("containers") or {}).get("enabled"))
+        containerized = bool(config.containers.enabled)
         return {"kind": "kernel", "kernel": {
             "name": self.name,
             "args": self.argv_options(config, cell),
@@ -237,16 +247,17 @@ class KernelProgram(Program):
             "build_dir": None if containerized else build_dir(config, cell.stack),
         }}
 
-    def host_argv(self, spec: dict[str, Any], stack: Stack) -> list[str]:
+    def host_argv(self, spec: CellSpec, stack: Stack) -> list[str]:
         kernel = spec["kernel"]
-        if not kernel.get("build_dir"):
+        build_dir = kernel.get("build_dir")
+        if not build_dir:
             raise StackError(f"no build directory for kernel {self.name!r} and no container image")
-        binary = Path(kernel["build_dir"]).resolve() / self.name
+        binary = Path(build_dir).resolve() / self.name
         if not binary.is_file():
             raise StackError(f"kernel {self.name} is not built: {binary} (rule kernels_build)")
         return [str(binary), *kernel["args"]]
 
-    def image_argv(self, spec: dict[str, Any], facts: dict[str, Any]) -> list[str]:
+    def image_argv(self, spec: CellSpec, facts: dict[str, Any]) -> list[str]:
         listed = facts["labels"].get("mpiatlas.kernels")
         if listed is not None and self.name not in listed.split():
             raise StackError(f"unavailable: image {Path(facts['image']).name} has no kernel {self.name!r} "
@@ -254,16 +265,16 @@ class KernelProgram(Program):
         from mpiatlas.stacks import containers
 
         argv = [self.name, *spec["kernel"]["args"]]
-        return containers.exec_argv(facts["image"], argv, spec["container"].get("binds", []))
+        return containers.exec_argv(facts["image"], argv, container_binds(spec))
 
-    def launch_extras(self, spec: dict[str, Any], oversubscribed: bool) -> LaunchExtras:
+    def launch_extras(self, spec: CellSpec, oversubscribed: bool) -> LaunchExtras:
         threads = int(spec["kernel"]["threads"])
         env = {"OMP_NUM_THREADS": str(threads)}
         if oversubscribed and threads > 1:
             env["OMP_WAIT_POLICY"] = "passive"  # threads sharing cores must not spin at barriers
         return LaunchExtras(spec["kernel"].get("collective"), spec["kernel"].get("algorithm"), env)
 
-    def check(self, spec: dict[str, Any], stdout: str, pins: list[int] | None,
+    def check(self, spec: CellSpec, stdout: str, pins: list[int] | None,
               sets: list[tuple[int, ...]] | None) -> Outcome | Checked:
         from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_output
 
@@ -311,6 +322,6 @@ class KernelProgram(Program):
         node_cores = {"node_cores": ((prov.get("topology") or {}).get("cores"), pl.Int32())}
         return {layout.kernel_table(self.name): self.finish_rows(tag_columns(frame, row, own, node_cores))}
 
-    def mem_mb(self, config: dict[str, Any], cell: Cell) -> int:
+    def mem_mb(self, config: Campaign, cell: Cell) -> int:
         per_rank_b, root_b = self.buffers(config, cell)
         return per_cell_mem_mb(cell.np, per_rank_b / MB, root_b / MB)

@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any
 from mpiatlas.matrix.cells import DEFAULT_ALGORITHM, Cell
 from mpiatlas.programs.kernels import DEFAULT_GROUP, KernelProgram, Shape, sweep_args
 
+if TYPE_CHECKING:
+    from mpiatlas.matrix.config import Campaign
+
 if TYPE_CHECKING:  # imported where rows are built (see programs.kernels)
     import polars as pl
 
@@ -25,12 +28,12 @@ def forces_algorithms(coll: dict[str, Any], stack: str) -> bool:
     return stack in forced if isinstance(forced, list) else bool(forced)
 
 
-def coll_groups(config: dict[str, Any], stack: str) -> list[str]:
+def coll_groups(config: Campaign, stack: str) -> list[str]:
     """``default``, then ``<collective>-<algorithm>`` for every forced algorithm of ``stack``."""
-    coll = config["kernels"]["coll"]
+    coll = config.kernels["coll"]
     groups = [DEFAULT_GROUP]
     if forces_algorithms(coll, stack):
-        algorithms = config["stacks"][stack].get("algorithms", {})
+        algorithms = config.stacks[stack].algorithms
         groups += [f"{COLL_COLLECTIVES[name]}-{algo}" for name in coll["collectives"]
                    for algo in algorithms.get(name, []) if algo != DEFAULT_ALGORITHM]
     return groups
@@ -64,10 +67,10 @@ def with_coll_algorithm(frame: pl.DataFrame) -> pl.DataFrame:
 class Coll(KernelProgram):
     name = "coll"
 
-    def shapes(self, config: dict[str, Any], stack: str) -> list[Shape]:
+    def shapes(self, config: Campaign, stack: str) -> list[Shape]:
         return [(group, list(self.block(config)["processes"]), 1) for group in coll_groups(config, stack)]
 
-    def options(self, config: dict[str, Any], cell: Cell) -> list[str]:
+    def options(self, config: Campaign, cell: Cell) -> list[str]:
         coll = self.block(config)
         forced, _ = coll_group_parts(cell.variant)
         names = [forced] if forced else [COLL_COLLECTIVES[name] for name in coll["collectives"]]

@@ -17,6 +17,9 @@ from mpiatlas.matrix.config import ConfigError
 from mpiatlas.matrix.kernel_sweeps import JacobiVariant, jacobi_problems, jacobi_variants
 from mpiatlas.programs.kernels import DOUBLE, MSG_LATENCY_S, POINT_UPDATE_S, KernelProgram, Shape, with_grid_columns
 
+if TYPE_CHECKING:
+    from mpiatlas.matrix.config import Campaign
+
 if TYPE_CHECKING:  # imported where rows are built (see programs.kernels)
     import polars as pl
 
@@ -41,23 +44,23 @@ class Jacobi(KernelProgram):
     def problems(self, block: dict[str, Any]) -> list[str]:
         return jacobi_problems(block)
 
-    def variant(self, config: dict[str, Any], cell: Cell) -> JacobiVariant:
+    def variant(self, config: Campaign, cell: Cell) -> JacobiVariant:
         for variant in jacobi_variants(self.block(config)):
             if variant.group == cell.variant:
                 return variant
         raise ConfigError(f"{cell.id}: kernels.jacobi has no variant group {cell.variant!r}")
 
-    def shapes(self, config: dict[str, Any], stack: str) -> list[Shape]:
+    def shapes(self, config: Campaign, stack: str) -> list[Shape]:
         return [(v.group, list(v.counts), v.threads) for v in jacobi_variants(self.block(config))]
 
-    def options(self, config: dict[str, Any], cell: Cell) -> list[str]:
+    def options(self, config: Campaign, cell: Cell) -> list[str]:
         v = self.variant(config, cell)
         args = ["--mode", v.mode, f"--{v.size_key}", ",".join(map(str, v.size)), "--threads", str(cell.threads)]
-        if self.block(config).get("check", True):
+        if self.block(config)["check"]:
             args.append("--check")
         return args + (["--procdims", ",".join(map(str, v.grid))] if v.grid else [])
 
-    def work_s(self, config: dict[str, Any], cell: Cell) -> float | None:
+    def work_s(self, config: Campaign, cell: Cell) -> float | None:
         # Timed and warm-up sweeps, plus the serial re-run of the check on rank 0.
         block = self.block(config)
         rounds = int(block.get("iterations", 0)) + int(block.get("warmup", 0))
@@ -66,7 +69,7 @@ class Jacobi(KernelProgram):
         check_s = total * POINT_UPDATE_S * rounds if block.get("check", True) else 0.0
         return rounds * sweep_s + check_s
 
-    def buffers(self, config: dict[str, Any], cell: Cell) -> tuple[float, float]:
+    def buffers(self, config: Campaign, cell: Cell) -> tuple[float, float]:
         block = self.block(config)
         per_rank, total = grid_points(self.variant(config, cell), cell.np)
         root_b = 2.0 * DOUBLE * total if block.get("check", True) else 0.0

@@ -15,6 +15,9 @@ from mpiatlas.matrix.config import ConfigError
 from mpiatlas.matrix.kernel_sweeps import MatsumVariant, matsum_problems, matsum_variants
 from mpiatlas.programs.kernels import BANDWIDTH_BPS, DOUBLE, MSG_LATENCY_S, KernelProgram, Shape, with_grid_columns
 
+if TYPE_CHECKING:
+    from mpiatlas.matrix.config import Campaign
+
 if TYPE_CHECKING:  # imported where rows are built (see programs.kernels)
     import polars as pl
 
@@ -30,22 +33,22 @@ class Matsum(KernelProgram):
     def problems(self, block: dict[str, Any]) -> list[str]:
         return matsum_problems(block)
 
-    def variant(self, config: dict[str, Any], cell: Cell) -> MatsumVariant:
+    def variant(self, config: Campaign, cell: Cell) -> MatsumVariant:
         for variant in matsum_variants(self.block(config)):
             if variant.group == cell.variant:
                 return variant
         raise ConfigError(f"{cell.id}: kernels.matsum has no variant group {cell.variant!r}")
 
-    def shapes(self, config: dict[str, Any], stack: str) -> list[Shape]:
+    def shapes(self, config: Campaign, stack: str) -> list[Shape]:
         return [(v.group, list(v.counts), 1) for v in matsum_variants(self.block(config))]
 
-    def options(self, config: dict[str, Any], cell: Cell) -> list[str]:
+    def options(self, config: Campaign, cell: Cell) -> list[str]:
         v = self.variant(config, cell)
         args = ["--dims", ",".join(map(str, v.dims)), "--topo", ",".join(map(str, v.topos)),
                 "--dist", ",".join(v.dists)]
         return args + (["--procdims", ",".join(map(str, v.grid))] if v.grid else [])
 
-    def work_s(self, config: dict[str, Any], cell: Cell) -> float | None:
+    def work_s(self, config: Campaign, cell: Cell) -> float | None:
         # Rank 0 scatters A and B and gathers C whole, once per iteration and topo x dist.
         block = self.block(config)
         v = self.variant(config, cell)
@@ -53,7 +56,7 @@ class Matsum(KernelProgram):
         moved_s = 3 * DOUBLE * math.prod(v.dims) / BANDWIDTH_BPS + cell.np * MSG_LATENCY_S
         return len(v.topos) * len(v.dists) * rounds * moved_s
 
-    def buffers(self, config: dict[str, Any], cell: Cell) -> tuple[float, float]:
+    def buffers(self, config: Campaign, cell: Cell) -> tuple[float, float]:
         whole = DOUBLE * math.prod(self.variant(config, cell).dims)
         return 3.0 * whole / cell.np, 3.0 * whole
 

@@ -6,10 +6,13 @@ its own ``stacks`` (else ``kernels.stacks``): Open MPI, which has no IMB here, i
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mpiatlas.matrix.cells import Cell
 from mpiatlas.programs.kernels import KernelProgram, Shape, sweep_args
+
+if TYPE_CHECKING:
+    from mpiatlas.matrix.config import Campaign
 
 
 def pingpong_group(pingpong: dict[str, Any]) -> str:
@@ -20,8 +23,8 @@ def pingpong_group(pingpong: dict[str, Any]) -> str:
 class Pingpong(KernelProgram):
     name = "pingpong"
 
-    def shapes(self, config: dict[str, Any], stack: str) -> list[Shape]:
+    def shapes(self, config: Campaign, stack: str) -> list[Shape]:
         return [(pingpong_group(self.block(config)), [2], 1)]  # a ping-pong has exactly two ranks
 
-    def options(self, config: dict[str, Any], cell: Cell) -> list[str]:
+    def options(self, config: Campaign, cell: Cell) -> list[str]:
         return sweep_args(self.block(config))

@@ -6,30 +6,34 @@ to run several in one launch); every ``streams`` x ``bytes`` combination runs in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
 
 from mpiatlas.matrix.cells import Cell
 from mpiatlas.programs.kernels import BANDWIDTH_BPS, MSG_LATENCY_S, KernelProgram, Shape
+
+if TYPE_CHECKING:
+    from mpiatlas.matrix.config import Campaign
 
 
 class Ring(KernelProgram):
     name = "ring"
 
-    def shapes(self, config: dict[str, Any], stack: str) -> list[Shape]:
+    def shapes(self, config: Campaign, stack: str) -> list[Shape]:
         block = self.block(config)
         return [(group, list(block["processes"]), 1) for group in block["variants"]]
 
-    def options(self, config: dict[str, Any], cell: Cell) -> list[str]:
+    def options(self, config: Campaign, cell: Cell) -> list[str]:
         ring = self.block(config)
         return ["--variant", ",".join(cell.variant.split("+")), "--streams", ",".join(map(str, ring["streams"])),
                 "--bytes", ",".join(map(str, ring["bytes"]))]
 
-    def work_s(self, config: dict[str, Any], cell: Cell) -> float | None:
+    def work_s(self, config: Campaign, cell: Cell) -> float | None:
         # One exchange = P steps; each step moves `streams` messages of `bytes` per rank.
         block = self.block(config)
         rounds = int(block.get("iterations", 0)) + int(block.get("warmup", 0))
         step_s: float = sum(MSG_LATENCY_S + s * b / BANDWIDTH_BPS for s in block["streams"] for b in block["bytes"])
         return len(cell.variant.split("+")) * rounds * cell.np * step_s
 
-    def buffers(self, config: dict[str, Any], cell: Cell) -> tuple[float, float]:
+    def buffers(self, config: Campaign, cell: Cell) -> tuple[float, float]:
         return 4.0 * max(self.block(config)["bytes"]), 0.0  # send + receive buffer, both directions
