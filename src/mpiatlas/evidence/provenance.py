@@ -153,7 +153,25 @@ def set_fields(facts: Any) -> dict[str, Any]:
 
 
 @dataclasses.dataclass
-class Provenance:
+class PlanFacts:
+    """What planning found, as provenance.json keeps it (:class:`Provenance` inherits these names);
+    UNSET: planning stopped before it."""
+
+    oversubscribed: bool | Unset = UNSET
+    cores_requested: int | Unset = UNSET
+    requested_pins: list[Any] | Unset | None = UNSET
+    wanted_cpu_sets: list[list[int]] | Unset = UNSET
+    region: str | Unset | None = UNSET
+    node_facts: list[dict[str, Any]] | Unset = UNSET
+    colocated: bool | Unset = UNSET
+    distribution: str | Unset = UNSET
+    planned_nodes: list[int] | Unset = UNSET
+    ssh: dict[str, Any] | Unset = UNSET
+    launch_hosts: list[str] | Unset = UNSET
+
+
+@dataclasses.dataclass(kw_only=True)
+class Provenance(PlanFacts):
     """Where and how one launch ran: serialised by :meth:`to_json` as provenance.json (one key per
     set field, the names tidy and the report read)."""
 
@@ -177,18 +195,7 @@ class Provenance:
     launcher: str | Unset = UNSET
     topology: dict[str, Any] | Unset = UNSET
     threads: int | Unset = UNSET
-    # runner.plan (PlanFacts)
-    oversubscribed: bool | Unset = UNSET
-    cores_requested: int | Unset = UNSET
-    requested_pins: list[Any] | Unset | None = UNSET
-    wanted_cpu_sets: list[list[int]] | Unset = UNSET
-    region: str | Unset | None = UNSET
-    node_facts: list[dict[str, Any]] | Unset = UNSET
-    colocated: bool | Unset = UNSET
-    distribution: str | Unset = UNSET
-    planned_nodes: list[int] | Unset = UNSET
-    ssh: dict[str, Any] | Unset = UNSET
-    launch_hosts: list[str] | Unset = UNSET
+    # runner.plan's facts: the fields of PlanFacts, inherited
     # the launch (runner.run)
     stack_version: str | Unset = UNSET
     image: str | Unset = UNSET

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mpiatlas.node import multinode, ssh_hosts, topology
-from mpiatlas.evidence.provenance import UNSET, Unset
+from mpiatlas.evidence.provenance import PlanFacts
 from mpiatlas.runner import likwid_pin
 from mpiatlas.stacks import Stack, StackError, fabrics
 from mpiatlas.stacks.base import SHM, medium
@@ -27,22 +27,6 @@ if TYPE_CHECKING:
     from mpiatlas.matrix.cells import CellSpec, Coords
 
 
-@dataclass
-class PlanFacts:
-    """What planning found, as provenance.json keeps it (mpiatlas.evidence.provenance.Provenance's names);
-    UNSET: planning stopped before it."""
-
-    oversubscribed: bool | Unset = UNSET
-    cores_requested: int | Unset = UNSET
-    requested_pins: list[Any] | Unset | None = UNSET
-    wanted_cpu_sets: list[list[int]] | Unset = UNSET
-    region: str | Unset | None = UNSET
-    node_facts: list[dict[str, Any]] | Unset = UNSET
-    colocated: bool | Unset = UNSET
-    distribution: str | Unset = UNSET
-    planned_nodes: list[int] | Unset = UNSET
-    ssh: dict[str, Any] | Unset = UNSET
-    launch_hosts: list[str] | Unset = UNSET
 
 
 class PlanRefused(Exception):

@@ -222,6 +222,7 @@ def _series(points: pl.DataFrame, scope: str) -> list[_Series]:
 
 _Triple = tuple[float | None, float | None, float | None]  # (median, CI low, CI high), all None when unknown
 _NONE3: _Triple = (None, None, None)
+_Measured = tuple[float, float | None, float | None]  # a measured median and its CI ends
 
 
 def _ratio(num: tuple[float, float | None, float | None], den: tuple[float, float | None, float | None],
@@ -231,6 +232,22 @@ def _ratio(num: tuple[float, float | None, float | None], den: tuple[float, floa
     lo = num[1] / den[2] if num[1] is not None and den[2] else None
     hi = num[2] / den[1] if num[2] is not None and den[1] else None
     return ratio, lo, hi
+
+
+def _pair_columns(prefix: str, unit: str, pair: tuple[_Measured, _Measured] | None, *,
+                  slower_is_larger: bool) -> dict[str, float | None]:
+    """``<prefix>_intra_<unit>``, ``<prefix>_inter_<unit>`` and ``<prefix>_ratio`` with their CI ends
+    (all None without a pair); the ratio is inter / intra where a larger value is slower (a time),
+    intra / inter where it is faster (a bandwidth)."""
+    a: _Triple = _NONE3
+    b: _Triple = _NONE3
+    r: _Triple = _NONE3
+    if pair is not None:
+        a, b = pair
+        r = _ratio(pair[1], pair[0]) if slower_is_larger else _ratio(pair[0], pair[1])
+    return {f"{prefix}_intra_{unit}": a[0], f"{prefix}_intra_ci_low": a[1], f"{prefix}_intra_ci_high": a[2],
+            f"{prefix}_inter_{unit}": b[0], f"{prefix}_inter_ci_low": b[1], f"{prefix}_inter_ci_high": b[2],
+            f"{prefix}_ratio": r[0], f"{prefix}_ratio_low": r[1], f"{prefix}_ratio_high": r[2]}
 
 
 def _pair_row(stack: str, comparison: str, intra: _Series, inter: _Series, lat_bytes: int,
@@ -244,22 +261,11 @@ def _pair_row(stack: str, comparison: str, intra: _Series, inter: _Series, lat_b
                            "inter_transport": inter.transport, "inter_region": inter.region}
     lat = (lat_bytes if lat_bytes in lat_sizes else lat_sizes[0]) if lat_sizes else None
     bw = (bw_bytes if bw_bytes in bw_sizes else bw_sizes[-1]) if bw_sizes else None
-    a: _Triple = _NONE3
-    b: _Triple = _NONE3
-    r: _Triple = _NONE3
-    if lat is not None:
-        ta, tb = intra.t[lat], inter.t[lat]
-        a, b, r = ta, tb, _ratio(tb, ta)  # latency: inter / intra (> 1: the network is slower)
-    row.update(lat_bytes=lat, lat_intra_us=a[0], lat_intra_ci_low=a[1], lat_intra_ci_high=a[2],
-               lat_inter_us=b[0], lat_inter_ci_low=b[1], lat_inter_ci_high=b[2],
-               lat_ratio=r[0], lat_ratio_low=r[1], lat_ratio_high=r[2])
-    a = b = r = _NONE3
-    if bw is not None:
-        ta, tb = intra.bw[bw], inter.bw[bw]
-        a, b, r = ta, tb, _ratio(ta, tb)  # bandwidth: intra / inter (> 1: the network is slower)
-    row.update(bw_bytes=bw, bw_intra_MBps=a[0], bw_intra_ci_low=a[1], bw_intra_ci_high=a[2],
-               bw_inter_MBps=b[0], bw_inter_ci_low=b[1], bw_inter_ci_high=b[2],
-               bw_ratio=r[0], bw_ratio_low=r[1], bw_ratio_high=r[2])
+    lat_pair = (intra.t[lat], inter.t[lat]) if lat is not None else None
+    bw_pair = (intra.bw[bw], inter.bw[bw]) if bw is not None else None
+    # latency: inter / intra; bandwidth: intra / inter (either way, > 1: the network is slower)
+    row.update(lat_bytes=lat, **_pair_columns("lat", "us", lat_pair, slower_is_larger=True))
+    row.update(bw_bytes=bw, **_pair_columns("bw", "MBps", bw_pair, slower_is_larger=False))
     return row
 
 
