@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mpiatlas.matrix.config import Campaign, ConfigError, load, validate
+from mpiatlas.spine.campaign import Campaign
+from mpiatlas.matrix.config import ConfigError, load, validate
 from mpiatlas.matrix.cells import Cell
 from mpiatlas.programs import cell_spec, cells_of_kind
 from mpiatlas.programs.imb import unplanned_notes

@@ -14,7 +14,8 @@ from mpiatlas.matrix import cells as cell_model
 from mpiatlas import programs
 from mpiatlas.campaign import resources
 from mpiatlas.matrix.cells import Cell, sort_cells
-from mpiatlas.matrix.config import Campaign, validate
+from mpiatlas.spine.campaign import Campaign
+from mpiatlas.matrix.config import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 RESOURCE_NAMES = ("tasks", "cpus_per_task", "mpi", "nodes", "slurm_extra", "runtime", "mem_mb")

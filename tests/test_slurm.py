@@ -28,7 +28,8 @@ from conftest import campaign_workdir, require_infra, run_campaign
 from mpiatlas import programs
 from mpiatlas.campaign import resources
 from mpiatlas.matrix.cells import Cell
-from mpiatlas.matrix.config import Campaign, load, validate
+from mpiatlas.spine.campaign import Campaign
+from mpiatlas.matrix.config import load, validate
 from mpiatlas.programs.base import MEM_PER_RANK_MB
 from mpiatlas.programs.build import build_outputs
 from mpiatlas.programs.imb import message_sizes

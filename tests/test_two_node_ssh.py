@@ -23,7 +23,8 @@ import yaml
 from conftest import REPO, campaign_workdir
 from mpiatlas import programs, runner
 from mpiatlas.node import multinode, ssh_hosts
-from mpiatlas.matrix.config import Campaign, ConfigError, load, validate
+from mpiatlas.spine.campaign import Campaign
+from mpiatlas.matrix.config import ConfigError, load, validate
 from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.runner.judge import judge_placement, mixed_transport_evidence
 from mpiatlas.stacks import LaunchSpec, StackError

@@ -14,7 +14,7 @@ from mpiatlas.programs import build as kernel_build
 from mpiatlas.programs.imb import unplanned_notes
 
 # Validate once, with the schema's defaults filled in; errors name the key and the allowed values.
-# Every rule reads the typed campaign (mpiatlas.matrix.config.Campaign), never Snakemake's raw config.
+# Every rule reads the typed campaign (mpiatlas.spine.campaign.Campaign), never Snakemake's raw config.
 if not config:
     CAMPAIGN = mpiatlas_config.load("config/config.yaml")
 else:

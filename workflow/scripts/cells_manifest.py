@@ -6,13 +6,14 @@ parses the whole workflow (and so expands every cell) again; a script starts onl
 
 from mpiatlas import programs
 from mpiatlas.matrix import layout
-from mpiatlas.matrix.config import Campaign
+from mpiatlas.matrix.config import validate
+from mpiatlas.spine.campaign import Campaign
 
 sm = snakemake  # noqa: F821 -- injected by Snakemake's script directive
 
 with open(sm.log[0], "w") as log:
     # The same cells as the workflow's (programs.expand of the same validated config, sorted).
-    cell_ids = [cell.id for cell in programs.expand(Campaign.of(sm.params.campaign))]
+    cell_ids = [cell.id for cell in programs.expand(Campaign.of(sm.params.campaign, validate))]
     layout.write_manifest(sm.output.manifest, sm.output.notes, cell_ids, sm.params.notes,
                           sm.output.campaign, sm.params.campaign)
     print(f"{len(cell_ids)} cells -> {sm.output.manifest}", file=log)

@@ -48,7 +48,7 @@ from mpiatlas.matrix.cells import Cell, sort_cells
 from mpiatlas.programs import program_named, program_of
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.config import Campaign
+    from mpiatlas.spine.campaign import Campaign
 
 # Fixed cost of one cell inside a group: the launcher (hydra/srun, ~1 s), MPI_Init (seconds at a
 # thousand nodes) and the program's warm-up, and a margin for a slow shared file system when the

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from mpiatlas.matrix import layout
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.config import Campaign
+    from mpiatlas.spine.campaign import Campaign
 
 POLL_S = 1.0
 LOG_TAIL_LINES = 12

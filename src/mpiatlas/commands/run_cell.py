@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.cells import CellSpec
-    from mpiatlas.matrix.config import Campaign
+    from mpiatlas.spine.cell_spec import CellSpec
+    from mpiatlas.spine.campaign import Campaign
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.cells import Coords
+    from mpiatlas.spine.cell_spec import Coords
 
 from mpiatlas import __version__
 

@@ -1,7 +1,7 @@
 """The campaign matrix: a validated config expanded into cells, and where their files live (config → cells).
 
 * :mod:`.config` — loads a campaign, validates it against workflow/schemas/config.schema.yaml and
-  returns the typed ``Campaign``;
+  returns the typed ``Campaign`` (:mod:`mpiatlas.spine.campaign`);
 * :mod:`.cells` — the one Cell (kind, stack, transport, mapping, np, benchmark, algorithm, rep, threads,
   nodes) and its id;
 * :mod:`.knobs` — named knob sets: environment / MCA variables per stack, an axis of every cell;

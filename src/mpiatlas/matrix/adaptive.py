@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.config import Campaign
+    from mpiatlas.spine.campaign import Campaign
 
 # A series' state after a decision.
 MORE = "more"  # below the target and below max: another round adds repetitions

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.config import Campaign
+    from mpiatlas.spine.campaign import Campaign
 
 # The name of "no knob set" in a selection.
 NONE = "none"

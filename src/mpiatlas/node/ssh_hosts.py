@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.cells import CellSpec, HostSpec, SshSpec
-    from mpiatlas.matrix.config import Campaign
+    from mpiatlas.spine.cell_spec import CellSpec, HostSpec, SshSpec
+    from mpiatlas.spine.campaign import Campaign
 
 from mpiatlas.node import multinode
 from mpiatlas.stacks.base import StackError

@@ -37,8 +37,8 @@ from mpiatlas.programs.kernels.pingpong import Pingpong
 from mpiatlas.programs.kernels.ring import Ring
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.cells import CellSpec
-    from mpiatlas.matrix.config import Campaign
+    from mpiatlas.spine.cell_spec import CellSpec
+    from mpiatlas.spine.campaign import Campaign
 
 REGISTRY: dict[str, Program] = {p.name: p for p in (Imb(), Ring(), Matsum(), Jacobi(), Pingpong(), Coll())}
 # The C kernels, in the order they are built and tabled.

@@ -21,8 +21,8 @@ from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.stacks import Stack
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.cells import CellSpec, StackExtras
-    from mpiatlas.matrix.config import Campaign
+    from mpiatlas.spine.cell_spec import CellSpec, StackExtras
+    from mpiatlas.spine.campaign import Campaign
 
 if TYPE_CHECKING:  # polars is imported where rows are built: `mpiatlas run-cell` starts without it
     import polars as pl

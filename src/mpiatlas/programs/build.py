@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.config import Campaign
+    from mpiatlas.spine.campaign import Campaign
 
 from mpiatlas.matrix import layout
 from mpiatlas.files import user_cache_dir

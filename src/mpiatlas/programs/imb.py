@@ -39,8 +39,8 @@ from mpiatlas.programs.base import (
 from mpiatlas.stacks import Stack, StackError
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.cells import CellSpec, ImbBlock, StackExtras
-    from mpiatlas.matrix.config import Campaign
+    from mpiatlas.spine.cell_spec import CellSpec, ImbBlock, StackExtras
+    from mpiatlas.spine.campaign import Campaign
     import polars as pl
 
 # IMB runs these with exactly two active ranks; more processes would only wait.

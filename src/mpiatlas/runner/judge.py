@@ -19,7 +19,7 @@ from mpiatlas.stacks import Stack
 from mpiatlas.stacks.base import CROSS_NODE, ON_NODE
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.cells import CellSpec
+    from mpiatlas.spine.cell_spec import CellSpec
 
 
 def _last_line(text: str) -> str:

@@ -30,7 +30,7 @@ from mpiatlas.runner.scheduler_state import NodeLoss, node_failure_lines, node_l
 from mpiatlas.stacks import StackError
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.cells import CellSpec, ContainerSpec
+    from mpiatlas.spine.cell_spec import CellSpec, ContainerSpec
 
 
 class CellInterrupted(RuntimeError):

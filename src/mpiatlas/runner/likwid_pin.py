@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from mpiatlas.stacks import StackError
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.cells import CellSpec
+    from mpiatlas.spine.cell_spec import CellSpec
 
 LIKWID_PIN = "likwid-pin"
 PINNER = "likwid"

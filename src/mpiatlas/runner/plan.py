@@ -24,7 +24,7 @@ from mpiatlas.stacks import Stack, StackError, fabrics
 from mpiatlas.stacks.base import SHM, medium
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.cells import CellSpec, Coords
+    from mpiatlas.spine.cell_spec import CellSpec, Coords
 
 
 

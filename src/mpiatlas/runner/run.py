@@ -63,7 +63,7 @@ from mpiatlas.runner.remote_nodes import RemoteNodes
 from mpiatlas.stacks import LaunchSpec, Stack, StackError, get_stack
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.cells import CellSpec, KnobsSpec
+    from mpiatlas.spine.cell_spec import CellSpec, KnobsSpec
 
 
 def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float,

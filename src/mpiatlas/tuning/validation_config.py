@@ -28,7 +28,7 @@ from typing import Any
 
 from mpiatlas.matrix import knobs
 from mpiatlas.matrix.cells import imb_provider_among
-from mpiatlas.matrix.config import Campaign
+from mpiatlas.spine.campaign import Campaign
 from mpiatlas.models.best_algorithm import DEFAULT
 from mpiatlas.tuning import intelmpi_env, mpich_json, openmpi_rules, samples
 from mpiatlas.tuning.decide import SeriesDecision, TuneError, size_ranges

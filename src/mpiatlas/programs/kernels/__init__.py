@@ -40,8 +40,8 @@ from mpiatlas.stacks import Stack, StackError
 # polars, the kernels' parser and the container layer are imported where they are used, so that
 # importing the program registry (every `mpiatlas` command does) does not load them.
 if TYPE_CHECKING:
-    from mpiatlas.matrix.cells import CellSpec
-    from mpiatlas.matrix.config import Campaign
+    from mpiatlas.spine.cell_spec import CellSpec
+    from mpiatlas.spine.campaign import Campaign
     import polars as pl
 
 # The record the kernels' build writes beside the binaries (layout.kernel_build_dir).

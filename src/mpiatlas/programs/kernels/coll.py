@@ -14,7 +14,7 @@ from mpiatlas.matrix.cells import DEFAULT_ALGORITHM, Cell
 from mpiatlas.programs.kernels import DEFAULT_GROUP, KernelProgram, Shape, sweep_args
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.config import Campaign
+    from mpiatlas.spine.campaign import Campaign
 
 if TYPE_CHECKING:  # imported where rows are built (see programs.kernels)
     import polars as pl

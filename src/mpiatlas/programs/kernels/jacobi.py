@@ -18,7 +18,7 @@ from mpiatlas.matrix.kernel_sweeps import JacobiVariant, jacobi_problems, jacobi
 from mpiatlas.programs.kernels import DOUBLE, MSG_LATENCY_S, POINT_UPDATE_S, KernelProgram, Shape, with_grid_columns
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.config import Campaign
+    from mpiatlas.spine.campaign import Campaign
 
 if TYPE_CHECKING:  # imported where rows are built (see programs.kernels)
     import polars as pl

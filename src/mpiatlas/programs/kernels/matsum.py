@@ -16,7 +16,7 @@ from mpiatlas.matrix.kernel_sweeps import MatsumVariant, matsum_problems, matsum
 from mpiatlas.programs.kernels import BANDWIDTH_BPS, DOUBLE, MSG_LATENCY_S, KernelProgram, Shape, with_grid_columns
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.config import Campaign
+    from mpiatlas.spine.campaign import Campaign
 
 if TYPE_CHECKING:  # imported where rows are built (see programs.kernels)
     import polars as pl

@@ -12,7 +12,7 @@ from mpiatlas.matrix.cells import Cell
 from mpiatlas.programs.kernels import KernelProgram, Shape, sweep_args
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.config import Campaign
+    from mpiatlas.spine.campaign import Campaign
 
 
 def pingpong_group(pingpong: dict[str, Any]) -> str:

