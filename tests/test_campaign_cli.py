@@ -111,6 +111,47 @@ def test_a_snakemake_lock_without_a_live_snakemake_is_cleared(tmp_path: Path) ->
     assert any("cleared a Snakemake lock" in n for n in notes)
 
 
+# A cell group's shape, for the reaper: "run-cell" (this script, named mpiatlas, run with the
+# argument run-cell) starts a launch in its own session, as runner.process does; the launch starts a
+# proxy; both ignore SIGTERM, as a wedged launcher and a spinning MPI proxy do. With the argument
+# "dies", run-cell exits on SIGTERM without stopping its launch (the window before runner.process
+# can), so the launch is reparented away from it; otherwise run-cell ignores SIGTERM too.
+GROUP = r"""
+import os, signal, subprocess, sys, time
+LAUNCH = "import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); " \
+         "subprocess.Popen([sys.executable, '-c', 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)']); time.sleep(600)"
+launch = subprocess.Popen([sys.executable, "-c", LAUNCH], start_new_session=True)
+print(launch.pid, flush=True)
+if sys.argv[2] != "dies":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("on_term", ["dies", "ignores"])
+def test_orphaned_cells_and_every_process_they_started_are_stopped(tmp_path: Path, on_term: str) -> None:
+    script = tmp_path / "mpiatlas"
+    script.write_text(GROUP)
+    orphan = subprocess.Popen([sys.executable, str(script), "run-cell", on_term], cwd=tmp_path,
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert orphan.stdout is not None
+        launch = int(orphan.stdout.readline())
+        deadline = time.monotonic() + 30
+        while len(tree := [orphan.pid] + [p.pid for p in runlock.descendants(runlock._table(), [orphan.pid])]) < 3:
+            assert time.monotonic() < deadline, tree
+            time.sleep(0.05)
+        assert launch in tree
+        assert runlock.stop_orphans(tmp_path, grace_s=1.0) == 1
+        orphan.wait(timeout=10)
+        left = [pid for pid in tree[1:] if (p := runlock._table().get(pid)) is not None and not p.zombie]
+        assert not left, f"still running after the orphans were stopped: {left}"
+        assert not runlock.orphan_cells(tmp_path)
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()
+
+
 # -- real campaigns ------------------------------------------------------------------------------
 
 
@@ -175,6 +216,29 @@ def _sealed(raw: Path) -> dict[str, int]:
     return {str(p.parent.relative_to(raw)): p.stat().st_ino for p in raw.rglob(layout.STATUS)}
 
 
+def _working_in(root: Path) -> list[str]:
+    """Every live process whose working directory is ``root`` or under it (run-cell works in the
+    checkout, a launch in its cell's scratch directory), as "pid argv"."""
+    root = root.resolve()
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cwd = Path(os.readlink(entry / "cwd")) if entry.name.isdigit() else None
+            argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cwd is not None and (cwd == root or root in cwd.parents) and int(entry.name) != os.getpid():
+            found.append(f"{entry.name} {argv[:200]}")
+    return found
+
+
+def _set_aside_inodes(results: Path) -> set[int]:
+    """The inodes of the status files of attempts set aside (perturbed/, lost/): a sealed cell is
+    moved there whole, by rename, when it is measured again."""
+    return {p.stat().st_ino for sub in ("perturbed", "lost") if (results / sub).exists()
+            for p in (results / sub).rglob(layout.STATUS)}
+
+
 def _snakemake_child(parent: int) -> int | None:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -212,6 +276,10 @@ def test_kill_9_of_snakemake_then_the_same_command_completes_without_rerunning_c
     out1, _ = first.communicate(timeout=300)
     assert first.returncode != 0
     assert "run the same command again" in out1, out1
+    # Nothing of the killed run outlives the command: no run-cell, and no launch (an orphaned
+    # launcher or proxy would keep a core busy and perturb every later launch).
+    left = _working_in(work)
+    assert not left, "processes of the killed run still running:\n" + "\n".join(left)
     before = _sealed(raw)
     assert before, "no cell had finished before the kill"
 
@@ -221,8 +289,12 @@ def test_kill_9_of_snakemake_then_the_same_command_completes_without_rerunning_c
     assert "Directory cannot be locked" not in out2
     assert f"report: {work / 'results' / 'tiny' / 'report.html'}" in out2
     after = _sealed(raw)
-    rerun = sorted(cell for cell, inode in before.items() if after.get(cell) != inode)
+    # A finished cell is never run again, unless its launch was judged perturbed: then that
+    # attempt is kept whole under perturbed/ and the cell measured again (runner.run).
+    set_aside = _set_aside_inodes(work / "results" / "tiny")
+    rerun = sorted(cell for cell, inode in before.items() if after.get(cell) != inode and inode not in set_aside)
     assert not rerun, f"finished cells ran again: {rerun}"
+    assert not _working_in(work)
     assert len(after) == 42  # tiny.yaml: 18 IMB + 24 kernel cells
 
 

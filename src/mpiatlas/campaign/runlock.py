@@ -9,7 +9,10 @@ Snakemake's own lock (``.snakemake/locks``) does stay behind after a ``kill -9``
 then refuses with "Directory cannot be locked". Holding our lock proves no other ``mpiatlas
 campaign`` runs here; a lock is stale when, besides, no live Snakemake process works in this
 directory. Cells that the killed run had started may still be running as orphans; they are
-stopped (their cells stay unsealed, so they run again) before the new run begins.
+stopped (their cells stay unsealed, so they run again) before the new run begins, and so is every
+process they started: a launch runs in its own session (runner.process), so an orphaned launcher
+and its proxies outlive a run-cell that died before it could stop them, and an MPI proxy whose
+peer is gone can spin on a core for as long as the machine stays up, perturbing every launch after it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LOCK_FILE = Path(".mpiatlas") / "campaign.lock"
+# How long the orphans get, after SIGTERM, to stop their launch and exit (runner.process waits
+# TERM_GRACE_S = 10 s for a launch before it KILLs it) before everything left is KILLed.
+ORPHAN_GRACE_S = 15.0
 
 
 class CampaignRunning(RuntimeError):
@@ -88,38 +94,98 @@ def orphan_cells(root: Path) -> list[int]:
             if pid != os.getpid() and cwd == root and "run-cell" in argv and any("mpiatlas" in a for a in argv[:3])]
 
 
+@dataclass(frozen=True)
+class Proc:
+    """One process as /proc/<pid>/stat shows it; ``start`` (clock ticks after boot) tells a process
+    from a later one that reused its pid."""
+
+    pid: int
+    ppid: int
+    pgid: int
+    start: int
+    zombie: bool
+
+
+def _table() -> dict[int, Proc]:
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # Fields after the command: state ppid pgrp session ... starttime (the 20th of them).
+        table[int(entry.name)] = Proc(int(entry.name), int(fields[1]), int(fields[2]), int(fields[19]),
+                                      fields[0] == "Z")
+    return table
+
+
+def descendants(table: dict[int, Proc], roots: list[int]) -> list[Proc]:
+    """Every process below ``roots`` in ``table`` (children, their children, ...)."""
+    children: dict[int, list[Proc]] = {}
+    for proc in table.values():
+        children.setdefault(proc.ppid, []).append(proc)
+    found, todo = [], list(roots)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child.pid)
+    return found
+
+
+def stop_orphans(root: Path, grace_s: float = ORPHAN_GRACE_S) -> int:
+    """Stop the orphaned cells working in ``root`` and everything they started; return how many
+    cells. SIGTERM first, to their process groups: a run-cell then leaves its cell unsealed and
+    stops its launch's session itself. After ``grace_s``, SIGKILL to what is left of the tree seen
+    before, and to the process groups its members lead (launches: their own session, see
+    runner.process), so that a launcher's proxies are caught even once reparented away."""
+    orphans = orphan_cells(root)
+    if not orphans:
+        return 0
+    table = _table()
+    tree = [table[pid] for pid in orphans if pid in table] + descendants(table, orphans)
+    ours = {os.getpgrp(), 0, 1}
+    led = {p.pgid for p in tree if p.pgid == p.pid} - ours
+    for pgid in {table[pid].pgid for pid in orphans if pid in table} - ours:
+        _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while _alive(tree) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pgid in led:
+        _signal_group(pgid, signal.SIGKILL)
+    for proc in _alive(tree):
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return len(orphans)
+
+
+def _alive(tree: list[Proc]) -> list[Proc]:
+    now = _table()
+    return [p for p in tree if (seen := now.get(p.pid)) is not None and seen.start == p.start and not seen.zombie]
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def clear_stale(root: Path) -> list[str]:
     """Remove Snakemake locks no live process owns and stop orphaned cells; return what was done.
     Call only while holding :func:`acquire`'s lock."""
     if live_snakemake(root):
         return []
     notes = []
-    orphans = orphan_cells(root)
-    for pid in orphans:
-        try:
-            os.killpg(os.getpgid(pid), signal.SIGTERM)
-        except ProcessLookupError:
-            continue
-    if orphans:
-        _wait_gone(orphans, 30.0)
-        notes.append(f"stopped {len(orphans)} cell(s) left running by an interrupted run (they will run again)")
+    stopped = stop_orphans(root)
+    if stopped:
+        notes.append(f"stopped {stopped} cell(s) left running by an interrupted run (they will run again)")
     locks = sorted((root / ".snakemake" / "locks").glob("*.lock"))
     for lock in locks:
         lock.unlink(missing_ok=True)
     if locks:
         notes.append("cleared a Snakemake lock left by an interrupted run (no Snakemake process is alive here)")
     return notes
-
-
-def _wait_gone(pids: list[int], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()]
-        if not alive:
-            return
-        time.sleep(0.2)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass

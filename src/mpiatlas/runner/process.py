@@ -125,19 +125,23 @@ def run_launch(argv: list[str], env: dict[str, str], cwd: Path, stdout: Path, st
             if sampler:
                 sampler.stop()
             raise
-    if sampler:
-        sampler.watch(proc.pid)
-    deadline = Deadline(proc.pid, timeout_s)
+    # From here on a stop signal (CellInterrupted) stops the launch's session whatever it
+    # interrupts: a launch left running would outlive this cell and skew every later one.
+    deadline: Deadline | None = None
     try:
+        if sampler:
+            sampler.watch(proc.pid)
+        deadline = Deadline(proc.pid, timeout_s)
         wait_exited(proc.pid)
         wall_s = time.perf_counter() - start
+        timed_out = deadline.stop()
     except BaseException:
-        deadline.stop()
+        if deadline:
+            deadline.stop()
         if sampler:
             sampler.stop()
         stop_now(proc)
         raise
-    timed_out = deadline.stop()
     machine = _machine(probe, proc.pid, sampler, before, cgroup, wall_s) if probe and before else unprobed
     exit_code = proc.wait()  # reaps the zombie: returns at once
     return Finished(None if timed_out else exit_code, wall_s, machine)
