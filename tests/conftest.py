@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,52 @@ def _skip_or_fail_unless(available: bool, what: str) -> None:
     if in_ci():
         pytest.fail(f"CI=true and {what} is not available: infrastructure tests may not be skipped")
     pytest.skip(f"{what} not available")
+
+
+# What an MPI launch leaves running when it is orphaned: launchers, their proxies and daemons, the
+# benchmark programs (IMB's, our kernels in src/kernels/), as /proc/<pid>/comm names them (15 chars).
+LAUNCH_COMMS = frozenset({"mpiexec", "mpiexec.hydra", "mpirun", "hydra_pmi_proxy", "prterun", "prte", "prted",
+                          "orted", "orterun", "IMB-MPI1", "IMB-P2P", "IMB-NBC", "IMB-RMA", "IMB-EXT", "IMB-IO",
+                          "coll", "jacobi", "matsum", "pingpong", "ring", "likwid-pin"})
+
+
+def launches_under(root: Path) -> list[tuple[int, str]]:
+    """(pid, comm) of the live launch processes working under ``root``."""
+    root = root.resolve()
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            comm = (entry / "comm").read_text().strip() if entry.name.isdigit() else ""
+            if comm not in LAUNCH_COMMS or (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+            cwd = Path(os.readlink(entry / "cwd"))
+        except OSError:
+            continue
+        if cwd == root or root in cwd.parents:
+            found.append((int(entry.name), comm))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _no_launch_outlives_its_test(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """An infra test fails when an MPI launch it started is still running after it: an orphaned
+    launcher or proxy (one spun a core for 21 minutes once) perturbs every launch after it, and
+    the tests that then fail are not the one at fault. What is left is killed."""
+    yield
+    if request.node.get_closest_marker("infra") is None:
+        return
+    root = tmp_path_factory.getbasetemp()
+    deadline = time.monotonic() + 5.0  # a launch stopped at the test's end may take a moment to exit
+    while (left := launches_under(root)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid, _ in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if left:
+        pytest.fail(f"{request.node.nodeid} left MPI launch processes running (now killed): "
+                    + ", ".join(f"{comm} (pid {pid})" for pid, comm in left), pytrace=False)
 
 
 def require_datasets() -> Path:
