@@ -36,7 +36,9 @@ launch ~0.6 ms more around run_launch (1.05 -> 1.66 ms for /bin/true, medians of
 1.04-1.10 and 1.63-1.70 ms), nothing measurable inside ``wall_s`` (0.889 -> 0.903 ms, CIs
 0.873-0.913 and 0.890-0.941 overlapping) and 0.30 ms of cpu [0.29, 0.32]; while a launch runs, ~0.6
 ms of cpu per sample (7.6 ms for the 12 samples of a 3.4 s IMB PingPong launch), i.e. ~0.25 % of
-one cpu at the 4 samples a second it settles at. Each record carries its own cost (``probe``: the
+one cpu at the 4 samples a second it settles at. A short launch pays more, since the first samples
+come faster: 4.2-4.5 ms of cpu per ~345 ms PingPong launch (~1.3 % of one cpu) in the repeatability
+bench of 2026-11-27. Each record carries its own cost (``probe``: the
 sampler's cpu time, samples, tree walks, the cpus it ran on, the snapshots' cpu time).
 """
 
