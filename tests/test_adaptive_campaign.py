@@ -24,7 +24,7 @@ import pytest
 
 from campaign_fixtures import announced_report
 from conftest import PYPI_STACKS, campaign_workdir, require_infra, run_campaign
-from mpiatlas.matrix import adaptive
+from mpiatlas.matrix import adaptive, layout
 from mpiatlas.campaign.adaptive_rounds import ADAPTIVE_DIR, final_decision
 
 CONFIG = "config/test/adaptive.yaml"
@@ -77,9 +77,22 @@ def forced(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return work
 
 
+def decision_files(results: Path) -> list[Path]:
+    return sorted((results / ADAPTIVE_DIR).glob("round*.json"), key=lambda p: int(re.sub(r"\D", "", p.name)))
+
+
 def decisions_of(results: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((results / ADAPTIVE_DIR).glob("round*.json"),
-                                                      key=lambda p: int(re.sub(r"\D", "", p.name)))]
+    return [json.loads(p.read_text()) for p in decision_files(results)]
+
+
+def _sealed_before(cell_dir: Path, when: float) -> bool:
+    """Was the launch now sealed in ``cell_dir`` there at ``when`` (epoch seconds)? A launch of the
+    later re-measure round, which runs after the decision, replaced a perturbed one (set aside
+    under perturbed/, no values) that the decision saw in its place."""
+    from datetime import datetime
+
+    prov = cell_dir / layout.PROVENANCE
+    return prov.is_file() and datetime.fromisoformat(json.loads(prov.read_text())["start"]).timestamp() < when
 
 
 def series_entries(results: Path) -> dict[str, dict]:
@@ -96,14 +109,17 @@ def _check_decisions_follow_the_launches(results: Path) -> dict[str, list[tuple[
 
     history: dict[str, list[tuple[int, str]]] = {}
     seen: dict[str, int] = {}
-    for decision in decisions_of(results):
+    for path in decision_files(results):
+        decision, decided_at = json.loads(path.read_text()), path.stat().st_mtime
         spec = adaptive.AdaptiveSpec(**decision["spec"])
         for entry in decision["series"]:
             if entry["round"] != decision["round"]:
                 continue  # final in an earlier round, carried over unchanged
             n = seen.get(entry["series"], spec.min)
             base = Cell(**entry["cell"])
-            worst = adaptive.worst_halfwidth(series_values(results / "raw", [replace(base, rep=r) for r in range(n)]))
+            seen_then = [cell for cell in (replace(base, rep=r) for r in range(n))
+                         if _sealed_before(results / "raw" / cell.id, decided_at)]
+            worst = adaptive.worst_halfwidth(series_values(results / "raw", seen_then))
             state, wanted = adaptive.decide(n, worst, spec)
             assert (entry["state"], entry["reps"]) == (state, wanted), (entry, n, worst)
             if worst is not None and math.isfinite(worst):

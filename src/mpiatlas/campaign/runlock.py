@@ -28,6 +28,8 @@ LOCK_FILE = Path(".mpiatlas") / "campaign.lock"
 # How long the orphans get, after SIGTERM, to stop their launch and exit (runner.process waits
 # TERM_GRACE_S = 10 s for a launch before it KILLs it) before everything left is KILLed.
 ORPHAN_GRACE_S = 15.0
+# How long SIGKILLed processes get to be gone (exited or zombies) before recovery goes on.
+KILL_WAIT_S = 10.0
 
 
 class CampaignRunning(RuntimeError):
@@ -159,6 +161,11 @@ def stop_orphans(root: Path, grace_s: float = ORPHAN_GRACE_S) -> int:
             os.kill(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    # SIGKILL is delivered, not done: return once they are gone, so nothing of the killed run
+    # still holds a core when the new run's first launch starts.
+    deadline = time.monotonic() + KILL_WAIT_S
+    while _alive(tree) and time.monotonic() < deadline:
+        time.sleep(0.05)
     return len(orphans)
 
 
