@@ -155,3 +155,30 @@ def test_measured_o_and_g_price_the_collectives_without_fitting(tmp_path: Path) 
     plain = compare(bcast, {"core": inputs}, calibrate=False)
     assert plain.points["loggp_us"].null_count() == bcast.height and plain.summary["loggp_median_abs"].null_count() == 4
     assert plain.points["predicted_us"].to_list() == priced.points["predicted_us"].to_list()
+
+
+def test_report_region_table_shows_o_and_g(tmp_path: Path) -> None:
+    """The report of the recorded campaign: its λ/B-per-region table gains o and g [95 % CI] for the
+    series and region the loggp cells measured, and a dash where they measured nothing (ofi-tcp)."""
+    from test_report import NOW, _section
+
+    from mpiatlas.models.fits import write_fits
+    from mpiatlas.report import build_report
+    from mpiatlas.report.formatting import fmt_ci, fmt_num
+
+    root = _campaign(tmp_path, ADAPTIVE, LOGGP_RAW)
+    write_fits(fit_all(root / "tidy", FitOptions(models=("hockney",))), root / "fits")
+    html = build_report(root / "tidy", root / "fits", root / "report.html", title="loggp", now=NOW).read_text()
+    section = _section(html, "p2p-regions")
+    assert "λ and B per region, LogGP o and g" in section and "o (µs) [95 % CI]" in section
+    row = region_loggp(pl.read_parquet(root / "tidy/kernel_loggp.parquet")).row(0, named=True)
+    for name in ("overhead", "gap"):
+        shown = f"{fmt_num(row[f'{name}_us'])} {fmt_ci([row[f'{name}_ci_low'], row[f'{name}_ci_high']])}"
+        assert shown in section, shown
+
+
+def test_region_loggp_needs_the_tidy_table() -> None:
+    bare = parse_kernel_output(RECORDED.read_text(), RECORDED)["loggp"]
+    with pytest.raises(LoggpParseError, match=r"lacks column\(s\) stack, transport, region: region_loggp needs"):
+        region_loggp(bare)
+    assert region_loggp(None).columns == list(LOGGP_SCHEMA) and region_loggp(bare.clear()).height == 0

@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 
 from mpiatlas.models.region_latency import RegionTable
-from mpiatlas.parsers.loggp import loggp_trials
+from mpiatlas.parsers.loggp import LoggpParseError, loggp_trials
 from mpiatlas.stats.aggregate import median_ci
 from mpiatlas.stats.quality import trusted
 from mpiatlas.stats.regions import region_rank
@@ -82,6 +82,10 @@ def region_loggp(table: pl.DataFrame | None) -> pl.DataFrame:
     tidy ``kernel_loggp`` table (None or empty: an empty frame)."""
     if table is None or table.height == 0:
         return pl.DataFrame(schema=LOGGP_SCHEMA)
+    lacking = [c for c in ("stack", "transport", "region") if c not in table.columns]
+    if lacking:
+        raise LoggpParseError(f"kernel_loggp: lacks column(s) {', '.join(lacking)}: region_loggp needs the tidy "
+                              "table (the cells' coordinates), not the kernel's bare records")
     trials = _usable(loggp_trials(table))
     if "knobs" not in trials.columns:
         trials = trials.with_columns(pl.lit("").alias("knobs"))
