@@ -56,9 +56,8 @@ def test_loggp_cells_run_per_region_with_physical_parameters(loggp_results: Path
     for name in ("rtt_usec", "prtt_burst_usec", "g_usec", "o_s_usec", "o_r_usec", "L_usec"):
         assert all(math.isfinite(v) for v in trials[name].to_list()), name
     small = trials.filter(pl.col("bytes") == 4)
+    # time spent in calls: positive in every trial (one trial's g can be anything a preemption makes it)
     assert (small["o_s_usec"] > 0).all() and (small["o_r_usec"] > 0).all() and (small["rtt_usec"] > 0).all()
-    # g is one message's share of a burst: no larger than the round trip it is measured against
-    assert (small["g_usec"] > 0).all() and (small["g_usec"] <= small["rtt_usec"]).all()
     # the kernel's own arithmetic, checked on what it printed
     assert ((small["g_usec"] - (small["prtt_burst_usec"] - small["rtt_usec"]) / (small["burst"] - 1)).abs()
             < 1e-9 * small["prtt_burst_usec"]).all()
@@ -66,7 +65,9 @@ def test_loggp_cells_run_per_region_with_physical_parameters(loggp_results: Path
     og = region_loggp(pl.read_parquet(loggp_results / "tidy/kernel_loggp.parquet"))
     assert sorted(og["region"]) == sorted(present) and set(og["bytes"]) == {4}
     for r in og.iter_rows(named=True):
-        assert r["n_trials"] == 20 and r["n_cells"] == 2
+        assert r["n_cells"] in (1, 2) and r["n_trials"] == 10 * r["n_cells"]  # perturbed cells are left out
+        # g is one message's share of a burst of back-to-back sends: no more than a whole round trip
+        assert 0 < r["gap_us"] <= r["rtt_us"], r
         for name in ("overhead", "gap", "o_s", "o_r"):
             assert r[f"{name}_us"] > 0, (name, r)
             lo, hi = r[f"{name}_ci_low"], r[f"{name}_ci_high"]
