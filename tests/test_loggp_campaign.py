@@ -91,6 +91,7 @@ def test_region_table_and_report_gain_o_and_g(loggp_results: Path, tmp_path: Pat
         assert f"{region}: o {r['overhead_us']:.3f} µs (95 % CI {r['overhead_ci_low']:.3f}–" in text
     capsys.readouterr()
     assert main(["regions", str(loggp_results)]) == 0
-    assert "o µs (CI)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "o µs (CI)" in printed and "same_l3" in printed
     html = (loggp_results / "report.html").read_text()
     assert "λ and B per region, LogGP o and g" in html and "o (µs) [95 % CI]" in html

@@ -90,7 +90,7 @@ def _campaign(root: Path, *raws: Path) -> Path:
     return root
 
 
-def test_region_table_gains_o_and_g_from_recorded_cells(tmp_path: Path) -> None:
+def test_region_table_gains_o_and_g_from_recorded_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with_og = _campaign(tmp_path / "with", ADAPTIVE, LOGGP_RAW)
     without = _campaign(tmp_path / "without", ADAPTIVE)
     og = region_loggp(pl.read_parquet(with_og / "tidy/kernel_loggp.parquet"))
@@ -118,6 +118,15 @@ def test_region_table_gains_o_and_g_from_recorded_cells(tmp_path: Path) -> None:
     # The λ/B lines of the CSV are the same with or without the loggp cells.
     assert [ln for ln in plain.splitlines() if not ln.startswith("#")][1].split(",") == \
         [ln for ln in out_with.read_text().splitlines() if not ln.startswith("#")][1].split(",")[:3]
+
+    # The printed tables: λ/B as before, then o and g per region with their CIs.
+    capsys.readouterr()
+    assert main(["regions", str(with_og)]) == 0
+    printed = capsys.readouterr().out
+    assert "o µs (CI)" in printed
+    assert f"{row['gap_us']:.3f} ({row['gap_ci_low']:.3f}–{row['gap_ci_high']:.3f})" in printed
+    assert main(["regions", str(without)]) == 0
+    assert "LogGP" not in capsys.readouterr().out
 
     # stats.regions.region_fits: the same λ/B rows, plus o and g only when LogGP rows are given.
     samples = pl.read_parquet(with_og / "tidy/imb_samples.parquet")
