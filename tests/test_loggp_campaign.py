@@ -17,6 +17,7 @@ from conftest import PYPI_STACKS, campaign_workdir, require_infra, run_campaign
 from mpiatlas.cli import main
 from mpiatlas.models.region_latency import read_region_table
 from mpiatlas.node import topology
+from mpiatlas.parsers.kernels import parse_kernel_file
 from mpiatlas.parsers.loggp import loggp_trials
 from mpiatlas.stats.region_loggp import region_loggp
 
@@ -95,3 +96,27 @@ def test_region_table_and_report_gain_o_and_g(loggp_results: Path, tmp_path: Pat
     assert "o µs (CI)" in printed and "same_l3" in printed
     html = (loggp_results / "report.html").read_text()
     assert "λ and B per region, LogGP o and g" in html and "o (µs) [95 % CI]" in html
+
+
+@pytest.mark.infra
+def test_injected_fault_fails_the_loggp_cell(loggp_results: Path, tmp_path: Path) -> None:
+    """--inject-fault: rank 1 corrupts one reply, rank 0's payload check must turn the cell failed."""
+    from conftest import REPO
+    from mpiatlas.matrix.cells import Cell
+    from mpiatlas.matrix.config import load
+    from mpiatlas.programs import cell_spec
+    from mpiatlas.runner import run_cell
+
+    work = loggp_results.parents[1]
+    config = load(work / "config/campaign.yaml")
+    present = sorted(_present_regions() & set(topology.REGION_MAPPINGS))
+    spec = cell_spec(config, Cell("kernel", "intelmpi", "shm", present[0], 2, "loggp", "m0-12", 0))
+    # later options win: a short run of sizes 0, 1, 2, 4 B, the fault in the first one with a payload
+    spec["kernel"]["args"] = [*spec["kernel"]["args"], "--msglog", "0:2", "--trials", "2", "-i", "20",
+                              "--inject-fault"]
+    spec["kernel"]["build_dir"] = str(loggp_results / "kernels/intelmpi")
+    spec["stack"]["prefix"] = str(REPO / ".stacks/intelmpi")
+    outcome = run_cell(spec, tmp_path / "cell")
+    assert outcome.status == "failed" and "report valid: false" in outcome.reason, outcome
+    trials = loggp_trials(parse_kernel_file(tmp_path / "cell/stdout.txt")["loggp"])
+    assert sorted(set(trials.filter(~pl.col("valid"))["bytes"])) == [1]
