@@ -82,7 +82,7 @@ def test_full_campaign_kernel_cells() -> None:
     assert build_labels(config) == ["intelmpi", "mpich", "openmpi"]
     assert build_outputs(config, "openmpi")[-1] == "results/full/kernels/openmpi/build.json"
     assert build_outputs(config, "openmpi")[:-1] == [f"results/full/kernels/openmpi/{k}" for k in
-                                                     ("ring", "matsum", "jacobi", "pingpong", "coll")]
+                                                     ("ring", "matsum", "jacobi", "pingpong", "coll", "loggp")]
 
 
 def test_default_campaign_kernel_cells() -> None:
@@ -206,7 +206,7 @@ def test_no_kernels_block_means_no_kernel_cells() -> None:
     ("mutate", "expected"),
     [
         (lambda k: k["ring"].update(bogus=1), "kernels.ring: Additional properties are not allowed ('bogus'"),
-        (lambda k: k.update(ringg={}), "allowed keys: coll, jacobi, matsum, pingpong, ring, stacks"),
+        (lambda k: k.update(ringg={}), "allowed keys: coll, jacobi, loggp, matsum, pingpong, ring, stacks"),
         (lambda k: k["ring"].update(variants=["nonblocking+isend"]),
          "kernels.ring.variants.0: 'nonblocking+isend' is not a variant group; allowed variants: blocking, ssend, "
          "nonblocking"),
@@ -454,7 +454,7 @@ def test_kernel_cells_ran_ok_with_valid_results(kernel_campaign: Path) -> None:
     if (os.cpu_count() or 1) >= 2:
         assert set(hybrid["obtained_binding"]) == {json.dumps({"0": [0, 1]})}
     record = json.loads((kernel_campaign / TINY_RESULTS / "kernels/intelmpi/build.json").read_text())
-    assert set(record["binaries"]) == {"ring", "matsum", "jacobi", "pingpong", "coll"}
+    assert set(record["binaries"]) == {"ring", "matsum", "jacobi", "pingpong", "coll", "loggp"}
     assert "Intel" in record["stack_version"]
 
 

@@ -1,4 +1,4 @@
-"""``mpiatlas kernels``: build the C kernels (ring, matsum, jacobi, pingpong, coll) against one MPI stack.
+"""``mpiatlas kernels``: build the C kernels (ring, matsum, jacobi, pingpong, coll, loggp) against one MPI stack.
 
 ``mpiatlas kernels build --stack-kind intelmpi --prefix .stacks/intelmpi --source pypi
 --source-dir src/kernels --out results/kernels/intelmpi`` runs the kernels' Makefile with the
@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("kernels", help="build the C kernels against an MPI stack",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ksub = p.add_subparsers(dest="kernels_command", required=True)
-    b = ksub.add_parser("build", help="build the kernels (ring, matsum, jacobi, pingpong, coll) with a stack's "
+    b = ksub.add_parser("build", help="build the kernels (ring, matsum, jacobi, pingpong, coll, loggp) with a stack's "
                                       "compiler wrapper")
     b.add_argument("--stack-kind", required=True, choices=["intelmpi", "openmpi", "mpich"])
     b.add_argument("--prefix", required=True, help="the stack's install prefix")

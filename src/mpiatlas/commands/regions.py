@@ -9,7 +9,10 @@ fitted from the tidy samples. One table per stack, transport and knob set (a ser
 
 ``--csv [FILE]`` writes one series as ``region,latency_us,bandwidth_MBps``
 (:func:`mpiatlas.models.region_latency.format_region_table`), the file ``mpiatlas predict`` and
-``mpiatlas fit --regions`` read; the 95 % CIs go in its ``#`` comment lines.
+``mpiatlas fit --regions`` read; the 95 % CIs go in its ``#`` comment lines. Where the campaign ran
+loggp kernel cells (tidy/kernel_loggp.parquet) of the series' regions, the table gains LogGP's
+``overhead_us,gap_us`` (:mod:`mpiatlas.stats.region_loggp`: medians over trials, their CIs in the
+comments); without such cells it is exactly the λ/B table.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ Series = tuple[str, str, str]  # stack, transport, knobs
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("regions", description=__doc__,
-                              help="a campaign's per-region λ and B (PingPong fits), or the region CSV predict reads")
+                              help="a campaign's per-region λ and B (PingPong fits; o, g of loggp cells), or the region CSV predict reads")
     p.add_argument("results", type=Path, metavar="RESULTS",
                    help="a campaign's results directory (results/<name>: tidy/, fits/)")
     p.add_argument("--csv", nargs="?", const="-", default=None, metavar="FILE",
@@ -47,10 +50,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         fits = campaign_region_fits(args.results)
         if args.csv is None:
-            _print_table(fits)
+            _print_table(fits, campaign_loggp(args.results))
             return 0
         series = _choose(fits, args.series)
-        text = region_csv(series, fits[series], args.results)
+        text = region_csv(series, fits[series], args.results, campaign_loggp(args.results).get(series))
     except (RegionsError, FitError, FitsFileError, RegionTableError) as exc:
         print(f"mpiatlas regions: {exc}", file=sys.stderr)
         return 2
@@ -101,6 +104,20 @@ def campaign_region_fits(results: Path) -> dict[Series, dict[str, Mapping[str, A
     return found
 
 
+def campaign_loggp(results: Path) -> dict[Series, dict[str, dict[str, Any]]]:
+    """Per series and region, LogGP's o and g from the campaign's loggp cells ({} without any)."""
+    import polars as pl
+
+    from mpiatlas.matrix.layout import kernel_table
+    from mpiatlas.stats.region_loggp import loggp_by_series, region_loggp
+
+    tidy, _ = _dirs(Path(results))
+    path = tidy / kernel_table("loggp")
+    if not path.is_file():
+        return {}
+    return loggp_by_series(region_loggp(pl.read_parquet(path)))
+
+
 def _name(series: Series) -> str:
     return "/".join(series[:2]) + (f"/{series[2]}" if series[2] else "")
 
@@ -121,9 +138,12 @@ def _ci(fit: Mapping[str, Any], key: str, unit: str, digits: int) -> str:
     return f"95 % CI {lo:.{digits}f}–{hi:.{digits}f} {unit}" if lo is not None and hi is not None else "no CI"
 
 
-def region_csv(series: Series, fits: Mapping[str, Mapping[str, Any]], results: Path) -> str:
-    """The series' region table as predict's CSV, each region's CIs and fit in a comment."""
+def region_csv(series: Series, fits: Mapping[str, Mapping[str, Any]], results: Path,
+               loggp: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """The series' region table as predict's CSV, each region's CIs and fit in a comment; with
+    ``loggp`` (region -> :func:`mpiatlas.stats.region_loggp.region_loggp` row), its o and g too."""
     from mpiatlas.models.region_latency import RegionTable, format_region_table
+    from mpiatlas.stats.region_loggp import with_loggp
 
     source = f"mpiatlas regions {results} --series {_name(series)}"
     table = RegionTable({r: float(f["latency_us"]) for r, f in fits.items()},
@@ -132,7 +152,21 @@ def region_csv(series: Series, fits: Mapping[str, Mapping[str, Any]], results: P
     comments += [f"{r}: λ {float(f['latency_us']):.3f} µs ({_ci(f, 'latency_ci_us', 'µs', 3)}), "
                  f"B {_bw(f)} ({_ci(f, 'bandwidth_ci_MBps', 'MB/s', 0)}), from {f.get('label')}"
                  for r, f in fits.items()]
+    measured = {r: v for r, v in (loggp or {}).items() if r in fits}
+    if measured:
+        table = with_loggp(table, measured)
+        comments.append("overhead_us, gap_us: LogGP o = (o_s + o_r) / 2 and g of the loggp kernel (Kielmann's PRTT), "
+                        "median over trials at the size given")
+        comments += [f"{r}: o {_og(v, 'overhead')}, g {_og(v, 'gap')} (o_s {_og(v, 'o_s')}, o_r {_og(v, 'o_r')}) "
+                     f"at {v['bytes']} B, {v['n_trials']} trials of {v['n_cells']} cell(s)" for r, v in measured.items()]
     return format_region_table(table, comments)
+
+
+def _og(row: Mapping[str, Any], name: str) -> str:
+    """``0.123 µs (95 % CI 0.110–0.131 µs)`` of one LogGP figure of a region_loggp row."""
+    lo, hi = row.get(f"{name}_ci_low"), row.get(f"{name}_ci_high")
+    ci = f"95 % CI {lo:.3f}–{hi:.3f} µs" if lo is not None and hi is not None else "no CI"
+    return f"{float(row[f'{name}_us']):.3f} µs ({ci})"
 
 
 def _bw(fit: Mapping[str, Any]) -> str:
@@ -148,7 +182,12 @@ def _ci_text(fit: Mapping[str, Any], value: str, ci: str, digits: int) -> str:
     return f"{float(v):.{digits}f}" + (f" ({lo:.{digits}f}–{hi:.{digits}f})" if lo is not None and hi is not None else "")
 
 
-def _print_table(fits: Mapping[Series, Mapping[str, Mapping[str, Any]]]) -> None:
+def _og_text(row: Mapping[str, Any], name: str) -> str:
+    return _ci_text({"v": row[f"{name}_us"], "ci": (row[f"{name}_ci_low"], row[f"{name}_ci_high"])}, "v", "ci", 3)
+
+
+def _print_table(fits: Mapping[Series, Mapping[str, Mapping[str, Any]]],
+                 loggp: Mapping[Series, Mapping[str, Mapping[str, Any]]] | None = None) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -167,3 +206,15 @@ def _print_table(fits: Mapping[Series, Mapping[str, Mapping[str, Any]]]) -> None
             table.add_row(escape(_name(series)), region, _ci_text(f, "latency_us", "latency_ci_us", 3),
                           _ci_text(f, "bandwidth_MBps", "bandwidth_ci_MBps", 0), escape(str(f.get("label"))))
     Console().print(table)
+    if loggp:  # a table of its own: beside λ and B it would not fit a terminal's width
+        sizes = sorted({f"{r['bytes']} B" for regions in loggp.values() for r in regions.values()})
+        og = Table(title=f"Per-region LogGP o = (o_s + o_r)/2 and g at {', '.join(sizes)} (loggp kernel), 95 % CI")
+        for name in ("series", "region", "o µs (CI)", "g µs (CI)"):
+            text = name in ("series", "region")  # these may fold; the figures stay whole
+            og.add_column(name, no_wrap=not text, overflow="fold" if text else "ellipsis",
+                          justify="left" if text else "right")
+        for series in sorted(loggp):
+            for region in sorted(loggp[series], key=region_rank):
+                r = loggp[series][region]
+                og.add_row(escape(_name(series)), region, _og_text(r, "overhead"), _og_text(r, "gap"))
+        Console().print(og)

@@ -182,7 +182,7 @@ def _check_kernels(config: Campaign, source: str) -> None:
     """The kernels block's cross-field rules (the schema checks keys, types and ranges)."""
     kernels = config.kernels
     _check_kernel_stacks(config, kernels.get("stacks"), "kernels.stacks", source)
-    for name in ("pingpong", "coll"):
+    for name in ("pingpong", "coll", "loggp"):
         block = kernels.get(name)
         if not block:
             continue

@@ -8,6 +8,10 @@ smallest positive size they share) in two ways:
 * **uncalibrated**: :func:`mpiatlas.models.collective_regions.predict`, the region table's latencies
   alone, ``completion_us`` (when the last rank has its data: the studies' quantity, as
   tests/test_predict_orfeo.py quotes it);
+* **measured o and g** (only where the campaign ran loggp kernel cells of the group's stack,
+  transport and regions): :func:`mpiatlas.models.loggp.predict` with the region table's λ and B
+  and the o and g measured per region (:mod:`mpiatlas.stats.region_loggp`), nothing fitted,
+  ``rank_mean``;
 * **calibrated** (only where the group measured two modelled algorithms or more):
   :func:`mpiatlas.models.loggp_fit.predict_held_out`, LogGP fitted on the group's *other*
   algorithms (leave-one-algorithm-out), ``rank_mean`` (the mean over ranks, IMB's t_avg and OSU's
@@ -32,6 +36,7 @@ from typing import Any
 import polars as pl
 
 from mpiatlas.models import collective_regions as latency_only
+from mpiatlas.models import loggp
 from mpiatlas.models.loggp_fit import Measured, predict_held_out
 from mpiatlas.models.prediction_errors import error_summary
 from mpiatlas.models.region_latency import Placement, RegionTable
@@ -49,13 +54,15 @@ __all__ = [
 
 LATENCY_BYTES = 4
 MEASURED_COLUMNS = ("group", "collective", "algorithm", "np", "bytes", "measured_us")
-POINT_COLUMNS = (*MEASURED_COLUMNS, "predicted_us", "error", "calibrated_us", "calibrated_error")
-# Per (group, collective, algorithm): error_summary's figures over P, region model and calibrated.
+POINT_COLUMNS = (*MEASURED_COLUMNS, "predicted_us", "error", "loggp_us", "loggp_error", "calibrated_us",
+                 "calibrated_error")
+# Per (group, collective, algorithm): error_summary's figures over P, region model, measured o/g, calibrated.
 _FIGURES = ("median_abs", "median_signed", "worst_abs", "worst_np")
+_PREFIXES = ("", "loggp_", "calibrated_")
 _SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "group": pl.String(), "collective": pl.String(), "algorithm": pl.String(), "bytes": pl.Int64(),
     "points": pl.Int64(),
-    **{f"{prefix}{f}": pl.Int64() if f == "worst_np" else pl.Float64() for prefix in ("", "calibrated_") for f in _FIGURES},
+    **{f"{prefix}{f}": pl.Int64() if f == "worst_np" else pl.Float64() for prefix in _PREFIXES for f in _FIGURES},
     "calibrated_on": pl.String(),
 }  # fmt: skip
 SUMMARY_COLUMNS = tuple(_SUMMARY_SCHEMA)
@@ -63,7 +70,8 @@ CELL_COLUMNS = ("cell", "status", "benchmark", "region", "requested_pins", "stac
 _SCHEMA: dict[str, pl.DataType] = {
     "group": pl.String(), "collective": pl.String(), "algorithm": pl.String(), "np": pl.Int64(),
     "bytes": pl.Int64(), "measured_us": pl.Float64(), "predicted_us": pl.Float64(), "error": pl.Float64(),
-    "calibrated_us": pl.Float64(), "calibrated_error": pl.Float64(),
+    "loggp_us": pl.Float64(), "loggp_error": pl.Float64(), "calibrated_us": pl.Float64(),
+    "calibrated_error": pl.Float64(),
 }  # fmt: skip
 
 # Reasons a series is not predicted (the keys of Comparison.notes, each said once).
@@ -77,10 +85,12 @@ MODEL_FAILED = "the model could not price it"
 
 @dataclass(frozen=True)
 class SeriesInputs:
-    """What prices one group: its region table and the placement of its largest P."""
+    """What prices one group: its region table and the placement of its largest P; ``measured``: the
+    table with the o and g the loggp kernel measured per region (None: the campaign measured none)."""
 
     table: RegionTable
     placement: Placement
+    measured: RegionTable | None = None
 
 
 @dataclass
@@ -152,8 +162,10 @@ def _group_rows(group: str, coll: str, g: pl.DataFrame, inputs: SeriesInputs | N
         except ValueError as exc:  # a region the table lacks, a P beyond the placement
             notes.setdefault(MODEL_FAILED, []).append(f"{what} {m.algorithm} P={m.np} ({exc})")
             pred = None
+        og = _measured_og(coll, m, inputs, what, notes)
         rows.append({"group": group, "collective": coll, "algorithm": m.algorithm, "np": m.np, "bytes": m.bytes,
                      "measured_us": m.latency_us, "predicted_us": pred, "error": _error(pred, m.latency_us),
+                     "loggp_us": og, "loggp_error": _error(og, m.latency_us),
                      "calibrated_us": None, "calibrated_error": None})  # fmt: skip
     algorithms = sorted({m.algorithm for m in kept})
     if calibrate and len(algorithms) > 1:
@@ -167,6 +179,18 @@ def _group_rows(group: str, coll: str, g: pl.DataFrame, inputs: SeriesInputs | N
             for m, p in pairs:
                 index[(alg, m.np)].update(calibrated_us=p, calibrated_error=_error(p, m.latency_us))
     return rows
+
+
+def _measured_og(coll: str, m: Measured, inputs: SeriesInputs, what: str,
+                 notes: dict[str, list[str]]) -> float | None:  # fmt: skip
+    """LogGP with the o and g measured per region (nothing fitted): the mean over ranks, or None."""
+    if inputs.measured is None:
+        return None
+    try:
+        return loggp.predict(coll, m.algorithm, inputs.placement.prefix(m.np), inputs.measured, m.bytes).rank_mean_us
+    except ValueError as exc:
+        notes.setdefault(MODEL_FAILED, []).append(f"{what} {m.algorithm} P={m.np} with measured o, g ({exc})")
+        return None
 
 
 def _errors(g: pl.DataFrame, column: str, prefix: str) -> dict[str, Any]:
@@ -187,7 +211,8 @@ def _summary(points: pl.DataFrame) -> pl.DataFrame:
                             .get_column("algorithm").to_list()) - {alg})  # fmt: skip
         calibrated = _errors(g, "calibrated_us", "calibrated_")
         out.append({"group": group, "collective": coll, "algorithm": alg, "bytes": g.get_column("bytes").min(),
-                    "points": g.height, **_errors(g, "predicted_us", ""), **calibrated,
+                    "points": g.height, **_errors(g, "predicted_us", ""), **_errors(g, "loggp_us", "loggp_"),
+                    **calibrated,
                     "calibrated_on": ", ".join(others) if calibrated["calibrated_median_abs"] is not None else None})  # fmt: skip
     return pl.DataFrame(out, schema=_SUMMARY_SCHEMA)
 
@@ -237,12 +262,15 @@ def _placements(cells: pl.DataFrame, topo: Topology | None, notes: dict[str, lis
 def campaign_comparison(summary: pl.DataFrame, cells: pl.DataFrame | None, provenance: Sequence[Mapping[str, Any]],
                         hockney: Sequence[Mapping[str, Any]] | None,
                         topo: Topology | Callable[[], Topology | None] | None, *,
-                        calibrate: bool = True) -> Comparison:  # fmt: skip
+                        calibrate: bool = True, loggp_rows: pl.DataFrame | None = None) -> Comparison:  # fmt: skip
     """:func:`compare` on a campaign: the summary's modelled collectives (``label, stack, transport,
     benchmark, algorithm, np, bytes, t_median_usec``), grouped by label, against the PingPong
     region tables and the cells' placements on ``topo`` (None: nothing is placed, said once; a
-    function: called only when some series has a region table, e.g. to detect the node)."""
-    from mpiatlas.models.ring_regions import region_inputs_from
+    function: called only when some series has a region table, e.g. to detect the node).
+    ``loggp_rows``: :func:`mpiatlas.stats.region_loggp.region_loggp`'s o and g per region, which
+    price the groups of their stack, transport and knob set a third way (nothing fitted)."""
+    from mpiatlas.models.ring_regions import label_knobs, region_inputs_from
+    from mpiatlas.stats.region_loggp import loggp_by_series, with_loggp
 
     notes: dict[str, list[str]] = {}
     modelled = {c.lower() for c in latency_only.ALGORITHMS}
@@ -266,6 +294,7 @@ def campaign_comparison(summary: pl.DataFrame, cells: pl.DataFrame | None, prove
     if callable(topo):
         topo = topo() if regions.tables else None
     places, kinds, why_unplaced = _placements(cells, topo, notes, provenance)
+    measured_og = loggp_by_series(loggp_rows) if loggp_rows is not None else {}
     keep = []
     for (group, imb, stack, transport), g in coll.group_by(["group", "imb", "stack", "transport"], maintain_order=True):
         group, imb = str(group), str(imb)
@@ -276,7 +305,8 @@ def campaign_comparison(summary: pl.DataFrame, cells: pl.DataFrame | None, prove
         table = regions.table_for(group, str(stack), str(transport))
         place = places.get(group)
         if table is not None and place is not None:
-            inputs[group] = SeriesInputs(table, place)
+            og = with_loggp(table, measured_og.get((str(stack), str(transport), label_knobs(group))) or {})
+            inputs[group] = SeriesInputs(table, place, og if og.overhead_us or og.gap_us else None)
         elif table is not None and g.height:
             if why_unplaced is None and group not in {c.split(" ")[0] for c in notes.get(NO_PLACEMENT, [])}:
                 notes.setdefault(NO_PLACEMENT, []).append(f"{group} {imb} (no cell with pins)")

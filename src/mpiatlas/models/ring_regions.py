@@ -52,6 +52,7 @@ __all__ = [
     "cell_placement",
     "exchange_time",
     "hop_cost",
+    "label_knobs",
     "pingpong_regions",
     "region_inputs",
     "region_inputs_from",
@@ -138,14 +139,15 @@ def cell_placement(topo: Topology, pins: Sequence[Any], *, nodes: int = 1,
     return Placement(topo, node_of, cpus)
 
 
-def _knobs(label: str) -> str:
+def label_knobs(label: str) -> str:
+    """The knob set a series label names (``... [knobs=eager-64k]``), else ``""``."""
     m = _KNOBS.search(label or "")
     return m.group(1) if m else ""
 
 
 def _series_key(stack: str, transport: str, label: str) -> tuple[str, str, str]:
     """Which PingPong fits may price a ring: same stack, transport and knob set (mapping differs)."""
-    return (stack, transport, _knobs(label))
+    return (stack, transport, label_knobs(label))
 
 
 def cell_label(row: Mapping[str, Any]) -> str:

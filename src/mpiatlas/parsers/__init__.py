@@ -8,5 +8,6 @@
 * :mod:`.osu` — OSU 5.x–7.x text;
 * :mod:`.osu_csv` — OSU CSV exports;
 * :mod:`.osu_input` — which reader takes a file;
-* :mod:`.kernels` — the kernels' JSON lines.
+* :mod:`.kernels` — the kernels' JSON lines;
+* :mod:`.loggp` — the loggp kernel's records as one row per trial (Kielmann's PRTT method).
 """

@@ -1,4 +1,4 @@
-"""Parse the stdout of the mpiatlas C kernels (``src/kernels``: ring, matsum, jacobi, pingpong, coll).
+"""Parse the stdout of the mpiatlas C kernels (``src/kernels``: ring, matsum, jacobi, pingpong, coll, loggp).
 
 A kernel's stdout is OSU-shaped:
 
@@ -31,7 +31,7 @@ from typing import Any
 import polars as pl
 from polars.datatypes import DataTypeClass
 
-KERNELS = ("ring", "matsum", "jacobi", "pingpong", "coll")
+KERNELS = ("ring", "matsum", "jacobi", "pingpong", "coll", "loggp")
 REQUIRED_KEYS: dict[str, type] = {
     "kernel": str,
     "rank": int,

@@ -32,6 +32,7 @@ from mpiatlas.programs.imb import TWO_RANK_BENCHMARKS, Imb
 from mpiatlas.programs.kernels import KernelProgram
 from mpiatlas.programs.kernels.coll import Coll
 from mpiatlas.programs.kernels.jacobi import Jacobi
+from mpiatlas.programs.kernels.loggp import Loggp
 from mpiatlas.programs.kernels.matsum import Matsum
 from mpiatlas.programs.kernels.pingpong import Pingpong
 from mpiatlas.programs.kernels.ring import Ring
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from mpiatlas.spine.cell_spec import CellSpec
     from mpiatlas.spine.campaign import Campaign
 
-REGISTRY: dict[str, Program] = {p.name: p for p in (Imb(), Ring(), Matsum(), Jacobi(), Pingpong(), Coll())}
+REGISTRY: dict[str, Program] = {p.name: p for p in (Imb(), Ring(), Matsum(), Jacobi(), Pingpong(), Coll(), Loggp())}
 # The C kernels, in the order they are built and tabled.
 KERNEL_NAMES: tuple[str, ...] = tuple(name for name, p in REGISTRY.items() if isinstance(p, KernelProgram))
 

@@ -27,6 +27,7 @@ __all__ = [
     "BW_BYTES",
     "INTER_REGION",
     "LAT_BYTES",
+    "LOGGP_COLUMNS",
     "REGION_BENCHMARKS",
     "CacheLine",
     "cache_lines",
@@ -336,12 +337,16 @@ _REGION_FIT_SCHEMA = {**dict.fromkeys(("region", "stack", "transport", "label", 
                                        "bandwidth_ci_low", "bandwidth_ci_high", "n_sizes"), pl.Float64)}
 
 
-def region_fits(samples: pl.DataFrame, hockney: Sequence[Mapping[str, Any]] | None) -> pl.DataFrame:
+def region_fits(samples: pl.DataFrame, hockney: Sequence[Mapping[str, Any]] | None,
+                loggp: pl.DataFrame | None = None) -> pl.DataFrame:
     """The per-region point-to-point table: each PingPong/PingPing Hockney fit (one per label, i.e.
     stack/transport/placement) with the region its ranks 0 and 1 sat in, closest region first.
 
     A label whose samples span several regions (ranks placed differently from cell to cell) is
-    ``mixed``: its fit pools regions and says so instead of being filed under one of them."""
+    ``mixed``: its fit pools regions and says so instead of being filed under one of them.
+    ``loggp``: :func:`mpiatlas.stats.region_loggp.region_loggp`'s rows; when it has any, the table
+    gains LogGP's o and g of the fit's stack, transport, knob set and region (:data:`LOGGP_COLUMNS`,
+    medians over trials with 95 % CIs; null where the loggp kernel did not measure the region)."""
     if not hockney or not {"label", "region"} <= set(samples.columns):
         return pl.DataFrame(schema=_REGION_FIT_SCHEMA)
     regions = (samples.filter(pl.col("benchmark").is_in(list(REGION_BENCHMARKS)))
@@ -362,5 +367,22 @@ def region_fits(samples: pl.DataFrame, hockney: Sequence[Mapping[str, Any]] | No
                      "bandwidth_MBps": fit.get("bandwidth_MBps"), "bandwidth_ci_low": bw_ci[0],
                      "bandwidth_ci_high": bw_ci[1], "n_sizes": float(fit.get("n_sizes") or 0)})
     table = pl.DataFrame(rows, schema=_REGION_FIT_SCHEMA)
-    return (table.with_columns(pl.col("region").map_elements(region_rank, return_dtype=pl.Int32).alias("_rank"))
-            .sort("benchmark", "_rank", "stack", "transport", "label").drop("_rank"))
+    table = (table.with_columns(pl.col("region").map_elements(region_rank, return_dtype=pl.Int32).alias("_rank"))
+             .sort("benchmark", "_rank", "stack", "transport", "label").drop("_rank"))
+    return _with_loggp_columns(table, loggp)
+
+
+LOGGP_COLUMNS = ("overhead_us", "overhead_ci_low", "overhead_ci_high", "gap_us", "gap_ci_low", "gap_ci_high")
+
+
+def _with_loggp_columns(table: pl.DataFrame, loggp: pl.DataFrame | None) -> pl.DataFrame:
+    """``table`` with :data:`LOGGP_COLUMNS` joined on stack, transport, knob set and region; unchanged
+    (not even null columns) without LogGP rows, so a campaign without loggp cells keeps its table."""
+    if loggp is None or loggp.height == 0:
+        return table
+    from mpiatlas.models.ring_regions import label_knobs
+
+    keys = ["stack", "transport", "knobs", "region"]
+    keyed = table.with_columns(pl.col("label").map_elements(label_knobs, return_dtype=pl.String).alias("knobs"))
+    measured = loggp.select(*keys, *LOGGP_COLUMNS)
+    return keyed.join(measured, on=keys, how="left", nulls_equal=True, maintain_order="left").drop("knobs")

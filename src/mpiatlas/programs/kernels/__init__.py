@@ -1,5 +1,5 @@
 """What the C kernels of src/kernels share as programs; each kernel's own axes and options are in
-its module (ring, matsum, jacobi, pingpong, coll).
+its module (ring, matsum, jacobi, pingpong, coll, loggp).
 
 A kernel cell is one launch of one kernel: stack x transport x mapping x kernel x process count x
 variant group (what one launch runs, named by the kernel's module) x repetition, with ``threads``

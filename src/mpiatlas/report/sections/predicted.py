@@ -15,13 +15,16 @@ from mpiatlas.models.measured_vs_predicted import campaign_comparison
 from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Notice, Section, Table, Text, cell
 from mpiatlas.report.charts import CHART_H, CHART_W, chart_spec, rounded
 from mpiatlas.report.data import ReportData
-from mpiatlas.report.formatting import DASH, fmt_bytes, fmt_pct
+from mpiatlas.report.formatting import DASH, finite, fmt_bytes, fmt_ci, fmt_num, fmt_pct
 from mpiatlas.report.imb import family_summary
+from mpiatlas.stats.region_loggp import region_loggp
 
 TITLE = "Collectives: measured against predicted"
 SECTION_ID = "predicted"
 MEASURED, REGION, CALIBRATED = "measured", "region model", "LogGP, calibrated on the others"
-_KINDS = [MEASURED, REGION, CALIBRATED]
+MEASURED_OG = "LogGP, measured o and g"
+_KINDS = [MEASURED, REGION, MEASURED_OG, CALIBRATED]
+_DASHES = {MEASURED: [1, 0], REGION: [6, 3], MEASURED_OG: [8, 2, 2, 2], CALIBRATED: [2, 2]}
 
 
 def _long(points: pl.DataFrame) -> pl.DataFrame:
@@ -31,6 +34,8 @@ def _long(points: pl.DataFrame) -> pl.DataFrame:
         points.select(*base, pl.lit(MEASURED).alias("kind"), pl.col("measured_us").alias("t_us"),
                       pl.lit(None, dtype=pl.Float64).alias("error")),
         points.select(*base, pl.lit(REGION).alias("kind"), pl.col("predicted_us").alias("t_us"), "error"),
+        points.select(*base, pl.lit(MEASURED_OG).alias("kind"), pl.col("loggp_us").alias("t_us"),
+                      pl.col("loggp_error").alias("error")),
         points.select(*base, pl.lit(CALIBRATED).alias("kind"), pl.col("calibrated_us").alias("t_us"),
                       pl.col("calibrated_error").alias("error")),
     ]  # fmt: skip
@@ -45,7 +50,7 @@ def _charts(title: str, points: pl.DataFrame) -> list[ChartBlock]:
     axis = alt.Axis(format="d", values=nps) if len(nps) <= 16 else alt.Axis(format="d")
     x = alt.X("np:Q", title="processes (P)", scale=alt.Scale(type="log", base=2), axis=axis)
     colour = alt.Color("algorithm:N", scale=alt.Scale(domain=algs, scheme="tableau10"), title="algorithm")
-    dash = alt.StrokeDash("kind:N", scale=alt.Scale(domain=kinds, range=[[1, 0], [6, 3], [2, 2]][:len(kinds)]),
+    dash = alt.StrokeDash("kind:N", scale=alt.Scale(domain=kinds, range=[_DASHES[k] for k in kinds]),
                           title="line")  # fmt: skip
     tips = [alt.Tooltip("algorithm:N"), alt.Tooltip("kind:N"), alt.Tooltip("np:Q", title="P"),
             alt.Tooltip("t_us:Q", title="t (µs)", format=".4~g"),
@@ -63,8 +68,9 @@ def _charts(title: str, points: pl.DataFrame) -> list[ChartBlock]:
     return [
         ChartBlock(
             chart_spec(alt.hconcat(latency, alt.layer(errors, zero))),
-            f"{title}: measured median (solid), region model (dashed), LogGP calibrated leave-one-"
-            "algorithm-out (dotted); right: the error of each prediction per P.",
+            f"{title}: measured median (solid), region model (dashed), LogGP with the o and g measured per region "
+            "(dash-dot, where the campaign ran loggp cells), LogGP calibrated leave-one-algorithm-out (dotted); "
+            "right: the error of each prediction per P.",
         )
     ]
 
@@ -80,20 +86,49 @@ def _figures(r: dict[str, Any], prefix: str) -> list[Cell]:
 
 def _table(title: str, summary: pl.DataFrame) -> Table:
     rows: list[list[Cell]] = []
+    og = summary.get_column("loggp_median_abs").drop_nulls().len() > 0
     for r in summary.iter_rows(named=True):
         rows.append([cell(r["algorithm"]), Cell(fmt_bytes(r["bytes"])), cell(r["points"]), *_figures(r, ""),
-                     *_figures(r, "calibrated_"), cell(r["calibrated_on"] or DASH)])  # fmt: skip
+                     *(_figures(r, "loggp_") if og else []), *_figures(r, "calibrated_"),
+                     cell(r["calibrated_on"] or DASH)])  # fmt: skip
+    og_heads = ["measured o, g: median |error| (signed)", "worst |error|"] if og else []
     return Table(["Algorithm", "Size", "P measured", "region model: median |error| (signed)", "worst |error|",
-                  "calibrated: median |error| (signed)", "worst |error|", "calibrated on"], rows,
+                  *og_heads, "calibrated: median |error| (signed)", "worst |error|", "calibrated on"], rows,
                  caption=f"{title}: error over P per algorithm (median of |error|, the signed median in "
                  "brackets, and the worst with its P)")  # fmt: skip
+
+
+def _og_cell(r: dict[str, Any], name: str) -> Cell:
+    """``median [low, high]`` (the CI only where there is one: a single trial has no spread)."""
+    ci = [r[f"{name}_ci_low"], r[f"{name}_ci_high"]]
+    text = fmt_num(r[f"{name}_us"]) + (f" {fmt_ci(ci)}" if all(finite(v) for v in ci) else "")
+    return Cell(text, cls="num")
+
+
+def loggp_blocks(og: pl.DataFrame) -> list[Any]:
+    """LogGP's o and g per region as the loggp kernel measured them, with their 95 % CIs."""
+    rows = [[cell(f"{r['stack']}/{r['transport']}" + (f" [{r['knobs']}]" if r["knobs"] else "")), cell(r["region"]),
+             Cell(fmt_bytes(r["bytes"])), _og_cell(r, "overhead"), _og_cell(r, "o_s"), _og_cell(r, "o_r"),
+             _og_cell(r, "gap"), _og_cell(r, "rtt"), _og_cell(r, "L"), cell(f"{r['n_trials']} ({r['n_cells']})")]
+            for r in og.iter_rows(named=True)]  # fmt: skip
+    return [Heading("LogGP parameters measured per region"),
+            Text("The loggp kernel (src/kernels/loggp.c) between ranks 0 and 1 of each region, by Kielmann's "
+                 "parameterised round trip: g = (PRTT(n, 0, s) − PRTT(1, 0, s)) / (n − 1) from bursts of n back-to-"
+                 "back messages, o_s the time in MPI_Send, o_r the time in MPI_Recv of a message that has already "
+                 "arrived, L = rtt / 2 − o_s − o_r; o = (o_s + o_r) / 2 is what the LogGP model charges at each end "
+                 "of a message. Medians over all trials of the region's cells, 95 % bootstrap CIs."),
+            Table(["Stack/transport", "Region", "Size", "o (µs)", "o_s (µs)", "o_r (µs)", "g (µs)", "round trip (µs)",
+                   "L (µs)", "trials (cells)"], rows,
+                  caption="LogGP o and g per region: median [95 % CI]")]  # fmt: skip
 
 
 def section_predicted(data: ReportData) -> Section | None:
     s = family_summary(data, "collective")
     if s is None or s.height == 0:
         return None  # the Collectives section says why there is nothing
-    comparison = campaign_comparison(s, data.cells, data.provenance or [], data.hockney, data.node_topology)
+    og = region_loggp(data.kernel_table("loggp"))
+    comparison = campaign_comparison(s, data.cells, data.provenance or [], data.hockney, data.node_topology,
+                                     loggp_rows=og)
     blocks: list[Any] = [
         Text(
             "Every collective × algorithm measured at several process counts, at one message size (4 B, or the "
@@ -104,6 +139,8 @@ def section_predicted(data: ReportData) -> Section | None:
             "over ranks (IMB's t_avg). Error = (predicted − measured) / measured of the median over repetitions."
         )
     ]
+    if og.height:
+        blocks += loggp_blocks(og)
     problem = data.topology_problem
     if problem:
         blocks.append(Notice(problem, "info"))

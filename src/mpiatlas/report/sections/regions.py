@@ -13,6 +13,7 @@ import polars as pl
 
 from mpiatlas.matrix import layout
 from mpiatlas.stats.aggregate import scalar
+from mpiatlas.stats.region_loggp import region_loggp
 from mpiatlas.stats.regions import (
     BW_BYTES,
     INTER_REGION,
@@ -219,7 +220,7 @@ def section_p2p_regions(data: ReportData) -> Section:
         chart, caption = region_chart(bench, pts, lines)
         blocks.append(Heading(bench))
         blocks.append(ChartBlock(chart_spec(chart), caption))
-    blocks.extend(region_fit_blocks(region_fits(smp, data.hockney)))
+    blocks.extend(region_fit_blocks(region_fits(smp, data.hockney, region_loggp(data.kernel_table("loggp")))))
     blocks.extend(intra_inter_blocks(points, data.cells))
     if data.cells is not None:
         blocks.extend(pair_class_blocks(pair_class_medians(smp, data.cells)))
@@ -263,13 +264,25 @@ def region_fit_blocks(table: pl.DataFrame) -> list[Any]:
     """The per-region point-to-point table: Hockney λ and B with their 95 % CIs, closest region first."""
     if table.height == 0:
         return []
+    loggp = "overhead_us" in table.columns
+
+    def og(r: dict[str, Any]) -> list[Cell]:
+        if not loggp:
+            return []
+        return [_num(_with_ci(r["overhead_us"], r["overhead_ci_low"], r["overhead_ci_high"])),
+                _num(_with_ci(r["gap_us"], r["gap_ci_low"], r["gap_ci_high"]))]
+
     rows = [[cell(r["region"]), cell(f"{r['stack']}/{r['transport']}"), cell(r["label"]), cell(r["benchmark"]),
              _num(_with_ci(r["latency_us"], r["latency_ci_low"], r["latency_ci_high"])),
-             _num(_with_ci(r["bandwidth_MBps"], r["bandwidth_ci_low"], r["bandwidth_ci_high"]))]
+             _num(_with_ci(r["bandwidth_MBps"], r["bandwidth_ci_low"], r["bandwidth_ci_high"])), *og(r)]
             for r in table.iter_rows(named=True)]
-    return [Heading("λ and B per region"),
-            Text("The Hockney fit of each series (parameters section) filed under the region of its ranks 0 and 1: "
-                 "the table a collective or ring model prices its hops with (mpiatlas predict reads the same "
-                 "region names). \"mixed\": the series' cells put ranks 0 and 1 in different regions."),
-            Table(["Region", "Stack/transport", "Series", "Benchmark", "λ (µs) [95 % CI]", "B (MB/s) [95 % CI]"], rows,
-                  caption="Point-to-point latency and bandwidth per region")]
+    text = ("The Hockney fit of each series (parameters section) filed under the region of its ranks 0 and 1: "
+            "the table a collective or ring model prices its hops with (mpiatlas predict reads the same "
+            "region names). \"mixed\": the series' cells put ranks 0 and 1 in different regions.")
+    if loggp:
+        text += (" o and g: LogGP's overhead ((o_s + o_r) / 2) and gap at 4 B, measured by the loggp kernel's cells "
+                 "of the same stack, transport and region (Kielmann's PRTT method), median over its trials.")
+    og_heads = ["o (µs) [95 % CI]", "g (µs) [95 % CI]"] if loggp else []
+    return [Heading("λ and B per region" + (", LogGP o and g" if loggp else "")), Text(text),
+            Table(["Region", "Stack/transport", "Series", "Benchmark", "λ (µs) [95 % CI]", "B (MB/s) [95 % CI]",
+                   *og_heads], rows, caption="Point-to-point latency and bandwidth per region")]
