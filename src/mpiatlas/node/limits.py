@@ -19,8 +19,10 @@ Choices, and why:
   bytes *copied* per second, the figure a message bandwidth compares with, is half of it;
 * best of ``REPEATS`` runs: noise from other work on the node only lowers a bandwidth.
 
-When likwid-bench is missing or fails, the record says ``available: false`` and why: the
-campaign goes on without the limit.
+When likwid-bench is missing, mpiatlas's own copy kernel measures the same levels
+(:mod:`mpiatlas.node.copy_kernel`, src/kernels/stream.c: a C compiler is all it needs), and the record's
+``tool`` says which measured it. When that fails too, or likwid-bench fails, the record says
+``available: false`` and why: the campaign goes on without the limit.
 
 The record also holds the node's network links and the rate of the one inter-node traffic uses
 (:func:`node_record`, :mod:`mpiatlas.node.link_rate`): read fresh every time (a few sysfs files), never
@@ -156,7 +158,7 @@ def measure(runner: Runner = run_command, caches: dict[str, int] | None = None,
                               "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
                               "threads": 1, "repeats": REPEATS}
     if runner is run_command and shutil.which(LIKWID_BENCH) is None:
-        return {**record, "available": False, "reason": f"{LIKWID_BENCH} not found on PATH (package likwid)"}
+        return measure_with_copy_kernel(record, caches)
     if cpuinfo is None:
         cpuinfo = read_cpuinfo()
     caches = cache_sizes() if caches is None else caches
@@ -172,6 +174,18 @@ def measure(runner: Runner = run_command, caches: dict[str, int] | None = None,
     if not ok:
         record["reason"] = "every likwid-bench run failed: " + str(record["levels"][0].get("error"))
     return record
+
+
+def measure_with_copy_kernel(record: dict[str, Any], caches: dict[str, int] | None = None) -> dict[str, Any]:
+    """The record from mpiatlas's own copy kernel (:mod:`mpiatlas.node.copy_kernel`), for a node
+    without likwid-bench; ``available: false`` names both when that fails too."""
+    from mpiatlas.node import copy_kernel
+
+    measured = copy_kernel.measure(cache_sizes() if caches is None else caches)
+    out = {**record, **measured, "likwid_bench": f"{LIKWID_BENCH} not found on PATH (package likwid)"}
+    if not measured.get("available"):
+        out["reason"] = f"{LIKWID_BENCH} not found on PATH (package likwid), and the copy kernel: {measured['reason']}"
+    return out
 
 
 def _measure_one(runner: Runner, run: dict[str, Any]) -> dict[str, Any]:
