@@ -2,9 +2,10 @@
 
 Writes ``<out-dir>/<node>.json`` for this node and ``<out-dir>/limits.json`` with every node's
 record. Inside a multi-node SLURM allocation it runs itself once per node (``srun
---ntasks-per-node=1``), so each node of the campaign is measured on that node. A missing or
-failing likwid-bench gives a record with ``available: false`` and the reason, and exit code 0:
-the limit is optional, the campaign goes on.
+--ntasks-per-node=1``), so each node of the campaign is measured on that node. Without likwid-bench,
+mpiatlas's own copy kernel (src/kernels/stream.c, built with the C compiler) measures the same levels
+(the record's ``tool`` says which). A failing likwid-bench, or neither, gives a record with
+``available: false`` and the reason, and exit code 0: the limit is optional, the campaign goes on.
 
 The record is cached per node and boot (``--cache-dir``, default ``$XDG_CACHE_HOME/mpiatlas/limits``
 or ``~/.cache/mpiatlas/limits``; key: hostname, boot id, likwid-bench version, CPU model, cache
@@ -30,7 +31,7 @@ from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("limits", help="measure memory copy bandwidth per cache level (likwid-bench)",
+    p = subparsers.add_parser("limits", help="measure memory copy bandwidth per cache level (likwid-bench, else our copy kernel)",
                               description=__doc__)
     p.add_argument("--out-dir", required=True, metavar="DIR", help="directory for <node>.json and limits.json")
     p.add_argument("--this-node", action="store_true",
