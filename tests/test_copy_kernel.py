@@ -116,3 +116,14 @@ def test_no_compiler_and_no_likwid_is_unavailable_with_both_reasons(
     (record,) = json.loads((tmp_path / "limits" / "limits.json").read_text())["nodes"]
     assert record["available"] is False
     assert "likwid-bench not found" in record["reason"] and "no C compiler" in record["reason"]
+
+
+def test_spreads_of_both_tools() -> None:
+    (likwid,) = json.loads((DATA / "limits.json").read_text())["nodes"]
+    spreads = limits.level_spreads(likwid)
+    # L1: runs 153880.65, 187769.22, 122687.25 MByte/s -> (max - min) / max.
+    assert spreads["L1"] == pytest.approx((187769.22 - 122687.25) / 187769.22)
+    _, records = copy_kernel.parse(RECORDED.read_text())
+    entry = copy_kernel.level_entry({"level": "memory", "cache_bytes": None, "working_set_bytes": 268435456},
+                                    records[2])
+    assert limits.level_spreads({"levels": [entry]}) == {"memory": pytest.approx((7045.58 - 6286.97) / 7045.58)}

@@ -100,9 +100,12 @@ def run(args: argparse.Namespace) -> int:
     limits.write_records(records, out_dir / "limits.json")
     for r in records:
         state = "available" if r.get("available") else f"unavailable: {r.get('reason')}"
-        rates = ", ".join(f"{k} {v:.0f} MB/s" for k, v in limits.level_limits(r).items())
+        spreads = limits.level_spreads(r)
+        rates = ", ".join(f"{k} {v:.0f} MB/s" + (f" (runs within {spreads[k]:.0%})" if k in spreads else "")
+                          for k, v in limits.level_limits(r).items())
         origin = f"; cached, measured {r.get('measured_at')}" if r.get("cached_from") else ""
-        print(f"{r.get('node')}: {state}" + (f" (copy rate, 1 core: {rates}{origin})" if rates else ""))
+        tool = f"{r.get('tool')} " if r.get("tool") else ""
+        print(f"{r.get('node')}: {state}" + (f" ({tool}copy rate, 1 core, best run: {rates}{origin})" if rates else ""))
         print(f"{r.get('node')}: {_link_line(r.get('network_link'))}")
     return 0
 

@@ -220,6 +220,20 @@ def level_limits(record: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def level_spreads(record: dict[str, Any]) -> dict[str, float]:
+    """level -> (max - min) / max of the runs behind its best rate (likwid-bench's ``runs_MByte_s``, the
+    copy kernel's ``runs_copy_MBps``): how far the runs spread below the figure; {} without runs."""
+    best: dict[str, tuple[float, float]] = {}
+    for lv in record.get("levels") or []:
+        runs = (lv.get("runs_MByte_s") or lv.get("runs_copy_MBps")) if isinstance(lv, dict) else None
+        if not runs or not all(isinstance(x, (int, float)) and x > 0 for x in runs):
+            continue
+        top, spread = float(max(runs)), (max(runs) - min(runs)) / max(runs)
+        if top > best.get(lv["level"], (0.0, 0.0))[0]:
+            best[lv["level"]] = (top, spread)
+    return {level: spread for level, (_, spread) in best.items()}
+
+
 def level_for_size(record: dict[str, Any], size_bytes: float) -> str:
     """The smallest cache level of the record that holds a message of ``size_bytes``, else memory."""
     caches = record.get("caches") if isinstance(record, dict) else None
