@@ -155,3 +155,15 @@ def test_pingpong_work_model_by_hand() -> None:
     cell = next(c for c in expand(config) if c.benchmark == "pingpong")
     expected = sum(12 * 2 * (50e-6 + size / 100e6) for size in (0, 1, 2))
     assert program_of(cell).work_s(config, cell) == pytest.approx(expected)
+
+
+def test_coll_work_model_by_hand() -> None:
+    """coll at P = 4, msglog 0:0 (sizes 0 and 1 B), 10 + 2 calls per size, no budget: a Bcast call costs
+    log2 4 = 2 messages, an Alltoall call P - 1 = 3, each 50 us + size / 100 MB/s."""
+    doc = default_doc() | {"mappings": ["core"], "processes": [2]}
+    doc["kernels"]["coll"] |= {"msglog": [0, 0], "iterations": 10, "warmup": 2, "time_budget_ms": 0,
+                               "processes": [4], "collectives": ["Bcast", "Alltoall"], "forced_algorithms": []}
+    config = validate(doc)
+    cell = next(c for c in expand(config) if c.benchmark == "coll" and c.variant == "default")
+    per_message = sum(12 * (50e-6 + size / 100e6) for size in (0, 1))
+    assert program_of(cell).work_s(config, cell) == pytest.approx((2 + 3) * per_message)
