@@ -167,3 +167,16 @@ def test_coll_work_model_by_hand() -> None:
     cell = next(c for c in expand(config) if c.benchmark == "coll" and c.variant == "default")
     per_message = sum(12 * (50e-6 + size / 100e6) for size in (0, 1))
     assert program_of(cell).work_s(config, cell) == pytest.approx((2 + 3) * per_message)
+
+
+def test_the_campaign_says_its_plan_and_estimate_before_it_runs() -> None:
+    from mpiatlas.commands.campaign import plan_lines
+
+    epyc = validate(default_doc(), "config.yaml", parse_synthetic(EPYC))
+    note, line = plan_lines(epyc)
+    assert note.startswith("auto (pack:2 numa:4 die:2 l3:2 core:4 pu:1, 128 cores): mappings core, same_l3")
+    expected = resources.estimate(epyc, expand(epyc))
+    assert line == expected.line() and f"~{expected.expected_s / 60:.1f} min for {expected.cells} cells" in line
+    explicit = validate(default_doc() | {"mappings": ["core"], "processes": [2]})
+    (only,) = plan_lines(explicit)  # no auto: the estimate alone
+    assert only == resources.estimate(explicit, expand(explicit)).line()
