@@ -127,3 +127,14 @@ def test_spreads_of_both_tools() -> None:
     entry = copy_kernel.level_entry({"level": "memory", "cache_bytes": None, "working_set_bytes": 268435456},
                                     records[2])
     assert limits.level_spreads({"levels": [entry]}) == {"memory": pytest.approx((7045.58 - 6286.97) / 7045.58)}
+
+
+def test_a_copy_kernel_record_is_cached_per_node_and_boot(no_likwid: Path) -> None:
+    sources = limits.KeySources(hostname=lambda: "n01", boot_id=lambda: "boot-1", cpuinfo=lambda: "",
+                                caches=lambda: SMALL_CACHES)
+    cache = no_likwid / "limits-cache"
+    first = limits.measure_cached(cache, sources=sources)
+    assert first["tool"] == "copy-kernel" and "cached_from" not in first
+    assert first["cache_key"]["likwid_bench"].startswith("copy-kernel stream.c@")
+    again = limits.measure_cached(cache, sources=sources)
+    assert again["cached_from"].startswith(str(cache)) and again["levels"] == first["levels"]

@@ -8,11 +8,11 @@ mpiatlas's own copy kernel (src/kernels/stream.c, built with the C compiler) mea
 ``available: false`` and the reason, and exit code 0: the limit is optional, the campaign goes on.
 
 The record is cached per node and boot (``--cache-dir``, default ``$XDG_CACHE_HOME/mpiatlas/limits``
-or ``~/.cache/mpiatlas/limits``; key: hostname, boot id, likwid-bench version, CPU model, cache
-sizes): a node's copy rate does not change within a boot, and re-measuring it alone on the machine
-every campaign costs ~20 s. A cached record is copied with ``cached_from`` naming the cache file and
-its original ``measured_at``; ``--fresh`` measures (and re-caches) anyway. Records without likwid
-are never cached, so installing it takes effect at once.
+or ``~/.cache/mpiatlas/limits``; key: hostname, boot id, likwid-bench version (without it the copy
+kernel's source and compiler), CPU model, cache sizes): a node's copy rate does not change within a boot,
+and re-measuring it alone on the machine every campaign costs ~20 s. A cached record is copied with
+``cached_from`` naming the cache file and its original ``measured_at``; ``--fresh`` measures (and re-caches)
+anyway. Unavailable records are never cached, and installing likwid changes the key, so it takes effect at once.
 
 Each record also lists the node's network links (/sys/class/net, /sys/class/infiniband) and the
 rate of the one inter-node traffic uses: the ``--tcp-interface`` the stacks are configured with,

@@ -53,18 +53,34 @@ def compiler() -> str | None:
     return None
 
 
-def build(cache_dir: Path | None = None) -> Path:
-    """The kernel's binary, compiled once per source and compiler into ``cache_dir``."""
-    cc = compiler()
-    if cc is None:
-        raise CopyKernelError("no C compiler on PATH (cc, gcc or $CC) to build the copy kernel")
+def _digest(cc: str) -> str:
+    """The build's identity: the source, the compiler's path and its ``--version``."""
     src = source_path()
     try:
         text = src.read_bytes()
     except OSError as exc:
         raise CopyKernelError(f"{src}: cannot read the copy kernel's source ({exc})") from exc
     version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False).stdout
-    digest = hashlib.sha256(text + cc.encode() + version.encode()).hexdigest()[:16]
+    return hashlib.sha256(text + cc.encode() + version.encode()).hexdigest()[:16]
+
+
+def version_id() -> str | None:
+    """``copy-kernel stream.c@<digest>``, what a limits record of the kernel is cached under; None
+    without a compiler (nothing to measure with, nothing cached)."""
+    cc = compiler()
+    try:
+        return f"{TOOL} {SOURCE}@{_digest(cc)}" if cc else None
+    except (CopyKernelError, OSError):
+        return None
+
+
+def build(cache_dir: Path | None = None) -> Path:
+    """The kernel's binary, compiled once per source and compiler into ``cache_dir``."""
+    cc = compiler()
+    if cc is None:
+        raise CopyKernelError("no C compiler on PATH (cc, gcc or $CC) to build the copy kernel")
+    src = source_path()
+    digest = _digest(cc)
     out_dir = user_cache_dir("copy-kernel") if cache_dir is None else cache_dir
     binary = out_dir / f"stream-{digest}"
     if binary.is_file() and os.access(binary, os.X_OK):
