@@ -138,3 +138,28 @@ def test_a_copy_kernel_record_is_cached_per_node_and_boot(no_likwid: Path) -> No
     assert first["cache_key"]["likwid_bench"].startswith("copy-kernel stream.c@")
     again = limits.measure_cached(cache, sources=sources)
     assert again["cached_from"].startswith(str(cache)) and again["levels"] == first["levels"]
+
+
+def test_report_sets_shm_b_against_the_copy_kernel(no_likwid: Path) -> None:
+    """A fresh machine's report: % of the limit from the copy kernel, named as such (not "likwid-bench not found")."""
+    from test_limits import _shm_fit_entry
+
+    from mpiatlas.report.blocks import Notice, Table, Text
+    from mpiatlas.report.data import load_data
+    from mpiatlas.report.sections.parameters import section_parameters
+
+    record = limits.measure(caches=SMALL_CACHES, cpuinfo="", hostname="n01")
+    fits, out = no_likwid / "R" / "fits", no_likwid / "R" / "limits" / "limits.json"
+    fits.mkdir(parents=True)
+    entry = _shm_fit_entry()
+    (fits / "hockney.json").write_text(json.dumps([entry]))
+    limits.write_records([record], out)
+    section = section_parameters(load_data(None, fits, limits=out))
+    table = next(b for b in section.blocks if isinstance(b, Table) and b.caption == "Hockney parameters")
+    col = {name: i for i, name in enumerate(table.columns)}
+    (row,) = table.rows
+    want = 100 * entry["bandwidth_MBps"] / limits.level_limits(record)["memory"]
+    assert row[col["B % of limit"]].text == f"{want:.1f} %"
+    texts = [b.text for b in section.blocks if isinstance(b, Text)]
+    assert any("mpiatlas copy kernel (src/kernels/stream.c; no likwid-bench) copy" in t for t in texts)
+    assert not [b for b in section.blocks if isinstance(b, Notice) and "copy bandwidth" in b.text]
