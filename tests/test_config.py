@@ -11,6 +11,7 @@ import yaml
 from mpiatlas.spine.campaign import Campaign
 from mpiatlas.matrix.config import ConfigError, load, validate
 from mpiatlas.matrix.cells import Cell
+from mpiatlas.node.topology_synthetic import parse_synthetic
 from mpiatlas.programs import cell_spec, cells_of_kind
 from mpiatlas.programs.imb import unplanned_notes
 
@@ -54,7 +55,9 @@ def test_full_config_expands_to_every_cell(monkeypatch: pytest.MonkeyPatch, tmp_
 
 
 def test_default_config_is_a_first_look(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    config = without_user_built_imb(load(REPO / "config" / "config.yaml"), monkeypatch, tmp_path)
+    # `auto` planned for a node shaped like this 2-core machine (tests/test_auto_plan.py: other nodes).
+    this_machine = parse_synthetic("pack:1 l3:1 core:2 pu:1")
+    config = without_user_built_imb(load(REPO / "config" / "config.yaml", this_machine), monkeypatch, tmp_path)
     assert config["campaign"]["name"] == "first-look"
     cells = imb_cells(config)
     # 2 stacks x 2 transports x (PingPong, Allreduce, Alltoall + Bcast x 3 algorithms) x 3 reps, np=2;

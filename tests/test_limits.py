@@ -68,7 +68,9 @@ def test_levels_and_the_level_a_message_fits_in() -> None:
 def test_missing_likwid_gives_an_unavailable_record_not_a_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # Neither likwid-bench nor a compiler for the copy kernel (tests/test_copy_kernel.py: with one).
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.delenv("CC", raising=False)
     monkeypatch.delenv("SLURM_JOB_NUM_NODES", raising=False)
     cache = tmp_path / "cache"
     assert main(["limits", "--out-dir", str(tmp_path / "limits"), "--cache-dir", str(cache)]) == 0

@@ -1,5 +1,5 @@
 # Physical limits of the campaign's nodes: memory copy bandwidth per cache level and memory, from
-# likwid-bench (mpiatlas.node.limits), one record per node in R/limits/<node>.json and all of them in
+# likwid-bench or mpiatlas's copy kernel (mpiatlas.node.limits), one record per node in R/limits/<node>.json and all of them in
 # R/limits/limits.json. The report sets shared-memory bandwidths against it (rules/report.smk).
 #
 # campaign.limits: cached (default) reuses a node's record of this boot (~/.cache/mpiatlas/limits:
@@ -9,7 +9,8 @@
 # Its own job, before the cells (priority) and alone (every core: no group runs beside it, as
 # cell_group does): the copy rate of a node that is running benchmarks is not its limit. Under
 # SLURM it asks for as many nodes as the widest cell spans and `mpiatlas limits` runs itself once
-# per node with srun; likwid-bench missing -> records that say unavailable, the job still succeeds.
+# per node with srun; likwid-bench missing -> mpiatlas's copy kernel (src/kernels/stream.c, needs cc) measures,
+# and failing that the record says unavailable; the job still succeeds.
 
 # YAML reads an unquoted `off` as false; the schema allows both.
 LIMITS_MODE = "off" if CAMPAIGN.campaign.limits is False else CAMPAIGN.campaign.limits

@@ -1,6 +1,7 @@
 """Running a campaign: job groups and their resources, adaptive rounds, checks before, progress during.
 
-* :mod:`.resources` — cells cut into job groups, and what a group asks of a scheduler;
+* :mod:`.resources` — cells cut into job groups, what a group asks of a scheduler, the campaign's time estimate;
+* :mod:`.auto_plan` — ``mappings: auto`` / ``processes: auto`` from the node's topology, within a time budget;
 * :mod:`.adaptive_rounds` — adaptive repetitions in the DAG: rounds decided from the cells sealed so far;
 * :mod:`.preflight` — every prerequisite of a campaign's cells, checked once before anything runs;
 * :mod:`.progress` — cells done and ETA; the progress bar of long commands;

@@ -58,6 +58,10 @@ RUNTIME_OVERHEAD_S = 10.0
 # overshoot it, and a loaded node is slower: budget twice the modelled work.
 RUNTIME_SAFETY = 2.0
 RUNTIME_FLOOR_MIN = 1
+# The time *estimate* (not the budget): a launch's cost beyond its program's work when nothing goes
+# wrong, the launcher and MPI_Init (~1-2 s for a few ranks here, longer with many) and sealing the cell.
+LAUNCH_S = 2.0
+LAUNCH_PER_RANK_S = 0.02
 # Mappings whose placement fits the cores a job is given: `core` packs ranks onto the first of
 # them. Every other mapping places ranks by the whole node's topology (spread over its L3, die,
 # NUMA or package domains, or over nodes; or a pair of cpus in one region, topology.REGION_MAPPINGS),
@@ -197,6 +201,7 @@ class CellCosts:
         self._config = config
         self._runtime: dict[tuple[Any, ...], float] = {}
         self._costs: dict[tuple[Any, ...], tuple[float, int]] = {}
+        self._expected: dict[tuple[Any, ...], float] = {}
 
     def cost(self, cell: Cell) -> tuple[float, int]:
         """(budgeted seconds, memory request in MB) of ``cell``: one look-up for both where a group is cut."""
@@ -215,6 +220,35 @@ class CellCosts:
 
     def mem_mb(self, cell: Cell) -> int:
         return self.cost(cell)[1]
+
+    def expected_s(self, cell: Cell) -> float:
+        """Seconds ``cell`` is expected to take: its program's modelled work plus one launch, no
+        safety factor (an unmodelled program: the launch timeout)."""
+        key = _ALL_BUT_REP(cell)
+        found = self._expected.get(key)
+        if found is None:
+            found = self._expected[key] = cell_expected_s(self._config, cell)
+        return found
+
+
+class Estimate(NamedTuple):
+    """A campaign's time before it runs: the expected seconds and the budgeted (a scheduler's) ones."""
+
+    cells: int
+    expected_s: float
+    budget_s: float
+
+    def line(self) -> str:
+        """One line: the expected minutes, and the budget as their upper bound."""
+        return (f"time estimate: ~{self.expected_s / 60:.1f} min for {self.cells} cells "
+                f"(the cost model's work + {LAUNCH_S:g} s per launch; at most {self.budget_s / 60:.0f} min "
+                f"as budgeted for a scheduler)")
+
+
+def estimate(config: Campaign, cells: list[Cell], costs: CellCosts | None = None) -> Estimate:
+    """The time ``cells`` of ``config`` take run one after another (a campaign's groups never run side by side)."""
+    costs = costs or CellCosts(config)
+    return Estimate(len(cells), sum(map(costs.expected_s, cells)), sum(map(costs.runtime_s, cells)))
 
 
 def batch_jobs(config: Campaign, cells: list[Cell]) -> int:
@@ -257,6 +291,15 @@ def cell_runtime_s(config: Campaign, cell: Cell) -> float:
     if work_s is None:
         return ceiling_s
     return min(ceiling_s, RUNTIME_OVERHEAD_S + RUNTIME_SAFETY * work_s)
+
+
+def cell_expected_s(config: Campaign, cell: Cell) -> float:
+    """Seconds one launch of ``cell`` is expected to take (see :meth:`CellCosts.expected_s`)."""
+    program = program_named(cell.kind, cell.benchmark)
+    work_s = program.work_s(config, cell) if program is not None else None
+    if work_s is None:
+        return float(config.campaign.timeout_s)
+    return LAUNCH_S + LAUNCH_PER_RANK_S * cell.np + min(work_s, float(config.campaign.timeout_s))
 
 
 def runtime_min(config: Campaign, cells: list[Cell], attempt: int = 1, costs: CellCosts | None = None,

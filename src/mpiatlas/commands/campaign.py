@@ -125,6 +125,16 @@ def _main(args: argparse.Namespace) -> int:
         lock.release()
 
 
+def plan_lines(config: Campaign) -> list[str]:
+    """What the campaign will run, before it runs: what ``auto`` planned (when it did) and the time estimate."""
+    from mpiatlas.campaign import auto_plan
+    from mpiatlas.campaign.resources import estimate
+    from mpiatlas.programs import expand
+
+    note = auto_plan.note(config.document.get(auto_plan.RECORD_KEY))
+    return [*([note] if note else []), estimate(config, expand(config)).line()]
+
+
 def precompile_package() -> None:
     """Byte-compile mpiatlas's own modules where they are missing or stale (the package's usual
     __pycache__). A campaign starts a dozen and more mpiatlas processes (a run-cell per group, tidy,
@@ -157,6 +167,8 @@ def _run_campaign(args: argparse.Namespace, root: Path, config: Campaign) -> int
             console.print(str(exc), markup=False)
             return 2
     console.print(f"prerequisites ok: {len(checks)} checks (`mpiatlas doctor` lists them)")
+    for line in plan_lines(config):
+        console.print(line, markup=False)
     env = _env() | {preflight.DONE_ENV: config.campaign.name}
     log = None if args.verbose else results / "logs" / layout.SNAKEMAKE_LOG
     if log is not None:

@@ -2,16 +2,17 @@
 
 Writes ``<out-dir>/<node>.json`` for this node and ``<out-dir>/limits.json`` with every node's
 record. Inside a multi-node SLURM allocation it runs itself once per node (``srun
---ntasks-per-node=1``), so each node of the campaign is measured on that node. A missing or
-failing likwid-bench gives a record with ``available: false`` and the reason, and exit code 0:
-the limit is optional, the campaign goes on.
+--ntasks-per-node=1``), so each node of the campaign is measured on that node. Without likwid-bench,
+mpiatlas's own copy kernel (src/kernels/stream.c, built with the C compiler) measures the same levels
+(the record's ``tool`` says which). A failing likwid-bench, or neither, gives a record with
+``available: false`` and the reason, and exit code 0: the limit is optional, the campaign goes on.
 
 The record is cached per node and boot (``--cache-dir``, default ``$XDG_CACHE_HOME/mpiatlas/limits``
-or ``~/.cache/mpiatlas/limits``; key: hostname, boot id, likwid-bench version, CPU model, cache
-sizes): a node's copy rate does not change within a boot, and re-measuring it alone on the machine
-every campaign costs ~20 s. A cached record is copied with ``cached_from`` naming the cache file and
-its original ``measured_at``; ``--fresh`` measures (and re-caches) anyway. Records without likwid
-are never cached, so installing it takes effect at once.
+or ``~/.cache/mpiatlas/limits``; key: hostname, boot id, likwid-bench version (without it the copy
+kernel's source and compiler), CPU model, cache sizes): a node's copy rate does not change within a boot,
+and re-measuring it alone on the machine every campaign costs ~20 s. A cached record is copied with
+``cached_from`` naming the cache file and its original ``measured_at``; ``--fresh`` measures (and re-caches)
+anyway. Unavailable records are never cached, and installing likwid changes the key, so it takes effect at once.
 
 Each record also lists the node's network links (/sys/class/net, /sys/class/infiniband) and the
 rate of the one inter-node traffic uses: the ``--tcp-interface`` the stacks are configured with,
@@ -30,7 +31,7 @@ from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("limits", help="measure memory copy bandwidth per cache level (likwid-bench)",
+    p = subparsers.add_parser("limits", help="measure memory copy bandwidth per cache level (likwid-bench, else our copy kernel)",
                               description=__doc__)
     p.add_argument("--out-dir", required=True, metavar="DIR", help="directory for <node>.json and limits.json")
     p.add_argument("--this-node", action="store_true",
@@ -99,9 +100,12 @@ def run(args: argparse.Namespace) -> int:
     limits.write_records(records, out_dir / "limits.json")
     for r in records:
         state = "available" if r.get("available") else f"unavailable: {r.get('reason')}"
-        rates = ", ".join(f"{k} {v:.0f} MB/s" for k, v in limits.level_limits(r).items())
+        spreads = limits.level_spreads(r)
+        rates = ", ".join(f"{k} {v:.0f} MB/s" + (f" (runs within {spreads[k]:.0%})" if k in spreads else "")
+                          for k, v in limits.level_limits(r).items())
         origin = f"; cached, measured {r.get('measured_at')}" if r.get("cached_from") else ""
-        print(f"{r.get('node')}: {state}" + (f" (copy rate, 1 core: {rates}{origin})" if rates else ""))
+        tool = f"{r.get('tool')} " if r.get("tool") else ""
+        print(f"{r.get('node')}: {state}" + (f" ({tool}copy rate, 1 core, best run: {rates}{origin})" if rates else ""))
         print(f"{r.get('node')}: {_link_line(r.get('network_link'))}")
     return 0
 

@@ -304,6 +304,18 @@ def node_counts(config: Campaign, mapping: str, np: int) -> list[int]:
     return [m for m in config.nodes if m <= np and np % m == 0]
 
 
+def region_pairs_only(config: Campaign) -> bool:
+    """Whether the region mappings' cells are the 2-rank measurements only (PingPong, PingPing, the
+    pingpong kernel): so under ``mappings: auto`` (mpiatlas.campaign.auto_plan records it), which
+    plans one pair per region, not every program again per region."""
+    record = config.document.get("auto")
+    return isinstance(record, Mapping) and record.get("region_cells") == "pairs"
+
+
+# The programs whose cells measure one pair of ranks (what a region mapping is for).
+PAIR_PROGRAMS = frozenset({("imb", "PingPong"), ("imb", "PingPing"), ("kernel", "pingpong")})
+
+
 def cell_from_id(cells: list[Cell], cell_id: str) -> Cell:
     for cell in cells:
         if cell.id == cell_id:

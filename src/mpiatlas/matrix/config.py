@@ -18,6 +18,8 @@ from mpiatlas.spine.campaign import Campaign, _schema
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from mpiatlas.node.topology import Topology
+
     import jsonschema
     from jsonschema.protocols import Validator
 
@@ -47,6 +49,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"{error.instance!r} is not allowed; allowed values: {allowed}"
     if error.validator in ("anyOf", "oneOf", "not") and "description" in schema:
         return f"{error.instance!r} is not allowed; expected {schema['description']}{hint}"
+    if error.validator == "const":
+        return f"{error.instance!r} is not allowed; expected {error.validator_value!r} (or a list)"
     if error.validator == "type":
         return f"{error.message}{hint}"
     if error.validator == "additionalProperties":
@@ -76,8 +80,12 @@ def _with_defaults(validator_cls: type[Validator]) -> type[Validator]:
     return extended
 
 
-def validate(config: Mapping[str, Any], source: str = "<config>") -> Campaign:
-    """The typed, defaults-filled campaign of ``config``, or ConfigError naming every problem."""
+def validate(config: Mapping[str, Any], source: str = "<config>", topology: Topology | None = None) -> Campaign:
+    """The typed, defaults-filled campaign of ``config``, or ConfigError naming every problem.
+
+    ``mappings: auto`` / ``processes: auto`` are resolved here (mpiatlas.campaign.auto_plan) for
+    ``topology``, else the config's ``topology``, else this host's; the campaign's document holds the
+    concrete lists, so a campaign derived from it or read back from campaign.json plans the same cells."""
     import jsonschema
 
     doc = config.as_dict() if isinstance(config, Campaign) else copy.deepcopy(dict(config))
@@ -86,6 +94,15 @@ def validate(config: Mapping[str, Any], source: str = "<config>") -> Campaign:
     if errors:
         lines = [f"{source}: {_key_path(e)}: {_describe(e)}" for e in errors]
         raise ConfigError("invalid campaign config:\n  " + "\n  ".join(lines))
+    if "auto" in (doc["mappings"], doc["processes"]):
+        # The topology and the cost model only where a config says auto.
+        from mpiatlas.campaign import auto_plan
+        from mpiatlas.node.topology import TopologyError
+
+        try:
+            doc = auto_plan.resolve(doc, source, topology, validate)
+        except TopologyError as exc:
+            raise ConfigError(f"{source}: topology: `auto` needs the node's topology: {exc}") from None
     doc["mappings"] = _expand_mappings(doc["mappings"])
     _knob_values_as_strings(doc)
     campaign = Campaign.of(doc, validate)
@@ -224,7 +241,8 @@ def _check_kernel_stacks(config: Campaign, chosen: Mapping[str, list[str]] | Non
                                   f"stacks.{label}.transports ({', '.join(known)})")
 
 
-def load(path: str | Path) -> Campaign:
+def load(path: str | Path, topology: Topology | None = None) -> Campaign:
+    """The campaign of the YAML file ``path`` (``topology``: the node an ``auto`` config plans for)."""
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text())
@@ -234,4 +252,4 @@ def load(path: str | Path) -> Campaign:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    return validate(data, str(path))
+    return validate(data, str(path), topology)

@@ -19,8 +19,10 @@ Choices, and why:
   bytes *copied* per second, the figure a message bandwidth compares with, is half of it;
 * best of ``REPEATS`` runs: noise from other work on the node only lowers a bandwidth.
 
-When likwid-bench is missing or fails, the record says ``available: false`` and why: the
-campaign goes on without the limit.
+When likwid-bench is missing, mpiatlas's own copy kernel measures the same levels
+(:mod:`mpiatlas.node.copy_kernel`, src/kernels/stream.c: a C compiler is all it needs), and the record's
+``tool`` says which measured it. When that fails too, or likwid-bench fails, the record says
+``available: false`` and why: the campaign goes on without the limit.
 
 The record also holds the node's network links and the rate of the one inter-node traffic uses
 (:func:`node_record`, :mod:`mpiatlas.node.link_rate`): read fresh every time (a few sysfs files), never
@@ -31,7 +33,8 @@ does not change within a boot, and re-measuring it alone on the machine every ca
 (5 runs × ``REPEATS`` × ~1 s), more than the harness spends on all the cells of a small campaign.
 The key is what would change the figure: the host, its boot id
 (/proc/sys/kernel/random/boot_id: a reboot may bring another kernel, BIOS or memory settings), the
-likwid-bench version, the CPU model and the cache sizes. Unavailable records are not cached: they
+likwid-bench version (without it, the copy kernel's source and compiler), the CPU model and the cache sizes.
+Unavailable records are not cached: they
 cost nothing to redo, and installing likwid must take effect at once.
 """
 
@@ -156,7 +159,7 @@ def measure(runner: Runner = run_command, caches: dict[str, int] | None = None,
                               "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
                               "threads": 1, "repeats": REPEATS}
     if runner is run_command and shutil.which(LIKWID_BENCH) is None:
-        return {**record, "available": False, "reason": f"{LIKWID_BENCH} not found on PATH (package likwid)"}
+        return measure_with_copy_kernel(record, caches)
     if cpuinfo is None:
         cpuinfo = read_cpuinfo()
     caches = cache_sizes() if caches is None else caches
@@ -172,6 +175,18 @@ def measure(runner: Runner = run_command, caches: dict[str, int] | None = None,
     if not ok:
         record["reason"] = "every likwid-bench run failed: " + str(record["levels"][0].get("error"))
     return record
+
+
+def measure_with_copy_kernel(record: dict[str, Any], caches: dict[str, int] | None = None) -> dict[str, Any]:
+    """The record from mpiatlas's own copy kernel (:mod:`mpiatlas.node.copy_kernel`), for a node
+    without likwid-bench; ``available: false`` names both when that fails too."""
+    from mpiatlas.node import copy_kernel
+
+    measured = copy_kernel.measure(cache_sizes() if caches is None else caches)
+    out = {**record, **measured, "likwid_bench": f"{LIKWID_BENCH} not found on PATH (package likwid)"}
+    if not measured.get("available"):
+        out["reason"] = f"{LIKWID_BENCH} not found on PATH (package likwid), and the copy kernel: {measured['reason']}"
+    return out
 
 
 def _measure_one(runner: Runner, run: dict[str, Any]) -> dict[str, Any]:
@@ -204,6 +219,20 @@ def level_limits(record: dict[str, Any]) -> dict[str, float]:
         if isinstance(rate, (int, float)) and rate > 0:
             out[lv["level"]] = max(out.get(lv["level"], 0.0), float(rate))
     return out
+
+
+def level_spreads(record: dict[str, Any]) -> dict[str, float]:
+    """level -> (max - min) / max of the runs behind its best rate (likwid-bench's ``runs_MByte_s``, the
+    copy kernel's ``runs_copy_MBps``): how far the runs spread below the figure; {} without runs."""
+    best: dict[str, tuple[float, float]] = {}
+    for lv in record.get("levels") or []:
+        runs = (lv.get("runs_MByte_s") or lv.get("runs_copy_MBps")) if isinstance(lv, dict) else None
+        if not runs or not all(isinstance(x, (int, float)) and x > 0 for x in runs):
+            continue
+        top, spread = float(max(runs)), (max(runs) - min(runs)) / max(runs)
+        if top > best.get(lv["level"], (0.0, 0.0))[0]:
+            best[lv["level"]] = (top, spread)
+    return {level: spread for level, (_, spread) in best.items()}
 
 
 def level_for_size(record: dict[str, Any], size_bytes: float) -> str:
@@ -346,7 +375,14 @@ def measure_cached(cache_dir: Path | None = None, *, fresh: bool = False, runner
     available, cached. ``fresh`` measures (and caches) even when the cache holds a record."""
     cache_dir = default_cache_dir() if cache_dir is None else cache_dir
     hostname, cpuinfo, caches = sources.hostname(), sources.cpuinfo(), sources.caches()
-    key = cache_key(hostname, sources.boot_id(), sources.version(), cpuinfo, caches)
+    version = sources.version()
+    if version is None and runner is run_command and shutil.which(LIKWID_BENCH) is None:
+        # The copy kernel measures instead: its source and compiler stand for the tool's version (a
+        # record of it is cached alike; installing likwid-bench changes the key, and it measures).
+        from mpiatlas.node import copy_kernel
+
+        version = copy_kernel.version_id()
+    key = cache_key(hostname, sources.boot_id(), version, cpuinfo, caches)
     if key is None:
         return measure(runner, caches=caches, cpuinfo=cpuinfo, hostname=hostname)
     path = cache_path(cache_dir, key)

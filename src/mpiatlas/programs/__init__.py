@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING, cast
 from mpiatlas.matrix import knobs
 from mpiatlas.matrix.cells import (
     DEFAULT_DISTRIBUTION,
+    PAIR_PROGRAMS,
     Cell,
     cell_distribution,
     cell_spec_base,
     check_algorithms,
     check_transports,
+    region_pairs_only,
     sort_cells,
 )
 from mpiatlas.programs.base import Program
@@ -67,7 +69,11 @@ def expand(config: Campaign) -> list[Cell]:
     over nodes once per ranks per node and placement (``ppn``, ``placement``)."""
     check_transports(config)
     check_algorithms(config)
-    cells = chain.from_iterable(program.cells(config) for program in REGISTRY.values())
+    cells: Iterable[Cell] = chain.from_iterable(program.cells(config) for program in REGISTRY.values())
+    if region_pairs_only(config):
+        from mpiatlas.node.topology import REGION_MAPPINGS
+
+        cells = (c for c in cells if c.mapping not in REGION_MAPPINGS or (c.kind, c.benchmark) in PAIR_PROGRAMS)
     return sort_cells(with_knob_sets(config, with_node_axes(config, cells)))
 
 

@@ -41,6 +41,8 @@ class PhysicalLimits:
     unavailable: list[str] = field(default_factory=list)  # "node: reason"
     links: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> its record's network_link
     rdma_ports: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # node -> its record's rdma_ports
+    # What measured the rates: likwid-bench, or mpiatlas's copy kernel where likwid-bench is missing.
+    tools: list[str] = field(default_factory=list)
 
     def level_of(self, size_bytes: float) -> str:
         return level_for_size({"caches": self.caches}, size_bytes)
@@ -76,6 +78,9 @@ def load_limits(path: Path) -> PhysicalLimits:
             continue
         for level, rate in rates.items():
             per_level.setdefault(level, []).append(rate)
+        tool = str(rec.get("tool") or "likwid-bench")
+        if tool not in out.tools:
+            out.tools.append(tool)
         caches = rec.get("caches")
         if isinstance(caches, dict) and not out.caches:
             out.caches = {str(k): int(v) for k, v in caches.items() if isinstance(v, (int, float))}

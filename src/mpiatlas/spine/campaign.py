@@ -101,6 +101,7 @@ class CampaignSection:
     remeasure: int
     remeasure_later: RemeasureLater
     colocated_nodes: Literal["spread", "ignore"]
+    time_budget_min: float
     limits: Literal["cached", "fresh", "off"] | bool
     knobs: tuple[str, ...] | None = None
 

@@ -61,6 +61,27 @@ MB = 2**20
 Shape = tuple[str, list[int], int]
 
 
+# util.h KU_MIN_ITERATIONS: the fewest timed calls a time budget leaves for one size.
+SWEEP_MIN_ITERATIONS = 5
+
+
+def sweep_work_s(block: dict[str, Any], steps: float) -> float:
+    """Pessimistic seconds of one pingpong/coll size sweep whose call at each size costs ``steps``
+    messages (a round trip: 2; a tree collective: log2 P): warm-up and timed calls per size, the
+    timed ones cut to the time budget (never below KU_MIN_ITERATIONS calls), as util.c does."""
+    lo, hi = block["msglog"]
+    budget_s = block["time_budget_ms"] / 1e3
+    total = 0.0
+    for size in (0, *(2**k for k in range(lo, hi + 1))):
+        large = size > block["large_size"]
+        call_s = steps * (MSG_LATENCY_S + size / BANDWIDTH_BPS)
+        timed = block["iterations_large" if large else "iterations"] * call_s
+        if budget_s > 0:
+            timed = min(timed, max(budget_s, SWEEP_MIN_ITERATIONS * call_s))
+        total += block["warmup_large" if large else "warmup"] * call_s + timed
+    return total
+
+
 def sweep_args(block: dict[str, Any]) -> list[str]:
     """The message-size sweep options of pingpong and coll (util.h's KU_SWEEP_LONGOPTS)."""
     lo, hi = block["msglog"]

@@ -8,10 +8,11 @@ the stacks of ``forced_algorithms``, ``<collective>-<algorithm>`` per non-defaul
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from mpiatlas.matrix.cells import DEFAULT_ALGORITHM, Cell
-from mpiatlas.programs.kernels import DEFAULT_GROUP, KernelProgram, Shape, sweep_args
+from mpiatlas.programs.kernels import DEFAULT_GROUP, KernelProgram, Shape, sweep_args, sweep_work_s
 
 if TYPE_CHECKING:
     from mpiatlas.spine.campaign import Campaign
@@ -70,11 +71,19 @@ class Coll(KernelProgram):
     def shapes(self, config: Campaign, stack: str) -> list[Shape]:
         return [(group, list(self.block(config)["processes"]), 1) for group in coll_groups(config, stack)]
 
-    def options(self, config: Campaign, cell: Cell) -> list[str]:
-        coll = self.block(config)
+    def collectives(self, config: Campaign, cell: Cell) -> list[str]:
+        """The kernel's names of the collectives a cell runs: its forced one, else every configured one."""
         forced, _ = coll_group_parts(cell.variant)
-        names = [forced] if forced else [COLL_COLLECTIVES[name] for name in coll["collectives"]]
-        return ["--collective", ",".join(names), *sweep_args(coll)]
+        return [forced] if forced else [COLL_COLLECTIVES[name] for name in self.block(config)["collectives"]]
+
+    def options(self, config: Campaign, cell: Cell) -> list[str]:
+        return ["--collective", ",".join(self.collectives(config, cell)), *sweep_args(self.block(config))]
+
+    def work_s(self, config: Campaign, cell: Cell) -> float | None:
+        # A tree collective moves ~log2 P messages per call on its critical path, Alltoall P - 1.
+        tree = max(1.0, math.ceil(math.log2(max(cell.np, 2))))
+        return sum(sweep_work_s(self.block(config), float(cell.np - 1) if name == "alltoall" else tree)
+                   for name in self.collectives(config, cell))
 
     def forced(self, cell: Cell) -> tuple[str | None, str | None]:
         collective, algorithm = coll_group_parts(cell.variant)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mpiatlas.matrix.cells import Cell
-from mpiatlas.programs.kernels import KernelProgram, Shape, sweep_args
+from mpiatlas.programs.kernels import KernelProgram, Shape, sweep_args, sweep_work_s
 
 if TYPE_CHECKING:
     from mpiatlas.spine.campaign import Campaign
@@ -28,3 +28,6 @@ class Pingpong(KernelProgram):
 
     def options(self, config: Campaign, cell: Cell) -> list[str]:
         return sweep_args(self.block(config))
+
+    def work_s(self, config: Campaign, cell: Cell) -> float | None:
+        return sweep_work_s(self.block(config), steps=2.0)  # a round trip per call

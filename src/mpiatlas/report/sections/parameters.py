@@ -27,6 +27,8 @@ TITLE = "Model parameters"
 SECTION_ID = "parameters"
 SHOWN_ELSEWHERE = ("hockney", "kernels", "alphabeta")  # fits files other sections draw
 OVER_LINK = 1.05  # B / link rate above this is flagged (a few % for rounding and timer error)
+# A limits record's ``tool`` as the report names it (mpiatlas.node.limits, mpiatlas.node.copy_kernel).
+TOOL_NAMES = {"likwid-bench": "likwid-bench", "copy-kernel": "mpiatlas copy kernel (src/kernels/stream.c; no likwid-bench)"}
 NO_LIMITS = "no limits file given: campaign.limits is off, or mpiatlas report ran without --limits"
 
 
@@ -232,7 +234,8 @@ def _limits_text(limits: PhysicalLimits | None, links: dict[str, LinkLimit | Non
         return out
     if limits.rates:
         rates = ", ".join(f"{level} {fmt_num(rate)}" for level, rate in limits.rates.items())
-        out.append(Text(f"Physical limits ({limits.source}, likwid-bench copy, one core, MB/s of bytes copied): "
+        tools = " and ".join(TOOL_NAMES.get(t, t) for t in limits.tools) or "likwid-bench"
+        out.append(Text(f"Physical limits ({limits.source}, {tools} copy, one core, MB/s of bytes copied): "
                         f"{rates}. Intra-node B is set against memory, the peak against the smallest cache that "
                         "holds its message."))
     if limits.unavailable:

@@ -1,0 +1,175 @@
+"""``mappings: auto`` and ``processes: auto``: a first look shaped by the node, under a time budget.
+
+The loader (:func:`mpiatlas.matrix.config.validate`) hands a config whose ``mappings`` or ``processes``
+is ``auto`` to :func:`resolve`, which reads the node's topology (``topology:`` of the config, one given
+by the caller such as ``mpiatlas cells --topology``, else this host's) and writes concrete lists back,
+with what it chose and dropped under the config's ``auto`` key (so campaign.json, which every later
+process reads, holds the resolved plan and never resolves again):
+
+* mappings: ``core``, and where the node's cores pair up in more than one region (a cache, a NUMA
+  node, a socket apart) one pair per region it has (the region mappings, :mod:`mpiatlas.node.topology`),
+  measured by the 2-rank programs only (PingPong, PingPing, the pingpong kernel): what the report's
+  per-region table needs, without every program again per region. On a node of one region the
+  ``core`` pair already is that region, and the plan is ``[core]``.
+* processes: P = 2, 4, 8, ... and the node's core count.
+
+Then the campaign's time estimate (:func:`mpiatlas.campaign.resources.estimate`, the programs' own
+cost model) must stay within ``campaign.time_budget_min``: the largest P of an ``auto`` list below the
+core count is dropped first, then repetitions (a fixed count, down to 1), then the core count; the steps
+are said in one note line. The model is pessimistic (it budgets IMB's -time cap at every size and the
+kernels' messages at 100 MB/s), so a campaign that fits takes less.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mpiatlas.node.topology import REGION_MAPPINGS, MappingUnavailable, Topology, region_pair
+
+AUTO = "auto"
+# The key of the config document under which the resolution is recorded.
+RECORD_KEY = "auto"
+
+Validator = Callable[[Mapping[str, Any], str], Any]
+
+
+def is_auto(doc: Mapping[str, Any]) -> bool:
+    return doc.get("mappings") == AUTO or doc.get("processes") == AUTO
+
+
+def node_regions(topo: Topology) -> list[str]:
+    """The region mappings whose pair of cpus this node has (closest first)."""
+    found = []
+    for name in REGION_MAPPINGS:
+        try:
+            region_pair(topo, name)
+        except MappingUnavailable:
+            continue
+        found.append(name)
+    return found
+
+
+def auto_mappings(topo: Topology) -> list[str]:
+    regions = node_regions(topo)
+    return ["core", *regions] if len(regions) > 1 else ["core"]
+
+
+def auto_processes(topo: Topology) -> list[int]:
+    """2, 4, 8, ... below the core count, then the core count (at least 2: a pair is the first look)."""
+    cores = max(2, topo.n_cores)
+    counts, p = [], 2
+    while p < cores:
+        counts.append(p)
+        p *= 2
+    return [*counts, cores]
+
+
+@functools.cache
+def _this_host() -> Topology:
+    from mpiatlas.node.topology import detect
+
+    return detect()
+
+
+def topology_for(doc: Mapping[str, Any], given: Topology | None) -> Topology:
+    """The node ``auto`` plans for: ``given``, the config's ``topology``, else this host's."""
+    if given is not None:
+        return given
+    spec = doc.get("topology")
+    if spec:
+        from mpiatlas.node.topology_synthetic import read_topology
+
+        return read_topology(str(spec))
+    return _this_host()
+
+
+def resolve(doc: dict[str, Any], source: str, topology: Topology | None, validator: Validator) -> dict[str, Any]:
+    """``doc`` with its ``auto`` lists made concrete and trimmed to the time budget (see the module
+    docstring); ``validator`` validates a candidate (the loader, passed in: this module is imported by it)."""
+    topo = topology_for(doc, topology)
+    out = copy.deepcopy(doc)
+    auto_keys = [key for key in ("mappings", "processes") if doc.get(key) == AUTO]
+    if doc.get("mappings") == AUTO:
+        out["mappings"] = auto_mappings(topo)
+    if doc.get("processes") == AUTO:
+        out["processes"] = auto_processes(topo)
+    # Region cells of an auto mapping are its pairs only (matrix.cells.region_pairs_only reads this).
+    out[RECORD_KEY] = {"region_cells": "pairs" if "mappings" in auto_keys else "all"}
+    budget_s = 60.0 * float(out["campaign"].get("time_budget_min", 15))
+    dropped: list[str] = []
+    estimate = _estimate(out, source, validator)
+    while estimate.expected_s > budget_s:
+        step = _trim(out, auto_keys)
+        if step is None:
+            break
+        dropped.append(step)
+        estimate = _estimate(out, source, validator)
+    estimate = _refill(out, dropped, estimate, budget_s, source, validator)
+    out[RECORD_KEY] |= {
+        "resolved": auto_keys,
+        "topology": {k: v for k, v in topo.summary().items() if k in ("source", "hostname", "cpu_model", "packages",
+                                                                    "numa_nodes", "l3_domains", "cores", "synthetic")},
+        "mappings": list(out["mappings"]), "processes": list(out["processes"]),
+        "budget_min": budget_s / 60.0, "expected_s": round(estimate.expected_s, 1),
+        "dropped": dropped, "fits": estimate.expected_s <= budget_s,
+    }
+    return out
+
+
+def _trim(doc: dict[str, Any], auto_keys: list[str]) -> str | None:
+    """One step towards the budget, applied to ``doc``: its note, or None when nothing is left to drop.
+
+    In order: the largest P between 2 and the core count (the whole node is the point of a P sweep,
+    2 the pair every program runs), then repetitions (a fixed count) down to 1, then the core count."""
+    processes = doc["processes"]
+    auto_processes = "processes" in auto_keys
+    if auto_processes and len(processes) > 2:
+        dropped = processes.pop(-2)
+        return f"P={dropped}"
+    reps = doc["campaign"]["repetitions"]
+    if isinstance(reps, int) and reps > 1:
+        doc["campaign"]["repetitions"] = reps - 1
+        return f"repetitions {reps}->{reps - 1}"
+    if auto_processes and len(processes) > 1:
+        return f"P={processes.pop()}"
+    return None
+
+
+def _refill(doc: dict[str, Any], dropped: list[str], estimate: Any, budget_s: float, source: str,
+            validator: Validator) -> Any:
+    """Dropped P values back, smallest first, where they fit now that fewer repetitions were left
+    (the trimming is greedy: a P dropped before the repetitions may fit after them)."""
+    for note in sorted((d for d in dropped if d.startswith("P=")), key=lambda d: int(d[2:])):
+        p = int(note[2:])
+        trial = copy.deepcopy(doc)
+        trial["processes"] = sorted([*doc["processes"], p])
+        trial_estimate = _estimate(trial, source, validator)
+        if trial_estimate.expected_s <= budget_s:
+            doc["processes"], estimate = trial["processes"], trial_estimate
+            dropped.remove(note)
+    return estimate
+
+
+def _estimate(doc: dict[str, Any], source: str, validator: Validator) -> Any:
+    from mpiatlas.campaign.resources import estimate
+    from mpiatlas.programs import expand
+
+    campaign = validator(doc, source)
+    return estimate(campaign, expand(campaign))
+
+
+def note(record: Mapping[str, Any] | None) -> str | None:
+    """One line: what ``auto`` planned, for which node, and what the budget dropped; None without auto."""
+    if not record or not record.get("resolved"):
+        return None
+    topo = record.get("topology") or {}
+    where = topo.get("synthetic") or topo.get("hostname") or topo.get("source") or "this node"
+    line = (f"auto ({where}, {topo.get('cores')} cores): mappings {', '.join(record['mappings'])}; "
+            f"processes {', '.join(map(str, record['processes']))}")
+    if record.get("dropped"):
+        line += (f"; dropped to stay within {record['budget_min']:g} min: {', '.join(record['dropped'])}"
+                 + ("" if record.get("fits") else " (still over: nothing more to drop)"))
+    return line

@@ -1,0 +1,193 @@
+"""One core's copy rate per cache level and memory from mpiatlas's own copy kernel (src/kernels/stream.c).
+
+Where likwid-bench is not installed (a fresh machine), :func:`mpiatlas.node.limits.measure` takes the
+node's limits from this instead, so the report still sets shared-memory B against a copy rate. The
+kernel needs a C compiler only (no MPI): it is built with ``cc -O2`` (``$CC`` if set) into the user
+cache, keyed by the source and the compiler, and run pinned to one cpu (its ``--cpu``).
+
+Working sets are those likwid-bench gets (:func:`mpiatlas.node.limits.plan`: half of each cache level,
+8 x the largest cache, at least 256 MiB, for memory), the memory one capped at a quarter of the memory
+available (a VM may report a cache of hundreds of MiB). The record has the likwid record's shape
+(``levels`` with ``copy_MBps`` in MB/s of bytes copied, best of ``repeats`` runs) plus every run and
+their spread, and ``tool: copy-kernel``; the rate is that of plain C copies, not of likwid's SIMD and
+non-temporal-store kernels, so it may sit below likwid-bench's on the same node.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from mpiatlas.files import user_cache_dir
+
+TOOL = "copy-kernel"
+SOURCE = "stream.c"
+REPEATS = 5
+MIN_TIME_MS = 50
+RUN_TIMEOUT_S = 300
+MEMINFO = Path("/proc/meminfo")
+MEMORY_SHARE = 4  # at most 1 / MEMORY_SHARE of MemAvailable for the memory working set
+
+
+class CopyKernelError(RuntimeError):
+    """The copy kernel could not be built or run, or its output is not what it prints."""
+
+
+def source_path() -> Path:
+    """src/kernels/stream.c of the source tree (the package is installed editable from it, as for the MPI kernels)."""
+    return Path(__file__).resolve().parents[2] / "kernels" / SOURCE
+
+
+def compiler() -> str | None:
+    """The C compiler: ``$CC``, else cc, else gcc, as found on PATH (None: none)."""
+    for name in filter(None, (os.environ.get("CC"), "cc", "gcc")):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def _digest(cc: str) -> str:
+    """The build's identity: the source, the compiler's path and its ``--version``."""
+    src = source_path()
+    try:
+        text = src.read_bytes()
+    except OSError as exc:
+        raise CopyKernelError(f"{src}: cannot read the copy kernel's source ({exc})") from exc
+    version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False).stdout
+    return hashlib.sha256(text + cc.encode() + version.encode()).hexdigest()[:16]
+
+
+def version_id() -> str | None:
+    """``copy-kernel stream.c@<digest>``, what a limits record of the kernel is cached under; None
+    without a compiler (nothing to measure with, nothing cached)."""
+    cc = compiler()
+    try:
+        return f"{TOOL} {SOURCE}@{_digest(cc)}" if cc else None
+    except (CopyKernelError, OSError):
+        return None
+
+
+def build(cache_dir: Path | None = None) -> Path:
+    """The kernel's binary, compiled once per source and compiler into ``cache_dir``."""
+    cc = compiler()
+    if cc is None:
+        raise CopyKernelError("no C compiler on PATH (cc, gcc or $CC) to build the copy kernel")
+    src = source_path()
+    digest = _digest(cc)
+    out_dir = user_cache_dir("copy-kernel") if cache_dir is None else cache_dir
+    binary = out_dir / f"stream-{digest}"
+    if binary.is_file() and os.access(binary, os.X_OK):
+        return binary
+    out_dir.mkdir(parents=True, exist_ok=True)
+    aside = out_dir / f".stream-{digest}.{os.getpid()}"
+    done = subprocess.run([cc, "-O2", "-o", str(aside), str(src)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise CopyKernelError(f"{cc} -O2 {src} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+    aside.replace(binary)  # atomic: a concurrent build of the same digest writes the same file
+    return binary
+
+
+def memory_available() -> int | None:
+    """MemAvailable in bytes (None where /proc/meminfo does not say)."""
+    try:
+        for line in MEMINFO.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def working_sets(caches: dict[str, int], available: int | None) -> list[dict[str, Any]]:
+    """(level, cache size, working set) per cache level and memory, as likwid-bench's plan."""
+    from mpiatlas.node.limits import MEMORY, plan
+
+    runs: dict[str, dict[str, Any]] = {}
+    for run in plan(caches, ""):
+        runs.setdefault(run["level"], {k: run[k] for k in ("level", "cache_bytes", "working_set_bytes")})
+    memory = runs[MEMORY]
+    if available:
+        cap = available // MEMORY_SHARE
+        largest = max(caches.values(), default=0)
+        # Capped, but never into the largest cache: that would measure a cache, not memory.
+        memory["working_set_bytes"] = max(min(memory["working_set_bytes"], cap), 2 * largest)
+    return list(runs.values())
+
+
+def argv(binary: Path, sizes: list[int], cpu: int, repeats: int = REPEATS, min_time_ms: int = MIN_TIME_MS
+         ) -> list[str]:
+    return [str(binary), "--sizes", ",".join(map(str, sizes)), "--cpu", str(cpu), "--repeats", str(repeats),
+            "--min-time-ms", str(min_time_ms)]
+
+
+def parse(output: str) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """(header, records) of the kernel's output; CopyKernelError naming what is wrong."""
+    header: dict[str, str] = {}
+    records: list[dict[str, Any]] = []
+    for number, line in enumerate(output.splitlines(), 1):
+        if line.startswith("#"):
+            key, sep, value = line[1:].partition(":")
+            if sep:
+                header[key.strip()] = value.strip()
+            continue
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CopyKernelError(f"copy kernel output line {number}: not JSON ({exc})") from None
+        runs = record.get("copy_MBps_runs") if isinstance(record, dict) else None
+        if (not isinstance(runs, list) or not runs
+                or not all(isinstance(r, (int, float)) and math.isfinite(r) and r > 0 for r in runs)):
+            raise CopyKernelError(f"copy kernel output line {number}: copy_MBps_runs must be positive numbers, "
+                                  f"got {runs!r}")
+        if not isinstance(record.get("working_set_bytes"), int):
+            raise CopyKernelError(f"copy kernel output line {number}: no working_set_bytes")
+        records.append(record)
+    if header.get("kernel") != "stream":
+        raise CopyKernelError("copy kernel output has no '# kernel: stream' header")
+    return header, records
+
+
+def level_entry(run: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+    """A ``levels`` entry of the limits record: best run, median and spread (max - min over the median)."""
+    runs = sorted(float(r) for r in record["copy_MBps_runs"])
+    median = runs[len(runs) // 2] if len(runs) % 2 else (runs[len(runs) // 2 - 1] + runs[len(runs) // 2]) / 2
+    return {**run, "kernel": "stream copy", "runs_copy_MBps": record["copy_MBps_runs"], "copy_MBps": runs[-1],
+            "median_copy_MBps": median, "spread": (runs[-1] - runs[0]) / median, "valid": record.get("valid")}
+
+
+def measure(caches: dict[str, int], cpu: int | None = None, cache_dir: Path | None = None,
+            repeats: int = REPEATS, min_time_ms: int = MIN_TIME_MS) -> dict[str, Any]:
+    """The copy-rate part of a limits record (``available``, ``levels``, ...), or ``available: false``
+    and why. ``cpu``: the cpu to pin to (default: the first this process may run on)."""
+    base: dict[str, Any] = {"tool": TOOL, "source": f"src/kernels/{SOURCE}", "repeats": repeats, "caches": caches}
+    try:
+        binary = build(cache_dir)
+    except (CopyKernelError, OSError) as exc:
+        return {**base, "available": False, "reason": str(exc)}
+    plan = working_sets(caches, memory_available())
+    pin = cpu if cpu is not None else min(os.sched_getaffinity(0))
+    command = argv(binary, [run["working_set_bytes"] for run in plan], pin, repeats, min_time_ms)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False)
+        if done.returncode != 0:
+            raise CopyKernelError(f"{' '.join(command)} exited {done.returncode}: {done.stderr.strip()[-300:]}")
+        header, records = parse(done.stdout)
+    except (CopyKernelError, OSError, subprocess.SubprocessError) as exc:
+        return {**base, "available": False, "reason": str(exc)}
+    by_size = {r["working_set_bytes"]: r for r in records}
+    levels = [level_entry(run, by_size[run["working_set_bytes"]]) for run in plan if run["working_set_bytes"] in by_size]
+    invalid = [lv["level"] for lv in levels if lv["valid"] is not True]
+    if invalid or len(levels) != len(plan):
+        why = f"invalid copies at {', '.join(invalid)}" if invalid else "a working set without a record"
+        return {**base, "available": False, "reason": f"copy kernel: {why}", "levels": levels}
+    return {**base, "available": True, "version": f"{SOURCE}@{binary.name.split('-', 1)[1]}", "argv": command,
+            "cpu": pin, "compiler": header.get("compiler"), "levels": levels}
