@@ -18,6 +18,7 @@ from mpiatlas.matrix.config import ConfigError, load, validate
 from mpiatlas.node.topology import REGION_MAPPINGS, Topology
 from mpiatlas.node.topology_synthetic import parse_synthetic
 from mpiatlas.programs import expand, program_of
+from mpiatlas.programs.imb import expected_imb_s
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = REPO / "config" / "config.yaml"
@@ -137,13 +138,26 @@ def test_estimate_is_launch_plus_the_programs_work() -> None:
     config = validate(default_doc() | {"mappings": ["core"], "processes": [2]})
     cells = expand(config)
     imb = next(c for c in cells if c.kind == "imb" and c.benchmark == "PingPong")
-    # IMB PingPong, msglog 0:22: 24 sizes x -time 0.2 s, plus one launch of 2 ranks.
+    # IMB PingPong over 2 ranks: one launch, plus IMB's modelled sizes (test below).
     assert resources.CellCosts(config).expected_s(imb) == pytest.approx(
-        resources.LAUNCH_S + 2 * resources.LAUNCH_PER_RANK_S + 24 * 0.2)
+        resources.LAUNCH_S + 2 * resources.LAUNCH_PER_RANK_S
+        + expected_imb_s("PingPong", 2, config.imb.msglog, float(config.imb.time_s), config.imb.iterations))
     est = resources.estimate(config, cells)
     assert est.cells == 150
     assert est.expected_s == pytest.approx(sum(resources.cell_expected_s(config, c) for c in cells))
     assert est.expected_s < est.budget_s  # no safety factor, no scheduler overhead
+
+
+def test_imb_expected_time_by_hand() -> None:
+    """IMB PingPong msglog 0:1 (0, 1, 2 B), 1000 iterations (IMB's default) of a round trip at the
+    model's 20 us + size / 0.5 GB/s per message, each size plus 10 ms of IMB's own; 4 MiB: IMB's
+    40 MiB volume cap leaves 10 iterations; -time caps a size; Alltoall: P - 1 messages a step."""
+    per = [1000 * 2 * (20e-6 + size / 0.5e9) for size in (0, 1, 2)]
+    assert expected_imb_s("PingPong", 2, [0, 1], 0.2, None) == pytest.approx(sum(per) + 3 * 0.01)
+    big = 10 * 2 * (20e-6 + 2**22 / 0.5e9)
+    assert expected_imb_s("PingPong", 2, [22, 22], 1.0, None) == pytest.approx(0.01 + 1000 * 2 * 20e-6 + 0.01 + big)
+    assert expected_imb_s("PingPong", 2, [22, 22], 0.1, None) == pytest.approx(0.01 + 0.04 + 0.01 + 0.1)
+    assert expected_imb_s("Alltoall", 8, [0, 0], 1.0, 100) == pytest.approx(2 * (0.01 + 100 * 7 * 20e-6), rel=1e-3)
 
 
 def test_pingpong_work_model_by_hand() -> None:

@@ -296,7 +296,7 @@ def cell_runtime_s(config: Campaign, cell: Cell) -> float:
 def cell_expected_s(config: Campaign, cell: Cell) -> float:
     """Seconds one launch of ``cell`` is expected to take (see :meth:`CellCosts.expected_s`)."""
     program = program_named(cell.kind, cell.benchmark)
-    work_s = program.work_s(config, cell) if program is not None else None
+    work_s = program.expected_work_s(config, cell) if program is not None else None
     if work_s is None:
         return float(config.campaign.timeout_s)
     return LAUNCH_S + LAUNCH_PER_RANK_S * cell.np + min(work_s, float(config.campaign.timeout_s))

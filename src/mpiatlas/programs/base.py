@@ -102,6 +102,12 @@ class Program(ABC):
         """Pessimistic seconds of one launch's own work; None: not modelled (the timeout is asked)."""
         return None
 
+    def expected_work_s(self, config: Campaign, cell: Cell) -> float | None:
+        """Seconds one launch's own work is expected to take, for the campaign's time estimate
+        (:func:`mpiatlas.campaign.resources.estimate`); the bound :meth:`work_s` unless the program
+        models its work more closely."""
+        return self.work_s(config, cell)
+
     @abstractmethod
     def mem_mb(self, config: Campaign, cell: Cell) -> int:
         """Memory to request for the cell: the MPI library and the program's buffers, every rank."""

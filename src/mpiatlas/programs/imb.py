@@ -147,6 +147,45 @@ def message_sizes(benchmark: str, msglog: Sequence[int]) -> int:
     return hi - lo + 2
 
 
+# The expected-time model of an IMB launch (Imb.expected_work_s): each message size runs
+# min(-iter, IMB's volume cap / size) iterations, stopped after -time seconds; an iteration is
+# modelled as `steps` messages at a deliberately slow link (TCP-class latency, 0.5 GB/s), so the
+# estimate errs long on any real fabric without budgeting -time at every size, which IMB reaches
+# only for large messages (that bound, work_s, stays for the scheduler's time limit).
+EXPECTED_LATENCY_S = 20e-6
+EXPECTED_BYTES_PER_S = 0.5e9
+IMB_DEFAULT_ITERATIONS = 1000
+IMB_OVERALL_VOLUME_B = 40 * 2**20
+IMB_PER_SIZE_S = 0.01  # IMB's own barriers and buffer set-up around each size
+
+
+def steps_per_iteration(benchmark: str, np: int) -> int:
+    """Messages on the critical path of one iteration of ``benchmark`` over ``np`` ranks: a round
+    trip, a tree's levels, or a rank's P-1 partners for the personalised exchanges."""
+    levels = max(1, (np - 1).bit_length())
+    if benchmark == "PingPong":
+        return 2
+    if benchmark in ("Allreduce", "Reduce_scatter", "Reduce_scatter_block", "Barrier", "Exchange"):
+        return 2 * levels
+    if benchmark in ("Alltoall", "Alltoallv", "Allgather", "Allgatherv"):
+        return max(1, np - 1)
+    return levels
+
+
+def expected_imb_s(benchmark: str, np: int, msglog: Sequence[int], time_s: float,
+                   iterations: int | None) -> float:
+    """Expected seconds of one IMB launch's measurements (the module's model, above)."""
+    lo, hi = msglog
+    sizes = [0] if benchmark == "Barrier" else [0, *(2**k for k in range(lo, hi + 1))]
+    steps = steps_per_iteration(benchmark, np)
+    total = 0.0
+    for size in sizes:
+        iters = min(iterations or IMB_DEFAULT_ITERATIONS, max(1, IMB_OVERALL_VOLUME_B // max(size, 1)))
+        per_iteration = steps * (EXPECTED_LATENCY_S + size / EXPECTED_BYTES_PER_S)
+        total += IMB_PER_SIZE_S + min(float(time_s), iters * per_iteration)
+    return total
+
+
 class Imb(Program):
     name = "imb"
     kind = "imb"
@@ -224,6 +263,10 @@ class Imb(Program):
         # IMB stops a message size after about -time seconds.
         imb = config.imb
         return message_sizes(cell.benchmark, imb.msglog) * float(imb.time_s)
+
+    def expected_work_s(self, config: Campaign, cell: Cell) -> float | None:
+        imb = config.imb
+        return expected_imb_s(cell.benchmark, cell.np, imb.msglog, float(imb.time_s), imb.iterations)
 
     def mem_mb(self, config: Campaign, cell: Cell) -> int:
         """Per rank the library plus IMB's buffers (a send and a receive buffer of the largest message
