@@ -134,3 +134,18 @@ def test_unknown_algorithm_names_are_rejected_with_the_valid_names() -> None:
     config["stacks"]["mpich"]["algorithms"]["Bcast"] = ["default", "binomail"]
     with pytest.raises(ConfigError, match=r"stacks.mpich.algorithms.Bcast: 'binomail' not known for mpich; allowed values: .*binomial"):
         imb_cells(validate(config))
+
+
+def test_the_default_campaign_takes_a_profiles_config_values() -> None:
+    """`snakemake -n --profile profiles/local` has no --configfile, but the profile sets
+    `grouping: machine` through --config: that is no campaign, so the default one is read under it."""
+    from mpiatlas.matrix.config import has_campaign, merged
+
+    assert not has_campaign({"grouping": "machine"}) and has_campaign({"campaign": {"name": "x"}})
+    assert merged({"a": {"b": 1, "c": 2}, "d": 3}, {"a": {"c": 4}, "e": 5}) == {"a": {"b": 1, "c": 4}, "d": 3, "e": 5}
+    config = load(REPO / "config" / "config.yaml", overrides={"grouping": "machine", "campaign": {"timeout_s": 200}})
+    default = load(REPO / "config" / "config.yaml")
+    assert config.grouping == "machine" and config.campaign.timeout_s == 200
+    assert config.campaign.name == default.campaign.name and config.imb == default.imb
+    with pytest.raises(ConfigError, match="with --config campaign"):
+        load(REPO / "config" / "config.yaml", overrides={"campaign": {"repetitions": "many"}})

@@ -15,8 +15,9 @@ from mpiatlas.programs.imb import unplanned_notes
 
 # Validate once, with the schema's defaults filled in; errors name the key and the allowed values.
 # Every rule reads the typed campaign (mpiatlas.spine.campaign.Campaign), never Snakemake's raw config.
-if not config:
-    CAMPAIGN = mpiatlas_config.load("config/config.yaml")
+if not mpiatlas_config.has_campaign(config):
+    # No --configfile: the default campaign, under what a profile or --config set (profiles/local: grouping).
+    CAMPAIGN = mpiatlas_config.load("config/config.yaml", overrides=config)
 else:
     CAMPAIGN = mpiatlas_config.validate(config, source="campaign config (--configfile)")
 CELLS = programs.expand(CAMPAIGN)

@@ -241,8 +241,11 @@ def _check_kernel_stacks(config: Campaign, chosen: Mapping[str, list[str]] | Non
                                   f"stacks.{label}.transports ({', '.join(known)})")
 
 
-def load(path: str | Path, topology: Topology | None = None) -> Campaign:
-    """The campaign of the YAML file ``path`` (``topology``: the node an ``auto`` config plans for)."""
+def load(path: str | Path, topology: Topology | None = None,
+         overrides: Mapping[str, Any] | None = None) -> Campaign:
+    """The campaign of the YAML file ``path`` (``topology``: the node an ``auto`` config plans for;
+    ``overrides``: values set on top of the file, as Snakemake's ``--config`` sets them on a
+    ``--configfile``, merged key by key)."""
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text())
@@ -252,4 +255,20 @@ def load(path: str | Path, topology: Topology | None = None) -> Campaign:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    return validate(data, str(path), topology)
+    source = str(path) if not overrides else f"{path} with --config {', '.join(sorted(overrides))}"
+    return validate(merged(data, overrides or {}), source, topology)
+
+
+def merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` on top: mappings merged key by key, anything else replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        below = out.get(key)
+        out[key] = merged(below, value) if isinstance(below, Mapping) and isinstance(value, Mapping) else value
+    return out
+
+
+def has_campaign(config: Mapping[str, Any]) -> bool:
+    """Does Snakemake's ``config`` hold a campaign (a --configfile), not only a profile's or the
+    command line's ``--config`` values (profiles/local sets ``grouping``)?"""
+    return bool(set(config) & set(schema().get("required", [])))
