@@ -1,0 +1,240 @@
+"""Any P over nodes (issue 24, item 1): the spread mappings (core, l3, die, numa, socket) over m nodes.
+
+`over_nodes: [2]` plans a `core` cell over two nodes (id segment core-n2) for every P, odd ones too;
+runner.plan.plan_fill places rank r on (node, cpu): block fills a node's cores in the mapping's order
+before the next node, cyclic deals ranks round-robin. Checked here on the sysfs tree of a 2-socket
+Xeon and on synthetic nodes, for P = 1 .. 2 x cores: the plan, srun's argv for it, the per-rank host
+check, and the ring model pricing every hop of such a placement by its region, across nodes too,
+with the boundaries the ring chart draws. The namespace-cluster run is tests/test_two_node_fill.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+
+import polars as pl
+import pytest
+
+from conftest import REPO
+from mpiatlas import programs
+from mpiatlas.campaign import resources
+from mpiatlas.evidence.provenance import PlanFacts
+from mpiatlas.matrix.cells import fills_nodes, mapping_segment, parse_id, parse_mapping_segment
+from mpiatlas.matrix.config import validate
+from mpiatlas.models.region_latency import RegionTable
+from mpiatlas.models.ring_regions import (
+    cell_placement,
+    exchange_time,
+    placement_boundaries,
+    region_inputs_from,
+    ring_hops,
+)
+from mpiatlas.node import multinode, topology
+from mpiatlas.node.topology import Topology, pin_list
+from mpiatlas.node.topology_synthetic import parse_synthetic
+from mpiatlas.report.charts import chart_spec, measured_vs_model
+from mpiatlas.report.sections.kernel_ring import boundary_rows
+from mpiatlas.runner.plan import plan_fill
+from mpiatlas.stacks import LaunchSpec
+from mpiatlas.stacks.base import srun_argv
+from mpiatlas.tables.tidy import missing_row
+
+XEON = Topology.from_sysfs(REPO / "tests" / "data" / "sysfs" / "xeon_2s_smt_interleaved" / "sys" / "devices" / "system")
+TWO_SOCKETS = parse_synthetic("pack:2 core:4 pu:1")  # 8 cores a node, 4 a socket
+# Two real nodes (their own kernels), and two namespace "nodes" of one machine (one boot id).
+REAL = [multinode.NodeFacts("cn001", "a" * 36, 16), multinode.NodeFacts("cn002", "b" * 36, 16)]
+SHARED = [multinode.NodeFacts("node1", "c" * 36, 2), multinode.NodeFacts("node2", "c" * 36, 2)]
+TABLE = RegionTable({"same_socket": 0.5, "other_socket": 1.5, "other_node": 4.0},
+                    {"same_socket": 10000.0, "other_socket": 5000.0, "other_node": 1000.0}, "test table")
+
+
+def fill_config(**top: object):
+    return validate({
+        "campaign": {"name": "t", "repetitions": 1},
+        "stacks": {"intelmpi": {"kind": "intelmpi", "transports": ["ofi-tcp"]}},
+        "mappings": ["core", "socket", "node"], "processes": [2], "nodes": [2], "over_nodes": [2],
+        "placement": ["block", "cyclic"],
+        "imb": {"benchmarks": ["PingPong"], "msglog": [0, 4], "time_s": 0.1, "mem_gb": 0.5},
+        "kernels": {"ring": {"variants": ["nonblocking"], "processes": [1, 2, 3, 4, 5]}},
+        **top,
+    })
+
+
+def _spec(mapping: str, np_: int, distribution: str, nodes: int = 2) -> dict:
+    cell = {"kind": "kernel", "stack": "intelmpi", "transport": "ofi-tcp", "mapping": mapping, "np": np_,
+            "nodes": nodes, "benchmark": "ring", "algorithm": "nonblocking", "rep": 0}
+    if distribution != "cyclic":
+        cell["distribution"] = distribution
+    return {"cell": cell, "colocated_nodes": "spread", "allow_oversubscribe": False}
+
+
+# -- the matrix ----------------------------------------------------------------------------------
+
+
+def test_spread_mappings_over_nodes_plan_every_p_once_per_placement() -> None:
+    config = fill_config()
+    ring = sorted((c.mapping, c.np, c.distribution or "cyclic") for c in programs.cells_of_kind(config, "kernel")
+                  if c.fills_nodes)
+    # Every P, odd ones too, for core and socket over 2 nodes; P = 1 places alike either way: once.
+    assert ring == sorted(
+        [(m, 1, "cyclic") for m in ("core", "socket")]
+        + [(m, p, d) for m in ("core", "socket") for p in (2, 3, 4, 5) for d in ("block", "cyclic")])
+    ids = {c.id: c for c in programs.cells_of_kind(config, "kernel")}
+    cell = ids["kernel/intelmpi/ofi-tcp/core-n2/np3/ring/nonblocking/placement=block/rep0"]
+    assert (cell.mapping, cell.nodes, cell.label) == ("core", 2, "intelmpi/ofi-tcp/core-n2 [placement=block]")
+    parsed = parse_id(cell.id)
+    assert (parsed["mapping"], parsed["nodes"], parsed["np"], parsed["distribution"]) == ("core", 2, 3, "block")
+    # Whole nodes, no fixed ranks per node; P = 1 over 2 nodes still asks SLURM for a task per node.
+    assert resources.slurm_extra(config, cell) == "--exclusive"
+    assert resources.allocation(config, cell) == "kernel_intelmpi_np3_t1_nodes2_excl"
+    one = ids["kernel/intelmpi/ofi-tcp/core-n2/np1/ring/nonblocking/rep0"]
+    assert resources.group_resources(config, [one])["tasks"] == 2
+    # The `node` mapping keeps its even splits (np 2 and 4 over 2 nodes), its segment and ppn.
+    node = sorted((c.np, c.ppn) for c in ids.values() if c.mapping == "node" and c.distribution != "block")
+    assert node == [(2, 1), (4, 2)]
+    # A missing cell's row: ranks per node unknown for a cell filling nodes.
+    row = missing_row(cell.id)
+    assert (row["mapping"], row["nodes"], row["ppn"], row["placement"]) == ("core", 2, None, "block")
+    # Without over_nodes every spread mapping stays on one node, ids unchanged.
+    plain = {c.id for c in programs.cells_of_kind(fill_config(over_nodes=[1]), "kernel")}
+    assert "kernel/intelmpi/ofi-tcp/core/np3/ring/nonblocking/rep0" in plain
+    assert not any("-n2/" in i for i in plain)
+
+
+def test_mapping_segments_over_nodes_round_trip() -> None:
+    for mapping, nodes in (("core", 2), ("l3", 2), ("same_l3", 1), ("socket", 16), ("node", 2), ("l3", 1)):
+        assert parse_mapping_segment(mapping_segment(mapping, nodes)) == (mapping, nodes)
+    assert mapping_segment("l3", 2) == "l3-n2" and mapping_segment("node", 3) == "node3"
+    assert fills_nodes("core", 2) and not fills_nodes("node", 2) and not fills_nodes("core", 1)
+
+
+# -- rank -> (node, cpu) -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("topo,mapping", [(XEON, "core"), (XEON, "socket"), (TWO_SOCKETS, "core"),
+                                          (TWO_SOCKETS, "socket")])
+def test_block_fills_a_node_in_the_mappings_order_then_the_next(topo: Topology, mapping: str) -> None:
+    cores = topo.n_cores
+    order = list(pin_list(topo, mapping, cores))  # the cpu the j-th rank of a node takes
+    for np_ in range(1, 2 * cores + 1):
+        plan = plan_fill(_spec(mapping, np_, "block"), topo, REAL, PlanFacts())
+        assert plan.planned == [r // cores for r in range(np_)], np_
+        assert plan.pins == [order[r % cores] for r in range(np_)] and plan.pin_sets is None
+        used = -(-np_ // cores)
+        assert plan.fill == (used, cores) and not plan.oversubscribed
+        assert plan.facts.region == (None if np_ == 1 else topology.region(topo, order[0], order[1]))
+        # Every rank on its planned host passes the check; rank np-1 on the other host does not.
+        hosts = {r: REAL[n].host for r, n in enumerate(plan.planned)}
+        binding = {r: {c} for r, c in enumerate(plan.pins)}
+        assert multinode.placement_problems(np_, 2, hosts, binding, REAL, "block", plan.planned) == []
+        if np_ > 1:
+            moved = {**hosts, np_ - 1: REAL[1 - plan.planned[-1]].host}
+            assert multinode.placement_problems(np_, 2, moved, binding, REAL, "block", plan.planned)
+    # The Xeon's 8 cores, 4 a socket, numbered alternately: `core` fills socket 0 (cpus 0, 2, 4, 6) first.
+    if topo is XEON and mapping == "core":
+        assert order == [0, 2, 4, 6, 1, 3, 5, 7] and topology.region(topo, order[3], order[4]) == "other_socket"
+
+
+def test_cyclic_deals_ranks_round_robin_and_more_than_every_core_is_refused() -> None:
+    cores = XEON.n_cores
+    order = list(pin_list(XEON, "core", cores))
+    for np_ in range(1, 2 * cores + 1):
+        plan = plan_fill(_spec("core", np_, "cyclic"), XEON, REAL, PlanFacts())
+        assert plan.planned == [r % 2 for r in range(np_)] and plan.pins == [order[r // 2] for r in range(np_)]
+        assert plan.fill == (min(2, np_), None)
+        assert plan.facts.region == (None if np_ == 1 else "other_node")
+    with pytest.raises(topology.MappingUnavailable, match="17 ranks do not fit 2 nodes x 8 cores"):
+        plan_fill(_spec("core", 2 * cores + 1, "block"), XEON, REAL, PlanFacts())
+
+
+def test_nodes_of_one_machine_share_its_cores_once_ranks_span_two() -> None:
+    vm = parse_synthetic("pack:1 core:2 pu:1")  # what each namespace node of the CI machine sees
+    alone = plan_fill(_spec("core", 2, "block"), vm, SHARED, PlanFacts())
+    assert alone.planned == [0, 0] and alone.pins == [0, 1] and not alone.oversubscribed
+    for np_ in (3, 4):
+        plan = plan_fill(_spec("core", np_, "block"), vm, SHARED, PlanFacts())
+        assert plan.planned == [0, 0, 1, 1][:np_] and plan.pins is None
+        assert plan.pin_sets == [(0, 1)] * np_ and plan.oversubscribed  # 3, 4 ranks on the machine's 2 cpus
+
+
+@pytest.mark.parametrize("np_,used,cpus", [(1, 1, "0"), (8, 1, "0,1,2,3,4,5,6,7"), (11, 2, "0,1,2,3,4,5,6,7")])
+def test_srun_places_a_block_fill_as_planned(monkeypatch: pytest.MonkeyPatch, np_: int, used: int, cpus: str) -> None:
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
+    plan = plan_fill(_spec("core", np_, "block"), TWO_SOCKETS, REAL, PlanFacts())
+    assert plan.fill is not None
+    nodes, ppn = plan.fill
+    argv = srun_argv(LaunchSpec(np=np_, transport="ofi-tcp", pins=plan.pins, nodes=nodes, ppn=ppn, fill=True,
+                                distribution="block", launcher="srun"))
+    # plane=<cores>: ranks 0..7 on the first node, the rest on the second (srun's block would balance them).
+    at = argv.index("-N")
+    assert argv[at:at + 3] == ["-N", str(used), "--distribution=" + ("plane=8" if used > 1 else "block")]
+    assert "--ntasks-per-node" not in argv and argv[-1] == f"--cpu-bind=verbose,map_cpu:{cpus}"
+    cyclic = plan_fill(_spec("core", 3, "cyclic"), TWO_SOCKETS, REAL, PlanFacts())
+    assert cyclic.fill is not None
+    argv = srun_argv(LaunchSpec(np=3, transport="ofi-tcp", pins=cyclic.pins, nodes=cyclic.fill[0], fill=True,
+                                launcher="srun"))
+    assert "--distribution=cyclic" in argv and argv[-1] == "--cpu-bind=verbose,map_cpu:0,1"
+
+
+# -- the ring model and chart over nodes ---------------------------------------------------------
+
+
+def test_ring_over_two_nodes_prices_each_hop_by_its_region() -> None:
+    cores = TWO_SOCKETS.n_cores
+    order = list(pin_list(TWO_SOCKETS, "core", cores))
+    slowest, boundary_hops = {}, {}
+    for np_ in range(2, 2 * cores + 1):
+        # As the cells table records a block fill without hosts: each rank's cpu on its own node.
+        pins = [order[r % cores] for r in range(np_)]
+        hops = ring_hops(cell_placement(TWO_SOCKETS, pins, nodes=2, placement="block", fills=True))
+        pred = exchange_time(hops, TABLE, np=np_, streams=2, phases=1, nbytes=1000)
+        slowest[np_], boundary_hops[np_] = pred.slowest_region, hops.boundary_hops
+        cost = {"same_socket": 0.5 + 1000 / 10000, "other_socket": 1.5 + 1000 / 5000, "other_node": 4.0 + 1000 / 1000}
+        assert pred.predicted_us == pytest.approx(np_ * 2 * cost[pred.slowest_region])
+    # P <= 4: one socket; 5..8: both sockets of node 1; 9..16: the ring reaches node 2.
+    assert {p: slowest[p] for p in (2, 4, 5, 8, 9, 16)} == {
+        2: "same_socket", 4: "same_socket", 5: "other_socket", 8: "other_socket", 9: "other_node", 16: "other_node"}
+    # Leaving a socket: the crossing and the wrap-around; at P = 9 the socket crossing 3 -> 4 stays
+    # and 7 -> 8, 8 -> 0 cross the node; at 13 and 16 a socket crossing on node 2 (11 -> 12) adds one.
+    assert (boundary_hops[4], boundary_hops[5], boundary_hops[9], boundary_hops[13], boundary_hops[16]) == (0, 2, 3, 4, 4)
+    full = ring_hops(cell_placement(TWO_SOCKETS, [order[r % cores] for r in range(16)], nodes=2, placement="block",
+                                    fills=True))
+    assert placement_boundaries(full) == [{"np": 5, "region": "other_socket"}, {"np": 9, "region": "other_node"},
+                                          {"np": 13, "region": "other_socket"}]
+    # Cyclic over nodes crosses at every hop: one boundary, at P = 2.
+    cyc = ring_hops(cell_placement(TWO_SOCKETS, [order[r // 2] for r in range(6)], nodes=2))
+    assert placement_boundaries(cyc) == [{"np": 2, "region": "other_node"}]
+
+
+def test_region_inputs_read_each_ranks_host_from_the_cells_table() -> None:
+    """The cells table's ``hosts`` is {rank: host}: ranks on one host share a node, whatever their number."""
+    rows = [{"cell": f"kernel/i/t/core-n2/np{p}/ring/nonblocking/placement=block/rep0", "status": "ok",
+             "benchmark": "ring", "stack": "i", "transport": "t", "mapping": "core", "nodes": 2, "np": p,
+             "options": "", "knobs": "", "placement": "block", "region": None,
+             "requested_pins": json.dumps([r % 8 for r in range(p)]),
+             "hosts": json.dumps({str(r): "cn001" if r < 8 else "cn002" for r in range(p)})} for p in (4, 10)]
+    node = replace(TWO_SOCKETS, hostname="cn001")
+    records = [{"cell": r["cell"], "topology": {"hostname": "cn001"}} for r in rows]
+    inputs = region_inputs_from(pl.DataFrame(rows), records, [], table=TABLE, topologies={"cn001": node})
+    assert inputs.hops[("i/t/core-n2", 4)].counts() == {"same_socket": 4}
+    assert inputs.hops[("i/t/core-n2", 10)].counts() == {"same_socket": 7, "other_socket": 1, "other_node": 2}
+
+
+def test_ring_chart_draws_the_boundaries_of_the_placement() -> None:
+    fits = [{"label": "i/t/core-n2", "boundaries": [{"np": 5, "region": "other_socket"},
+                                                    {"np": 9, "region": "other_node"}]}]
+    rules = boundary_rows(fits)
+    assert rules is not None and rules.rows() == [("i/t/core-n2", 5, "socket boundary (P ≥ 5)"),
+                                                  ("i/t/core-n2", 9, "node boundary (P ≥ 9)")]
+    points = pl.DataFrame({"label": ["i/t/core-n2"] * 3, "series": ["a"] * 3, "np": [4, 8, 12],
+                           "measured_us": [1.0, 2.0, 5.0], "predicted_us": [1.1, 2.1, 4.0],
+                           "placement": ["P ≤ cores"] * 3})
+    spec = chart_spec(measured_vs_model(points, "np", "P", "measured_us", "predicted_us", "t", "ring",
+                                        boundaries=rules))
+    text = json.dumps(spec, ensure_ascii=False)
+    assert '"rule"' in text and "node boundary (P ≥ 9)" in text and "socket boundary (P ≥ 5)" in text
+    data = next(iter(spec["datasets"].values()))
+    assert sorted(d["boundary_x"] for d in data if d.get("boundary")) == [4.5, 8.5]
+    assert boundary_rows([{"label": "x", "boundaries": []}]) is None
