@@ -77,10 +77,9 @@ def test_spread_mappings_over_nodes_plan_every_p_once_per_placement() -> None:
     config = fill_config()
     ring = sorted((c.mapping, c.np, c.distribution or "cyclic") for c in programs.cells_of_kind(config, "kernel")
                   if c.fills_nodes)
-    # Every P, odd ones too, for core and socket over 2 nodes; P = 1 places alike either way: once.
-    assert ring == sorted(
-        [(m, 1, "cyclic") for m in ("core", "socket")]
-        + [(m, p, d) for m in ("core", "socket") for p in (2, 3, 4, 5) for d in ("block", "cyclic")])
+    # Every P, odd ones too, for core and socket over 2 nodes, once per placement (P = 1 too: each
+    # placement's series starts there).
+    assert ring == sorted((m, p, d) for m in ("core", "socket") for p in (1, 2, 3, 4, 5) for d in ("block", "cyclic"))
     ids = {c.id: c for c in programs.cells_of_kind(config, "kernel")}
     cell = ids["kernel/intelmpi/ofi-tcp/core-n2/np3/ring/nonblocking/placement=block/rep0"]
     assert (cell.mapping, cell.nodes, cell.label) == ("core", 2, "intelmpi/ofi-tcp/core-n2 [placement=block]")
@@ -89,7 +88,7 @@ def test_spread_mappings_over_nodes_plan_every_p_once_per_placement() -> None:
     # Whole nodes, no fixed ranks per node; P = 1 over 2 nodes still asks SLURM for a task per node.
     assert resources.slurm_extra(config, cell) == "--exclusive"
     assert resources.allocation(config, cell) == "kernel_intelmpi_np3_t1_nodes2_excl"
-    one = ids["kernel/intelmpi/ofi-tcp/core-n2/np1/ring/nonblocking/rep0"]
+    one = ids["kernel/intelmpi/ofi-tcp/core-n2/np1/ring/nonblocking/placement=block/rep0"]
     assert resources.group_resources(config, [one])["tasks"] == 2
     # The `node` mapping keeps its even splits (np 2 and 4 over 2 nodes), its segment and ppn.
     node = sorted((c.np, c.ppn) for c in ids.values() if c.mapping == "node" and c.distribution != "block")
@@ -156,7 +155,11 @@ def test_nodes_of_one_machine_share_its_cores_once_ranks_span_two() -> None:
     for np_ in (3, 4):
         plan = plan_fill(_spec("core", np_, "block"), vm, SHARED, PlanFacts())
         assert plan.planned == [0, 0, 1, 1][:np_] and plan.pins is None
-        assert plan.pin_sets == [(0, 1)] * np_ and plan.oversubscribed  # 3, 4 ranks on the machine's 2 cpus
+        # Every rank may use both cpus (3, 4 ranks on the machine's 2: oversubscribed); its planned cpu first.
+        assert plan.pin_sets == [(0, 1), (1, 0), (0, 1), (1, 0)][:np_] and plan.oversubscribed
+        assert plan.facts.requested_pins == [list(s) for s in plan.pin_sets]
+    argv_sets = plan_fill(_spec("core", 4, "block"), vm, SHARED, PlanFacts()).pin_sets
+    assert argv_sets is not None and {frozenset(s) for s in argv_sets} == {frozenset({0, 1})}
 
 
 @pytest.mark.parametrize("np_,used,cpus", [(1, 1, "0"), (8, 1, "0,1,2,3,4,5,6,7"), (11, 2, "0,1,2,3,4,5,6,7")])
@@ -218,8 +221,8 @@ def test_region_inputs_read_each_ranks_host_from_the_cells_table() -> None:
     node = replace(TWO_SOCKETS, hostname="cn001")
     records = [{"cell": r["cell"], "topology": {"hostname": "cn001"}} for r in rows]
     inputs = region_inputs_from(pl.DataFrame(rows), records, [], table=TABLE, topologies={"cn001": node})
-    assert inputs.hops[("i/t/core-n2", 4)].counts() == {"same_socket": 4}
-    assert inputs.hops[("i/t/core-n2", 10)].counts() == {"same_socket": 7, "other_socket": 1, "other_node": 2}
+    assert inputs.hops[("i/t/core-n2 [placement=block]", 4)].counts() == {"same_socket": 4}
+    assert inputs.hops[("i/t/core-n2 [placement=block]", 10)].counts() == {"same_socket": 7, "other_socket": 1, "other_node": 2}
 
 
 def test_ring_chart_draws_the_boundaries_of_the_placement() -> None:

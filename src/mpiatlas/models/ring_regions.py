@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mpiatlas.matrix.cells import fills_nodes, mapping_segment, series_label
+from mpiatlas.matrix.cells import distribution_of_id, fills_nodes, mapping_segment, series_label
 from mpiatlas.models.region_latency import Placement, RegionTable, RegionTableError
 from mpiatlas.node.topology import REGIONS, Topology, TopologyError
 from mpiatlas.node.topology_record import UNKNOWN_HOST
@@ -176,10 +176,12 @@ def _series_key(stack: str, transport: str, label: str) -> tuple[str, str, str]:
 
 
 def cell_label(row: Mapping[str, Any]) -> str:
-    """A cells-table row's series label, as the summary names it (stack/transport/mapping [options] [knobs])."""
+    """A cells-table row's series label, as the tables name it (stack/transport/mapping [options]
+    [knobs] [placement=block]: the placement over nodes as the cell's id has it)."""
     nodes = int(row.get("nodes") or 1)
     base = f"{row['stack']}/{row['transport']}/{mapping_segment(row['mapping'], nodes)}"
-    return series_label(base, row.get("options") or "", row.get("knobs") or "")
+    return series_label(base, row.get("options") or "", row.get("knobs") or "",
+                        distribution_of_id(str(row.get("cell") or "")))
 
 
 def pingpong_regions(cells: pl.DataFrame) -> dict[str, str]:

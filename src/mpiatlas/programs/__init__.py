@@ -80,7 +80,7 @@ def with_node_axes(config: Campaign, cells: Iterable[Cell]) -> Iterable[Cell]:
     placement (one rank per node places alike either way: once, as cyclic). Without these keys
     every cell stays as it was (ids unchanged). A spread mapping over nodes (core-n2: ranks fill the
     nodes, :func:`mpiatlas.matrix.cells.fills_nodes`) has no fixed ranks per node: ``ppn`` does not
-    apply to it, and it runs once per placement from 2 ranks up."""
+    apply to it, and it runs once per placement at every P, 1 included (one series per placement)."""
     ppns, placements = config.ppn, config.placement
     if ppns is None and placements == (DEFAULT_DISTRIBUTION,):
         return cells
@@ -91,7 +91,8 @@ def with_node_axes(config: Campaign, cells: Iterable[Cell]) -> Iterable[Cell]:
             yield cell
             return
         if cell.fills_nodes:
-            yield from [replace(cell, distribution=d) for d in distributions] if cell.np > 1 else [cell]
+            # P = 1 too: it places alike either way, but each placement's series then starts at P = 1.
+            yield from [replace(cell, distribution=d) for d in distributions]
             return
         if ppns is None:
             shapes = [cell]

@@ -226,7 +226,10 @@ def plan_fill(spec: CellSpec, topo: topology.Topology, facts: list[multinode.Nod
     planned, pins = list(placed.node_of), list(placed.cpu_of)
     used = max(planned) + 1
     shared = multinode.colocated(facts) and spec.get("colocated_nodes", "spread") == "spread" and used > 1
-    pin_sets = [tuple(sorted(c for core in topo.cores for c in core.pus))] * np if shared else None
+    every = sorted(c for core in topo.cores for c in core.pus)
+    # Each set leads with the rank's planned cpu: the same set to the launcher, but the recorded
+    # plan (requested_pins, first cpu of a set) still places the rank for the region-aware models.
+    pin_sets = [(cpu, *(c for c in every if c != cpu)) for cpu in pins] if shared else None
     record.oversubscribed = multinode.plan_oversubscribed(planned, facts)
     record.requested_pins = [list(s) for s in pin_sets] if pin_sets else pins
     record.distribution, record.planned_nodes = distribution, planned

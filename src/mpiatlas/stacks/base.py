@@ -402,7 +402,7 @@ def hydra_hosts(spec: LaunchSpec) -> list[str]:
     turn and wraps around, so ``block`` is ``-ppn <ppn>`` and ``cyclic`` is ``-ppn 1`` (rank i on
     host i mod nodes)."""
     argv = ["-hosts", ",".join(spec.hosts)] if spec.hosts else []
-    if spec.ppn:
+    if spec.ppn or (spec.fill and spec.nodes > 1):  # a cyclic fill has no ranks per node: -ppn 1
         cyclic = spec.nodes > 1 and check_distribution(spec.distribution) == "cyclic"
         argv += ["-ppn", "1" if cyclic else str(spec.ppn)]
     return argv
