@@ -16,6 +16,8 @@ from dataclasses import replace
 
 import polars as pl
 import pytest
+from altair.utils.schemapi import validate_jsonschema
+from altair.vegalite.v6.schema.core import load_schema
 
 from conftest import REPO
 from mpiatlas import programs
@@ -87,7 +89,12 @@ def test_spread_mappings_over_nodes_plan_every_p_once_per_placement() -> None:
     assert (parsed["mapping"], parsed["nodes"], parsed["np"], parsed["distribution"]) == ("core", 2, 3, "block")
     # Whole nodes, no fixed ranks per node; P = 1 over 2 nodes still asks SLURM for a task per node.
     assert resources.slurm_extra(config, cell) == "--exclusive"
-    assert resources.allocation(config, cell) == "kernel_intelmpi_np3_t1_nodes2_excl"
+    assert resources.allocation(config, cell) == "kernel_intelmpi_np3_t1_nodes2_excl_fill"
+    # Its own allocation: a `node` cell of the same np and nodes sets --ntasks-per-node, which srun steps inherit.
+    node4 = ids["kernel/intelmpi/ofi-tcp/node2/np4/ring/nonblocking/placement=block/rep0"]
+    fill4 = ids["kernel/intelmpi/ofi-tcp/core-n2/np4/ring/nonblocking/placement=block/rep0"]
+    groups = resources.job_groups(config, [node4, fill4])
+    assert sorted(groups) == ["kernel_intelmpi_np4_t1_nodes2_excl_0", "kernel_intelmpi_np4_t1_nodes2_excl_fill_0"]
     one = ids["kernel/intelmpi/ofi-tcp/core-n2/np1/ring/nonblocking/placement=block/rep0"]
     assert resources.group_resources(config, [one])["tasks"] == 2
     # The `node` mapping keeps its even splits (np 2 and 4 over 2 nodes), its segment and ppn.
@@ -238,6 +245,7 @@ def test_ring_chart_draws_the_boundaries_of_the_placement() -> None:
                                         boundaries=rules))
     text = json.dumps(spec, ensure_ascii=False)
     assert '"rule"' in text and "node boundary (P ≥ 9)" in text and "socket boundary (P ≥ 5)" in text
+    assert validate_jsonschema(spec, load_schema(), raise_error=False) is None  # valid Vega-Lite
     data = next(iter(spec["datasets"].values()))
     assert sorted(d["boundary_x"] for d in data if d.get("boundary")) == [4.5, 8.5]
     assert boundary_rows([{"label": "x", "boundaries": []}]) is None

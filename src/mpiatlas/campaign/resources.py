@@ -22,11 +22,12 @@ Snakemake jobs: a 177k-cell campaign of 11 transports and 5 mappings is ~520 job
 per transport and mapping).
 The group id names the allocation and the chunk::
 
-    <kind>_<stack>_np<ranks>_t<threads>[_nodes<N>][_excl]_<chunk>
+    <kind>_<stack>_np<ranks>_t<threads>[_nodes<N>][_excl][_fill]_<chunk>
 
 ``_nodes<N>`` only over several nodes, ``_excl`` only on whole nodes: ``imb_intelmpi_np4_t1_0``
 (4 cores of a shared node), ``imb_intelmpi_np4_t1_excl_0`` (a whole node: the l3, numa, socket
-mappings), ``imb_intelmpi_np4_t1_nodes2_excl_0`` (2 whole nodes, 2 ranks each). Under
+mappings), ``imb_intelmpi_np4_t1_nodes2_excl_0`` (2 whole nodes, 2 ranks each),
+``kernel_intelmpi_np3_t1_nodes2_excl_fill_0`` (a spread mapping filling 2 whole nodes, core-n2). Under
 ``grouping: machine`` (no scheduler) a group is ``<kind>_<stack>_machine_<chunk>``.
 
 A group's resources come from its cells: tasks = ranks, cpus per task = threads, nodes, whole
@@ -93,18 +94,20 @@ def allocation_key(config: Campaign) -> Callable[[Cell], tuple[Any, ...]]:
     """A cell -> its allocation: (kind, stack, ranks, threads, nodes, whole nodes)."""
     mode = _exclusive_mode(config)
 
-    def key(cell: Cell) -> tuple[Any, ...]:  # needs_exclusive inlined: it runs once per cell
+    def key(cell: Cell) -> tuple[Any, ...]:  # needs_exclusive and fills_nodes inlined: it runs once per cell
+        fills = cell.nodes > 1 and cell.mapping != "node"
         return (*_ALLOCATION_FIELDS(cell),
-                mode == "always" or (mode == "auto" and (cell.mapping not in SHARED_NODE_MAPPINGS
-                                                          or (cell.nodes > 1 and cell.mapping != "node"))))
+                mode == "always" or (mode == "auto" and (cell.mapping not in SHARED_NODE_MAPPINGS or fills)), fills)
 
     return key
 
 
 def _allocation_id(key: tuple[Any, ...]) -> str:
-    kind, stack, np, threads, nodes, exclusive = key
+    # A cell filling nodes (core-n2) gets its own allocation: no --ntasks-per-node, which a `node`
+    # cell of the same np and nodes sets (its srun steps would inherit it).
+    kind, stack, np, threads, nodes, exclusive, fills = key
     return (f"{kind}_{stack}_np{np}_t{threads}" + (f"_nodes{nodes}" if nodes > 1 else "")
-            + ("_excl" if exclusive else ""))
+            + ("_excl" if exclusive else "") + ("_fill" if fills else ""))
 
 
 def _machine_key(config: Campaign) -> Callable[[Cell], tuple[Any, ...]]:
