@@ -64,12 +64,12 @@ def fill_config(**top: object):
     })
 
 
-def _spec(mapping: str, np_: int, distribution: str, nodes: int = 2) -> dict:
+def _spec(mapping: str, np_: int, distribution: str, nodes: int = 2, oversubscribe: bool = False) -> dict:
     cell = {"kind": "kernel", "stack": "intelmpi", "transport": "ofi-tcp", "mapping": mapping, "np": np_,
             "nodes": nodes, "benchmark": "ring", "algorithm": "nonblocking", "rep": 0}
     if distribution != "cyclic":
         cell["distribution"] = distribution
-    return {"cell": cell, "colocated_nodes": "spread", "allow_oversubscribe": False}
+    return {"cell": cell, "colocated_nodes": "spread", "allow_oversubscribe": oversubscribe}
 
 
 # -- the matrix ----------------------------------------------------------------------------------
@@ -160,12 +160,14 @@ def test_nodes_of_one_machine_share_its_cores_once_ranks_span_two() -> None:
     alone = plan_fill(_spec("core", 2, "block"), vm, SHARED, PlanFacts())
     assert alone.planned == [0, 0] and alone.pins == [0, 1] and not alone.oversubscribed
     for np_ in (3, 4):
-        plan = plan_fill(_spec("core", np_, "block"), vm, SHARED, PlanFacts())
+        with pytest.raises(topology.MappingUnavailable, match="need more cpus than it has"):
+            plan_fill(_spec("core", np_, "block"), vm, SHARED, PlanFacts())
+        plan = plan_fill(_spec("core", np_, "block", oversubscribe=True), vm, SHARED, PlanFacts())
         assert plan.planned == [0, 0, 1, 1][:np_] and plan.pins is None
         # Every rank may use both cpus (3, 4 ranks on the machine's 2: oversubscribed); its planned cpu first.
         assert plan.pin_sets == [(0, 1), (1, 0), (0, 1), (1, 0)][:np_] and plan.oversubscribed
         assert plan.facts.requested_pins == [list(s) for s in plan.pin_sets]
-    argv_sets = plan_fill(_spec("core", 4, "block"), vm, SHARED, PlanFacts()).pin_sets
+    argv_sets = plan_fill(_spec("core", 4, "block", oversubscribe=True), vm, SHARED, PlanFacts()).pin_sets
     assert argv_sets is not None and {frozenset(s) for s in argv_sets} == {frozenset({0, 1})}
 
 

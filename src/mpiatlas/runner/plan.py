@@ -231,6 +231,9 @@ def plan_fill(spec: CellSpec, topo: topology.Topology, facts: list[multinode.Nod
     # plan (requested_pins, first cpu of a set) still places the rank for the region-aware models.
     pin_sets = [(cpu, *(c for c in every if c != cpu)) for cpu in pins] if shared else None
     record.oversubscribed = multinode.plan_oversubscribed(planned, facts)
+    if record.oversubscribed and not spec["allow_oversubscribe"]:
+        raise topology.MappingUnavailable(mapping, f"{np} ranks placed {distribution} on {used} node(s) sharing one "
+                                          "machine need more cpus than it has and oversubscription is off")
     record.requested_pins = [list(s) for s in pin_sets] if pin_sets else pins
     record.distribution, record.planned_nodes = distribution, planned
     record.region = None if np < 2 else "other_node" if planned[0] != planned[1] else _same_node_region(
