@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -41,6 +42,8 @@ from mpiatlas.report.sections.kernel_ring import boundary_rows
 from mpiatlas.runner.plan import plan_fill
 from mpiatlas.stacks import LaunchSpec
 from mpiatlas.stacks.base import srun_argv
+from mpiatlas.stacks.intelmpi import IntelMPI
+from mpiatlas.stacks.openmpi import OpenMPI
 from mpiatlas.tables.tidy import missing_row
 
 XEON = Topology.from_sysfs(REPO / "tests" / "data" / "sysfs" / "xeon_2s_smt_interleaved" / "sys" / "devices" / "system")
@@ -251,3 +254,23 @@ def test_ring_chart_draws_the_boundaries_of_the_placement() -> None:
     data = next(iter(spec["datasets"].values()))
     assert sorted(d["boundary_x"] for d in data if d.get("boundary")) == [4.5, 8.5]
     assert boundary_rows([{"label": "x", "boundaries": []}]) is None
+
+
+def test_mpirun_over_hosts_fills_them_as_planned(tmp_path: Path, ompi41: OpenMPI) -> None:
+    """hydra and Open MPI over ssh hosts: the plan's ranks per node (a node's cores) for block, one
+    at a time for cyclic; Open MPI's rankfile names each rank's planned host."""
+    hosts = ["cn001", "cn002"]
+    impi = IntelMPI(tmp_path / "impi")
+    block = plan_fill(_spec("core", 11, "block"), TWO_SOCKETS, REAL, PlanFacts())
+    assert block.fill == (2, 8)
+    launch = impi.launch(["ring"], LaunchSpec(np=11, transport="ofi-tcp", nodes=2, ppn=8, hosts=hosts, fill=True,
+                                              distribution="block"))
+    assert launch.argv[1:5] == ["-n", "11", "-hosts", "cn001,cn002"] and launch.argv[5:7] == ["-ppn", "8"]
+    cyclic = impi.launch(["ring"], LaunchSpec(np=3, transport="ofi-tcp", nodes=2, hosts=hosts, fill=True))
+    assert cyclic.argv[5:7] == ["-ppn", "1"]
+    ompi = ompi41.launch(["./ring"], LaunchSpec(np=11, transport="ob1-tcp", nodes=2, ppn=8, hosts=hosts, fill=True,
+                                                distribution="block", pins=block.pins, workdir=tmp_path / "w"))
+    assert "--host" in ompi.argv and ompi.argv[ompi.argv.index("--host") + 1] == "cn001:8,cn002:8"
+    lines = (tmp_path / "w" / "rankfile").read_text().splitlines()
+    assert [line.split("=")[1].split()[0] for line in lines] == ["cn001"] * 8 + ["cn002"] * 3
+    assert lines[8] == f"rank 8=cn002 slot={block.pins[8]}" and block.pins[8] == block.pins[0]
