@@ -27,7 +27,10 @@ from mpiatlas.evidence.provenance import PlanFacts
 from mpiatlas.matrix.cells import fills_nodes, mapping_segment, parse_id, parse_mapping_segment
 from mpiatlas.matrix.config import validate
 from mpiatlas.models.region_latency import RegionTable
+from mpiatlas.models.kernels import fit_ring
 from mpiatlas.models.ring_regions import (
+    RegionInputs,
+    RingHops,
     cell_placement,
     exchange_time,
     placement_boundaries,
@@ -274,3 +277,20 @@ def test_mpirun_over_hosts_fills_them_as_planned(tmp_path: Path, ompi41: OpenMPI
     lines = (tmp_path / "w" / "rankfile").read_text().splitlines()
     assert [line.split("=")[1].split()[0] for line in lines] == ["cn001"] * 8 + ["cn002"] * 3
     assert lines[8] == f"rank 8=cn002 slot={block.pins[8]}" and block.pins[8] == block.pins[0]
+
+
+def test_ring_fit_from_one_rank_up_prices_what_has_hops() -> None:
+    """A series that starts at P = 1 (every placement's does): one rank has no hop, so no region
+    prediction there; the others are priced, and the fit names where the ranks reach node 2."""
+    rows = [{"label": "i/t/core-n2", "stack": "i", "transport": "t", "mapping": "core", "cell_status": "ok",
+             "cell": f"kernel/i/t/core-n2/np{p}/ring/nonblocking/rep{rep}", "rep": rep, "np": p, "rank": r,
+             "variant": "nonblocking", "streams": 2, "bytes": 1000, "time_us": 10.0 * p + rep, "oversubscribed": False}
+            for p in (1, 2, 3) for rep in range(3) for r in range(p)]
+    hops = {("i/t/core-n2", 1): RingHops(()), ("i/t/core-n2", 2): RingHops(("same_socket", "same_socket")),
+            ("i/t/core-n2", 3): RingHops(("same_socket", "other_node", "other_node"))}
+    (fit,) = fit_ring(pl.DataFrame(rows), [], regions=RegionInputs(hops=hops, table=TABLE))
+    by_np = {p["np"]: p for p in fit["points"]}
+    assert by_np[1]["region_predicted_us"] is None and by_np[1]["boundary_hops"] == 0
+    assert by_np[2]["region_predicted_us"] == pytest.approx(2 * 2 * (0.5 + 1000 / 10000))
+    assert by_np[3]["slowest_region"] == "other_node" and by_np[3]["boundary_hops"] == 2
+    assert fit["boundaries"] == [{"np": 3, "region": "other_node"}]

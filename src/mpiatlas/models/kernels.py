@@ -251,6 +251,8 @@ def _region_point(r: dict[str, Any], hops: RingHops | None, table: RegionTable |
     if hops is None or table is None:
         return {"region_predicted_us": None, "region_rel_err": None, "boundary_hops": None, "slowest_region": None,
                 "hop_regions": None}
+    if not hops.regions:  # one rank: no hop to price (the ring's time is its own copy, not a message)
+        return {**_region_point(r, None, None), "boundary_hops": 0, "hop_regions": {}}
     try:
         pred = exchange_time(hops, table, np=r["np"], streams=r["streams"], nbytes=r["bytes"],
                              phases=ring_phases(r["variant"], r["np"]), ssend=r["variant"] == "ssend")
