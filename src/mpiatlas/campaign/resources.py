@@ -22,11 +22,12 @@ Snakemake jobs: a 177k-cell campaign of 11 transports and 5 mappings is ~520 job
 per transport and mapping).
 The group id names the allocation and the chunk::
 
-    <kind>_<stack>_np<ranks>_t<threads>[_nodes<N>][_excl]_<chunk>
+    <kind>_<stack>_np<ranks>_t<threads>[_nodes<N>][_excl][_fill]_<chunk>
 
 ``_nodes<N>`` only over several nodes, ``_excl`` only on whole nodes: ``imb_intelmpi_np4_t1_0``
 (4 cores of a shared node), ``imb_intelmpi_np4_t1_excl_0`` (a whole node: the l3, numa, socket
-mappings), ``imb_intelmpi_np4_t1_nodes2_excl_0`` (2 whole nodes, 2 ranks each). Under
+mappings), ``imb_intelmpi_np4_t1_nodes2_excl_0`` (2 whole nodes, 2 ranks each),
+``kernel_intelmpi_np3_t1_nodes2_excl_fill_0`` (a spread mapping filling 2 whole nodes, core-n2). Under
 ``grouping: machine`` (no scheduler) a group is ``<kind>_<stack>_machine_<chunk>``.
 
 A group's resources come from its cells: tasks = ranks, cpus per task = threads, nodes, whole
@@ -97,17 +98,20 @@ def allocation_key(config: Campaign) -> Callable[[Cell], tuple[Any, ...]]:
     """A cell -> its allocation: (kind, stack, ranks, threads, nodes, whole nodes)."""
     mode = _exclusive_mode(config)
 
-    def key(cell: Cell) -> tuple[Any, ...]:  # needs_exclusive inlined: it runs once per cell
+    def key(cell: Cell) -> tuple[Any, ...]:  # needs_exclusive and fills_nodes inlined: it runs once per cell
+        fills = cell.nodes > 1 and cell.mapping != "node"
         return (*_ALLOCATION_FIELDS(cell),
-                mode == "always" or (mode == "auto" and cell.mapping not in SHARED_NODE_MAPPINGS))
+                mode == "always" or (mode == "auto" and (cell.mapping not in SHARED_NODE_MAPPINGS or fills)), fills)
 
     return key
 
 
 def _allocation_id(key: tuple[Any, ...]) -> str:
-    kind, stack, np, threads, nodes, exclusive = key
+    # A cell filling nodes (core-n2) gets its own allocation: no --ntasks-per-node, which a `node`
+    # cell of the same np and nodes sets (its srun steps would inherit it).
+    kind, stack, np, threads, nodes, exclusive, fills = key
     return (f"{kind}_{stack}_np{np}_t{threads}" + (f"_nodes{nodes}" if nodes > 1 else "")
-            + ("_excl" if exclusive else ""))
+            + ("_excl" if exclusive else "") + ("_fill" if fills else ""))
 
 
 def _machine_key(config: Campaign) -> Callable[[Cell], tuple[Any, ...]]:
@@ -263,19 +267,21 @@ def _exclusive_mode(config: Campaign) -> str:
 def needs_exclusive(config: Campaign, cell: Cell) -> bool:
     """Whether ``cell`` runs on whole nodes (campaign.exclusive: auto = every mapping but `core`)."""
     mode = _exclusive_mode(config)
-    return mode == "always" or (mode == "auto" and cell.mapping not in SHARED_NODE_MAPPINGS)
+    # A cell that fills nodes (core-n2) takes every core of a node before the next: whole nodes.
+    return mode == "always" or (mode == "auto" and (cell.mapping not in SHARED_NODE_MAPPINGS or cell.fills_nodes))
 
 
 def group_needs_exclusive(config: Campaign, cells: list[Cell]) -> bool:
     """Whether any of ``cells`` runs on whole nodes (then the group's allocation must be whole nodes)."""
     mode = _exclusive_mode(config)
-    return mode == "always" or (mode == "auto" and not SHARED_NODE_MAPPINGS.issuperset({c.mapping for c in cells}))
+    return mode == "always" or (mode == "auto" and any(needs_exclusive(config, c) for c in cells))
 
 
 def slurm_extra(config: Campaign, cell: Cell, exclusive: bool | None = None) -> str:
     """sbatch options the executor plugin does not derive from tasks/nodes/mem/runtime; ``exclusive``
     (whole nodes) defaults to what ``cell`` needs."""
-    extra = [f"--ntasks-per-node={cell.ppn}"]
+    # A cell that fills nodes has no one count of ranks per node (its launch step says where each goes).
+    extra = [] if cell.fills_nodes else [f"--ntasks-per-node={cell.ppn}"]
     if needs_exclusive(config, cell) if exclusive is None else exclusive:
         extra.append("--exclusive")
     return " ".join(extra)
@@ -323,15 +329,18 @@ def group_resources(config: Campaign, cells: list[Cell], attempt: int = 1,
     whole nodes if any of its cells needs them. ``budget``: what the cells add up to, when known
     (JobGroups.budgets)."""
     first = max(cells, key=attrgetter("np", "threads", "nodes"))
+    # A cell filling nodes may hold fewer ranks than the nodes it is given (P = 1 over 2 nodes):
+    # SLURM allocates at least a task per node.
+    tasks = max(first.np, first.nodes)
     return {
         # How many cells the group holds: a plain count, shown by `snakemake -n` with the others.
         "cells": len(cells),
-        "tasks": first.np,
+        "tasks": tasks,
         # A hybrid rank owns its OpenMP threads' cores.
         "cpus_per_task": first.threads,
         # The executor plugin's `mpi` flag: set for multi-rank groups only. The plugin refuses an
         # MPI job of one task, and that refusal (in its submit thread) hangs the whole run.
-        "mpi": "srun" if first.np > 1 else "",
+        "mpi": "srun" if tasks > 1 else "",
         "nodes": first.nodes,
         "slurm_extra": slurm_extra(config, first, group_needs_exclusive(config, cells)),
         "runtime": runtime_min(config, cells, attempt, costs, budget.seconds if budget else None),

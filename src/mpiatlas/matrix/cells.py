@@ -41,7 +41,8 @@ class Cell:
     rep: int
     # OpenMP threads per rank (kernels' hybrid cells); 1 otherwise.
     threads: int = 1
-    # Nodes the ranks are spread over (the `node` mapping: rank i on node i mod nodes); 1 otherwise.
+    # Nodes the ranks are spread over: the `node` mapping (np / nodes ranks on each), or a spread
+    # mapping over nodes (core-n2: ranks fill nodes in the mapping's order, :func:`fills_nodes`); 1 otherwise.
     nodes: int = 1
     # IMB options of the cell, as its id segment (``off_cache=-1``; programs.imb_options); "" for
     # IMB's defaults and for kernels.
@@ -68,8 +69,12 @@ class Cell:
 
     @property
     def ppn(self) -> int:
-        """Ranks per node."""
+        """Ranks per node (of the `node` mapping; a cell that fills nodes has no one count per node)."""
         return self.np // self.nodes
+
+    @property
+    def fills_nodes(self) -> bool:
+        return fills_nodes(self.mapping, self.nodes)
 
     @property
     def placement(self) -> str:
@@ -128,19 +133,35 @@ def sort_cells(cells: Iterable[Cell]) -> list[Cell]:
     return unique
 
 
+# A spread mapping over m nodes names its node count after this (``core-n2``, ``l3-n4``): a mapping's
+# own name may end in a digit (l3), so the count cannot follow it directly as it does for ``node2``.
+OVER_NODES_SEPARATOR = "-n"
+
+
+def fills_nodes(mapping: str, nodes: int) -> bool:
+    """Does a cell of ``mapping`` over ``nodes`` nodes fill them (a spread mapping such as core,
+    socket over several nodes: every P up to nodes x cores, ranks per node not fixed), rather than
+    split its ranks evenly (the `node` mapping)?"""
+    return nodes > 1 and mapping != "node"
+
+
 def mapping_segment(mapping: str, nodes: int) -> str:
-    return mapping if nodes == 1 else f"{mapping}{nodes}"
+    if nodes == 1:
+        return mapping
+    return f"{mapping}{nodes}" if mapping == "node" else f"{mapping}{OVER_NODES_SEPARATOR}{nodes}"
 
 
 def parse_mapping_segment(segment: str) -> tuple[str, int]:
-    """``node2`` -> ("node", 2); ``core`` -> ("core", 1); ``l3`` -> ("l3", 1): the inverse of
-    :func:`mapping_segment`. Only the `node` mapping carries a node count: a mapping's own name may end
-    in a digit (``l3``, ``same_l3``)."""
+    """``node2`` -> ("node", 2); ``core`` -> ("core", 1); ``l3`` -> ("l3", 1); ``core-n2`` ->
+    ("core", 2): the inverse of :func:`mapping_segment`."""
     match = re.fullmatch(r"node(\d+)", segment)
     if match is not None:
         return "node", int(match.group(1))
+    match = re.fullmatch(rf"([a-z][a-z0-9_]*){OVER_NODES_SEPARATOR}(\d+)", segment)
+    if match is not None and int(match.group(2)) > 1:
+        return match.group(1), int(match.group(2))
     if re.fullmatch(r"[a-z][a-z0-9_]*", segment) is None:
-        raise ValueError(f"{segment!r} is not a mapping segment (e.g. core, l3, socket, node2)")
+        raise ValueError(f"{segment!r} is not a mapping segment (e.g. core, l3, socket, node2, core-n2)")
     return segment, 1
 
 
@@ -292,15 +313,17 @@ def check_algorithms(config: Campaign) -> None:
 
 
 def node_counts(config: Campaign, mapping: str, np: int) -> list[int]:
-    """The node counts a cell of ``np`` ranks runs over: 1 for single-node mappings; for `node`,
-    every configured m (``nodes``) that splits the ranks evenly (ppn = np / m ranks per node); none
-    for a region mapping unless np is 2."""
+    """The node counts a cell of ``np`` ranks runs over: for `node`, every configured m (``nodes``)
+    that splits the ranks evenly (ppn = np / m ranks per node); none for a region mapping unless np
+    is 2; for a spread mapping (core, l3, die, numa, socket) every m of ``over_nodes`` (1 by
+    default): over m >= 2 nodes any np is planned, the ranks fill the nodes (runner.plan checks np
+    against m x cores where the cell runs, the only place that knows a node's cores)."""
     from mpiatlas.node.topology import REGION_MAPPINGS  # topology's imports only where cells are expanded
 
     if mapping in REGION_MAPPINGS:
         return [1] if np == 2 else []  # a region places a pair of ranks: only 2-rank cells have one
     if mapping != "node":
-        return [1]
+        return sorted(config.over_nodes)
     return [m for m in config.nodes if m <= np and np % m == 0]
 
 

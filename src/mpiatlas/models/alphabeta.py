@@ -567,6 +567,9 @@ def prepare_samples(df: pl.DataFrame) -> pl.DataFrame:
     # Tables from before multi-node cells (or concatenated with them) lack nodes: single-node.
     nodes = pl.col("nodes").fill_null(1) if "nodes" in d.columns else pl.lit(1, dtype=pl.Int32)
     d = d.with_columns(nodes.cast(pl.Int32).alias("nodes"))
+    if "mapping" in d.columns:
+        # A spread mapping over nodes (core-n2) fills them: no k ranks on each of m nodes to model.
+        d = d.filter((pl.col("nodes") == 1) | pl.col("mapping").is_null() | (pl.col("mapping") == "node"))
     ppn = (pl.col("np") // pl.col("nodes")).cast(pl.Int32)
     d = d.with_columns(pl.col("ppn").fill_null(ppn) if "ppn" in d.columns else ppn.alias("ppn"))
     t = pl.coalesce([pl.col(c) for c in TIME_COLUMNS if c in d.columns]) if any(

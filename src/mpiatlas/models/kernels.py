@@ -73,7 +73,7 @@ from mpiatlas.stats.aggregate import scalar
 from mpiatlas.models.kernel_grids import matsum_grids, with_grid_facts
 from mpiatlas.models.kernel_jacobi import fit_jacobi
 from mpiatlas.models.region_latency import RegionTable, RegionTableError
-from mpiatlas.models.ring_regions import RegionInputs, RingHops, exchange_time
+from mpiatlas.models.ring_regions import RegionInputs, RingHops, exchange_time, placement_boundaries
 
 # scipy (~0.5 s to import) is imported by the fits that use it: most campaigns need few of them.
 
@@ -231,9 +231,19 @@ def fit_ring(df: pl.DataFrame | None, hockney: Sequence[dict[str, Any]] | None, 
             "points": rows,
             "headline": headline,
             "fails_where": fails,
+            "boundaries": _boundaries(label, regions),
             **_region_summary(rows, table, regions, describe),
         })
     return out
+
+
+def _boundaries(label: str, regions: RegionInputs | None) -> list[dict[str, Any]]:
+    """The P where the label's rings first reach another socket or node (ring_regions.placement_boundaries
+    of its largest ring whose placement is known); [] without one."""
+    sizes = [np_ for (name, np_) in (regions.hops if regions else {}) if name == label]
+    if not sizes or regions is None:
+        return []
+    return placement_boundaries(regions.hops[(label, max(sizes))])
 
 
 def _region_point(r: dict[str, Any], hops: RingHops | None, table: RegionTable | None) -> dict[str, Any]:
@@ -241,6 +251,8 @@ def _region_point(r: dict[str, Any], hops: RingHops | None, table: RegionTable |
     if hops is None or table is None:
         return {"region_predicted_us": None, "region_rel_err": None, "boundary_hops": None, "slowest_region": None,
                 "hop_regions": None}
+    if not hops.regions:  # one rank: no hop to price (the ring's time is its own copy, not a message)
+        return {**_region_point(r, None, None), "boundary_hops": 0, "hop_regions": {}}
     try:
         pred = exchange_time(hops, table, np=r["np"], streams=r["streams"], nbytes=r["bytes"],
                              phases=ring_phases(r["variant"], r["np"]), ssend=r["variant"] == "ssend")

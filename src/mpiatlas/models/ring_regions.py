@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mpiatlas.matrix.cells import mapping_segment, series_label
+from mpiatlas.matrix.cells import distribution_of_id, fills_nodes, mapping_segment, series_label
 from mpiatlas.models.region_latency import Placement, RegionTable, RegionTableError
 from mpiatlas.node.topology import REGIONS, Topology, TopologyError
 from mpiatlas.node.topology_record import UNKNOWN_HOST
@@ -54,6 +54,7 @@ __all__ = [
     "hop_cost",
     "label_knobs",
     "pingpong_regions",
+    "placement_boundaries",
     "region_inputs",
     "region_inputs_from",
     "region_pingpong_fits",
@@ -82,6 +83,19 @@ class RingHops:
         """Hops per region, closest region first."""
         c = Counter(self.regions)
         return {r: c[r] for r in REGIONS if c[r]}
+
+
+def placement_boundaries(hops: RingHops) -> list[dict[str, Any]]:
+    """Where a ring's ranks first cross a socket or a node, in rank order: ``{"np", "region"}`` for
+    each rank r + 1 whose hop from rank r reaches another socket or node while the hop before did
+    not (a block fill of 2 x 24 cores over 2 sockets: other_socket at P = 13, other_node at 25,
+    other_socket at 37; round-robin over sockets or nodes crosses at every hop: drawn once, at P = 2).
+    ``np``: the first process count whose ring holds rank r + 1. The wrap-around hop is no boundary.
+    Read from the largest ring of a series: a rank's place does not depend on how many follow
+    (block and cyclic over nodes alike; the `node` mapping's block, np / m per node, is the exception)."""
+    ordered = hops.regions[:-1]
+    return [{"np": r + 2, "region": region} for r, region in enumerate(ordered)
+            if region in BOUNDARY_REGIONS and (r == 0 or ordered[r - 1] != region)]
 
 
 def ring_hops(place: Placement) -> RingHops:
@@ -123,20 +137,33 @@ def token_time(hops: RingHops, table: RegionTable, *, nbytes: float = 0.0, passe
 
 
 def cell_placement(topo: Topology, pins: Sequence[Any], *, nodes: int = 1,
-                   hosts: Sequence[str] | None = None) -> Placement:
+                   hosts: Sequence[str] | None = None, placement: str | None = None,
+                   fills: bool = False) -> Placement:
     """The placement a cell ran with: ``pins`` (a cpu, or a cpu set, per rank: its first cpu
-    decides the region) on ``topo``'s node(s). Node of a rank: its host when recorded, else
-    round-robin over ``nodes`` (mpiatlas.node.multinode deals ranks cyclically)."""
+    decides the region) on ``topo``'s node(s). Node of a rank: its host when recorded, else the
+    plan's: ``placement`` cyclic (the default) deals ranks round-robin over ``nodes``; block puts a
+    node's share on it before the next -- np / nodes ranks for the `node` mapping, a node's cores for a
+    cell filling nodes (``fills``: core-n2)."""
     cpus = tuple(int(p[0]) if isinstance(p, (list, tuple)) else int(p) for p in pins)
     if hosts and len(hosts) == len(cpus):
         index: dict[str, int] = {}
         node_of = tuple(index.setdefault(h, len(index)) for h in hosts)
+    elif placement == "block" and nodes > 1:
+        per_node = topo.n_cores if fills else -(-len(cpus) // nodes)
+        node_of = tuple(r // per_node for r in range(len(cpus)))
     else:
         node_of = tuple(r % max(nodes, 1) for r in range(len(cpus)))
     missing = sorted({c for c in cpus if c not in topo.pus})
     if missing:
         raise ValueError(f"pins {missing} are not cpus of the topology ({topo.hostname or topo.source})")
     return Placement(topo, node_of, cpus)
+
+
+def _rank_order(hosts: Any) -> list[str] | None:
+    """The cells table's ``hosts`` ({rank: host}, JSON object keys) as a list in rank order."""
+    if isinstance(hosts, Mapping):
+        return [hosts[k] for k in sorted(hosts, key=int)]
+    return list(hosts) if hosts else None
 
 
 def label_knobs(label: str) -> str:
@@ -151,10 +178,12 @@ def _series_key(stack: str, transport: str, label: str) -> tuple[str, str, str]:
 
 
 def cell_label(row: Mapping[str, Any]) -> str:
-    """A cells-table row's series label, as the summary names it (stack/transport/mapping [options] [knobs])."""
+    """A cells-table row's series label, as the tables name it (stack/transport/mapping [options]
+    [knobs] [placement=block]: the placement over nodes as the cell's id has it)."""
     nodes = int(row.get("nodes") or 1)
     base = f"{row['stack']}/{row['transport']}/{mapping_segment(row['mapping'], nodes)}"
-    return series_label(base, row.get("options") or "", row.get("knobs") or "")
+    return series_label(base, row.get("options") or "", row.get("knobs") or "",
+                        distribution_of_id(str(row.get("cell") or "")))
 
 
 def pingpong_regions(cells: pl.DataFrame) -> dict[str, str]:
@@ -301,9 +330,10 @@ def region_inputs_from(cells: pl.DataFrame | None, records: Sequence[Mapping[str
         if key in out.hops or node is None:
             continue
         hosts = json.loads(row["hosts"]) if row.get("hosts") else None
+        nodes = int(row.get("nodes") or 1)
         try:
-            place = cell_placement(node, json.loads(row["requested_pins"]), nodes=int(row.get("nodes") or 1),
-                                   hosts=hosts)
+            place = cell_placement(node, json.loads(row["requested_pins"]), nodes=nodes, hosts=_rank_order(hosts),
+                                   placement=row.get("placement"), fills=fills_nodes(row["mapping"], nodes))
         except ValueError as exc:
             out.notes.append(f"ring {key[0]} P={key[1]}: no hop regions: {exc}")
             continue

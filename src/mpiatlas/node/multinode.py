@@ -114,16 +114,19 @@ def planned_nodes(np: int, nodes: int, distribution: str = "cyclic") -> list[int
 
 
 def placement_problems(np: int, nodes: int, rank_hosts: dict[int, str], binding: dict[int, set[int]],
-                       facts: Sequence[NodeFacts], distribution: str = "cyclic") -> list[str]:
-    """Why the placement that really happened is not the `node` mapping asked for, if it is not:
-    every rank's host is checked against the plan (which ranks share a node and which do not)."""
+                       facts: Sequence[NodeFacts], distribution: str = "cyclic",
+                       planned: Sequence[int] | None = None) -> list[str]:
+    """Why the placement that really happened is not the one asked for, if it is not: every
+    rank's host is checked against the plan (which ranks share a node and which do not). The plan
+    is ``planned`` (each rank's node index) when given -- a cell filling nodes, whose ranks per node
+    depend on the node's cores -- else the `node` mapping's ``distribution`` over ``nodes``."""
     problems = []
     if len(rank_hosts) < np:
         return [f"the launch reported the host of {len(rank_hosts)} of {np} ranks, so the placement cannot be verified"]
-    used = sorted(set(rank_hosts.values()))
-    if len(used) != nodes:
-        problems.append(f"ranks ran on {len(used)} host(s) {used}, not on {nodes} nodes")
-    plan = planned_nodes(np, nodes, distribution)
+    plan = list(planned) if planned is not None else planned_nodes(np, nodes, distribution)
+    used, wanted = sorted(set(rank_hosts.values())), len(set(plan))
+    if len(used) != wanted:
+        problems.append(f"ranks ran on {len(used)} host(s) {used}, not on {wanted} nodes")
     # The first rank planned on each node names that node's host; every other rank is compared with it.
     first = {node: plan.index(node) for node in sorted(set(plan))}
     for rank in range(np):
@@ -162,6 +165,17 @@ def time_sliced(rank_hosts: dict[int, str], binding: dict[int, set[int]], facts:
                 f"{len(ranks)} ranks were bound to {len(union)} cpu(s) ({where}): they take turns on a core, "
                 "so the timings measure the scheduler, not MPI")
     return problems
+
+
+def plan_oversubscribed(planned: Sequence[int], facts: Sequence[NodeFacts]) -> bool:
+    """More ranks than cpus on some machine when rank r runs on node ``planned[r]`` (the
+    allocation's nodes in host order; co-located nodes add up)."""
+    per_machine: dict[str, int] = {}
+    for node in planned:
+        boot = facts[node].boot_id if node < len(facts) else str(node)
+        per_machine[boot] = per_machine.get(boot, 0) + 1
+    cpus = {f.boot_id: f.cpus for f in facts}
+    return any(n > cpus.get(boot, n) for boot, n in per_machine.items())
 
 
 def machine_oversubscribed(np: int, facts: Sequence[NodeFacts]) -> bool:

@@ -85,7 +85,9 @@ def with_node_axes(config: Campaign, cells: Iterable[Cell]) -> Iterable[Cell]:
     with nodes x ppn ranks, so where ranks 0 and 1 sit -- one node or two -- is the placement's doing.
     ``placement`` (cyclic | block): each node cell with more than one rank per node once per
     placement (one rank per node places alike either way: once, as cyclic). Without these keys
-    every cell stays as it was (ids unchanged)."""
+    every cell stays as it was (ids unchanged). A spread mapping over nodes (core-n2: ranks fill the
+    nodes, :func:`mpiatlas.matrix.cells.fills_nodes`) has no fixed ranks per node: ``ppn`` does not
+    apply to it, and it runs once per placement at every P, 1 included (one series per placement)."""
     ppns, placements = config.ppn, config.placement
     if ppns is None and placements == (DEFAULT_DISTRIBUTION,):
         return cells
@@ -94,6 +96,10 @@ def with_node_axes(config: Campaign, cells: Iterable[Cell]) -> Iterable[Cell]:
     def expand_one(cell: Cell) -> Iterable[Cell]:
         if cell.nodes == 1:
             yield cell
+            return
+        if cell.fills_nodes:
+            # P = 1 too: it places alike either way, but each placement's series then starts at P = 1.
+            yield from [replace(cell, distribution=d) for d in distributions]
             return
         if ppns is None:
             shapes = [cell]

@@ -291,20 +291,34 @@ def np_chart(df: pl.DataFrame, title: str) -> alt.TopLevelMixin:
 # -- kernels: measured marks and a model line vs processes ---------------------------------------
 
 
+# Rows of a chart's data that are boundaries (measured_vs_model's ``boundaries``), not points.
+_IS_BOUNDARY = "isValid(datum.boundary)"
+
+
 def measured_vs_model(points: pl.DataFrame, x: str, x_title: str, y_meas: str, y_pred: str | None, y_title: str,
-                      title: str, *, facet: str | None = "label", log_y: bool = True
-                      ) -> alt.LayerChart | alt.FacetChart:
+                      title: str, *, facet: str | None = "label", log_y: bool = True,
+                      boundaries: pl.DataFrame | None = None) -> alt.LayerChart | alt.FacetChart:
     """Measured points (circles: P ≤ cores, triangles: oversubscribed, from ``placement``) with the
-    model as a dashed line (hollow squares at the measured P)."""
+    model as a dashed line (hollow squares at the measured P). ``boundaries`` (``label``, ``np``,
+    ``boundary``: a name such as "node"): a vertical rule between np − 1 and np, named at the top --
+    where the ranks first reach another socket or node. They ride in the points' data (a faceted
+    chart has one data set), each layer filtering its own rows."""
     # All-null columns have no type a chart can take (e.g. a phase time the kernel did not report).
     data = rounded(points.select(c for c, t in points.schema.items() if t != pl.Null))
     domain = sorted(data.get_column("series").unique().to_list())
     sel = legend_pick()
     xs = sorted(data.get_column(x).drop_nulls().unique().to_list())
+    tips = [alt.Tooltip(c) for c in data.columns if c not in ("series",)]
+    drawn = boundaries is not None and boundaries.height > 0
+    if drawn and boundaries is not None:
+        rules = boundaries.select(pl.col("label"), pl.col("boundary"),
+                                  (pl.col("np") - 0.5).alias("boundary_x"))
+        data = pl.concat([data, rules], how="diagonal_relaxed")
     x_enc = alt.X(f"{x}:Q", title=x_title, axis=alt.Axis(values=xs, format="d"), scale=alt.Scale(zero=False))
     y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=True)
-    tips = [alt.Tooltip(c) for c in data.columns if c not in ("series",)]
     base = alt.Chart(data)
+    if drawn:
+        base = base.transform_filter(f"!{_IS_BOUNDARY}")
     measured = base.mark_point(size=60, filled=True).encode(
         x=x_enc, y=alt.Y(f"{y_meas}:Q", title=y_title, scale=y_scale),
         color=color(domain), shape=alt.Shape("placement:N", title="placement",
@@ -319,6 +333,12 @@ def measured_vs_model(points: pl.DataFrame, x: str, x_title: str, y_meas: str, y
             x=x_enc, y=alt.Y(f"{y_pred}:Q", scale=y_scale), color=color(domain),
             opacity=picked(sel, 0.8, 0.05), tooltip=tips,
         ))
+    if drawn:
+        rule_rows = alt.Chart(data).transform_filter(_IS_BOUNDARY)
+        layers.append(rule_rows.mark_rule(color="#777", strokeDash=[2, 2]).encode(
+            x=alt.X("boundary_x:Q"), tooltip=[alt.Tooltip("boundary:N", title="boundary")]))
+        layers.append(rule_rows.mark_text(align="left", baseline="top", dx=3, y=4, color="#555").encode(
+            x=alt.X("boundary_x:Q"), text=alt.Text("boundary:N")))
     chart = alt.layer(*layers).add_params(sel)
     if facet and data.get_column(facet).n_unique() > 1:
         return chart.properties(width=CHART_W, height=CHART_H).facet(

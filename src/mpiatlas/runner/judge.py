@@ -155,10 +155,11 @@ def _verdict(checked: Checked, details: dict[str, Any], problems: list[str], bin
 
 
 def judge_placement(outcome: Outcome, spec: CellSpec, pin_sets: list[tuple[int, ...]] | None,
-                    facts: list[multinode.NodeFacts], output: str) -> Outcome:
+                    facts: list[multinode.NodeFacts], output: str, planned: list[int] | None = None) -> Outcome:
     """A multi-node cell is only ``ok`` if every rank really ran on the node its placement (cyclic |
-    block) plans, each on the cpus asked for, and no two ranks of one machine were left to share a
-    core (multinode.time_sliced). The details name the host of every rank (``rank_hosts``)."""
+    block; ``planned``: each rank's node, when the plan gave it) plans, each on the cpus asked for,
+    and no two ranks of one machine were left to share a core (multinode.time_sliced). The details
+    name the host of every rank (``rank_hosts``)."""
     if outcome.status not in ("ok", "invalid"):
         return outcome
     cell = spec["cell"]
@@ -167,7 +168,7 @@ def judge_placement(outcome: Outcome, spec: CellSpec, pin_sets: list[tuple[int, 
     rank_hosts = {str(r): h for r, h in sorted(hosts.items())}
     binding = {int(r): set(c) for r, c in (details.get("obtained_binding") or {}).items()}
     problems = multinode.placement_problems(int(cell["np"]), int(cell["nodes"]), hosts, binding, facts,
-                                            cell.get("distribution") or "cyclic")
+                                            cell.get("distribution") or "cyclic", planned)
     if pin_sets is not None:
         wrong = [r for r, cpus in enumerate(pin_sets) if binding.get(r) != set(cpus)]
         details["binding_ok"] = not wrong

@@ -4,7 +4,8 @@ One node: ``threads`` cores per rank under the mapping (a rank of a hybrid cell 
 cores: consecutive ones for `core`, one per domain round for the spreading mappings); a stack
 whose launch layer cannot bind a rank to a set (``Stack.multi_core_pins``) runs the cell unpinned
 and says so. Under the likwid pinner (runner.likwid_pin) the same cpus go to likwid-pin instead,
-one list per rank, and the stack binds nothing. Several nodes (the `node` mapping): srun inside the
+one list per rank, and the stack binds nothing. Several nodes (the `node` mapping, or a spread
+mapping filling nodes such as core-n2: :func:`plan_fill`): srun inside the
 allocation, or mpirun over ssh to the config's hosts (mpiatlas.node.ssh_hosts); either way the nodes are
 probed, ranks placed block or cyclic over them, co-located nodes recognised by their kernel boot id
 (mpiatlas.node.multinode).
@@ -19,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from mpiatlas.node import multinode, ssh_hosts, topology
 from mpiatlas.evidence.provenance import PlanFacts
+from mpiatlas.matrix.cells import fills_nodes
+from mpiatlas.models.region_latency import place
 from mpiatlas.runner import likwid_pin
 from mpiatlas.stacks import Stack, StackError, fabrics
 from mpiatlas.stacks.base import SHM, medium
@@ -54,6 +57,11 @@ class Plan:
     # stack binds nothing (pins and pin_sets are None), and likwid-pin's path.
     likwid_sets: list[tuple[int, ...]] | None = None
     likwid_pin: str | None = None
+    # Over nodes: each rank's node index (the allocation's nodes in host order), checked after the launch.
+    planned: list[int] | None = None
+    # A cell filling nodes (core-n2): the nodes its ranks use and, for block, the ranks a full node
+    # holds (its cores); the launch is told both (LaunchSpec.fill). None for every other cell.
+    fill: tuple[int, int | None] | None = None
 
 
 def resolve_launcher(requested: str | None, environ: Mapping[str, str] | None = None) -> str:
@@ -159,10 +167,9 @@ def plan_single_node(stack: Stack, spec: CellSpec, topo: topology.Topology, laun
 
 
 def plan_multinode(stack: Stack, spec: CellSpec, topo: topology.Topology, launcher: str,
-                   record: PlanFacts) -> tuple[list[int] | None, list[tuple[int, ...]] | None, bool,
-                                                    list[multinode.NodeFacts]]:
-    """A `node`-mapped cell: refuse what cannot cross nodes, probe the allocation's nodes, and
-    place the ranks (see multinode.placement)."""
+                   record: PlanFacts) -> Plan:
+    """A cell over nodes: refuse what cannot cross nodes, probe the allocation's nodes, and place
+    the ranks (`node`: multinode.placement; a spread mapping filling nodes: :func:`plan_fill`)."""
     cell = spec["cell"]
     nodes, np = int(cell["nodes"]), int(cell["np"])
     if launcher != "srun" and not spec.get("hosts"):
@@ -176,11 +183,13 @@ def plan_multinode(stack: Stack, spec: CellSpec, topo: topology.Topology, launch
     if launcher == "srun":
         facts = multinode.probe_nodes(nodes)
     else:  # mpirun over ssh to the config's hosts
-        facts = _probe_ssh_hosts(spec, nodes, np // nodes, record)
+        facts = _probe_ssh_hosts(spec, nodes, -(-np // nodes), record)
     # An InfiniBand/RoCE transport needs an active port on every node (unavailable otherwise).
     fabrics.require_devices(cell["transport"], {f.host: f.rdma_ports for f in facts}, spec.get("net_devices"))
     shared = multinode.colocated(facts)
     record.node_facts, record.colocated = multinode.facts_record(facts), shared
+    if fills_nodes(cell["mapping"], nodes):
+        return plan_fill(spec, topo, facts, record)
     oversubscribed = record.oversubscribed = multinode.machine_oversubscribed(np, facts) or np // nodes > len(topo.cores)
     if oversubscribed and not spec["allow_oversubscribe"]:
         raise topology.MappingUnavailable("node", f"{np} ranks on {nodes} nodes need more cpus than the machine(s) "
@@ -194,7 +203,44 @@ def plan_multinode(stack: Stack, spec: CellSpec, topo: topology.Topology, launch
     # The region of ranks 0 and 1 (a PingPong's pair): another node, unless the placement puts both on one.
     record.region = None if np < 2 else "other_node" if planned[0] != planned[1] else _same_node_region(
         topo, pins, pin_sets)
-    return pins, pin_sets, oversubscribed, facts
+    return Plan(pins, pin_sets, oversubscribed, record, facts, planned=planned)
+
+
+def plan_fill(spec: CellSpec, topo: topology.Topology, facts: list[multinode.NodeFacts], record: PlanFacts) -> Plan:
+    """A spread mapping over nodes (core-n2, socket-n2): rank -> (node, cpu) as
+    :func:`mpiatlas.models.region_latency.place` models it -- block fills a node's cores in the
+    mapping's order before the next node, cyclic deals ranks round-robin -- with this node's
+    topology for every node. Any P up to nodes x cores; more is refused (no node has room).
+
+    Nodes sharing one machine (policy ``spread``): once the ranks span two of them, every rank may
+    use every core, as for the `node` mapping (each "node" would otherwise pin its first rank on
+    the same physical core); the hosts are checked as planned all the same."""
+    cell = spec["cell"]
+    mapping, nodes, np = cell["mapping"], int(cell["nodes"]), int(cell["np"])
+    distribution = cell_distribution(cell)
+    cores = len(topo.cores)
+    if np > nodes * cores:
+        raise topology.MappingUnavailable(mapping, f"{np} ranks do not fit {nodes} nodes x {cores} cores (a cell "
+                                          "filling nodes is never oversubscribed)")
+    placed = place(topo, np, nodes=nodes, placement=distribution, mapping=mapping)
+    planned, pins = list(placed.node_of), list(placed.cpu_of)
+    used = max(planned) + 1
+    shared = multinode.colocated(facts) and spec.get("colocated_nodes", "spread") == "spread" and used > 1
+    every = sorted(c for core in topo.cores for c in core.pus)
+    # Each set leads with the rank's planned cpu: the same set to the launcher, but the recorded
+    # plan (requested_pins, first cpu of a set) still places the rank for the region-aware models.
+    pin_sets = [(cpu, *(c for c in every if c != cpu)) for cpu in pins] if shared else None
+    record.oversubscribed = multinode.plan_oversubscribed(planned, facts)
+    if record.oversubscribed and not spec["allow_oversubscribe"]:
+        raise topology.MappingUnavailable(mapping, f"{np} ranks placed {distribution} on {used} node(s) sharing one "
+                                          "machine need more cpus than it has and oversubscription is off")
+    record.requested_pins = [list(s) for s in pin_sets] if pin_sets else pins
+    record.distribution, record.planned_nodes = distribution, planned
+    record.region = None if np < 2 else "other_node" if planned[0] != planned[1] else _same_node_region(
+        topo, None if pin_sets else pins, pin_sets)
+    fill = (used, cores if distribution == "block" else None)
+    return Plan(None if pin_sets else pins, pin_sets, bool(record.oversubscribed), record, facts,
+                planned=planned, fill=fill)
 
 
 def _probe_ssh_hosts(spec: CellSpec, nodes: int, ppn: int, record: PlanFacts) -> list[multinode.NodeFacts]:
@@ -238,7 +284,7 @@ def _plan(stack: Stack, spec: CellSpec, topo: topology.Topology, launcher: str, 
         raise topology.MappingUnavailable(
             "node", f"hybrid ranks ({threads} threads each) over {nodes} nodes are not supported "
             "(multinode.placement gives one cpu, or one shared set, per rank)")
-    pins, pin_sets, oversubscribed, facts = plan_multinode(stack, spec, topo, launcher, record)
+    placed = plan_multinode(stack, spec, topo, launcher, record)
     if threaded:
         record.cores_requested = cell["np"]
-    return Plan(pins, pin_sets, oversubscribed, record, facts)
+    return placed

@@ -224,7 +224,7 @@ def _launch_and_judge(program: Program, stack: Stack, spec: CellSpec, work: Path
     if image is not None:
         record.merge(image)
     extras = program.launch_extras(spec, placed.oversubscribed)
-    nodes, ppn = cell_nodes(cell)
+    nodes, ppn = cell_nodes(cell) if placed.fill is None else placed.fill
     rank_argvs, likwid = _likwid_argvs(placed, argv, stack)
     if likwid is not None:
         record.likwid = likwid
@@ -232,7 +232,7 @@ def _launch_and_judge(program: Program, stack: Stack, spec: CellSpec, work: Path
         np=cell["np"], transport=cell["transport"], pins=placed.pins, pin_sets=placed.pin_sets,
         oversubscribe=placed.oversubscribed, collective=extras.collective, algorithm=extras.algorithm,
         workdir=work, launcher=launcher, nodes=nodes, ppn=ppn, rank_argvs=rank_argvs,
-        distribution=cell_distribution(cell), **launch_hosts(spec, launcher, nodes))
+        distribution=cell_distribution(cell), fill=placed.fill is not None, **launch_hosts(spec, launcher, nodes))
     prepared = prepare_launch(stack, argv, launch_spec, extras.env | interface_env(stack, spec), spec.get("knobs"))
     record.merge(prepared.facts)
     rc, stdout, stderr, ran = run_prepared(prepared, launch_spec, argv, work, spec["timeout_s"])
@@ -249,7 +249,8 @@ def _launch_and_judge(program: Program, stack: Stack, spec: CellSpec, work: Path
                                    placed.unpinned_note), library)
     # Over nodes, the cpu sets of co-located nodes are checked by judge_placement.
     outcome = judge(stack, spec, placed.pins, None, rc, stdout, stderr)
-    outcome = judge_placement(outcome, spec, placed.pin_sets, placed.node_facts, stdout + "\n" + stderr)
+    outcome = judge_placement(outcome, spec, placed.pin_sets, placed.node_facts, stdout + "\n" + stderr,
+                              placed.planned)
     if outcome.details is not None and "rank_hosts" in outcome.details:
         record.rank_hosts = outcome.details["rank_hosts"]
     outcome = judge_library(outcome, library)

@@ -177,6 +177,8 @@ class Campaign(Mapping[str, Any]):
     stacks: Mapping[str, StackConfig]
     mappings: tuple[str, ...]
     nodes: tuple[int, ...]
+    # Node counts of the spread mappings (core, l3, die, numa, socket): (1,) keeps them on one node.
+    over_nodes: tuple[int, ...]
     placement: tuple[str, ...]
     processes: tuple[int, ...]
     network: Network
@@ -207,6 +209,7 @@ class Campaign(Mapping[str, Any]):
             stacks={label: _section(StackConfig, stack) for label, stack in config["stacks"].items()},
             mappings=tuple(config["mappings"]),
             nodes=tuple(config["nodes"]),
+            over_nodes=tuple(config.get("over_nodes") or (1,)),
             placement=tuple(config["placement"]),
             processes=tuple(config["processes"]),
             network=_section(Network, config["network"]),

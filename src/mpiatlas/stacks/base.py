@@ -137,6 +137,10 @@ class LaunchSpec:
     # Ranks over nodes: "cyclic" (rank i on node i mod nodes) or "block" (rank i on node i // ppn,
     # a node filled before the next).
     distribution: str = "cyclic"
+    # Ranks fill the first ``nodes`` nodes of the allocation (a spread mapping over nodes, core-n2):
+    # block puts ``ppn`` (a node's cores) on each but the last, which holds the rest; cyclic deals
+    # them round-robin. ``nodes`` is then the nodes the ranks use, which may be fewer than allocated.
+    fill: bool = False
     # mpirun over ssh to ``hosts`` (no scheduler, mpiatlas.node.ssh_hosts): the remote shell program each
     # launcher starts its daemons/proxies with, and its options (e.g. ``-F <ssh config>``).
     rsh_agent: str | None = None
@@ -314,9 +318,11 @@ def srun_argv(spec: LaunchSpec, mpi: str = "pmix") -> list[str]:
     if srun is None:
         raise StackError("unavailable: launcher srun requested but srun is not on PATH (not a SLURM node?)")
     argv = [srun, f"--mpi={mpi}", "-n", str(spec.np), "--kill-on-bad-exit=1"]
-    if spec.nodes > 1:
+    if spec.fill:
+        argv += ["-N", str(spec.nodes), f"--distribution={fill_distribution(spec)}"]
+    elif spec.nodes > 1:
         argv += ["-N", str(spec.nodes), f"--distribution={check_distribution(spec.distribution)}"]
-    if spec.ppn:
+    if spec.ppn and not spec.fill:
         argv += ["--ntasks-per-node", str(spec.ppn)]
     if spec.hosts:
         argv += ["--nodelist", ",".join(spec.hosts)]
@@ -325,15 +331,27 @@ def srun_argv(spec: LaunchSpec, mpi: str = "pmix") -> list[str]:
     # verbose: srun prints each task's mask on stderr -- the binding evidence under srun.
     bind = "verbose"
     if spec.pins is not None:
-        bind += ",map_cpu:" + ",".join(str(c) for c in per_node_local(spec.pins, spec.nodes, spec.distribution))
+        bind += ",map_cpu:" + ",".join(str(c) for c in per_node_local(spec.pins, spec.nodes, spec.distribution,
+                                                                     spec.ppn))
     elif spec.pin_sets is not None:
-        sets = per_node_local(spec.pin_sets, spec.nodes, spec.distribution)
+        sets = per_node_local(spec.pin_sets, spec.nodes, spec.distribution, spec.ppn)
         bind += ",mask_cpu:" + ",".join(hex(sum(1 << c for c in cpus)) for cpus in sets)
         if spec.nodes > 1:
             # The step must own every cpu of a rank's set (a job's steps default to one per task).
             argv.append(f"--cpus-per-task={max(len(cpus) for cpus in sets)}")
     argv.append(f"--cpu-bind={bind}")
     return argv
+
+
+def fill_distribution(spec: LaunchSpec) -> str:
+    """srun's ``--distribution`` for ranks filling nodes: block is ``plane=<ppn>`` (ranks 0..ppn-1 on
+    the first node, the next ppn on the second, the rest on the last: srun's own block would balance
+    them over the nodes), cyclic stays cyclic."""
+    if check_distribution(spec.distribution) == "cyclic" or spec.nodes == 1:
+        return "cyclic" if spec.nodes > 1 else "block"
+    if not spec.ppn:
+        raise StackError("a block placement filling nodes needs the ranks per node (a node's cores)")
+    return f"plane={spec.ppn}"
 
 
 DISTRIBUTIONS = ("cyclic", "block")
@@ -345,23 +363,24 @@ def check_distribution(distribution: str) -> str:
     return distribution
 
 
-def node_of_rank(rank: int, np: int, nodes: int, distribution: str = "cyclic") -> int:
+def node_of_rank(rank: int, np: int, nodes: int, distribution: str = "cyclic", ppn: int | None = None) -> int:
     """The index of the node rank ``rank`` of ``np`` runs on: ``cyclic`` rank i on node i mod
-    nodes, ``block`` on node i // ppn (np / nodes ranks per node, a node filled first)."""
+    nodes, ``block`` on node i // ppn (``ppn`` ranks per node, by default np / nodes rounded up: a
+    node filled first)."""
     if nodes <= 1:
         return 0
-    ppn = -(-np // nodes)
-    return rank % nodes if check_distribution(distribution) == "cyclic" else rank // ppn
+    per_node = ppn or -(-np // nodes)
+    return rank % nodes if check_distribution(distribution) == "cyclic" else rank // per_node
 
 
-def local_index(rank: int, np: int, nodes: int, distribution: str = "cyclic") -> int:
+def local_index(rank: int, np: int, nodes: int, distribution: str = "cyclic", ppn: int | None = None) -> int:
     """Rank ``rank``'s index among the ranks of its own node (its srun local task id)."""
     if nodes <= 1:
         return rank
-    return rank // nodes if check_distribution(distribution) == "cyclic" else rank % -(-np // nodes)
+    return rank // nodes if check_distribution(distribution) == "cyclic" else rank % (ppn or -(-np // nodes))
 
 
-def per_node_local(per_rank: Sequence[T], nodes: int, distribution: str = "cyclic") -> list[T]:
+def per_node_local(per_rank: Sequence[T], nodes: int, distribution: str = "cyclic", ppn: int | None = None) -> list[T]:
     """srun applies map_cpu/mask_cpu lists by a task's local id on its node, the same list on
     every node: rank i is local task i // nodes (cyclic) or i mod ppn (block), so the per-rank
     list must repeat across nodes; refuse a placement srun cannot express."""
@@ -370,7 +389,7 @@ def per_node_local(per_rank: Sequence[T], nodes: int, distribution: str = "cycli
     np = len(per_rank)
     local: dict[int, T] = {}
     for rank, value in enumerate(per_rank):
-        index = local_index(rank, np, nodes, distribution)
+        index = local_index(rank, np, nodes, distribution, ppn)
         local.setdefault(index, value)
         if value != local[index]:
             raise StackError(f"srun binds by local task id, the same on every node: rank {rank} asks for "
@@ -383,7 +402,7 @@ def hydra_hosts(spec: LaunchSpec) -> list[str]:
     turn and wraps around, so ``block`` is ``-ppn <ppn>`` and ``cyclic`` is ``-ppn 1`` (rank i on
     host i mod nodes)."""
     argv = ["-hosts", ",".join(spec.hosts)] if spec.hosts else []
-    if spec.ppn:
+    if spec.ppn or (spec.fill and spec.nodes > 1):  # a cyclic fill has no ranks per node: -ppn 1
         cyclic = spec.nodes > 1 and check_distribution(spec.distribution) == "cyclic"
         argv += ["-ppn", "1" if cyclic else str(spec.ppn)]
     return argv

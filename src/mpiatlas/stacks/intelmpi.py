@@ -111,13 +111,13 @@ class IntelMPI(Stack):
             env["I_MPI_PIN"] = "1"
             # Intel MPI sorts this list itself (order is ignored): pins are a set, the same on every host.
             env["I_MPI_PIN_PROCESSOR_LIST"] = ",".join(str(c) for c in per_node_local(spec.pins, spec.nodes,
-                                                                                      spec.distribution))
+                                                                                      spec.distribution, spec.ppn))
         if spec.pin_sets is not None:
             self.check_pin_sets(spec)
         if spec.pin_sets is not None and spec.launcher == "mpirun":  # under srun, srun binds (_srun)
             env["I_MPI_PIN"] = "1"
             # One mask per rank *of a host* (measured over ssh: more masks than local ranks is an error).
-            local_sets = per_node_local(spec.pin_sets, spec.nodes, spec.distribution)
+            local_sets = per_node_local(spec.pin_sets, spec.nodes, spec.distribution, spec.ppn)
             env["I_MPI_PIN_DOMAIN"] = "[" + ",".join(hex(sum(1 << c for c in cpus)) for cpus in local_sets) + "]"
         if spec.oversubscribe:
             # Wait mode: ranks block instead of busy-polling when there are more ranks than cores.

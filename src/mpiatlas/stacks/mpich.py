@@ -306,7 +306,7 @@ class MPICH(Stack):
             argv += ["-bind-to", "user:" + ",".join(str(c) for c in self._local_pins(spec))]
         elif spec.pin_sets is not None:
             self.check_pin_sets(spec)
-            local_sets = per_node_local(spec.pin_sets, spec.nodes, spec.distribution)  # one list for every host
+            local_sets = per_node_local(spec.pin_sets, spec.nodes, spec.distribution, spec.ppn)  # one list for every host
             argv += ["-bind-to", "user:" + ",".join("+".join(str(c) for c in sorted(s)) for s in local_sets)]
         launcher_env = {"HYDRA_TOPO_DEBUG": "1"}  # read by mpiexec itself: prints each rank's binding mask (stdout)
         if spec.rsh_agent:
@@ -333,7 +333,7 @@ class MPICH(Stack):
                 raise StackError(f"mpich: {spec.np} ranks but {len(spec.pins)} pins")
             return list(spec.pins)
         try:
-            return per_node_local(spec.pins, spec.nodes, spec.distribution)
+            return per_node_local(spec.pins, spec.nodes, spec.distribution, spec.ppn)
         except StackError:
             raise StackError("mpich: hydra applies one binding list to every node; pins differ between nodes") from None
 

@@ -418,7 +418,7 @@ class OpenMPI(Stack):
     @staticmethod
     def _rankfile_host(spec: LaunchSpec, rank: int) -> str:
         """A rankfile's host of ``rank``: its node's name in ``spec.hosts``, else relative (``+n<i>``)."""
-        node = node_of_rank(rank, spec.np, spec.nodes, spec.distribution)
+        node = node_of_rank(rank, spec.np, spec.nodes, spec.distribution, spec.ppn)
         if spec.hosts:
             return spec.hosts[node]
         return f"+n{node}" if spec.nodes > 1 else "localhost"

@@ -106,7 +106,7 @@ def cell_row(cell_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         "image_digest": prov.get("image_digest"),
         "launcher": prov.get("launcher"), "slurm_job_id": prov.get("slurm_job_id"),
         "kind": coords.get("kind", "imb"), "threads": coords.get("threads"),
-        "nodes": coords.get("nodes", 1), "ppn": coords["np"] // coords.get("nodes", 1),
+        "nodes": coords.get("nodes", 1), "ppn": ranks_per_node(coords["mapping"], coords["np"], coords.get("nodes", 1)),
         "hosts": json.dumps(prov["rank_hosts"]) if prov.get("rank_hosts") else None,
         "colocated": prov.get("colocated"),
         "options": coords.get("options", ""), "knobs": coords.get("knobs", ""),
@@ -142,6 +142,13 @@ def quiet_wait_columns(waited: dict[str, Any] | None) -> dict[str, Any]:
     """``quiet_wait_s`` and ``quiet_wait`` (why it stopped waiting) of a later re-measure, from status.json."""
     return {"quiet_wait_s": waited.get("waited_s"), "quiet_wait": waited.get("reason")} if waited else \
         {"quiet_wait_s": None, "quiet_wait": None}
+
+
+def ranks_per_node(mapping: str, np: int, nodes: int) -> int | None:
+    """Ranks per node of a cell: np / nodes, None for a cell filling nodes (core-n2: they vary)."""
+    from mpiatlas.matrix.cells import fills_nodes
+
+    return None if fills_nodes(mapping, nodes) else np // nodes
 
 
 def placement_of(distribution: str | None, nodes: int) -> str | None:
@@ -180,7 +187,7 @@ def missing_row(cell_id: str) -> dict[str, Any]:
                np=coords["np"], benchmark=coords["benchmark"], algorithm=coords["algorithm"], rep=coords["rep"],
                status="missing", reason=MISSING_REASON, kind=coords["kind"], nodes=coords["nodes"],
                options=coords["options"], knobs=coords["knobs"], pinner=coords["pinner"] or DEFAULT_PINNER)
-    row["ppn"] = row["np"] // coords["nodes"]
+    row["ppn"] = ranks_per_node(coords["mapping"], coords["np"], coords["nodes"])
     row["placement"] = placement_of(coords["distribution"], coords["nodes"])
     return row
 

@@ -21,7 +21,9 @@ def section_kernel_ring(data: ReportData) -> Section | None:
         "nonblocking T = P·m·t(s) (= 2·P·λ for small messages and 2 streams); blocking T = P·m·φ(P)·t(s) with "
         "φ = 2 for even P and 3 for odd P (ranks 0 and P−1 are both even: the wrap-around pair adds a phase when "
         "a send waits for its receive); ssend T = P·m·φ(P)·(2λ + s/B) (rendezvous: ≈ 2λ per message). "
-        "Dashed lines with hollow squares: model; circles: measured with P ≤ cores; triangles: oversubscribed."))
+        "Dashed lines with hollow squares: model; circles: measured with P ≤ cores; triangles: oversubscribed. "
+        "Dotted vertical rules: where the ranks, in the cells' recorded placement, first reach another socket "
+        "or another node (block over nodes fills a node's cores first: a node boundary at P = cores + 1)."))
     if opening is None:
         return None
     df, good, blocks = opening.df, opening.good, opening.blocks
@@ -58,7 +60,7 @@ def section_kernel_ring(data: ReportData) -> Section | None:
                      "phases_model", "placement", "n_reps")
             blocks.append(ChartBlock(chart_spec(measured_vs_model(
                 pts, "np", "processes P", "measured_us", "predicted_us", "time per full exchange (µs)",
-                "Ring: measured (marks) and model (dashed) vs P"))))
+                "Ring: measured (marks) and model (dashed) vs P", boundaries=boundary_rows(good)))))
             regional = any(p.get("region_predicted_us") is not None for f in good for p in f.get("points", []))
             region_head = ["Region model (µs)", "Region error", "Boundary hops", "Slowest hop"] if regional else []
             blocks.append(Details("Ring residuals", [Table(
@@ -78,6 +80,17 @@ def section_kernel_ring(data: ReportData) -> Section | None:
         blocks.append(raw_table(df, ["label", "variant", "streams", "bytes", "np", "oversubscribed"], "time_us"))
     return Section(KERNEL_TITLES["ring"], blocks, id="kernel-ring")
 
+
+
+# How the chart names a boundary of the ranks' placement (ring_regions.placement_boundaries' regions).
+BOUNDARY_NAMES = {"other_socket": "socket boundary", "other_node": "node boundary"}
+
+
+def boundary_rows(fits: list[dict[str, Any]]) -> pl.DataFrame | None:
+    """(label, np, boundary) of every fit's placement boundaries: the ring chart's vertical rules."""
+    rows = [{"label": f["label"], "np": b["np"], "boundary": f"{BOUNDARY_NAMES.get(b['region'], b['region'])} "
+             f"(P ≥ {b['np']})"} for f in fits for b in f.get("boundaries") or []]
+    return pl.DataFrame(rows) if rows else None
 
 
 def _region_cells(p: dict[str, Any]) -> list[Cell]:
