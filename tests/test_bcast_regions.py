@@ -99,7 +99,7 @@ def test_report_predicts_every_forced_bcast_from_measured_o_and_g(results: Path)
     assert f"{GROUP} · bcast" in html and "measured o, g: median |error| (signed)" in html
     assert "LogGP o and g per region" in html
     og = region_loggp(data.kernel_table("loggp"))
-    negative = sorted(set(og.filter(pl.col("L_us") < 0)["region"]))  # a time-shared cpu's o holds the peer's turn
+    negative = sorted(set(og.filter(pl.col("L_ci_high") < 0)["region"]))  # a time-shared cpu's o holds the peer's turn
     assert (f"L &lt; 0 in {', '.join(negative)}" in html or f"L < 0 in {', '.join(negative)}" in html) == bool(negative)
     for alg in ALGORITHMS:
         assert alg in html
