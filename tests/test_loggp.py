@@ -133,3 +133,20 @@ def test_read_measured(tmp_path: Path) -> None:
         path.write_text(text)
         with pytest.raises(MeasuredError, match=message):
             read_measured(path)
+
+
+def test_mpich_scatter_allgather_bcast_is_a_binomial_scatter_then_the_allgather_steps() -> None:
+    # MPICH's scatter tree on 4: 0 -> 2 (farthest first), 0 -> 1; 2 -> 3. One 1-byte chunk per rank
+    # (ceil(4 / 4)), no bandwidth in the table: every edge costs its latency.
+    # LogGP: got2 = 0.5 + 10 + 0.5 = 11.0; got1 = 0.7 + 1 + 0.5 = 2.2; got3 = 11.0 + 0.2 + 0.5 + 1 + 0.5 = 13.2.
+    # Ring: 3 steps of (0,1), (1,2), (2,3), (3,0), each as slow as a cross-socket pair: 3 x (0.5 + 10 + 0.5).
+    ring = predict("bcast", "scatter_ring_allgather", FOUR, TABLE, 4, params=P)
+    assert ring.completion_us == pytest.approx(13.2 + 33.0) and ring.rank_mean_us == ring.completion_us
+    assert ring.shape == "loggp-scatter-allgather"
+    # Recursive doubling: (0,1),(2,3) then (0,2),(1,3): 2 + 11.
+    rd = predict("bcast", "scatter_recursive_doubling_allgather", FOUR, TABLE, 4, params=P)
+    assert rd.completion_us == pytest.approx(13.2 + 13.0)
+    # Latency only: scatter levels max(10, 1) + 1, then 3 x 10 (ring) or 1 + 10 (recursive doubling).
+    assert latency_only("bcast", "scatter_ring_allgather", FOUR, TABLE, 4).completion_us == pytest.approx(41.0)
+    assert latency_only("bcast", "scatter_recursive_doubling_allgather", FOUR, TABLE, 4).completion_us == (
+        pytest.approx(22.0))

@@ -38,7 +38,7 @@ def loggp_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _present_regions() -> set[str]:
     node = topology.Topology.from_sysfs()
     pairs = {topology.region(node, a.pu, b.pu) for i, a in enumerate(node.cores) for b in node.cores[i + 1:]}
-    return pairs | ({"same_core"} if any(len(core.pus) > 1 for core in node.cores) else set())
+    return pairs | {"same_core"}  # SMT siblings, else one cpu twice (oversubscription is on by default)
 
 
 @pytest.mark.infra

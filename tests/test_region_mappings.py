@@ -60,6 +60,16 @@ def test_a_node_without_the_region_says_which_pairs_it_has() -> None:
         topology.pin_list(small, "die", 2)
 
 
+def test_same_core_without_smt_shares_one_cpu_only_when_oversubscribing() -> None:
+    small = parse_synthetic(TWO_CORES)
+    pins = topology.pin_list(small, "same_core", 2, oversubscribe=True)
+    assert pins == [small.cores[0].pu] * 2 and pins.oversubscribed
+    assert topology.region(small, *pins) == "same_core"
+    with pytest.raises(topology.MappingUnavailable, match="closest shared level is same_core"):
+        topology.pin_list(small, "same_core", 2)
+    assert not topology.pin_list(small, "same_l3", 2, oversubscribe=True).oversubscribed
+
+
 def test_a_region_mapping_places_a_pair_only(epyc: topology.Topology) -> None:
     with pytest.raises(topology.MappingUnavailable, match="places a pair of ranks, not 4"):
         topology.pin_list(epyc, "same_numa", 4)

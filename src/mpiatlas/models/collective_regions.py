@@ -20,6 +20,12 @@ Cost rules, per algorithm shape:
   binary tree's two sends one after the other; ``f < 1`` says that consecutive levels overlap.
 * **steps** (Allreduce ``recursive_doubling``, ``ring``, ``rabenseifner``; Reduce
   ``rabenseifner``): a sequence of exchange steps, each as slow as its slowest pair.
+* **scatter-allgather** (MPICH's Bcast ``scatter_recursive_doubling_allgather``,
+  ``scatter_ring_allgather``): MPICH's binomial scatter of ``ceil(m/P)``-byte chunks as a tree, then
+  the allgather's steps (recursive doubling with Open MPI's fold for P not a power of two, an
+  approximation of MPICH's; or the P − 1 ring steps), one phase after the other. The other names
+  are Open MPI's (an MPICH ``binomial`` is priced on Open MPI's binomial tree: the same shape,
+  other rank labels).
 
 Segmentation (``segsize`` > 0 and a message longer than one segment, chain/pipeline/trees): the
 first segment crosses the structure as above, each further segment adds the slowest stage
@@ -46,12 +52,15 @@ __all__ = [
     "ALGORITHMS",
     "BCAST_CHAIN_FANOUT",
     "BCAST_KNOMIAL_RADIX",
+    "MPICH_SCATTER_ALLGATHER",
     "STEP_SCHEDULES",
     "ModelError",
     "Prediction",
     "algorithms_for",
     "bcast_default_algorithm",
+    "mpich_scatter_tree",
     "predict",
+    "scatter_chunk",
     "segments",
 ]
 
@@ -262,13 +271,47 @@ def _step_model(schedule: Schedule, costs: _Costs, size: int, nbytes: int, segsi
     return (*_steps(costs, schedule(size, nbytes)), "steps")
 
 
+def _allgather_ring(size: int, block: int) -> list[list[tuple[int, int, float]]]:
+    # P-1 steps, each rank passing one block to its right neighbour.
+    return [[(r, (r + 1) % size, float(block)) for r in range(size)]] * (size - 1)
+
+
+def mpich_scatter_tree(size: int) -> list[list[int]]:
+    """MPICH's binomial scatter for Bcast (bcast_utils.c): relative rank r receives from r − (its
+    lowest set bit) and sends to r + mask for mask halving from there, farthest child first."""
+    return [list(reversed(kids)) for kids in trees.in_order_binomial_tree(size, 0)]
+
+
+def scatter_chunk(size: int, nbytes: int) -> int:
+    """Bytes per rank of MPICH's scatter for Bcast: ceil(nbytes / P)."""
+    return -(-nbytes // size)
+
+
+def _scatter_allgather(allgather: Schedule, costs: _Costs, size: int, nbytes: int, segsize: int,
+                       overlap: float) -> ModelResult:  # fmt: skip
+    # MPICH's Bcast scatter_*_allgather: a binomial scatter of ceil(m/P)-byte chunks (an edge carries
+    # its child's subtree's chunks), then the allgather's steps; the phases are not overlapped.
+    chunk = scatter_chunk(size, nbytes)
+    children = mpich_scatter_tree(size)
+    sub = trees.subtree_sizes(children, 0)
+    scatter, _ = _tree(costs, children, 0, lambda k: chunk * sub[k], overlap)
+    gather, _ = _steps(costs, allgather(size, chunk))
+    return scatter + gather, scatter + gather, "scatter-allgather"
+
+
 # The exchange-step schedules by (collective, algorithm): also priced with LogGP by models/loggp.py.
+# The allgather ones are the second phase of MPICH's scatter-allgather Bcast (their block: one chunk).
 STEP_SCHEDULES: dict[tuple[str, str], Schedule] = {
     ("allreduce", "recursive_doubling"): _recursive_doubling,
     ("allreduce", "ring"): _ring,
     ("allreduce", "rabenseifner"): lambda p, m: _rabenseifner(p, m, None),
     ("reduce", "rabenseifner"): lambda p, m: _rabenseifner(p, m, 0),
+    ("allgather", "recursive_doubling"): _recursive_doubling,
+    ("allgather", "ring"): _allgather_ring,
 }
+# MPICH's Bcast algorithm -> its allgather phase (MPIR_CVAR_BCAST_INTRA_ALGORITHM names).
+MPICH_SCATTER_ALLGATHER = {"scatter_recursive_doubling_allgather": "recursive_doubling",
+                           "scatter_ring_allgather": "ring"}
 segments = _segments  # (number of segments, bytes per segment): Open MPI's cut, shared with models/loggp.py
 
 ALGORITHMS: dict[str, dict[str, Model]] = {
@@ -279,6 +322,8 @@ ALGORITHMS: dict[str, dict[str, Model]] = {
         "binary_tree": partial(_tree_model, lambda p, r: trees.kary_tree(p, r, 2)),
         "binomial": partial(_tree_model, trees.binomial_tree),
         "knomial": partial(_tree_model, lambda p, r: trees.knomial_tree(p, r, BCAST_KNOMIAL_RADIX)),
+        **{name: partial(_scatter_allgather, STEP_SCHEDULES[("allgather", ag)])
+           for name, ag in MPICH_SCATTER_ALLGATHER.items()},
     },
     # Gather moves the same blocks over the same in-order binomial tree, towards the root.
     "scatter": {"basic_linear": _linear_model, "binomial": _scatter_binomial},

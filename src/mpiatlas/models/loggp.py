@@ -32,6 +32,8 @@ Schedules (root 0, Open MPI 4.1 ``coll_tuned`` trees from :mod:`.collective_tree
   serialises arrivals); a rank sends up ``g + h + o`` after its last child (leaves at ``o``).
 * **steps** (Allreduce ``recursive_doubling``, ``ring``, ``rabenseifner``; Reduce
   ``rabenseifner``): each exchange step costs ``h + max over its pairs of (o + L + m·G + o)``.
+* **scatter-allgather** (MPICH's Bcast ``scatter_*_allgather``): MPICH's binomial scatter of
+  ``ceil(m/P)``-byte chunks priced **down**, then the allgather's **steps**, one after the other.
 
 ``completion_us`` is when the last rank has its data (Gather: when the root has every block);
 ``rank_mean_us`` averages when each rank is done (its last send left, or its data arrived).
@@ -189,6 +191,15 @@ def _step_model(schedule: Callable[[int, int], list[list[tuple[int, int, float]]
     return (*_steps(e, schedule(size, nbytes)), "steps")
 
 
+def _scatter_allgather(allgather: str, e: _Edges, size: int, nbytes: int, segsize: int) -> tuple[float, float, str]:
+    chunk = latency_only.scatter_chunk(size, nbytes)
+    children = latency_only.mpich_scatter_tree(size)
+    sub = trees.subtree_sizes(children, 0)
+    scatter, _ = _down(e, children, 0, lambda k: float(chunk * sub[k]))
+    gather, _ = _steps(e, latency_only.STEP_SCHEDULES[("allgather", allgather)](size, chunk))
+    return scatter + gather, scatter + gather, "scatter-allgather"  # every rank takes part to the end
+
+
 def _linear(size: int) -> list[list[int]]:
     return trees.linear_tree(size, 0)
 
@@ -201,6 +212,7 @@ LOGGP_ALGORITHMS: dict[str, dict[str, Model]] = {
         "binary_tree": partial(_tree, lambda p: trees.kary_tree(p, 0, 2)),
         "binomial": partial(_tree, trees.binomial_tree),
         "knomial": partial(_tree, lambda p: trees.knomial_tree(p, 0, latency_only.BCAST_KNOMIAL_RADIX)),
+        **{name: partial(_scatter_allgather, ag) for name, ag in latency_only.MPICH_SCATTER_ALLGATHER.items()},
     },
     "scatter": {"basic_linear": partial(_blocks, False, _linear),
                 "binomial": partial(_blocks, False, trees.in_order_binomial_tree)},

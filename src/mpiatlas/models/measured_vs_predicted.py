@@ -76,7 +76,7 @@ _SCHEMA: dict[str, pl.DataType] = {
 
 # Reasons a series is not predicted (the keys of Comparison.notes, each said once).
 SINGLE_P = "measured at one process count only"
-NOT_MODELLED = "algorithm not modelled (the models build Open MPI 4.1 coll_tuned's schedules)"
+NOT_MODELLED = "algorithm not modelled (the models build Open MPI 4.1 coll_tuned's schedules and MPICH's scatter-allgather Bcast)"
 NO_TABLE = "no region table (no PingPong Hockney fit per region for this stack/transport)"
 NO_PLACEMENT = "no placement (no topology of the cells' node, or no pins recorded)"
 NOT_OMPI_DEFAULT = "'default' of a stack other than Open MPI (its decision rules are not modelled)"

@@ -407,7 +407,8 @@ def pin_list(
     packages, so ranks 0 and 1 are in different domains of that kind;
     ``node``: round-robin over ``nodes`` nodes, consecutive cores on each;
     a region (``same_numa``, ...): two ranks on the first pair of cpus whose closest shared level
-    is that region (:func:`region_pair`).
+    is that region (:func:`region_pair`; ``same_core`` on a node without SMT, with ``oversubscribe``:
+    one cpu twice, labelled oversubscribed).
     """
     if mapping not in MAPPINGS:
         raise ValueError(f"unknown mapping {mapping!r}; choose from {', '.join(MAPPINGS)}")
@@ -416,7 +417,8 @@ def pin_list(
     if mapping in REGION_MAPPINGS:
         if nodes != 1:
             raise ValueError(f"nodes={nodes} only applies to the 'node' mapping, not {mapping!r}")
-        return Pins(region_pair(topo, mapping, nranks), mapping=mapping, node_of=[0, 0], oversubscribed=False)
+        pair = region_pair(topo, mapping, nranks, share_cpu=oversubscribe)
+        return Pins(pair, mapping=mapping, node_of=[0, 0], oversubscribed=pair[0] == pair[1])
     if nodes < 1:
         raise ValueError(f"nodes must be >= 1, got {nodes}")
     if mapping != "node" and nodes != 1:
@@ -500,17 +502,21 @@ def region(topo: Topology, cpu_a: int, cpu_b: int, same_node: bool = True) -> st
     return "same_socket"
 
 
-def region_pair(topo: Topology, wanted: str, nranks: int = 2) -> list[int]:
+def region_pair(topo: Topology, wanted: str, nranks: int = 2, *, share_cpu: bool = False) -> list[int]:
     """The cpus of a rank pair whose closest shared level is ``wanted``: SMT siblings of the first
-    core that has two for ``same_core``, else the first core and the first later core at exactly
-    that region, trying each core in turn as the first (a restricted topology may lack the pair
-    from core 0). Raises :class:`MappingUnavailable` naming the host when the node has no such pair."""
+    core that has two for ``same_core`` (none, and ``share_cpu``: the first core's cpu twice, both
+    ranks time-sharing it as oversubscribed ranks of a larger cell do), else the first core and the
+    first later core at exactly that region, trying each core in turn as the first (a restricted
+    topology may lack the pair from core 0). Raises :class:`MappingUnavailable` naming the host when
+    the node has no such pair."""
     if nranks != 2:
         raise MappingUnavailable(wanted, f"a region mapping places a pair of ranks, not {nranks}")
     if wanted == "same_core":
         for core in topo.cores:
             if len(core.pus) >= 2:
                 return [core.pus[0], core.pus[1]]
+        if share_cpu and topo.cores:
+            return [topo.cores[0].pu, topo.cores[0].pu]
     else:
         for i, first in enumerate(topo.cores):
             for second in topo.cores[i + 1:]:

@@ -138,12 +138,15 @@ def plan_single_node(stack: Stack, spec: CellSpec, topo: topology.Topology, laun
     rank gets a cpu set where the stack can bind one. ``threaded`` programs record the cores asked for."""
     cell = spec["cell"]
     ncores, cores = len(topo.cores), cell["np"] * threads
-    oversubscribed = record.oversubscribed = cores > ncores
+    # same_core on a node without SMT: both ranks on one cpu (topology.region_pair's share_cpu).
+    shared = cell["mapping"] == "same_core" and not any(len(core.pus) > 1 for core in topo.cores)
+    oversubscribed = record.oversubscribed = cores > ncores or shared
     if threaded:
         record.cores_requested = cores
     if oversubscribed and not spec["allow_oversubscribe"]:
         wanted = f"{cell['np']} ranks x {threads} threads" if threaded else f"{cell['np']} ranks"
-        raise topology.MappingUnavailable(cell["mapping"], f"{wanted} > {ncores} cores and oversubscription is off")
+        why = "two ranks on one cpu (no core has SMT siblings)" if shared else f"{wanted} > {ncores} cores"
+        raise topology.MappingUnavailable(cell["mapping"], f"{why} and oversubscription is off")
     sets = rank_cpu_sets(topo, cell["mapping"], cell["np"], threads, oversubscribe=oversubscribed)
     plan = Plan(None, None, oversubscribed, record)
     if threaded and likwid_pin.is_likwid(spec):

@@ -111,7 +111,15 @@ def loggp_blocks(og: pl.DataFrame) -> list[Any]:
              Cell(fmt_bytes(r["bytes"])), _og_cell(r, "overhead"), _og_cell(r, "o_s"), _og_cell(r, "o_r"),
              _og_cell(r, "gap"), _og_cell(r, "rtt"), _og_cell(r, "L"), cell(f"{r['n_trials']} ({r['n_cells']})")]
             for r in og.iter_rows(named=True)]  # fmt: skip
-    return [Heading("LogGP parameters measured per region"),
+    # L = rtt/2 - o_s - o_r below 0 (its whole CI): the overheads overlap the flight, or, for two
+    # ranks time-sharing one cpu (same_core without SMT), hold the peer's turn on it.
+    negative = sorted({str(r["region"]) for r in og.iter_rows(named=True)
+                       if finite(r["L_ci_high"]) and r["L_ci_high"] < 0})  # fmt: skip
+    caveat = ([Notice(f"L < 0 in {', '.join(negative)} (its whole 95 % CI): o_s + o_r exceed half the round trip, "
+                      "so the overheads hold time that is not the sender's or receiver's own work (for ranks "
+                      "time-sharing one core, the other rank's turn on the cpu); o is an upper bound there and "
+                      "LogGP with it over-prices those hops.", "info")] if negative else [])  # fmt: skip
+    return [Heading("LogGP parameters measured per region"), *caveat,
             Text("The loggp kernel (src/kernels/loggp.c) between ranks 0 and 1 of each region, by Kielmann's "
                  "parameterised round trip: g = (PRTT(n, 0, s) − PRTT(1, 0, s)) / (n − 1) from bursts of n back-to-"
                  "back messages, o_s the time in MPI_Send, o_r the time in MPI_Recv of a message that has already "
