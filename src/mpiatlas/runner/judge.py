@@ -102,17 +102,20 @@ def set_binding_problems(requested: list[tuple[int, ...]], binding: dict[int, se
 
 
 def judge(stack: Stack, spec: CellSpec, pins: list[int] | None, sets: list[tuple[int, ...]] | None,
-          rc: int | None, stdout: str, stderr: str, unpinned_note: str | None = None) -> Outcome:
+          rc: int | None, stdout: str, stderr: str, unpinned_note: str | None = None,
+          thread_sets: list[tuple[int, ...]] | None = None) -> Outcome:
     """Decide a finished launch's status from its exit code, its program's reading of the output
     and the evidence the stack printed. ``sets``: the cpu set of each rank of a one-node hybrid
     cell, or of every rank under the likwid pinner; ``unpinned_note``: why a hybrid cell ran unpinned.
     Under the likwid pinner the stack bound nothing (its report says so and is kept): where each
-    thread ran, as the program reports it, is the binding evidence (Checked.binding_problems)."""
+    thread ran, as the program reports it, is the binding evidence (Checked.binding_problems).
+    ``thread_sets``: over nodes, each hybrid rank's cpu set on its node, for the program's check of
+    its threads only (judge_placement checks the ranks' own binding)."""
     ended = exit_outcome(spec, rc, stdout, stderr)
     if ended is not None:
         return ended
     program = program_of_spec(spec)
-    checked = program.check(spec, stdout, pins, sets)
+    checked = program.check(spec, stdout, pins, sets if thread_sets is None else thread_sets)
     if isinstance(checked, Outcome):
         return checked
     output = stdout + "\n" + stderr

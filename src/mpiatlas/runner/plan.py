@@ -5,7 +5,7 @@ cores: consecutive ones for `core`, one per domain round for the spreading mappi
 whose launch layer cannot bind a rank to a set (``Stack.multi_core_pins``) runs the cell unpinned
 and says so. Under the likwid pinner (runner.likwid_pin) the same cpus go to likwid-pin instead,
 one list per rank, and the stack binds nothing. Several nodes (the `node` mapping, or a spread
-mapping filling nodes such as core-n2: :func:`plan_fill`): srun inside the
+mapping filling nodes such as core-n2: :func:`plan_fill`; hybrid ranks: runner.hybrid_nodes): srun inside the
 allocation, or mpirun over ssh to the config's hosts (mpiatlas.node.ssh_hosts); either way the nodes are
 probed, ranks placed block or cyclic over them, co-located nodes recognised by their kernel boot id
 (mpiatlas.node.multinode).
@@ -23,6 +23,7 @@ from mpiatlas.evidence.provenance import PlanFacts
 from mpiatlas.matrix.cells import fills_nodes
 from mpiatlas.models.region_latency import place
 from mpiatlas.runner import likwid_pin
+from mpiatlas.runner.hybrid_nodes import plan_hybrid_nodes, rank_cpu_sets
 from mpiatlas.stacks import Stack, StackError, fabrics
 from mpiatlas.stacks.base import SHM, medium
 
@@ -116,22 +117,6 @@ def interface_env(stack: Stack, spec: CellSpec) -> dict[str, str]:
     return env | fabrics.net_device_env(transport, spec.get("net_devices"))
 
 
-def rank_cpu_sets(topo: topology.Topology, mapping: str, np: int, threads: int, *,
-                  oversubscribe: bool) -> list[tuple[int, ...]]:
-    """The OS cpus of each rank: ``threads`` cores per rank under ``mapping``."""
-    if mapping in topology.REGION_MAPPINGS and threads > 1:
-        raise topology.MappingUnavailable(mapping, f"a region mapping places one cpu per rank; this cell has "
-                                                   f"{threads} threads per rank")
-    slots = topology.pin_list(topo, mapping, np * threads, oversubscribe=oversubscribe)
-    if threads == 1:
-        return [(cpu,) for cpu in slots]
-    if mapping == "core":
-        # Neighbouring cores (sharing the closest caches) for one rank's threads.
-        return [tuple(slots[r * threads:(r + 1) * threads]) for r in range(np)]
-    # l3/numa/socket order is round-robin over domains: stride np keeps a rank in its domain.
-    return [tuple(slots[r + k * np] for k in range(threads)) for r in range(np)]
-
-
 def plan_single_node(stack: Stack, spec: CellSpec, topo: topology.Topology, launcher: str,
                      record: PlanFacts, threads: int = 1, threaded: bool = False) -> Plan:
     """The placement of a one-node cell: ``threads`` cores per rank under the mapping; a hybrid
@@ -170,9 +155,10 @@ def plan_single_node(stack: Stack, spec: CellSpec, topo: topology.Topology, laun
 
 
 def plan_multinode(stack: Stack, spec: CellSpec, topo: topology.Topology, launcher: str,
-                   record: PlanFacts) -> Plan:
+                   record: PlanFacts, threads: int = 1) -> Plan:
     """A cell over nodes: refuse what cannot cross nodes, probe the allocation's nodes, and place
-    the ranks (`node`: multinode.placement; a spread mapping filling nodes: :func:`plan_fill`)."""
+    the ranks (`node`: multinode.placement; a spread mapping filling nodes: :func:`plan_fill`;
+    hybrid ranks, ``threads`` > 1: runner.hybrid_nodes, a cpu set per rank on its node)."""
     cell = spec["cell"]
     nodes, np = int(cell["nodes"]), int(cell["np"])
     if launcher != "srun" and not spec.get("hosts"):
@@ -191,6 +177,9 @@ def plan_multinode(stack: Stack, spec: CellSpec, topo: topology.Topology, launch
     fabrics.require_devices(cell["transport"], {f.host: f.rdma_ports for f in facts}, spec.get("net_devices"))
     shared = multinode.colocated(facts)
     record.node_facts, record.colocated = multinode.facts_record(facts), shared
+    if threads > 1:
+        sets, planned, fill = plan_hybrid_nodes(stack, spec, topo, launcher, facts, threads, record)
+        return Plan(None, sets, bool(record.oversubscribed), record, facts, planned=planned, fill=fill)
     if fills_nodes(cell["mapping"], nodes):
         return plan_fill(spec, topo, facts, record)
     oversubscribed = record.oversubscribed = multinode.machine_oversubscribed(np, facts) or np // nodes > len(topo.cores)
@@ -283,11 +272,7 @@ def _plan(stack: Stack, spec: CellSpec, topo: topology.Topology, launcher: str, 
         stack.transport(cell["transport"])  # an unknown transport is named before the device is looked for
         fabrics.require_local(cell["transport"], spec.get("net_devices"))
         return plan_single_node(stack, spec, topo, launcher, record, threads, threaded)
-    if threads > 1:
-        raise topology.MappingUnavailable(
-            "node", f"hybrid ranks ({threads} threads each) over {nodes} nodes are not supported "
-            "(multinode.placement gives one cpu, or one shared set, per rank)")
-    placed = plan_multinode(stack, spec, topo, launcher, record)
+    placed = plan_multinode(stack, spec, topo, launcher, record, threads)
     if threaded:
-        record.cores_requested = cell["np"]
+        record.cores_requested = cell["np"] * threads
     return placed

@@ -40,6 +40,7 @@ from mpiatlas.node.topology_record import topology_record
 from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Program
+from mpiatlas.programs.kernels import thread_binding_env
 from mpiatlas.evidence.provenance import UNSET, Provenance, Unset
 from mpiatlas.stats.quality import PERTURBED
 from mpiatlas.runner import likwid_pin
@@ -233,7 +234,10 @@ def _launch_and_judge(program: Program, stack: Stack, spec: CellSpec, work: Path
         oversubscribe=placed.oversubscribed, collective=extras.collective, algorithm=extras.algorithm,
         workdir=work, launcher=launcher, nodes=nodes, ppn=ppn, rank_argvs=rank_argvs,
         distribution=cell_distribution(cell), fill=placed.fill is not None, **launch_hosts(spec, launcher, nodes))
-    prepared = prepare_launch(stack, argv, launch_spec, extras.env | interface_env(stack, spec), spec.get("knobs"))
+    # Hybrid ranks bound to cpu sets: OpenMP pins thread i to the i-th cpu of the set (checked by the program).
+    omp = thread_binding_env(threads, placed.pin_sets) if program.threaded else {}
+    prepared = prepare_launch(stack, argv, launch_spec, extras.env | omp | interface_env(stack, spec),
+                              spec.get("knobs"))
     record.merge(prepared.facts)
     rc, stdout, stderr, ran = run_prepared(prepared, launch_spec, argv, work, spec["timeout_s"])
     record.merge(ran)
@@ -247,8 +251,9 @@ def _launch_and_judge(program: Program, stack: Stack, spec: CellSpec, work: Path
     if placed.node_facts is None:
         return judge_library(judge(stack, spec, placed.pins, placed.pin_sets, rc, stdout, stderr,
                                    placed.unpinned_note), library)
-    # Over nodes, the cpu sets of co-located nodes are checked by judge_placement.
-    outcome = judge(stack, spec, placed.pins, None, rc, stdout, stderr)
+    # Over nodes, each rank's cpu set is checked by judge_placement; a hybrid rank's threads by its program.
+    outcome = judge(stack, spec, placed.pins, None, rc, stdout, stderr,
+                    thread_sets=placed.pin_sets if threads > 1 else None)
     outcome = judge_placement(outcome, spec, placed.pin_sets, placed.node_facts, stdout + "\n" + stderr,
                               placed.planned)
     if outcome.details is not None and "rank_hosts" in outcome.details:

@@ -12,8 +12,8 @@ OpenMP threads per rank (jacobi's hybrid cells). Its id reads like an IMB cell's
 The binary is the stack's host build (``results/<campaign>/kernels/<stack>/<kernel>``) or, with
 ``containers.enabled``, the kernel on the image's PATH run through ``apptainer exec``. Its output
 is JSON lines: a cell whose launch succeeded is ``failed`` when a rank reports ``"valid": false``
-or a rank's records are missing; an OpenMP thread outside its rank's cpu set makes it ``invalid``,
-and under the likwid pinner (``campaign.pinner``) so does thread i off the i-th cpu of its rank's list.
+or a rank's records are missing; an OpenMP thread off its plan makes it ``invalid`` (a hybrid
+rank's thread i on the i-th cpu of its set, :data:`OMP_BINDING`, on one node or several), and under the likwid pinner (``campaign.pinner``) so does thread i off the i-th cpu of its rank's list.
 """
 
 from __future__ import annotations
@@ -123,18 +123,54 @@ def invalid_records(frame: pl.DataFrame) -> str | None:
             f"(first: rank {first['rank']}{', ' + what if what else ''})")
 
 
+# OpenMP's own binding of a hybrid rank's threads inside the cpu set the stack gave the rank: one
+# place per hardware thread of the rank's affinity mask, thread i on place i (libgomp and the LLVM
+# runtime build their places from the mask the process starts with). The runner sets it for every
+# rank of ``threads`` > 1 bound to a set (one node or several: runner.hybrid_nodes).
+OMP_BINDING = {"OMP_PLACES": "threads", "OMP_PROC_BIND": "close"}
+
+
+def thread_binding_env(threads: int, sets: list[tuple[int, ...]] | None) -> dict[str, str]:
+    """:data:`OMP_BINDING` for hybrid ranks the stack binds to cpu sets, {} otherwise."""
+    return dict(OMP_BINDING) if threads > 1 and sets is not None else {}
+
+
+def planned_thread_cpus(cpus: tuple[int, ...], threads: int) -> list[int] | None:
+    """Where :data:`OMP_BINDING` puts a rank's threads: thread i on the i-th cpu of its set, in
+    ascending order; None when the threads outnumber the cpus (``close`` then packs several on a place)."""
+    ordered = sorted(cpus)
+    return ordered[:threads] if threads <= len(ordered) else None
+
+
 def thread_problems(frame: pl.DataFrame, sets: list[tuple[int, ...]] | None) -> list[str]:
-    """OpenMP threads outside their rank's cpu set (jacobi's ``thread_cpus``)."""
+    """OpenMP threads off their plan (jacobi's ``thread_cpus``, each thread's ``sched_getcpu`` on
+    its rank's host): a rank of one thread inside its cpu set; a hybrid rank (bound with
+    :data:`OMP_BINDING`) thread by thread, thread i on the i-th cpu of its set. One line per rank,
+    with its host, the cpus seen and those planned."""
     if sets is None or "thread_cpus" not in frame.columns:
         return []
     problems = []
-    for row in frame.select("rank", "thread_cpus").iter_rows(named=True):
-        cpus = set(row["thread_cpus"] or [])
-        allowed = set(sets[row["rank"]]) if row["rank"] < len(sets) else set()
-        if cpus - allowed:
-            problems.append(f"rank {row['rank']}: OpenMP threads ran on cpus {sorted(cpus)}, "
-                            f"outside its set {sorted(allowed)}")
+    columns = [c for c in ("rank", "host", "thread_cpus") if c in frame.columns]
+    for row in frame.select(columns).iter_rows(named=True):
+        seen = list(row["thread_cpus"] or [])
+        allowed = tuple(sets[row["rank"]]) if row["rank"] < len(sets) else ()
+        where = f"rank {row['rank']}" + (f" ({row['host']})" if row.get("host") else "")
+        planned = planned_thread_cpus(allowed, len(seen)) if len(seen) > 1 else None
+        if planned is not None and seen != planned:
+            wrong = next(t for t, (got, want) in enumerate(zip(seen, planned)) if got != want)
+            problems.append(f"{where}: OpenMP thread {wrong} ran on cpu {seen[wrong]}, planned cpu {planned[wrong]} "
+                            f"(threads on {seen}, planned {planned})")
+        elif set(seen) - set(allowed):
+            problems.append(f"{where}: OpenMP threads ran on cpus {sorted(set(seen))}, outside its set "
+                            f"{sorted(allowed)}")
     return problems
+
+
+def threads_checked(frame: pl.DataFrame, sets: list[tuple[int, ...]] | None) -> int:
+    """How many threads' cpus :func:`thread_problems` compared with a plan (0 without sets)."""
+    if sets is None or "thread_cpus" not in frame.columns:
+        return 0
+    return sum(len(cpus or []) for cpus in frame["thread_cpus"].to_list())
 
 
 def likwid_problems(frame: pl.DataFrame, sets: list[tuple[int, ...]]) -> list[str]:
@@ -311,7 +347,8 @@ class KernelProgram(Program):
             details = {"records": frame.height, "threads": spec["kernel"]["threads"],
                        "pinning": "likwid-pin, a cpu per thread"}
             return Checked(details, records_failure(frame, int(spec["cell"]["np"])), likwid_problems(frame, sets))
-        details = {"records": frame.height, "threads": spec["kernel"]["threads"], "pinning": pinning}
+        details = {"records": frame.height, "threads": spec["kernel"]["threads"], "pinning": pinning,
+                   "threads_checked": threads_checked(frame, sets)}
         return Checked(details, records_failure(frame, int(spec["cell"]["np"])), thread_problems(frame, sets))
 
     def single_rank_transport(self, transport: dict[str, Any]) -> dict[str, Any]:
