@@ -17,6 +17,7 @@
 * :mod:`.ring_regions` — the ring with every hop priced by its region;
 * :mod:`.kernels` — ring and matsum models;
 * :mod:`.kernel_jacobi` — the jacobi model;
+* :mod:`.jacobi_nodes` — hybrid vs pure MPI Jacobi over 1..N nodes at equal cores;
 * :mod:`.kernel_grids` — process grids at equal P;
 * :mod:`.kernel_common` — what the kernel models share;
 * :mod:`.kernel_p2p` — pingpong and coll kernel fits;

@@ -2,6 +2,7 @@
 
 * :mod:`.lifecycle` — scratch directory, provenance, atomic read-only seal, interruption;
 * :mod:`.plan` — pins and cpu sets, one node or several; the launcher;
+* :mod:`.hybrid_nodes` — hybrid ranks over nodes: a cpu set per rank on its node;
 * :mod:`.judge` — a cell's status from exit, transport, binding, placement, library;
 * :mod:`.process` — one launch: blocking wait, timeout kill of the process group, ``wall_s``;
 * :mod:`.machine_state` — what the machine did during a launch: run-queue wait, steal, others' cpu;
@@ -16,7 +17,8 @@
 from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.runner.judge import judge
 from mpiatlas.runner.lifecycle import CellInterrupted, read_status, scheduler_facts
-from mpiatlas.runner.plan import rank_cpu_sets, resolve_launcher
+from mpiatlas.runner.hybrid_nodes import rank_cpu_sets
+from mpiatlas.runner.plan import resolve_launcher
 from mpiatlas.runner.run import run_cell, run_group
 
 __all__ = ["CellInterrupted", "Outcome", "judge", "rank_cpu_sets", "read_status", "resolve_launcher",

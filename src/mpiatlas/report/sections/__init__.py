@@ -6,7 +6,8 @@ in ``ORDER``. Sections import only the shared modules of :mod:`mpiatlas.report` 
 data, formatting, cells, imb, findings, kernel_blocks), never each other.
 
 The sections: header, findings, parameters, p2p, regions, collectives, predicted, alphabeta, other (the other IMB
-benchmarks), kernel_ring, kernel_matsum, kernel_jacobi, kernel_p2p_coll, knobs, tuning, off_cache, adaptive,
+benchmarks), kernel_ring, kernel_matsum, kernel_jacobi, kernel_jacobi_nodes, kernel_p2p_coll, knobs, tuning, off_cache,
+adaptive,
 cell_table (every cell and its status), provenance.
 """
 
@@ -23,6 +24,7 @@ from mpiatlas.report.sections.collectives import section_collectives
 from mpiatlas.report.sections.findings import section_findings
 from mpiatlas.report.sections.header import section_header
 from mpiatlas.report.sections.kernel_jacobi import section_kernel_jacobi
+from mpiatlas.report.sections.kernel_jacobi_nodes import section_kernel_jacobi_nodes
 from mpiatlas.report.sections.kernel_matsum import section_kernel_matsum
 from mpiatlas.report.sections.kernel_p2p_coll import section_kernel_p2p_coll
 from mpiatlas.report.sections.kernel_ring import section_kernel_ring
@@ -54,6 +56,7 @@ ORDER: list[SectionFn] = [
     section_kernel_ring,  # kernels before the cell list
     section_kernel_matsum,
     section_kernel_jacobi,
+    section_kernel_jacobi_nodes,  # hybrid vs pure MPI over 1..N nodes at equal cores
     section_kernel_p2p_coll,  # the own pingpong/coll kernels: Open MPI's only p2p/collective data
     section_adaptive,  # how many repetitions each series needed (adaptive campaigns only), beside the cells
     section_cells,
