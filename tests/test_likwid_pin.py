@@ -156,11 +156,15 @@ def test_judge_under_likwid_reads_the_threads_not_the_stack(tmp_path: Path) -> N
     swapped = judge(impi, likwid_spec(), None, SETS, 0, jacobi_output([[0, 1], [3, 2]]), pin_table)
     assert swapped.status == "invalid" and swapped.details["binding_ok"] is False
     assert swapped.reason == "rank 1: OpenMP thread 0 ran on cpu 3, planned cpu 2 (threads on [3, 2], planned [2, 3])"
-    # Under the stack's pinner the same output is within each rank's set: ok.
+    # Under the stack's pinner the rank is bound to its set and OpenMP pins thread i to the set's i-th cpu
+    # (programs.kernels.OMP_BINDING): the same swap is off the plan too, the plan's order is ok.
     stack_spec = {**likwid_spec(), "pinner": "stack"}
-    assert judge(impi, stack_spec, None, SETS, 0, jacobi_output([[0, 1], [3, 2]]),
-                 "[0] MPI startup(): I_MPI_FABRICS=shm\n[0] MPI startup(): 0  11  vm  {0,1}\n"
-                 "[0] MPI startup(): 1  12  vm  {2,3}\n").status == "ok"
+    bound = ("[0] MPI startup(): I_MPI_FABRICS=shm\n[0] MPI startup(): 0  11  vm  {0,1}\n"
+             "[0] MPI startup(): 1  12  vm  {2,3}\n")
+    swapped = judge(impi, stack_spec, None, SETS, 0, jacobi_output([[0, 1], [3, 2]]), bound)
+    assert swapped.status == "invalid" and "rank 1 (" in swapped.reason
+    assert "OpenMP thread 0 ran on cpu 3, planned cpu 2" in swapped.reason
+    assert judge(impi, stack_spec, None, SETS, 0, jacobi_output([[0, 1], [2, 3]]), bound).status == "ok"
 
 
 # ------------------------------------------------------------------- identity and availability

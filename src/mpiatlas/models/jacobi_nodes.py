@@ -33,6 +33,8 @@ SEED = 0
 def cell_rows(df: pl.DataFrame) -> pl.DataFrame:
     """One row per cell: its shape, bytes and messages, and its times over ranks."""
     threads = "threads" if "threads" in df.columns else "cell_threads"
+    if "nodes" not in df.columns:  # tables written before cells spanned nodes
+        df = df.with_columns(pl.lit(1).alias("nodes"))
     cells = (df.group_by("cell", maintain_order=True).agg(
         pl.col("label").first(), pl.col("stack").first(), pl.col("transport").first(),
         pl.col("nodes").first().cast(pl.Int64), pl.col("np").first().cast(pl.Int64),
