@@ -87,8 +87,23 @@ def binding_problems(pins: list[int] | None, binding: dict[int, set[int]]) -> li
     return topology.check_binding(pins, [binding.get(r, set()) for r in range(len(pins))])
 
 
-def set_binding_problems(requested: list[tuple[int, ...]], binding: dict[int, set[int]]) -> list[str]:
-    """Problems between the requested cpu set of every rank and the one the stack reported."""
+def omp_bound(spec: CellSpec, sets: list[tuple[int, ...]] | None) -> bool:
+    """Did OpenMP pin this cell's threads inside their rank's set (programs.kernels.thread_binding_env,
+    applied by the runner to every hybrid rank the stack binds to a set, not under likwid-pin)?"""
+    return sets is not None and int(spec["cell"].get("threads", 1)) > 1 and not is_likwid(spec)
+
+
+def set_bound(got: set[int], want: tuple[int, ...], omp: bool) -> bool:
+    """A rank bound to its cpu set: the set, as the launcher reports it before the rank starts; under
+    OpenMP's binding, a report from inside the rank (Intel MPI's pin table) shows its main thread,
+    which OpenMP pinned to the set's first cpu before MPI_Init (its threads are checked one by one)."""
+    return got == set(want) or (omp and got == {min(want)})
+
+
+def set_binding_problems(requested: list[tuple[int, ...]], binding: dict[int, set[int]],
+                         omp: bool = False) -> list[str]:
+    """Problems between the requested cpu set of every rank and the one the stack reported
+    (``omp``: threads pinned by OpenMP, :func:`set_bound`)."""
     if not binding:
         return ["the stack reported no binding, so pinning cannot be verified"]
     problems = []
@@ -96,7 +111,7 @@ def set_binding_problems(requested: list[tuple[int, ...]], binding: dict[int, se
         got = binding.get(rank, set())
         if not got:
             problems.append(f"rank {rank} asked for cpus {sorted(want)} but reported no binding")
-        elif got != set(want):
+        elif not set_bound(got, want, omp):
             problems.append(f"rank {rank} asked for cpus {sorted(want)} but got {sorted(got)}")
     return problems
 
@@ -130,7 +145,8 @@ def judge(stack: Stack, spec: CellSpec, pins: list[int] | None, sets: list[tuple
     if is_likwid(spec):
         problems = []
     else:
-        problems = set_binding_problems(sets, binding) if sets is not None else binding_problems(pins, binding)
+        problems = (set_binding_problems(sets, binding, omp_bound(spec, sets)) if sets is not None
+                    else binding_problems(pins, binding))
     pinned = pins is not None or sets is not None
     details: dict[str, Any] = {
         **checked.details, **transport,
@@ -170,10 +186,15 @@ def judge_placement(outcome: Outcome, spec: CellSpec, pin_sets: list[tuple[int, 
     hosts = ssh_hosts.rank_hosts(output)
     rank_hosts = {str(r): h for r, h in sorted(hosts.items())}
     binding = {int(r): set(c) for r, c in (details.get("obtained_binding") or {}).items()}
+    omp = omp_bound(spec, pin_sets)
+    wrong = [] if pin_sets is None else [r for r, cpus in enumerate(pin_sets)
+                                         if not set_bound(binding.get(r, set()), cpus, omp)]
+    if omp and pin_sets is not None and not wrong:
+        # Hybrid ranks: what shares a machine's cpus is every rank's whole set, not its main thread's cpu.
+        binding = {r: set(cpus) for r, cpus in enumerate(pin_sets)}
     problems = multinode.placement_problems(int(cell["np"]), int(cell["nodes"]), hosts, binding, facts,
                                             cell.get("distribution") or "cyclic", planned)
     if pin_sets is not None:
-        wrong = [r for r, cpus in enumerate(pin_sets) if binding.get(r) != set(cpus)]
         details["binding_ok"] = not wrong
         if wrong:
             problems.append(f"ranks {wrong} were not bound to the cpu sets asked for ({[list(pin_sets[r]) for r in wrong]})")
