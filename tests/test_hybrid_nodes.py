@@ -15,10 +15,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.evidence.provenance import PlanFacts
 from mpiatlas.node import multinode, topology
 from mpiatlas.node.topology_synthetic import parse_synthetic
 from mpiatlas.programs.kernels import OMP_BINDING, thread_binding_env, thread_problems, threads_checked
+from mpiatlas.runner.judge import judge_placement, omp_bound, set_binding_problems, set_bound
 from mpiatlas.runner.hybrid_nodes import machine_threads_oversubscribed, node_slots, plan_hybrid_nodes
 from mpiatlas.stacks import LaunchSpec, StackError
 from mpiatlas.stacks.base import srun_argv
@@ -149,3 +151,29 @@ def test_every_thread_is_checked_against_its_planned_cpu() -> None:
     (problem,) = thread_problems(_records({0: [5], 1: [0]}), sets)
     assert problem == "rank 0 (node1): OpenMP threads ran on cpus [5], outside its set [2, 3]"
     assert threads_checked(good, None) == 0
+
+
+SRUN_HYBRID = """\
+cpu-bind=MASK - node1, task  0  0 [17290]: mask 0x3 set
+cpu-bind=MASK - node2, task  1  0 [17295]: mask 0x3 set
+"""
+
+
+def test_a_hybrid_rank_reported_on_its_main_threads_cpu_is_bound_as_planned() -> None:
+    """Intel MPI's pin table reads a rank's binding inside MPI_Init, after OpenMP pinned its main thread to
+    the set's first cpu (measured on the namespace cluster: {0} for the set {0, 1}); srun's lines show the
+    set. Either is the plan; another cpu is not, and co-located hybrid ranks are judged on their sets."""
+    spec = _spec("node", 2, 2)
+    sets = [(0, 1), (0, 1)]
+    assert set_bound({0}, (0, 1), True) and set_bound({0, 1}, (0, 1), False) and not set_bound({0}, (0, 1), False)
+    assert not set_bound({1}, (0, 1), True)
+    assert omp_bound(spec, sets) and not omp_bound(_spec("node", 2, 1), sets) and not omp_bound(spec, None)
+    main_thread = Outcome("ok", None, {"obtained_binding": {"0": [0], "1": [0]}})
+    judged = judge_placement(main_thread, spec, sets, SHARED, SRUN_HYBRID, [0, 1])
+    assert judged.status == "ok" and judged.details["binding_ok"] is True, judged.reason
+    assert judged.details["rank_hosts"] == {"0": "node1", "1": "node2"}
+    wrong = Outcome("ok", None, {"obtained_binding": {"0": [0], "1": [1]}})
+    judged = judge_placement(wrong, spec, sets, SHARED, SRUN_HYBRID, [0, 1])
+    assert judged.status == "invalid" and "ranks [1] were not bound to the cpu sets asked for" in judged.reason
+    assert set_binding_problems([(2, 3)], {0: {2}}, omp=True) == []
+    assert set_binding_problems([(2, 3)], {0: {3}}, omp=True) == ["rank 0 asked for cpus [2, 3] but got [3]"]
