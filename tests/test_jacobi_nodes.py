@@ -27,7 +27,7 @@ def _rows(nodes: int, np_: int, threads: int, faces: list[int], rep: int, scale:
     cell = f"kernel/i/ofi-tcp/{placement}/np{np_}/jacobi/weak-L{L}-t{threads}/rep{rep}"
     return [{"cell": cell, "label": f"i/ofi-tcp/{placement}", "stack": "i", "transport": "ofi-tcp",
              "mapping": "core" if nodes == 1 else "node", "nodes": nodes, "np": np_, "cell_threads": threads,
-             "rep": rep, "rank": r, "oversubscribed": False, "cell_status": "ok", "mode": "weak", "L": [L, L, L],
+             "rep": rep, "rank": r, "host": f"n{r % nodes}", "oversubscribed": False, "cell_status": "ok", "mode": "weak", "L": [L, L, L],
              "bytes_sent": faces[r] * FACE, "messages": faces[r], "halo_us": (r + 1) * scale,
              "allreduce_us": (r + 2) * scale, "iteration_us": 100.0 * scale}
             for r in range(np_)]

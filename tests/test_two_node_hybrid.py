@@ -1,8 +1,8 @@
 """Hybrid MPI + OpenMP over nodes on the namespace cluster (issue 24, item 2): config/test/two_node_hybrid.yaml
 through profiles/slurm into the report.
 
-The Jacobi kernel, pure and hybrid at equal cores, on one node (2 x 1 vs 1 x 2) and over two nodes
-(node2: 2 ranks per node x 1 vs 1 rank per node x 2 threads). Every cell must end ``ok``; every hybrid
+The Jacobi kernel, pure and hybrid at equal cores, with the `core` mapping filling two nodes (core-n2,
+block): on one node (2 x 1 vs 1 x 2) and over two (2 ranks per node x 1 vs 1 rank per node x 2 threads). Every cell must end ``ok``; every hybrid
 rank ran on its planned node, bound to its planned cpu set, and every OpenMP thread's cpu
 (``sched_getcpu`` on its host) is the one its plan gives it (the i-th cpu of its rank's set). The report
 shows the hybrid-vs-pure section over 1 and 2 nodes. The cluster fixture and campaign helpers are
@@ -35,16 +35,16 @@ def test_hybrid_cells_over_two_nodes_end_ok_with_every_thread_checked(netns_clus
     cells = pl.read_parquet(results / "tidy" / "cells.parquet")
     jacobi = cells.filter(pl.col("benchmark") == "jacobi")
     assert set(jacobi["status"]) == {"ok"}, jacobi.select("cell", "status", "reason").rows()
-    over = jacobi.filter(pl.col("nodes") == 2)
-    hybrid = over.filter(pl.col("cell").str.contains("-t2/"))
-    assert hybrid.height == 2 and set(hybrid["np"]) == {2}
+    assert set(jacobi["nodes"]) == {2}
+    hybrid = jacobi.filter(pl.col("cell").str.contains("-t2/") & (pl.col("np") == 2))
+    assert hybrid.height == 2
     table = pl.read_parquet(results / "tidy" / "kernel_jacobi.parquet")
     for row in hybrid.iter_rows(named=True):
         raw = results / "raw" / row["cell"]
         prov = json.loads((raw / "provenance.json").read_text())
         status = json.loads((raw / "status.json").read_text())
         details = status
-        # The plan: rank r on node r mod 2 (cyclic), each owning 2 cpus of its node.
+        # The plan: a node of 2 cores holds one rank of 2 threads, so rank r on node r, owning both cpus.
         assert prov["planned_nodes"] == [0, 1] and all(len(s) == 2 for s in prov["requested_pins"]), prov
         hosts = json.loads(row["hosts"])
         assert hosts["0"] != hosts["1"], hosts
@@ -66,6 +66,10 @@ def test_hybrid_cells_over_two_nodes_end_ok_with_every_thread_checked(netns_clus
     assert {(1, 2), (2, 4)} <= set(rows), sorted(rows)
     two = rows[(2, 4)]
     assert (two["hybrid"], two["pure"]) == ("1 × 2", "2 × 1"), two
+    # Every hybrid cell ended ok with each of its threads checked (1 x 2 on node1 too).
+    for row in jacobi.filter(pl.col("cell").str.contains("-t2/")).iter_rows(named=True):
+        status = json.loads((results / "raw" / row["cell"] / "status.json").read_text())
+        assert status["threads_checked"] == 2 * int(row["np"]), status
     # Weak L=16: a rank sends its faces; the hybrid rank (1 per node, grid 2x1x1) sends one 16x16 face.
     assert two["hybrid_bytes_per_rank"] == 16 * 16 * 8
     assert two["bytes_ratio"] == pytest.approx(two["hybrid_bytes_total"] / two["pure_bytes_total"])

@@ -1,8 +1,8 @@
 """Hybrid MPI + OpenMP vs pure MPI Jacobi over 1..N nodes at equal core counts (issue 24, item 2).
 
 From ``kernel_jacobi.parquet`` (one record per rank per cell, ``ok`` cells only): for every placement
-(stack / transport / mapping over its nodes: ``core`` on one node, ``node2`` over two, ...), problem
-(mode and size) and core count, each hybrid launch shape (ranks × threads, threads > 1) beside the pure
+(stack / transport / mapping over its nodes: ``core`` on one node, ``node2`` over two, ``core-n2`` filling
+two, ...), problem (mode and size), nodes used (the ranks' distinct hosts) and core count, each hybrid launch shape (ranks × threads, threads > 1) beside the pure
 MPI one at the same cores (cores × 1). Per cell (one launch): the bytes a rank sends per step (its
 halo faces; mean over ranks) and their total over ranks, messages per rank, the halo-exchange and
 Allreduce times per step, mean and minimum over ranks (the minimum is the rank that waited least for
@@ -33,11 +33,13 @@ SEED = 0
 def cell_rows(df: pl.DataFrame) -> pl.DataFrame:
     """One row per cell: its shape, bytes and messages, and its times over ranks."""
     threads = "threads" if "threads" in df.columns else "cell_threads"
-    if "nodes" not in df.columns:  # tables written before cells spanned nodes
-        df = df.with_columns(pl.lit(1).alias("nodes"))
+    # The nodes a launch used: its ranks' hosts (a cell filling nodes, core-n2, may use fewer than it was
+    # given), else the cell's own count (1 for tables written before cells spanned nodes).
+    nodes = (pl.col("host").n_unique() if "host" in df.columns else
+             pl.col("nodes").first() if "nodes" in df.columns else pl.lit(1))
     cells = (df.group_by("cell", maintain_order=True).agg(
         pl.col("label").first(), pl.col("stack").first(), pl.col("transport").first(),
-        pl.col("nodes").first().cast(pl.Int64), pl.col("np").first().cast(pl.Int64),
+        nodes.cast(pl.Int64).alias("nodes"), pl.col("np").first().cast(pl.Int64),
         pl.col(threads).first().cast(pl.Int64).alias("threads"), pl.col("rep").first(),
         pl.col("oversubscribed").any(), pl.col("mode").first(), pl.col("L").first() if "L" in df.columns
         else pl.lit(None).alias("L"), pl.col("N").first() if "N" in df.columns else pl.lit(None).alias("N"),
@@ -98,7 +100,8 @@ def hybrid_over_nodes(df: pl.DataFrame | None) -> list[dict[str, Any]]:
         return []
     cells = cell_rows(df)
     out = []
-    for (label, problem, cores), group in cells.group_by(["label", "problem", "cores"], maintain_order=True):
+    for (label, problem, _, cores), group in cells.group_by(["label", "problem", "nodes", "cores"],
+                                                              maintain_order=True):
         pure_cells = group.filter(pl.col("threads") == 1)
         pure = _point(pure_cells) if pure_cells.height else None
         for _, shape in group.filter(pl.col("threads") > 1).group_by(["np", "threads"], maintain_order=True):
