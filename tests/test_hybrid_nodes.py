@@ -15,10 +15,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from mpiatlas import programs
 from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.evidence.provenance import PlanFacts
+from mpiatlas.matrix.cells import hybrid_fit_problem
+from mpiatlas.matrix.config import validate
 from mpiatlas.node import multinode, topology
 from mpiatlas.node.topology_synthetic import parse_synthetic
+from mpiatlas.programs import unplanned_notes
 from mpiatlas.programs.kernels import OMP_BINDING, thread_binding_env, thread_problems, threads_checked
 from mpiatlas.runner.judge import judge_placement, omp_bound, set_binding_problems, set_bound
 from mpiatlas.runner.hybrid_nodes import machine_threads_oversubscribed, node_slots, plan_hybrid_nodes
@@ -177,3 +181,30 @@ def test_a_hybrid_rank_reported_on_its_main_threads_cpu_is_bound_as_planned() ->
     assert judged.status == "invalid" and "ranks [1] were not bound to the cpu sets asked for" in judged.reason
     assert set_binding_problems([(2, 3)], {0: {2}}, omp=True) == []
     assert set_binding_problems([(2, 3)], {0: {3}}, omp=True) == ["rank 0 asked for cpus [2, 3] but got [3]"]
+
+
+def _topology_config(**top: object):
+    return validate({
+        "campaign": {"name": "t", "repetitions": 1, "allow_oversubscribe": False},
+        "stacks": {"intelmpi": {"kind": "intelmpi", "transports": ["ofi-tcp"]}},
+        "mappings": ["core", "node"], "nodes": [2], "over_nodes": [2], "processes": [2],
+        "imb": {"benchmarks": ["PingPong"], "msglog": [0, 4], "time_s": 0.1, "mem_gb": 0.5},
+        "kernels": {"jacobi": {"L": 8, "processes": [2, 4], "hybrid": {"processes": [1, 2, 4], "threads": [2, 4]}}},
+        **top,
+    })
+
+
+def test_hybrid_cells_the_declared_nodes_cannot_hold_are_not_planned_and_noted_once() -> None:
+    config = _topology_config(topology="core:2 pu:1")  # nodes of 2 cores
+    hybrid = sorted((c.placement, c.np, c.threads) for c in programs.expand(config) if c.threads > 1)
+    # core-n2 holds one 2-thread rank a node (np <= 2); node2 one per node; no 4-thread rank fits a node.
+    assert hybrid == [("core-n2", 1, 2), ("core-n2", 2, 2), ("node2", 2, 2)]
+    assert unplanned_notes(config) == [{
+        "what": "hybrid cells over nodes of core:2 pu:1", "cells": 7,
+        "why": "a rank of 4 threads needs 4 cores; a node has 2; 4 ranks x 2 threads do not fit 2 nodes x 2 cores "
+               "(1 such ranks per node; a cell filling nodes is never oversubscribed); 2 ranks x 2 threads per node "
+               "> 2 cores and oversubscription is off"}]
+    # Without a declared topology every cell is planned: the runner refuses what its node cannot hold.
+    plain = _topology_config()
+    assert len([c for c in programs.expand(plain) if c.threads > 1]) == 10 and unplanned_notes(plain) == []
+    assert hybrid_fit_problem("node", 2, 4, 2, 8, False) is None

@@ -11,7 +11,7 @@ from mpiatlas import programs
 from mpiatlas.campaign import adaptive_rounds, resources
 from mpiatlas.matrix import adaptive, layout
 from mpiatlas.programs import build as kernel_build
-from mpiatlas.programs.imb import unplanned_notes
+from mpiatlas.programs import unplanned_notes
 
 # Validate once, with the schema's defaults filled in; errors name the key and the allowed values.
 # Every rule reads the typed campaign (mpiatlas.spine.campaign.Campaign), never Snakemake's raw config.

@@ -12,7 +12,7 @@
 
 rule cells_manifest:
     # Every cell id of the campaign (tidy writes a `missing` row for any that has no raw directory)
-    # the notes on what was left out before the run (mpiatlas.programs.imb.unplanned_notes), and the
+    # the notes on what was left out before the run (mpiatlas.programs.unplanned_notes), and the
     # validated config the cell groups expand their cells from.
     output:
         manifest=f"{R}/{layout.CELLS_MANIFEST}",

@@ -327,6 +327,28 @@ def node_counts(config: Campaign, mapping: str, np: int) -> list[int]:
     return [m for m in config.nodes if m <= np and np % m == 0]
 
 
+def hybrid_fit_problem(mapping: str, nodes: int, np: int, threads: int, cores: int,
+                       allow_oversubscribe: bool) -> str | None:
+    """Why ``np`` ranks of ``threads`` threads (a hybrid cell) cannot run over ``nodes`` nodes of ``cores``
+    cores each, or None: a rank needs its threads' cores on one node; the `node` mapping puts np / nodes
+    ranks on every node (more threads than cores only when oversubscription is on); a spread mapping
+    filling nodes (core-n2) holds cores // threads such ranks a node and is never oversubscribed. The
+    runner (runner.hybrid_nodes) refuses by this rule where the cell runs; the matrix leaves such cells
+    out beforehand when the config names the nodes' ``topology``."""
+    if threads > cores:
+        return f"a rank of {threads} threads needs {threads} cores; a node has {cores}"
+    if mapping == "node":
+        ppn = np // nodes
+        if ppn * threads > cores and not allow_oversubscribe:
+            return f"{ppn} ranks x {threads} threads per node > {cores} cores and oversubscription is off"
+        return None
+    per_node = cores // threads
+    if np > nodes * per_node:
+        return (f"{np} ranks x {threads} threads do not fit {nodes} nodes x {cores} cores ({per_node} such ranks "
+                "per node; a cell filling nodes is never oversubscribed)")
+    return None
+
+
 def region_pairs_only(config: Campaign) -> bool:
     """Whether the region mappings' cells are the 2-rank measurements only (PingPong, PingPing, the
     pingpong kernel): so under ``mappings: auto`` (mpiatlas.campaign.auto_plan records it), which

@@ -12,10 +12,11 @@ C file: the matrix, the runner, the workflow, the build and tidy read this regis
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import replace
 from itertools import chain
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from mpiatlas.matrix import knobs
 from mpiatlas.matrix.cells import (
@@ -26,11 +27,13 @@ from mpiatlas.matrix.cells import (
     cell_spec_base,
     check_algorithms,
     check_transports,
+    hybrid_fit_problem,
     region_pairs_only,
     sort_cells,
 )
 from mpiatlas.programs.base import Program
 from mpiatlas.programs.imb import TWO_RANK_BENCHMARKS, Imb
+from mpiatlas.programs.imb import unplanned_notes as imb_unplanned_notes
 from mpiatlas.programs.kernels import KernelProgram
 from mpiatlas.programs.kernels.coll import Coll
 from mpiatlas.programs.kernels.jacobi import Jacobi
@@ -74,7 +77,45 @@ def expand(config: Campaign) -> list[Cell]:
         from mpiatlas.node.topology import REGION_MAPPINGS
 
         cells = (c for c in cells if c.mapping not in REGION_MAPPINGS or (c.kind, c.benchmark) in PAIR_PROGRAMS)
-    return sort_cells(with_knob_sets(config, with_node_axes(config, cells)))
+    cells = (c for c in with_node_axes(config, cells) if hybrid_unplanned(config, c) is None)
+    return sort_cells(with_knob_sets(config, cells))
+
+
+@functools.cache
+def _node_cores(spec: str) -> int:
+    from mpiatlas.node.topology_synthetic import read_topology
+
+    return read_topology(spec).n_cores
+
+
+def hybrid_unplanned(config: Campaign, cell: Cell) -> str | None:
+    """Why a hybrid cell over nodes cannot run on the nodes the config's ``topology`` describes
+    (:func:`mpiatlas.matrix.cells.hybrid_fit_problem`), or None: such cells are not planned. Without a
+    ``topology`` the nodes' cores are known only where a cell runs, and the runner refuses it there."""
+    spec = config.document.get("topology")
+    if cell.threads <= 1 or cell.nodes <= 1 or not spec:
+        return None
+    return hybrid_fit_problem(cell.mapping, cell.nodes, cell.np, cell.threads, _node_cores(str(spec)),
+                              bool(config.campaign.allow_oversubscribe))
+
+
+def unplanned_notes(config: Campaign) -> list[dict[str, Any]]:
+    """What was left out before the run: IMB cells of stacks that cannot run IMB (programs.imb, a note
+    per stack), and hybrid cells over nodes the config's ``topology`` cannot hold (one note, its
+    distinct reasons in one line)."""
+    notes = imb_unplanned_notes(config)
+    if not config.document.get("topology"):
+        return notes
+    reasons: dict[str, int] = {}
+    every = chain.from_iterable(program.cells(config) for program in REGISTRY.values() if program.threaded)
+    for cell in with_node_axes(config, every):
+        why = hybrid_unplanned(config, cell)
+        if why is not None:
+            reasons[why] = reasons.get(why, 0) + 1
+    if not reasons:
+        return notes
+    return [*notes, {"what": f"hybrid cells over nodes of {config.document['topology']}",
+                     "why": "; ".join(reasons), "cells": sum(reasons.values())}]
 
 
 def with_node_axes(config: Campaign, cells: Iterable[Cell]) -> Iterable[Cell]:

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from mpiatlas.evidence.provenance import PlanFacts
+from mpiatlas.matrix.cells import hybrid_fit_problem
 from mpiatlas.node import multinode, topology
 from mpiatlas.stacks import Stack, StackError
 from mpiatlas.stacks.base import check_distribution
@@ -88,25 +89,18 @@ def plan_hybrid_nodes(stack: Stack, spec: CellSpec, topo: topology.Topology, lau
     distribution = cell.get("distribution") or "cyclic"
     check_stack_binds_sets(stack, launcher, nodes)
     cores = len(topo.cores)
-    if threads > cores:
-        raise topology.MappingUnavailable(mapping, f"a rank of {threads} threads needs {threads} cores; a node has "
-                                          f"{cores}")
     allow = bool(spec["allow_oversubscribe"])
+    problem = hybrid_fit_problem(mapping, nodes, np, threads, cores, allow)
+    if problem is not None:
+        raise topology.MappingUnavailable(mapping, problem)
     if mapping == "node":
         ppn = np // nodes
         per_node_over = ppn * threads > cores
-        if per_node_over and not allow:
-            raise topology.MappingUnavailable(mapping, f"{ppn} ranks x {threads} threads per node > {cores} cores "
-                                              "and oversubscription is off")
         planned, local = node_slots(np, nodes, None, distribution)
         local_sets = rank_cpu_sets(topo, "core", ppn, threads, oversubscribe=per_node_over)
         fill = None
     else:
         per_node = cores // threads
-        if np > nodes * per_node:
-            raise topology.MappingUnavailable(mapping, f"{np} ranks x {threads} threads do not fit {nodes} nodes x "
-                                              f"{cores} cores ({per_node} such ranks per node; a cell filling "
-                                              "nodes is never oversubscribed)")
         planned, local = node_slots(np, nodes, per_node, distribution)
         local_sets = rank_cpu_sets(topo, mapping, max(local) + 1, threads, oversubscribe=False)
         fill = (max(planned) + 1, per_node if distribution == "block" else None)
