@@ -70,6 +70,14 @@ def test_study_pairs_each_hybrid_shape_with_pure_mpi_at_equal_cores_over_nodes()
     assert two["hybrid_spread"] == pytest.approx(0.2 / 1.1) and two["hybrid_n_reps"] == 3
 
 
+def test_explicit_grids_stay_out_of_the_study() -> None:
+    table = _table().with_columns(pl.lit(False).alias("grid_explicit"))
+    gridded = pl.DataFrame([{**r, "cell": r["cell"].replace("-t1/", "-t1-g1x4x1/"), "grid_explicit": True,
+                             "iteration_us": 1e6} for r in _rows(2, 4, 1, [1, 2, 2, 1], 0, 1.0)])
+    study = hybrid_over_nodes(pl.concat([table, gridded], how="diagonal_relaxed"))
+    assert [r["pure_iteration_us"]["median"] for r in study] == pytest.approx([110.0, 220.0])
+
+
 def test_ratio_ci_resamples_repetitions() -> None:
     rng = np.random.default_rng(1)
     a, b = list(2.0 + 0.1 * rng.standard_normal(20)), list(1.0 + 0.05 * rng.standard_normal(20))

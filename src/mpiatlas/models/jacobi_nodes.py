@@ -96,7 +96,11 @@ def hybrid_over_nodes(df: pl.DataFrame | None) -> list[dict[str, Any]]:
     """Every hybrid shape beside the pure MPI shape at its core count, per placement and problem,
     ordered by stack/transport, problem, nodes and cores (see the module docstring)."""
     df = usable(df)
-    if df is None:
+    if df is not None and "grid_explicit" in df.columns:
+        # Process grids asked for (procdims) are compared at their P elsewhere (kernel_grids): here each
+        # shape runs on the stack's own grid, so repetitions of one shape are one decomposition.
+        df = df.filter(~pl.col("grid_explicit").fill_null(False))
+    if df is None or df.height == 0:
         return []
     cells = cell_rows(df)
     out = []
