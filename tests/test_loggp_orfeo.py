@@ -7,14 +7,17 @@ over ranks of each rank's time in the call, so the fit and the comparison use ``
 (``quantity="rank_mean"``).
 
 **EPYC**, calibrated on ``basic_linear`` (255 process counts per mapping): it determines g tightly
-and o loosely (fitted 0, CI up to 0.03-0.09 µs); a linear Bcast has no level, so h is not fitted.
+and o loosely (fitted 0-0.08 µs, CI from 0 to 0.12-0.67 µs: LogGP's L is the wire latency λ − 2o, so
+a hop costs λ whatever o and only when the root is done shows o); a linear Bcast has no level, so h
+is not fitted. The figures below are the same with L = λ − 2o as with the earlier λ-as-L model
+(o ≈ 0 here) to within 0.5 %.
 Median |error| (uncalibrated = latency only, completion, as in test_predict_orfeo → calibrated):
 
 | algorithm | core | socket | node |
 |---|---|---|---|
-| basic_linear (fitted on) | 344 % → 18 % | 210 % → 11 % | 370 % → 8 % |
+| basic_linear (fitted on) | 344 % → 18 % | 210 % → 10 % | 370 % → 8 % |
 | chain | 26 % → 20 % | 24 % → 13 % | 31 % → 20 % |
-| binary_tree | 42 % → 18 % | 51 % → 30 % | 56 % → 34 % |
+| binary_tree | 42 % → 18 % | 51 % → 29 % | 56 % → 34 % |
 | default | 47 % → 25 % | 37 % → 29 % | 53 % → 36 % |
 
 g = 0.221 [0.212, 0.230] µs (core), 0.341 [0.326, 0.356] (socket), 0.429 [0.417, 0.441] (node).
@@ -28,8 +31,8 @@ Tolerances: the figure rounded up to the next 5 %.
 
 **THIN** (P ≤ 24, one node), calibrated on ``binomial`` (23 process counts; bcast_linear.csv is
 binomial too, so THIN has no linear Bcast): the trees alone leave o, g and h loosely determined
-(CIs from 0). chain 32 → 30 % core, 10 → 13 % socket; binary_tree 29 → 22 %, 30 → 15 %; binomial
-(fitted on) 21 → 28 %, 26 → 8 %; pipeline 12 → 20 %, 36 → 24 %; default 49 → 25 %, 18 → 4 %.
+(CIs from 0). chain 32 → 34 % core, 10 → 13 % socket; binary_tree 29 → 25 %, 30 → 19 %; binomial
+(fitted on) 21 → 28 %, 26 → 9 %; pipeline 12 → 16 %, 36 → 5 %; default 49 → 28 %, 18 → 8 %.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ EPYC_TOLERANCE = {
 THIN_FILES = {"chain": ("chain", None), "binary_tree": ("binarytree", None), "binomial": ("binomial", None),
               "pipeline": ("pipeline", None), "default": ("default", None)}  # fmt: skip
 THIN_TOLERANCE = {
-    ("chain", "core"): 0.35, ("binary_tree", "core"): 0.25, ("binomial", "core"): 0.30,
+    ("chain", "core"): 0.35, ("binary_tree", "core"): 0.30, ("binomial", "core"): 0.30,
     ("pipeline", "core"): 0.25, ("default", "core"): 0.30,
     ("chain", "socket"): 0.15, ("binary_tree", "socket"): 0.20, ("binomial", "socket"): 0.10,
     ("pipeline", "socket"): 0.25, ("default", "socket"): 0.10,
@@ -102,7 +105,8 @@ def test_epyc_linear_calibration_fits_the_gap(mapping: str) -> None:
     expected = {"core": 0.221, "socket": 0.341, "node": 0.429}[mapping]
     assert gap.fitted and gap.value == pytest.approx(expected, rel=0.02), gap.line()
     assert 0 < gap.ci_low < gap.value < gap.ci_high < 1.1 * gap.value, gap.line()
-    assert overhead.fitted and overhead.value < 0.01 and overhead.ci_high < 0.1, overhead.line()  # o ≈ 0
+    # o ≈ 0, loosely: with L = λ - 2o a hop costs λ whatever o, only the root's finish (1/P of the mean) shows it.
+    assert overhead.fitted and overhead.value < 0.1 and overhead.ci_low == 0, overhead.line()
     assert not fitted["level_us"].fitted and cal.params.level_us == 0.0  # a linear Bcast has no level
 
 
