@@ -156,3 +156,33 @@ def test_mpich_scatter_allgather_bcast_is_a_binomial_scatter_then_the_allgather_
     assert latency_only("bcast", "scatter_ring_allgather", FOUR, TABLE, 4).completion_us == pytest.approx(41.0)
     assert latency_only("bcast", "scatter_recursive_doubling_allgather", FOUR, TABLE, 4).completion_us == (
         pytest.approx(22.0))
+
+
+def test_mpich_tree_bcast_is_a_heap_ordered_binary_tree_and_pipelined_tree_cuts_8192_byte_chunks() -> None:
+    from mpiatlas.models.collective_trees import kary_tree, mpich_kary_tree
+
+    # MPICH's kary (heap order: s -> 2s+1, 2s+2) against Open MPI's level-numbered binary tree.
+    assert mpich_kary_tree(5) == [[1, 2], [3, 4], [], [], []]
+    assert kary_tree(5) == [[1, 2], [3], [4], [], []]
+    five = place(parse_synthetic("pack:2 core:4 pu:1"), 5)  # ranks 0..3 on socket 0, rank 4 on socket 1
+    # L = λ - 2o: 0 within a socket, 9 across. got1 = 0.5 + 0 + 0.5 = 1.0, got2 = 0.7 + 0.5 = 1.2; rank 1 starts
+    # a gap after its data (1.2), sends to 3 at 1.7 (got3 = 2.2) and to 4 at 1.9 (got4 = 1.9 + 9 + 0.5 = 11.4).
+    r = predict("bcast", "tree", five, TABLE, 4, params=P)
+    assert r.completion_us == pytest.approx(11.4)
+    assert r.rank_mean_us == pytest.approx((0.7 + 1.9 + 1.2 + 2.2 + 11.4) / 5)  # sends done: 0.7, 1.9; data: 1.2, ..
+    # Open MPI's binary_tree: rank 1 sends once (done 1.7), rank 2 forwards to 4 (done 1.9).
+    assert predict("bcast", "binary_tree", five, TABLE, 4, params=P).rank_mean_us == pytest.approx(17.9 / 5)
+    assert predict("bcast", "pipelined_tree", five, TABLE, 4, params=P) == r.__class__(
+        "bcast", "pipelined_tree", 5, 4, r.completion_us, r.rank_mean_us, r.shape)  # one chunk: the same tree
+    # 16384 B at 1000 MB/s (0.001 µs/B) over 0 -> 1, 2 within a socket: pipelined_tree sends 2 chunks of 8192 B.
+    # First chunk: got1 = 0.5 + 8.192 + 0.5, got2 = 0.7 + 8.192 + 0.5 = 9.392; then the root's link carries
+    # 2 x 8.192 µs per chunk: 9.392 + 16.384. Unsegmented (tree): got2 = 0.7 + 16.384 + 0.5.
+    bw = RegionTable({"same_socket": 1.0}, {"same_socket": 1000.0})
+    three = place(parse_synthetic("pack:2 core:4 pu:1"), 3)
+    assert predict("bcast", "pipelined_tree", three, bw, 16384, params=P).completion_us == pytest.approx(25.776)
+    assert predict("bcast", "tree", three, bw, 16384, params=P).completion_us == pytest.approx(17.584)
+    # Latency only (no o, g): the same trees, so usable by `mpiatlas predict` with a λ-only table.
+    # Levels max(1, 1) then rank 1's max(1, 10): 11 (the rank mean by collective_regions' own convention).
+    only = latency_only("bcast", "tree", five, TABLE, 4)
+    assert (only.completion_us, only.rank_mean_us) == pytest.approx((11.0, 7.0))
+    assert latency_only("bcast", "pipelined_tree", five, TABLE, 4).completion_us == pytest.approx(11.0)

@@ -39,6 +39,9 @@ Schedules (root 0, Open MPI 4.1 ``coll_tuned`` trees from :mod:`.collective_tree
   serialises arrivals); a rank sends up ``g + h + o`` after its last child (leaves at ``o``).
 * **steps** (Allreduce ``recursive_doubling``, ``ring``, ``rabenseifner``; Reduce
   ``rabenseifner``): each exchange step costs ``h + max over its pairs of (o + L + m·G + o)``.
+* MPICH's Bcast ``tree`` and ``pipelined_tree``: **down** over MPICH's kary tree (k = 2, heap
+  order: :func:`.collective_trees.mpich_kary_tree`), a parent's non-blocking sends to its children
+  costing ``o + (k−1)·g``; ``pipelined_tree`` in 8192-byte chunks (MPICH's default chunk size).
 * **scatter-allgather** (MPICH's Bcast ``scatter_*_allgather``): MPICH's binomial scatter of
   ``ceil(m/P)``-byte chunks priced **down**, then the allgather's **steps**, one after the other.
 
@@ -213,6 +216,14 @@ def _linear(size: int) -> list[list[int]]:
     return trees.linear_tree(size, 0)
 
 
+def _mpich_kary(size: int) -> list[list[int]]:
+    return trees.mpich_kary_tree(size, 0, latency_only.MPICH_BCAST_TREE_KVAL)
+
+
+def _mpich_pipelined(chunk: int, e: _Edges, size: int, nbytes: int, segsize: int) -> tuple[float, float, str]:
+    return _tree(_mpich_kary, e, size, nbytes, chunk)  # MPICH's own chunk, not Open MPI's segment size
+
+
 LOGGP_ALGORITHMS: dict[str, dict[str, Model]] = {
     "bcast": {
         "basic_linear": partial(_tree, _linear),
@@ -221,6 +232,8 @@ LOGGP_ALGORITHMS: dict[str, dict[str, Model]] = {
         "binary_tree": partial(_tree, lambda p: trees.kary_tree(p, 0, 2)),
         "binomial": partial(_tree, trees.binomial_tree),
         "knomial": partial(_tree, lambda p: trees.knomial_tree(p, 0, latency_only.BCAST_KNOMIAL_RADIX)),
+        "tree": partial(_tree, _mpich_kary),
+        "pipelined_tree": partial(_mpich_pipelined, latency_only.MPICH_BCAST_CHUNK),
         **{name: partial(_scatter_allgather, ag) for name, ag in latency_only.MPICH_SCATTER_ALLGATHER.items()},
     },
     "scatter": {"basic_linear": partial(_blocks, False, _linear),
