@@ -7,14 +7,17 @@ over ranks of each rank's time in the call, so the fit and the comparison use ``
 (``quantity="rank_mean"``).
 
 **EPYC**, calibrated on ``basic_linear`` (255 process counts per mapping): it determines g tightly
-and o loosely (fitted 0, CI up to 0.03-0.09 µs); a linear Bcast has no level, so h is not fitted.
+and o loosely (fitted 0-0.08 µs, CI from 0 to 0.12-0.67 µs: LogGP's L is the wire latency λ − 2o, so
+a hop costs λ whatever o and only when the root is done shows o); a linear Bcast has no level, so h
+is not fitted. The figures below are the same with L = λ − 2o as with the earlier λ-as-L model
+(o ≈ 0 here) to within 0.5 %.
 Median |error| (uncalibrated = latency only, completion, as in test_predict_orfeo → calibrated):
 
 | algorithm | core | socket | node |
 |---|---|---|---|
-| basic_linear (fitted on) | 344 % → 18 % | 210 % → 11 % | 370 % → 8 % |
+| basic_linear (fitted on) | 344 % → 18 % | 210 % → 10 % | 370 % → 8 % |
 | chain | 26 % → 20 % | 24 % → 13 % | 31 % → 20 % |
-| binary_tree | 42 % → 18 % | 51 % → 30 % | 56 % → 34 % |
+| binary_tree | 42 % → 18 % | 51 % → 29 % | 56 % → 34 % |
 | default | 47 % → 25 % | 37 % → 29 % | 53 % → 36 % |
 
 g = 0.221 [0.212, 0.230] µs (core), 0.341 [0.326, 0.356] (socket), 0.429 [0.417, 0.441] (node).
@@ -24,12 +27,28 @@ is within 10 % (socket) / 13 % (core), beyond it the measurement jumps 10x (3.3 
 and the prediction is 85 % short. Under node placement the trees are 27-30 % low at every P: the
 per-level cost h that trees pay and a linear Bcast cannot show (calibrated on linear + binary_tree,
 h = 0.30 µs, CI [0, 0.80]). test_epyc_tree_misses_come_from_the_second_node pins both.
+Why each miss, with numbers (fitted parameters physical and with CIs; none per algorithm):
+
+* **socket** (29 %, 29 %): the socket runs at P > 128 are perturbed, not slow: their 10th-90th percentile
+  spread is 34-48x (core, same crossing edges: 2.8-4.1x); the quiet runs sit 1.4-1.5x above the
+  prediction like core's (test_epyc_socket_tree_miss_is_run_to_run_perturbation). Without those P the
+  socket trees are within 10-15 %.
+* **node** (34 %, 36 %): measured/predicted is 1.36 (binary_tree) / 1.43 (default) at P <= 128 and 1.7 /
+  1.8 above. Each tree parent sends one child across the nodes at every level, so a level pays an
+  inter-node crossing per parent at once. A per-level term h (calibrated on linear + binary_tree: 0.30 µs,
+  CI [0, 0.80]) or a NIC gap shared by a node's ranks (estimated from these ratios at 0.06-0.1 µs per
+  message, not fitted) would cover it, but neither moves a linear Bcast, whose root's own gap (0.43 µs)
+  paces its sends more slowly than the NIC: calibrated on basic_linear ALONE, as the goal asks, the data
+  cannot determine it, and a value set by hand would be a per-algorithm fudge.
+* **core** default (25 %) sits at the goal: its P > 128 part is the same 1.7-2.0x inter-node
+  under-prediction.
+
 Tolerances: the figure rounded up to the next 5 %.
 
 **THIN** (P ≤ 24, one node), calibrated on ``binomial`` (23 process counts; bcast_linear.csv is
 binomial too, so THIN has no linear Bcast): the trees alone leave o, g and h loosely determined
-(CIs from 0). chain 32 → 30 % core, 10 → 13 % socket; binary_tree 29 → 22 %, 30 → 15 %; binomial
-(fitted on) 21 → 28 %, 26 → 8 %; pipeline 12 → 20 %, 36 → 24 %; default 49 → 25 %, 18 → 4 %.
+(CIs from 0). chain 32 → 34 % core, 10 → 13 % socket; binary_tree 29 → 25 %, 30 → 19 %; binomial
+(fitted on) 21 → 28 %, 26 → 9 %; pipeline 12 → 16 %, 36 → 5 %; default 49 → 28 %, 18 → 8 %.
 """
 
 from __future__ import annotations
@@ -37,6 +56,7 @@ from __future__ import annotations
 import statistics
 from functools import cache
 
+import numpy as np
 import pytest
 import test_predict_orfeo as orfeo
 from conftest import require_datasets
@@ -58,7 +78,7 @@ EPYC_TOLERANCE = {
 THIN_FILES = {"chain": ("chain", None), "binary_tree": ("binarytree", None), "binomial": ("binomial", None),
               "pipeline": ("pipeline", None), "default": ("default", None)}  # fmt: skip
 THIN_TOLERANCE = {
-    ("chain", "core"): 0.35, ("binary_tree", "core"): 0.25, ("binomial", "core"): 0.30,
+    ("chain", "core"): 0.35, ("binary_tree", "core"): 0.30, ("binomial", "core"): 0.30,
     ("pipeline", "core"): 0.25, ("default", "core"): 0.30,
     ("chain", "socket"): 0.15, ("binary_tree", "socket"): 0.20, ("binomial", "socket"): 0.10,
     ("pipeline", "socket"): 0.25, ("default", "socket"): 0.10,
@@ -102,7 +122,8 @@ def test_epyc_linear_calibration_fits_the_gap(mapping: str) -> None:
     expected = {"core": 0.221, "socket": 0.341, "node": 0.429}[mapping]
     assert gap.fitted and gap.value == pytest.approx(expected, rel=0.02), gap.line()
     assert 0 < gap.ci_low < gap.value < gap.ci_high < 1.1 * gap.value, gap.line()
-    assert overhead.fitted and overhead.value < 0.01 and overhead.ci_high < 0.1, overhead.line()  # o ≈ 0
+    # o ≈ 0, loosely: with L = λ - 2o a hop costs λ whatever o, only the root's finish (1/P of the mean) shows it.
+    assert overhead.fitted and overhead.value < 0.1 and overhead.ci_low == 0, overhead.line()
     assert not fitted["level_us"].fitted and cal.params.level_us == 0.0  # a linear Bcast has no level
 
 
@@ -151,6 +172,32 @@ def test_leave_one_algorithm_out_on_epyc_core() -> None:
         assert cal.points == len(pool) - len(pairs) and {m.algorithm for m, _ in pairs} == {held}
         median_abs, _ = _errors([m for m, _ in pairs], [p for _, p in pairs])
         assert median_abs <= {"binary_tree": 0.25, "basic_linear": 0.55}[held], f"{held}: {median_abs:.1%}"
+
+
+def _p_above_128(mapping: str, algorithm: str) -> tuple[list[float], list[float]]:
+    """Measured and calibrated-predicted µs at P > 128 (node 1 in use under core and socket placement)."""
+    data, full = _epyc(mapping)
+    measured = [m for m in data[algorithm] if m.np > 128]
+    return [m.latency_us for m in measured], _predict(measured, full, orfeo.EPYC_TABLE, _epyc_calibration(mapping))
+
+
+@pytest.mark.parametrize("algorithm", ["binary_tree", "default"])
+def test_epyc_socket_tree_miss_is_run_to_run_perturbation(algorithm: str) -> None:
+    """Why socket binary_tree/default miss 25 % (29 %, 29 %) and no physical term can fix it: at P > 128 the
+    socket runs (one run per P) scatter over 34-48x between their 10th and 90th percentiles (binary_tree
+    7.7 .. 264 µs; neighbours 129 / 130: 3.8 / 302 µs), where core, with the very same node-crossing edges
+    (ranks >= 128 on node 1, their parents on node 0), spans 2.8-4.1x. The quiet socket runs (10th
+    percentile, 7.7 / 7.0 µs) sit 1.4-1.5x above the prediction, as core's median does (1.7-2.0x): that part
+    is the real inter-node under-prediction of the trees (test_epyc_tree_misses_come_from_the_second_node)."""
+    spread = {}
+    for mapping in ("core", "socket"):
+        measured, _ = _p_above_128(mapping, algorithm)
+        p10, p90 = np.percentile(measured, [10, 90])
+        spread[mapping] = p90 / p10
+    assert spread["socket"] >= 20 and spread["core"] <= 5, spread
+    measured, predicted = _p_above_128("socket", algorithm)
+    quiet = float(np.percentile(measured, 10)) / statistics.median(predicted)
+    assert 1.2 <= quiet <= 1.7, f"socket P > 128: quiet runs / prediction {quiet:.2f}"
 
 
 @cache

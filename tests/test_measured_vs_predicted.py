@@ -13,10 +13,14 @@ rank_mean), every 16th P (P = 16, 32, .., 256: 12 calibrations of ~45 points kee
 
 | algorithm | core | socket | node |
 |---|---|---|---|
-| basic_linear | 365 → 95 % | 218 → 48 % | 397 → 21 % |
-| binary_tree | 30 → 20 % | 41 → 29 % | 53 → 8 % |
-| chain | 23 → 21 % | 24 → 15 % | 37 → 13 % |
-| default | 47 → 16 % | 39 → 38 % | 37 → 27 % |
+| basic_linear | 365 → 85 % | 218 → 50 % | 397 → 10 % |
+| binary_tree | 30 → 19 % | 41 → 32 % | 53 → 4 % |
+| chain | 23 → 21 % | 24 → 15 % | 37 → 18 % |
+| default | 47 → 16 % | 39 → 38 % | 37 → 26 % |
+
+(LogGP's L is the wire latency λ − 2o, models/loggp.py: the fitted o no longer moves a hop's cost, only when
+each sender is done, so the calibrations differ a little from the λ-as-L model's, 95/48/21, 20/29/8, 21/15/13,
+16/38/27 %.)
 
 basic_linear held out is the miss: the trees and chains do not determine the root's gap g that a linear
 Bcast's P − 1 sends are made of (test_loggp_orfeo: calibrated on linear itself, 8-18 %). Tolerances: the
@@ -44,9 +48,9 @@ UNCALIBRATED = {  # (mapping, algorithm) -> max median |error|, every P (test_pr
     ("core", "default"): 0.50, ("socket", "default"): 0.40, ("node", "default"): 0.55,
 }  # fmt: skip
 CALIBRATED = {  # (mapping, algorithm) -> max median |error| calibrated on the three others, every 16th P
-    ("core", "basic_linear"): 0.95, ("socket", "basic_linear"): 0.50, ("node", "basic_linear"): 0.25,
-    ("core", "chain"): 0.25, ("socket", "chain"): 0.15, ("node", "chain"): 0.15,
-    ("core", "binary_tree"): 0.25, ("socket", "binary_tree"): 0.30, ("node", "binary_tree"): 0.10,
+    ("core", "basic_linear"): 0.90, ("socket", "basic_linear"): 0.55, ("node", "basic_linear"): 0.15,
+    ("core", "chain"): 0.25, ("socket", "chain"): 0.15, ("node", "chain"): 0.20,
+    ("core", "binary_tree"): 0.20, ("socket", "binary_tree"): 0.35, ("node", "binary_tree"): 0.10,
     ("core", "default"): 0.20, ("socket", "default"): 0.40, ("node", "default"): 0.30,
 }  # fmt: skip
 

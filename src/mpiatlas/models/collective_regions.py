@@ -13,7 +13,8 @@ Cost rules, per algorithm shape:
   ``Σ_{j≤k} T(root, j)``; the whole operation takes the sum of all of them.
 * **chain** (``chain``, fanout 4; ``pipeline``, fanout 1): every chain is a path; a rank has its
   data after ``T(root, head) + Σ T(i, i+1)`` along its chain; the slowest chain ends it.
-* **tree** (``binary_tree``, ``binomial``, ``knomial``, Scatter/Gather ``binomial``): level by
+* **tree** (``binary_tree``, ``binomial``, ``knomial``, MPICH's ``tree`` and ``pipelined_tree``
+  — its heap-ordered binary tree, the latter in 8192-byte chunks —, Scatter/Gather ``binomial``): level by
   level, each level costs its slowest edge times the **overlap factor** ``f``; a rank at depth d
   has its data after the first d levels. ``f = 1`` (default) is the studies' model: a parent's
   sends to its children overlap completely (eager isends posted together). ``f = 2`` would charge a
@@ -251,6 +252,13 @@ def _tree_model(build: Callable[[int, int], list[list[int]]],
     return (*_tree(costs, build(size, 0), 0, lambda _k: seg, overlap, nseg), "tree")
 
 
+def _mpich_pipelined_model(chunk: int, costs: _Costs, size: int, nbytes: int, segsize: int,
+                           overlap: float) -> ModelResult:  # fmt: skip
+    # MPICH's own chunk size, whatever Open MPI segment size the caller passed.
+    build = partial(trees.mpich_kary_tree, fanout=MPICH_BCAST_TREE_KVAL)
+    return _tree_model(build, costs, size, nbytes, chunk, overlap)
+
+
 def _chain_model(fanout: int, costs: _Costs, size: int, nbytes: int, segsize: int, overlap: float) -> ModelResult:
     return (*_chain(costs, trees.chain_tree(size, 0, fanout), 0, nbytes, segsize), "chain")
 
@@ -312,6 +320,11 @@ STEP_SCHEDULES: dict[tuple[str, str], Schedule] = {
 # MPICH's Bcast algorithm -> its allgather phase (MPIR_CVAR_BCAST_INTRA_ALGORITHM names).
 MPICH_SCATTER_ALLGATHER = {"scatter_recursive_doubling_allgather": "recursive_doubling",
                            "scatter_ring_allgather": "ring"}
+# MPICH 4.x/5.x ``tree`` and ``pipelined_tree`` Bcast (MPIR_CVAR_BCAST_INTRA_ALGORITHM): its default
+# MPIR_CVAR_BCAST_TREE_TYPE kary, MPIR_CVAR_BCAST_TREE_KVAL 2, non-blocking sends to every child
+# (MPIR_CVAR_BCAST_IS_NON_BLOCKING); pipelined_tree cuts MPIR_CVAR_BCAST_TREE_PIPELINE_CHUNK_SIZE (8192 B) chunks.
+MPICH_BCAST_TREE_KVAL = 2
+MPICH_BCAST_CHUNK = 8192
 segments = _segments  # (number of segments, bytes per segment): Open MPI's cut, shared with models/loggp.py
 
 ALGORITHMS: dict[str, dict[str, Model]] = {
@@ -322,6 +335,8 @@ ALGORITHMS: dict[str, dict[str, Model]] = {
         "binary_tree": partial(_tree_model, lambda p, r: trees.kary_tree(p, r, 2)),
         "binomial": partial(_tree_model, trees.binomial_tree),
         "knomial": partial(_tree_model, lambda p, r: trees.knomial_tree(p, r, BCAST_KNOMIAL_RADIX)),
+        "tree": partial(_tree_model, lambda p, r: trees.mpich_kary_tree(p, r, MPICH_BCAST_TREE_KVAL)),
+        "pipelined_tree": partial(_mpich_pipelined_model, MPICH_BCAST_CHUNK),
         **{name: partial(_scatter_allgather, STEP_SCHEDULES[("allgather", ag)])
            for name, ag in MPICH_SCATTER_ALLGATHER.items()},
     },

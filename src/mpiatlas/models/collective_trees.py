@@ -32,6 +32,7 @@ __all__ = [
     "kary_tree",
     "knomial_tree",
     "linear_tree",
+    "mpich_kary_tree",
     "parents",
     "subtree_sizes",
 ]
@@ -73,6 +74,17 @@ def kary_tree(size: int, root: int = 0, fanout: int = 2) -> Children:
             level += 1
         delta = fanout**level
         shifted.append([c for i in range(fanout) if (c := s + delta * (i + 1)) < size])
+    return _unshift(shifted, size, root)
+
+
+def mpich_kary_tree(size: int, root: int = 0, fanout: int = 2) -> Children:
+    """MPICH's ``kary`` tree (``MPII_Treeutil_tree_kary_init``, src/mpi/coll/algorithms/treealgo/treeutil.c):
+    shifted rank ``s`` has children ``s·k + 1 .. s·k + k``, heap order, unlike Open MPI's level-numbered
+    :func:`kary_tree` (binary: MPICH 1 -> 3, 4; Open MPI 1 -> 3, 5)."""
+    _check(size, root)
+    if fanout < 1:
+        raise ValueError(f"tree fanout must be >= 1, got {fanout}")
+    shifted = [[c for c in range(s * fanout + 1, s * fanout + fanout + 1) if c < size] for s in range(size)]
     return _unshift(shifted, size, root)
 
 

@@ -7,9 +7,16 @@ twice its slowest latency. Here every message between ranks ``a`` and ``b`` (reg
 bytes is priced with LogGP (Alexandrov et al. 1995):
 
 * the sender is busy ``o_r`` to post it; its next send leaves ``g_r`` later (the gap);
-* it is on the wire ``L_r + m·G_r`` (``L`` = the table's ``latency_us``, ``G = 1/B`` from its
-  ``bandwidth_MBps``; none: 0);
+* it is on the wire ``L_r + m·G_r``, ``G = 1/B`` from the table's ``bandwidth_MBps`` (none: 0);
 * the receiver is busy ``o_r`` to take it.
+
+``L`` is the wire latency, not the table's ``latency_us``: that is λ, a PingPong's half round
+trip, which already holds both overheads (λ = o + L + o, Kielmann's PRTT(1,0,s)/2, as the loggp
+kernel computes its own L). So ``L_r = max(0, λ_r − 2·o_r)``: a single message costs exactly λ
+end to end, and only what o, g and h add beyond it (a root's later sends, a forwarder's gap)
+separates LogGP from the latency-only rules. Charging λ as L counted o twice per hop (+150 % at
+P = 2 on this machine's Bcast). The clip at 0 keeps a hop no cheaper than its two overheads where
+the measured o exceeds λ/2 (ranks time-sharing one cpu).
 
 o and g come from the table's ``overhead_us``/``gap_us`` columns, else from :class:`LogGP`'s scalars
 (what :mod:`.loggp_fit` calibrates). ``level_us`` (h) is what a forwarding rank spends between
@@ -32,6 +39,9 @@ Schedules (root 0, Open MPI 4.1 ``coll_tuned`` trees from :mod:`.collective_tree
   serialises arrivals); a rank sends up ``g + h + o`` after its last child (leaves at ``o``).
 * **steps** (Allreduce ``recursive_doubling``, ``ring``, ``rabenseifner``; Reduce
   ``rabenseifner``): each exchange step costs ``h + max over its pairs of (o + L + m·G + o)``.
+* MPICH's Bcast ``tree`` and ``pipelined_tree``: **down** over MPICH's kary tree (k = 2, heap
+  order: :func:`.collective_trees.mpich_kary_tree`), a parent's non-blocking sends to its children
+  costing ``o + (k−1)·g``; ``pipelined_tree`` in 8192-byte chunks (MPICH's default chunk size).
 * **scatter-allgather** (MPICH's Bcast ``scatter_*_allgather``): MPICH's binomial scatter of
   ``ceil(m/P)``-byte chunks priced **down**, then the allgather's **steps**, one after the other.
 
@@ -93,7 +103,9 @@ class _Edges:
         return self.table.gap_us.get(self._r(a, b), self.params.gap_us)
 
     def wire(self, a: int, b: int, nbytes: float) -> float:
-        return self.table.cost(self._r(a, b), nbytes)
+        # The wire latency L = λ − 2o (λ, the PingPong half round trip, holds both overheads), clipped at 0.
+        name = self._r(a, b)
+        return self.table.cost(name, nbytes) - min(2 * self.o(a, b), self.table.latency_us[name])
 
     def per_byte(self, a: int, b: int) -> float:
         bw = self.table.bandwidth_MBps.get(self._r(a, b))
@@ -204,6 +216,14 @@ def _linear(size: int) -> list[list[int]]:
     return trees.linear_tree(size, 0)
 
 
+def _mpich_kary(size: int) -> list[list[int]]:
+    return trees.mpich_kary_tree(size, 0, latency_only.MPICH_BCAST_TREE_KVAL)
+
+
+def _mpich_pipelined(chunk: int, e: _Edges, size: int, nbytes: int, segsize: int) -> tuple[float, float, str]:
+    return _tree(_mpich_kary, e, size, nbytes, chunk)  # MPICH's own chunk, not Open MPI's segment size
+
+
 LOGGP_ALGORITHMS: dict[str, dict[str, Model]] = {
     "bcast": {
         "basic_linear": partial(_tree, _linear),
@@ -212,6 +232,8 @@ LOGGP_ALGORITHMS: dict[str, dict[str, Model]] = {
         "binary_tree": partial(_tree, lambda p: trees.kary_tree(p, 0, 2)),
         "binomial": partial(_tree, trees.binomial_tree),
         "knomial": partial(_tree, lambda p: trees.knomial_tree(p, 0, latency_only.BCAST_KNOMIAL_RADIX)),
+        "tree": partial(_tree, _mpich_kary),
+        "pipelined_tree": partial(_mpich_pipelined, latency_only.MPICH_BCAST_CHUNK),
         **{name: partial(_scatter_allgather, ag) for name, ag in latency_only.MPICH_SCATTER_ALLGATHER.items()},
     },
     "scatter": {"basic_linear": partial(_blocks, False, _linear),
