@@ -12,7 +12,9 @@ names a placeholder directory here, to plan the campaign a site with that IMB wo
 Run as a script, this module is the measuring wrapper: it runs one command in a new session,
 kills the session at the timeout, and prints JSON with the wall time, the exit code and
 getrusage(RUSAGE_CHILDREN).ru_maxrss, the peak RSS of the largest process of that tree (a fresh
-process, so nothing else the harness ran counts).
+process, so nothing else the harness ran counts), with the tree's CPU time (user + system) and the
+1-minute load average before it started: on a shared machine the wall stretches with the
+load, the CPU time much less.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ def measure(argv: list[str], cwd: Path, env: dict[str, str], log: Path, timeout_
 def _wrapper_main(args: list[str]) -> int:
     timeout_s, log = float(args[1]), Path(args[3])
     argv = args[args.index("--") + 1:]
+    load_1min = os.getloadavg()[0]
     start = time.monotonic()
     with log.open("w") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -95,8 +98,9 @@ def _wrapper_main(args: list[str]) -> int:
             os.killpg(proc.pid, signal.SIGKILL)  # a dry run holds nothing worth a clean shutdown
             proc.wait()
     wall = time.monotonic() - start
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # kB on Linux
-    print(json.dumps({"returncode": rc, "timed_out": timed_out, "wall_s": wall, "peak_rss_mb": peak_kb / 1024}))
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # ru_maxrss in kB on Linux
+    print(json.dumps({"returncode": rc, "timed_out": timed_out, "wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+                      "load_1min": load_1min, "peak_rss_mb": usage.ru_maxrss / 1024}))
     return 0
 
 

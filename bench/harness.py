@@ -184,7 +184,8 @@ def part3(args: argparse.Namespace, tmp: Path) -> list[Figure]:
         tail = "\n".join((work / "snakemake-dryrun.log").read_text(errors="replace").splitlines()[-15:])
         raise BenchError(f"snakemake -n exited {result['returncode']} after {wall:.1f} s:\n{tail}")
     ok = wall <= DRYRUN_TARGET_S and peak <= DRYRUN_TARGET_MB
-    say(f"  dry run: {wall:.1f} s, peak RSS {peak:.0f} MB")
+    say(f"  dry run: {wall:.1f} s ({result['cpu_s']:.1f} s of CPU, load {result['load_1min']:.1f} on "
+        f"{os.cpu_count()} cpus before it), peak RSS {peak:.0f} MB")
     return [Figure(3, f"snakemake -n, {cells:,} cells: time, peak RSS", f"{wall:.1f} s, {peak:.0f} MB",
                    f"<= {DRYRUN_TARGET_S:.0f} s, <= {DRYRUN_TARGET_MB:.0f} MB", verdict(ok), details)]
 
