@@ -79,7 +79,12 @@ def test_epyc_gets_every_region_and_p_up_to_128(capsys: pytest.CaptureFixture[st
     assert minutes < BUDGET_MIN
     # What the budget cut is said in the note, in the order it was cut.
     dropped = note.split("dropped to stay within 15 min: ")[1].split(", ")
-    assert dropped[0] == "P=64" and any(d.startswith("repetitions") for d in dropped)
+    # Cheapest information first: the forced-algorithm sweeps from the largest P down, then IMB's largest
+    # sizes, then one repetition of three; never down to a single repetition while a P can still go.
+    assert dropped[0] == "forced algorithms at P=128", dropped
+    assert "IMB sizes above 2^20 B" in dropped and "repetitions 3->2" in dropped
+    assert "repetitions 2->1" not in dropped
+    assert dropped.index("IMB sizes above 2^20 B") < dropped.index("repetitions 3->2")
     assert all(f"P={p}" not in dropped for p in nps)
 
 
@@ -194,3 +199,26 @@ def test_the_campaign_says_its_plan_and_estimate_before_it_runs() -> None:
     explicit = validate(default_doc() | {"mappings": ["core"], "processes": [2]})
     (only,) = plan_lines(explicit)  # no auto: the estimate alone
     assert only == resources.estimate(explicit, expand(explicit)).line()
+
+
+def test_a_thinned_p_sweep_keeps_its_ends_and_even_steps() -> None:
+    doc: dict[str, Any] = {"processes": [2, 4, 8, 16, 32, 64, 128]}
+    notes = [auto_plan._cut_middle_p(doc) for _ in range(3)]
+    # 64 goes first (every removal doubles one step to 4x; the larger P costs more), then the sweep
+    # stays spread: 2 and 128 stay, and no step grows beyond 4x while a 4x one is possible.
+    assert notes == ["P=64", "P=16", "P=4"] and doc["processes"] == [2, 8, 32, 128]
+    while auto_plan._cut_middle_p(doc) is not None:
+        pass
+    assert doc["processes"] == [2, 128]
+
+
+def test_forced_algorithm_sweeps_are_cut_from_the_largest_p_down() -> None:
+    doc = default_doc()
+    config = validate(doc, "config.yaml", parse_synthetic(EPYC))
+    cut = config.document["auto"].get("algorithms_max_np")
+    cells = expand(config)
+    forced = [c for c in cells if c.kind == "imb" and c.algorithm != "default"]
+    assert cut is not None and forced and max(c.np for c in forced) <= cut
+    # The default algorithm is still measured at every P the plan kept.
+    kept = {c.np for c in cells if c.kind == "imb" and c.mapping == "core"}
+    assert {c.np for c in cells if c.kind == "imb" and c.algorithm == "default" and c.mapping == "core"} == kept

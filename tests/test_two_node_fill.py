@@ -11,7 +11,10 @@ tests/test_over_nodes.py.
 from __future__ import annotations
 
 import json
+import math
+import socket
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -59,6 +62,27 @@ def test_block_ring_over_two_nodes_places_every_rank_as_planned(netns_cluster: P
     assert crossing and all((p.get("hop_regions") or {}).get("other_node") == 2 for p in crossing), crossing
     print("ring over nodes:", [(p["np"], p["bytes"], p["measured_us"], p.get("region_predicted_us"),
                                 p.get("hop_regions")) for p in fit["points"]])
+    _check_region_model_from_recorded_topology(results, ring, fits, fit, cores)
     html = (results / "report.html").read_text()
     # The rule's label, in the chart's embedded JSON (which escapes ≥).
     assert f"node boundary (P \\u2265 {cores + 1})" in html or f"node boundary (P ≥ {cores + 1})" in html
+
+
+def _check_region_model_from_recorded_topology(results: Path, ring: pl.DataFrame, fits: dict[str, Any],
+                                               fit: dict[str, Any], cores: int) -> None:
+    """The fits ran here, on a host that is neither node: the region model must have been applied all
+    the same, from the topology each cell's node recorded (tidy/topologies.json), not this host's."""
+    here = socket.gethostname()
+    hosts = {json.loads((results / "raw" / c / "provenance.json").read_text())["topology"]["hostname"]
+             for c in ring["cell"]}
+    assert hosts <= {"node1", "node2"} and here not in hosts, (hosts, here)
+    recorded = json.loads((results / "tidy" / "topologies.json").read_text())
+    assert hosts <= set(recorded), (hosts, sorted(recorded))
+    assert all(recorded[h]["hostname"] == h and recorded[h]["cores"] for h in hosts)
+    # Applied: a region table priced the rings (no "not applied" note, which a host mismatch would give) ...
+    assert fit["region_model"] is not None and fit["region_note"] is None, fit.get("region_note")
+    assert not [n for n in fits["notes"] if "region-aware ring model not applied" in n], fits["notes"]
+    # ... and every ring that crosses the node has a finite region-aware prediction.
+    crossing = [p for p in fit["points"] if p["np"] > cores]
+    assert crossing and all(isinstance(p["region_predicted_us"], float) and math.isfinite(p["region_predicted_us"])
+                            and p["region_predicted_us"] > 0 for p in crossing), crossing

@@ -22,6 +22,8 @@ kernels' messages at 100 MB/s), so a campaign that fits takes less.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import copy
 import functools
 from collections.abc import Callable, Mapping
@@ -119,22 +121,86 @@ def resolve(doc: dict[str, Any], source: str, topology: Topology | None, validat
     return out
 
 
+# The largest IMB size the budget may cut down to (2^20 = 1 MiB: past the eager/rendezvous switches,
+# so a bandwidth is still measured), two powers of 2 a step.
+MIN_MSGLOG_HI = 20
+MSGLOG_STEP = 2
+# Repetitions the budget keeps while any other cut is left: two give a run-to-run spread, one none.
+KEEP_REPETITIONS = 2
+
+
 def _trim(doc: dict[str, Any], auto_keys: list[str]) -> str | None:
     """One step towards the budget, applied to ``doc``: its note, or None when nothing is left to drop.
 
-    In order: the largest P between 2 and the core count (the whole node is the point of a P sweep,
-    2 the pair every program runs), then repetitions (a fixed count) down to 1, then the core count."""
-    processes = doc["processes"]
+    Cheapest information first: with ``processes: auto``, the forced-algorithm sweeps at the largest P
+    (the default algorithm stays there; the sweeps stay at the smallest P), then IMB's largest sizes
+    (down to :data:`MIN_MSGLOG_HI`), then repetitions down to :data:`KEEP_REPETITIONS` (two still give a
+    run-to-run spread), then the largest P between 2 and the core count (the whole node is the point of
+    a P sweep, 2 the pair every program runs), the core count, and last repetitions down to 1."""
     auto_processes = "processes" in auto_keys
-    if auto_processes and len(processes) > 2:
-        dropped = processes.pop(-2)
-        return f"P={dropped}"
-    reps = doc["campaign"]["repetitions"]
-    if isinstance(reps, int) and reps > 1:
-        doc["campaign"]["repetitions"] = reps - 1
-        return f"repetitions {reps}->{reps - 1}"
+    for step in (_cut_algorithms, _cut_sizes) if auto_processes else ():
+        if (note := step(doc)) is not None:
+            return note
+    if (note := _cut_repetitions(doc, KEEP_REPETITIONS)) is not None:
+        return note
+    if auto_processes and (note := _cut_middle_p(doc)) is not None:
+        return note
+    processes = doc["processes"]
     if auto_processes and len(processes) > 1:
         return f"P={processes.pop()}"
+    return _cut_repetitions(doc, 1)
+
+
+def _forces_algorithms(doc: Mapping[str, Any]) -> bool:
+    return any(a != "default" for stack in (doc.get("stacks") or {}).values()
+               for algorithms in ((stack or {}).get("algorithms") or {}).values() for a in algorithms)
+
+
+def _cut_algorithms(doc: dict[str, Any]) -> str | None:
+    """Forced algorithms no longer at the largest P that still has them (matrix.cells.forced_algorithms_max_np)."""
+    processes = sorted(doc["processes"])
+    record = doc[RECORD_KEY]
+    cap = record.get("algorithms_max_np", processes[-1])
+    below = [p for p in processes if p < cap]
+    if not _forces_algorithms(doc) or not below:
+        return None
+    record["algorithms_max_np"] = below[-1]
+    dropped = [p for p in processes if below[-1] < p <= cap]
+    return f"forced algorithms at P={', '.join(map(str, dropped))}"
+
+
+def _cut_sizes(doc: dict[str, Any]) -> str | None:
+    """IMB's largest message sizes: the top of ``imb.msglog`` two powers of 2 lower."""
+    imb = doc.get("imb") or {}
+    msglog = imb.get("msglog")
+    if not (isinstance(msglog, list) and len(msglog) == 2 and msglog[1] > max(MIN_MSGLOG_HI, msglog[0])):
+        return None
+    hi = max(MIN_MSGLOG_HI, msglog[0], msglog[1] - MSGLOG_STEP)
+    imb["msglog"] = [msglog[0], hi]
+    return f"IMB sizes above 2^{hi} B"
+
+
+def _cut_middle_p(doc: dict[str, Any]) -> str | None:
+    """One P strictly between the smallest and the largest: the one whose loss leaves the sweep most
+    evenly spread (the smallest largest ratio between neighbours; the larger P on a tie, as it costs
+    more), so a thinned sweep still spans 2 .. all cores in even steps rather than losing its middle."""
+    processes: list[int] = doc["processes"]
+    if len(processes) <= 2:
+        return None
+
+    def widest_step(without: int) -> float:
+        kept = processes[:without] + processes[without + 1:]
+        return max(b / a for a, b in pairwise(kept))
+
+    drop = min(range(1, len(processes) - 1), key=lambda i: (widest_step(i), -processes[i]))
+    return f"P={processes.pop(drop)}"
+
+
+def _cut_repetitions(doc: dict[str, Any], floor: int) -> str | None:
+    reps = doc["campaign"]["repetitions"]
+    if isinstance(reps, int) and reps > floor:
+        doc["campaign"]["repetitions"] = reps - 1
+        return f"repetitions {reps}->{reps - 1}"
     return None
 
 

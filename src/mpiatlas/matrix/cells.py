@@ -357,6 +357,20 @@ def region_pairs_only(config: Campaign) -> bool:
     return isinstance(record, Mapping) and record.get("region_cells") == "pairs"
 
 
+def forced_algorithms_max_np(config: Campaign) -> int | None:
+    """The largest P at which forced-algorithm cells are planned, None for every P: ``mappings: auto``'s
+    time budget (mpiatlas.campaign.auto_plan records it) cuts the algorithm sweeps at large P first."""
+    record = config.document.get("auto")
+    cap = record.get("algorithms_max_np") if isinstance(record, Mapping) else None
+    return cap if isinstance(cap, int) else None
+
+
+def forces_an_algorithm(cell: Cell) -> bool:
+    """An IMB or coll-kernel cell that forces a collective algorithm (the other kernels' ``algorithm``
+    is their variant group, not a collective's algorithm)."""
+    return cell.algorithm != DEFAULT_ALGORITHM and (cell.kind == "imb" or cell.benchmark == "coll")
+
+
 # The programs whose cells measure one pair of ranks (what a region mapping is for).
 PAIR_PROGRAMS = frozenset({("imb", "PingPong"), ("imb", "PingPing"), ("kernel", "pingpong")})
 

@@ -27,6 +27,8 @@ from mpiatlas.matrix.cells import (
     cell_spec_base,
     check_algorithms,
     check_transports,
+    forced_algorithms_max_np,
+    forces_an_algorithm,
     hybrid_fit_problem,
     region_pairs_only,
     sort_cells,
@@ -77,6 +79,8 @@ def expand(config: Campaign) -> list[Cell]:
         from mpiatlas.node.topology import REGION_MAPPINGS
 
         cells = (c for c in cells if c.mapping not in REGION_MAPPINGS or (c.kind, c.benchmark) in PAIR_PROGRAMS)
+    if (cap := forced_algorithms_max_np(config)) is not None:
+        cells = (c for c in cells if c.np <= cap or not forces_an_algorithm(c))
     cells = (c for c in with_node_axes(config, cells) if hybrid_unplanned(config, c) is None)
     return sort_cells(with_knob_sets(config, cells))
 
