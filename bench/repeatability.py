@@ -20,12 +20,21 @@ same stretch of the campaign whatever the machine's speed. Printed:
 
 Target: the two headlines within 25 % of each other (issue #23). Both runs share the checkout's
 stacks and the user's caches (limits, kernel builds), so a first campaign's downloads do not count.
+
+Quiet mode (issue #33), ``--quiet K``: the campaign K times (K ≥ 5 for the targets), no hog. For each
+headline figure (λ, the asymptotic B and the peak B of the first stack's PingPong fit, each with its
+95 % interval) it prints the between-run CV, max/min and the coverage: the share of ordered pairs of
+runs (i ≠ j) whose run i's interval holds run j's estimate (mpiatlas.stats.agreement). Targets:
+coverage ≥ 80 % and max/min ≤ 1.25 for each figure; exit status 1 when one is missed.
+
+  .venv/bin/python bench/repeatability.py --quiet 5
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -116,13 +125,18 @@ def headline(run: CampaignRun, label: str | None = None) -> dict[str, Any]:
     if label is not None:
         pingpong = [f for f in pingpong if label_of(f) == label]
     if not pingpong:  # every launch of the series left perturbed: the closing lines say so, no ratio
-        return {"label": label or "{}/{}".format(*order[0]), "latency_us": None, "latency_ci_us": None,
-                "bandwidth_MBps": None, "bandwidth_ci_MBps": None, "ci_warning": None, "lines": lines}
+        return {"label": label or "{}/{}".format(*order[0]), **{key: None for key, _ in FIGURES},
+                **{ci: None for _, ci in FIGURES}, "ci_method": None, "n_launches": None, "ci_warning": None,
+                "lines": lines}
     first = min(pingpong, key=lambda f: rank.get((str(f.get("stack")), str(f.get("transport"))), len(rank)))
-    return {"label": label_of(first),
-            "latency_us": first["latency_us"], "latency_ci_us": first.get("latency_ci_us"),
-            "bandwidth_MBps": first["bandwidth_MBps"], "bandwidth_ci_MBps": first.get("bandwidth_ci_MBps"),
-            "ci_warning": first.get("ci_warning"), "lines": lines}
+    return {"label": label_of(first), **{key: first.get(key) for key, _ in FIGURES},
+            **{ci: first.get(ci) for _, ci in FIGURES}, "ci_method": first.get("ci_method"),
+            "n_launches": first.get("n_launches"), "ci_warning": first.get("ci_warning"), "lines": lines}
+
+
+# The headline figures and their interval keys (fits/hockney.json), each one fixed estimand.
+FIGURES = (("latency_us", "latency_ci_us"), ("asymptotic_bandwidth_MBps", "asymptotic_bandwidth_ci_MBps"),
+           ("peak_bandwidth_MBps", "peak_bandwidth_ci_MBps"))
 
 
 def launch_facts(run: CampaignRun) -> dict[str, Any]:
@@ -185,8 +199,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=3600.0, help="per campaign, seconds")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--keep", action="store_true", help="keep the two campaigns' work directories")
+    parser.add_argument("--quiet", type=int, metavar="K", help="run the campaign K times without a hog and "
+                        "print each headline figure's between-run CV, max/min and interval coverage")
     args = parser.parse_args(argv)
     config = load_config(args.config)
+    if args.quiet is not None:
+        return quiet(config, args)
     runs = []
     tmp = tempfile.mkdtemp(prefix="mpiatlas-repeat-")
     try:
@@ -202,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     clean, hogged = runs
     figures = {"config": str(args.config), "runs": runs,
                "latency_ratio": ratio(clean, hogged, "latency_us"),
-               "bandwidth_ratio": ratio(clean, hogged, "bandwidth_MBps")}
+               "bandwidth_ratio": ratio(clean, hogged, "asymptotic_bandwidth_MBps")}
     known = [r for r in (figures["latency_ratio"], figures["bandwidth_ratio"]) if r is not None]
     worst = max((abs(r - 1) for r in known), default=None)
     figures["verdict"] = "FAIL (no trusted fit of the series)" if worst is None else "PASS" if worst <= TARGET else "FAIL"
@@ -223,6 +241,55 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0 if figures["verdict"] == "PASS" else 1
+
+
+def quiet(config: dict[str, Any], args: argparse.Namespace) -> int:
+    """The campaign ``args.quiet`` times, no hog: the between-run agreement of each headline figure."""
+    from mpiatlas.stats.agreement import COVERAGE_TARGET, SPREAD_TARGET, agreement
+
+    if args.quiet < 2:
+        raise SystemExit("--quiet needs K >= 2 runs (5 for the targets)")
+    runs: list[dict[str, Any]] = []
+    tmp = tempfile.mkdtemp(prefix="mpiatlas-quiet-")
+    try:
+        for k in range(args.quiet):
+            print(f"running {config['campaign']['name']} (quiet run {k + 1} of {args.quiet}) ...", flush=True)
+            same = runs[0]["headline"]["label"] if runs else None
+            runs.append({"run": k + 1, **one_run(config, Path(tmp) / f"run{k}", args.timeout, None, same)})
+    finally:
+        if args.keep:
+            print(f"work directories kept under {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    rows: dict[str, Any] = {}
+    for key, ci in FIGURES:
+        usable = [r["headline"] for r in runs if r["headline"][key] is not None and r["headline"][ci] is not None]
+        if len(usable) < 2:
+            rows[key] = {"runs": len(usable), "verdict": "too few runs with this figure"}
+            continue
+        got = agreement([float(h[key]) for h in usable],
+                        [(math.nan if h[ci][0] is None else float(h[ci][0]),
+                          math.nan if h[ci][1] is None else float(h[ci][1])) for h in usable])
+        rows[key] = {"runs": got.runs, "estimates": [h[key] for h in usable], "cv": round(got.cv, 4),
+                     "max_over_min": round(got.max_over_min, 3), "coverage": round(got.coverage, 3),
+                     "verdict": "PASS" if got.meets_targets else "FAIL"}
+    scopes = sorted({f"{r['headline']['ci_method']} ({r['headline']['n_launches']} launches)" for r in runs})
+    print(f"\n{args.quiet} quiet runs of {config['campaign']['name']} ({runs[0]['headline']['label']} PingPong; "
+          f"intervals {', '.join(scopes)}):")
+    print(f"  {'figure':28s} {'runs':>4s} {'CV':>7s} {'max/min':>8s} {'coverage':>9s}  verdict "
+          f"(coverage ≥ {COVERAGE_TARGET:.0%}, max/min ≤ {SPREAD_TARGET})")
+    for key, row in rows.items():
+        if "cv" not in row:
+            print(f"  {key:28s} {row['runs']:>4d}  {row['verdict']}")
+            continue
+        print(f"  {key:28s} {row['runs']:>4d} {row['cv']:>7.1%} {row['max_over_min']:>8.3f} {row['coverage']:>9.0%}  "
+              f"{row['verdict']}")
+    for r in runs:
+        print(f"  run {r['run']}: " + "; ".join(r["headline"]["lines"][:2]) +
+              f" ({r['perturbed_then_remeasured']} launches re-measured, {r['still_perturbed']} still perturbed)")
+    if args.json:
+        args.json.write_text(json.dumps({"config": str(args.config), "runs": runs, "figures": rows}, indent=2) + "\n")
+    return 0 if all(row.get("verdict") == "PASS" for row in rows.values()) else 1
 
 
 if __name__ == "__main__":

@@ -299,27 +299,35 @@ def test_kill_9_of_snakemake_then_the_same_command_completes_without_rerunning_c
 
 
 def test_headline_names_a_missing_bandwidth_asymptote(tmp_path: Path) -> None:
-    """A PingPong sweep that ends in the latency regime has B = null in its fit: the summary says so
-    (it used to raise a TypeError after the whole campaign had run). A fit without intervals says
-    that it has none (every printed figure carries its uncertainty)."""
+    """A fit whose bandwidths are null (JSON's unbounded) does not break the summary (it used to
+    raise a TypeError after the whole campaign had run): it says so. A fit without intervals says
+    that it has none (every printed figure carries its uncertainty), and both bandwidth estimands
+    are printed with the size each is read at."""
     from mpiatlas.commands.campaign import headline
 
     fits = tmp_path / "hockney.json"
     fits.write_text(json.dumps([
-        {"benchmark": "PingPong", "stack": "intelmpi", "transport": "shm", "latency_us": 0.31, "bandwidth_MBps": None},
+        {"benchmark": "PingPong", "stack": "intelmpi", "transport": "shm", "latency_us": 0.31,
+         "asymptotic_bandwidth_MBps": None, "peak_bandwidth_MBps": None},
         {"benchmark": "PingPong", "stack": "mpich", "transport": "default", "latency_us": 1.7,
-         "bandwidth_MBps": 8200.0},
+         "asymptotic_bandwidth_MBps": 8200.0, "asymptotic_bytes": 4 << 20,
+         "peak_bandwidth_MBps": 9100.0, "peak_bytes": 1 << 20},
     ]))
     lines = headline(fits, [("intelmpi", "shm"), ("mpich", "default")])
     assert lines[0] == "latency: intelmpi/shm PingPong λ = 0.310 µs (no interval) (Hockney fit)"
-    assert lines[1].startswith("bandwidth: intelmpi/shm PingPong B not fitted")
-    assert headline(fits, [("mpich", "default")])[1] == \
-        "bandwidth: mpich/default PingPong B = 8,200 MB/s (no interval) (Hockney fit)"
+    assert lines[1] == "bandwidth: intelmpi/shm PingPong B = asymptotic bandwidth unbounded; peak bandwidth unbounded"
+    assert headline(fits, [("mpich", "default")])[1] == (
+        "bandwidth: mpich/default PingPong B = 8,200 MB/s (no interval) (asymptotic: at 4 MiB); "
+        "9,100 MB/s (no interval) (peak: at 1 MiB)")
+    # No launches named: the intervals line says what the intervals leave out.
+    assert headline(fits, [("mpich", "default")])[2] == \
+        "intervals: 95 %, launches unknown (bootstrap): leaves out the variation between launches"
 
 
 def test_headline_prints_intervals_rule_and_warning(tmp_path: Path) -> None:
-    """Issue #23: the closing lines print λ and B with their 95 % intervals, which rule gave B, and
-    the fit's warning; λ on its lower bound is not printed as a result."""
+    """Issue #23: the closing lines print λ and both bandwidths (asymptotic and peak, each at its size)
+    with their 95 % intervals, what the intervals cover, and the fit's warning; λ on its lower bound is
+    not printed as a result."""
     import numpy as np
 
     from mpiatlas.commands.campaign import headline
@@ -336,14 +344,20 @@ def test_headline_prints_intervals_rule_and_warning(tmp_path: Path) -> None:
              **fit_hockney(sizes, sizes / 9000.0).to_dict()}
     fits = tmp_path / "hockney.json"
     fits.write_text(json.dumps([fit, floor]))
-    lat, band, warn = headline(fits, [("intelmpi", "shm")])
-    lam, bw = fmt_num(fit["latency_us"]), fmt_num(fit["bandwidth_MBps"], 4)
+    lat, band, scope, warn = headline(fits, [("intelmpi", "shm")])
+    lam = fmt_num(fit["latency_us"])
+    asym, peak = fmt_num(fit["asymptotic_bandwidth_MBps"], 4), fmt_num(fit["peak_bandwidth_MBps"], 4)
     assert lat == f"latency: intelmpi/shm/core PingPong λ = {lam} µs {fmt_ci(fit['latency_ci_us'])} (Hockney fit)"
-    assert band == (f"bandwidth: intelmpi/shm/core PingPong B = {bw} MB/s {fmt_ci(fit['bandwidth_ci_MBps'], 4)} "
-                    "(Hockney fit; the in-cache peak: no 3-size plateau)")
-    assert fit["bandwidth_MBps"] > 20_000  # the peak, not the two slow sizes' 2,400
-    assert warn == f"warning: intelmpi/shm/core PingPong: {fit['ci_warning']}" and "a plateau needs 3" in warn
-    lat, _, warn = headline(fits, [("mpich", "default")])
+    assert band == (f"bandwidth: intelmpi/shm/core PingPong B = {asym} MB/s "
+                    f"{fmt_ci(fit['asymptotic_bandwidth_ci_MBps'], 4, unbounded='∞')} (asymptotic: at 4 MiB); "
+                    f"{peak} MB/s {fmt_ci(fit['peak_bandwidth_ci_MBps'], 4, unbounded='∞')} (peak: at 128 KiB)")
+    # Each estimand keeps its one definition: the asymptotic B is the largest size's s/t (the two slow
+    # sizes' 2,400), the peak B the in-cache top; neither swaps for the other on this curve's shape.
+    assert fit["asymptotic_bandwidth_MBps"] == pytest.approx(2400.0)
+    assert fit["peak_bandwidth_MBps"] > 20_000 and fit["peak_bytes"] == 128 << 10
+    assert scope == "intervals: 95 %, launches unknown (residuals): leaves out the variation between launches"
+    assert fit["ci_warning"] and warn == f"warning: intelmpi/shm/core PingPong: {fit['ci_warning']}"
+    lat, _, _, warn = headline(fits, [("mpich", "default")])
     assert lat == "latency: mpich/default/core PingPong λ not resolved: pinned on its 1e-06 µs lower bound (Hockney fit)"
     assert "λ is not a result" in warn
 
@@ -358,7 +372,8 @@ def test_headline_says_when_the_first_series_has_no_trusted_launch(tmp_path: Pat
 
     fits = tmp_path / "hockney.json"
     fits.write_text(json.dumps([{"benchmark": "PingPong", "stack": "mpich", "transport": "default",
-                                 "latency_us": 1.7, "bandwidth_MBps": 8200.0}]))
+                                 "latency_us": 1.7, "asymptotic_bandwidth_MBps": 8200.0, "asymptotic_bytes": 4 << 20,
+                                 "peak_bandwidth_MBps": 8200.0, "peak_bytes": 4 << 20}]))
 
     def row(stack: str, transport: str, rep: int, quality: str, remeasured: int) -> dict:
         return {"cell": f"imb/{stack}/{transport}/core/np2/PingPong/default/rep{rep}", "stack": stack,
@@ -374,4 +389,5 @@ def test_headline_says_when_the_first_series_has_no_trusted_launch(tmp_path: Pat
     # One trusted launch is enough: the fit of the series that has one is the headline, as before.
     rows[1] = row("intelmpi", "shm", 1, "ok", 1)
     pl.DataFrame(rows, schema={k: CELL_SCHEMA[k] for k in rows[0]}).write_parquet(cells)
-    assert headline(fits, order, cells)[1] == "bandwidth: mpich/default PingPong B = 8,200 MB/s (no interval) (Hockney fit)"
+    assert headline(fits, order, cells)[1] == ("bandwidth: mpich/default PingPong B = 8,200 MB/s (no interval) "
+                                               "(asymptotic: at 4 MiB); 8,200 MB/s (no interval) (peak: at 4 MiB)")

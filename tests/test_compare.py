@@ -45,7 +45,7 @@ def samples(*, factor: float = 1.0, reps: int = 6, sizes: list[int] = SIZES, sig
             for rep in range(reps):
                 cell = f"imb/{stack}/{transport}/core/np{np_}/{bench}/default/rep{rep}"
                 for m in sizes:
-                    rows.append({"cell": cell, "label": f"{stack}/{transport}/core", "stack": stack,
+                    rows.append({"cell_quality": "ok", "cell": cell, "label": f"{stack}/{transport}/core", "stack": stack,
                                  "transport": transport, "mapping": "core", "nodes": 1, "np": np_, "benchmark": bench,
                                  "algorithm": "default", "processes": np_, "bytes": m, "rep": rep,
                                  "t_usec": factor * (1 + m / 1000) * math.exp(rng.normal(0, sigma)),
@@ -208,10 +208,16 @@ def test_mover_difference_keeps_asymmetry() -> None:
     assert low == pytest.approx(2 - math.sqrt(1 + 1)) and high == pytest.approx(2 + math.sqrt(4 + 1))
 
 
+PEAK_OVER_ASYMPTOTE = 1.25  # the fixtures' peak B: an in-cache top this much above the asymptotic B
+
+
 def hockney_fit(transport: str, latency: float, ci: list[float], bw: float, bw_ci: list[float | None]) -> dict:
+    """A fit record with asymptotic B = ``bw`` and a peak B PEAK_OVER_ASYMPTOTE times it (its interval too)."""
+    peak_ci = [None if v is None else v * PEAK_OVER_ASYMPTOTE for v in bw_ci]
     return {"label": f"intelmpi/{transport}/core", "stack": "intelmpi", "transport": transport, "mapping": "core",
             "np": 2, "algorithm": "default", "benchmark": "PingPong", "latency_us": latency, "latency_ci_us": ci,
-            "bandwidth_MBps": bw, "bandwidth_ci_MBps": bw_ci}
+            "asymptotic_bandwidth_MBps": bw, "asymptotic_bandwidth_ci_MBps": bw_ci, "asymptotic_bytes": 4 << 20,
+            "peak_bandwidth_MBps": bw * PEAK_OVER_ASYMPTOTE, "peak_bandwidth_ci_MBps": peak_ci, "peak_bytes": 1 << 20}
 
 
 def test_alphabeta_fits_pair_by_knob_set_options_and_placement() -> None:
@@ -240,10 +246,14 @@ def test_hockney_differences_across_the_compared_setting() -> None:
     lat = fits.filter(pl.col("parameter") == "latency λ").row(0, named=True)
     assert lat["diff"] == pytest.approx(10.5) and lat["significant"] and lat["direction"] == "slower"
     assert lat["diff_ci_low"] == pytest.approx(10.5 - math.hypot(0.5, 0.05))
-    bw = fits.filter(pl.col("parameter") == "bandwidth B").row(0, named=True)
+    bw = fits.filter(pl.col("parameter") == "asymptotic bandwidth B").row(0, named=True)
     assert bw["direction"] == "slower" and bw["rel_diff"] == pytest.approx(-0.8)
     # A's bandwidth CI has no upper end: the difference is unbounded below, still excludes 0.
     assert bw["diff_ci_low"] == -math.inf and bw["diff_ci_high"] == pytest.approx(-4800 + math.hypot(100, 1000))
+    # The peak B is compared on its own row, peak against peak (7,500 → 1,500 MB/s).
+    peak = fits.filter(pl.col("parameter") == "peak bandwidth B").row(0, named=True)
+    assert peak["diff"] == pytest.approx(-6000) and peak["direction"] == "slower" and peak["significant"]
+    assert peak["diff_ci_low"] == -math.inf and peak["diff_ci_high"] == pytest.approx(-6000 + math.hypot(125, 1250))
     # A fit of another np is not paired.
     other = [dict(fb[0], np=4)]
     assert fit_differences((fa, other), ([], []), ["stack", "np"]).height == 0
@@ -276,11 +286,12 @@ def test_fits_over_runs_compare_each_sides_spread_of_estimates() -> None:
     assert lat["significant"] and lat["direction"] == "slower" and "(3 vs 3 runs)" in lat["series"]
     # Each side's t interval of its mean: 0.5 ± t(0.975, 2) x 0.05 / sqrt(3).
     assert lat["a_ci_high"] - 0.5 == pytest.approx(4.302653 * 0.05 / math.sqrt(3), rel=1e-5)
-    bw = fits.filter(pl.col("parameter") == "bandwidth B", pl.col("series").str.contains("shm")).row(0, named=True)
-    assert not bw["significant"] and bw["direction"] == "no significant change"
-    assert bw["diff_ci_low"] < 0 < bw["diff_ci_high"]
+    for parameter in ("asymptotic bandwidth B", "peak bandwidth B"):
+        bw = fits.filter(pl.col("parameter") == parameter, pl.col("series").str.contains("shm")).row(0, named=True)
+        assert not bw["significant"] and bw["direction"] == "no significant change"
+        assert bw["diff_ci_low"] < 0 < bw["diff_ci_high"]
     tcp = fits.filter(pl.col("series").str.contains("ofi-tcp"))
-    assert tcp.height == 2 and (tcp["direction"] == FIT_TOO_FEW_RUNS).all() and not tcp["significant"].any()
+    assert tcp.height == 3 and (tcp["direction"] == FIT_TOO_FEW_RUNS).all() and not tcp["significant"].any()
     assert tcp["diff_ci_low"].is_nan().all()
 
 

@@ -47,7 +47,7 @@ def kernel_table(name: str, factor: float, seed: int) -> pl.DataFrame:
     rng = np.random.default_rng(seed)
     reps = []
     for rep in range(REPS):
-        row = {"cell": f"kernel/{stack}/shm/core/np{np_}/{name}/{group}/rep{rep}", "stack": stack,
+        row = {"cell_quality": "ok", "cell": f"kernel/{stack}/shm/core/np{np_}/{name}/{group}/rep{rep}", "stack": stack,
                "transport": "shm", "mapping": "core", "np": np_, "rep": rep, "status": "ok", "nodes": 1, "ppn": np_,
                "knobs": "", "quality": "ok", "oversubscribed": False}
         own = {"variant_group": (group, pl.String()), "cell_threads": (threads, pl.Int32())}
@@ -151,7 +151,7 @@ def test_several_runs_per_side_put_run_to_run_variation_in_the_kernels_cis(tmp_p
 def imb_pingpong(factor: float, seed: int) -> pl.DataFrame:
     """IMB PingPong samples (6 repetitions at 3 sizes) whose times are a known factor × lognormal noise."""
     rng = np.random.default_rng(seed)
-    rows = [{"cell": f"imb/intelmpi/shm/core/np2/PingPong/default/rep{rep}", "benchmark": "PingPong", "bytes": size,
+    rows = [{"cell_quality": "ok", "cell": f"imb/intelmpi/shm/core/np2/PingPong/default/rep{rep}", "benchmark": "PingPong", "bytes": size,
              "t_usec": factor * (0.5 + size / 5000) * float(rng.lognormal(0.0, NOISE)), "status": "ok",
              "cell_status": "ok", "stack": "intelmpi", "transport": "shm", "mapping": "core", "np": 2,
              "algorithm": "default", "options": "", "knobs": "", "rep": rep, "nodes": 1}

@@ -137,15 +137,29 @@ def test_latency_steps_between_neighbouring_sizes() -> None:
         "bytes": [1024, 2048, 4096, 8192, 4, MiB4, 16, 32, 64, 16, 32, 64, 128],
         "t_usec": [5.0, 5.5, 90.0, 100.0, 1.0, 900.0, 30.0, 2.0, 2.1, 0.9, 1.0, 40.0, 1.1],
     })
-    # sparse: 900× over a 2^20× size step is the bandwidth term, not an anomaly.
+    # sparse: 900× over a 2^20× size step is the bandwidth term, not an anomaly; the drop right after
+    # the first size measured is named as the first-size effect it is (issue #33).
     assert F.latency_steps(series) == [
-        "drop: latency drops 15.0× from 30.0 µs at 16 B to 2.00 µs at 32 B.",
+        "drop: the first size measured, 16 B, took 15.0× the next size's time (30.0 µs against 2.00 µs at 32 B): "
+        "a first-size effect (the first message's warm-up), not a latency regime.",
         "jump: latency jumps 16.4× from 5.50 µs at 2 KiB to 90.0 µs at 4 KiB.",
         "spike: an isolated spike at 64 B: 40.0 µs, 40.0× the 1.00 µs at 32 B and 36.4× the 1.10 µs at 128 B.",
     ]
     edge = pl.DataFrame({"series": ["edge"] * 2, "bytes": [1024, 2048], "t_usec": [1.0, 10.02]})
     assert F.latency_steps(edge) == []  # 10.02× prints as 10.0×: not "more than 10×"
     assert F.latency_steps(series, factor=50.0) == []
+
+
+def test_a_step_must_hold_in_every_repetition() -> None:
+    """Issue #33: two "isolated spikes" over TCP came from one slow repetition in a median of three. With
+    each median's CI bounds (what its repetitions measured), a spike counts only when even its fastest
+    repetition is beyond the factor over its neighbours' slowest."""
+    one_slow = pl.DataFrame({"series": ["tcp"] * 3, "bytes": [2, 4, 8], "t_usec": [30.0, 400.0, 31.0],
+                             "t_lo_usec": [29.0, 28.0, 30.0], "t_hi_usec": [33.0, 450.0, 34.0]})
+    assert F.latency_steps(one_slow) == []
+    every = one_slow.with_columns(pl.Series("t_lo_usec", [29.0, 380.0, 30.0]))
+    assert F.latency_steps(every) == [
+        "tcp: an isolated spike at 4 B: 400 µs, 13.3× the 30.0 µs at 2 B and 12.9× the 31.0 µs at 8 B."]
 
 
 def test_failures_per_status_with_the_first_reason() -> None:
@@ -225,40 +239,60 @@ def test_findings_of_a_report_built_from_imported_shared_data(tmp_path: Path,
 # -- IMB PingPong vs the pingpong kernel (issue #23) ------------------------------------------------
 
 
-def _cross_fits(imb_b: float, imb_b_ci: list[float], rule: str = "last_segment") -> tuple[list[dict], list[dict]]:
-    """Issue #23's pair: IMB B 2,396 MB/s [2,334, 25,618] against the kernel's 22,505 [21,529, 25,345]."""
+def _bw(asymptotic: float, asymptotic_ci: list[float], peak: float, peak_ci: list[float]) -> dict:
+    """The two bandwidth estimands of a fit record (asymptotic at 4 MiB, peak at 256 KiB)."""
+    return {"asymptotic_bandwidth_MBps": asymptotic, "asymptotic_bandwidth_ci_MBps": asymptotic_ci,
+            "asymptotic_bytes": 4 << 20, "peak_bandwidth_MBps": peak, "peak_bandwidth_ci_MBps": peak_ci,
+            "peak_bytes": 256 << 10}
+
+
+def _cross_fits(imb_b: float, imb_b_ci: list[float]) -> tuple[list[dict], list[dict]]:
+    """Issue #23's pair: IMB's asymptotic B 2,396 MB/s [2,334, 25,618] against the kernel's 22,505
+    [21,529, 25,345]; their peaks agree (24,000 and 25,000 MB/s)."""
     imb = [{"label": "intelmpi/shm/core", "benchmark": "PingPong", "np": 2, "latency_us": 0.30,
-            "latency_ci_us": [0.29, 0.31], "bandwidth_MBps": imb_b, "bandwidth_ci_MBps": imb_b_ci,
-            "bandwidth_rule": rule, "ci_warning": None},
+            "latency_ci_us": [0.29, 0.31], **_bw(imb_b, imb_b_ci, 24_000.0, [23_000.0, 25_000.0]),
+            "ci_warning": None},
            {"label": "intelmpi/shm/core", "benchmark": "PingPong", "np": 4, "latency_us": 9.0,
-            "latency_ci_us": [8.0, 10.0], "bandwidth_MBps": 1.0, "bandwidth_ci_MBps": [0.9, 1.1]}]
-    kernel = [{"label": "intelmpi/shm/core", "benchmark": "pingpong", "latency_us": 0.36,
-               "latency_ci_us": [0.35, 0.37], "bandwidth_MBps": 22_505.0, "bandwidth_ci_MBps": [21_529.0, 25_345.0]},
+            "latency_ci_us": [8.0, 10.0], **_bw(1.0, [0.9, 1.1], 1.0, [0.9, 1.1])}]
+    kernel = [{"label": "intelmpi/shm/core", "benchmark": "pingpong", "latency_us": 0.36, "latency_ci_us": [0.35, 0.37],
+               **_bw(22_505.0, [21_529.0, 25_345.0], 25_000.0, [24_500.0, 25_500.0])},
               {"label": "mpich/shm/core", "benchmark": "pingpong", "latency_us": 0.5, "latency_ci_us": [0.4, 0.6],
-               "bandwidth_MBps": 9000.0, "bandwidth_ci_MBps": [8000.0, 10_000.0]}]
+               **_bw(9000.0, [8000.0, 10_000.0], 9500.0, [9000.0, 10_000.0])}]
     return imb, kernel
 
 
 def test_imb_and_kernel_disagreeing_beyond_30_percent_is_a_finding() -> None:
     imb, kernel = _cross_fits(2_396.0, [2_334.0, 25_618.0])
     assert F.cross_check(imb, kernel) == [
-        "IMB PingPong and the pingpong kernel disagree on intelmpi/shm/core: B 2,396 MB/s [2,334, 25,618] (IMB) "
-        "vs 22,505 MB/s [21,529, 25,345] (kernel), the kernel's 9.39× IMB's. Two programs measuring the same "
-        "thing should agree within 30 %: one of these figures is not a result (a perturbed launch, a slow "
-        "repetition, or a fit with a warning)."]
+        "IMB PingPong and the pingpong kernel disagree on intelmpi/shm/core: asymptotic B 2,396 MB/s "
+        "[2,334, 25,618] (IMB) vs 22,505 MB/s [21,529, 25,345] (kernel), the kernel's 9.39× IMB's. Two programs "
+        "measuring the same thing should agree within 30 %: one of these figures is not a result (a perturbed "
+        "launch, a slow repetition, or a fit with a warning)."]
     pair, = F.imb_vs_kernel(imb, kernel)  # mpich has no IMB fit; IMB's np=2 fit is the one compared
-    assert pair["disagree"] == ["B"] and pair["ratio"]["λ"] == pytest.approx(1.2)
+    assert pair["disagree"] == ["asymptotic B"] and pair["ratio"]["λ"] == pytest.approx(1.2)
+    assert pair["ratio"]["peak B"] == pytest.approx(25_000 / 24_000)  # the peaks agree: not named
     assert F.findings(None, None, None, None, hockney=imb, kernel_fits=kernel) == F.cross_check(imb, kernel)
 
 
 def test_imb_and_kernel_within_30_percent_agree_and_lambda_is_compared_too() -> None:
-    imb, kernel = _cross_fits(18_000.0, [17_000.0, 19_000.0], rule="peak")  # 22,505 / 18,000 = 1.25
+    imb, kernel = _cross_fits(18_000.0, [17_000.0, 19_000.0])  # 22,505 / 18,000 = 1.25
     assert F.cross_check(imb, kernel) == []
     kernel[0]["latency_us"] = 0.30 * 1.31
-    kernel[0]["bandwidth_MBps"] = 18_000.0 * 1.5
+    kernel[0]["asymptotic_bandwidth_MBps"] = 18_000.0 * 1.5
     text, = F.cross_check(imb, kernel)
     assert "λ 0.300 µs [0.290, 0.310] (IMB) vs 0.393 µs [0.350, 0.370] (kernel), the kernel's 1.31× IMB's; " \
-           "B 18,000 MB/s [17,000, 19,000], the in-cache peak (IMB) vs 27,000 MB/s" in text
+           "asymptotic B 18,000 MB/s [17,000, 19,000] (IMB) vs 27,000 MB/s" in text
+    assert "peak B" not in text
+    # Like for like: the kernel's asymptotic B equal to IMB's peak still disagrees with IMB's asymptotic
+    # B, and a kernel peak 1.5× IMB's is named as the peak's disagreement.
+    kernel[0].update(latency_us=0.30, asymptotic_bandwidth_MBps=24_000.0, peak_bandwidth_MBps=36_000.0)
+    pair, = F.imb_vs_kernel(imb, kernel)
+    assert pair["disagree"] == ["asymptotic B", "peak B"]
+    assert pair["ratio"]["asymptotic B"] == pytest.approx(24_000 / 18_000)
+    assert pair["ratio"]["peak B"] == pytest.approx(1.5)
+    text, = F.cross_check(imb, kernel)
+    assert "; peak B 24,000 MB/s [23,000, 25,000] (IMB) vs 36,000 MB/s [24,500, 25,500] (kernel), " \
+           "the kernel's 1.50× IMB's." in text
     assert F.apart(1.0, 1.3) == pytest.approx(0.3) and F.apart(None, 1.0) is None and F.apart(0.0, 1.0) is None
 
 
@@ -269,8 +303,14 @@ def test_kernel_table_shows_both_ratios_and_marks_the_disagreement() -> None:
     table = _fit_table(kernel, imb)
     col = {name: i for i, name in enumerate(table.columns)}
     row = {r[0].text: r for r in table.rows}["intelmpi/shm/core"]
-    assert row[col["IMB PingPong B (MB/s) [95 % CI]"]].text == "2,396 [2,334, 25,618]"
-    assert row[col["kernel B / IMB B"]].text == "9.39" and "bad" in (row[col["kernel B / IMB B"]].cls or "")
+    assert row[col["IMB asymptotic B (MB/s) [95 % CI]"]].text == "2,396 [2,334, 25,618]"
+    assert row[col["kernel asymptotic B (MB/s) [95 % CI]"]].text == "22,505 [21,529, 25,345]"
+    ratio = row[col["kernel / IMB asymptotic B"]]
+    assert ratio.text == "9.39" and "bad" in (ratio.cls or "")
+    assert row[col["IMB peak B (MB/s) [95 % CI]"]].text == "24,000 [23,000, 25,000]"
+    peak = row[col["kernel / IMB peak B"]]
+    assert peak.text == "1.04" and "bad" not in (peak.cls or "")
     assert row[col["kernel λ / IMB λ"]].text == "1.20" and "bad" not in (row[col["kernel λ / IMB λ"]].cls or "")
     other = {r[0].text: r for r in table.rows}["mpich/shm/core"]
-    assert other[col["IMB PingPong B (MB/s) [95 % CI]"]].text == "no IMB"
+    assert other[col["IMB asymptotic B (MB/s) [95 % CI]"]].text == "no IMB"
+    assert other[col["IMB peak B (MB/s) [95 % CI]"]].text == "no IMB"

@@ -26,6 +26,7 @@ from mpiatlas.models.hockney import (
     trust_warnings,
 )
 from mpiatlas.parsers.imb import parse_imb_file
+from mpiatlas.stats.agreement import agreement
 
 SIZES = 2.0 ** np.arange(0, 23)  # IMB default 1 B … 4 MiB (0 B handled separately)
 NOISE = 0.03  # multiplicative, 1 sigma
@@ -64,16 +65,32 @@ LAT_TOL_5REP = 0.03  # λ within 3 % with 5 repetitions per size (median + repet
 BW_TOL_5REP = 0.03  # B within 3 %
 
 
+def _model_b(fit: HockneyFit) -> float:
+    """The model's B: its last (asymptotic) segment's fitted 1/slope."""
+    return float(fit.segments[-1]["bandwidth_MBps"])
+
+
+def _asymptotic_truth(t_true: np.ndarray, sizes: np.ndarray = SIZES) -> float:
+    """The asymptotic-bandwidth estimand of a noiseless curve: s/t at the largest size."""
+    return float(sizes[-1] / t_true[-1])
+
+
+ASYM_TOL_1REP = 0.10  # one sample at the largest size with 3 % noise: within 3.3 σ
+ASYM_TOL_5REP = 0.06  # the median of 5 such samples (σ ≈ 1.6 %): within 3.7 σ
+
+
 def test_single_regime_recovered() -> None:
     lam, bw = 1.5, 10_000.0
     spurious = 0
     for seed in range(20):
         fit = fit_hockney(SIZES, _noisy(lam + SIZES / bw, seed), seed=seed)
         assert fit.latency_us == pytest.approx(lam, rel=LAT_TOL_1REP), seed
-        assert fit.bandwidth_MBps == pytest.approx(bw, rel=BW_TOL_1REP), seed
+        assert _model_b(fit) == pytest.approx(bw, rel=BW_TOL_1REP), seed
+        assert fit.asymptotic_bandwidth_MBps == pytest.approx(_asymptotic_truth(lam + SIZES / bw), rel=ASYM_TOL_1REP)
         assert fit.n_sizes == 23 and fit.ci_method == "residuals"
         assert fit.latency_ci_us[0] <= fit.latency_us <= fit.latency_ci_us[1]
-        assert fit.bandwidth_ci_MBps[0] <= fit.bandwidth_MBps <= fit.bandwidth_ci_MBps[1]
+        lo, hi = fit.asymptotic_bandwidth_ci_MBps
+        assert lo <= fit.asymptotic_bandwidth_MBps <= hi
         spurious += fit.breakpoints_bytes != []
     # Pure noise rarely looks like a regime change (observed: 1 of these 20, at 128 B).
     assert spurious <= 2
@@ -87,10 +104,11 @@ def test_single_regime_with_repetitions() -> None:
         fit = fit_hockney(sizes, _noisy(lam + sizes / bw, seed), seed=seed)
         assert fit.ci_method == "repetitions" and fit.n_sizes == 23
         assert fit.latency_us == pytest.approx(lam, rel=LAT_TOL_5REP), seed
-        assert fit.bandwidth_MBps == pytest.approx(bw, rel=BW_TOL_5REP), seed
+        assert _model_b(fit) == pytest.approx(bw, rel=BW_TOL_5REP), seed
         assert fit.breakpoints_bytes == [], seed
         covered_lat += fit.latency_ci_us[0] <= lam <= fit.latency_ci_us[1]
-        covered_bw += fit.bandwidth_ci_MBps[0] <= bw <= fit.bandwidth_ci_MBps[1]
+        lo, hi = fit.asymptotic_bandwidth_ci_MBps
+        covered_bw += lo <= _asymptotic_truth(lam + SIZES / bw) <= hi
     assert covered_lat >= 17 and covered_bw >= 17  # nominal 95 % of 20 = 19; observed 19 and 20
 
 
@@ -100,7 +118,8 @@ def test_confidence_intervals_cover_truth_most_of_the_time() -> None:
     for seed in range(20):
         fit = fit_hockney(SIZES, _noisy(lam + SIZES / bw, 100 + seed), seed=seed)
         hits_lat += fit.latency_ci_us[0] <= lam <= fit.latency_ci_us[1]
-        hits_bw += fit.bandwidth_ci_MBps[0] <= bw <= fit.bandwidth_ci_MBps[1]
+        lo, hi = fit.asymptotic_bandwidth_ci_MBps
+        hits_bw += lo <= _asymptotic_truth(lam + SIZES / bw) <= hi
     assert hits_lat >= 16 and hits_bw >= 16  # nominal 95 %: at least 80 % of 20
 
 
@@ -115,7 +134,7 @@ def test_two_regimes_eager_rendezvous(seed: int) -> None:
     assert len(fit.breakpoints_bytes) == 1
     assert fit.breakpoints_bytes[0] in (32768, 65536, 131072)  # within one size step of 64 KiB
     assert fit.latency_us == pytest.approx(1.5, rel=LAT_TOL_1REP)  # λ from the eager segment
-    assert fit.bandwidth_MBps == pytest.approx(12_000.0, rel=0.06)  # B from the rendezvous segment: 6 %
+    assert _model_b(fit) == pytest.approx(12_000.0, rel=0.06)  # B from the rendezvous segment: 6 %
     eager, rendezvous = fit.segments
     assert (eager["from_bytes"], eager["to_bytes"], rendezvous["to_bytes"]) == (1, fit.breakpoints_bytes[0] // 2, 4194304)
     assert rendezvous["latency_us"] > eager["latency_us"]
@@ -125,7 +144,8 @@ def test_two_regimes_exact_breakpoint_without_noise() -> None:
     fit = fit_hockney(SIZES, _eager_rendezvous(SIZES))
     assert fit.breakpoints_bytes == [65536]
     assert fit.latency_us == pytest.approx(1.5, rel=1e-9)
-    assert fit.bandwidth_MBps == pytest.approx(12_000.0, rel=1e-9)
+    assert _model_b(fit) == pytest.approx(12_000.0, rel=1e-9)
+    assert fit.asymptotic_bandwidth_MBps == pytest.approx(_asymptotic_truth(_eager_rendezvous(SIZES)), rel=1e-12)
     assert fit.segments[1]["latency_us"] == pytest.approx(8.0, rel=1e-9)
     assert fit.latency_ci_us == pytest.approx((1.5, 1.5), rel=1e-6)
     np.testing.assert_allclose(fit.predict(SIZES), _eager_rendezvous(SIZES), rtol=1e-9)
@@ -172,7 +192,7 @@ def test_fit_table_groups_and_skips_bandwidth_only_benchmarks() -> None:
     out = fit_hockney_table(pl.DataFrame(rows), ["label"])
     assert [(r["label"], r["benchmark"]) for r in out] == [("a", "PingPong"), ("b", "PingPong"), ("c", "PingPing")]
     assert out[0]["latency_us"] == pytest.approx(1.0) and out[1]["latency_us"] == pytest.approx(2.0)
-    assert out[0]["bandwidth_MBps"] == pytest.approx(5000.0) and out[0]["n_sizes"] == 23
+    assert out[0]["segments"][-1]["bandwidth_MBps"] == pytest.approx(5000.0) and out[0]["n_sizes"] == 23
     assert "at least 3" in out[2]["error"]
     json.dumps(out, allow_nan=False)  # JSON-ready
 
@@ -243,16 +263,24 @@ def test_hockney_on_infiniband_and_roce_data(tmp_path: Path, capsys: pytest.Capt
     for label, (_, lat, bw, source) in EXPECTED.items():
         r = by_label[label]
         assert r["benchmark"] == "PingPong" and r["np"] == 2 and r["n_sizes"] >= 22
-        for key in ("label", "latency_us", "latency_ci_us", "bandwidth_MBps", "bandwidth_ci_MBps", "breakpoints_bytes", "segments", "stack", "transport", "mapping", "algorithm"):
+        for key in ("label", "latency_us", "latency_ci_us", "asymptotic_bandwidth_MBps", "asymptotic_bandwidth_ci_MBps",
+                    "peak_bandwidth_MBps", "peak_bandwidth_ci_MBps", "breakpoints_bytes", "segments", "stack",
+                    "transport", "mapping", "algorithm"):
             assert key in r
         assert r["latency_us"] > 0, label
         assert r["latency_us"] == pytest.approx(lat, rel=LAT_TOL_REAL), f"{label} λ vs {source}"
-        assert r["bandwidth_MBps"] == pytest.approx(bw, rel=BW_TOL_REAL_OVERRIDE.get(label, BW_TOL_REAL)), f"{label} B vs {source}"
+        # The published "max bandwidth" is the highest s/t: our peak B, to the printed digit.
+        assert r["peak_bandwidth_MBps"] == pytest.approx(bw, rel=1e-4), f"{label} peak B vs {source}"
+        assert r["asymptotic_bytes"] == 4194304 and r["asymptotic_bandwidth_MBps"] <= r["peak_bandwidth_MBps"]
+        assert r["asymptotic_bandwidth_MBps"] == pytest.approx(bw, rel=BW_TOL_REAL), f"{label} asymptotic B vs {source}"
+        assert _model_b(HockneyFit.from_dict(r)) == pytest.approx(bw, rel=BW_TOL_REAL_OVERRIDE.get(label, BW_TOL_REAL))
         last = r["segments"][-1]
         t_4mib = last["latency_us"] + 4194304 / last["bandwidth_MBps"]
         assert 4194304 / t_4mib == pytest.approx(bw, rel=BW_TOL_REAL), f"{label} model B(4 MiB) vs {source}"
         assert 0 < r["latency_ci_us"][0] <= r["latency_us"] <= r["latency_ci_us"][1]
-        assert r["bandwidth_ci_MBps"][0] <= r["bandwidth_MBps"] <= r["bandwidth_ci_MBps"][1]
+        for figure in ("asymptotic", "peak"):
+            lo, hi = r[f"{figure}_bandwidth_ci_MBps"]
+            assert lo <= r[f"{figure}_bandwidth_MBps"] <= hi, (label, figure)
         assert r["breakpoints_bytes"] == [s["from_bytes"] for s in r["segments"][1:]]
         assert all(s["latency_us"] > 0 for s in r["segments"])
         # Narrow intervals on real, published-figure data: the trust checks raise no false alarm.
@@ -275,7 +303,7 @@ def test_hockney_on_brandino_arm_data(tmp_path: Path, capsys: pytest.CaptureFixt
     for name in ("IMB-MPI1_internode", "IMB-MPI1_internode_Socket"):
         assert 140.0 <= pingpong[name]["latency_us"] <= 180.0
         # 108.3 MiB/s = 113.6 MB/s at 4 MiB (1 GbE); asymptote within 3 %.
-        assert pingpong[name]["bandwidth_MBps"] == pytest.approx(108.3 * 1.048576, rel=BW_TOL_REAL)
+        assert pingpong[name]["asymptotic_bandwidth_MBps"] == pytest.approx(108.3 * 1.048576, rel=BW_TOL_REAL)
 
 
 def test_naive_least_squares_goes_negative_where_ours_does_not() -> None:
@@ -317,8 +345,8 @@ def test_fit_cli_groups_pipeline_cells(
     assert [(r["label"], r["np"], r["benchmark"]) for r in out] == [("impi/shm/core", 2, "PingPong"), ("impi/shm/core", 4, "PingPong")]
     for r, lam in zip(out, (1.0, 2.0)):
         assert r["stack"] == "impi" and r["transport"] == "shm" and r["mapping"] == "core" and r["algorithm"] is None
-        assert r["ci_method"] == "repetitions" and r["n_sizes"] == 23
-        assert r["latency_us"] == pytest.approx(lam, rel=0.02) and r["bandwidth_MBps"] == pytest.approx(8000.0, rel=0.02)
+        assert r["ci_method"] == "launches" and r["n_launches"] == 3 and r["n_sizes"] == 23  # the rep column
+        assert r["latency_us"] == pytest.approx(lam, rel=0.02) and r["segments"][-1]["bandwidth_MBps"] == pytest.approx(8000.0, rel=0.02)
     assert main(["fit", str(tidy)]) == 0  # rich table
     table = capsys.readouterr().out
     assert "impi/shm/core np=2" in table and "impi/shm/core np=4" in table and "PingPong" in table
@@ -344,20 +372,23 @@ def test_fit_cli_nothing_to_fit_and_bad_requests(tmp_path: Path, capsys: pytest.
 
 
 def test_clean_synthetic_fits_are_accurate_covered_and_unwarned() -> None:
-    """Known λ = 1.5 µs, B = 10,000 MB/s, 3 % noise, 5 repetitions: each fit within 3 % of truth,
-    its intervals within ±25 % (so no warning), and covering the truth in at least 17 of 20."""
+    """Known λ = 1.5 µs, B = 10,000 MB/s, 3 % noise, 5 repetitions: each fit within 3 % of truth (the
+    model's B) and the asymptotic B within 3 % of its own truth (s/t of the noiseless curve at 4 MiB),
+    the intervals within ±25 % (so no warning), and covering the truth in at least 17 of 20."""
     lam, bw = 1.5, 10_000.0
     sizes = np.repeat(SIZES, 5)
     covered = 0
     for seed in range(20):
         fit = fit_hockney(sizes, _noisy(lam + sizes / bw, 200 + seed), seed=seed)
         assert fit.latency_us == pytest.approx(lam, rel=LAT_TOL_5REP), seed
-        assert fit.bandwidth_MBps == pytest.approx(bw, rel=BW_TOL_5REP), seed
+        truth = _asymptotic_truth(lam + SIZES / bw)
+        assert _model_b(fit) == pytest.approx(bw, rel=BW_TOL_5REP), seed
+        assert fit.asymptotic_bandwidth_MBps == pytest.approx(truth, rel=ASYM_TOL_5REP), seed
         assert relative_ci_spread(fit.latency_us, fit.latency_ci_us) < CI_REL_TOL, seed
-        assert relative_ci_spread(fit.bandwidth_MBps, fit.bandwidth_ci_MBps) < CI_REL_TOL, seed
+        assert relative_ci_spread(fit.asymptotic_bandwidth_MBps, fit.asymptotic_bandwidth_ci_MBps) < CI_REL_TOL, seed
         assert fit.ci_warning is None, seed
-        covered += (fit.latency_ci_us[0] <= lam <= fit.latency_ci_us[1]
-                    and fit.bandwidth_ci_MBps[0] <= bw <= fit.bandwidth_ci_MBps[1])
+        lo, hi = fit.asymptotic_bandwidth_ci_MBps
+        covered += fit.latency_ci_us[0] <= lam <= fit.latency_ci_us[1] and lo <= truth <= hi
     assert covered >= 17
 
 
@@ -374,10 +405,11 @@ def test_noisy_large_sizes_widen_b_and_say_so() -> None:
         fit = fit_hockney(sizes, (lam + sizes / bw) * noise, seed=seed)
         assert fit.latency_us == pytest.approx(lam, rel=0.03), seed
         assert "λ" not in (fit.ci_warning or ""), seed
-        spread = relative_ci_spread(fit.bandwidth_MBps, fit.bandwidth_ci_MBps)
+        spread = relative_ci_spread(fit.asymptotic_bandwidth_MBps, fit.asymptotic_bandwidth_ci_MBps)
         is_wide = spread is not None and spread > CI_REL_TOL
-        lo, hi = fit.bandwidth_ci_MBps
-        says = f"B = {fit.bandwidth_MBps:,.0f} MB/s has a wide 95 % interval [{lo:,.0f}, {hi:,.0f}]"
+        lo, hi = fit.asymptotic_bandwidth_ci_MBps
+        says = (f"asymptotic B = {fit.asymptotic_bandwidth_MBps:,.0f} MB/s has a wide 95 % interval "
+                f"[{lo:,.0f}, {hi:,.0f}]")
         assert (says in (fit.ci_warning or "")) == is_wide, (seed, fit.ci_warning)
         wide += is_wide
     assert wide >= 7  # observed 9 of 10 (the other's interval spans −17 % … +18 %)
@@ -391,7 +423,7 @@ def test_latency_on_its_floor_is_a_warning_not_a_result() -> None:
     for seed in range(5):
         t = SIZES / 10_000.0 * (1 + 0.03 * np.random.default_rng(seed).standard_normal(SIZES.size))
         fit = fit_hockney(SIZES, t, seed=seed)
-        assert fit.bandwidth_MBps == pytest.approx(10_000.0, rel=0.03), seed
+        assert _model_b(fit) == pytest.approx(10_000.0, rel=0.03), seed
         assert fit.ci_warning is not None and "λ" in fit.ci_warning, seed
         floor = latency_on_floor(fit.latency_ci_us[0])
         assert ("lower bound (1e-06 µs)" in fit.ci_warning) == floor, seed
@@ -414,8 +446,10 @@ def test_bimodal_repetitions_are_flagged() -> None:
 
 def _fit_with(lam_ci: tuple[float, float], bw_ci: tuple[float, float], **kw: object) -> HockneyFit:
     seg = {"from_bytes": 1, "to_bytes": 4194304, "latency_us": 2.0, "bandwidth_MBps": 10_000.0, "n_sizes": 23}
-    return HockneyFit(latency_us=2.0, latency_ci_us=lam_ci, bandwidth_MBps=10_000.0, bandwidth_ci_MBps=bw_ci,
-                      breakpoints_bytes=[], segments=[seg], n_sizes=23, residuals=[], **kw)  # type: ignore[arg-type]
+    return HockneyFit(latency_us=2.0, latency_ci_us=lam_ci, asymptotic_bandwidth_MBps=10_000.0,
+                      asymptotic_bandwidth_ci_MBps=bw_ci, peak_bandwidth_MBps=12_000.0,
+                      peak_bandwidth_ci_MBps=(11_500.0, 12_500.0), breakpoints_bytes=[], segments=[seg], n_sizes=23,
+                      residuals=[], **kw)  # type: ignore[arg-type]
 
 
 def test_trust_warnings_fire_exactly_beyond_25_percent() -> None:
@@ -423,19 +457,102 @@ def test_trust_warnings_fire_exactly_beyond_25_percent() -> None:
     (lam_only,) = trust_warnings(_fit_with((1.48, 2.0), (7_600.0, 12_400.0)))  # λ −26 %
     assert lam_only == "λ = 2 µs has a wide 95 % interval [1.48, 2], −26 % to +0 % of the estimate (wider than ±25 %)"
     (b_only,) = trust_warnings(_fit_with((1.9, 2.1), (9_900.0, 12_600.0)))  # B +26 %
-    assert b_only.startswith("B = 10,000 MB/s has a wide 95 % interval [9,900, 12,600], −1 % to +26 %")
+    assert b_only.startswith("asymptotic B = 10,000 MB/s has a wide 95 % interval [9,900, 12,600], −1 % to +26 %")
     # Issue #23's figures: B 2,396 in [2,334, 25,618]; both checks name it.
     fit = _fit_with((1.9, 2.1), (2_334.0, 25_618.0))
-    fit.bandwidth_MBps = 2_396.0
+    fit.asymptotic_bandwidth_MBps = 2_396.0
     assert trust_warnings(fit) == [
-        "B = 2,396 MB/s has a wide 95 % interval [2,334, 25,618], −3 % to +969 % of the estimate (wider than ±25 %)"]
+        "asymptotic B = 2,396 MB/s has a wide 95 % interval [2,334, 25,618], −3 % to +969 % of the estimate (wider than ±25 %)"]
     outside = _fit_with((1.9, 2.1), (10_500.0, 11_000.0))  # B outside its own interval
-    assert trust_warnings(outside)[-1].startswith("B outside its own bootstrap interval")
+    assert trust_warnings(outside)[-1].startswith("asymptotic B outside its own interval")
+    no_interval = _fit_with((1.9, 2.1), (math.nan, math.nan))  # too few launches with a value: no interval
+    assert trust_warnings(no_interval) == []
     unbounded = _fit_with((1.9, 2.1), (9_000.0, math.inf))
     assert "+∞ %" in trust_warnings(unbounded)[0]
 
 
-def test_short_plateau_warns_and_a_long_one_does_not() -> None:
-    assert "a plateau needs 3" in trust_warnings(_fit_with((1.9, 2.1), (9_000.0, 11_000.0), bandwidth_rule="peak",
-                                                           plateau_n_sizes=2, peak_bytes=65536))[0]
-    assert trust_warnings(_fit_with((1.9, 2.1), (9_000.0, 11_000.0), bandwidth_rule="plateau", plateau_n_sizes=3)) == []
+# -- intervals over launches (issue #33) -----------------------------------------------------------
+
+LAUNCH_SPREAD = 0.08  # each launch's λ and B off the truth by this much (1 σ, multiplicative)
+WITHIN_NOISE = 0.01  # sizes inside one launch: 1 % (IMB's own averaging)
+
+
+def _campaign(rng: np.random.Generator, n_launches: int = 3) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """A campaign of ``n_launches`` launches of the curve λ = 1.5 µs, B = 10,000 MB/s, each launch
+    with its own λ and B (its mapping, frequency, hypervisor): the unit that varies."""
+    sizes, times, launches = [], [], []
+    for k in range(n_launches):
+        lam = 1.5 * rng.lognormal(0.0, LAUNCH_SPREAD)
+        bw = 10_000.0 * rng.lognormal(0.0, LAUNCH_SPREAD)
+        sizes.append(SIZES)
+        times.append((lam + SIZES / bw) * (1 + WITHIN_NOISE * rng.standard_normal(SIZES.size)))
+        launches += [f"rep{k}"] * SIZES.size
+    return np.concatenate(sizes), np.concatenate(times), launches
+
+
+def _coverage(fits: list[HockneyFit], figure: str) -> float:
+    """Share of ordered pairs (i ≠ j) whose run i's interval holds run j's estimate (the bench's)."""
+    value = {"λ": lambda f: (f.latency_us, f.latency_ci_us),
+             "asymptotic B": lambda f: (f.asymptotic_bandwidth_MBps, f.asymptotic_bandwidth_ci_MBps),
+             "peak B": lambda f: (f.peak_bandwidth_MBps, f.peak_bandwidth_ci_MBps)}[figure]
+    return agreement([value(f)[0] for f in fits], [value(f)[1] for f in fits]).coverage
+
+
+def test_intervals_over_launches_cover_the_next_campaign() -> None:
+    """Twelve campaigns of 3 launches whose λ and B differ by 8 % from launch to launch: with the
+    launches named, each campaign's interval holds another campaign's estimate in ≥ 80 % of the
+    ordered pairs (the bench's target); the bootstrap over the 3 repetitions of each size holds it in
+    far fewer. Observed (seed 33): λ 83 % against 22 %, asymptotic B 86 % against 58 %, peak B 88 %
+    against 55 %."""
+    rng = np.random.default_rng(33)
+    campaigns = [_campaign(rng) for _ in range(12)]
+    over = [fit_hockney(s, t, launches=ids, seed=i) for i, (s, t, ids) in enumerate(campaigns)]
+    within = [fit_hockney(s, t, seed=i) for i, (s, t, _) in enumerate(campaigns)]
+    assert all(f.ci_method == "launches" and f.n_launches == 3 for f in over)
+    assert all(f.ci_method == "repetitions" for f in within)
+    for figure in ("λ", "asymptotic B", "peak B"):
+        covered, naive = _coverage(over, figure), _coverage(within, figure)
+        assert covered >= 0.80, (figure, covered, naive)
+        assert naive <= 0.6 and covered - naive >= 0.25, (figure, covered, naive)
+
+
+def test_two_launches_are_too_few_and_say_so() -> None:
+    """Two launches give no spread between launches worth a t interval (t(0.975, 1) = 12.7): the
+    intervals stay the bootstrap's, ``ci_method`` says which, and the report's words say what they
+    leave out (mpiatlas.report.formatting.interval_scope)."""
+    from mpiatlas.report.formatting import interval_scope
+
+    s, t, ids = _campaign(np.random.default_rng(2), n_launches=2)
+    fit = fit_hockney(s, t, launches=ids)
+    assert fit.ci_method == "residuals" and fit.n_launches == 2  # 2 samples per size: the residuals' bootstrap
+    assert interval_scope(fit.ci_method, fit.n_launches) == (
+        "within 2 launches (residuals): leaves out the variation between launches")
+    s, t, ids = _campaign(np.random.default_rng(2), n_launches=3)
+    assert interval_scope("launches", fit_hockney(s, t, launches=ids).n_launches) == "over 3 launches"
+
+
+def test_agreement_counts_ordered_pairs() -> None:
+    """Three runs: 1.0 [0.9, 1.1], 1.05 [1.0, 1.1], 1.3 [1.2, 1.4]: of the 6 ordered pairs, run 1's
+    interval holds run 2's estimate and run 2's run 1's: coverage 2/6; max/min 1.3."""
+    got = agreement([1.0, 1.05, 1.3], [(0.9, 1.1), (1.0, 1.1), (1.2, 1.4)])
+    assert got.coverage == pytest.approx(2 / 6) and got.max_over_min == pytest.approx(1.3)
+    assert got.cv == pytest.approx(np.std([1.0, 1.05, 1.3], ddof=1) / np.mean([1.0, 1.05, 1.3]))
+    assert not got.meets_targets
+    with pytest.raises(ValueError, match="at least 2 runs"):
+        agreement([1.0], [(0.9, 1.1)])
+    with pytest.raises(ValueError, match="finite and > 0"):
+        agreement([1.0, math.nan], [(0.9, 1.1), (0.9, 1.1)])
+
+
+def test_residual_intervals_of_the_bandwidths_are_around_the_measured_figures() -> None:
+    """One launch whose two largest sizes ran slow (issue #23's curve): the model misses them, and
+    intervals drawn around the model's s/t once missed the measured 2,400 MB/s. The bandwidths'
+    replicates sit on the measured medians, so each interval holds its estimate."""
+    bw = np.interp(np.log2(SIZES), [0, 16, 20, 22], [20.0, 27000.0, 22000.0, 22000.0])
+    t = 0.3 + SIZES / bw
+    t[-2:] = SIZES[-2:] / 2400.0
+    fit = fit_hockney(SIZES, t * (1 + 0.01 * np.random.default_rng(4).standard_normal(SIZES.size)))
+    assert fit.ci_method == "residuals"
+    for figure in ("asymptotic", "peak"):
+        lo, hi = getattr(fit, f"{figure}_bandwidth_ci_MBps")
+        assert lo <= getattr(fit, f"{figure}_bandwidth_MBps") <= hi, figure

@@ -507,7 +507,8 @@ def test_kernel_fits_and_report(kernel_campaign: Path) -> None:
     assert pingpong["label"] == "intelmpi/shm/core" and pingpong["latency_us"] > 0
     assert pingpong["imb_latency_us"] > 0 and pingpong["kernel_vs_imb_latency"] > 0
     assert pingpong["bandwidth_4MiB_MBps"] is None  # tiny's sweep stops at 64 KiB
-    assert pingpong["latency_4B_us"] > 0 and 10 < pingpong["bandwidth_MBps"] < 100_000
+    assert pingpong["latency_4B_us"] > 0 and 10 < pingpong["asymptotic_bandwidth_MBps"] < 100_000
+    assert pingpong["asymptotic_bytes"] == 64 << 10 and pingpong["kernel_vs_imb_asymptotic_bandwidth"] > 0
     assert {(c["collective"], c["np"]) for c in fits["coll"]} == {("bcast", 2), ("allreduce", 2)}
     html = (kernel_campaign / TINY_RESULTS / "report.html").read_text()
     for sid in ("kernel-ring", "kernel-matsum", "kernel-jacobi", "kernel-p2p-coll"):

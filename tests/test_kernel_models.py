@@ -54,8 +54,10 @@ def strict_json(text: str) -> object:
 
 
 def hockney_entry(lam: float = LAMBDA, bw: float = BW, label: str = LABEL) -> dict:
-    return {"label": label, "benchmark": "PingPong", "latency_us": lam, "bandwidth_MBps": bw,
-            "latency_ci_us": [lam, lam], "bandwidth_ci_MBps": [bw, bw],
+    """An IMB PingPong fit record of one segment λ + s/B; its asymptotic and peak B are both ``bw``."""
+    return {"label": label, "benchmark": "PingPong", "latency_us": lam, "latency_ci_us": [lam, lam],
+            "asymptotic_bandwidth_MBps": bw, "asymptotic_bandwidth_ci_MBps": [bw, bw], "asymptotic_bytes": 1 << 22,
+            "peak_bandwidth_MBps": bw, "peak_bandwidth_ci_MBps": [bw, bw], "peak_bytes": 1 << 22,
             "segments": [{"from_bytes": 1, "to_bytes": 1 << 22, "latency_us": lam, "bandwidth_MBps": bw}]}
 
 
@@ -71,7 +73,7 @@ def ring_table(p2p: P2P, nps=(2, 3, 4, 5, 6), sizes=(4, 65536), noise: float = 0
                 for size in sizes:
                     t = ring_predict(variant, np_, 2, size, p2p) * (1 + noise * rng.standard_normal())
                     for rank in range(np_):
-                        rows.append({**HEAD, "cell": cell, "rep": rep, "np": np_, "rank": rank, "size": np_,
+                        rows.append({**HEAD, "cell_quality": "ok", "cell": cell, "rep": rep, "np": np_, "rank": rank, "size": np_,
                                      "variant": variant, "streams": 2, "bytes": size, "time_us": t,
                                      "oversubscribed": np_ > cores})
     return pl.DataFrame(rows)
@@ -153,7 +155,7 @@ def matsum_table(nps=(1, 2, 3, 4, 6, 8), noise: float = 0.005, reps: int = 5, ga
             t *= 1 + noise * rng.standard_normal()
             for rank in range(np_):
                 wait = binomial_subtree(rank, np_) if gather == "binomial" else (np_ if rank == 0 else rank)
-                rows.append({**HEAD, "cell": f"kernel/impi/shm/core/np{np_}/matsum/t1-slab/rep{rep}", "rep": rep,
+                rows.append({**HEAD, "cell_quality": "ok", "cell": f"kernel/impi/shm/core/np{np_}/matsum/t1-slab/rep{rep}", "rep": rep,
                              "np": np_, "rank": rank, "topo": 1, "dist": "slab", "node_cores": CORES,
                              "oversubscribed": np_ > CORES, "total_us": t * (0.98 if rank else 1.0),
                              "gather_us": 10.0 * wait * (1 + 0.01 * rng.standard_normal())})
@@ -216,7 +218,7 @@ def jacobi_table(lam: float = 1.0, bw: float = 1000.0, L: int = 20) -> pl.DataFr
         for rep in range(3):
             for rank in range(np_):
                 c = face * k  # one neighbour per split axis (2-way splits)
-                rows.append({**HEAD, "cell": f"kernel/impi/shm/core/np{np_}/jacobi/weak-L{L}-t{threads}/rep{rep}",
+                rows.append({**HEAD, "cell_quality": "ok", "cell": f"kernel/impi/shm/core/np{np_}/jacobi/weak-L{L}-t{threads}/rep{rep}",
                              "rep": rep, "np": np_, "rank": rank, "threads": threads, "mode": "weak",
                              "variant_group": f"weak-L{L}-t{threads}", "procdims": grid, "bytes_sent": c,
                              "messages": k, "halo_us": c / bw + k * lam + (5.0 if rank else 0.0),
@@ -272,7 +274,7 @@ def pingpong_table(lam: float = 0.4, bw: float = 6000.0, label: str = LABEL, rep
             for rank in (0, 1):
                 tr = t if rank == 0 else 5 * t
                 rows.append({"label": label, "stack": stack, "transport": transport, "mapping": mapping,
-                             "cell_status": "ok", "cell": f"kernel/{label}/np2/pingpong/m0-22/rep{rep}", "rep": rep,
+                             "cell_status": "ok", "cell_quality": "ok", "cell": f"kernel/{label}/np2/pingpong/m0-22/rep{rep}", "rep": rep,
                              "np": 2, "rank": rank, "bytes": size, "iterations": 100, "t_usec": tr,
                              "t_min_usec": 0.9 * tr, "MBps": size / tr if size else None, "valid": True,
                              "oversubscribed": False})
@@ -282,23 +284,37 @@ def pingpong_table(lam: float = 0.4, bw: float = 6000.0, label: str = LABEL, rep
 def test_pingpong_fit_recovers_lambda_and_bandwidth_and_cross_checks_imb() -> None:
     df = pingpong_table()
     broken = pingpong_table(lam=50.0, seed=9).with_columns(pl.lit(False).alias("valid"))  # failed own check
-    imb = {**hockney_entry(lam=0.5, bw=5000.0), "latency_ci_us": [0.45, 0.55], "bandwidth_ci_MBps": [4800, 5200]}
+    imb = {**hockney_entry(lam=0.5, bw=5000.0), "latency_ci_us": [0.45, 0.55],
+           "asymptotic_bandwidth_ci_MBps": [4800, 5200]}
     (fit,) = fit_pingpong(pl.concat([df, broken]), [imb, hockney_entry(label="other/x/core")])
     assert fit["benchmark"] == "pingpong" and "not IMB" in fit["source"] and fit["n_reps"] == 3
-    # 1 % noise on 3 repetitions: λ within 5 %, B within 5 %, the CIs cover the truth
+    # 1 % noise on 3 repetitions: λ within 5 %, the model's B within 5 %, the CIs cover the truth
     assert fit["latency_us"] == pytest.approx(0.4, rel=0.05)
-    assert fit["bandwidth_MBps"] == pytest.approx(6000.0, rel=0.05)
+    assert fit["segments"][-1]["bandwidth_MBps"] == pytest.approx(6000.0, rel=0.05)
     lo, hi = fit["latency_ci_us"]
-    assert lo <= 0.4 <= hi and fit["ci_method"] == "repetitions"
+    # Each repetition is a launch of its own (a cell's rep): 3 launches, the intervals are over them.
+    assert lo <= 0.4 <= hi and fit["ci_method"] == "launches" and fit["n_launches"] == 3
+    # The asymptotic B is s/t at the largest size, 4 MiB; the curve rises all the way, so the peak
+    # is within the noise of it.
+    four_mib = 2**22 / (0.4 + 2**22 / 6000.0)
+    assert fit["asymptotic_bytes"] == 2**22
+    assert fit["asymptotic_bandwidth_MBps"] == pytest.approx(four_mib, rel=0.03)
+    lo, hi = fit["asymptotic_bandwidth_ci_MBps"]
+    assert lo <= fit["asymptotic_bandwidth_MBps"] <= hi
+    assert fit["peak_bandwidth_MBps"] == pytest.approx(four_mib, rel=0.03) and fit["peak_bytes"] >= 2**21
     assert fit["latency_4B_us"] == pytest.approx(0.4 + 4 / 6000.0, rel=0.03)
     assert fit["bandwidth_4MiB_MBps"] == pytest.approx(2**22 / (0.4 + 2**22 / 6000.0), rel=0.03)
     # IMB PingPong of the same stack/transport/mapping, next to the kernel's
     assert fit["imb_latency_us"] == 0.5 and fit["imb_latency_ci_us"] == [0.45, 0.55]
     assert fit["kernel_vs_imb_latency"] == pytest.approx(0.8, rel=0.05)
-    assert fit["kernel_vs_imb_bandwidth"] == pytest.approx(1.2, rel=0.05)
+    # Like for like: the kernel's asymptotic B against IMB's asymptotic B, its peak against IMB's peak.
+    assert fit["imb_asymptotic_bandwidth_MBps"] == 5000.0 and fit["imb_asymptotic_bandwidth_ci_MBps"] == [4800, 5200]
+    assert fit["kernel_vs_imb_asymptotic_bandwidth"] == pytest.approx(1.2, rel=0.05)
+    assert fit["kernel_vs_imb_peak_bandwidth"] == pytest.approx(1.2, rel=0.05)
     assert [p["bytes"] for p in fit["points"]] == SIZES and all(p["n_reps"] == 3 for p in fit["points"])
     (alone,) = fit_pingpong(pingpong_table(label="openmpi/ob1-sm/core"), [imb])
     assert alone["imb_latency_us"] is None and alone["kernel_vs_imb_latency"] is None
+    assert alone["kernel_vs_imb_asymptotic_bandwidth"] is None and alone["kernel_vs_imb_peak_bandwidth"] is None
     assert "no IMB PingPong" in alone["headline"]
     (short,) = fit_pingpong(pingpong_table().filter(pl.col("bytes") <= 2), [])
     assert "need at least 3 distinct non-zero sizes" in short["error"]
@@ -324,7 +340,7 @@ def coll_table(reps: int = 3, seed: int = 4) -> pl.DataFrame:
                     t = model(algo, np_, size) * (1 + 0.002 * rng.standard_normal())
                     for rank in range(np_):
                         rows.append({**HEAD, "label": "ompi/sm/core", "stack": "ompi", "transport": "sm",
-                                     "cell": f"kernel/ompi/sm/core/np{np_}/coll/bcast-{algo}/rep{rep}", "rep": rep,
+                                     "cell_quality": "ok", "cell": f"kernel/ompi/sm/core/np{np_}/coll/bcast-{algo}/rep{rep}", "rep": rep,
                                      "np": np_, "rank": rank, "collective": "bcast", "algorithm": algo,
                                      "bytes": size, "t_usec": t, "t_avg_usec": t if rank == 0 else None,
                                      "t_min_usec": 0.9 * t if rank == 0 else None,

@@ -124,11 +124,15 @@ def test_report_shows_shm_b_and_peak_as_a_percent_of_the_copy_rate(tmp_path: Pat
     rows = {r[col["Label"]].text: r for r in table.rows}
     memory = limits.level_limits(json.loads(RECORD.read_text())["nodes"][0])
     shm = rows["intelmpi/shm/core"]
-    want = 100 * entry["bandwidth_MBps"] / memory["memory"]
-    assert shm[col["B % of limit"]].text == f"{want:.1f} %"
-    assert shm[col["Peak % of cache copy"]].text.endswith("(L2)")  # the peak at 512 KiB fits the 512 KiB L2
+    # The asymptotic B is read at the largest size, 256 MiB: set against the memory copy rate (the
+    # level that holds that message); the peak at 512 KiB against the 512 KiB L2's.
+    assert entry["asymptotic_bytes"] == 256 << 20 and entry["peak_bytes"] == 512 << 10
+    want = 100 * entry["asymptotic_bandwidth_MBps"] / memory["memory"]
+    assert shm[col["Asymptotic B % of copy"]].text == f"{want:.1f} % (memory)"
+    peak = 100 * entry["peak_bandwidth_MBps"] / memory["L2"]
+    assert shm[col["Peak B % of copy"]].text == f"{peak:.1f} % (L2)"
     # This record predates link rates and there are no α-β fits: the report says the rate is unknown.
-    assert rows["intelmpi/ofi-tcp/node2"][col["B % of limit"]].text == "link rate unknown"
+    assert rows["intelmpi/ofi-tcp/node2"][col["Asymptotic B % of copy"]].text == "link rate unknown"
     assert any("likwid-bench copy" in getattr(b, "text", "") for b in section.blocks)
 
 
@@ -144,7 +148,8 @@ def test_report_without_limits_has_no_percent_columns(tmp_path: Path) -> None:
     assert data.limits is None and data.limits_path is None
     blocks = section_parameters(data).blocks
     table = next(b for b in blocks if isinstance(b, Table))
-    assert "B % of limit" not in table.columns and "Peak (MB/s)" in table.columns
+    assert "Asymptotic B % of copy" not in table.columns and "Peak B % of copy" not in table.columns
+    assert "Asymptotic B (MB/s)" in table.columns and "Peak B (MB/s)" in table.columns
     assert any("campaign.limits is off" in b.text for b in blocks if isinstance(b, Text))
 
 
@@ -159,9 +164,9 @@ def test_report_command_takes_the_limits_file(tmp_path: Path) -> None:
     assert main([*base, "--limits", str(limits_file), "--out", str(tmp_path / "with.html")]) == 0
     assert main([*base, "--out", str(tmp_path / "without.html")]) == 0
     memory = limits.level_limits(json.loads(RECORD.read_text())["nodes"][0])["memory"]
-    want = f"{100 * _shm_fit_entry()['bandwidth_MBps'] / memory:.1f} %"
+    want = f"{100 * _shm_fit_entry()['asymptotic_bandwidth_MBps'] / memory:.1f} % (memory)"
     assert want in (tmp_path / "with.html").read_text() and str(limits_file) in (tmp_path / "with.html").read_text()
-    assert "B % of limit" not in (tmp_path / "without.html").read_text()
+    assert "Asymptotic B % of copy" not in (tmp_path / "without.html").read_text()
     # A given file that is not there: said in the section, not fatal, no percent columns.
     data = load_data(None, fits, limits=tmp_path / "missing.json")
     assert data.limits is None and "missing.json" in str(data.limits_error)
@@ -170,19 +175,27 @@ def test_report_command_takes_the_limits_file(tmp_path: Path) -> None:
     assert any("Physical limits not shown" in getattr(b, "text", "") for b in section.blocks)
 
 
+def _link_entry(label: str, bandwidth: float) -> dict:
+    """An inter-node fit whose curve rises to its largest size (a link): the asymptotic and the peak B
+    are the same s/t, at that size."""
+    entry = _shm_fit_entry()
+    return {**entry, "label": label, "mapping": "node2", "asymptotic_bandwidth_MBps": bandwidth,
+            "peak_bandwidth_MBps": bandwidth, "peak_bytes": entry["asymptotic_bytes"]}
+
+
 def test_inter_node_b_against_the_nominal_link_rate(tmp_path: Path) -> None:
     """The α-β fits' network.bandwidth_gbit_s bounds an inter-node PingPong: 12047 MB/s on a
     100 Gbit/s link (12500 MB/s) is 96.4 %, the figure StackHPC published for csd3 ib ompi3."""
     fits = tmp_path / "fits"
     fits.mkdir()
-    entry = {**_shm_fit_entry(), "label": "csd3-ib", "mapping": "node2", "bandwidth_MBps": 12047.46}
+    entry = _link_entry("csd3-ib", 12047.46)
     (fits / "hockney.json").write_text(json.dumps([entry]))
     (fits / "alphabeta.json").write_text(json.dumps({"network": {"name": "HDR100", "bandwidth_gbit_s": 100},
                                                       "fits": [], "notes": []}))
     section = section_parameters(load_data(None, fits))
     table = next(b for b in section.blocks if isinstance(b, Table) and b.caption == "Hockney parameters")
     (row,) = table.rows
-    assert row[table.columns.index("B % of limit")].text == "96.4 % (config)"
+    assert row[table.columns.index("Asymptotic B % of copy")].text == "96.4 % (config)"
 
 
 def _node(name: str, net: dict) -> dict:
@@ -193,8 +206,8 @@ def _node(name: str, net: dict) -> dict:
 def _inter_report(tmp_path: Path, records: list[dict], alphabeta: dict | None = None) -> tuple[Table, list]:
     fits = tmp_path / "fits"
     fits.mkdir(exist_ok=True)
-    entry = {**_shm_fit_entry(), "label": "ompi/ucx/node2", "mapping": "node2", "bandwidth_MBps": 12047.46}
-    region = {**entry, "label": "ompi/ucx/region", "mapping": None, "region": "other_node", "bandwidth_MBps": 2911.5}
+    entry = _link_entry("ompi/ucx/node2", 12047.46)
+    region = {**_link_entry("ompi/ucx/region", 2911.5), "mapping": None, "region": "other_node"}
     (fits / "hockney.json").write_text(json.dumps([entry, region]))
     if alphabeta is not None:
         (fits / "alphabeta.json").write_text(json.dumps(alphabeta))
@@ -211,7 +224,7 @@ def test_inter_node_b_against_the_recorded_link_rate(tmp_path: Path) -> None:
     edr = {"interface": "ib0", "chosen_by": "config tcp_interface", "gbit_s": 100.0, "source": "infiniband:mlx5_0/1"}
     table, blocks = _inter_report(tmp_path, [_node("n1", edr), _node("n2", edr)],
                                   {"network": {"name": "nominal link", "bandwidth_gbit_s": 10}})
-    col = table.columns.index("B % of limit")
+    col = table.columns.index("Asymptotic B % of copy")
     rows = {r[1].text: r for r in table.rows}
     assert rows["ompi/ucx/node2"][col].text == "96.4 % (infiniband:mlx5_0/1)"
     assert rows["ompi/ucx/region"][col].text == "23.3 % (infiniband:mlx5_0/1)"  # 2911.5 / 12500
@@ -225,7 +238,7 @@ def test_the_slower_node_bounds_the_link_and_unknown_rates_are_said(tmp_path: Pa
     slow = {"interface": "eth0", "chosen_by": "default route", "gbit_s": 10.0, "source": "sysfs:eth0"}
     table, _ = _inter_report(tmp_path, [_node("n1", fast), _node("n2", slow)])
     rows = {r[1].text: r for r in table.rows}
-    over = rows["ompi/ucx/region"][table.columns.index("B % of limit")]
+    over = rows["ompi/ucx/region"][table.columns.index("Asymptotic B % of copy")]
     assert over.text == "232.9 % (sysfs:eth0)" and over.cls == "num bad"  # / 1250 MB/s: above the link
     assert "Above the link rate" in over.title
     # The netns cluster: cl0 is a veth, the config's 10 Gbit/s stands in, and the report says why.
@@ -234,14 +247,14 @@ def test_the_slower_node_bounds_the_link_and_unknown_rates_are_said(tmp_path: Pa
             "(10000 Mbit/s is a kernel default): rate unknown"}
     table, blocks = _inter_report(tmp_path, [_node("node1", veth)])
     rows = {r[1].text: r for r in table.rows}
-    assert rows["ompi/ucx/region"][table.columns.index("B % of limit")].text == "232.9 % (config)"
+    assert rows["ompi/ucx/region"][table.columns.index("Asymptotic B % of copy")].text == "232.9 % (config)"
     notes = next(b for b in blocks if getattr(b, "text", "") == "Link rate notes:")
     assert any(i.startswith("node1: cl0 is a veth") for i in notes.items)
     # A VM NIC reporting -1 and no config value: no percent, and why.
     vm = {"interface": "eth0", "chosen_by": "default route", "gbit_s": None, "source": None,
           "note": "eth0: speed unknown (the NIC reports none, as a VM's virtio NIC does)"}
     table, blocks = _inter_report(tmp_path, [_node("vm", vm)])
-    cell_ = table.rows[0][table.columns.index("B % of limit")]
+    cell_ = table.rows[0][table.columns.index("Asymptotic B % of copy")]
     assert cell_.text == "link rate unknown" and "virtio" in cell_.title
     assert any("not set against a link rate" in getattr(b, "text", "") for b in blocks)
 

@@ -29,8 +29,11 @@ def _node(name: str, ports: list[dict]) -> dict:
 def _fit(label: str, bandwidth: float) -> dict:
     # A fitted Hockney entry as fits/hockney.json holds it; only what the limit columns read matters.
     return {"label": label, "benchmark": "PingPong", "np": 2, "mapping": "node2", "latency_us": 1.5,
-            "latency_ci_us": [1.4, 1.6], "bandwidth_MBps": bandwidth, "bandwidth_ci_MBps": [bandwidth * 0.99, bandwidth],
-            "n_sizes": 20, "segments": [], "residuals": []}
+            "latency_ci_us": [1.4, 1.6], "n_sizes": 20, "segments": [], "residuals": [],
+            # A link's curve rises to its largest size: the asymptotic and the peak B are the same s/t.
+            **{f"{figure}_bandwidth_MBps": bandwidth for figure in ("asymptotic", "peak")},
+            **{f"{figure}_bandwidth_ci_MBps": [bandwidth * 0.99, bandwidth] for figure in ("asymptotic", "peak")},
+            "asymptotic_bytes": 4 << 20, "peak_bytes": 4 << 20}
 
 
 def _table(tmp_path: Path, nodes: list[dict]) -> tuple[dict[str, list], list, Table]:
@@ -61,7 +64,7 @@ def test_rdma_b_is_set_against_the_ib_port_and_tcp_b_against_the_tcp_link(tmp_pa
     hdr = _port("mlx5_0/1", "100 Gb/sec (2X HDR)")
     down = _port("mlx5_1/1", "200 Gb/sec (4X HDR)", state="1: DOWN")
     rows, blocks, table = _table(tmp_path, [_node("n1", [hdr, down]), _node("n2", [hdr])])
-    col = table.columns.index("B % of limit")
+    col = table.columns.index("Asymptotic B % of copy")
     assert rows["ompi/ucx-rc/node2"][col].text == "96.4 % (infiniband:mlx5_0/1)"
     assert rows["ompi/ob1-tcp/node2"][col].text == "93.2 % (sysfs:eth0)"
     texts = [getattr(b, "text", "") for b in blocks]
@@ -72,7 +75,7 @@ def test_rdma_b_is_set_against_the_ib_port_and_tcp_b_against_the_tcp_link(tmp_pa
 
 def test_a_node_without_an_active_port_leaves_the_rdma_limit_unknown_and_says_why(tmp_path: Path) -> None:
     rows, _blocks, table = _table(tmp_path, [_node("n1", [_port("mlx5_0/1", "100 Gb/sec (2X HDR)", "1: DOWN")])])
-    cell = rows["ompi/ucx-rc/node2"][table.columns.index("B % of limit")]
+    cell = rows["ompi/ucx-rc/node2"][table.columns.index("Asymptotic B % of copy")]
     assert cell.text == "link rate unknown"
     assert "n1: no active InfiniBand/RoCE port with a rate recorded" in cell.title
-    assert rows["ompi/ob1-tcp/node2"][table.columns.index("B % of limit")].text == "93.2 % (sysfs:eth0)"
+    assert rows["ompi/ob1-tcp/node2"][table.columns.index("Asymptotic B % of copy")].text == "93.2 % (sysfs:eth0)"

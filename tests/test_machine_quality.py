@@ -267,8 +267,19 @@ def test_the_summary_flags_the_issue_23_repetitions_noisy_and_a_tight_set_ok() -
 
 def test_a_wide_ci_without_two_modes_is_noisy() -> None:
     reason = quality.ci_reason(100.0, 60.0, 130.0)
-    assert reason == "95 % CI of the median 60..130 is ±40 % of it (limit ±25 %)"
+    assert reason == "95 % CI of the median 60..130 is ±40 % of it (limit ±25 %: ±25 %, plus the timer's 0.01 µs)"
     assert quality.ci_reason(100.0, 80.0, 120.0) is None
+
+
+def test_a_point_is_noisy_only_beyond_its_series_own_variation_and_the_timer() -> None:
+    """Issue #33: a sub-µs collective whose every size varies ±30 % (its series' typical half-width)
+    is not noisy at ±35 %; at ±70 % (beyond 2 × 30 %) it is, and the reason says which limit. Near
+    the timer's resolution the band widens: 0.05 µs ± 0.02 is ±40 %, within 25 % + 0.01/0.05 = 45 %."""
+    assert quality.ci_reason(0.2, 0.13, 0.25, typical=0.30) is None
+    reason = quality.ci_reason(0.2, 0.06, 0.25, typical=0.30)
+    assert reason is not None and "2 × its series' typical ±30 %" in reason and "limit ±65 %" in reason
+    assert quality.ci_reason(0.05, 0.03, 0.07) is None
+    assert quality.ci_reason(0.05, 0.03, 0.07 + 0.005) is not None  # ±50 %: beyond 45 %
 
 
 def test_perturbed_launches_are_left_out_of_medians_and_fits_but_kept_in_the_samples(tmp_path: Path) -> None:

@@ -46,10 +46,10 @@ def _tables(tmp_path: Path) -> Path:
                        placement=placement, pair_class=pair)
             cells.append(row)
             for size, t in ((4, small[rep]), (4 << 20, large[rep])):
-                samples.append({"cell": cell_id, "label": LABEL + (" [placement=block]" if seg else ""),
+                samples.append({"cell_quality": "ok", "cell": cell_id, "label": LABEL + (" [placement=block]" if seg else ""),
                                 "stack": "intelmpi", "transport": "shm+ofi-tcp", "mapping": "node", "np": 4,
                                 "benchmark": "PingPong", "algorithm": "default", "rep": rep, "bytes": size,
-                                "t_usec": t, "bandwidth_MBps": size / t, "nodes": 2, "ppn": 2, "region": None})
+                                "t_usec": t, "bandwidth_MBps": size / t, "nodes": 2, "ppn": 2, "region": None, "status": "ok"})
     tidy = tmp_path / "tidy"
     tidy.mkdir()
     pl.DataFrame(cells, schema=CELL_SCHEMA).write_parquet(tidy / "cells.parquet")

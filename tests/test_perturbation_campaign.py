@@ -1,28 +1,35 @@
 """Numbers you can trust on a shared machine (issue #23), end to end: config/test/perturbation.yaml
-(IMB PingPong, Intel MPI shm, 4 B to 4 MiB, 5 repetitions in one job group) run twice through
-`mpiatlas campaign`: alone, then with a busy loop on each of the ranks' cpus while the group runs
-its first repetitions.
+(IMB PingPong, Intel MPI shm, 4 B to 4 MiB, 5 repetitions in one job group) run through `mpiatlas
+campaign` with a busy loop on each of the ranks' cpus while the group runs its first repetitions.
 
 The busy loops are started by the test, deterministically: each is pinned (os.sched_setaffinity)
-to one cpu the clean run's ranks were given, starts spinning when the campaign's raw/ directory
-appears and stops by itself once HOGGED_REPS cells are sealed (it watches raw/; no sleep aims at a
-window). So the first HOGGED_REPS repetitions (a majority of 5) ran beside it and the re-measures,
-at the group's end, did not. Asserted: those launches were judged perturbed, with the probe's
-evidence (provenance `machine`); they were set aside whole under perturbed/ and measured again,
-the final launches judged ok and listing the attempts; the Hockney fit (λ, B) ends within
-FIT_TOLERANCE of the clean run's; the closing count and the report name the re-measures.
-~1 min per run on a quiet machine. It needs one: on a node other processes keep busy, every launch
-of the clean run is rightly judged perturbed too, and the fixture says so.
+to one cpu the ranks are given, starts spinning when the campaign's raw/ directory appears and stops
+by itself once HOGGED_REPS cells are sealed (it watches raw/; no sleep aims at a window).
+
+What is asserted is the machinery, never the machine (issue #33: a test that assumed a quiet machine
+or compared two live runs failed the README's test command in 3 of 4 fresh tries):
+* every launch's judgement (status.json ``quality``) is the judge's own decision from the evidence the
+  launch recorded (provenance ``machine``), re-derived here;
+* a launch that ran beside a busy loop on its own cpu was judged perturbed (it waited for that cpu);
+* every launch judged perturbed was set aside whole under perturbed/, listed by its cell's final
+  launch, and measured again, as many times as the config allows; the final launch is whatever
+  the machine then gave, judged by the same rule;
+* the closing lines count the re-measures and the report names them; no median or fit takes a
+  perturbed launch (the rows' ``cell_quality``).
+Whether the machine was quiet at any moment, and whether the re-measured fit matches a clean run's,
+is the machine's business: bench/repeatability.py measures it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import datetime
 from pathlib import Path
 
+import polars as pl
 import pytest
 from markupsafe import escape
 
@@ -37,7 +44,6 @@ CONFIG = "config/test/perturbation.yaml"
 RESULTS = "results/perturbation"
 REPS = 5
 HOGGED_REPS = 3
-FIT_TOLERANCE = 0.25
 # The held run: one in-group re-measure (spent beside the hog too), then the later round's.
 HELD = {"remeasure": 1, "remeasure_later": {"launches": 2, "max_wait_s": 20, "window_s": 1}}
 
@@ -95,24 +101,21 @@ def _json(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def _rank_cpus() -> list[int]:
+    """The cpus the core mapping gives 2 ranks here: the first two of this process's cpus (the
+    planner pins rank i to the i-th allowed cpu; the launches' provenance confirms it below)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    assert len(cpus) >= 2, cpus
+    return cpus[:2]
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, subprocess.CompletedProcess[str]]:
-    """(the clean run's work dir, the hogged run's, the hogged run's output)."""
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """(the hogged run's work dir, its output)."""
     from mpiatlas.stacks import get_stack
 
     require_infra(get_stack("intelmpi", PYPI_STACKS["intelmpi"]).is_installed(), "the PyPI Intel MPI stack")
-    clean = campaign_workdir(tmp_path_factory.mktemp("clean"), CONFIG)
-    _run(clean)
-    # The reference must be the machine's own numbers: with other processes keeping its cpus busy
-    # (a node shared by other jobs) every launch is rightly judged perturbed, and there is none.
-    judged = [_json(p) for p in (clean / RESULTS / "raw").rglob(layout.STATUS)]
-    assert any(s.get("quality") == "ok" for s in judged), (
-        "every launch of the clean run was judged perturbed: this test needs a machine that no other "
-        f"process keeps busy ({'; '.join(sorted({str(s.get('quality_reason')) for s in judged})[:3])})")
-    # The ranks' cpus, as the clean run's launches recorded them.
-    first = next((clean / RESULTS / "raw").rglob("provenance.json"))
-    cpus = sorted(set(_json(first)["machine"]["cpus"]))
-    assert len(cpus) == 2, cpus
+    cpus = _rank_cpus()
     hogged = campaign_workdir(tmp_path_factory.mktemp("hogged"), CONFIG)
     raw = hogged / RESULTS / "raw"
     hogs = [subprocess.Popen([sys.executable, "-c", HOG, str(cpu), str(raw), str(HOGGED_REPS), str(hogged / f"hog{cpu}")])
@@ -125,15 +128,16 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, subproce
             if hog.poll() is None:
                 hog.kill()
                 hog.wait()
-    return clean, hogged, result
+    first = next(raw.rglob(layout.PROVENANCE))
+    assert sorted(set(_json(first)["machine"]["cpus"])) == cpus, "the ranks ran on other cpus than the hogs'"
+    return hogged, result
 
 
 @pytest.fixture(scope="module")
 def held(runs, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """A third run, with the busy loops on the ranks' cpus for the whole job group (its own
     re-measures included): only the campaign's later round, after the group, can measure it."""
-    clean = runs[0]
-    cpus = sorted(set(_json(next((clean / RESULTS / "raw").rglob("provenance.json")))["machine"]["cpus"]))
+    cpus = _rank_cpus()
     work = campaign_workdir(tmp_path_factory.mktemp("held"), CONFIG, **HELD)
     hogs = [subprocess.Popen([sys.executable, "-c", HOLD, str(cpu), str(work / RESULTS / "raw"),
                               str(work / RESULTS / layout.GROUPS), str(work / f"hog{cpu}")]) for cpu in cpus]
@@ -162,50 +166,81 @@ def _cells(work: Path) -> list[str]:
     return sorted(_json(work / RESULTS / layout.CELLS_MANIFEST), key=lambda c: int(c.rsplit("rep", 1)[1]))
 
 
+def _launches(work: Path, cell: str) -> list[Path]:
+    """Every launch of ``cell``: the attempts set aside (in the order they ran), then the final one."""
+    out = work / RESULTS / "raw" / cell
+    return [*layout.perturbed_attempts(out, cell), out]
+
+
+def _judged_as_recorded(launch: Path) -> None:
+    """The launch's quality is the judge's decision from the evidence it recorded."""
+    status, prov = _json(launch / layout.STATUS), _json(launch / layout.PROVENANCE)
+    expected = quality.judge_launch(prov["machine"], None, prov.get("oversubscribed") is True)
+    assert (status["quality"], status.get("quality_reason")) == expected, (launch, status, prov["machine"])
+
+
+def test_every_judgement_follows_from_its_recorded_evidence(runs) -> None:
+    hogged, _ = runs
+    for cell in _cells(hogged):
+        for launch in _launches(hogged, cell):
+            _judged_as_recorded(launch)
+
+
 def test_launches_beside_the_hog_are_judged_perturbed_and_measured_again(runs) -> None:
-    _, hogged, result = runs
+    hogged, result = runs
     results = hogged / RESULTS
     cells = _cells(hogged)
     assert len(cells) == REPS
-    limits = quality.DEFAULT_LIMITS
-    for cell in cells[:HOGGED_REPS]:
+    stopped = min(_hog_stops(hogged))
+    for cell in cells:
         out = results / "raw" / cell
         attempts = layout.perturbed_attempts(out, cell)
-        assert attempts, f"{cell}: ran beside the busy loops but was not set aside"
-        first = attempts[0]
-        status, machine = _json(first / layout.STATUS), _json(first / layout.PROVENANCE)["machine"]
-        # The evidence: the ranks waited for their cpus, or others used them, beyond the limits.
-        assert status["quality"] == "perturbed" and status["quality_reason"], status
-        assert machine["wait_share"] > limits["wait_share"] or machine["other_cpu_share"] > limits["other_cpu_share"]
-        assert (first / layout.STDOUT).read_text().strip(), f"{first}: the set-aside attempt lost its output"
-        # It ran beside the busy loops, which stopped by themselves (HOGGED_REPS cells sealed)
-        # before its final launch, a re-measure at the group's end, began.
-        assert _started(first) < min(_hog_stops(hogged)) and max(_hog_stops(hogged)) < _started(out)
         final = _json(out / layout.STATUS)
-        assert final["status"] == "ok" and final["quality"] == "ok", (cell, final)
-        assert final[layout.REMEASURED] == [
-            {"path": str(a.relative_to(results)), "quality_reason": _json(a / layout.STATUS)["quality_reason"]}
-            for a in attempts]
+        assert final["status"] == "ok", (cell, final)
+        # Every attempt set aside was judged perturbed, kept whole, and is listed by the final launch.
+        assert all(_json(a / layout.STATUS)["quality"] == "perturbed" for a in attempts), cell
+        assert all((a / layout.STDOUT).read_text().strip() for a in attempts), cell
+        assert [(e["path"], e["quality_reason"]) for e in final.get(layout.REMEASURED, [])] == [
+            (str(a.relative_to(results)), _json(a / layout.STATUS)["quality_reason"]) for a in attempts]
+        # Launched again while perturbed (in the group, then in the campaign's later round); a final
+        # launch still perturbed stays out of every median (test_no_perturbed_launch_enters_a_median_or_a_fit).
+        assert final["quality"] in ("ok", "perturbed") and (final["quality"] == "ok" or attempts), (cell, final)
+    # The launches that ran with a busy loop on their own cpu for the whole launch waited for it:
+    # each of the first HOGGED_REPS cells' first launch began (and ended) before the loops stopped.
+    beside = [_launches(hogged, c)[0] for c in cells[:HOGGED_REPS]]
+    for first in beside:
+        assert _started(first) < stopped, first
+        status = _json(first / layout.STATUS)
+        assert status["quality"] == "perturbed" and "waited" in (status["quality_reason"] or ""), status
     again = layout.count_perturbed_attempts(results)
     assert again >= HOGGED_REPS
     assert f"{again} perturbed launch(es) measured again" in result.stdout, _tail(result)
 
 
-def test_the_fit_of_the_remeasured_campaign_matches_the_clean_one(runs) -> None:
-    clean, hogged, _ = runs
+def test_no_perturbed_launch_enters_a_median_or_a_fit(runs) -> None:
+    """The tidy rows of every launch judged perturbed carry it (``cell_quality``), and the fit's samples
+    (tables.samples.load_samples, through quality.trusted) hold none of them: the PingPong fit's launches
+    are exactly the cells' final launches judged ok."""
+    from mpiatlas.tables.samples import load_samples
 
-    def pingpong(work: Path) -> dict:
-        fits = [f for f in _json(work / RESULTS / "fits" / layout.HOCKNEY_FIT) if f.get("benchmark") == "PingPong"]
-        assert len(fits) == 1, fits
-        return fits[0]
-
-    base, after = pingpong(clean), pingpong(hogged)
-    for key in ("latency_us", "bandwidth_MBps"):
-        assert after[key] == pytest.approx(base[key], rel=FIT_TOLERANCE), (key, base[key], after[key])
+    hogged, _ = runs
+    results = hogged / RESULTS
+    rows = pl.read_parquet(results / "tidy" / layout.IMB_SAMPLES)
+    finals = {c: _json(results / "raw" / c / layout.STATUS)["quality"] for c in _cells(hogged)}
+    tags = dict(rows.group_by("cell").agg(pl.col(quality.QUALITY_COLUMN).first()).iter_rows())
+    assert tags == finals
+    fitted, _ = load_samples(results / "tidy")
+    ok = {c for c, q in finals.items() if q == "ok"}
+    assert fitted is not None and set(fitted["cell"].unique()) == ok
+    fits = [f for f in _json(results / "fits" / layout.HOCKNEY_FIT) if f.get("benchmark") == "PingPong"]
+    if ok:  # a fit over the trusted launches, and only those
+        assert fits and fits[0]["n_launches"] == len(ok)
+    else:  # every final launch still perturbed (a machine busy throughout): nothing is fitted
+        assert fits == []
 
 
 def test_the_report_names_the_remeasured_launches(runs) -> None:
-    _, hogged, _ = runs
+    hogged, _ = runs
     results = hogged / RESULTS
     html = (results / "report.html").read_text(encoding="utf-8")
     assert "Re-measured launches" in html
@@ -215,10 +250,11 @@ def test_the_report_names_the_remeasured_launches(runs) -> None:
             assert str(escape(f"{rep} re-measured: {entry['quality_reason']}")) in html
 
 
-def test_a_hog_as_long_as_the_group_is_outlasted_by_the_later_round(runs, held) -> None:
+def test_a_hog_as_long_as_the_group_is_outlasted_by_the_later_round(held) -> None:
     """The group's own re-measure ran beside the hog too; the later round (after the group's done
-    file, through the rounds' checkpoint) waited for a quiet machine, recorded why, and measured again."""
-    clean, _, _ = runs
+    file, through the rounds' checkpoint) waited for a quiet machine, recorded the wait and why, and
+    measured again. Whether the machine was then quiet is its own business: the final launch's
+    judgement is asserted to follow from its evidence, not to be ok."""
     work, result = held
     results = work / RESULTS
     stopped = min(_hog_stops(work))
@@ -231,17 +267,22 @@ def test_a_hog_as_long_as_the_group_is_outlasted_by_the_later_round(runs, held) 
         beside = [a for a in attempts if _started(a) < stopped]
         assert len(beside) == 1 + HELD["remeasure"], (cell, attempts)
         assert all(_json(a / layout.STATUS)["quality"] == "perturbed" for a in beside)
+        for launch in _launches(work, cell):
+            _judged_as_recorded(launch)
         final, prov = _json(out / layout.STATUS), _json(out / layout.PROVENANCE)
-        assert _started(out) > stopped and final["quality"] == "ok", (cell, final)
+        assert _started(out) > stopped, (cell, final)
         waited = prov[layout.QUIET_WAIT]
         assert final[layout.QUIET_WAIT] == waited and waited["looks"] >= 1
         assert waited["reason"].startswith("quiet after" if waited["quiet"] else "not quiet after")
-    # The fit is the machine's own again, and the closing lines print it with its intervals.
-    fit = next(f for f in _json(results / "fits" / layout.HOCKNEY_FIT) if f.get("benchmark") == "PingPong")
-    base = next(f for f in _json(clean / RESULTS / "fits" / layout.HOCKNEY_FIT) if f.get("benchmark") == "PingPong")
-    for key in ("latency_us", "bandwidth_MBps"):
-        assert fit[key] == pytest.approx(base[key], rel=FIT_TOLERANCE), (key, base[key], fit[key])
-    assert "bandwidth: intelmpi/shm/core PingPong B = " in result.stdout, _tail(result)
+    # The closing lines print the fit with both bandwidths and what their intervals include, or, when
+    # every final launch stayed perturbed (the machine's business), say that there is no trusted launch.
+    finals = [_json(results / "raw" / c / layout.STATUS)["quality"] for c in _cells(work)]
+    if "ok" in finals:
+        assert "bandwidth: intelmpi/shm/core PingPong B = " in result.stdout, _tail(result)
+        assert "(asymptotic: at 4 MiB)" in result.stdout and "intervals: 95 %, " in result.stdout, _tail(result)
+    else:
+        assert (f"bandwidth: intelmpi/shm PingPong: no trusted launch ({len(finals)} perturbed after"
+                in result.stdout), _tail(result)
     html = (results / "report.html").read_text(encoding="utf-8")
     assert "launched again in the campaign&#39;s later round" in html or \
         "launched again in the campaign's later round" in html

@@ -104,7 +104,7 @@ def make_inputs(root: Path, *, reps: int = 3, seed: int = 7) -> tuple[Path, Path
             "source": f"{cid}.out", "run": rep, "imb_version": "2021.8", "benchmark": bench, "mode": None,
             "processes": np_, "group": None, "bytes": m, "repetitions": 1000, "t_usec": t, "t_min_usec": t * 0.97,
             "t_max_usec": t * 1.04, "t_avg_usec": t, "bandwidth_MBps": (f * m / t if f and m else None),
-            "msg_per_sec": None, "status": "ok", "line": 10, "cell": cid, "label": label, "stack": stack,
+            "msg_per_sec": None, "status": "ok", "line": 10, "cell_quality": "ok", "cell": cid, "label": label, "stack": stack,
             "stack_kind": "system", "stack_version": "x", "transport": transport, "mapping": mapping, "np": np_,
             "algorithm": alg, "rep": rep, "oversubscribed": False, "containerized": stack == "ompi",
             "image_digest": None, "nodes": 2 if mapping == "node" else 1,
@@ -172,11 +172,19 @@ def make_inputs(root: Path, *, reps: int = 3, seed: int = 7) -> tuple[Path, Path
                 seg = [g for g in fitted if g["from_bytes"] <= m][-1]
                 pred = seg["latency_us"] + m / seg["bandwidth_MBps"]
                 residuals.append({"bytes": m, "measured_us": t, "predicted_us": pred, "rel_err": pred / t - 1})
-            lam, bw = fitted[0]["latency_us"], fitted[-1]["bandwidth_MBps"]
+            lam = fitted[0]["latency_us"]
+            # The two bandwidth estimands, by their definitions: s/t of the median time at the largest
+            # size, and the highest such s/t.
+            asym_bytes, asym_t = pts[-1]
+            asym = asym_bytes / asym_t
+            peak_bytes, peak_t = max(pts, key=lambda p: p[0] / p[1])
+            peak = peak_bytes / peak_t
             zero = med.filter(pl.col("bytes") == 0).get_column("t_median_usec").item()
             fits.append({
                 **head, "latency_us": lam, "latency_ci_us": [lam * 0.96, lam * 1.05],
-                "bandwidth_MBps": bw, "bandwidth_ci_MBps": [bw * 0.95, bw * 1.04],
+                "asymptotic_bandwidth_MBps": asym, "asymptotic_bandwidth_ci_MBps": [asym * 0.95, asym * 1.04],
+                "asymptotic_bytes": asym_bytes, "peak_bandwidth_MBps": peak,
+                "peak_bandwidth_ci_MBps": [peak * 0.95, peak * 1.04], "peak_bytes": peak_bytes,
                 "breakpoints_bytes": [g["from_bytes"] for g in fitted[1:]], "segments": fitted,
                 "n_sizes": len(pts), "zero_byte_us": zero, "excluded_bytes": [], "ci_method": "repetitions",
                 "residuals": residuals,
@@ -251,8 +259,10 @@ def test_parameters_table_shows_fitted_values(built: tuple[str, list, Path]) -> 
             assert f"not fitted: {f['error']}" in params
             continue
         assert fmt_num(f["latency_us"]) in params
-        assert fmt_num(f["bandwidth_MBps"]) in params
+        assert fmt_num(f["asymptotic_bandwidth_MBps"]) in params and fmt_num(f["peak_bandwidth_MBps"]) in params
         assert fmt_ci(f["latency_ci_us"]) in params
+        assert fmt_ci(f["asymptotic_bandwidth_ci_MBps"], unbounded="∞") in params
+        assert fmt_ci(f["peak_bandwidth_ci_MBps"], unbounded="∞") in params
     assert "64 KiB" in params  # the shm breakpoint
 
 
@@ -517,7 +527,7 @@ def test_findings_open_the_report(built: tuple[str, list, Path]) -> None:
 
 def _kernel_rows(cell_id: str, label: str) -> list[dict[str, Any]]:
     stack, transport, mapping = label.split("/")
-    return [{"cell": cell_id, "label": label, "stack": stack, "transport": transport, "mapping": mapping,
+    return [{"cell_quality": "ok", "cell": cell_id, "label": label, "stack": stack, "transport": transport, "mapping": mapping,
              "cell_status": "ok", "rep": 0, "np": 2, "rank": rank, "bytes": m, "iterations": 100,
              "t_usec": 0.4 + m / 6000, "t_min_usec": 0.38 + m / 6000, "MBps": m / (0.4 + m / 6000) if m else None,
              "valid": True} for rank in (0, 1) for m in (0, 4, 1024, 65536, 4 << 20)]
@@ -609,3 +619,16 @@ def test_report_package_has_no_import_cycle() -> None:
     assert "mpiatlas.report.sections.findings" in graph and "mpiatlas.report.render" in graph
     order = list(graphlib.TopologicalSorter(graph).static_order())  # raises CycleError on a cycle
     assert order.index("mpiatlas.report.formatting") < order.index("mpiatlas.report.render")
+
+
+def test_the_glossary_defines_every_figure_from_the_code() -> None:
+    """Issue #33: each figure's one definition is in the report, with the code's own thresholds."""
+    from mpiatlas.models.hockney import MIN_LAUNCHES
+    from mpiatlas.report.sections.glossary import entries, section_glossary
+
+    terms = dict(entries())
+    assert {"λ (latency)", "asymptotic B", "peak B", "95 % interval", "perturbed launch", "noisy point"} <= set(terms)
+    assert "largest measured size" in terms["asymptotic B"] and "highest effective bandwidth" in terms["peak B"]
+    assert f"{MIN_LAUNCHES} or more" in terms["95 % interval"]
+    html = render_html(load_data(None, None, now=NOW), build_sections(load_data(None, None, now=NOW), [section_glossary]))
+    assert "Glossary" in html and "asymptotic B" in html

@@ -175,12 +175,12 @@ def _tidy(tmp: Path, hostname: str | None = None) -> tuple[Path, pl.DataFrame, l
             prov.append({"cell": cell, "topology": summary})
             t = np_ * 2 * per_msg * (1 + 0.005 * rng.standard_normal())
             ring += [{"label": RING_LABEL, "stack": "ompi", "transport": "shm", "mapping": "core", "cell_status": "ok",
-                      "cell": cell, "rep": rep, "np": np_, "rank": r, "variant": "nonblocking", "streams": 2,
+                      "cell_quality": "ok", "cell": cell, "rep": rep, "np": np_, "rank": r, "variant": "nonblocking", "streams": 2,
                       "bytes": 4, "time_us": t, "oversubscribed": False} for r in range(np_)]
     pl.DataFrame(cells).write_parquet(tmp / "cells.parquet")
     (tmp / "provenance.json").write_text(json.dumps(prov))
     hockney = [{"label": f"ompi/shm/{m}", "stack": "ompi", "transport": "shm", "mapping": m, "benchmark": "PingPong",
-                "latency_us": LAMBDA[r], "bandwidth_MBps": BW[r]}
+                "latency_us": LAMBDA[r], "asymptotic_bandwidth_MBps": BW[r], "peak_bandwidth_MBps": BW[r]}
                for m, r in (("core", "same_socket"), ("socket", "other_socket"))]
     return tmp, pl.DataFrame(ring), hockney
 

@@ -80,7 +80,7 @@ def test_a_fit_under_another_host_name_applies_the_region_model(tmp_path: Path) 
     pps = [f for f in hockney if f["label"] == "intelmpi/shm/same_l3" and f["benchmark"] == "PingPong"]
     assert len(pps) == 1, [(f["label"], f["benchmark"]) for f in hockney]
     pp = pps[0]
-    lam, bw = pp["latency_us"], pp["bandwidth_MBps"]
+    lam, bw = pp["latency_us"], pp["asymptotic_bandwidth_MBps"]  # the region table's B: the asymptotic B
 
     def expected_us(nbytes: int) -> float:  # P · m · φ · (λ + s/B), P = 2, m = 2 streams, φ = 1 (nonblocking)
         return 2 * 2 * 1 * (lam + nbytes / bw)

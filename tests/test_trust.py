@@ -41,19 +41,40 @@ def summary(quality: list[str] | None) -> pl.DataFrame:
 
 
 def test_perturbed_and_remeasured_launches_are_counted_and_named() -> None:
+    """Each sentence counts one named thing, and the counts add up: 4 cells whose final launches are
+    ok, perturbed, ok, perturbed, after 2 + 1 attempts set aside: 7 launches judged, 5 perturbed
+    (3 set aside + 2 final), 2 cells re-measured, 2 final launches still perturbed."""
     c = cells(["ok", "perturbed", "ok", "perturbed"], [0, 2, 1, 0])
     assert launches(c) == [
-        "2 of 4 launches ran perturbed and their numbers are suspect: imb-c1 (load 1.0 on the node during the "
-        "run); imb-c3 (load 3.0 on the node during the run).",
-        "2 cells were re-measured: 3 attempts set aside and launched again.",
+        "Launches judged: 7 (4 final launches of 4 cells, and 3 set aside).",
+        "Perturbed: 5 of the 7 launches judged (3 set aside, 2 final).",
+        "Re-measured: 2 cells, whose 3 perturbed launches were set aside and launched again.",
+        "Still perturbed: 2 of the 4 final launches, left out of every median, fit and finding: imb-c1 (load 1.0 "
+        "on the node during the run); imb-c3 (load 3.0 on the node during the run).",
+    ]
+
+
+def test_issue_33_first_look_counts_do_not_contradict() -> None:
+    """The first look that said "No launch was perturbed" and then "15 attempts set aside": 150 cells,
+    every final launch ok, 15 of them re-measured once. Now: 165 judged, 15 perturbed (all set aside),
+    15 cells re-measured, none still perturbed."""
+    c = cells(["ok"] * 150, [1] * 15 + [0] * 135)
+    assert launches(c) == [
+        "Launches judged: 165 (150 final launches of 150 cells, and 15 set aside).",
+        "Perturbed: 15 of the 165 launches judged (15 set aside, 0 final).",
+        "Re-measured: 15 cells, whose 15 perturbed launches were set aside and launched again.",
+        "Still perturbed: none of the final launches.",
     ]
 
 
 def test_clean_launches_say_so_and_many_perturbed_are_counted() -> None:
-    assert launches(cells(["ok"] * 3, [0, 0, 0])) == ["No launch was perturbed (3 cells checked).",
-                                                     "No launch had to be re-measured."]
+    assert launches(cells(["ok"] * 3, [0, 0, 0])) == ["Launches judged: 3 (3 final launches of 3 cells, and 0 set aside).",
+                                                     "Perturbed: 0 of the 3 launches judged.",
+                                                     "Still perturbed: none of the final launches."]
     many = launches(cells(["perturbed"] * 5))
-    assert many[0].startswith("5 of 5 launches ran perturbed") and many[0].endswith("; … and 2 more.")
+    assert many[-1].startswith("Still perturbed: 5 of the 5 final launches") and many[-1].endswith("; … and 2 more.")
+    unknown = launches(cells(["ok", "unknown"], [0, 0]))
+    assert unknown[-1] == "Unknown: 1 final launch judged without evidence (no machine record), left out like perturbed ones."
 
 
 def test_tables_without_quality_columns_do_not_claim_clean() -> None:
@@ -78,7 +99,8 @@ def _fit(label: str, times: np.ndarray, benchmark: str = "PingPong") -> dict:
 
 def test_fit_intervals_name_the_widest_first() -> None:
     """A clean fit (λ 1.5 µs, B 10 GB/s, 1 % noise) and one whose large sizes spread 50 %: the widest
-    intervals sentence starts with the noisy fit's B, its figures formatted as the report does."""
+    intervals sentence starts with the noisy fit's asymptotic B (s/t at the largest size, one of the
+    spread sizes), its figures formatted as the report does."""
     rng = np.random.default_rng(5)
     clean = _fit("a/shm/core", (1.5 + SIZES / 10_000.0) * (1 + 0.01 * rng.standard_normal(SIZES.size)))
     noisy_t = (1.5 + SIZES / 10_000.0) * np.where(SIZES >= 2**16, rng.lognormal(0, 0.6, SIZES.size), 1.0)
@@ -88,9 +110,13 @@ def test_fit_intervals_name_the_widest_first() -> None:
     assert warned == "1 of 2 fits carry a warning (see Model parameters): IMB PingPong b/shm/core np=2."
     assert widest.startswith("Widest 95 % intervals (")
     first = widest.split(": ", 1)[1].split("; ")[0]
-    assert first.startswith("B of IMB PingPong b/shm/core np=2: ")
-    _lo, hi = noisy["bandwidth_ci_MBps"]
-    assert f"{hi / noisy['bandwidth_MBps'] - 1:+.0%}".replace("%", " %") in first.replace("−", "-")
+    # Both bandwidths of the noisy fit are intervals of their own, each named; the widest comes first.
+    figure = "peak" if first.startswith("peak B") else "asymptotic"
+    assert first.startswith(f"{figure} B of IMB PingPong b/shm/core np=2: ")
+    _lo, hi = noisy[f"{figure}_bandwidth_ci_MBps"]
+    assert f"{hi / noisy[f'{figure}_bandwidth_MBps'] - 1:+.0%}".replace("%", " %") in first.replace("−", "-")
+    other = "asymptotic" if figure == "peak" else "peak"
+    assert f"{other} B of IMB PingPong b/shm/core np=2: " in widest
     assert fit_intervals([]) == [] and fit_intervals([{"label": "x", "error": "too few sizes"}]) == []
 
 
@@ -109,8 +135,8 @@ def test_findings_section_opens_with_trust(tmp_path: Path) -> None:
     data = load_data(tidy, fits)
     assert data.cells is not None and data.summary is not None, "the report reads these tables"
     blocks = section_findings(data).blocks
-    assert isinstance(blocks[0], Text) and blocks[0].text.startswith("Trust: 1 of 2 launches ran perturbed")
-    assert "1 cell was re-measured: 1 attempt set aside and launched again." in blocks[0].text
+    assert isinstance(blocks[0], Text) and blocks[0].text.startswith("Trust: Launches judged: 3 (")
+    assert "Re-measured: 1 cell, whose 1 perturbed launch was set aside and launched again." in blocks[0].text
     assert "1 of 3 (series, size) points stayed noisy" in blocks[0].text
     assert "None of the 1 fit carries a warning." in blocks[0].text
     assert any(isinstance(b, Bullets) for b in blocks[1:])

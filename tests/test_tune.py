@@ -29,7 +29,7 @@ def write_samples(root: Path, speed, *, reps: int = 10, nps=(2, 4), stack: str =
                     rows.append({"stack": stack, "stack_kind": kind, "stack_version": version, "transport": "shm",
                                  "mapping": "core", "np": np_, "benchmark": bench, "algorithm": alg, "bytes": b,
                                  "t_usec": t, "status": "ok", "bandwidth_MBps": None, "rep": r,
-                                 "cell": f"c/{np_}/{alg}/rep{r}", "cell_status": "ok"})
+                                 "cell_quality": "ok", "cell": f"c/{np_}/{alg}/rep{r}", "cell_status": "ok"})
     tidy = root / "tidy"
     tidy.mkdir(parents=True)
     pl.DataFrame(rows, schema_overrides={"np": pl.Int32, "bandwidth_MBps": pl.Float64}).write_parquet(

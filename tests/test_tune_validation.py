@@ -111,7 +111,7 @@ def _validation_samples(root: Path, exported: float, *, reps: int = 8, noise: fl
                              "transport": "shm", "mapping": "core", "np": 2, "benchmark": "Allreduce",
                              "algorithm": alg, "knobs": knobs, "bytes": b, "status": "ok", "bandwidth_MBps": None,
                              "t_usec": base * scale * (1 + noise * rng.standard_normal()), "rep": r,
-                             "cell": f"imb/intelmpi/shm/core/np2/Allreduce/{alg}/{knobs}/rep{r}", "cell_status": "ok"})
+                             "cell_quality": "ok", "cell": f"imb/intelmpi/shm/core/np2/Allreduce/{alg}/{knobs}/rep{r}", "cell_status": "ok"})
     tidy = root / "tidy"
     tidy.mkdir(parents=True)
     pl.DataFrame(rows, schema_overrides={"bandwidth_MBps": pl.Float64}).write_parquet(tidy / "imb_samples.parquet")
@@ -196,7 +196,7 @@ def test_coll_kernel_rows_are_decided_on_rank_zero(tmp_path: Path) -> None:
                     rows.append({"kernel": "coll", "rank": rank, "collective": "allreduce", "bytes": b,
                                  # Only rank 0 carries the average; the other rank's row must not count.
                                  "t_avg_usec": t if rank == 0 else None, "t_usec": 99.0, "valid": True,
-                                 "cell": f"kernel/openmpi/ob1-sm/core/np2/coll/x-{alg}/rep{r}", "stack": "openmpi",
+                                 "cell_quality": "ok", "cell": f"kernel/openmpi/ob1-sm/core/np2/coll/x-{alg}/rep{r}", "stack": "openmpi",
                                  "stack_kind": "openmpi", "stack_version": "Open MPI v5.0.11", "transport": "ob1-sm",
                                  "mapping": "core", "np": 2, "knobs": "", "rep": r, "cell_status": "ok",
                                  "algorithm": alg})

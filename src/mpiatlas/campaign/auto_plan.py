@@ -29,6 +29,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from mpiatlas.matrix.adaptive import HEADLINE_KEY, HEADLINE_REPETITIONS
 from mpiatlas.node.topology import REGION_MAPPINGS, MappingUnavailable, Topology, region_pair
 
 AUTO = "auto"
@@ -197,10 +198,16 @@ def _cut_middle_p(doc: dict[str, Any]) -> str | None:
 
 
 def _cut_repetitions(doc: dict[str, Any], floor: int) -> str | None:
+    """One repetition less, down to ``floor``; the headline series (matrix.adaptive.initial_repetitions)
+    keep HEADLINE_REPETITIONS of them, so their intervals stay over launches."""
     reps = doc["campaign"]["repetitions"]
     if isinstance(reps, int) and reps > floor:
         doc["campaign"]["repetitions"] = reps - 1
-        return f"repetitions {reps}->{reps - 1}"
+        if reps - 1 < HEADLINE_REPETITIONS:
+            doc[RECORD_KEY].setdefault(HEADLINE_KEY, min(HEADLINE_REPETITIONS, reps))  # the first cut's count
+        return f"repetitions {reps}->{reps - 1}" + (
+            f" (IMB PingPong and the pingpong kernel keep {doc[RECORD_KEY][HEADLINE_KEY]})"
+            if HEADLINE_KEY in doc[RECORD_KEY] else "")
     return None
 
 

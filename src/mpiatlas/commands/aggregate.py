@@ -17,10 +17,14 @@ def _main(args: argparse.Namespace) -> int:
     import polars as pl
 
     from mpiatlas.stats.aggregate import SUMMARY_KEYS, VALUE_COLUMNS, summarize
+    from mpiatlas.stats.quality import require_judgement
 
-    # Only the columns the summary reads: a 1 M-row import's paths and line numbers are never loaded.
+    # Only the columns the summary reads: a 1 M-row import's paths and line numbers are never loaded;
+    # the file's own schema says whether its launches were judged (the quality column is read).
     wanted = {*SUMMARY_KEYS, *VALUE_COLUMNS}
-    columns = [c for c in pl.read_parquet_schema(args.samples) if c in wanted]
+    schema = list(pl.read_parquet_schema(args.samples))
+    require_judgement(schema, str(args.samples))
+    columns = [c for c in schema if c in wanted]
     summary = summarize(pl.read_parquet(args.samples, columns=columns))
     summary.write_parquet(args.out)
     print(f"{args.out}: {summary.height} rows")

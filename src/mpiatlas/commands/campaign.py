@@ -357,11 +357,14 @@ def headline(fits: Path, order: list[tuple[str, str]], cells: Path | None = None
     pingpong = [f for f in data if f.get("benchmark") in ("PingPong", "pingpong") and f.get("latency_us")]
     if not pingpong:
         return ["latency: no PingPong fit", "bandwidth: no PingPong fit"]
+    from mpiatlas.report.formatting import interval_scope
+
     rank = {key: i for i, key in enumerate(order)}
     first = min(pingpong, key=lambda f: rank.get((str(f.get("stack")), str(f.get("transport"))), len(rank)))
     label = first.get("label") or f"{first.get('stack')}/{first.get('transport')}"
     lines = [f"latency: {label} PingPong {_latency_text(first)}",
-             f"bandwidth: {label} PingPong {_bandwidth_text(first)}"]
+             f"bandwidth: {label} PingPong {_bandwidth_text(first)}",
+             f"intervals: 95 %, {interval_scope(first.get('ci_method'), first.get('n_launches'))}"]
     if first.get("ci_warning"):
         lines.append(f"warning: {label} PingPong: {first['ci_warning']}")
     return lines
@@ -415,19 +418,20 @@ def _latency_text(fit: dict[str, Any]) -> str:
     return f"λ = {_with_ci(f'{fmt_num(lam)} µs', fit.get('latency_ci_us'))} (Hockney fit)"
 
 
-_RULE_TEXT = {"plateau": "Hockney fit, plateau of the largest sizes",
-              "peak": "Hockney fit; the in-cache peak: no 3-size plateau"}
-
-
 def _bandwidth_text(fit: dict[str, Any]) -> str:
-    bandwidth = fit.get("bandwidth_MBps")
-    # A sweep that stops in the latency regime has no asymptote: B is null in the fit, not zero.
-    if bandwidth is None:
-        return "B not fitted (no message size reaches the bandwidth regime)"
-    from mpiatlas.report.formatting import fmt_num
+    """Both bandwidth estimands with their intervals: the asymptotic B (s/t at the largest size)
+    and the peak B (the highest s/t), each named (mpiatlas.models.asymptote)."""
+    from mpiatlas.report.formatting import fmt_bytes, fmt_num
 
-    rule = _RULE_TEXT.get(str(fit.get("bandwidth_rule")), "Hockney fit")
-    return f"B = {_with_ci(f'{fmt_num(bandwidth, 4)} MB/s', fit.get('bandwidth_ci_MBps'), unbounded='∞')} ({rule})"
+    def one(figure: str, where: str) -> str:
+        value = fit.get(f"{figure}_MBps")
+        if value is None:
+            return f"{figure.replace('_', ' ')} unbounded"
+        return f"{_with_ci(f'{fmt_num(value, 4)} MB/s', fit.get(f'{figure}_ci_MBps'), unbounded='∞')} {where}"
+
+    asymptotic = one("asymptotic_bandwidth", f"(asymptotic: at {fmt_bytes(fit.get('asymptotic_bytes'))})")
+    peak = one("peak_bandwidth", f"(peak: at {fmt_bytes(fit.get('peak_bytes'))})")
+    return f"B = {asymptotic}; {peak}"
 
 
 def _log_tail(log: Path) -> str:

@@ -177,20 +177,23 @@ def _print_table(results: list[dict[str, Any]]) -> None:
     table.add_column("label / cell", overflow="fold")
     table.add_column("benchmark")
     table.add_column("λ µs (CI)", justify="right")
-    table.add_column("B MB/s (CI)", justify="right")
+    table.add_column("asymptotic B MB/s (CI)", justify="right")
+    table.add_column("peak B MB/s (CI)", justify="right")
     table.add_column("breakpoints")
     table.add_column("sizes", justify="right")
     for r in results:
         if "error" in r:
-            table.add_row(escape(cell_name(r)), r["benchmark"], "-", "-", escape(r["error"]), "-")
+            table.add_row(escape(cell_name(r)), r["benchmark"], "-", "-", "-", escape(r["error"]), "-")
             continue
         lo, hi = r["latency_ci_us"]
-        blo, bhi = r["bandwidth_ci_MBps"]
+        blo, bhi = r["asymptotic_bandwidth_ci_MBps"]
+        plo, phi = r["peak_bandwidth_ci_MBps"]
         table.add_row(
             escape(cell_name(r)),
             r["benchmark"],
             f"{_fmt(r['latency_us'], 3)} ({_fmt(lo, 3)}–{_fmt(hi, 3)})",
-            f"{_fmt(r['bandwidth_MBps'], 0)} ({_fmt(blo, 0)}–{_fmt(bhi, 0)})",
+            f"{_fmt(r['asymptotic_bandwidth_MBps'], 0)} ({_fmt(blo, 0)}–{_fmt(bhi, 0)})",
+            f"{_fmt(r['peak_bandwidth_MBps'], 0)} ({_fmt(plo, 0)}–{_fmt(phi, 0)})",
             " ".join(_fmt_bytes(b) for b in r["breakpoints_bytes"]) or "none",
             str(r["n_sizes"]),
         )

@@ -142,15 +142,17 @@ def region_csv(series: Series, fits: Mapping[str, Mapping[str, Any]], results: P
                loggp: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """The series' region table as predict's CSV, each region's CIs and fit in a comment; with
     ``loggp`` (region -> :func:`mpiatlas.stats.region_loggp.region_loggp` row), its o and g too."""
+    from mpiatlas.models.hockney import model_bandwidth
     from mpiatlas.models.region_latency import RegionTable, format_region_table
     from mpiatlas.stats.region_loggp import with_loggp
 
     source = f"mpiatlas regions {results} --series {_name(series)}"
     table = RegionTable({r: float(f["latency_us"]) for r, f in fits.items()},
-                        {r: float(f["bandwidth_MBps"]) for r, f in fits.items() if f.get("bandwidth_MBps")}, source)
-    comments = [f"{source}: PingPong Hockney fits, λ (µs) and asymptotic B (MB/s) per region"]
+                        {r: bw for r, f in fits.items() if (bw := model_bandwidth(f))}, source)
+    comments = [f"{source}: PingPong Hockney fits, λ (µs) and the model's B (MB/s: its last segment's 1/slope) "
+                "per region; B∞ below is the asymptotic bandwidth, s/t at the largest size"]
     comments += [f"{r}: λ {float(f['latency_us']):.3f} µs ({_ci(f, 'latency_ci_us', 'µs', 3)}), "
-                 f"B {_bw(f)} ({_ci(f, 'bandwidth_ci_MBps', 'MB/s', 0)}), from {f.get('label')}"
+                 f"B∞ {_bw(f)} ({_ci(f, 'asymptotic_bandwidth_ci_MBps', 'MB/s', 0)}), from {f.get('label')}"
                  for r, f in fits.items()]
     measured = {r: v for r, v in (loggp or {}).items() if r in fits}
     if measured:
@@ -170,7 +172,7 @@ def _og(row: Mapping[str, Any], name: str) -> str:
 
 
 def _bw(fit: Mapping[str, Any]) -> str:
-    bw = fit.get("bandwidth_MBps")
+    bw = fit.get("asymptotic_bandwidth_MBps")
     return f"{float(bw):.0f} MB/s" if bw else "no bandwidth (latency-bound fit)"
 
 
@@ -194,17 +196,18 @@ def _print_table(fits: Mapping[Series, Mapping[str, Mapping[str, Any]]],
 
     from mpiatlas.stats.regions import region_rank
 
-    table = Table(title="Per-region PingPong Hockney fits, 95 % bootstrap CI")
+    table = Table(title="Per-region PingPong Hockney fits, 95 % CI (B∞: the asymptotic bandwidth, s/t at the "
+                        "largest size)")
     table.add_column("series", no_wrap=True)
     table.add_column("region", no_wrap=True)
     table.add_column("λ µs (CI)", justify="right", no_wrap=True)
-    table.add_column("B MB/s (CI)", justify="right", no_wrap=True)
+    table.add_column("B∞ MB/s (CI)", justify="right", no_wrap=True)
     table.add_column("from", overflow="fold")
     for series in sorted(fits):
         for region in sorted(fits[series], key=region_rank):
             f = fits[series][region]
             table.add_row(escape(_name(series)), region, _ci_text(f, "latency_us", "latency_ci_us", 3),
-                          _ci_text(f, "bandwidth_MBps", "bandwidth_ci_MBps", 0), escape(str(f.get("label"))))
+                          _ci_text(f, "asymptotic_bandwidth_MBps", "asymptotic_bandwidth_ci_MBps", 0), escape(str(f.get("label"))))
     Console().print(table)
     if loggp:  # a table of its own: beside λ and B it would not fit a terminal's width
         sizes = sorted({f"{r['bytes']} B" for regions in loggp.values() for r in regions.values()})

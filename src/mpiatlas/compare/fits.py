@@ -27,7 +27,8 @@ import polars as pl
 
 # (model, parameter, its value key, its CI key, unit, slower when the parameter grows?)
 HOCKNEY_PARAMS = (("latency λ", "latency_us", "latency_ci_us", "µs", True),
-                  ("bandwidth B", "bandwidth_MBps", "bandwidth_ci_MBps", "MB/s", False))
+                  ("asymptotic bandwidth B", "asymptotic_bandwidth_MBps", "asymptotic_bandwidth_ci_MBps", "MB/s", False),
+                  ("peak bandwidth B", "peak_bandwidth_MBps", "peak_bandwidth_ci_MBps", "MB/s", False))
 ALPHABETA_PARAMS = (("α", "alpha", "alpha_ci", "", True), ("β", "beta_us", "beta_ci_us", "µs", True))
 # Keys a fit entry may be identified by, besides the matching axes: α-β fits are per ranks per node.
 # (Their IMB options, knob set and placement are matching axes: paired when both sides' entries carry them.)

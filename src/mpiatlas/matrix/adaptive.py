@@ -50,13 +50,27 @@ def spec_of(config: Campaign) -> AdaptiveSpec | None:
     return None
 
 
-def initial_repetitions(config: Campaign) -> range:
+# The headline series (the point-to-point curves whose λ and bandwidths the closing lines and the report
+# open with) keep at least this many launches when the auto plan's budget cut the campaign's
+# repetitions: their intervals are over launches from 3 on (mpiatlas.models.hockney.MIN_LAUNCHES).
+HEADLINE_REPETITIONS = 3
+HEADLINE_KEY = "headline_repetitions"  # under the config's ``auto`` record (mpiatlas.campaign.auto_plan)
+# Which series are the headline: IMB PingPong (the closing lines' λ and bandwidths; PingPing and the
+# collectives keep the campaign's count) and the pingpong kernel.
+HEADLINE_IMB: tuple[str, ...] = ("PingPong",)
+HEADLINE_KERNEL = "pingpong"
+
+
+def initial_repetitions(config: Campaign, headline: bool = False) -> range:
     """The repetitions every cell is expanded with before any decision: ``range(n)`` for a fixed
-    count (today's cells and ids, unchanged), ``range(min)`` for an adaptive one."""
+    count (today's cells and ids, unchanged), ``range(min)`` for an adaptive one. A ``headline``
+    series (IMB PingPong/PingPing, the pingpong kernel) keeps the floor the auto plan recorded when it
+    cut the repetitions below it."""
     reps = config.campaign.repetitions
-    if isinstance(reps, Mapping):
-        return range(int(reps["min"]))
-    return range(reps)
+    n = int(reps["min"]) if isinstance(reps, Mapping) else int(reps)
+    record = config.document.get("auto")
+    floor = record.get(HEADLINE_KEY) if headline and isinstance(record, Mapping) else None
+    return range(max(n, int(floor)) if isinstance(floor, int) else n)
 
 
 def spec_problem(reps: Any) -> str | None:

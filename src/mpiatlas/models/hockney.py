@@ -23,18 +23,24 @@ almost all the absolute error, so the intercept ends up fitted to them and can g
   median. 95 % CIs come from a seeded bootstrap: over the repetitions when every size has ≥ 2,
   otherwise over the fit's relative residuals. The segmentation is kept fixed in the bootstrap,
   so the CIs are conditional on the detected regimes;
-* honest asymptote (:mod:`mpiatlas.models.asymptote`): a curve that peaks in cache and falls to a
-  memory-bound plateau (shared memory) gets its last segment from the plateau sizes, with B = their
-  median effective bandwidth (and λ fitted with that B fixed); the sizes before the plateau are
-  segmented as above. A plateau needs 3 sizes (as any segment): a curve that peaks in cache with a
-  shorter "plateau" has no measured asymptote, so B is its peak, said as such (rule "peak"; the
-  segments are fitted as for any curve). ``bandwidth_rule`` says which applied ("plateau",
-  "peak" or "last_segment"). The peak's bandwidth and size are reported on every curve
-  (``peak_*``), with a bootstrap CI;
+* two bandwidth figures, each with one fixed definition (:mod:`mpiatlas.models.asymptote`):
+  ``peak_bandwidth_MBps``, the highest per-size median s/t, and ``asymptotic_bandwidth_MBps``, the
+  s/t at the largest size. Neither changes meaning with the curve's shape. The *model*
+  may: a curve that peaks in cache and falls to a 3-size memory-bound plateau gets its last segment
+  from the plateau sizes (B of that segment = their median bandwidth, λ fitted with it fixed;
+  ``plateau_from_bytes``), the sizes before it segmented as above;
+* intervals over launches: the launch is the unit that varies (mapping, frequency, the hypervisor,
+  the library's choices at init), so with ``launches`` naming each sample's launch and at least
+  ``MIN_LAUNCHES`` of them, every figure is also computed per launch (λ of the first segment's sizes,
+  s/t at the peak size and at the largest size) and its 95 % interval is Student's t
+  over those per-launch values around the estimate (``ci_method`` "launches"; the bandwidths' on
+  the log scale, :func:`_t_interval`). With fewer launches
+  the intervals come from the bootstrap above and say that they leave the launches' variation out;
 * how sure the fit is (``ci_warning``, in words, None when every check passes): λ or B with a
   95 % interval reaching beyond ±25 % of its estimate (``CI_REL_TOL``), an estimate outside its
-  own interval, λ pinned on its lower bound (no resolvable latency: not a result), B taken from
-  the peak for want of a 3-size plateau. A seed campaign printed B = 2,396 MB/s with the
+  own interval, λ pinned on its lower bound (no resolvable latency: not a result). Intervals from
+  fewer than ``MIN_LAUNCHES`` launches are no warning but say what they leave out
+  (mpiatlas.report.formatting.interval_scope, shown beside every interval). A seed campaign printed B = 2,396 MB/s with the
   interval [2,334, 25,618] and no warning; each of these checks would have flagged it.
 
 Units: sizes in bytes, times in µs, so 1/B in µs per byte and B in bytes/µs = MB/s (10^6 B).
@@ -43,7 +49,7 @@ Units: sizes in bytes, times in µs, so 1/B in µs per byte and B in bytes/µs =
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,12 +57,19 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from mpiatlas.models.asymptote import MIN_PLATEAU_RUN, Asymptote, find_asymptote
+from scipy import stats
+
+from mpiatlas.models.asymptote import Asymptote, asymptotic_window, bandwidth_figures, find_asymptote
 
 # Point-to-point benchmarks whose table has a one-message time. Uniband/Biband only print
 # bandwidth and message rate (no time column), Multi-* tables time concurrent pairs, and the
 # collectives/Sendrecv/Exchange are not a single message: none of them is a Hockney curve.
 HOCKNEY_BENCHMARKS: tuple[str, ...] = ("PingPong", "PingPing")
+
+# The two bandwidth estimands of every curve (JSON keys ``<figure>_MBps`` and ``<figure>_ci_MBps``)
+# and their names in words; mpiatlas.models.asymptote defines them.
+BANDWIDTH_FIGURES: tuple[str, ...] = ("asymptotic_bandwidth", "peak_bandwidth")
+FIGURE_NAMES: dict[str, str] = {"asymptotic_bandwidth": "asymptotic B", "peak_bandwidth": "peak B"}
 
 LATENCY_FLOOR_US = 1e-6  # λ > 0, strictly
 MIN_POINTS_PER_SEGMENT = 3
@@ -66,6 +79,9 @@ SPIKE_FACTOR = 1.25
 # λ or B whose 95 % interval reaches further than this fraction of the estimate (either side) is
 # not a figure to quote without its warning (issue #23: B = 2,396 MB/s in [2,334, 25,618]).
 CI_REL_TOL = 0.25
+# Intervals over launches need a spread between launches: from this many launches on (Student's t
+# with 2 degrees of freedom at 3) the intervals are over launches, below it within one launch.
+MIN_LAUNCHES = 3
 BIC_PENALTY = 2.0  # multiplies BIC's ln(n) per parameter, see the module docstring
 # The bootstrap resamples a size's repetitions only from 3 on: the median of 2 resampled values
 # takes just 3 values, and its percentile interval often misses the fit's own estimate.
@@ -81,28 +97,29 @@ FloatArray = npt.NDArray[np.float64]
 class HockneyFit:
     latency_us: float
     latency_ci_us: tuple[float, float]
-    bandwidth_MBps: float
-    bandwidth_ci_MBps: tuple[float, float]
+    # The two bandwidth estimands (mpiatlas.models.asymptote): s/t at the largest size
+    # (``asymptotic_bytes``) and the highest per-size median s/t (at ``peak_bytes``).
+    asymptotic_bandwidth_MBps: float
+    asymptotic_bandwidth_ci_MBps: tuple[float, float]
+    peak_bandwidth_MBps: float
+    peak_bandwidth_ci_MBps: tuple[float, float]
     breakpoints_bytes: list[int]
     segments: list[dict[str, Any]]
     n_sizes: int
     residuals: list[dict[str, float]]
+    peak_bytes: int | None = None
+    asymptotic_bytes: int | None = None
     zero_byte_us: float | None = None
     excluded_bytes: list[int] = field(default_factory=list)
+    # "launches" (Student's t over per-launch figures), else the bootstrap's "repetitions" or "residuals".
     ci_method: str = "residuals"
+    n_launches: int = 0
     n_boot: int = N_BOOT
-    # Why λ or B cannot be taken at face value, in words (see :func:`trust_warnings`), or None.
+    # Why λ or a bandwidth cannot be taken at face value, in words (see :func:`trust_warnings`), or None.
     ci_warning: str | None = None
-    # Honest asymptote: "plateau" when B is the median bandwidth of the plateau sizes (a curve that
-    # peaks in cache), "peak" when such a curve has no 3-size plateau and B is its peak bandwidth,
-    # "last_segment" when B is the last segment's fitted B (monotone curves).
-    bandwidth_rule: str = "last_segment"
+    # The model's last segment sits on the memory-bound plateau from this size (a curve that peaks in cache).
     plateau_from_bytes: int | None = None
     plateau_n_sizes: int | None = None
-    # The highest effective bandwidth s/t of the per-size medians and where it is.
-    peak_bandwidth_MBps: float | None = None
-    peak_bandwidth_ci_MBps: tuple[float, float] = (math.nan, math.nan)
-    peak_bytes: int | None = None
 
     def segment_of(self, sizes: npt.ArrayLike) -> npt.NDArray[np.intp]:
         """Index of the segment that models each size: the last one starting at or below it (the
@@ -130,42 +147,47 @@ class HockneyFit:
         """The fit back from its JSON view (:meth:`to_dict`, e.g. an entry of hockney.json).
 
         A null bandwidth is an unbounded one (JSON has no inf). A fit without ``segments`` (one
-        regime) is its ``latency_us`` / ``bandwidth_MBps``. Raises ValueError naming the key when
-        the model itself (the segments) is unusable; missing statistics (CIs, residuals) are NaN/empty.
+        regime) is its ``latency_us`` / ``asymptotic_bandwidth_MBps``. Raises ValueError naming the key
+        when the model itself (the segments, the bandwidth figures) is unusable; missing statistics
+        (CIs, residuals) are NaN/empty.
         """
         if not isinstance(d, dict):
             raise ValueError(f"a Hockney fit must be a JSON object, got {type(d).__name__}")
         if d.get("error") is not None:
             raise ValueError(f"not fitted: {d['error']}")
+        if "asymptotic_bandwidth_MBps" not in d:
+            old = " (it has 'bandwidth_MBps': written before the two fixed estimands; fit again)" \
+                if "bandwidth_MBps" in d else ""
+            raise ValueError(f"a Hockney fit needs 'asymptotic_bandwidth_MBps'{old}")
         raw = d.get("segments")
         if raw is None or raw == []:
             raw = [{"from_bytes": 0, "to_bytes": None, "latency_us": d.get("latency_us"),
-                    "bandwidth_MBps": d.get("bandwidth_MBps"), "n_sizes": d.get("n_sizes")}]
+                    "bandwidth_MBps": d.get("asymptotic_bandwidth_MBps"), "n_sizes": d.get("n_sizes")}]
         if not isinstance(raw, list):
             raise ValueError(f"'segments' must be a list, got {type(raw).__name__}")
         segments = sorted((_segment_from_dict(i, seg) for i, seg in enumerate(raw)), key=lambda g: g["from_bytes"])
-        rule = str(d.get("bandwidth_rule") or "last_segment")
-        # With rule "peak" B is the peak's bandwidth, not the last segment's (the model's).
-        peak_b = _finite_or_none(d.get("bandwidth_MBps")) if rule == "peak" else None
+        asymptotic = _finite_or_none(d.get("asymptotic_bandwidth_MBps"))
+        peak = _finite_or_none(d.get("peak_bandwidth_MBps"))
         return cls(
             latency_us=segments[0]["latency_us"],
             latency_ci_us=_pair(d.get("latency_ci_us")),
-            bandwidth_MBps=segments[-1]["bandwidth_MBps"] if peak_b is None else peak_b,
-            bandwidth_ci_MBps=_pair(d.get("bandwidth_ci_MBps"), null=math.inf),
+            asymptotic_bandwidth_MBps=math.inf if asymptotic is None else asymptotic,
+            asymptotic_bandwidth_ci_MBps=_pair(d.get("asymptotic_bandwidth_ci_MBps"), null=math.inf),
+            peak_bandwidth_MBps=math.inf if peak is None else peak,
+            peak_bandwidth_ci_MBps=_pair(d.get("peak_bandwidth_ci_MBps"), null=math.inf),
             breakpoints_bytes=[int(g["from_bytes"]) for g in segments[1:]],
             segments=segments,
             n_sizes=int(d.get("n_sizes") or 0),
             residuals=[r for r in d.get("residuals") or [] if isinstance(r, dict)],
+            peak_bytes=_int_or_none(d.get("peak_bytes")),
+            asymptotic_bytes=_int_or_none(d.get("asymptotic_bytes")),
             zero_byte_us=_finite_or_none(d.get("zero_byte_us")),
             excluded_bytes=[int(b) for b in d.get("excluded_bytes") or [] if _finite_or_none(b) is not None],
             ci_method=str(d.get("ci_method") or "residuals"),
+            n_launches=int(_finite_or_none(d.get("n_launches")) or 0),
             ci_warning=d.get("ci_warning") if isinstance(d.get("ci_warning"), str) else None,
-            bandwidth_rule=rule,
             plateau_from_bytes=_int_or_none(d.get("plateau_from_bytes")),
             plateau_n_sizes=_int_or_none(d.get("plateau_n_sizes")),
-            peak_bandwidth_MBps=_finite_or_none(d.get("peak_bandwidth_MBps")),
-            peak_bandwidth_ci_MBps=_pair(d.get("peak_bandwidth_ci_MBps")),
-            peak_bytes=_int_or_none(d.get("peak_bytes")),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -173,21 +195,22 @@ class HockneyFit:
         return {
             "latency_us": _json_float(self.latency_us),
             "latency_ci_us": [_json_float(v) for v in self.latency_ci_us],
-            "bandwidth_MBps": _json_float(self.bandwidth_MBps),
-            "bandwidth_ci_MBps": [_json_float(v) for v in self.bandwidth_ci_MBps],
+            "peak_bandwidth_MBps": _json_float(self.peak_bandwidth_MBps),
+            "peak_bandwidth_ci_MBps": [_json_float(v) for v in self.peak_bandwidth_ci_MBps],
+            "peak_bytes": self.peak_bytes,
+            "asymptotic_bandwidth_MBps": _json_float(self.asymptotic_bandwidth_MBps),
+            "asymptotic_bandwidth_ci_MBps": [_json_float(v) for v in self.asymptotic_bandwidth_ci_MBps],
+            "asymptotic_bytes": self.asymptotic_bytes,
             "breakpoints_bytes": list(self.breakpoints_bytes),
             "segments": [{k: _json_float(v) if isinstance(v, float) else v for k, v in seg.items()} for seg in self.segments],
             "n_sizes": self.n_sizes,
             "zero_byte_us": _json_float(self.zero_byte_us),
             "excluded_bytes": list(self.excluded_bytes),
             "ci_method": self.ci_method,
+            "n_launches": self.n_launches,
             "ci_warning": self.ci_warning,
-            "bandwidth_rule": self.bandwidth_rule,
             "plateau_from_bytes": self.plateau_from_bytes,
             "plateau_n_sizes": self.plateau_n_sizes,
-            "peak_bandwidth_MBps": _json_float(self.peak_bandwidth_MBps),
-            "peak_bandwidth_ci_MBps": [_json_float(v) for v in self.peak_bandwidth_ci_MBps],
-            "peak_bytes": self.peak_bytes,
             "residuals": self.residuals,
         }
 
@@ -356,24 +379,22 @@ def _bootstrap_times(
     return np.maximum(fitted * (1.0 + rng.choice(rel, size=(N_BOOT, len(s)))), 1e-9), "residuals"
 
 
-def _replicate_params(
-    s: FloatArray, t_star: FloatArray, starts: list[int], plateau: int | None = None, peak: int | None = None
-) -> tuple[FloatArray, FloatArray]:
-    """(λ of the first segment, 1/B of the last) of every replicate; with ``plateau`` (its first
-    index) 1/B is the inverse of the replicate's plateau median bandwidth, with ``peak`` (its
-    index) the inverse of the replicate's bandwidth there: as the fit computes B."""
-    # Only λ of the first segment and g of the last are kept: the segments between them are not
-    # fitted (a segment's fit depends on its own sizes only, so the values are the same).
+def _replicate_params(s: FloatArray, t_star: FloatArray, starts: list[int]) -> FloatArray:
+    """λ of the first segment of every replicate (a segment's fit depends on its own sizes only)."""
     first = slice(starts[0], starts[1] if len(starts) > 1 else len(s))
-    last = slice(starts[-1], len(s))
-    lams, gs = _fit_lines(s[first], t_star[:, first])
-    if plateau is not None:
-        gs = 1.0 / np.median(s[plateau:] / t_star[:, plateau:], axis=1)
-    elif peak is not None:
-        gs = t_star[:, peak] / s[peak]
-    elif len(starts) > 1:
-        _, gs = _fit_lines(s[last], t_star[:, last])
-    return lams, gs
+    lams, _ = _fit_lines(s[first], t_star[:, first])
+    return lams
+
+
+def _percentile_ci(values: FloatArray) -> tuple[float, float]:
+    return float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
+
+
+def _replicate_figures(s: FloatArray, t_star: FloatArray, peak: int) -> tuple[FloatArray, FloatArray]:
+    """(peak, asymptotic) bandwidth of every replicate row of times, by the fixed definitions: s/t at
+    the curve's peak size and at its largest size (a median when ASYMPTOTE_SIZES > 1)."""
+    window = asymptotic_window(len(s))
+    return s[peak] / t_star[:, peak], np.median(s[window] / t_star[:, window], axis=1)
 
 
 def _piecewise(s: FloatArray, starts: Sequence[int], params: Sequence[tuple[float, float]]) -> FloatArray:
@@ -389,19 +410,26 @@ def _piecewise(s: FloatArray, starts: Sequence[int], params: Sequence[tuple[floa
 # -- public API --------------------------------------------------------------------------
 
 
-def fit_hockney(sizes: Iterable[float], times: Iterable[float], *, seed: int = 0) -> HockneyFit:
+def fit_hockney(sizes: Iterable[float], times: Iterable[float], *, launches: Iterable[Hashable] | None = None,
+                seed: int = 0) -> HockneyFit:
     """Fit a piecewise Hockney model to (size in bytes, time in µs) samples.
 
-    Several samples per size are repetitions. Raises ValueError with fewer than 3 distinct
-    non-zero sizes or a non-positive / non-finite time.
+    Several samples per size are repetitions. ``launches`` names the launch each sample came from
+    (a raw file, a cell's repetition): from MIN_LAUNCHES launches on the intervals are over launches
+    (see the module docstring). Raises ValueError with fewer than 3 distinct non-zero sizes, a
+    non-positive / non-finite time, or ``launches`` of another length than the samples.
     """
     s_all = np.asarray(list(sizes), dtype=float)
     t_all = np.asarray(list(times), dtype=float)
     if s_all.shape != t_all.shape:
         raise ValueError(f"sizes and times differ in length ({s_all.size} vs {t_all.size})")
+    launch_all = None if launches is None else np.asarray([str(x) for x in launches], dtype=object)
+    if launch_all is not None and launch_all.shape != s_all.shape:
+        raise ValueError(f"launches and sizes differ in length ({launch_all.size} vs {s_all.size})")
     zero = t_all[s_all == 0]
     keep = s_all > 0
     s_all, t_all = s_all[keep], t_all[keep]
+    launch_all = None if launch_all is None else launch_all[keep]
     if not np.all(np.isfinite(t_all)) or np.any(t_all <= 0):
         raise ValueError("times must be finite and > 0 µs for non-zero sizes")
     s = np.unique(s_all)
@@ -416,22 +444,33 @@ def fit_hockney(sizes: Iterable[float], times: Iterable[float], *, seed: int = 0
 
     asym = find_asymptote(s, t_med)
     starts, params, plateau = _segments_and_asymptote(s, t_med, asym)
-    peak = asym.peak_index
-    # A curve that peaks in cache without a 3-size plateau: B is the peak (see the module docstring).
-    b_is_peak = asym.peaks_in_cache and not asym.has_plateau
+    figures = bandwidth_figures(s, t_med)
+    peak = figures.peak_index
     t_star, method = _bootstrap_times(s, t_med, samples, starts, params, np.random.default_rng(seed))
-    lams, gs = _replicate_params(s, t_star, starts, plateau, peak if b_is_peak else None)
-    peak_star = s[peak] / t_star[:, peak]
-    lam_ci = (float(np.percentile(lams, 2.5)), float(np.percentile(lams, 97.5)))
-    g_lo, g_hi = float(np.percentile(gs, 2.5)), float(np.percentile(gs, 97.5))
-    g_fit = float(t_med[peak] / s[peak]) if b_is_peak else params[-1][1]
+    lam_ci = _percentile_ci(_replicate_params(s, t_star, starts))
+    # The figures are measured s/t, not the model's: residual replicates (model × resampled relative
+    # residuals) are moved onto the measured medians, so an interval is around its own estimate.
+    t_fig = t_star if method == "repetitions" else t_med * (t_star / _piecewise(s, starts, params))
+    peak_star, asym_star = _replicate_figures(s, t_fig, peak)
+    peak_ci, asym_ci = _percentile_ci(peak_star), _percentile_ci(asym_star)
+    per_launch = None if launch_all is None else _launch_curves(s, s_all, t_all, launch_all)
+    n_launches = 0 if per_launch is None else per_launch.shape[0]
+    if per_launch is not None and n_launches >= MIN_LAUNCHES:
+        lam_k = _launch_latencies(s, per_launch, starts)
+        peak_k, asym_k = _replicate_figures(s, per_launch, peak)
+        lam_ci = _t_interval(params[0][0], lam_k)
+        peak_ci = _t_interval(figures.peak_MBps, peak_k, log=True)
+        asym_ci = _t_interval(figures.asymptotic_MBps, asym_k, log=True)
+        method = "launches"
 
     ends = [*starts[1:], len(s)]
     fit = HockneyFit(
         latency_us=params[0][0],
         latency_ci_us=lam_ci,
-        bandwidth_MBps=_inverse(g_fit),
-        bandwidth_ci_MBps=(_inverse(g_hi), _inverse(g_lo)),
+        asymptotic_bandwidth_MBps=figures.asymptotic_MBps,
+        asymptotic_bandwidth_ci_MBps=asym_ci,
+        peak_bandwidth_MBps=figures.peak_MBps,
+        peak_bandwidth_ci_MBps=peak_ci,
         breakpoints_bytes=[int(s[i]) for i in starts[1:]],
         segments=[
             {
@@ -445,15 +484,14 @@ def fit_hockney(sizes: Iterable[float], times: Iterable[float], *, seed: int = 0
         ],
         n_sizes=len(s),
         residuals=[],
+        peak_bytes=int(s[peak]),
+        asymptotic_bytes=int(s[figures.asymptotic_index]),
         zero_byte_us=float(np.median(zero)) if zero.size else None,
         excluded_bytes=excluded,
         ci_method=method,
-        bandwidth_rule="plateau" if plateau is not None else "peak" if b_is_peak else "last_segment",
-        plateau_from_bytes=int(s[asym.plateau_start]) if asym.peaks_in_cache else None,
-        plateau_n_sizes=asym.plateau_n_sizes if asym.peaks_in_cache else None,
-        peak_bandwidth_MBps=float(s[peak] / t_med[peak]),
-        peak_bandwidth_ci_MBps=(float(np.percentile(peak_star, 2.5)), float(np.percentile(peak_star, 97.5))),
-        peak_bytes=int(s[peak]),
+        n_launches=n_launches,
+        plateau_from_bytes=int(s[asym.plateau_start]) if plateau is not None else None,
+        plateau_n_sizes=asym.plateau_n_sizes if plateau is not None else None,
     )
     fit.residuals = [
         {"bytes": int(v), "measured_us": float(m), "predicted_us": float(p), "rel_err": float(p / m - 1.0)}
@@ -461,6 +499,51 @@ def fit_hockney(sizes: Iterable[float], times: Iterable[float], *, seed: int = 0
     ]
     fit.ci_warning = "; ".join(trust_warnings(fit)) or None
     return fit
+
+
+def _launch_curves(s: FloatArray, s_all: FloatArray, t_all: FloatArray, launch_all: npt.NDArray[Any]) -> FloatArray:
+    """One row per launch: its median time at each size of ``s`` (NaN where it has none)."""
+    names = list(dict.fromkeys(launch_all.tolist()))
+    out = np.full((len(names), len(s)), np.nan)
+    col = {float(v): j for j, v in enumerate(s)}
+    for i, name in enumerate(names):
+        mine = launch_all == name
+        for v in np.unique(s_all[mine]):
+            j = col.get(float(v))
+            if j is not None:
+                out[i, j] = float(np.median(t_all[mine & (s_all == v)]))
+    return out
+
+
+def _launch_latencies(s: FloatArray, curves: FloatArray, starts: list[int]) -> FloatArray:
+    """λ of each launch's own first-segment sizes (NaN for a launch with fewer than 2 of them)."""
+    first = slice(starts[0], starts[1] if len(starts) > 1 else len(s))
+    out = np.full(curves.shape[0], np.nan)
+    for i, row in enumerate(curves[:, first]):
+        ok = np.isfinite(row)
+        if ok.sum() >= 2:
+            out[i] = _fit_line(s[first][ok], row[ok])[0]
+    return out
+
+
+def _t_interval(estimate: float, per_launch: FloatArray, *, log: bool = False) -> tuple[float, float]:
+    """estimate ± t(0.975, n − 1) · sd / √n over the launches' own values (NaN ignored); NaN bounds
+    when fewer than MIN_LAUNCHES launches have a value.
+
+    ``log``: on the log scale, estimate ×/÷ exp(t · sd(log) / √n), for a bandwidth: positive, and its
+    launches differ by factors (a launch whose ranks landed on other cores runs 3× faster in cache),
+    so a linear interval would reach below zero. λ's interval is linear, its lower bound held at the
+    fit's floor (so that λ's interval reaching the floor is said)."""
+    values = per_launch[np.isfinite(per_launch) & (per_launch > 0 if log else True)]
+    n = values.size
+    if n < MIN_LAUNCHES:
+        return (math.nan, math.nan)
+    t_crit = float(stats.t.ppf(0.975, n - 1))
+    if log:
+        factor = math.exp(t_crit * float(np.std(np.log(values), ddof=1)) / math.sqrt(n))
+        return (estimate / factor, estimate * factor)
+    half = t_crit * float(np.std(values, ddof=1)) / math.sqrt(n)
+    return (max(estimate - half, LATENCY_FLOOR_US), estimate + half)
 
 
 def _segments_and_asymptote(
@@ -532,10 +615,10 @@ def _pct(x: float) -> str:
 
 
 def trust_warnings(fit: HockneyFit) -> list[str]:
-    """Why λ or B of ``fit`` cannot be taken at face value, one phrase each (empty: none).
+    """Why λ or a bandwidth of ``fit`` cannot be taken at face value, one phrase each (empty: none).
 
-    In this order: λ on its lower bound; B from the peak for want of a 3-size plateau; λ or B with
-    a 95 % interval beyond ±CI_REL_TOL of the estimate; an estimate outside its own interval.
+    In this order: λ on its lower bound; λ or a bandwidth with a 95 % interval beyond ±CI_REL_TOL of the estimate;
+    an estimate outside its own interval.
     """
     out = []
     if latency_on_floor(fit.latency_us):
@@ -544,21 +627,18 @@ def trust_warnings(fit: HockneyFit) -> list[str]:
     elif latency_on_floor(fit.latency_ci_us[0]):
         out.append(f"λ's 95 % interval reaches the fit's lower bound ({LATENCY_FLOOR_US:g} µs): replicates "
                    "of the data find no latency, so λ is not resolved")
-    if fit.bandwidth_rule == "peak":
-        out.append(f"B is the in-cache peak ({_num(fit.bandwidth_MBps)} MB/s at {_size(fit.peak_bytes)}), not a "
-                   f"plateau: only {fit.plateau_n_sizes} size(s) after the peak agree, a plateau needs "
-                   f"{MIN_PLATEAU_RUN}")
-    for name, unit, est, ci in (("λ", "µs", fit.latency_us, fit.latency_ci_us),
-                                ("B", "MB/s", fit.bandwidth_MBps, fit.bandwidth_ci_MBps)):
+    figures = (("λ", "µs", fit.latency_us, fit.latency_ci_us),
+               ("peak B", "MB/s", fit.peak_bandwidth_MBps, fit.peak_bandwidth_ci_MBps),
+               ("asymptotic B", "MB/s", fit.asymptotic_bandwidth_MBps, fit.asymptotic_bandwidth_ci_MBps))
+    for name, unit, est, ci in figures:
         if not (name == "λ" and latency_on_floor(est)):
             text = _width_warning(name, unit, est, ci)
             if text is not None:
                 out.append(text)
-    outside = [name for name, value, (lo, hi) in (("λ", fit.latency_us, fit.latency_ci_us),
-                                                  ("B", fit.bandwidth_MBps, fit.bandwidth_ci_MBps))
-               if not lo <= value <= hi]
+    outside = [name for name, _, value, (lo, hi) in figures
+               if not (math.isnan(lo) or math.isnan(hi) or lo <= value <= hi)]
     if outside:
-        out.append(f"{' and '.join(outside)} outside {'its' if len(outside) == 1 else 'their'} own bootstrap "
+        out.append(f"{' and '.join(outside)} outside {'its' if len(outside) == 1 else 'their'} own "
                    "interval (bimodal or too few repetitions): the interval does not measure the estimate's "
                    "precision")
     return out
@@ -588,12 +668,37 @@ def fit_hockney_table(
     for key, group in usable.group_by([*keys, "benchmark"], maintain_order=True):
         head: dict[str, Any] = dict(zip([*keys, "benchmark"], key))
         try:
-            fit = fit_hockney(group["bytes"].to_list(), group["t_usec"].to_list(), seed=seed)
+            fit = fit_hockney(group["bytes"].to_list(), group["t_usec"].to_list(), launches=launch_ids(group),
+                              seed=seed)
         except ValueError as exc:
             out.append({**head, "error": str(exc)})
             continue
         out.append({**head, **fit.to_dict()})
     return out
+
+
+# The column that names a sample's launch, most specific first: the raw file (a cell's repetition, or
+# an imported log), else the cell's repetition number.
+LAUNCH_COLUMNS: tuple[str, ...] = ("source", "rep")
+
+
+def launch_ids(group: pl.DataFrame) -> list[str] | None:
+    """Each row's launch (LAUNCH_COLUMNS), or None when the table does not say."""
+    for column in LAUNCH_COLUMNS:
+        if column in group.columns and group[column].null_count() == 0:
+            return group[column].cast(pl.String).to_list()
+    return None
+
+
+def model_bandwidth(fit: Mapping[str, Any]) -> float | None:
+    """The model's B of a fit entry: its last segment's 1/slope (what t(m) = λ + m/B prices a large
+    message with, in the kernel models, the region tables and predict), None when unbounded or absent.
+    Not the asymptotic bandwidth: that is a measured s/t, which already holds the last segment's λ.
+    A fit without segments is one regime: its ``asymptotic_bandwidth_MBps`` (as :meth:`HockneyFit.from_dict`)."""
+    segments = fit.get("segments") or []
+    last = segments[-1] if segments and isinstance(segments[-1], dict) else {}
+    value = _finite_or_none(last.get("bandwidth_MBps") if segments else fit.get("asymptotic_bandwidth_MBps"))
+    return value if value is not None and value > 0 else None
 
 
 def _segment_from_dict(i: int, seg: Any) -> dict[str, Any]:

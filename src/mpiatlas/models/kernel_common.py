@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from mpiatlas.models.hockney import model_bandwidth
+
 CONFIDENCE = 0.95
 LABEL_COLUMNS = ("label", "stack", "transport", "mapping")
 
@@ -58,7 +60,7 @@ def pingpong_params(hockney: Sequence[dict[str, Any]] | None, label: str) -> P2P
     for fit in hockney or []:
         if fit.get("benchmark") == "PingPong" and fit.get("label") == label and "error" not in fit \
                 and fit.get("latency_us") is not None:
-            return P2P(float(fit["latency_us"]), fit.get("bandwidth_MBps"), "PingPong", list(fit.get("segments") or []))
+            return P2P(float(fit["latency_us"]), model_bandwidth(fit), "PingPong", list(fit.get("segments") or []))
     return None
 
 

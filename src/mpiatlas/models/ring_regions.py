@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mpiatlas.matrix.cells import distribution_of_id, fills_nodes, mapping_segment, series_label
+from mpiatlas.models.hockney import model_bandwidth
 from mpiatlas.models.region_latency import Placement, RegionTable, RegionTableError
 from mpiatlas.node.topology import REGIONS, Topology, TopologyError
 from mpiatlas.node.topology_record import UNKNOWN_HOST
@@ -224,8 +225,7 @@ def table_from_hockney(hockney: Iterable[Mapping[str, Any]], region_of_label: Ma
         source = "PingPong Hockney fits " + ", ".join(f"{r}: {f['label']}" for r, f in regions.items())
         try:
             tables[key] = RegionTable({r: float(f["latency_us"]) for r, f in regions.items()},
-                                      {r: float(f["bandwidth_MBps"]) for r, f in regions.items()
-                                       if f.get("bandwidth_MBps")}, source)
+                                      {r: bw for r, f in regions.items() if (bw := model_bandwidth(f))}, source)
         except RegionTableError as exc:  # a zero λ (an unusable fit): say so, keep the others
             notes.append(f"{'/'.join(key[:2])}: no region table: {exc}")
     return tables, notes

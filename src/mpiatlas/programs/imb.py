@@ -109,7 +109,7 @@ def unplanned_notes(config: Campaign) -> list[dict[str, Any]]:
 
 
 def cells_of(config: Campaign, stacks: list[str]) -> list[Cell]:
-    reps = adaptive.initial_repetitions(config)
+    reps = {headline: adaptive.initial_repetitions(config, headline) for headline in (False, True)}
     options = config.imb.options
     # The option combinations depend on the options and on collective or not only: computed twice,
     # not once per (stack, transport, mapping, np, algorithm) of a 10^5-cell campaign.
@@ -126,7 +126,7 @@ def cells_of(config: Campaign, stacks: list[str]) -> list[Cell]:
         for nodes in node_counts(config, mapping, np)
         for algo in algorithms_for(config, stack, bench)
         for opts in combinations[bench in COLLECTIVES]
-        for rep in reps
+        for rep in reps[bench in adaptive.HEADLINE_IMB]
     ]
 
 

@@ -18,6 +18,7 @@ import polars as pl
 
 from mpiatlas.matrix import layout
 from mpiatlas.report.physical_limits import PhysicalLimits, load_limits
+from mpiatlas.stats.quality import UnjudgedTableError, trusted
 
 KERNEL_PREFIX, KERNEL_SUFFIX = layout.KERNEL_TABLE.split("{name}")
 
@@ -49,11 +50,16 @@ class ReportData:
     limits: PhysicalLimits | None = None
     limits_error: str | None = None  # why the given limits file could not be used
     tuning: dict[str, Any] | None = None  # mpiatlas tune's output (--tuning DIR): see _load_tuning
+    # The trusted views (stats.quality.trusted: no perturbed or unknown launch): every median, chart,
+    # finding, fit and model of the report reads these. The *_all tables keep every launch, for the
+    # sections that count launches (the cell table, the header's checks) and nothing else.
     samples: pl.DataFrame | None = None
+    samples_all: pl.DataFrame | None = None
     summary: pl.DataFrame | None = None
     cells: pl.DataFrame | None = None
     provenance: list[dict[str, Any]] | None = None
-    kernels: dict[str, pl.DataFrame] = field(default_factory=dict)  # kernel name -> its (non-empty) table
+    kernels: dict[str, pl.DataFrame] = field(default_factory=dict)  # kernel name -> its trusted rows
+    kernels_all: dict[str, pl.DataFrame] = field(default_factory=dict)  # kernel name -> its (non-empty) table
     planned: list[PlannedNote] = field(default_factory=list)
     fits: dict[str, Any] = field(default_factory=dict)
     inputs: list[InputFile] = field(default_factory=list)
@@ -86,7 +92,7 @@ class ReportData:
         return fits if isinstance(fits, list) else None
 
     def kernel_table(self, name: str) -> pl.DataFrame | None:
-        """``kernel_<name>.parquet`` when it exists and has rows."""
+        """The trusted rows of ``kernel_<name>.parquet`` when it exists and has rows."""
         return self.kernels.get(name)
 
     def kernel_fits(self, name: str) -> list[dict[str, Any]] | None:
@@ -159,12 +165,25 @@ def _note_problem(entry: Any) -> str | None:
     return None
 
 
+def _trusted_view(df: pl.DataFrame, path: Path, data: ReportData) -> pl.DataFrame | None:
+    """``df``'s trusted rows (stats.quality.trusted), or None with the reason in the header's notes when
+    the table cannot say which launches were perturbed."""
+    try:
+        return trusted(df, str(path))
+    except UnjudgedTableError as exc:
+        data.notes.append(f"{exc}: left out of every table, chart, finding and model.")
+        return None
+
+
 def _read_kernel_tables(tidy: Path, data: ReportData) -> None:
     for path in sorted(tidy.glob(f"{KERNEL_PREFIX}*{KERNEL_SUFFIX}")):
         name = path.name[len(KERNEL_PREFIX):len(path.name) - len(KERNEL_SUFFIX)]
         df = _read_parquet(path, f"kernel:{name}", data)
         if df is not None and df.height:
-            data.kernels[name] = df
+            data.kernels_all[name] = df
+            view = _trusted_view(df, path, data)
+            if view is not None:
+                data.kernels[name] = view
 
 
 def _read_provenance(tidy: Path, data: ReportData) -> None:
@@ -200,7 +219,8 @@ def _load_tidy(tidy: Path, data: ReportData) -> None:
     data.tidy_dir = tidy
     if not tidy.is_dir():
         data.notes.append(f"Tidy directory {tidy} does not exist.")
-    data.samples = _read_parquet(tidy / layout.IMB_SAMPLES, "samples", data)
+    data.samples_all = _read_parquet(tidy / layout.IMB_SAMPLES, "samples", data)
+    data.samples = None if data.samples_all is None else _trusted_view(data.samples_all, tidy / layout.IMB_SAMPLES, data)
     data.summary = _read_parquet(tidy / layout.IMB_SUMMARY, "summary", data)
     data.cells = _read_parquet(tidy / layout.CELLS_TABLE, "cells", data)
     _read_provenance(tidy, data)

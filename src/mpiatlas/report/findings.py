@@ -124,8 +124,13 @@ def imb_series(summary: pl.DataFrame | None) -> pl.DataFrame | None:
                           pl.when(active.is_not_null() & (active != np_.fill_null("")))
                           .then(pl.lit(" (") + active + pl.lit(" active)")).otherwise(pl.lit("")),
                           pl.when(alg != "default").then(pl.lit(" ") + alg).otherwise(pl.lit(""))])
+    # The CI of each median bounds what its repetitions measured: a step must hold between the bounds.
+    lo = pl.col("t_ci_low_usec") if "t_ci_low_usec" in summary.columns else pl.col("t_median_usec")
+    hi = pl.col("t_ci_high_usec") if "t_ci_high_usec" in summary.columns else pl.col("t_median_usec")
     return summary.select(name.alias("series"), pl.col("bytes").cast(pl.Int64),
-                          pl.col("t_median_usec").cast(pl.Float64).alias("t_usec"))
+                          pl.col("t_median_usec").cast(pl.Float64).alias("t_usec"),
+                          lo.cast(pl.Float64).fill_null(pl.col("t_median_usec")).alias("t_lo_usec"),
+                          hi.cast(pl.Float64).fill_null(pl.col("t_median_usec")).alias("t_hi_usec"))
 
 
 def kernel_series(pingpong: pl.DataFrame | None, coll: pl.DataFrame | None) -> pl.DataFrame | None:
@@ -203,9 +208,11 @@ def fastest_p2p(medians: pl.DataFrame | None, what: str) -> list[str]:
 
 # -- 2. IMB PingPong vs the pingpong kernel -----------------------------------------------------------
 
-# (name, value key, interval key, unit, significant digits) of the parameters compared.
+# (name, value key, interval key, unit, significant digits) of the parameters compared: each the same
+# estimand on both sides (the asymptotic B against the asymptotic B, the peak against the peak).
 CROSS_PARAMS = (("λ", "latency_us", "latency_ci_us", "µs", 3),
-                ("B", "bandwidth_MBps", "bandwidth_ci_MBps", "MB/s", 4))
+                ("asymptotic B", "asymptotic_bandwidth_MBps", "asymptotic_bandwidth_ci_MBps", "MB/s", 4),
+                ("peak B", "peak_bandwidth_MBps", "peak_bandwidth_ci_MBps", "MB/s", 4))
 
 
 def imb_fit_of(hockney: Sequence[dict[str, Any]] | None, label: Any) -> dict[str, Any] | None:
@@ -225,7 +232,7 @@ def apart(a: Any, b: Any) -> float | None:
 def imb_vs_kernel(hockney: Sequence[dict[str, Any]] | None,
                   kernel_fits: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]]:
     """Per pingpong kernel fit whose label has an IMB PingPong fit: ``label``, ``kernel``, ``imb``
-    (the two fits), ``ratio`` (kernel / IMB per parameter name, λ and B) and ``disagree`` (the
+    (the two fits), ``ratio`` (kernel / IMB per parameter name of CROSS_PARAMS) and ``disagree`` (the
     names more than DISAGREE apart)."""
     out = []
     for k in kernel_fits or []:
@@ -246,10 +253,7 @@ def imb_vs_kernel(hockney: Sequence[dict[str, Any]] | None,
 
 
 def _figure(fit: dict[str, Any], key: str, ci_key: str, unit: str, digits: int) -> str:
-    text = f"{fmt_num(fit.get(key), digits)} {unit} {fmt_ci(fit.get(ci_key), digits, unbounded='∞')}"
-    if key == "bandwidth_MBps" and fit.get("bandwidth_rule") == "peak":
-        text += ", the in-cache peak"
-    return text
+    return f"{fmt_num(fit.get(key), digits)} {unit} {fmt_ci(fit.get(ci_key), digits, unbounded='∞')}"
 
 
 def cross_check(hockney: Sequence[dict[str, Any]] | None, kernel_fits: Sequence[dict[str, Any]] | None) -> list[str]:
@@ -343,16 +347,24 @@ def algorithm_wins(best: pl.DataFrame | None, factor: float = WIN_FACTOR) -> lis
 
 
 def _steps(series: pl.DataFrame, factor: float) -> list[dict[str, Any]]:
-    """Neighbour pairs of one series' sizes whose latency rises or drops by more than ``factor``."""
+    """Neighbour pairs of one series' sizes whose latency rises or drops by more than ``factor``, in
+    every repetition: the step holds between the medians' CI bounds (``t_lo_usec``, ``t_hi_usec``,
+    when the series has them), so one slow repetition in a median of three does not make one."""
+    lo = pl.col("t_lo_usec") if "t_lo_usec" in series.columns else pl.col("t_usec")
+    hi = pl.col("t_hi_usec") if "t_hi_usec" in series.columns else pl.col("t_usec")
     d = (series.filter((pl.col("bytes") > 0) & (pl.col("t_usec") > 0)).sort("series", "bytes")
+         .with_columns(lo.alias("_lo"), hi.alias("_hi"))
          .with_columns(pl.col("bytes").shift(1).over("series").alias("prev_bytes"),
-                       pl.col("t_usec").shift(1).over("series").alias("prev_t"))
+                       pl.col("t_usec").shift(1).over("series").alias("prev_t"),
+                       pl.col("_lo").shift(1).over("series").alias("_prev_lo"),
+                       pl.col("_hi").shift(1).over("series").alias("_prev_hi"),
+                       (pl.col("bytes").rank("ordinal").over("series") == 2).alias("first_pair"))
          .drop_nulls(["prev_bytes", "prev_t"]))
     # Compared as printed (3 significant digits): a "10.0×" step is not "more than 10×".
-    up = (pl.col("t_usec") / pl.col("prev_t")).round_sig_figs(3)
-    rise = (up > factor) & (up > pl.col("bytes") / pl.col("prev_bytes"))
-    drop = (pl.col("prev_t") / pl.col("t_usec")).round_sig_figs(3) > factor
-    return list(d.filter(rise | drop).iter_rows(named=True))
+    up = (pl.col("_lo") / pl.col("_prev_hi")).round_sig_figs(3)
+    rise = (up > factor) & (pl.col("t_usec") / pl.col("prev_t") > pl.col("bytes") / pl.col("prev_bytes"))
+    drop = (pl.col("_prev_lo") / pl.col("_hi")).round_sig_figs(3) > factor
+    return list(d.filter(rise | drop).drop("_lo", "_hi", "_prev_lo", "_prev_hi").iter_rows(named=True))
 
 
 def _step_sentence(r: dict[str, Any], nxt: dict[str, Any] | None) -> tuple[str, bool]:
@@ -365,6 +377,11 @@ def _step_sentence(r: dict[str, Any], nxt: dict[str, Any] | None) -> tuple[str, 
                 f"{_ratio(r['t_usec'] / r['prev_t'])} the {_us(r['prev_t'])} at {fmt_bytes(r['prev_bytes'])} and "
                 f"{_ratio(r['t_usec'] / nxt['t_usec'])} the {_us(nxt['t_usec'])} at {fmt_bytes(nxt['bytes'])}.", True)
     ratio = r["t_usec"] / r["prev_t"] if rose else r["prev_t"] / r["t_usec"]
+    if not rose and r.get("first_pair"):
+        # The first message a launch sends pays its warm-up (page faults, connection set-up): not a regime.
+        return (f"{r['series']}: the first size measured, {fmt_bytes(r['prev_bytes'])}, took {_ratio(ratio)} the "
+                f"next size's time ({_us(r['prev_t'])} against {_us(r['t_usec'])} at {fmt_bytes(r['bytes'])}): a "
+                "first-size effect (the first message's warm-up), not a latency regime.", False)
     return (f"{r['series']}: latency {'jumps' if rose else 'drops'} {_ratio(ratio)} from {_us(r['prev_t'])} at "
             f"{fmt_bytes(r['prev_bytes'])} to {_us(r['t_usec'])} at {fmt_bytes(r['bytes'])}.", False)
 
@@ -374,7 +391,9 @@ def latency_steps(series: pl.DataFrame | None, factor: float = STEP_FACTOR) -> l
 
     A rise only counts when it is also steeper than the size ratio: t = λ + m/B grows at most as
     fast as m, so a 4 B -> 4 MiB gap in a sparse sweep is not an anomaly; a drop always counts. A
-    rise followed by a drop at the next size is one isolated spike, said once.
+    rise followed by a drop at the next size is one isolated spike, said once. A step counts only when
+    every repetition shows it (it holds between the medians' CI bounds), and a drop after the first
+    size measured is named as the first-size effect it is.
     """
     if series is None or series.height == 0:
         return []
@@ -440,6 +459,6 @@ def findings(summary: pl.DataFrame | None, pingpong: pl.DataFrame | None, coll: 
     bests = [b for b in (imb_best_algorithms(summary), kernel_best_algorithms(coll)) if b is not None]
     out += algorithm_wins(pl.concat(bests, how="diagonal_relaxed") if bests else None)
     steps = [s for s in (imb_series(summary), kernel_series(kernel_pingpong(pingpong), coll)) if s is not None]
-    out += latency_steps(pl.concat(steps) if steps else None)
+    out += latency_steps(pl.concat(steps, how="diagonal_relaxed") if steps else None)
     out += failures(cells)
     return out

@@ -136,3 +136,12 @@ def distinct(values: Iterable[Any]) -> list[Any]:
         if v is not None and v != "" and v not in out:
             out.append(v)
     return out
+
+
+def interval_scope(ci_method: str | None, n_launches: int | None) -> str:
+    """What a fit's intervals include, in words: over launches, or within fewer (mpiatlas.models.hockney.MIN_LAUNCHES)."""
+    n = int(n_launches or 0)
+    if ci_method == "launches":
+        return f"over {n} launches"
+    within = f"within {n} launch{'es' if n != 1 else ''}" if n else "launches unknown"
+    return f"{within} ({ci_method or 'bootstrap'}): leaves out the variation between launches"

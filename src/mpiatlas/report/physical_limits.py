@@ -96,10 +96,15 @@ def is_intra_node(fit: dict[str, Any]) -> bool:
 
 
 def limit_cells(fit: dict[str, Any], limits: PhysicalLimits) -> tuple[float | None, str, float | None, str]:
-    """(B / memory copy rate, its level, peak / copy rate of the level the peak size fits in, that level)."""
+    """(asymptotic B / copy rate of the level that holds the largest measured message, that level,
+    peak B / copy rate of the level the peak size fits in, that level): each figure against the copy
+    of the same working set, never an in-cache figure against memory or the reverse."""
     peak_bytes = fit.get("peak_bytes")
     peak_level = limits.level_of(peak_bytes) if isinstance(peak_bytes, (int, float)) else MEMORY
-    return (limits.fraction(fit.get("bandwidth_MBps"), MEMORY), MEMORY,
+    largest = max((r["bytes"] for r in fit.get("residuals") or [] if isinstance(r, dict)
+                   and isinstance(r.get("bytes"), (int, float))), default=fit.get("asymptotic_bytes"))
+    asym_level = limits.level_of(largest) if isinstance(largest, (int, float)) else MEMORY
+    return (limits.fraction(fit.get("asymptotic_bandwidth_MBps"), asym_level), asym_level,
             limits.fraction(fit.get("peak_bandwidth_MBps"), peak_level), peak_level)
 
 

@@ -45,33 +45,48 @@ def _first_reasons(rows: pl.DataFrame, name: Any, reason_col: str) -> str:
 
 
 def launches(cells: pl.DataFrame | None) -> list[str]:
-    """Perturbed and re-measured launches, from the cells table's quality columns."""
+    """The launches, one named count per sentence, from the cells table (one row per cell: its final
+    launch's ``quality``, and ``remeasured``, the attempts set aside before it, each judged perturbed):
+
+    * judged: every launch, final or set aside;
+    * perturbed: the judged ones whose machine took their cpus, set aside or final;
+    * re-measured: the cells launched again, and how many attempts were set aside;
+    * still perturbed: final launches judged perturbed after every re-measure (and unknown: judged
+      without evidence): left out of every median.
+
+    The counts add up (perturbed = set aside + still perturbed), so no two sentences can contradict."""
     if cells is None or cells.height == 0:
         return []
-    out = []
     total = cells.height
     if "quality" not in cells.columns:
-        out.append(f"Launch quality was not recorded for these {_plural(total, 'cell')} (results written "
-                   "before the perturbation checks), so no launch is known to be clean.")
-    else:
-        bad = cells.filter(pl.col("quality").fill_null("ok") != "ok")
-        if "cell" in bad.columns:
-            bad = bad.sort("cell", nulls_last=True)
-        if bad.height == 0:
-            out.append(f"No launch was perturbed ({_plural(total, 'cell')} checked).")
-        else:
-            reason = "quality_reason" if "quality_reason" in bad.columns else "quality"
-            out.append(f"{bad.height} of {_plural(total, 'launch', 'launches')} ran perturbed and their numbers "
-                       f"are suspect: {_first_reasons(bad, lambda r: r.get('cell') or '?', reason)}.")
-    if "remeasured" in cells.columns:
+        return [f"Launch quality was not recorded for these {_plural(total, 'cell')} (results written "
+                "before the perturbation checks), so no launch is known to be clean.", *later_round(cells)]
+    judged_cells = cells.filter(pl.col("quality").is_not_null())
+    set_aside = (int(scalar(judged_cells.get_column("remeasured").fill_null(0).sum()))
+                 if "remeasured" in cells.columns else 0)
+    still = judged_cells.filter(pl.col("quality") == "perturbed").sort("cell", nulls_last=True) \
+        if "cell" in judged_cells.columns else judged_cells.filter(pl.col("quality") == "perturbed")
+    unknown = judged_cells.filter(pl.col("quality") == "unknown")
+    judged = judged_cells.height + set_aside
+    out = [f"Launches judged: {judged} ({_plural(judged_cells.height, 'final launch', 'final launches')} of "
+           f"{_plural(total, 'cell')}, and {set_aside} set aside)."]
+    out.append(f"Perturbed: {set_aside + still.height} of the {judged} launches judged"
+               + (f" ({set_aside} set aside, {still.height} final)." if set_aside + still.height else "."))
+    if set_aside:
         again = cells.filter(pl.col("remeasured").fill_null(0) > 0)
-        if again.height == 0:
-            out.append("No launch had to be re-measured.")
-        else:
-            attempts = int(again.get_column("remeasured").sum())
-            verb = "was" if again.height == 1 else "were"
-            out.append(f"{_plural(again.height, 'cell')} {verb} re-measured: {_plural(attempts, 'attempt')} set "
-                       "aside and launched again.")
+        verb = "was" if set_aside == 1 else "were"
+        out.append(f"Re-measured: {_plural(again.height, 'cell')}, whose "
+                   f"{_plural(set_aside, 'perturbed launch', 'perturbed launches')} {verb} set aside and launched again.")
+    if still.height:
+        reason = "quality_reason" if "quality_reason" in still.columns else "quality"
+        out.append(f"Still perturbed: {still.height} of the {_plural(judged_cells.height, 'final launch', 'final launches')}, "
+                   "left out of every median, fit and finding: "
+                   f"{_first_reasons(still, lambda r: r.get('cell') or '?', reason)}.")
+    else:
+        out.append("Still perturbed: none of the final launches.")
+    if unknown.height:
+        out.append(f"Unknown: {_plural(unknown.height, 'final launch', 'final launches')} judged without evidence "
+                   "(no machine record), left out like perturbed ones.")
     return out + later_round(cells)
 
 
@@ -128,7 +143,8 @@ def _intervals(fits: Sequence[dict[str, Any]]) -> list[tuple[float, str]]:
         if not isinstance(f, dict) or f.get("error") is not None:
             continue
         for name, key, ci_key, unit in (("λ", "latency_us", "latency_ci_us", "µs"),
-                                        ("B", "bandwidth_MBps", "bandwidth_ci_MBps", "MB/s")):
+                                        ("asymptotic B", "asymptotic_bandwidth_MBps", "asymptotic_bandwidth_ci_MBps", "MB/s"),
+                                        ("peak B", "peak_bandwidth_MBps", "peak_bandwidth_ci_MBps", "MB/s")):
             est, ci = f.get(key), f.get(ci_key)
             pair = _ci_pair(ci)
             spread = relative_ci_spread(est, pair)
@@ -136,7 +152,7 @@ def _intervals(fits: Sequence[dict[str, Any]]) -> list[tuple[float, str]]:
                 continue
             lo, hi = pair
             pct = f"{_signed(lo, est)} to {_signed(hi, est)}"
-            digits = 4 if name == "B" else 3
+            digits = 4 if name.endswith("B") else 3
             out.append((spread, f"{name} of {_fit_name(f)}: {fmt_num(est, digits)} {unit} "
                                 f"{fmt_ci(ci, digits, unbounded='∞')} ({pct})"))
     return out

@@ -40,7 +40,7 @@ SUMMARY_KEYS = ["label", "stack", "transport", "mapping", "np", "algorithm", "op
                 "processes", "bytes"]
 # Every column summarize() reads (besides SUMMARY_KEYS): a reader of a samples file loads only these
 # (an import's ``source`` and ``line`` per row are most of its bytes).
-VALUE_COLUMNS = ["t_usec", "bandwidth_MBps", "status", "cell_status", "oversubscribed"]
+VALUE_COLUMNS = ["t_usec", "bandwidth_MBps", "status", "cell_status", "oversubscribed", QUALITY_COLUMN]
 CONFIDENCE = 0.95
 N_RESAMPLES = 999
 SEED = 0
@@ -160,8 +160,14 @@ def _rank_candidates(lower: np.ndarray, upper: np.ndarray, rank: int) -> np.ndar
 def usable_samples(samples: FrameT) -> FrameT:
     """Rows that may enter statistics: valid cells whose launch was not perturbed (quality.trusted),
     real timings (IMB's time-out rows carry none)."""
+    names = samples.collect_schema().names()
+    missing = [c for c in ("status", "t_usec") if c not in names]
+    if missing:
+        # A table that cannot say which rows timed out is an error, not a pass (issue #33).
+        raise ValueError(f"a samples table without column(s) {missing} (IMB's per-row status and time): "
+                         "its usable rows cannot be told apart")
     df = trusted(samples)
-    if "cell_status" in df.collect_schema().names():
+    if "cell_status" in names:
         df = df.filter(pl.col("cell_status") == "ok")
     return df.filter((pl.col("status") == "ok") & pl.col("t_usec").is_not_null())
 
@@ -208,7 +214,10 @@ def summarize(samples: pl.DataFrame) -> pl.DataFrame:
                                        pl.col("_t").list.min().cast(pl.Float64).alias("t_min_usec"))
     values = [c for c in grouped.columns if c not in keys and c != "_t"]
     order = ["n_reps", *stats, *(c for c in values if c not in ("n_reps", *stats))]
-    quality, reasons = repetition_quality(flat, lengths, grouped["t_median_usec"].to_numpy(), low, high)
+    median = grouped["t_median_usec"].to_numpy()
+    series = [k for k in group_keys if k != "bytes"]
+    typical = series_typical_halfwidth(grouped.select(series), median, low, high) if series else None
+    quality, reasons = repetition_quality(flat, lengths, median, low, high, typical)
     return (
         grouped.drop("_t")
         .with_columns(
@@ -221,6 +230,18 @@ def summarize(samples: pl.DataFrame) -> pl.DataFrame:
         .select(*keys, *order, "t_ci_low_usec", "t_ci_high_usec", "quality", "quality_reason")
         .sort(keys)
     )
+
+
+def series_typical_halfwidth(series: pl.DataFrame, median: np.ndarray, low: np.ndarray,
+                             high: np.ndarray) -> np.ndarray:
+    """Per row, the median relative half-width of its series' CIs (rows of ``series`` with equal
+    values are one series): the variation its repetitions show everywhere, which a point shares and
+    which therefore does not make that point noisy (mpiatlas.stats.quality.ci_reason)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        half = np.maximum(median - low, high - median) / median
+    rel = pl.Series("_half", np.where(np.isfinite(half), half, np.nan), dtype=pl.Float64).fill_nan(None)
+    return (series.with_columns(rel).with_columns(pl.col("_half").median().over(series.columns).alias("_typ"))
+            ["_typ"].fill_null(float("nan")).to_numpy())
 
 
 def _perturbed_counts(samples: pl.DataFrame, keys: list[str]) -> pl.DataFrame | None:

@@ -39,10 +39,16 @@ import polars as pl
 FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
 OK, PERTURBED, NOISY = "ok", "perturbed", "noisy"
+UNKNOWN = "unknown"  # judged without evidence (no machine record read): not trusted
 DEFAULT_LIMITS = {"wait_share": 0.05, "wait_floor_s": 0.02, "steal_share": 0.02, "other_cpu_share": 0.10}
 MODE_RATIO = 2.0
 GAP_RATIO = 1.5
 CI_HALFWIDTH = 0.25
+# A point is noisy only beyond what its series shows everywhere (issue #33: 254 of 568 points of a
+# quiet first look were flagged, nearly all sub-µs collectives whose every size varies ±25–40 %):
+# its CI half-width must exceed this many times the series' typical one.
+TYPICAL_FACTOR = 2.0
+RESOLUTION_US = 0.01  # IMB prints times to 2 decimals: a CI bound is only known to ±0.01 µs
 QUALITY_COLUMN = "cell_quality"  # the launch's quality on every sample row (programs.base.tag_columns)
 
 
@@ -130,31 +136,63 @@ def _worst_waiter(machine: Mapping[str, Any]) -> tuple[float, str, float | None]
     return (float(pressure), "a cpu (job cgroup pressure)", None) if pressure is not None else None
 
 
-def trusted(samples: FrameT) -> FrameT:
-    """Rows whose launch was not perturbed: the one filter every median and fit goes through
-    (aggregate.usable_samples, samples.load_samples). Rows without a judgement are kept."""
-    if QUALITY_COLUMN not in samples.collect_schema().names():
+class UnjudgedTableError(ValueError):
+    """A table of a campaign's launches (it has a ``cell`` column) without their judgement."""
+
+
+# The column that marks a table's rows as a campaign's launches (programs.base.tag_columns); tables
+# without it hold imported logs, whose machines left no record to judge.
+LAUNCH_ID_COLUMN = "cell"
+# Judgements a median may take: ok, and no judgement at all (rows recorded before launches were
+# judged). Perturbed and unknown (judged without evidence, runner.judge) stay out.
+UNTRUSTED = (PERTURBED, UNKNOWN)
+
+
+def require_judgement(columns: list[str], source: str) -> None:
+    """Raise UnjudgedTableError when ``columns`` are a campaign's launches (a ``cell`` column) without
+    their judgement (``cell_quality``): a reader that loads only some columns checks the file's schema."""
+    if QUALITY_COLUMN not in columns and LAUNCH_ID_COLUMN in columns:
+        raise UnjudgedTableError(
+            f"{source}: has a '{LAUNCH_ID_COLUMN}' column (a campaign's launches) but no '{QUALITY_COLUMN}' "
+            "column: which launches were perturbed is unknown, so no median can be taken over it "
+            "(tables written by mpiatlas tidy carry it; run mpiatlas tidy again)")
+
+
+def trusted(samples: FrameT, source: str = "a samples table") -> FrameT:
+    """Rows whose launch was not perturbed (nor judged without evidence): the one filter every median,
+    fit, finding, model and tuning decision goes through. Every loader of a campaign's tables (the
+    fits' tables.samples, the report's ReportData, stats.aggregate, the kernel models, tuning, compare)
+    calls it, so no path can skip it.
+
+    A table of a campaign's launches (with a ``cell`` column) must say how each launch was judged
+    (``cell_quality``): without it the filter cannot be applied, and that is an error naming
+    ``source``, never a pass. Imported logs (no ``cell`` column) have no judgement to apply."""
+    names = samples.collect_schema().names()
+    require_judgement(names, source)
+    if QUALITY_COLUMN not in names:
         return samples
-    return samples.filter(pl.col(QUALITY_COLUMN).is_null() | (pl.col(QUALITY_COLUMN) != PERTURBED))
+    return samples.filter(pl.col(QUALITY_COLUMN).is_null() | ~pl.col(QUALITY_COLUMN).is_in(list(UNTRUSTED)))
 
 
 # -- repetitions of one series at one size ------------------------------------------------------------
 
 
 def repetition_quality(flat: np.ndarray, lengths: np.ndarray, median: np.ndarray, ci_low: np.ndarray,
-                       ci_high: np.ndarray) -> tuple[list[str | None], list[str | None]]:
+                       ci_high: np.ndarray, typical: np.ndarray | None = None) -> tuple[list[str | None], list[str | None]]:
     """Per group (consecutive ascending runs of ``flat`` of ``lengths``): quality and reason.
 
-    Groups of one value, or none, are not judged (None)."""
+    ``typical``: per group, the median relative CI half-width of its series (aggregate.
+    series_typical_halfwidth): see :func:`ci_reason`. Groups of one value, or none, are not judged (None)."""
     offsets = (np.cumsum(lengths) - lengths).astype(np.int64)
     quality: list[str | None] = []
     reasons: list[str | None] = []
-    for start, n, m, lo, hi in zip(offsets, lengths, median, ci_low, ci_high, strict=True):
+    typ = np.full(len(lengths), np.nan) if typical is None else typical
+    for start, n, m, lo, hi, ty in zip(offsets, lengths, median, ci_low, ci_high, typ, strict=True):
         if n < 2:
             quality.append(None)
             reasons.append(None)
             continue
-        reason = split_reason(flat[start:start + n]) or ci_reason(float(m), float(lo), float(hi))
+        reason = split_reason(flat[start:start + n]) or ci_reason(float(m), float(lo), float(hi), float(ty))
         quality.append(NOISY if reason else OK)
         reasons.append(reason)
     return quality, reasons
@@ -174,15 +212,29 @@ def split_reason(values: np.ndarray) -> str | None:
             f"({values[-1] / values[0]:.1f}x apart)")
 
 
-def ci_reason(median: float, low: float, high: float) -> str | None:
-    """Why the CI [low, high] of ``median`` is too wide (beyond ±CI_HALFWIDTH of it on either side), or None."""
+def ci_limit(median: float, typical: float = math.nan) -> float:
+    """The relative CI half-width a point may have before it is noisy: the larger of ``CI_HALFWIDTH``
+    and ``TYPICAL_FACTOR`` × its series' typical half-width (the repetitions' own variation there:
+    sub-µs collectives of a quiet first look vary ±25–40 % at every size), plus the printed timer
+    resolution ``RESOLUTION_US`` relative to the median (IMB prints 2 decimals: ±0.01 µs is ±5 % of
+    a 0.2 µs time)."""
+    base = max(CI_HALFWIDTH, TYPICAL_FACTOR * typical) if math.isfinite(typical) else CI_HALFWIDTH
+    return base + (RESOLUTION_US / median if median > 0 else 0.0)
+
+
+def ci_reason(median: float, low: float, high: float, typical: float = math.nan) -> str | None:
+    """Why the CI [low, high] of ``median`` is too wide (beyond :func:`ci_limit` on either side), or None."""
     if not (np.isfinite(median) and np.isfinite(low) and np.isfinite(high)) or median <= 0:
         return None
     half = max(median - low, high - median) / median
-    if half <= CI_HALFWIDTH:
+    limit = ci_limit(median, typical)
+    if half <= limit:
         return None
+    series = (f", {TYPICAL_FACTOR:g} × its series' typical ±{100 * typical:.0f} %"
+              if math.isfinite(typical) and TYPICAL_FACTOR * typical > CI_HALFWIDTH else "")
     return (f"95 % CI of the median {low:.4g}..{high:.4g} is ±{100 * half:.0f} % of it "
-            f"(limit ±{100 * CI_HALFWIDTH:.0f} %)")
+            f"(limit ±{100 * limit:.0f} %: ±{100 * CI_HALFWIDTH:.0f} %{series}, plus the timer's "
+            f"{RESOLUTION_US:g} µs)")
 
 
 def _span(values: np.ndarray) -> str:

@@ -147,7 +147,7 @@ def region_medians(samples: pl.DataFrame, benchmarks: Sequence[str] = REGION_BEN
     ``mappings`` (the campaign mappings merged into the series). Cells of several mappings
     that put the pair in the same region are one series: the region is the experiment.
     """
-    df = usable_samples(samples) if "status" in samples.columns else samples.filter(pl.col("t_usec").is_not_null())
+    df = usable_samples(samples)
     df = with_scope(df.filter(pl.col("benchmark").is_in(list(benchmarks)) & pl.col("bytes").is_not_null()))
     if "bandwidth_MBps" not in df.columns:
         df = df.with_columns(pl.lit(None, dtype=pl.Float64).alias("bandwidth_MBps"))
@@ -359,12 +359,12 @@ def region_fits(samples: pl.DataFrame, hockney: Sequence[Mapping[str, Any]] | No
         if where is None or fit.get("benchmark") not in REGION_BENCHMARKS or fit.get("error"):
             continue
         lat_ci = fit.get("latency_ci_us") or [None, None]
-        bw_ci = fit.get("bandwidth_ci_MBps") or [None, None]
+        bw_ci = fit.get("asymptotic_bandwidth_ci_MBps") or [None, None]
         rows.append({"region": where["regions"][0] if len(where["regions"]) == 1 else "mixed",
                      "stack": where["stack"], "transport": where["transport"], "label": fit["label"],
                      "benchmark": fit["benchmark"], "latency_us": fit.get("latency_us"),
                      "latency_ci_low": lat_ci[0], "latency_ci_high": lat_ci[1],
-                     "bandwidth_MBps": fit.get("bandwidth_MBps"), "bandwidth_ci_low": bw_ci[0],
+                     "bandwidth_MBps": fit.get("asymptotic_bandwidth_MBps"), "bandwidth_ci_low": bw_ci[0],
                      "bandwidth_ci_high": bw_ci[1], "n_sizes": float(fit.get("n_sizes") or 0)})
     table = pl.DataFrame(rows, schema=_REGION_FIT_SCHEMA)
     table = (table.with_columns(pl.col("region").map_elements(region_rank, return_dtype=pl.Int32).alias("_rank"))

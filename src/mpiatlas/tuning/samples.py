@@ -19,14 +19,14 @@ import polars as pl
 from mpiatlas.matrix import layout
 from mpiatlas.stats.aggregate import usable_samples
 from mpiatlas.models.best_algorithm import DEFAULT
-from mpiatlas.stats.quality import trusted
+from mpiatlas.stats.quality import QUALITY_COLUMN, trusted
 
 IMB, KERNEL = "imb", "coll kernel"
 # coll kernel collective -> IMB benchmark name (the name campaigns force algorithms under).
 KERNEL_BENCHMARKS: dict[str, str] = {"bcast": "Bcast", "allreduce": "Allreduce", "alltoall": "Alltoall"}
 COLUMNS: tuple[str, ...] = ("stack", "stack_kind", "stack_version", "transport", "mapping", "nodes", "np",
                             "benchmark", "algorithm", "bytes", "t_usec", "bandwidth_MBps", "status", "knobs", "options", "cell",
-                            "run", "source")
+                            "run", "source", QUALITY_COLUMN)
 
 
 class SamplesError(ValueError):

@@ -272,7 +272,7 @@ class KernelProgram(Program):
         problems = self.problems(self.block(config))
         if problems:
             raise ConfigError("invalid campaign config:\n  " + "\n  ".join(problems))
-        reps = adaptive.initial_repetitions(config)
+        reps = adaptive.initial_repetitions(config, headline=self.name == adaptive.HEADLINE_KERNEL)
         pinner = cell_pinner(config)
         cells = {
             Cell("kernel", stack, transport, mapping, np, self.name, group, rep, threads, nodes=nodes, pinner=pinner)

@@ -7,7 +7,7 @@ data, formatting, cells, imb, findings, kernel_blocks), never each other.
 
 The sections: header, findings, parameters, p2p, regions, collectives, predicted, alphabeta, other (the other IMB
 benchmarks), kernel_ring, kernel_matsum, kernel_jacobi, kernel_jacobi_nodes, kernel_p2p_coll, knobs, tuning, off_cache,
-adaptive,
+adaptive, glossary (the definition of every figure),
 cell_table (every cell and its status), provenance.
 """
 
@@ -22,6 +22,7 @@ from mpiatlas.report.sections.alphabeta import section_alphabeta
 from mpiatlas.report.sections.cell_table import section_cells
 from mpiatlas.report.sections.collectives import section_collectives
 from mpiatlas.report.sections.findings import section_findings
+from mpiatlas.report.sections.glossary import section_glossary
 from mpiatlas.report.sections.header import section_header
 from mpiatlas.report.sections.kernel_jacobi import section_kernel_jacobi
 from mpiatlas.report.sections.kernel_jacobi_nodes import section_kernel_jacobi_nodes
@@ -59,6 +60,7 @@ ORDER: list[SectionFn] = [
     section_kernel_jacobi_nodes,  # hybrid vs pure MPI over 1..N nodes at equal cores
     section_kernel_p2p_coll,  # the own pingpong/coll kernels: Open MPI's only p2p/collective data
     section_adaptive,  # how many repetitions each series needed (adaptive campaigns only), beside the cells
+    section_glossary,  # the one definition of every figure
     section_cells,
     section_provenance,
 ]

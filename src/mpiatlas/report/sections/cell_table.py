@@ -75,7 +75,7 @@ def section_cells(data: ReportData) -> Section:
     if cells is None:
         return Section(TITLE, [Notice(f"{layout.CELLS_TABLE} is missing: no per-cell status.", "error")],
                        id=SECTION_ID)
-    extra = _per_cell_samples(data.samples, data.kernels)
+    extra = _per_cell_samples(data.samples_all, data.kernels_all)  # every launch: this table counts them
     recs = sorted(cells.iter_rows(named=True), key=lambda r: (status_rank(r.get("status")), str(r.get("cell"))))
     rows = [_row(r, extra.get(r.get("cell"), {}), bool(extra)) for r in recs]
     caption = (f"{len(rows)} cells (problems first). ✓/✗ = check passed/failed, ? = not checked. "

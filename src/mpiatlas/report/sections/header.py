@@ -59,7 +59,7 @@ def problem_blocks(data: ReportData) -> list[Any]:
         ))
     else:
         blocks.append(Notice(f"All {len(rows)} cells completed with status ok.", "info"))
-    warn = suspect_results(cells, data.samples, data.kernels)
+    warn = suspect_results(cells, data.samples_all, data.kernels_all)  # rows of every launch, perturbed too
     if warn:
         blocks.append(Notice(f"{len(warn)} cells completed but their results are suspect:", "warn", warn))
     return blocks

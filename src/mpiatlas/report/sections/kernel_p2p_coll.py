@@ -50,6 +50,10 @@ def _imb_labels(data: ReportData) -> set[str]:
             and isinstance(f.get("label"), str) and f.get("benchmark") == "PingPong" and "error" not in f}
 
 
+def _bw(value: Any) -> str:
+    return fmt_num(value, 4) if value else "∞"
+
+
 def _ratio_cell(pair: dict[str, Any] | None, name: str) -> Cell:
     """kernel / IMB of one parameter, marked when the two are more than DISAGREE apart."""
     if pair is None or pair["ratio"].get(name) is None:
@@ -63,8 +67,6 @@ def _imb_cell(imb: dict[str, Any] | None, key: str, ci_key: str, digits: int) ->
     if imb is None:
         return Cell("no IMB", cls="num")
     text = f"{fmt_num(imb.get(key), digits)} {fmt_ci(imb.get(ci_key), digits, unbounded='∞')}"
-    if key == "bandwidth_MBps" and imb.get("bandwidth_rule") == "peak":
-        text += " (peak)"
     return Cell(text, cls="num bad" if imb.get("ci_warning") else "num", title=imb.get("ci_warning"))
 
 
@@ -78,21 +80,23 @@ def _fit_table(good: list[dict[str, Any]], hockney: list[dict[str, Any]] | None)
             cell(f["label"]),
             Cell(f"{fmt_num(f.get('latency_us'))} {fmt_ci(f.get('latency_ci_us'))}",
                  cls="num bad" if f.get("ci_warning") else "num", title=f.get("ci_warning")),
-            Cell(f"{fmt_num(f.get('bandwidth_MBps'), 4) if f.get('bandwidth_MBps') else '∞'} "
-                 f"{fmt_ci(f.get('bandwidth_ci_MBps'), 4, unbounded='∞')}"
-                 f"{' (peak)' if f.get('bandwidth_rule') == 'peak' else ''}",
-                 cls="num bad" if f.get("ci_warning") else "num", title=f.get("ci_warning")),
+            *(cells for figure in ("asymptotic", "peak") for cells in (
+                Cell(f"{_bw(f.get(f'{figure}_bandwidth_MBps'))} {fmt_ci(f.get(f'{figure}_bandwidth_ci_MBps'), 4, unbounded='∞')}",
+                     cls="num bad" if f.get("ci_warning") else "num", title=f.get("ci_warning")),
+                _imb_cell(imb, f"{figure}_bandwidth_MBps", f"{figure}_bandwidth_ci_MBps", 4),
+                _ratio_cell(pair, f"{figure} B"))),
             cell(", ".join(fmt_bytes(b) for b in f.get("breakpoints_bytes") or []) or DASH),
             _imb_cell(imb, "latency_us", "latency_ci_us", 3), _ratio_cell(pair, "λ"),
-            _imb_cell(imb, "bandwidth_MBps", "bandwidth_ci_MBps", 4), _ratio_cell(pair, "B"),
             cell(f.get("n_reps"))])
     return Table(
-        ["Stack / transport / mapping", "kernel λ (µs) [95 % CI]", "kernel B (MB/s) [95 % CI]", "breakpoints",
-         "IMB PingPong λ (µs) [95 % CI]", "kernel λ / IMB λ", "IMB PingPong B (MB/s) [95 % CI]",
-         "kernel B / IMB B", "reps"], rows,
-        caption="λ = the first (small-message) segment's latency, B = the last segment's bandwidth of the "
-                "piecewise Hockney fit t(m) = λ + m/B to the kernel's samples (\"peak\": the in-cache peak, no "
-                "3-size plateau); IMB PingPong's from fits/hockney.json where that stack/transport/mapping has "
+        ["Stack / transport / mapping", "kernel λ (µs) [95 % CI]",
+         "kernel asymptotic B (MB/s) [95 % CI]", "IMB asymptotic B (MB/s) [95 % CI]", "kernel / IMB asymptotic B",
+         "kernel peak B (MB/s) [95 % CI]", "IMB peak B (MB/s) [95 % CI]", "kernel / IMB peak B", "breakpoints",
+         "IMB PingPong λ (µs) [95 % CI]", "kernel λ / IMB λ", "reps"], rows,
+        caption="λ = the first (small-message) segment's latency of the piecewise Hockney fit t(m) = λ + m/B to "
+                "the kernel's samples; asymptotic B = size/time at the largest size, peak B = the "
+                "highest size/time, each set against the same figure of IMB PingPong (fits/hockney.json) where "
+                "that stack/transport/mapping has "
                 f"IMB (a cross-check of two programs measuring the same thing: a ratio more than "
                 f"{100 * DISAGREE:.0f} % off 1 is marked and named in Findings; a marked figure has a fit warning, "
                 "on hover).",

@@ -1,7 +1,7 @@
 """Section "Model parameters": the Hockney fits (fits/hockney.json) as a table, segment by segment.
 
-Beside B (the plateau of the largest sizes on a curve that peaks in cache, see
-:mod:`mpiatlas.models.asymptote`) it shows the in-cache peak and, when the campaign measured its
+It shows both bandwidth estimands (:mod:`mpiatlas.models.asymptote`): the asymptotic B, the
+s/t at the largest size, and the peak B, the highest s/t, and, when the campaign measured its
 nodes' copy bandwidth (R/limits/limits.json, given as ``mpiatlas report --limits``, see
 :mod:`mpiatlas.node.limits`), each intra-node B and peak as a % of it; each inter-node B is set against
 the link rate the nodes' records name (:mod:`mpiatlas.node.link_rate`: sysfs, InfiniBand, or the config
@@ -18,7 +18,7 @@ from mpiatlas.models.hockney import latency_on_floor
 from mpiatlas.report.blocks import Cell, Details, Notice, Section, Table, Text, cell, num_cell
 from mpiatlas.report.cells import has_columns
 from mpiatlas.report.data import ReportData
-from mpiatlas.report.formatting import DASH, finite, fmt_bytes, fmt_ci, fmt_num, fmt_pct
+from mpiatlas.report.formatting import DASH, finite, fmt_bytes, fmt_ci, fmt_num, fmt_pct, interval_scope
 from mpiatlas.report.imb import bench_sort_key
 from mpiatlas.report.physical_limits import (RDMA_CLASS, LinkLimit, PhysicalLimits, is_inter_node, is_intra_node,
                                              limit_cells, link_limit, transport_class)
@@ -55,22 +55,16 @@ def _sort_key(f: dict[str, Any]) -> tuple[Any, ...]:
     return (bench_sort_key(str(f.get("benchmark"))), str(f.get("label")), f.get("np") or 0, str(f.get("algorithm")))
 
 
-# Which figure B is (the fit's ``bandwidth_rule``): the text of the "B from" cell and its hover.
-_RULES = {"plateau": ("plateau", "B = median bandwidth of the plateau sizes (3 or more sizes agree)"),
-          "peak": ("peak", "B = the in-cache peak: the curve falls after it, but fewer than 3 sizes agree on a "
-                           "plateau, so what large messages reach was not measured"),
-          "last_segment": ("last segment", "B = the fitted bandwidth of the last (asymptotic) segment")}
-
-
-def _rule_cell(f: dict[str, Any]) -> Cell:
-    text, title = _RULES.get(str(f.get("bandwidth_rule") or "last_segment"), (str(f.get("bandwidth_rule")), None))
-    return Cell(text, cls="bad" if f.get("bandwidth_rule") == "peak" else None, title=title)
-
-
-def _peak_cells(f: dict[str, Any]) -> list[Cell]:
+def _bandwidth_cells(f: dict[str, Any]) -> list[Cell]:
+    """Asymptotic B, its CI and its size; peak B, its CI and its size; the model's plateau."""
     plateau = f.get("plateau_from_bytes")
     n = f.get("plateau_n_sizes")
-    return [num_cell(f.get("peak_bandwidth_MBps")), Cell(fmt_bytes(f.get("peak_bytes"))),
+    return [Cell(_bw_text(f, f.get("asymptotic_bandwidth_MBps")), cls="num"),
+            _ci_cell(f, fmt_ci(f.get("asymptotic_bandwidth_ci_MBps"), unbounded="∞")),
+            Cell(fmt_bytes(f.get("asymptotic_bytes"))),
+            Cell(_bw_text(f, f.get("peak_bandwidth_MBps")), cls="num"),
+            _ci_cell(f, fmt_ci(f.get("peak_bandwidth_ci_MBps"), unbounded="∞")),
+            Cell(fmt_bytes(f.get("peak_bytes"))),
             Cell(f"from {fmt_bytes(plateau)} ({n} sizes)" if finite(plateau) and finite(n) else
                  f"from {fmt_bytes(plateau)}" if finite(plateau) else DASH)]
 
@@ -87,13 +81,13 @@ def _limit_cells(f: dict[str, Any], limits: PhysicalLimits | None, links: dict[s
         return []
     if is_inter_node(f):
         link = links.get(transport_class(f))
-        frac = link.fraction(f.get("bandwidth_MBps")) if link is not None else None
+        frac = link.fraction(f.get("asymptotic_bandwidth_MBps")) if link is not None else None
         if link is None or link.MBps is None:
             why = "; ".join(link.notes) if link is not None else "no link rate: no limits record or α-β fits name one"
             return [Cell("link rate unknown", title=why), Cell(DASH)]
         if frac is None:
             return [Cell(DASH, title="no finite B"), Cell(DASH)]
-        title = f"B / link rate {link.gbit_s:g} Gbit/s = {fmt_num(link.MBps)} MB/s ({link.detail})"
+        title = f"asymptotic B / link rate {link.gbit_s:g} Gbit/s = {fmt_num(link.MBps)} MB/s ({link.detail})"
         if frac > OVER_LINK:
             # No transfer beats its link: the ranks shared a machine (namespace "nodes") or took another link.
             title += ". Above the link rate: this traffic did not cross that link, or the rate is not the link's"
@@ -104,10 +98,8 @@ def _limit_cells(f: dict[str, Any], limits: PhysicalLimits | None, links: dict[s
     if limits is None:
         return [Cell(DASH, title="no measured copy bandwidth: the report was given no usable limits file"), Cell(DASH)]
     b_frac, b_level, p_frac, p_level = limit_cells(f, limits)
-    # B taken from the peak (no 3-size plateau) is an in-cache figure: not set against memory.
-    b_cell = (Cell(DASH, title="B is the in-cache peak (no plateau measured): see Peak % of cache copy")
-              if f.get("bandwidth_rule") == "peak"
-              else Cell(fmt_pct(b_frac), cls="num", title=f"B / {b_level} copy rate"))
+    b_cell = Cell(f"{fmt_pct(b_frac)} ({b_level})" if b_frac is not None else DASH, cls="num",
+                  title=f"asymptotic B / {b_level} copy rate: the level that holds the largest message")
     return [b_cell,
             Cell(f"{fmt_pct(p_frac)} ({p_level})" if p_frac is not None else DASH, cls="num",
                  title=f"peak / {p_level} copy rate: the smallest cache that holds the peak's message")]
@@ -132,7 +124,7 @@ def _fit_rows(fits: list[dict[str, Any]], zero: dict[tuple[Any, Any, Any], float
             zs = zero.get((f.get("label"), f.get("np"), f.get("benchmark")))
             z = num_cell(zs, title="median of the 0-byte rows in the summary" if zs is not None else None)
         if f.get("error") is not None:
-            span = 12 + show_method + (2 if limits is not None or any(links.values()) else 0)
+            span = 14 + show_method + (2 if limits is not None or any(links.values()) else 0)
             rows.append([*ident, Cell(f"not fitted: {f['error']}", cls="bad wrap", colspan=span), z])
             continue
         bp_text = ", ".join(fmt_bytes(b) for b in bps) or "none"
@@ -141,13 +133,11 @@ def _fit_rows(fits: list[dict[str, Any]], zero: dict[tuple[Any, Any, Any], float
         rows.append([
             *ident,
             _latency_cell(f), _ci_cell(f, fmt_ci(f.get("latency_ci_us"))),
-            Cell(_bw_text(f, f.get("bandwidth_MBps")), cls="num"),
-            _ci_cell(f, fmt_ci(f.get("bandwidth_ci_MBps"), unbounded="∞")), _rule_cell(f),
-            *_peak_cells(f), *_limit_cells(f, limits, links),
+            *_bandwidth_cells(f), *_limit_cells(f, limits, links),
             Cell(bp_text, title=", ".join(f"{int(b)} B" for b in bps) or None),
             cell(len(f.get("segments") or []) or 1), cell(f.get("n_sizes")),
             Cell(fmt_pct(max(res)) if res else DASH, cls="num"),
-            *([cell(f.get("ci_method"))] if show_method else []),
+            *([cell(interval_scope(f.get("ci_method"), f.get("n_launches")))] if show_method else []),
             z,
         ])
         for i, seg in enumerate(f.get("segments") or []):
@@ -190,20 +180,21 @@ def section_parameters(data: ReportData) -> Section:
     rows, seg_rows = _fit_rows(fits, _zero_byte_medians(data), show_alg, show_method, limits, links)
     id_cols = ["Benchmark", "Label", "np", *(["Algorithm"] if show_alg else [])]
     blocks += [
-        Text("Hockney model t(m) = λ + m/B per label and benchmark (λ in µs, B in MB/s = 10⁶ B/s) with the "
-             "fit's 95 % confidence intervals. For a piecewise fit, λ is the first (small-message) segment's and "
-             "B the last (asymptotic) segment's; every segment is listed below. On a curve that peaks in cache "
-             "(shared memory) B is what the largest messages reach: the median bandwidth of the plateau sizes "
-             "(\"plateau\", at least 3 sizes); when fewer than 3 sizes agree, B is the peak (\"peak\", marked): "
-             "the best size/time and its size. An interval marked unreliable reaches beyond ±25 % of its "
-             "estimate, misses it, or the fit has another warning (on hover); λ pinned on its lower bound is "
-             "\"not resolved\". ∞ = unbounded bandwidth (flat segment). t(0 B) is the 0-byte time, not part "
-             "of the fit."),
+        Text("Hockney model t(m) = λ + m/B per label and benchmark (λ in µs, bandwidths in MB/s = 10⁶ B/s) "
+             "with 95 % intervals (over launches where the CI method says so; see the glossary). λ is the first "
+             "(small-message) segment's; every segment is listed below. Two bandwidths, each with one fixed "
+             "definition: the asymptotic B, size/time at the largest size (the size shown), "
+             "and the peak B, the highest size/time (at the size shown). \"Model plateau\": where the model's "
+             "last segment sits on a memory-bound plateau. An interval marked unreliable reaches beyond ±25 % "
+             "of its estimate, misses it, or the fit has another warning (on hover); λ pinned on its lower "
+             "bound is \"not resolved\". ∞ = unbounded bandwidth (flat segment). t(0 B) is the 0-byte time, "
+             "not part of the fit."),
         *_limits_text(limits, links),
-        Table([*id_cols, "λ (µs)", "λ 95 % CI", "B (MB/s)", "B 95 % CI", "B from", "Peak (MB/s)", "Peak at", "Plateau",
-               *(["B % of limit", "Peak % of cache copy"] if limits is not None or any(links.values()) else []),
+        Table([*id_cols, "λ (µs)", "λ 95 % CI", "Asymptotic B (MB/s)", "Asymptotic B 95 % CI", "Asymptotic at",
+               "Peak B (MB/s)", "Peak B 95 % CI", "Peak at", "Model plateau",
+               *(["Asymptotic B % of copy", "Peak B % of copy"] if limits is not None or any(links.values()) else []),
                "Breakpoints", "Segments", "Sizes",
-               "max |rel err|", *(["CI method"] if show_method else []), "t(0 B) (µs)"], rows,
+               "max |rel err|", *(["Intervals"] if show_method else []), "t(0 B) (µs)"], rows,
               caption="Hockney parameters"),
     ]
     if seg_rows:
@@ -236,8 +227,9 @@ def _limits_text(limits: PhysicalLimits | None, links: dict[str, LinkLimit | Non
         rates = ", ".join(f"{level} {fmt_num(rate)}" for level, rate in limits.rates.items())
         tools = " and ".join(TOOL_NAMES.get(t, t) for t in limits.tools) or "likwid-bench"
         out.append(Text(f"Physical limits ({limits.source}, {tools} copy, one core, MB/s of bytes copied): "
-                        f"{rates}. Intra-node B is set against memory, the peak against the smallest cache that "
-                        "holds its message."))
+                        f"{rates}. Each intra-node bandwidth is set against the copy rate of the "
+                        "level that holds its messages: the asymptotic B the largest message's, the peak B the "
+                        "peak size's."))
     if limits.unavailable:
         out.append(Notice("No copy bandwidth for some nodes:", "info", limits.unavailable))
     return out
