@@ -3,7 +3,10 @@
  *
  * Global grid Gx x Gy x Gz interior points with a Dirichlet boundary layer around it,
  * decomposed over a non-periodic 3-D Cartesian grid px x py x pz (MPI_Dims_create or
- * --procdims). --mode weak: every rank owns L^3 points (G = p*L per axis);
+ * --procdims). --mode weak: every core owns L^3 points, so a configuration solves the grid
+ * pure MPI solves on its P*T cores (G = c*L per axis, c = MPI_Dims_create(P*T), the rank grid
+ * itself when T = 1): a rank of T threads owns T*L^3 points, and hybrid and pure MPI on the
+ * same cores do the same work;
  * --mode strong: the global grid is N^3 and axis a is split into N/p_a blocks, the
  * first N%p_a one point larger.
  *
@@ -50,8 +53,9 @@ static const char usage[] =
     "non-blocking point-to-point (subarray datatypes), residual by MPI_Allreduce each\n"
     "iteration, OpenMP threads inside each rank (MPI_THREAD_FUNNELED).\n\n"
     "Options:\n"
-    "  -m, --mode M         weak (L^3 points per rank) or strong (fixed N^3 grid) (default weak)\n"
-    "  -L, --L L            weak mode: points per rank per axis, L or Lx,Ly,Lz (default 32)\n"
+    "  -m, --mode M         weak (L^3 points per core: a rank of T threads owns T*L^3) or strong\n"
+    "                       (fixed N^3 grid) (default weak)\n"
+    "  -L, --L L            weak mode: points per core per axis, L or Lx,Ly,Lz (default 32)\n"
     "  -N, --N N            strong mode: global points per axis, N or Nx,Ny,Nz (default 128)\n"
     "  -p, --procdims a,b,c process grid (product = P) (default MPI_Dims_create)\n"
     "  -T, --threads T      OpenMP threads per rank (default $OMP_NUM_THREADS, else 1)\n"
@@ -274,9 +278,20 @@ int main(int argc, char **argv)
 
     grid_t d;
     memset(&d, 0, sizeof d);
+    /* Weak mode: the work is per core, not per rank. With T threads the global grid is the one
+     * P*T pure MPI ranks solve (their default grid times L), split over this run's rank grid
+     * like strong mode; pure MPI (T = 1) keeps its own grid, explicit ones included. */
+    int cores_dims[3] = {0, 0, 0};
+    if (threads > 1)
+        MPI_Dims_create(world_size * threads, 3, cores_dims);
+    else
+        memcpy(cores_dims, dims, sizeof cores_dims);
     for (int a = 0; a < 3; a++) {
         if (mode == MODE_WEAK) {
-            d.g[a] = dims[a] * L[a];
+            d.g[a] = cores_dims[a] * L[a];
+            if (d.g[a] < dims[a])
+                ku_usage_error(usage, "--L %d: the global grid has %d points on axis %d, fewer than its %d processes",
+                               L[a], d.g[a], a, dims[a]);
         } else {
             d.g[a] = N[a];
             if (N[a] < dims[a])
@@ -301,8 +316,10 @@ int main(int argc, char **argv)
 
     ku_header_begin("jacobi", argc, argv);
     ku_header_str("mode", mode_names[mode]);
-    if (mode == MODE_WEAK)
+    if (mode == MODE_WEAK) {
         ku_header_ints("L", L, 3);
+        ku_header_int("cores", (long)world_size * threads);
+    }
     else
         ku_header_ints("N", N, 3);
     ku_header_ints("global_dims", d.g, 3);
