@@ -36,6 +36,7 @@ from mpiatlas.programs.base import (
     tag_columns,
 )
 from mpiatlas.stacks import Stack, StackError
+from mpiatlas.programs.kernels.thread_quality import thread_quality
 
 # polars, the kernels' parser and the container layer are imported where they are used, so that
 # importing the program registry (every `mpiatlas` command does) does not load them.
@@ -347,8 +348,10 @@ class KernelProgram(Program):
             details = {"records": frame.height, "threads": spec["kernel"]["threads"],
                        "pinning": "likwid-pin, a cpu per thread"}
             return Checked(details, records_failure(frame, int(spec["cell"]["np"])), likwid_problems(frame, sets))
+        judged, why = thread_quality(frame, sets, int(spec["kernel"]["threads"]))
         details = {"records": frame.height, "threads": spec["kernel"]["threads"], "pinning": pinning,
-                   "threads_checked": threads_checked(frame, sets)}
+                   "threads_checked": threads_checked(frame, sets),
+                   **({"thread_quality": judged, "thread_quality_reason": why} if judged else {})}
         return Checked(details, records_failure(frame, int(spec["cell"]["np"])), thread_problems(frame, sets))
 
     def single_rank_transport(self, transport: dict[str, Any]) -> dict[str, Any]:
