@@ -14,6 +14,8 @@ The binary is the stack's host build (``results/<campaign>/kernels/<stack>/<kern
 is JSON lines: a cell whose launch succeeded is ``failed`` when a rank reports ``"valid": false``
 or a rank's records are missing; an OpenMP thread off its plan makes it ``invalid`` (a hybrid
 rank's thread i on the i-th cpu of its set, :data:`OMP_BINDING`, on one node or several), and under the likwid pinner (``campaign.pinner``) so does thread i off the i-th cpu of its rank's list.
+An unbound or migrated thread makes the launch ``perturbed``, no thread evidence ``unknown``
+(thread_quality).
 """
 
 from __future__ import annotations
