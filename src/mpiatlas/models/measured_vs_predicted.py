@@ -48,10 +48,12 @@ __all__ = [
     "POINT_COLUMNS",
     "SUMMARY_COLUMNS",
     "Comparison",
+    "OwnPlacements",
     "SeriesInputs",
     "campaign_comparison",
     "compare",
     "pick_size",
+    "series_placements",
 ]
 
 LATENCY_BYTES = 4
@@ -272,7 +274,7 @@ def _cell_topology(row: Mapping[str, Any], topologies: Mapping[str, Topology], s
     return fallback
 
 
-def _placements(cells: pl.DataFrame, topologies: Mapping[str, Topology], topo: Topology | None,
+def series_placements(cells: pl.DataFrame, topologies: Mapping[str, Topology], topo: Topology | None,
                 notes: dict[str, list[str]], records: Sequence[Mapping[str, Any]],
                 ) -> tuple[dict[str, Placement], dict[str, str], str | None]:  # fmt: skip
     """label -> its placements, every P its own (an :class:`OwnPlacements` of its largest P): each
@@ -347,7 +349,7 @@ def campaign_comparison(summary: pl.DataFrame, cells: pl.DataFrame | None, prove
     regions = region_inputs_from(cells.filter(pl.col("benchmark") == "PingPong"), provenance, hockney)
     if callable(topo):
         topo = topo() if regions.tables else None
-    places, kinds, why_unplaced = _placements(cells, topologies or {}, topo, notes, provenance)
+    places, kinds, why_unplaced = series_placements(cells, topologies or {}, topo, notes, provenance)
     measured_og = loggp_by_series(loggp_rows) if loggp_rows is not None else {}
     keep = []
     for (group, imb, stack, transport), g in coll.group_by(["group", "imb", "stack", "transport"], maintain_order=True):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mpiatlas.evidence import provenance
-from mpiatlas.node import topology
+from mpiatlas.node import link_rate, topology
 from mpiatlas.stats import quality
 from mpiatlas.programs.kernels.thread_quality import UNKNOWN
 from mpiatlas.matrix.layout import NODE_LOST, PROVENANCE, STATUS, STDERR, STDOUT
@@ -146,6 +146,7 @@ def open_cell(spec: CellSpec, out: Path) -> tuple[Path, Provenance]:
                         cpu_model=host["cpu_model"], kernel=host["kernel"], python=host["python"],
                         mpiatlas_version=host["mpiatlas_version"], stack_kind=spec["stack"]["kind"],
                         scheduler=job["scheduler"], slurm_job_id=job["slurm_job_id"], slurm=job["slurm"])
+    record.nics = link_rate.node_nics()
     if stale:
         record.removed_stale_attempts = stale
     _catch_stop_signals()
