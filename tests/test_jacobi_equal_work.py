@@ -5,6 +5,7 @@ the kernel (tests/data/kernels)."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import yaml
 from conftest import REPO
 from mpiatlas.matrix.config import validate
 from mpiatlas.matrix.kernel_sweeps import dims_create, jacobi_variants
-from mpiatlas.models.kernels import fit_jacobi
+from mpiatlas.models.kernels import fit_jacobi, fit_kernels
 from mpiatlas.parsers.kernels import parse_kernel_file
 from mpiatlas.programs import cells_of_kind
 from mpiatlas.programs.kernels.jacobi import grid_points
@@ -91,3 +92,32 @@ def test_unequal_work_gets_no_ratio() -> None:
     (row,) = fit["hybrid_vs_pure"]
     assert not row["equal_work"] and row["iteration_ratio"] is None
     assert row["hybrid_global_dims"] == [24, 24, 24] and row["pure_global_dims"] == [48, 24, 24]
+
+
+def test_communication_share_per_configuration_in_the_report(tmp_path: Path) -> None:
+    from mpiatlas import report
+
+    hybrid = recorded("jacobi_openmpi_np1_t2_weak.txt", "kernel/openmpi/ob1-vader/core/np1/jacobi/weak-L24-t2/rep0",
+                      "weak-L24-t2")
+    pure = recorded("jacobi_openmpi_np2_weak.txt", "kernel/openmpi/ob1-vader/core/np2/jacobi/weak-L24-t1/rep0",
+                    "weak-L24-t1")
+    table = pl.concat([hybrid, pure], how="diagonal_relaxed")
+    (fit,) = fit_jacobi(table, None)
+    points = {(p["np"], p["threads"]): p for p in fit["points"]}
+    # halo and Allreduce: means over ranks; the iteration: the slowest rank's (one repetition each)
+    two = points[(2, 1)]
+    assert two["halo_share"] == pytest.approx(pure["halo_us"].mean() / pure["iteration_us"].max(), rel=1e-9)
+    assert two["allreduce_share"] == pytest.approx(pure["allreduce_us"].mean() / pure["iteration_us"].max(),
+                                                   rel=1e-9)
+    assert points[(1, 2)]["compute_share"] == pytest.approx(
+        hybrid["compute_us"][0] / hybrid["iteration_us"][0], rel=1e-9)
+    tidy, fits = tmp_path / "tidy", tmp_path / "fits"
+    tidy.mkdir()
+    fits.mkdir()
+    table.drop("residuals").write_parquet(tidy / "kernel_jacobi.parquet")
+    (fits / "kernels.json").write_text(json.dumps(fit_kernels({"jacobi": table}, None), allow_nan=False))
+    html = report.build_report(tidy, fits, tmp_path / "report.html").read_text()
+    section = html[html.index('<section id="kernel-jacobi">'):]
+    section = section[:section.index("</section>")]
+    assert "Communication share per configuration" in section and "48×24×24" in section
+    assert "Equal work" in section

@@ -102,8 +102,18 @@ def point_rows(cells: pl.DataFrame) -> list[dict[str, Any]]:
         row["halo_reps_us"] = [json_num(v) for v in r["halo_reps_us"]]
         row["cores"] = r["np"] * r["threads"]
         row["rel_err"] = relative_error(r["halo_predicted_us"], r["halo_measured_us"]) if r["k"] else None
+        row.update(comm_shares(row))
         rows.append(row)
     return rows
+
+
+def comm_shares(row: dict[str, Any]) -> dict[str, float | None]:
+    """The shares of an iteration (medians over repetitions, mean over ranks) spent in the halo
+    exchange, the residual Allreduce and the sweep: where a configuration's time goes."""
+    total = row.get("iteration_us")
+    parts = {"halo_share": row.get("halo_mean_us"), "allreduce_share": row.get("allreduce_us"),
+             "compute_share": row.get("compute_us")}
+    return {k: (json_num(v / total) if v is not None and total else None) for k, v in parts.items()}
 
 
 def add_scaling(rows: list[dict[str, Any]]) -> None:
