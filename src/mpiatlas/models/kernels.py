@@ -350,6 +350,19 @@ def _gather_order(df: pl.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
+def phases_by_rank(df: pl.DataFrame) -> list[dict[str, Any]]:
+    """Per P, every rank's scatter, compute and gather time and their total (medians over repetitions):
+    where each rank spends the matrix sum, the per-rank table of the study."""
+    phases = [c for c in ("scatter_us", "compute_us", "gather_us", "total_us") if c in df.columns]
+    if not phases:
+        return []
+    per_rank = (df.group_by(["np", "rank"]).agg(pl.len().alias("n_reps"), *(pl.col(c).median() for c in phases))
+                .sort(["np", "rank"]))
+    return [{"np": int(np_), "ranks": [{k: (json_num(v) if isinstance(v, float) else v) for k, v in r.items()
+                                        if k != "np"} for r in grp.iter_rows(named=True)]}
+            for (np_,), grp in per_rank.group_by(["np"], maintain_order=True)]
+
+
 def amdahl_rows(df: pl.DataFrame) -> pl.DataFrame:
     """The rows one Amdahl series each per dims, topo and dist: the stack's own (MPI_Dims_create)
     grids only. An explicit grid runs at one P (kernel_grids compares those), and where it ran
@@ -389,7 +402,8 @@ def fit_matsum(df: pl.DataFrame | None, *, seed: int = 0) -> list[dict[str, Any]
         cores = np.full_like(np_, float(node_cores))
         t = pts["measured_us"].to_numpy().astype(float)
         raw = df.filter(pl.all_horizontal(pl.col(k) == v for k, v in head.items()))
-        base = {**head, "model": MATSUM_FORMULA, "cores": node_cores, "gather_order": _gather_order(raw)}
+        base = {**head, "model": MATSUM_FORMULA, "cores": node_cores, "gather_order": _gather_order(raw),
+                "phases_by_rank": phases_by_rank(raw)}
         if np.unique(np.stack([np.minimum(np_, cores), np.ceil(np.log2(np_))], axis=1), axis=0).shape[0] < 3:
             out.append({**base, "error": f"need 3 process counts that separate s, p/min(P, cores) and ⌈log2 P⌉; "
                                          f"have P = {sorted(map(int, np_))} on {node_cores} cores"})
