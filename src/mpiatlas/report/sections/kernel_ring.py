@@ -61,6 +61,14 @@ def section_kernel_ring(data: ReportData) -> Section | None:
             blocks.append(ChartBlock(chart_spec(measured_vs_model(
                 pts, "np", "processes P", "measured_us", "predicted_us", "time per full exchange (µs)",
                 "Ring: measured (marks) and model (dashed) vs P", boundaries=boundary_rows(good)))))
+            # T/P: the time of one shift (a full exchange is P of them), the ring study's per-step view; flat
+            # in P where every step costs the same, rising where steps reach a slower region.
+            per_step = pts.with_columns((pl.col("measured_us") / pl.col("np")).alias("measured_per_p_us"),
+                                        (pl.col("predicted_us") / pl.col("np")).alias("predicted_per_p_us"))
+            blocks.append(ChartBlock(chart_spec(measured_vs_model(
+                per_step, "np", "processes P", "measured_per_p_us", "predicted_per_p_us",
+                "T/P: time per shift (µs)", "Ring: T/P, measured (marks) and model (dashed) vs P",
+                boundaries=boundary_rows(good)))))
             regional = any(p.get("region_predicted_us") is not None for f in good for p in f.get("points", []))
             region_head = ["Region model (µs)", "Region error", "Boundary hops", "Slowest hop"] if regional else []
             blocks.append(Details("Ring residuals", [Table(
