@@ -155,6 +155,34 @@ def _ring_self_fit(points: pl.DataFrame, rng: np.random.Generator) -> dict[str, 
     }
 
 
+# Message-size ranges of the per-range ring λ table: eager small messages, the medium sizes up to a
+# typical eager/rendezvous switch, and the large ones (lower bound inclusive, upper exclusive).
+RING_RANGES: tuple[tuple[int, int | None, str], ...] = (
+    (0, 1024, "< 1 KiB"), (1024, 65536, "1 KiB – 64 KiB"), (65536, None, "≥ 64 KiB"))
+
+
+def ring_range_fits(points: pl.DataFrame) -> list[dict[str, Any]]:
+    """λ and B per message-size range from the ring alone: T_nonblocking/(P·m) = λ + s/B fitted
+    (:func:`fit_latency_bandwidth`) over the range's nonblocking points with P ≤ cores (all of them
+    when every one is oversubscribed); a range of one size gives its per-message time as λ and no B."""
+    nb = points.filter((pl.col("variant") == "nonblocking") & ~pl.col("oversubscribed").fill_null(False))
+    if nb.height == 0:
+        nb = points.filter(pl.col("variant") == "nonblocking")
+    out = []
+    for low, high, name in RING_RANGES:
+        part = nb.filter((pl.col("bytes") >= low) & (pl.col("bytes") < high if high is not None else pl.lit(True)))
+        if part.height == 0:
+            continue
+        sizes = part["bytes"].to_numpy().astype(float)
+        per_message = part["measured_us"].to_numpy() / (part["np"] * part["streams"]).to_numpy().astype(float)
+        lam, g = fit_latency_bandwidth(sizes, per_message)
+        several = np.unique(sizes).size > 1
+        out.append({"range": name, "sizes": sorted({int(b) for b in sizes}), "np": sorted(set(part["np"].to_list())),
+                    "n_points": part.height, "latency_us": json_num(lam),
+                    "bandwidth_MBps": json_num(1.0 / g) if several and g > 0 else None})
+    return out
+
+
 def fit_ring(df: pl.DataFrame | None, hockney: Sequence[dict[str, Any]] | None, *,
              seed: int = 0, regions: RegionInputs | None = None) -> list[dict[str, Any]]:
     """One fit per stack/transport/mapping; with ``regions`` every point also carries the
@@ -225,6 +253,7 @@ def fit_ring(df: pl.DataFrame | None, hockney: Sequence[dict[str, Any]] | None, 
             "ring_latency_ci_us": ring_fit["latency_ci_us"] if ring_fit else [None, None],
             "ring_bandwidth_MBps": json_num(ring_fit["bandwidth_MBps"]) if ring_fit else None,
             "ring_fit_points": ring_fit["n_points"] if ring_fit else 0,
+            "ring_ranges": ring_range_fits(points),
             "ring_vs_pingpong_latency": json_num(ratio),
             "nonblocking_points_within_25pct": sum(1 for p in nb_small if p["rel_err"] is not None
                                                    and abs(p["rel_err"]) <= 0.25),

@@ -40,6 +40,17 @@ def section_kernel_ring(data: ReportData) -> Section | None:
               cell(f.get("nonblocking_points_within_25pct"))] for f in good],
             caption="Ring-implied λ: T_nonblocking/(P·m) = λ + s/B fitted over the cells with P ≤ cores.",
         ))
+        ranges = [(f, r) for f in good for r in f.get("ring_ranges", [])]
+        if ranges:
+            blocks.append(Heading("λ and B per message-size range, from the ring alone"))
+            blocks.append(Table(
+                ["Stack / transport / mapping", "range", "sizes", "P", "points", "λ (µs)", "B (MB/s)"],
+                [[cell(f["label"]), cell(r["range"]), Cell(", ".join(fmt_bytes(b) for b in r["sizes"])),
+                  cell(", ".join(map(str, r["np"]))), cell(r["n_points"]), Cell(fmt_num(r["latency_us"]), cls="num"),
+                  Cell(fmt_num(r["bandwidth_MBps"], 0) if r.get("bandwidth_MBps") else DASH, cls="num")]
+                 for f, r in ranges],
+                caption="T_nonblocking/(P·m) = λ + s/B fitted within each range (P ≤ cores; no PingPong used); a "
+                        "range of one size has its per-message time as λ and no B."))
         notes = [f"{f['label']}: {f['lambda_note']}" for f in good if f.get("lambda_source") == "ring"]
         if notes:
             blocks.append(Notice("λ taken from the ring itself (no PingPong for these):", "warn", notes))
