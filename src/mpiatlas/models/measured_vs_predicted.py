@@ -22,7 +22,8 @@ The error at one P is ``(predicted − measured) / measured`` (:mod:`.prediction
 :func:`campaign_comparison` builds its inputs from a campaign's tidy tables: the summary's
 collectives, the PingPong Hockney fits per region (:func:`.ring_regions.region_inputs_from`, the
 ring model's tables) and each P's placement from its own cell: each rank's recorded host and cpus
-(the binding the launch reported, else the planned pins) on the topology its node recorded
+(the binding the launch reported, else the planned pins; ranks sharing one cpu set spread over it) on
+the topology its node recorded
 (``topologies.json``; this machine's only when the cells ran on it). Whatever is not predicted is
 a note saying why, once per reason.
 """
@@ -261,6 +262,24 @@ def _rank_pins(row: Mapping[str, Any]) -> list[Any]:
     return list(pins)
 
 
+def _spread_shared_sets(pins: list[Any], hosts: Sequence[str] | None) -> list[Any]:
+    """Ranks given one cpu set together (more ranks than a shared machine has cores: every rank may
+    use every core) each priced on its own cpu of the set, in rank order per host: the kernel
+    spreads busy ranks over the set's cpus, it does not stack them on its first one."""
+    seen: dict[tuple[str, tuple[int, ...]], int] = {}
+    out: list[Any] = []
+    for rank, pin in enumerate(pins):
+        if not isinstance(pin, (list, tuple)) or len(pin) < 2:
+            out.append(pin)
+            continue
+        cpus = tuple(sorted(int(c) for c in pin))
+        key = (hosts[rank] if hosts and rank < len(hosts) else "", cpus)
+        index = seen.get(key, 0)
+        seen[key] = index + 1
+        out.append([cpus[index % len(cpus)]])
+    return out
+
+
 def _cell_topology(row: Mapping[str, Any], topologies: Mapping[str, Topology], summary_of: Mapping[str, Any],
                    fallback: Topology | None) -> Topology | None:  # fmt: skip
     """The topology the cell's nodes recorded (rank 0's host, else the cell's own host, in
@@ -301,7 +320,7 @@ def series_placements(cells: pl.DataFrame, topologies: Mapping[str, Topology], t
         hosts = rank_order(json.loads(row["hosts"])) if row.get("hosts") else None
         try:
             own.setdefault(label, {})[np] = cell_placement(
-                node, _rank_pins(row), nodes=int(row.get("nodes") or 1), hosts=hosts,
+                node, _spread_shared_sets(_rank_pins(row), hosts), nodes=int(row.get("nodes") or 1), hosts=hosts,
                 placement=row.get("placement"), fills=fills_nodes(row["mapping"], int(row.get("nodes") or 1)))
         except ValueError as exc:
             notes.setdefault(NO_PLACEMENT, []).append(f"{label} {row['benchmark']} P={np} ({exc})")
