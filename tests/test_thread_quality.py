@@ -62,3 +62,18 @@ def test_the_kernel_check_and_the_sealed_quality_carry_the_verdict() -> None:
     unknown = launch_quality({"perturbation": {}}, None, False, (UNKNOWN, NO_EVIDENCE))
     assert unknown == {"quality": "unknown", "quality_reason": NO_EVIDENCE}
     assert launch_quality({"perturbation": {}}, None, False, (None, None)) == {}
+
+
+def test_the_report_says_which_launches_are_of_unknown_quality() -> None:
+    import polars as pl
+
+    from mpiatlas.report.blocks import Notice
+    from mpiatlas.report.sections.cell_table import unknown_quality_blocks
+
+    cells = pl.DataFrame({"cell": ["kernel/intelmpi/shm/core/np2/jacobi/strong-N16-t2/rep0",
+                                   "kernel/intelmpi/shm/core/np2/jacobi/strong-N16-t1/rep0"],
+                          "quality": [UNKNOWN, "ok"], "quality_reason": [NO_EVIDENCE, None]})
+    (notice,) = unknown_quality_blocks(cells)
+    assert isinstance(notice, Notice) and notice.text.startswith("1 launch(es) of quality unknown")
+    assert notice.items == [NO_EVIDENCE]
+    assert unknown_quality_blocks(cells.filter(pl.col("quality") == "ok")) == []
