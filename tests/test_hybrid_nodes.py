@@ -199,12 +199,18 @@ def test_hybrid_cells_the_declared_nodes_cannot_hold_are_not_planned_and_noted_o
     hybrid = sorted((c.placement, c.np, c.threads) for c in programs.expand(config) if c.threads > 1)
     # core-n2 holds one 2-thread rank a node (np <= 2); node2 one per node; no 4-thread rank fits a node.
     assert hybrid == [("core-n2", 1, 2), ("core-n2", 2, 2), ("node2", 2, 2)]
+    # The 1 x 2 and 1 x 4 hybrids have no `node` cell over 2 nodes (a rank for each node): said, not dropped.
     assert unplanned_notes(config) == [{
+        "what": "cells of a mapping at a process count it cannot place", "cells": 2,
+        "why": "mapping 'node' over 2 nodes needs a rank on each node: P = 1 < 2"}, {
         "what": "hybrid cells over nodes of core:2 pu:1", "cells": 7,
         "why": "a rank of 4 threads needs 4 cores; a node has 2; 4 ranks x 2 threads do not fit 2 nodes x 2 cores "
                "(1 such ranks per node; a cell filling nodes is never oversubscribed); 2 ranks x 2 threads per node "
                "> 2 cores and oversubscription is off"}]
-    # Without a declared topology every cell is planned: the runner refuses what its node cannot hold.
+    # Without a declared topology every cell that has a rank for each node is planned: the runner refuses
+    # what its node cannot hold.
     plain = _topology_config()
-    assert len([c for c in programs.expand(plain) if c.threads > 1]) == 10 and unplanned_notes(plain) == []
+    assert len([c for c in programs.expand(plain) if c.threads > 1]) == 10
+    assert [n["why"] for n in unplanned_notes(plain)] == ["mapping 'node' over 2 nodes needs a rank on each node: "
+                                                          "P = 1 < 2"]
     assert hybrid_fit_problem("node", 2, 4, 2, 8, False) is None

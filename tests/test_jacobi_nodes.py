@@ -18,6 +18,7 @@ from mpiatlas.report.sections.kernel_jacobi_nodes import HEADING, not_run_line, 
 
 L = 16
 FACE = L * L * 8  # bytes of one face of a weak L=16 rank
+GLOBAL = {2: [2 * L, L, L], 4: [2 * L, 2 * L, L]}  # weak mode: the cores' grid, whatever the shape
 
 
 def _rows(nodes: int, np_: int, threads: int, faces: list[int], rep: int, scale: float) -> list[dict]:
@@ -28,6 +29,7 @@ def _rows(nodes: int, np_: int, threads: int, faces: list[int], rep: int, scale:
     return [{"cell": cell, "label": f"i/ofi-tcp/{placement}", "stack": "i", "transport": "ofi-tcp",
              "mapping": "core" if nodes == 1 else "node", "nodes": nodes, "np": np_, "cell_threads": threads,
              "rep": rep, "rank": r, "host": f"n{r % nodes}", "oversubscribed": False, "cell_status": "ok", "mode": "weak", "L": [L, L, L],
+             "global_dims": GLOBAL[np_ * threads],
              "bytes_sent": faces[r] * FACE, "messages": faces[r], "halo_us": (r + 1) * scale,
              "allreduce_us": (r + 2) * scale, "iteration_us": 100.0 * scale}
             for r in range(np_)]
@@ -76,6 +78,17 @@ def test_explicit_grids_stay_out_of_the_study() -> None:
                              "iteration_us": 1e6} for r in _rows(2, 4, 1, [1, 2, 2, 1], 0, 1.0)])
     study = hybrid_over_nodes(pl.concat([table, gridded], how="diagonal_relaxed"))
     assert [r["pure_iteration_us"]["median"] for r in study] == pytest.approx([110.0, 220.0])
+
+
+def test_unequal_global_grids_get_no_ratio() -> None:
+    # A hybrid record from before weak mode gave each core L³ points: half the pure launch's grid.
+    table = _table().with_columns(
+        pl.when(pl.col("cell_threads") > 1).then(pl.lit([L, L, L])).otherwise(pl.col("global_dims"))
+        .alias("global_dims"))
+    for row in hybrid_over_nodes(table):
+        assert not row["equal_work"] and row["hybrid_global_dims"] == [L, L, L]
+        assert row["iteration_ratio"]["ratio"] is None and row["bytes_ratio"] is None
+    assert all(r["equal_work"] for r in hybrid_over_nodes(_table()))
 
 
 def test_ratio_ci_resamples_repetitions() -> None:

@@ -424,6 +424,9 @@ def test_report_shows_each_kernel_with_its_model(tmp_path: Path, few_bootstraps:
     assert "ring-implied vs PingPong" in html and "Where the model fails" in html
     assert "oversubscribed (ranks × threads &gt; cores)" in html  # P=5, 6 rings on 4 cores are marked
     assert "binomial-tree signature" in html and "Pure MPI vs hybrid" in html
+    # the ring's T/P chart (time per shift), the matrix sum's phases per rank, the Jacobi communication shares
+    assert "Ring: T/P, measured (marks) and model (dashed) vs P" in html
+    assert "Phases per rank: scatter, compute, gather" in html and "Communication share per configuration" in html
     # kernel sections come before the cell list
     assert html.index('id="kernel-jacobi"') < html.index('id="cells"')
     # without kernel data the sections are left out

@@ -172,3 +172,22 @@ def test_this_machines_links_read_without_error() -> None:
     assert chosen["interface"] == default
     if default is not None:
         assert chosen["gbit_s"] is not None or chosen["note"].startswith(default)
+
+
+def test_the_nodes_nics_name_rate_and_link_layer(node: dict[str, Path]) -> None:
+    """What a cell's provenance records of its node's NICs (issue #34): each interface's rate and link
+    layer, the RDMA port behind it, and an IB port behind no interface as an entry of its own."""
+    (node["sys_net"] / "eth0" / "type").write_text("1\n")
+    _ib_port(node["sys_ib"], "mlx4_0", 1, "40 Gb/sec (4X QDR)")  # no IPoIB interface over it
+    nics = {n["name"]: n for n in link_rate.node_nics(node["sys_net"], node["sys_ib"])}
+    assert "lo" not in nics
+    assert (nics["eth0"]["speed_mbit_s"], nics["eth0"]["link_layer"], nics["eth0"]["rdma_ports"]) == (
+        25000, "Ethernet", [])
+    assert nics["eth1"]["speed_mbit_s"] is None  # a VM's -1
+    ib0 = nics["ib0"]
+    assert ib0["link_layer"] == "InfiniBand" and ib0["rdma_ports"] == [
+        {"id": "mlx5_0/1", "rate": "100 Gb/sec (4X EDR)", "data_gbit_s": 100.0, "link_layer": "InfiniBand",
+         "state": "4: ACTIVE"}]
+    assert nics["ens2f0"]["link_layer"] == "Ethernet" and nics["ens2f0"]["rdma_ports"][0]["id"] == "mlx5_1/1"
+    qdr = nics["mlx4_0/1"]
+    assert qdr["kind"] == "rdma" and qdr["rdma_ports"][0]["data_gbit_s"] == pytest.approx(32.0)

@@ -103,9 +103,10 @@ def test_spread_mappings_over_nodes_plan_every_p_once_per_placement() -> None:
     assert sorted(groups) == ["kernel_intelmpi_np4_t1_nodes2_excl_0", "kernel_intelmpi_np4_t1_nodes2_excl_fill_0"]
     one = ids["kernel/intelmpi/ofi-tcp/core-n2/np1/ring/nonblocking/placement=block/rep0"]
     assert resources.group_resources(config, [one])["tasks"] == 2
-    # The `node` mapping keeps its even splits (np 2 and 4 over 2 nodes), its segment and ppn.
+    # The `node` mapping places every P with a rank for each node, round-robin (3 over 2: 2 + 1, ppn the
+    # most a node holds), with its own segment.
     node = sorted((c.np, c.ppn) for c in ids.values() if c.mapping == "node" and c.distribution != "block")
-    assert node == [(2, 1), (4, 2)]
+    assert node == [(2, 1), (3, 2), (4, 2), (5, 3)]
     # A missing cell's row: ranks per node unknown for a cell filling nodes.
     row = missing_row(cell.id)
     assert (row["mapping"], row["nodes"], row["ppn"], row["placement"]) == ("core", 2, None, "block")

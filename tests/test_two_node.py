@@ -65,12 +65,13 @@ def two_node_config(**top: object) -> dict:
 # -- everywhere ------------------------------------------------------------------------------
 
 
-def test_node_mapping_gives_one_cell_per_node_count_that_splits_the_ranks() -> None:
+def test_node_mapping_gives_one_cell_per_node_count_with_a_rank_on_each() -> None:
     cells = {c.id: c for c in programs.cells_of_kind(two_node_config(), "imb") if c.transport == "ofi-tcp"}
     node_cells = sorted((c.benchmark, c.np, c.nodes, c.ppn) for c in cells.values() if c.mapping == "node")
-    # PingPong: 2 ranks over 2 nodes; Alltoall: every np >= m that m divides (np 1 has no node cell).
-    assert node_cells == [("Alltoall", 2, 2, 1), ("Alltoall", 4, 2, 2), ("Alltoall", 6, 2, 3),
-                          ("Alltoall", 6, 3, 2), ("PingPong", 2, 2, 1)]
+    # PingPong: 2 ranks over 2 nodes; Alltoall: every np >= m, round-robin (4 over 3: 2 + 1 + 1, ppn the
+    # most a node holds; np 1 has no node cell).
+    assert node_cells == [("Alltoall", 2, 2, 1), ("Alltoall", 4, 2, 2), ("Alltoall", 4, 3, 2),
+                          ("Alltoall", 6, 2, 3), ("Alltoall", 6, 3, 2), ("PingPong", 2, 2, 1)]
     cell = cells["imb/intelmpi/ofi-tcp/node3/np6/Alltoall/default/rep0"]
     assert (cell.mapping, cell.nodes, cell.ppn, cell.label) == ("node", 3, 2, "intelmpi/ofi-tcp/node3")
     assert resources.slurm_extra(two_node_config(), cell) == "--ntasks-per-node=2 --exclusive"
@@ -180,8 +181,10 @@ def test_kernel_cells_over_nodes_are_named_and_allocated_like_imb_cells() -> Non
     cells = {c.id: c for c in programs.cells_of_kind(config, "kernel")}
     node = sorted((c.kernel, c.np, c.nodes, c.ppn) for c in cells.values()
                   if c.mapping == "node" and c.transport == "ob1-tcp" and c.rep == 0)
-    # As for IMB: one cell per m in `nodes` that splits np (coll np 1 and np 2 over 3 have none).
-    assert node == [("coll", 2, 2, 1), ("coll", 4, 2, 2), ("jacobi", 2, 2, 1), ("jacobi", 2, 2, 1),
+    # As for IMB: one cell per m in `nodes` with a rank for each node (coll np 1 and np 2 over 3 have
+    # none; np 4 over 3 is 2 + 1 + 1).
+    assert node == [("coll", 2, 2, 1), ("coll", 4, 2, 2), ("coll", 4, 3, 2), ("jacobi", 2, 2, 1),
+                    ("jacobi", 2, 2, 1),
                     ("pingpong", 2, 2, 1)]
     pp = cells["kernel/openmpi/ob1-tcp/node2/np2/pingpong/m0-4/rep0"]
     assert (pp.placement, pp.label, pp.nodes) == ("node2", "openmpi/ob1-tcp/node2", 2)

@@ -3,7 +3,10 @@
  *
  * Global grid Gx x Gy x Gz interior points with a Dirichlet boundary layer around it,
  * decomposed over a non-periodic 3-D Cartesian grid px x py x pz (MPI_Dims_create or
- * --procdims). --mode weak: every rank owns L^3 points (G = p*L per axis);
+ * --procdims). --mode weak: every core owns L^3 points, so a configuration solves the grid
+ * pure MPI solves on its P*T cores (G = c*L per axis, c = MPI_Dims_create(P*T), the rank grid
+ * itself when T = 1): a rank of T threads owns T*L^3 points, and hybrid and pure MPI on the
+ * same cores do the same work;
  * --mode strong: the global grid is N^3 and axis a is split into N/p_a blocks, the
  * first N%p_a one point larger.
  *
@@ -50,8 +53,9 @@ static const char usage[] =
     "non-blocking point-to-point (subarray datatypes), residual by MPI_Allreduce each\n"
     "iteration, OpenMP threads inside each rank (MPI_THREAD_FUNNELED).\n\n"
     "Options:\n"
-    "  -m, --mode M         weak (L^3 points per rank) or strong (fixed N^3 grid) (default weak)\n"
-    "  -L, --L L            weak mode: points per rank per axis, L or Lx,Ly,Lz (default 32)\n"
+    "  -m, --mode M         weak (L^3 points per core: a rank of T threads owns T*L^3) or strong\n"
+    "                       (fixed N^3 grid) (default weak)\n"
+    "  -L, --L L            weak mode: points per core per axis, L or Lx,Ly,Lz (default 32)\n"
     "  -N, --N N            strong mode: global points per axis, N or Nx,Ny,Nz (default 128)\n"
     "  -p, --procdims a,b,c process grid (product = P) (default MPI_Dims_create)\n"
     "  -T, --threads T      OpenMP threads per rank (default $OMP_NUM_THREADS, else 1)\n"
@@ -61,7 +65,8 @@ static const char usage[] =
     KU_COMMON_USAGE
     "Defaults: --iterations 100 --warmup 5. Times: mean per iteration, us.\n"
     "Output: '#' header on rank 0, then one JSON object per rank with keys kernel, rank,\n"
-    "size, host, cpu, mode, threads, thread_cpus, thread_level, procdims, coords, local_dims,\n"
+    "size, host, cpu, mode, threads, thread_cpus (after the timed sweeps), thread_cpus_start (before),\n"
+    "thread_mask_cpus (cpus in each thread's affinity mask, the widest seen), thread_mask_first, thread_level, procdims, coords, local_dims,\n"
     "local_offset, global_dims, local_points, neighbours, iterations, compute_us, halo_us,\n"
     "allreduce_us, iteration_us, bytes_sent, messages, mlups_rank, mlups_total, residuals,\n"
     "residual_last, check_iterations, max_rel_diff, valid.\n";
@@ -103,6 +108,35 @@ static void grid_init(grid_t *d)
                 const size_t p = (size_t)i * d->sx + (size_t)j * d->sy + (size_t)k;
                 d->u[p] = d->un[p] = outside ? boundary_value(d->g, gi, gj, gk) : initial_value(gi, gj, gk);
             }
+}
+
+/* Where each OpenMP thread of this rank runs: its cpu now (sched_getcpu) and, from its own
+ * affinity mask, how many cpus it may run on and the lowest of them. A thread bound by
+ * OMP_PLACES=threads has a mask of one cpu; more is an unbound thread the OS may move. */
+static void sample_threads(int nthreads, int *cpu, int *mask_count, int *mask_first)
+{
+    for (int t = 0; t < nthreads; t++)
+        cpu[t] = mask_count[t] = mask_first[t] = -1;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nthreads)
+#endif
+    {
+#ifdef _OPENMP
+        const int t = omp_get_thread_num();
+#else
+        const int t = 0;
+#endif
+        cpu_set_t mask;
+        cpu[t] = sched_getcpu();
+        if (sched_getaffinity(0, sizeof mask, &mask) == 0) {
+            mask_count[t] = CPU_COUNT(&mask);
+            for (int c = 0; c < CPU_SETSIZE; c++)
+                if (CPU_ISSET(c, &mask)) {
+                    mask_first[t] = c;
+                    break;
+                }
+        }
+    }
 }
 
 /* One sweep u -> un over the interior; returns the local sum of squared updates. */
@@ -274,9 +308,20 @@ int main(int argc, char **argv)
 
     grid_t d;
     memset(&d, 0, sizeof d);
+    /* Weak mode: the work is per core, not per rank. With T threads the global grid is the one
+     * P*T pure MPI ranks solve (their default grid times L), split over this run's rank grid
+     * like strong mode; pure MPI (T = 1) keeps its own grid, explicit ones included. */
+    int cores_dims[3] = {0, 0, 0};
+    if (threads > 1)
+        MPI_Dims_create(world_size * threads, 3, cores_dims);
+    else
+        memcpy(cores_dims, dims, sizeof cores_dims);
     for (int a = 0; a < 3; a++) {
         if (mode == MODE_WEAK) {
-            d.g[a] = dims[a] * L[a];
+            d.g[a] = cores_dims[a] * L[a];
+            if (d.g[a] < dims[a])
+                ku_usage_error(usage, "--L %d: the global grid has %d points on axis %d, fewer than its %d processes",
+                               L[a], d.g[a], a, dims[a]);
         } else {
             d.g[a] = N[a];
             if (N[a] < dims[a])
@@ -301,8 +346,10 @@ int main(int argc, char **argv)
 
     ku_header_begin("jacobi", argc, argv);
     ku_header_str("mode", mode_names[mode]);
-    if (mode == MODE_WEAK)
+    if (mode == MODE_WEAK) {
         ku_header_ints("L", L, 3);
+        ku_header_int("cores", (long)world_size * threads);
+    }
     else
         ku_header_ints("N", N, 3);
     ku_header_ints("global_dims", d.g, 3);
@@ -345,6 +392,12 @@ int main(int argc, char **argv)
         }
     }
 
+    /* The threads' places before the timed sweeps; sampled again after them (a thread that moved
+     * between the two migrated while it was timed). */
+    int *thread_cpus_start = ku_malloc(sizeof(int) * (size_t)threads);
+    int *thread_mask_counts = ku_malloc(sizeof(int) * (size_t)threads);
+    int *thread_mask_first = ku_malloc(sizeof(int) * (size_t)threads);
+    sample_threads(threads, thread_cpus_start, thread_mask_counts, thread_mask_first);
     double *partial = ku_malloc(sizeof(double) * (size_t)threads);
     double *residuals = ku_malloc(sizeof(double) * (size_t)(nres > 0 ? nres : 1));
     double t_halo = 0.0, t_compute = 0.0, t_allreduce = 0.0, t_loop = 0.0, residual = 0.0;
@@ -422,20 +475,21 @@ int main(int argc, char **argv)
         MPI_Bcast(check_result, 2, MPI_DOUBLE, 0, cart);
 
     int *thread_cpus = ku_malloc(sizeof(int) * (size_t)threads);
-    for (int t = 0; t < threads; t++)
-        thread_cpus[t] = -1;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(threads)
-    thread_cpus[omp_get_thread_num()] = sched_getcpu();
-#else
-    thread_cpus[0] = sched_getcpu();
-#endif
+    int *end_mask_counts = ku_malloc(sizeof(int) * (size_t)threads);
+    int *end_mask_first = ku_malloc(sizeof(int) * (size_t)threads);
+    sample_threads(threads, thread_cpus, end_mask_counts, end_mask_first);
+    for (int t = 0; t < threads; t++) /* the widest mask a thread had at either sample */
+        if (end_mask_counts[t] > thread_mask_counts[t])
+            thread_mask_counts[t] = end_mask_counts[t];
 
     ku_json j;
     ku_json_begin(&j, "jacobi", cart);
     ku_json_str(&j, "mode", mode_names[mode]);
     ku_json_int(&j, "threads", threads);
     ku_json_ints(&j, "thread_cpus", thread_cpus, threads);
+    ku_json_ints(&j, "thread_cpus_start", thread_cpus_start, threads);
+    ku_json_ints(&j, "thread_mask_cpus", thread_mask_counts, threads);
+    ku_json_ints(&j, "thread_mask_first", thread_mask_first, threads);
     ku_json_str(&j, "thread_level", thread_level_name(provided));
     ku_json_ints(&j, "procdims", dims, 3);
     ku_json_ints(&j, "coords", coords, 3);
@@ -473,6 +527,11 @@ int main(int argc, char **argv)
     free(partial);
     free(residuals);
     free(thread_cpus);
+    free(thread_cpus_start);
+    free(thread_mask_counts);
+    free(thread_mask_first);
+    free(end_mask_counts);
+    free(end_mask_first);
     MPI_Comm_free(&cart);
     ku_exit(common.strict && !ok ? 3 : 0);
 }

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from mpiatlas.matrix.config import load
-from mpiatlas.programs import expand
+from mpiatlas.programs import expand, unplanned_notes
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -46,6 +46,8 @@ def _main(args: argparse.Namespace) -> int:
         print(cell.id)
     imb = sum(1 for c in cells if c.kind == "imb")
     print(f"# {len(cells)} cells ({imb} IMB, {len(cells) - imb} kernel)")
+    for left_out in unplanned_notes(config):  # one line per reason: no cell is dropped silently
+        print(f"# not planned: {left_out['what']}: {left_out['why']} ({left_out['cells']} cells)")
     note = auto_plan.note(config.document.get(auto_plan.RECORD_KEY))
     if note:
         print(f"# {note}")

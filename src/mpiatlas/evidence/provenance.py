@@ -192,6 +192,8 @@ class Provenance(PlanFacts):
     removed_stale_attempts: list[str] | Unset = UNSET
     pinner: str | Unset = UNSET
     likwid_topology: dict[str, Any] | Unset = UNSET
+    # The node's NICs and RDMA ports (name, kind, rate, link layer; mpiatlas.node.link_rate.node_nics).
+    nics: list[dict[str, Any]] | Unset = UNSET
     launcher: str | Unset = UNSET
     topology: dict[str, Any] | Unset = UNSET
     threads: int | Unset = UNSET

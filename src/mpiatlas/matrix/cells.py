@@ -69,8 +69,9 @@ class Cell:
 
     @property
     def ppn(self) -> int:
-        """Ranks per node (of the `node` mapping; a cell that fills nodes has no one count per node)."""
-        return self.np // self.nodes
+        """Ranks per node of the `node` mapping: the most a node holds, np / nodes rounded up (round-robin
+        as ``--map-by node``: 3 over 2 is 2 + 1); a cell that fills nodes has no one count per node."""
+        return -(-self.np // self.nodes)
 
     @property
     def fills_nodes(self) -> bool:
@@ -314,17 +315,32 @@ def check_algorithms(config: Campaign) -> None:
 
 def node_counts(config: Campaign, mapping: str, np: int) -> list[int]:
     """The node counts a cell of ``np`` ranks runs over: for `node`, every configured m (``nodes``)
-    that splits the ranks evenly (ppn = np / m ranks per node); none for a region mapping unless np
-    is 2; for a spread mapping (core, l3, die, numa, socket) every m of ``over_nodes`` (1 by
-    default): over m >= 2 nodes any np is planned, the ranks fill the nodes (runner.plan checks np
-    against m x cores where the cell runs, the only place that knows a node's cores)."""
+    with a rank for each node, round-robin as ``--map-by node`` (3 over 2: 2 + 1); none for a region
+    mapping unless np is 2; for a spread mapping (core, l3, die, numa, socket) every m of ``over_nodes``
+    (1 by default): over m >= 2 nodes any np is planned, the ranks fill the nodes (runner.plan checks np
+    against m x cores where the cell runs, the only place that knows a node's cores). What is left out
+    is said by :func:`unplanned_node_counts`."""
     from mpiatlas.node.topology import REGION_MAPPINGS  # topology's imports only where cells are expanded
 
     if mapping in REGION_MAPPINGS:
         return [1] if np == 2 else []  # a region places a pair of ranks: only 2-rank cells have one
     if mapping != "node":
         return sorted(config.over_nodes)
-    return [m for m in config.nodes if m <= np and np % m == 0]
+    return [m for m in config.nodes if m <= np]
+
+
+def unplanned_node_counts(config: Campaign, mapping: str, np: int) -> list[str]:
+    """Why ``mapping`` plans no cell of ``np`` ranks over some configured node count, one line per
+    count left out (the complement of :func:`node_counts`)."""
+    from mpiatlas.node.topology import REGION_MAPPINGS
+
+    if mapping in REGION_MAPPINGS:
+        return [] if np == 2 else [f"mapping {mapping!r} places one pair of ranks in a region: P = {np} has no "
+                                   "such pair (only P = 2 runs)"]
+    if mapping != "node":
+        return []
+    return [f"mapping 'node' over {m} nodes needs a rank on each node: P = {np} < {m}"
+            for m in config.nodes if m > np]
 
 
 def hybrid_fit_problem(mapping: str, nodes: int, np: int, threads: int, cores: int,
@@ -338,7 +354,7 @@ def hybrid_fit_problem(mapping: str, nodes: int, np: int, threads: int, cores: i
     if threads > cores:
         return f"a rank of {threads} threads needs {threads} cores; a node has {cores}"
     if mapping == "node":
-        ppn = np // nodes
+        ppn = -(-np // nodes)  # the most ranks a node holds
         if ppn * threads > cores and not allow_oversubscribe:
             return f"{ppn} ranks x {threads} threads per node > {cores} cores and oversubscription is off"
         return None

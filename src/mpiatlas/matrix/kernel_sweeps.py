@@ -7,7 +7,9 @@ values is one variant group, the ``algorithm`` segment of a kernel cell's id (no
   a list of sizes, a size being n (n³) or [x, y, z] (a flat list of exactly three integers stays
   one [x, y, z] size, as it always was: sweep three cubes as triples); ``procdims`` explicit 3-axis
   grids; ``hybrid.cores`` every ranks × threads pair whose product is each core count (its pure MPI
-  pair included), beside the ``hybrid.processes`` × ``hybrid.threads`` product.
+  pair included), beside the ``hybrid.processes`` × ``hybrid.threads`` product. Weak mode gives
+  every core L³ points, so a rank of t threads owns t·L³ and all ranks × threads pairs on the same
+  cores solve the same global grid (:func:`jacobi_global_dims`).
 
 An explicit grid runs at the process count it multiplies to, which must be one of the kernel's
 process counts; there it replaces the stack's default grid (MPI_Dims_create). Group names keep
@@ -122,6 +124,22 @@ class MatsumVariant:
     counts: tuple[int, ...]
 
 
+def dims_create(n: int, ndims: int = 3) -> Grid:
+    """MPI_Dims_create(n, ndims) with every dimension free: the prime factors of n, largest first,
+    each multiplied into the smallest dimension so far, then sorted non-increasing (what Open MPI
+    and MPICH return; the kernel records the grid it actually used)."""
+    factors, rest, p = [], n, 2
+    while rest > 1:
+        while rest % p == 0:
+            factors.append(p)
+            rest //= p
+        p += 1
+    dims = [1] * ndims
+    for f in sorted(factors, reverse=True):
+        dims[dims.index(min(dims))] *= f
+    return tuple(sorted(dims, reverse=True))
+
+
 @dataclass(frozen=True)
 class JacobiVariant:
     group: str
@@ -134,6 +152,19 @@ class JacobiVariant:
     @property
     def size_key(self) -> str:
         return JACOBI_SIZE_KEY[self.mode]
+
+    def global_dims(self, np: int) -> Triple:
+        """The global grid a launch of ``np`` ranks solves (src/kernels/jacobi.c): strong N; weak the
+        grid of the np·threads cores' pure MPI run (their default grid × L; a pure run's own grid,
+        explicit or not, × L), so hybrid and pure MPI on the same cores do the same work."""
+        if self.mode == "strong":
+            return self.size
+        if self.threads > 1:
+            cores = dims_create(np * self.threads)
+        else:
+            cores = self.grid if self.grid is not None else dims_create(np)
+        x, y, z = (c * s for c, s in zip(cores, self.size, strict=True))
+        return (x, y, z)
 
 
 def split_by_grid(counts: Iterable[int], grid_list: list[Grid]) -> list[tuple[Grid | None, tuple[int, ...]]]:

@@ -8,7 +8,9 @@ halo faces; mean over ranks) and their total over ranks, messages per rank, the 
 Allreduce times per step, mean and minimum over ranks (the minimum is the rank that waited least for
 the others), and the slowest rank's iteration. Over repetitions: the median of each time with its 95 %
 bootstrap CI, the hybrid/pure ratio of the medians with a bootstrap CI (repetitions of each side
-resampled), and the run-to-run spread of the iteration time, (max − min) / median.
+resampled), and the run-to-run spread of the iteration time, (max − min) / median. Ratios are formed
+only where both launches solved the same global grid (the records' ``global_dims``; weak mode gives
+every core L³ points, so hybrid and pure MPI on the same cores do).
 
 Bytes and messages are the decomposition's, the same in every repetition: their ratio is exact.
 """
@@ -47,7 +49,9 @@ def cell_rows(df: pl.DataFrame) -> pl.DataFrame:
         pl.col("messages").mean().alias("messages_per_rank"),
         pl.col("halo_us").mean().alias("halo_mean_us"), pl.col("halo_us").min().alias("halo_min_us"),
         pl.col("allreduce_us").mean().alias("allreduce_mean_us"),
-        pl.col("allreduce_us").min().alias("allreduce_min_us"), pl.col("iteration_us").max()))
+        pl.col("allreduce_us").min().alias("allreduce_min_us"), pl.col("iteration_us").max(),
+        (pl.col("global_dims").first() if "global_dims" in df.columns
+         else pl.lit(None, dtype=pl.List(pl.Int64)).alias("global_dims"))))
     problems = [problem_of(r) for r in cells.select("mode", "L", "N").iter_rows(named=True)]
     return cells.with_columns(pl.Series("problem", problems, dtype=pl.String),
                               (pl.col("np") * pl.col("threads")).alias("cores"))
@@ -82,6 +86,7 @@ def _point(cells: pl.DataFrame) -> dict[str, Any]:
     middle = float(np.median(iteration))
     return {
         "np": first["np"], "threads": first["threads"], "n_reps": cells.height,
+        "global_dims": list(first["global_dims"] or []),
         "oversubscribed": bool(cells["oversubscribed"].any()),
         "bytes_per_rank": json_num(cells["bytes_per_rank"].median()),
         "bytes_total": json_num(cells["bytes_total"].median()),
@@ -121,10 +126,13 @@ def hybrid_over_nodes(df: pl.DataFrame | None) -> list[dict[str, Any]]:
                 **{f"hybrid_{k}": v for k, v in hybrid.items() if not k.startswith("_")},
                 **{f"pure_{k}": (v if pure else None) for k, v in (pure or hybrid).items() if not k.startswith("_")},
             }
+            # Ratios compare equal work only: both launches solved the same global grid.
+            equal = pure is not None and bool(hybrid["global_dims"]) and hybrid["global_dims"] == pure["global_dims"]
+            row["equal_work"] = equal
             row["bytes_ratio"] = (json_num(hybrid["bytes_total"] / pure["bytes_total"])
-                                  if pure and pure["bytes_total"] else None)
+                                  if pure and equal and pure["bytes_total"] else None)
             for t in ("halo_mean_us", "allreduce_mean_us", "iteration_us"):
-                row[f"{t[:-3]}_ratio"] = (ratio_ci(hybrid["_reps"][t], pure["_reps"][t]) if pure
+                row[f"{t[:-3]}_ratio"] = (ratio_ci(hybrid["_reps"][t], pure["_reps"][t]) if pure and equal
                                           else {"ratio": None, "ci": [None, None]})
             out.append(row)
     return sorted(out, key=lambda r: (r["stack"], r["transport"], r["problem"], r["nodes"], r["cores"], r["hybrid"]))

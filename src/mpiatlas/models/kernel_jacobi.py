@@ -10,7 +10,9 @@
   a late neighbour, i.e. skew and noise, which that rank shows least; the mean over ranks is
   reported beside it), MLUP/s, weak-scaling efficiency T(1)/T(P) (strong:
   T(1)/(P·T(P))) of the pure MPI cells, and pure MPI vs hybrid (MPI + OpenMP) bytes and messages
-  per rank at equal cores.
+  per rank at equal cores. Weak mode gives every core L³ points (a rank of t threads owns t·L³),
+  so hybrid and pure MPI on the same cores solve the same global grid; the hybrid / pure iteration
+  ratio is only formed where the records' global grids agree.
 
 Swept knobs (mpiatlas.matrix.kernel_sweeps) stay apart: each point is one variant group (mode, size,
 threads, grid) at one P, scaling runs within one mode and size, and the hybrid comparison pairs
@@ -71,7 +73,7 @@ def cell_row(cg: pl.DataFrame, p2p: P2P | None, threads_col: str) -> dict[str, A
         "problem": problem_of(r0), "explicit": bool(r0.get("grid_explicit") or False),
         "np": int(r0["np"]), "threads": int(r0.get(threads_col) or 1), "rep": r0.get("rep"),
         "oversubscribed": bool(cg["oversubscribed"].any()), "k": k,
-        "procdims": list(r0.get("procdims") or []),
+        "procdims": list(r0.get("procdims") or []), "global_dims": list(r0.get("global_dims") or []),
         "bytes_per_rank": scalar(cg["bytes_sent"].mean()), "messages_per_rank": scalar(cg["messages"].mean()),
         "halo_us": scalar(cg["halo_us"].mean()), "halo_min_us": scalar(cg["halo_us"].min()),
         "halo_max_us": scalar(cg["halo_us"].max()),
@@ -87,7 +89,7 @@ def point_rows(cells: pl.DataFrame) -> list[dict[str, Any]]:
     """Per variant group and P (one problem, threads and grid each): medians over repetitions."""
     pts = (cells.group_by(["variant_group", "mode", "problem", "explicit", "np", "threads"], maintain_order=True)
            .agg(pl.len().alias("n_reps"), pl.col("oversubscribed").any(), pl.col("k").first(),
-                pl.col("procdims").first(), pl.col("bytes_per_rank").median(), pl.col("messages_per_rank").median(),
+                pl.col("procdims").first(), pl.col("global_dims").first(), pl.col("bytes_per_rank").median(), pl.col("messages_per_rank").median(),
                 pl.col("halo_min_us").median().alias("halo_measured_us"),
                 pl.col("halo_min_us").alias("halo_reps_us"), pl.col("halo_us").median().alias("halo_mean_us"),
                 pl.col("halo_pred_us").median().alias("halo_predicted_us"),
@@ -100,8 +102,18 @@ def point_rows(cells: pl.DataFrame) -> list[dict[str, Any]]:
         row["halo_reps_us"] = [json_num(v) for v in r["halo_reps_us"]]
         row["cores"] = r["np"] * r["threads"]
         row["rel_err"] = relative_error(r["halo_predicted_us"], r["halo_measured_us"]) if r["k"] else None
+        row.update(comm_shares(row))
         rows.append(row)
     return rows
+
+
+def comm_shares(row: dict[str, Any]) -> dict[str, float | None]:
+    """The shares of an iteration (medians over repetitions, mean over ranks) spent in the halo
+    exchange, the residual Allreduce and the sweep: where a configuration's time goes."""
+    total = row.get("iteration_us")
+    parts = {"halo_share": row.get("halo_mean_us"), "allreduce_share": row.get("allreduce_us"),
+             "compute_share": row.get("compute_us")}
+    return {k: (json_num(v / total) if v is not None and total else None) for k, v in parts.items()}
 
 
 def add_scaling(rows: list[dict[str, Any]]) -> None:
@@ -123,19 +135,37 @@ def add_scaling(rows: list[dict[str, Any]]) -> None:
             r["efficiency_base_np"] = base["np"]
 
 
+def _equal_work(h: dict[str, Any], pure: dict[str, Any]) -> bool:
+    """Both solved the same global grid (records before weak mode gave each core L³ points had a
+    hybrid rank own only L³: half the work of 2 × 1 at 1 × 2)."""
+    return bool(h.get("global_dims")) and list(h["global_dims"]) == list(pure.get("global_dims") or [])
+
+
+def _iteration_ratio(h: dict[str, Any], pure: dict[str, Any] | None) -> float | None:
+    """hybrid / pure MPI iteration time, only where both solved the same global grid."""
+    if pure is None or not _equal_work(h, pure) or not h["iteration_us"] or not pure["iteration_us"]:
+        return None
+    return json_num(h["iteration_us"] / pure["iteration_us"])
+
+
 def hybrid_vs_pure(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every hybrid point beside the pure MPI point of the same problem at its core count (the
-    stack's own grid if that ran, else the fastest explicit one)."""
+    """Every hybrid point beside the pure MPI point of the same problem at its core count (one of
+    the same global grid first, then the stack's own grid, then the fastest explicit one); the
+    iteration ratio hybrid / pure only where both solved the same global grid."""
     out = []
     for h in (r for r in rows if r["threads"] > 1):
         candidates = sorted((r for r in rows if r["threads"] == 1 and r["np"] == h["cores"]
                              and r["problem"] == h["problem"]),
-                            key=lambda r: (r["explicit"], r["iteration_us"] or float("inf")))
+                            key=lambda r: (not _equal_work(h, r), r["explicit"], r["iteration_us"] or float("inf")))
         pure = candidates[0] if candidates else None
         grid = "×".join(map(str, pure.get("procdims") or [])) if pure else ""
         out.append({
             "problem": h["problem"], "cores": h["cores"], "hybrid": f"{h['np']} × {h['threads']}",
             "pure": (f"{h['cores']} × 1" + (f" (grid {grid})" if pure["explicit"] else "")) if pure else None,
+            "hybrid_global_dims": h.get("global_dims") or [],
+            "pure_global_dims": (pure.get("global_dims") or []) if pure else [],
+            "equal_work": pure is not None and _equal_work(h, pure),
+            "iteration_ratio": _iteration_ratio(h, pure),
             "hybrid_bytes_per_rank": h["bytes_per_rank"],
             "pure_bytes_per_rank": pure["bytes_per_rank"] if pure else None,
             "hybrid_messages_per_rank": h["messages_per_rank"],

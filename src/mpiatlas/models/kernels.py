@@ -155,6 +155,34 @@ def _ring_self_fit(points: pl.DataFrame, rng: np.random.Generator) -> dict[str, 
     }
 
 
+# Message-size ranges of the per-range ring λ table: eager small messages, the medium sizes up to a
+# typical eager/rendezvous switch, and the large ones (lower bound inclusive, upper exclusive).
+RING_RANGES: tuple[tuple[int, int | None, str], ...] = (
+    (0, 1024, "< 1 KiB"), (1024, 65536, "1 KiB – 64 KiB"), (65536, None, "≥ 64 KiB"))
+
+
+def ring_range_fits(points: pl.DataFrame) -> list[dict[str, Any]]:
+    """λ and B per message-size range from the ring alone: T_nonblocking/(P·m) = λ + s/B fitted
+    (:func:`fit_latency_bandwidth`) over the range's nonblocking points with P ≤ cores (all of them
+    when every one is oversubscribed); a range of one size gives its per-message time as λ and no B."""
+    nb = points.filter((pl.col("variant") == "nonblocking") & ~pl.col("oversubscribed").fill_null(False))
+    if nb.height == 0:
+        nb = points.filter(pl.col("variant") == "nonblocking")
+    out = []
+    for low, high, name in RING_RANGES:
+        part = nb.filter((pl.col("bytes") >= low) & (pl.col("bytes") < high if high is not None else pl.lit(True)))
+        if part.height == 0:
+            continue
+        sizes = part["bytes"].to_numpy().astype(float)
+        per_message = part["measured_us"].to_numpy() / (part["np"] * part["streams"]).to_numpy().astype(float)
+        lam, g = fit_latency_bandwidth(sizes, per_message)
+        several = np.unique(sizes).size > 1
+        out.append({"range": name, "sizes": sorted({int(b) for b in sizes}), "np": sorted(set(part["np"].to_list())),
+                    "n_points": part.height, "latency_us": json_num(lam),
+                    "bandwidth_MBps": json_num(1.0 / g) if several and g > 0 else None})
+    return out
+
+
 def fit_ring(df: pl.DataFrame | None, hockney: Sequence[dict[str, Any]] | None, *,
              seed: int = 0, regions: RegionInputs | None = None) -> list[dict[str, Any]]:
     """One fit per stack/transport/mapping; with ``regions`` every point also carries the
@@ -225,6 +253,7 @@ def fit_ring(df: pl.DataFrame | None, hockney: Sequence[dict[str, Any]] | None, 
             "ring_latency_ci_us": ring_fit["latency_ci_us"] if ring_fit else [None, None],
             "ring_bandwidth_MBps": json_num(ring_fit["bandwidth_MBps"]) if ring_fit else None,
             "ring_fit_points": ring_fit["n_points"] if ring_fit else 0,
+            "ring_ranges": ring_range_fits(points),
             "ring_vs_pingpong_latency": json_num(ratio),
             "nonblocking_points_within_25pct": sum(1 for p in nb_small if p["rel_err"] is not None
                                                    and abs(p["rel_err"]) <= 0.25),
@@ -350,6 +379,19 @@ def _gather_order(df: pl.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
+def phases_by_rank(df: pl.DataFrame) -> list[dict[str, Any]]:
+    """Per P, every rank's scatter, compute and gather time and their total (medians over repetitions):
+    where each rank spends the matrix sum, the per-rank table of the study."""
+    phases = [c for c in ("scatter_us", "compute_us", "gather_us", "total_us") if c in df.columns]
+    if not phases:
+        return []
+    per_rank = (df.group_by(["np", "rank"]).agg(pl.len().alias("n_reps"), *(pl.col(c).median() for c in phases))
+                .sort(["np", "rank"]))
+    return [{"np": int(np_), "ranks": [{k: (json_num(v) if isinstance(v, float) else v) for k, v in r.items()
+                                        if k != "np"} for r in grp.iter_rows(named=True)]}
+            for (np_,), grp in per_rank.group_by(["np"], maintain_order=True)]
+
+
 def amdahl_rows(df: pl.DataFrame) -> pl.DataFrame:
     """The rows one Amdahl series each per dims, topo and dist: the stack's own (MPI_Dims_create)
     grids only. An explicit grid runs at one P (kernel_grids compares those), and where it ran
@@ -389,7 +431,8 @@ def fit_matsum(df: pl.DataFrame | None, *, seed: int = 0) -> list[dict[str, Any]
         cores = np.full_like(np_, float(node_cores))
         t = pts["measured_us"].to_numpy().astype(float)
         raw = df.filter(pl.all_horizontal(pl.col(k) == v for k, v in head.items()))
-        base = {**head, "model": MATSUM_FORMULA, "cores": node_cores, "gather_order": _gather_order(raw)}
+        base = {**head, "model": MATSUM_FORMULA, "cores": node_cores, "gather_order": _gather_order(raw),
+                "phases_by_rank": phases_by_rank(raw)}
         if np.unique(np.stack([np.minimum(np_, cores), np.ceil(np.log2(np_))], axis=1), axis=0).shape[0] < 3:
             out.append({**base, "error": f"need 3 process counts that separate s, p/min(P, cores) and ⌈log2 P⌉; "
                                          f"have P = {sorted(map(int, np_))} on {node_cores} cores"})

@@ -21,9 +21,11 @@ The error at one P is ``(predicted − measured) / measured`` (:mod:`.prediction
 :func:`compare` works on any measurements (the ORFEO OSU imports in the tests);
 :func:`campaign_comparison` builds its inputs from a campaign's tidy tables: the summary's
 collectives, the PingPong Hockney fits per region (:func:`.ring_regions.region_inputs_from`, the
-ring model's tables) and each series' placement from its largest-P cell's pins on the node's
-topology (smaller P are its prefixes, as under block placement). Whatever is not predicted is a
-note saying why, once per reason.
+ring model's tables) and each P's placement from its own cell: each rank's recorded host and cpus
+(the binding the launch reported, else the planned pins; ranks sharing one cpu set spread over it) on
+the topology its node recorded
+(``topologies.json``; this machine's only when the cells ran on it). Whatever is not predicted is
+a note saying why, once per reason.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from mpiatlas.models import collective_regions as latency_only
 from mpiatlas.models import loggp
 from mpiatlas.models.loggp_fit import Measured, predict_held_out
 from mpiatlas.models.prediction_errors import error_summary
+from mpiatlas.matrix.cells import fills_nodes
 from mpiatlas.models.region_latency import Placement, RegionTable
 from mpiatlas.node.topology import Topology
 
@@ -46,10 +49,12 @@ __all__ = [
     "POINT_COLUMNS",
     "SUMMARY_COLUMNS",
     "Comparison",
+    "OwnPlacements",
     "SeriesInputs",
     "campaign_comparison",
     "compare",
     "pick_size",
+    "series_placements",
 ]
 
 LATENCY_BYTES = 4
@@ -232,41 +237,111 @@ def _at_one_size(coll: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(parts) if parts else coll.clear()
 
 
-def _placements(cells: pl.DataFrame, topo: Topology | None, notes: dict[str, list[str]],
-                records: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Placement], dict[str, str], str | None]:  # fmt: skip
-    """label -> the placement of its largest-P ok cell (any benchmark); label -> the stack kind; why
-    no cell can be placed (None: they can, one by one)."""
-    from mpiatlas.models.ring_regions import cell_label, cell_placement, topology_mismatch
+@dataclass(frozen=True)
+class OwnPlacements(Placement):
+    """A series' placement at its largest P whose ``prefix(n)`` is P = n's own recorded placement
+    (where the campaign has a cell of that P with pins), not the largest P's first n ranks: under
+    `node` round-robin, rank 2 of P = 3 is not where rank 2 of P = 4 sits on every shape."""
+
+    own: tuple[tuple[int, Placement], ...] = ()
+
+    def prefix(self, size: int) -> Placement:
+        for n, place in self.own:
+            if n == size:
+                return place
+        return super().prefix(size)
+
+
+def _rank_pins(row: Mapping[str, Any]) -> list[Any]:
+    """Each rank's cpus as the launch recorded them (``obtained_binding``: {rank: cpus}), else as
+    planned (``requested_pins``) when the binding was not read for every rank."""
+    pins = json.loads(row["requested_pins"])
+    obtained = json.loads(row["obtained_binding"]) if row.get("obtained_binding") else {}
+    if isinstance(obtained, Mapping) and len(obtained) == len(pins) and all(obtained.values()):
+        return [sorted(obtained[k]) for k in sorted(obtained, key=int)]
+    return list(pins)
+
+
+def _spread_shared_sets(pins: list[Any], hosts: Sequence[str] | None) -> list[Any]:
+    """Ranks given one cpu set together (more ranks than a shared machine has cores: every rank may
+    use every core) each priced on its own cpu of the set, in rank order per host: the kernel
+    spreads busy ranks over the set's cpus, it does not stack them on its first one."""
+    seen: dict[tuple[str, tuple[int, ...]], int] = {}
+    out: list[Any] = []
+    for rank, pin in enumerate(pins):
+        if not isinstance(pin, (list, tuple)) or len(pin) < 2:
+            out.append(pin)
+            continue
+        cpus = tuple(sorted(int(c) for c in pin))
+        key = (hosts[rank] if hosts and rank < len(hosts) else "", cpus)
+        index = seen.get(key, 0)
+        seen[key] = index + 1
+        out.append([cpus[index % len(cpus)]])
+    return out
+
+
+def _cell_topology(row: Mapping[str, Any], topologies: Mapping[str, Topology], summary_of: Mapping[str, Any],
+                   fallback: Topology | None) -> Topology | None:  # fmt: skip
+    """The topology the cell's nodes recorded (rank 0's host, else the cell's own host, in
+    ``topologies.json``), else ``fallback`` (checked to be the cells' node)."""
+    from mpiatlas.models.ring_regions import rank_order
+
+    hosts = rank_order(json.loads(row["hosts"])) if row.get("hosts") else None
+    for host in (hosts[0] if hosts else None, (summary_of.get(row["cell"]) or {}).get("hostname")):
+        if isinstance(host, str) and host in topologies:
+            return topologies[host]
+    return fallback
+
+
+def series_placements(cells: pl.DataFrame, topologies: Mapping[str, Topology], topo: Topology | None,
+                notes: dict[str, list[str]], records: Sequence[Mapping[str, Any]],
+                ) -> tuple[dict[str, Placement], dict[str, str], str | None]:  # fmt: skip
+    """label -> its placements, every P its own (an :class:`OwnPlacements` of its largest P): each
+    rank's recorded host and cpus on the topology its node recorded (``topologies``: host ->
+    topology, the tidy directory's ``topologies.json``), else ``topo`` when the cells' provenance
+    says they ran on it; label -> the stack kind; why no cell can be placed (None: they can, one by one)."""
+    from mpiatlas.models.ring_regions import rank_order, cell_label, cell_placement, topology_mismatch
 
     kinds: dict[str, str] = {}
-    out: dict[str, Placement] = {}
-    why = "no topology of the cells' node" if topo is None else topology_mismatch(
-        topo, [r.get("topology") or {} for r in records])  # fmt: skip
-    tried: set[str] = set()
+    summary_of = {str(r.get("cell")): r.get("topology") or {} for r in records}
+    unrecorded = [summary_of.get(c) or {} for c in cells.get_column("cell").to_list()
+                  if (summary_of.get(c) or {}).get("hostname") not in topologies]  # fmt: skip
+    fallback_why = "no topology of the cells' node" if topo is None else topology_mismatch(topo, unrecorded)
+    fallback = None if fallback_why else topo
+    why = fallback_why if not topologies else None
+    own: dict[str, dict[int, Placement]] = {}
     ok = cells.filter((pl.col("status") == "ok") & pl.col("requested_pins").is_not_null())
     for row in ok.sort("np", descending=True).iter_rows(named=True):
-        label = cell_label(row)
+        label, np = cell_label(row), int(row["np"])
         kinds.setdefault(label, str(row.get("stack_kind") or ""))
-        if label in tried or topo is None or why:
+        node = None if why else _cell_topology(row, topologies, summary_of, fallback)
+        if np in own.get(label, {}) or node is None:
             continue
-        tried.add(label)  # the largest P only: a smaller cell of a label whose largest cannot be placed is no better
+        hosts = rank_order(json.loads(row["hosts"])) if row.get("hosts") else None
         try:
-            hosts = json.loads(row["hosts"]) if row.get("hosts") else None
-            out[label] = cell_placement(topo, json.loads(row["requested_pins"]), nodes=int(row.get("nodes") or 1),
-                                        hosts=hosts)  # fmt: skip
+            own.setdefault(label, {})[np] = cell_placement(
+                node, _spread_shared_sets(_rank_pins(row), hosts), nodes=int(row.get("nodes") or 1), hosts=hosts,
+                placement=row.get("placement"), fills=fills_nodes(row["mapping"], int(row.get("nodes") or 1)))
         except ValueError as exc:
-            notes.setdefault(NO_PLACEMENT, []).append(f"{label} {row['benchmark']} P={row['np']} ({exc})")
+            notes.setdefault(NO_PLACEMENT, []).append(f"{label} {row['benchmark']} P={np} ({exc})")
+    out: dict[str, Placement] = {}
+    for label, by_np in own.items():
+        largest = by_np[max(by_np)]
+        out[label] = OwnPlacements(largest.topology, largest.node_of, largest.cpu_of, tuple(sorted(by_np.items())))
     return out, kinds, why
 
 
 def campaign_comparison(summary: pl.DataFrame, cells: pl.DataFrame | None, provenance: Sequence[Mapping[str, Any]],
                         hockney: Sequence[Mapping[str, Any]] | None,
                         topo: Topology | Callable[[], Topology | None] | None, *,
-                        calibrate: bool = True, loggp_rows: pl.DataFrame | None = None) -> Comparison:  # fmt: skip
+                        calibrate: bool = True, loggp_rows: pl.DataFrame | None = None,
+                        topologies: Mapping[str, Topology] | None = None) -> Comparison:  # fmt: skip
     """:func:`compare` on a campaign: the summary's modelled collectives (``label, stack, transport,
     benchmark, algorithm, np, bytes, t_median_usec``), grouped by label, against the PingPong
     region tables and the cells' placements on ``topo`` (None: nothing is placed, said once; a
-    function: called only when some series has a region table, e.g. to detect the node).
+    function: called only when some series has a region table, e.g. to detect the node);
+    ``topologies``: host -> the topology each cell's node recorded (``topologies.json``), which
+    places a cell before ``topo`` does.
     ``loggp_rows``: :func:`mpiatlas.stats.region_loggp.region_loggp`'s o and g per region, which
     price the groups of their stack, transport and knob set a third way (nothing fitted)."""
     from mpiatlas.models.ring_regions import label_knobs, region_inputs_from
@@ -293,7 +368,7 @@ def campaign_comparison(summary: pl.DataFrame, cells: pl.DataFrame | None, prove
     regions = region_inputs_from(cells.filter(pl.col("benchmark") == "PingPong"), provenance, hockney)
     if callable(topo):
         topo = topo() if regions.tables else None
-    places, kinds, why_unplaced = _placements(cells, topo, notes, provenance)
+    places, kinds, why_unplaced = series_placements(cells, topologies or {}, topo, notes, provenance)
     measured_og = loggp_by_series(loggp_rows) if loggp_rows is not None else {}
     keep = []
     for (group, imb, stack, transport), g in coll.group_by(["group", "imb", "stack", "transport"], maintain_order=True):

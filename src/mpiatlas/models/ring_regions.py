@@ -160,7 +160,7 @@ def cell_placement(topo: Topology, pins: Sequence[Any], *, nodes: int = 1,
     return Placement(topo, node_of, cpus)
 
 
-def _rank_order(hosts: Any) -> list[str] | None:
+def rank_order(hosts: Any) -> list[str] | None:
     """The cells table's ``hosts`` ({rank: host}, JSON object keys) as a list in rank order."""
     if isinstance(hosts, Mapping):
         return [hosts[k] for k in sorted(hosts, key=int)]
@@ -332,7 +332,7 @@ def region_inputs_from(cells: pl.DataFrame | None, records: Sequence[Mapping[str
         hosts = json.loads(row["hosts"]) if row.get("hosts") else None
         nodes = int(row.get("nodes") or 1)
         try:
-            place = cell_placement(node, json.loads(row["requested_pins"]), nodes=nodes, hosts=_rank_order(hosts),
+            place = cell_placement(node, json.loads(row["requested_pins"]), nodes=nodes, hosts=rank_order(hosts),
                                    placement=row.get("placement"), fills=fills_nodes(row["mapping"], nodes))
         except ValueError as exc:
             out.notes.append(f"ring {key[0]} P={key[1]}: no hop regions: {exc}")

@@ -246,3 +246,42 @@ def network_record(configured: Sequence[str] = (), config_gbit_s: float | None =
     if others:
         net["other_rdma"] = others
     return {"links": links, "rdma_ports": ports, "default_route": default, "network_link": net}
+
+
+# -- the node's NICs, as a cell's provenance records them ------------------------------------------
+
+# /sys/class/net/<iface>/type (ARPHRD_*): the link layer of an interface without an RDMA port.
+_ARPHRD = {"1": "Ethernet", "32": "InfiniBand"}
+
+
+def _nic_link_layer(iface: Path, rdma: Sequence[dict[str, Any]]) -> str | None:
+    """The RDMA port's link layer behind the interface (InfiniBand, or Ethernet for RoCE), else the
+    interface's own ARP hardware type; None when neither says."""
+    if rdma:
+        return str(rdma[0].get("link_layer") or "") or None
+    return _ARPHRD.get(_read(iface / "type") or "")
+
+
+def node_nics(sys_net: Path = SYS_NET, sys_ib: Path = SYS_INFINIBAND) -> list[dict[str, Any]]:
+    """The node's network interfaces (lo left out) and its RDMA ports: per interface its name, kind,
+    state, rate (``speed_mbit_s`` from sysfs; None where the kernel reports none or -1) and link layer,
+    with the RDMA ports behind it (id, rate text, data rate, state); an RDMA port behind no interface
+    (InfiniBand without IPoIB) is an entry of its own, named by its port id."""
+    ports = read_rdma_ports(sys_ib)
+    by_id = {p["id"]: p for p in ports}
+    nics, used = [], set()
+    for link in read_links(sys_net, ports):
+        rdma = [by_id[p] for p in link["rdma_ports"]]
+        used.update(link["rdma_ports"])
+        nics.append({"name": link["name"], "kind": link["kind"], "operstate": link["operstate"],
+                     "speed_mbit_s": link["speed_mbit_s"],
+                     "link_layer": _nic_link_layer(sys_net / link["name"], rdma),
+                     "rdma_ports": [_port_summary(p) for p in rdma]})
+    nics += [{"name": p["id"], "kind": "rdma", "operstate": p.get("state"), "speed_mbit_s": None,
+              "link_layer": p.get("link_layer"), "rdma_ports": [_port_summary(p)]}
+             for p in ports if p["id"] not in used]
+    return nics
+
+
+def _port_summary(port: dict[str, Any]) -> dict[str, Any]:
+    return {k: port.get(k) for k in ("id", "rate", "data_gbit_s", "link_layer", "state")}

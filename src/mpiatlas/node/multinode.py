@@ -91,7 +91,7 @@ def placement(topo: topology.Topology, np: int, nodes: int, *, shared_machine: b
     between them as cpu sets, so the kernel can run the ranks of different nodes side by side
     (a rank per node gets all cores; the check below still verifies the result). ``distribution``
     says which ranks share a node; a rank's cpus follow its index among them."""
-    ppn = np // nodes
+    ppn = -(-np // nodes)  # the most ranks a node holds (round-robin: 3 over 2 is 2 + 1)
     local = [local_index(rank, np, nodes, distribution) for rank in range(np)]
     if not (shared_machine and policy == "spread"):
         # pin_list numbers ranks cyclically: rank j * nodes is local rank j of the first node.

@@ -13,6 +13,7 @@ C file: the matrix, the runner, the workflow, the build and tidy read this regis
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 from itertools import chain
@@ -32,6 +33,7 @@ from mpiatlas.matrix.cells import (
     hybrid_fit_problem,
     region_pairs_only,
     sort_cells,
+    unplanned_node_counts,
 )
 from mpiatlas.programs.base import Program
 from mpiatlas.programs.imb import TWO_RANK_BENCHMARKS, Imb
@@ -107,7 +109,7 @@ def unplanned_notes(config: Campaign) -> list[dict[str, Any]]:
     """What was left out before the run: IMB cells of stacks that cannot run IMB (programs.imb, a note
     per stack), and hybrid cells over nodes the config's ``topology`` cannot hold (one note, its
     distinct reasons in one line)."""
-    notes = imb_unplanned_notes(config)
+    notes = imb_unplanned_notes(config) + mapping_unplanned_notes(config)
     if not config.document.get("topology"):
         return notes
     reasons: dict[str, int] = {}
@@ -120,6 +122,24 @@ def unplanned_notes(config: Campaign) -> list[dict[str, Any]]:
         return notes
     return [*notes, {"what": f"hybrid cells over nodes of {config.document['topology']}",
                      "why": "; ".join(reasons), "cells": sum(reasons.values())}]
+
+
+def mapping_unplanned_notes(config: Campaign) -> list[dict[str, Any]]:
+    """A note per reason a mapping plans no cell at a P some program asks for (a region mapping at
+    P != 2, the `node` mapping over more nodes than ranks): the cells each program makes at that P
+    on one node (under `core`, once per knob set) are the cells left out, so none goes silently."""
+    if not any(unplanned_node_counts(config, m, 1) for m in config.mappings):
+        return []  # P = 1 is the fewest ranks: a mapping that places it places every P
+    plain = config.revised(mappings=["core"], over_nodes=[1])
+    every = chain.from_iterable(program.cells(plain) for program in REGISTRY.values())
+    per_np = Counter(c.np for c in with_knob_sets(plain, every))
+    reasons: dict[str, int] = {}
+    for mapping in config.mappings:
+        for np, count in sorted(per_np.items()):
+            for why in unplanned_node_counts(config, mapping, np):
+                reasons[why] = reasons.get(why, 0) + count
+    return [{"what": "cells of a mapping at a process count it cannot place", "why": why, "cells": count}
+            for why, count in reasons.items()]
 
 
 def with_node_axes(config: Campaign, cells: Iterable[Cell]) -> Iterable[Cell]:

@@ -94,7 +94,7 @@ def plan_hybrid_nodes(stack: Stack, spec: CellSpec, topo: topology.Topology, lau
     if problem is not None:
         raise topology.MappingUnavailable(mapping, problem)
     if mapping == "node":
-        ppn = np // nodes
+        ppn = -(-np // nodes)  # the most ranks a node holds (3 over 2: 2 + 1)
         per_node_over = ppn * threads > cores
         planned, local = node_slots(np, nodes, None, distribution)
         local_sets = rank_cpu_sets(topo, "core", ppn, threads, oversubscribe=per_node_over)

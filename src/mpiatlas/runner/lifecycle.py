@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mpiatlas.evidence import provenance
-from mpiatlas.node import topology
+from mpiatlas.node import link_rate, topology
 from mpiatlas.stats import quality
+from mpiatlas.programs.kernels.thread_quality import UNKNOWN
 from mpiatlas.matrix.layout import NODE_LOST, PROVENANCE, STATUS, STDERR, STDOUT
 from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.evidence.provenance import UNSET, Provenance
@@ -145,6 +146,7 @@ def open_cell(spec: CellSpec, out: Path) -> tuple[Path, Provenance]:
                         cpu_model=host["cpu_model"], kernel=host["kernel"], python=host["python"],
                         mpiatlas_version=host["mpiatlas_version"], stack_kind=spec["stack"]["kind"],
                         scheduler=job["scheduler"], slurm_job_id=job["slurm_job_id"], slurm=job["slurm"])
+    record.nics = link_rate.node_nics()
     if stale:
         record.removed_stale_attempts = stale
     _catch_stop_signals()
@@ -183,20 +185,31 @@ def _seal_cell(work: Path, out: Path, spec: CellSpec, record: Provenance, outcom
         (work / name).touch()
     _write_json(work / PROVENANCE, record.to_json())
     machine = None if record.machine is UNSET else record.machine
+    details = outcome.details or {}
+    threads = (details.get("thread_quality"), details.get("thread_quality_reason"))
     _write_json(work / STATUS, {"cell": spec["id"], "status": outcome.status, "reason": outcome.reason,
-                                **(outcome.details or {}),
-                                **launch_quality(spec, machine, record.oversubscribed is True)})
+                                **details, **launch_quality(spec, machine, record.oversubscribed is True, threads)})
     _seal(work, Path(out))
 
 
-def launch_quality(spec: CellSpec, machine: dict[str, Any] | None, oversubscribed: bool) -> dict[str, Any]:
-    """``quality`` (ok | perturbed) and ``quality_reason`` of the launch, from its machine record
-    (mpiatlas.stats.quality); nothing for a cell that never launched. A separate axis from the status: a
-    perturbed launch ran right, its numbers are just not the machine's own."""
-    if not machine:
-        return {}
-    judged, reason = quality.judge_launch(machine, spec.get("perturbation"), oversubscribed)
-    return {"quality": judged, "quality_reason": reason}
+def launch_quality(spec: CellSpec, machine: dict[str, Any] | None, oversubscribed: bool,
+                   threads: tuple[str | None, str | None] = (None, None)) -> dict[str, Any]:
+    """``quality`` (ok | perturbed | unknown) and ``quality_reason`` of the launch, from its machine
+    record (mpiatlas.stats.quality) and its OpenMP threads' evidence (``threads``: the program's
+    (quality, reason), mpiatlas.programs.kernels.thread_quality); nothing for a cell that never
+    launched. A separate axis from the status: a perturbed launch ran right, its numbers are just not
+    the machine's own; an unknown one could not be judged, which is not the same as good."""
+    judged, reason = (quality.judge_launch(machine, spec.get("perturbation"), oversubscribed) if machine
+                      else (None, None))
+    thread_judged, thread_reason = threads
+    if thread_judged is None:
+        return {"quality": judged, "quality_reason": reason} if machine else {}
+    if quality.PERTURBED in (judged, thread_judged):
+        reasons = [r for q, r in ((judged, reason), (thread_judged, thread_reason)) if q == quality.PERTURBED and r]
+        return {"quality": quality.PERTURBED, "quality_reason": "; ".join(reasons)}
+    if thread_judged == UNKNOWN:
+        return {"quality": UNKNOWN, "quality_reason": thread_reason}
+    return {"quality": judged or thread_judged, "quality_reason": reason}
 
 
 def _node_loss(work: Path, record: Provenance, why: str | None) -> NodeLoss | None:

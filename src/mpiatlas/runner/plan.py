@@ -85,9 +85,10 @@ def launch_topology(launcher: str) -> topology.Topology:
 
 
 def cell_nodes(cell: Coords) -> tuple[int, int | None]:
-    """(nodes, ranks per node) of a cell's launch; ranks per node is None on one node."""
+    """(nodes, ranks per node) of a cell's launch: the most ranks a node holds (np / nodes rounded up,
+    round-robin as ``--map-by node``: 3 over 2 is 2 + 1); None on one node."""
     nodes = int(cell.get("nodes", 1))
-    return nodes, (int(cell["np"]) // nodes if nodes > 1 else None)
+    return nodes, (-(-int(cell["np"]) // nodes) if nodes > 1 else None)
 
 
 def cell_distribution(cell: Coords) -> str:

@@ -145,10 +145,11 @@ def quiet_wait_columns(waited: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def ranks_per_node(mapping: str, np: int, nodes: int) -> int | None:
-    """Ranks per node of a cell: np / nodes, None for a cell filling nodes (core-n2: they vary)."""
+    """Ranks per node of a cell: np / nodes rounded up (the most a node holds: 3 over 2 is 2 + 1), None
+    for a cell filling nodes (core-n2: they vary)."""
     from mpiatlas.matrix.cells import fills_nodes
 
-    return None if fills_nodes(mapping, nodes) else np // nodes
+    return None if fills_nodes(mapping, nodes) else -(-np // nodes)
 
 
 def placement_of(distribution: str | None, nodes: int) -> str | None:

@@ -14,6 +14,8 @@ The binary is the stack's host build (``results/<campaign>/kernels/<stack>/<kern
 is JSON lines: a cell whose launch succeeded is ``failed`` when a rank reports ``"valid": false``
 or a rank's records are missing; an OpenMP thread off its plan makes it ``invalid`` (a hybrid
 rank's thread i on the i-th cpu of its set, :data:`OMP_BINDING`, on one node or several), and under the likwid pinner (``campaign.pinner``) so does thread i off the i-th cpu of its rank's list.
+An unbound or migrated thread makes the launch ``perturbed``, no thread evidence ``unknown``
+(thread_quality).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from mpiatlas.programs.base import (
     tag_columns,
 )
 from mpiatlas.stacks import Stack, StackError
+from mpiatlas.programs.kernels.thread_quality import thread_quality
 
 # polars, the kernels' parser and the container layer are imported where they are used, so that
 # importing the program registry (every `mpiatlas` command does) does not load them.
@@ -347,8 +350,10 @@ class KernelProgram(Program):
             details = {"records": frame.height, "threads": spec["kernel"]["threads"],
                        "pinning": "likwid-pin, a cpu per thread"}
             return Checked(details, records_failure(frame, int(spec["cell"]["np"])), likwid_problems(frame, sets))
+        judged, why = thread_quality(frame, sets, int(spec["kernel"]["threads"]))
         details = {"records": frame.height, "threads": spec["kernel"]["threads"], "pinning": pinning,
-                   "threads_checked": threads_checked(frame, sets)}
+                   "threads_checked": threads_checked(frame, sets),
+                   **({"thread_quality": judged, "thread_quality_reason": why} if judged else {})}
         return Checked(details, records_failure(frame, int(spec["cell"]["np"])), thread_problems(frame, sets))
 
     def single_rank_transport(self, transport: dict[str, Any]) -> dict[str, Any]:

@@ -30,11 +30,8 @@ def jacobi_group(jacobi: dict[str, Any], threads: int) -> str:
 
 
 def grid_points(variant: JacobiVariant, np: int) -> tuple[float, float]:
-    """(points per rank, global points) of a Jacobi launch."""
-    if variant.mode == "weak":
-        per_rank = float(math.prod(variant.size))
-        return per_rank, per_rank * np
-    total = float(math.prod(variant.size))
+    """(points per rank, global points) of a Jacobi launch: weak mode gives each core L³ points."""
+    total = float(math.prod(variant.global_dims(np)))
     return total / np, total
 
 

@@ -80,8 +80,22 @@ def section_cells(data: ReportData) -> Section:
     rows = [_row(r, extra.get(r.get("cell"), {}), bool(extra)) for r in recs]
     caption = (f"{len(rows)} cells (problems first). ✓/✗ = check passed/failed, ? = not checked. "
                "Samples: IMB rows, or the kernel's records.")
-    return Section(TITLE, [*remeasured_blocks(cells),
+    return Section(TITLE, [*remeasured_blocks(cells), *unknown_quality_blocks(cells),
                            Table(COLUMNS, rows, filterable=True, scroll=True, caption=caption)], id=SECTION_ID)
+
+
+def unknown_quality_blocks(cells: pl.DataFrame) -> list[Any]:
+    """The launches whose quality could not be judged (``unknown``: no evidence of where their OpenMP
+    threads ran), how many and why, each distinct reason once: not judged good, and said so."""
+    if "quality" not in cells.columns:
+        return []
+    unknown = cells.filter(pl.col("quality") == "unknown")
+    if unknown.is_empty():
+        return []
+    reasons = sorted({str(r) for r in unknown.get_column("quality_reason").to_list() if r}) \
+        if "quality_reason" in unknown.columns else []
+    return [Notice(f"{unknown.height} launch(es) of quality unknown: their threads' placement could not be "
+                   "checked, so they are not counted as good", "warn", reasons)]
 
 
 REMEASURED_TITLE = "Re-measured launches"

@@ -2,14 +2,58 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Section, Table, cell
 from mpiatlas.report.charts import FITTED, OVER, chart_spec, measured_vs_model
 from mpiatlas.report.data import ReportData
-from mpiatlas.report.formatting import DASH, fmt_num
+from mpiatlas.report.formatting import DASH, fmt_num, fmt_pct
 from mpiatlas.report.kernel_blocks import KERNEL_TITLES, err_cell, failure_notice, grid_blocks, kernel_opening
 from mpiatlas.report.kernel_blocks import over_cell, raw_table
+
+
+def _grid(dims: list[int] | None) -> str:
+    return "×".join(map(str, dims)) if dims else DASH
+
+
+def _ratio_cell(h: dict[str, Any]) -> Cell:
+    """The hybrid / pure iteration ratio, or why there is none (unequal work is not compared)."""
+    if h.get("iteration_ratio") is not None:
+        return Cell(fmt_num(h["iteration_ratio"]), cls="num")
+    why = "no pure MPI cell" if not h.get("pure") else (
+        "unequal work: the global grids differ" if not h.get("equal_work") else "no iteration time")
+    return Cell(f"{DASH} ({why})")
+
+
+def _share_blocks(rows: list[dict[str, Any]]) -> list[Any]:
+    """The communication share per configuration (ranks × threads, grid): halo, Allreduce and sweep as
+    shares of the iteration, so hybrid and pure MPI on the same cores are read side by side."""
+    shown = sorted((r for r in rows if r.get("iteration_us")),
+                   key=lambda r: (r["label"], r.get("problem") or "", r["cores"], r["np"], r["threads"]))
+    if not shown:
+        return []
+    return [Heading("Communication share per configuration"), Table(
+        ["Stack / transport / mapping", "Problem", "cores", "ranks × threads", "grid", "iteration (µs)",
+         "halo share", "Allreduce share", "communication share", "sweep share"],
+        [[cell(r["label"]), cell(r.get("problem")), cell(r["cores"]), cell(f"{r['np']} × {r['threads']}"),
+          cell("×".join(map(str, r.get("procdims") or [])) or DASH), Cell(fmt_num(r["iteration_us"]), cls="num"),
+          _share(r.get("halo_share")), _share(r.get("allreduce_share")),
+          _share(_sum(r.get("halo_share"), r.get("allreduce_share"))), _share(r.get("compute_share"))]
+         for r in shown],
+        filterable=True, scroll=len(shown) > 25,
+        caption="Shares of the slowest rank's iteration: halo exchange and residual Allreduce (means over "
+                "ranks), their sum (communication) and the sweep; medians over repetitions, so the shares need "
+                "not add to exactly 100 %.")]
+
+
+def _share(value: float | None) -> Cell:
+    return Cell(fmt_pct(value) if value is not None else DASH, cls="num")
+
+
+def _sum(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
 
 
 def section_kernel_jacobi(data: ReportData) -> Section | None:
@@ -81,9 +125,12 @@ def section_kernel_jacobi(data: ReportData) -> Section | None:
             blocks.append(Heading("Pure MPI vs hybrid MPI + OpenMP at equal cores"))
             blocks.append(Table(
                 ["Stack / transport / mapping", "Problem", "cores", "hybrid ranks × threads", "pure ranks × threads",
+                 "global grid hybrid", "global grid pure", "iteration hybrid / pure",
                  "bytes/rank hybrid", "bytes/rank pure", "msgs/rank hybrid", "msgs/rank pure", "halo µs hybrid",
                  "halo µs pure", "MLUP/s hybrid", "MLUP/s pure"],
                 [[cell(f["label"]), cell(h.get("problem")), cell(h["cores"]), cell(h["hybrid"]), cell(h["pure"]),
+                  cell(_grid(h.get("hybrid_global_dims"))), cell(_grid(h.get("pure_global_dims"))),
+                  _ratio_cell(h),
                   Cell(fmt_num(h["hybrid_bytes_per_rank"], 0), cls="num"),
                   Cell(fmt_num(h["pure_bytes_per_rank"], 0), cls="num"),
                   Cell(fmt_num(h["hybrid_messages_per_rank"]), cls="num"),
@@ -91,9 +138,12 @@ def section_kernel_jacobi(data: ReportData) -> Section | None:
                   Cell(fmt_num(h["hybrid_halo_us"]), cls="num"), Cell(fmt_num(h["pure_halo_us"]), cls="num"),
                   Cell(fmt_num(h["hybrid_mlups"]), cls="num"), Cell(fmt_num(h["pure_mlups"]), cls="num")]
                  for f, h in hybrid],
-                caption="Fewer ranks per node send fewer halo bytes and messages per core; in weak mode the hybrid "
-                        "rank owns L³ points for all its threads.",
+                caption="Equal work: in weak mode every core owns L³ points, so a hybrid rank of t threads owns "
+                        "t·L³ and hybrid and pure MPI on the same cores solve the same global grid (printed beside "
+                        "the ratio; a ratio is only formed where the two grids agree). Fewer ranks per node send "
+                        "fewer halo bytes and messages per core.",
             ))
+        blocks += _share_blocks(rows)
         blocks += grid_blocks(
             [{**g, "label": f["label"]} for f in good for g in f.get("grids", [])],
             [("label", "Stack / transport / mapping", ""), ("problem", "Problem", ""),

@@ -26,6 +26,10 @@ def _timed(value: dict[str, Any] | None) -> Cell:
     return Cell(fmt_num(value.get("median")) + ("" if ci == DASH else f" {ci}"), cls="num")
 
 
+def _grid(dims: list[int] | None) -> str:
+    return "×".join(map(str, dims)) if dims else DASH
+
+
 def _ratio(value: dict[str, Any] | None) -> Cell:
     if not value or value.get("ratio") is None:
         return Cell(DASH, cls="num")
@@ -68,7 +72,7 @@ def section_kernel_jacobi_nodes(data: ReportData) -> Section | None:
              "bytes/step total pure", "bytes hybrid/pure", "msgs/rank hybrid", "msgs/rank pure",
              "halo mean µs hybrid", "halo mean µs pure", "halo min µs hybrid", "halo min µs pure",
              "Allreduce mean µs hybrid", "Allreduce mean µs pure", "Allreduce min µs hybrid",
-             "Allreduce min µs pure", "halo hybrid/pure", "Allreduce hybrid/pure", "iteration hybrid/pure",
+             "Allreduce min µs pure", "global grid hybrid", "global grid pure", "halo hybrid/pure", "Allreduce hybrid/pure", "iteration hybrid/pure",
              "spread hybrid", "spread pure", "reps hybrid / pure"],
             [[cell(r["label"]), cell(r["problem"]), cell(r["nodes"]), cell(r["cores"]), cell(r["hybrid"]),
               cell(r["pure"] or DASH),
@@ -82,6 +86,7 @@ def section_kernel_jacobi_nodes(data: ReportData) -> Section | None:
               _timed(r["hybrid_halo_min_us"]), _timed(r["pure_halo_min_us"]),
               _timed(r["hybrid_allreduce_mean_us"]), _timed(r["pure_allreduce_mean_us"]),
               _timed(r["hybrid_allreduce_min_us"]), _timed(r["pure_allreduce_min_us"]),
+              cell(_grid(r.get("hybrid_global_dims"))), cell(_grid(r.get("pure_global_dims")) if r["pure"] else DASH),
               _ratio(r["halo_mean_ratio"]), _ratio(r["allreduce_mean_ratio"]), _ratio(r["iteration_ratio"]),
               Cell(fmt_pct(r["hybrid_spread"]) if r["hybrid_spread"] is not None else DASH, cls="num"),
               Cell(fmt_pct(r["pure_spread"]) if r.get("pure_spread") is not None else DASH, cls="num"),
@@ -89,6 +94,7 @@ def section_kernel_jacobi_nodes(data: ReportData) -> Section | None:
              for r in rows],
             filterable=True, scroll=len(rows) > 25,
             caption="Oversubscribed launches (more threads than cores on a machine, e.g. emulated nodes sharing "
-                    "one) measure placement, not speed. A dash: no pure launch at those cores, or one repetition "
-                    "(no CI)."))
+                    "one) measure placement, not speed. Equal work: weak mode gives every core L³ points, so "
+                    "hybrid and pure MPI at the same cores solve the same global grid (printed beside the ratios); "
+                    "a dash ratio: no pure launch at those cores, unequal global grids, or one repetition (no CI)."))
     return Section(TITLE, blocks, id="kernel-jacobi-nodes")

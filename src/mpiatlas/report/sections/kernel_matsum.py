@@ -100,6 +100,19 @@ def section_kernel_matsum(data: ReportData) -> Section | None:
                     "for rank 3); a linear gather serves ranks in order. ρ = Spearman correlation over the non-root "
                     "ranks.",
         ))
+    per_rank = [(f, p, r) for f in fits or [] for p in f.get("phases_by_rank", []) for r in p["ranks"]]
+    if per_rank:
+        blocks.append(Heading("Phases per rank: scatter, compute, gather"))
+        blocks.append(Table(
+            ["Stack / transport / mapping", "dims", "topo", "dist", "P", "rank", "scatter (µs)", "compute (µs)",
+             "gather (µs)", "total (µs)", "reps"],
+            [[cell(f["label"]), cell(f.get("dims")), cell(f.get("topo")), cell(f.get("dist")), cell(p["np"]),
+              cell(r["rank"]), Cell(fmt_num(r.get("scatter_us")), cls="num"),
+              Cell(fmt_num(r.get("compute_us")), cls="num"), Cell(fmt_num(r.get("gather_us")), cls="num"),
+              Cell(fmt_num(r.get("total_us")), cls="num"), cell(r["n_reps"])] for f, p, r in per_rank],
+            filterable=True, scroll=len(per_rank) > 25,
+            caption="Each rank's own times (medians over repetitions): the root's scatter and gather are the "
+                    "sends and receives of every block; a rank's gather time includes its wait for the root."))
     if not good and not data.kernel_fits("matsum_grids") and df is not None:
         blocks.append(raw_table(df, ["label", "dims", "variant_group", "np", "topo", "dist", "oversubscribed"],
                                 "total_us"))

@@ -40,6 +40,17 @@ def section_kernel_ring(data: ReportData) -> Section | None:
               cell(f.get("nonblocking_points_within_25pct"))] for f in good],
             caption="Ring-implied λ: T_nonblocking/(P·m) = λ + s/B fitted over the cells with P ≤ cores.",
         ))
+        ranges = [(f, r) for f in good for r in f.get("ring_ranges", [])]
+        if ranges:
+            blocks.append(Heading("λ and B per message-size range, from the ring alone"))
+            blocks.append(Table(
+                ["Stack / transport / mapping", "range", "sizes", "P", "points", "λ (µs)", "B (MB/s)"],
+                [[cell(f["label"]), cell(r["range"]), Cell(", ".join(fmt_bytes(b) for b in r["sizes"])),
+                  cell(", ".join(map(str, r["np"]))), cell(r["n_points"]), Cell(fmt_num(r["latency_us"]), cls="num"),
+                  Cell(fmt_num(r["bandwidth_MBps"], 0) if r.get("bandwidth_MBps") else DASH, cls="num")]
+                 for f, r in ranges],
+                caption="T_nonblocking/(P·m) = λ + s/B fitted within each range (P ≤ cores; no PingPong used); a "
+                        "range of one size has its per-message time as λ and no B."))
         notes = [f"{f['label']}: {f['lambda_note']}" for f in good if f.get("lambda_source") == "ring"]
         if notes:
             blocks.append(Notice("λ taken from the ring itself (no PingPong for these):", "warn", notes))
@@ -61,6 +72,14 @@ def section_kernel_ring(data: ReportData) -> Section | None:
             blocks.append(ChartBlock(chart_spec(measured_vs_model(
                 pts, "np", "processes P", "measured_us", "predicted_us", "time per full exchange (µs)",
                 "Ring: measured (marks) and model (dashed) vs P", boundaries=boundary_rows(good)))))
+            # T/P: the time of one shift (a full exchange is P of them), the ring study's per-step view; flat
+            # in P where every step costs the same, rising where steps reach a slower region.
+            per_step = pts.with_columns((pl.col("measured_us") / pl.col("np")).alias("measured_per_p_us"),
+                                        (pl.col("predicted_us") / pl.col("np")).alias("predicted_per_p_us"))
+            blocks.append(ChartBlock(chart_spec(measured_vs_model(
+                per_step, "np", "processes P", "measured_per_p_us", "predicted_per_p_us",
+                "T/P: time per shift (µs)", "Ring: T/P, measured (marks) and model (dashed) vs P",
+                boundaries=boundary_rows(good)))))
             regional = any(p.get("region_predicted_us") is not None for f in good for p in f.get("points", []))
             region_head = ["Region model (µs)", "Region error", "Boundary hops", "Slowest hop"] if regional else []
             blocks.append(Details("Ring residuals", [Table(

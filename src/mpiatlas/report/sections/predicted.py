@@ -11,7 +11,10 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from mpiatlas.matrix.layout import TOPOLOGIES_TABLE
 from mpiatlas.models.measured_vs_predicted import campaign_comparison
+from mpiatlas.node.topology import Topology, TopologyError
+from mpiatlas.node.topology_record import read_topologies
 from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Notice, Section, Table, Text, cell
 from mpiatlas.report.charts import CHART_H, CHART_W, chart_spec, rounded
 from mpiatlas.report.data import ReportData
@@ -130,13 +133,25 @@ def loggp_blocks(og: pl.DataFrame) -> list[Any]:
                   caption="LogGP o and g per region: median [95 % CI]")]  # fmt: skip
 
 
+def recorded_topologies(data: ReportData) -> tuple[dict[str, Topology], str | None]:
+    """Host -> the topology the cells' nodes recorded (the tidy directory's ``topologies.json``; none
+    without one), and why the file could not be read."""
+    if data.tidy_dir is None:
+        return {}, None
+    try:
+        return read_topologies(data.tidy_dir / TOPOLOGIES_TABLE), None
+    except TopologyError as exc:
+        return {}, str(exc)
+
+
 def section_predicted(data: ReportData) -> Section | None:
     s = family_summary(data, "collective")
     if s is None or s.height == 0:
         return None  # the Collectives section says why there is nothing
     og = region_loggp(data.kernel_table("loggp"))
+    topologies, unreadable = recorded_topologies(data)
     comparison = campaign_comparison(s, data.cells, data.provenance or [], data.hockney, data.node_topology,
-                                     loggp_rows=og)
+                                     loggp_rows=og, topologies=topologies)
     blocks: list[Any] = [
         Text(
             "Every collective × algorithm measured at several process counts, at one message size (4 B, or the "
@@ -160,7 +175,7 @@ def section_predicted(data: ReportData) -> Section | None:
         blocks.append(
             _table(title, comparison.summary.filter((pl.col("group") == group) & (pl.col("collective") == coll)))
         )
-    lines = comparison.note_lines()
+    lines = comparison.note_lines() + ([f"the recorded topologies: {unreadable}"] if unreadable else [])
     if points.height == 0:
         blocks.append(Notice("Nothing is predicted:", "info", lines or ["no modelled collective was measured"]))
     elif lines:
