@@ -20,12 +20,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from mpiatlas.stats.quality import OK, PERTURBED
+from mpiatlas.stats.quality import OK, PERTURBED, UNKNOWN
 
 if TYPE_CHECKING:
     import polars as pl
 
-UNKNOWN = "unknown"
 EVIDENCE_COLUMNS = ("thread_cpus", "thread_cpus_start", "thread_mask_cpus")
 NO_EVIDENCE = ("no per-thread binding evidence (the kernel reported no thread affinity masks), so whether "
                "the OpenMP threads stayed on their planned cpus is unknown: not trusted")
