@@ -13,7 +13,8 @@ priority 35 (coll_han_component.c:94 of v5.0.10) but leaves a communicator whose
 hierarchical one, which these rules do not describe (and which the probe, one node, cannot see).
 
 The rules were checked against the libraries themselves, oversubscribed at P = 2..64 on a 2-core
-machine, for Debian's 4.1.4 and PyPI's 5.0.11 (tests/data/ompi_bcast_decision.csv, how it was made in
+machine, for Debian's 4.1.4 and PyPI's 5.0.11, and at P = 65..256 (rows 64..127, 128..255 and 256..1023
+at their byte limits) for 4.1.4 (tests/data/ompi_bcast_decision.csv, how it was made in
 tests/ompi_decision_probe.py): every probed (P, bytes) called the function this table names.
 """
 
