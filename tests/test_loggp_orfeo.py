@@ -61,15 +61,17 @@ from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
+import polars as pl
 import pytest
 import test_predict_orfeo as orfeo
 from conftest import require_datasets
 
 from mpiatlas.models import collective_trees as trees
 from mpiatlas.models.loggp_fit import Calibration, Measured, calibrate_groups, predicted
-from mpiatlas.models.ompi_decision import bcast_default_algorithm
+from mpiatlas.models.ompi_decision import bcast_default_algorithm, scatter_default_algorithm
 from mpiatlas.models.region_latency import Placement, RegionTable, place
 from mpiatlas.node.topology_synthetic import parse_synthetic
+from mpiatlas.parsers.osu_csv import parse_osu_csv_file
 
 GOAL = 0.25
 CALIBRATION_STRIDE = 4
@@ -202,7 +204,7 @@ MISSES: dict[tuple[str, str, str, str], str] = {
 
 def _marked(cell: tuple[str, str, str, str]) -> object:
     reason = MISSES.get(cell)
-    return pytest.param(*cell, marks=pytest.mark.xfail(strict=True, reason=reason)) if reason else cell
+    return pytest.param(*cell, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason)) if reason else cell
 
 
 @pytest.mark.parametrize(("split", "dataset", "algorithm", "mapping"), [_marked(c) for c in CELLS])
@@ -257,3 +259,33 @@ def test_epyc_node_excess_is_in_no_edge() -> None:
     common = [n for n in range(16, 129) if n in node and n in socket]
     assert statistics.median(node[n] / socket[n] for n in common) >= 1.5
     assert statistics.median(node[n] - socket[n] for n in common) > 1.17 + 0.5
+
+
+# The zampar Feb 2024 osu_scatter files are four runs of Open MPI's DEFAULT Scatter (PROVENANCE F: the scripts set
+# the Bcast parameter), so they are four repetitions of one series, not four algorithms.
+SCATTER_FILES = ("default", "basic_linear", "binomial", "linear_nb")
+SCATTER_MISS = ("the default Scatter predicted from the Bcast calibration misses: core 31.4 % (+17.0 %), socket "
+                "45.1 % (+45.1 %), over-predicted from P = 6 on (e.g. socket P = 14: 0.99 µs measured, 1.63 "
+                "predicted); the Bcast's h and o do not carry over to the binomial Scatter's forwarders, cause not "
+                "pinned down")
+
+
+@pytest.mark.parametrize("mapping", [pytest.param(m, marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=SCATTER_MISS))
+                                     for m in THIN_MAPPINGS])  # fmt: skip
+def test_thin_scatter_held_out_from_the_bcast_calibration(mapping: str) -> None:
+    """Leave one collective out: o, g, h calibrated on every THIN Bcast algorithm under ``mapping`` predict the
+    default Scatter (4 B per rank, P 2..24, median of the 4 runs per P), its algorithm per P from Open MPI's
+    decision (basic_linear below 4 ranks, binomial above at 4 B; models.ompi_decision, read, not probed)."""
+    root = require_datasets() / "zampar-orfeo-osu-bcast-barrier/history_66c4420/Excercise_1/scatter/results"
+    runs = pl.concat([parse_osu_csv_file(root / f"scatter_{name}.csv").select("mapping", "processes", "bytes", "t_usec")
+                      for name in SCATTER_FILES])  # fmt: skip
+    per_np = dict(runs.filter((pl.col("bytes") == 4) & (pl.col("mapping") == mapping) & (pl.col("processes") <= THIN_MAX_NP))
+                  .group_by("processes").agg(pl.col("t_usec").median()).iter_rows())  # fmt: skip
+    scatter = [Measured("scatter", scatter_default_algorithm(n, 4), n, 4, t) for n, t in sorted(per_np.items())]
+    assert len(scatter) == THIN_MAX_NP - 1 and {x.algorithm for x in scatter} == {"basic_linear", "binomial"}
+    d = _thin()
+    groups = [([x for alg in d.algorithms() for x in d.series[(alg, mapping)][::CALIBRATION_STRIDE]], d.places[mapping])]
+    cal = calibrate_groups(groups, d.table, quantity="rank_mean")
+    pred = predicted(cal, [(scatter, d.places[mapping])], d.table, quantity="rank_mean")
+    median_abs = statistics.median(abs(p - x.latency_us) / x.latency_us for x, p in zip(scatter, pred))
+    assert median_abs <= GOAL, f"Scatter {mapping}: median |e| {median_abs:.1%}"
