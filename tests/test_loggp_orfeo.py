@@ -178,9 +178,10 @@ _NODE_EXCESS = ("EPYC node mapping costs ~2x what its edges explain (binary_tree
 _CORE_FROM_OTHERS = ("EPYC core held out: o, g, h fitted on socket + node (o 0.42, g 0.40, h 0.88 µs) carry the node "
                      "mapping's edge-less excess and socket's perturbed runs into core's cheapest hops (chain: 93 of "
                      "127 edges same_l3 at P = 128): over-predicted")
-_LINEAR_GAP = ("the root's back-to-back gap depends on where the sends go (cross-socket / cross-node sends inject "
-               "slower) and the other algorithms send at most 4 messages back to back under this mapping: they do "
-               "not determine the linear root's gap")
+_LINEAR_GAP = ("the root's back-to-back gap depends on where the sends go (a variant with one gap per region, "
+               "tried on these data, fitted 0.15-0.18 µs within a socket, 0.39-0.47 across sockets, 0.62-0.69 "
+               "across nodes) and the other algorithms send few messages back to back (a chain root 4, a knomial "
+               "root up to 12, against the linear root's P - 1): they do not determine the linear root's gap")
 _THIN_CORE = ("THIN core: P <= 12 stays on one socket, one region (0.19 µs): o, g and h must explain every "
               "algorithm with one latency, and h fitted on trees over- or under-prices chains and pipelines "
               "(a forwarder with one send against a tree level)")

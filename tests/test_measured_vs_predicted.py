@@ -22,7 +22,7 @@ default Bcast's runs where Open MPI's decision calls the held-out algorithm held
 (models/loggp.py: g only between back-to-back sends, a single message costs λ; a robust fit of log ratios.)
 The misses are the ones tests/test_loggp_orfeo.py explains over every P: under socket mapping the runs above
 P = 128 are perturbed run to run (a third of these 16 points), and a linear root's gap is not determined by
-algorithms that send at most 4 messages back to back. Tolerances: the figure rounded up to the next 5 %.
+algorithms that send few messages back to back (4 from a chain root, up to 12 from a knomial one). Tolerances: the figure rounded up to the next 5 %.
 """
 
 from __future__ import annotations
