@@ -9,6 +9,9 @@ per P, oversubscribed, no timing: the answer is a function name.
 Regenerate the recorded table (tests/data/ompi_bcast_decision.csv) with
 
     .venv/bin/python tests/ompi_decision_probe.py tests/data/ompi_bcast_decision.csv
+    .venv/bin/python tests/ompi_decision_probe.py tests/data/ompi_bcast_decision.csv --large
+
+(the second adds P = 65..256, LARGE_NPS, at the byte limits of those rows: a 256-rank launch is ~1 min).
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ NPS = (2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 24, 31, 32, 33, 48, 63, 64)
 SIZES = (1, 2, 7, 8, 31, 32, 63, 64, 127, 128, 255, 256, 511, 512, 1023, 1024, 2047, 2048, 4095, 4096, 8191,
          8192, 16383, 16384, 32767, 32768, 65535, 65536, 131071, 131072, 262143, 262144, 524287, 524288,
          1048575, 1048576, 2097152)
+# The rows from 64 ranks to 256 (64..127, 128..255, 256..1023) at and around their edges, one launch each:
+# their byte limits only (2, 16 KiB, 32 KiB, 64 KiB), since a 256-rank oversubscribed launch costs about a
+# minute here. Probed for the release(s) installed when recorded (``main(..., large=True)``).
+LARGE_NPS = (65, 127, 128, 129, 255, 256)
+LARGE_SIZES = (1, 2, 4, 16383, 16384, 32767, 32768, 65535, 65536, 1048576)
 PREFIX = "ompi_coll_base_bcast_intra_"
 # coll/base function suffix -> coll_tuned algorithm name.
 FUNCTIONS = {"basic_linear": "basic_linear", "chain": "chain", "pipeline": "pipeline",
@@ -137,21 +145,29 @@ def write(path: Path, observations: list[Observation]) -> None:
         out.writerows((o.release, o.version, o.np, o.bytes, o.called) for o in observations)
 
 
-def main(out: Path) -> None:
+def main(out: Path, *, large: bool = False) -> None:
+    """Probe every installed release on NPS x SIZES into ``out``; ``large``: probe LARGE_NPS x LARGE_SIZES
+    instead and add them to ``out``'s rows (replacing any earlier large-P rows of the same release)."""
     import tempfile
 
+    grid = [(np, LARGE_SIZES) for np in LARGE_NPS] if large else [(np, SIZES) for np in NPS]
     observations: list[Observation] = []
+    probed: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="ompi-probe-") as tmp:
         for release in sorted(RELEASES):
             if not installed(release):
                 print(f"Open MPI {release} is not installed ({RELEASES[release][1]}): skipped", file=sys.stderr)
                 continue
+            probed.add(release)
             shim, program = build(release, Path(tmp))
-            for np in NPS:
-                observations += run(release, np, SIZES, shim, program)
+            for np, sizes in grid:
+                observations += run(release, np, sizes, shim, program)
+    if large:
+        kept = [o for o in read(out) if not (o.release in probed and o.np in LARGE_NPS)]
+        observations = kept + observations
     write(out, observations)
-    print(f"{len(observations)} (release, P, bytes) probed -> {out}", file=sys.stderr)
+    print(f"{len(observations)} (release, P, bytes) rows -> {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), large="--large" in sys.argv[2:])

@@ -80,8 +80,15 @@ def _simulate(model: str, m: int, k: int) -> tuple[list[int], int]:
 
 # Recursive doubling is defined for P a power of two only: its cases are the (m, k) with m·k = 2^j.
 _MK = [(2, 1), (2, 4), (4, 2), (8, 4), (3, 3), (5, 2), (2, 6)]
-_CASES = [(model, m, k) for model in MODELS for m, k in _MK
-          if not (model == "allgather_recursive_doubling" and (m * k) & (m * k - 1))]
+# The naive Allgather is per rank, not a schedule over links: it has no rank-by-rank simulation (its own test).
+_CASES = [(model, m, k) for model in MODELS for m, k in _MK if model != "allgather_naive"
+          and not (model == "allgather_recursive_doubling" and (m * k) & (m * k - 1))]
+
+
+def test_naive_allgather_counts_every_other_rank_once_per_rank() -> None:
+    # Each rank takes in the P - 1 other blocks over a link of its own, after one latency.
+    for m, k in _MK:
+        assert _tally("allgather_naive", m, k) == (m * k - 1, 1.0)
 
 
 @pytest.mark.parametrize(("model", "m", "k"), _CASES)
@@ -295,6 +302,9 @@ def test_report_shows_the_choice_and_the_per_size_table(tmp_path: Path) -> None:
         bruck = next(f for f in entry["models"] if f["model"] == "allgather_bruck")
         assert f"Bruck fits best (rel. RMS {bruck['rel_rms']:.1%})" in body
     assert "1/α (of line rate)" in body and "best (clear)" in body
+    # The named model (Allgather's node ring) has its own per-size rows beside the best model's.
+    assert all(e["per_size_named"]["model"] == "allgather_ring" for e in result["fits"])
+    assert "<td>named</td>" in body and "node ring" in body and "naive Allgather model" in body
 
 
 @pytest.mark.parametrize("partition", list(PUBLISHED))
@@ -316,3 +326,26 @@ def test_stackhpc_allgather_rank_ring_fits_alike_but_its_step_latency_is_below_t
     zero_byte = next(float(r.split()[1]) for r in out.read_text().splitlines() if r.split()[:1] == ["0"])
     assert 0.9 <= zero_byte <= 3.0
     assert rank["beta_us"] < zero_byte / 3 < zero_byte < node["beta_us"]
+
+
+@pytest.mark.parametrize("partition", list(PUBLISHED))
+def test_stackhpc_allgather_named_model_per_size_and_the_naive_model(partition: str) -> None:
+    """The named Allgather model (node ring, t = (m − 1)(α·x·k/b + β)) per message size on the two-node OSU
+    Allgather, whichever family wins; and the naive per-rank model t = α·x·(P − 1)/b + β beside it. At one
+    (m, k) = (2, 32): β is held at the all-size fit in every size's row, and a size's α is its time less β over
+    the ring's network term; the naive model's β is the one-latency fit's and its α the ring's × k/(P − 1)."""
+    gbit, _, _ = PUBLISHED[partition]
+    x, t, ppn = _osu(partition, "allgather")
+    net = Network(partition, gbit)
+    result = fit_families("Allgather", [2] * len(x), [ppn] * len(x), x, t, network=net)
+    named = result["per_size_named"]
+    assert named["model"] == "allgather_ring" and [r["bytes"] for r in named["rows"]] == sorted(x)
+    fits = {f["model"]: f for f in result["models"]}
+    ring, naive = fits["allgather_ring"], fits["allgather_naive"]
+    top = named["rows"][-1]
+    assert all(r["beta_fixed"] and r["beta_us"] == ring["beta_us"] for r in named["rows"])
+    t_top = t[x.index(top["bytes"])]
+    assert top["alpha"] == pytest.approx((t_top - ring["beta_us"]) / (top["bytes"] * ppn / net.bytes_per_us), rel=1e-6)
+    assert top["alpha"] > 1.0  # slower than the link: the ring at 1 MiB is not at line rate
+    assert naive["beta_us"] == pytest.approx(ring["beta_us"], rel=1e-6)
+    assert naive["alpha"] == pytest.approx(ring["alpha"] * ppn / (2 * ppn - 1), rel=1e-6)

@@ -8,23 +8,21 @@ the figure test_predict_orfeo states (its tolerances: the figure rounded up to t
 library reproduces today's model exactly: basic_linear core 344 %, socket 210 %, node 370 %; chain 26 / 24
 / 31 %; binary_tree 42 / 51 / 56 %; default 47 / 37 / 53 %.
 
-Calibrated leave-one-algorithm-out (each algorithm predicted by LogGP fitted on the three others,
-rank_mean), every 16th P (P = 16, 32, .., 256: 12 calibrations of ~45 points keep the test near 10 s):
+Calibrated leave-one-algorithm-out (each algorithm predicted by LogGP fitted on the three others, the
+default Bcast's runs where Open MPI's decision calls the held-out algorithm held out too; rank_mean), every
+16th P (P = 16, 32, .., 256: 12 calibrations of ~45 points keep the test short):
 
 | algorithm | core | socket | node |
 |---|---|---|---|
-| basic_linear | 365 → 85 % | 218 → 50 % | 397 → 10 % |
-| binary_tree | 30 → 19 % | 41 → 32 % | 53 → 4 % |
-| chain | 23 → 21 % | 24 → 15 % | 37 → 18 % |
-| default | 47 → 16 % | 39 → 38 % | 37 → 26 % |
+| basic_linear | 365 → 22 % | 218 → 97 % | 397 → 43 % |
+| binary_tree | 30 → 16 % | 41 → 26 % | 53 → 5 % |
+| chain | 23 → 14 % | 24 → 50 % | 37 → 6 % |
+| default | 47 → 12 % | 39 → 46 % | 37 → 11 % |
 
-(LogGP's L is the wire latency λ − 2o, models/loggp.py: the fitted o no longer moves a hop's cost, only when
-each sender is done, so the calibrations differ a little from the λ-as-L model's, 95/48/21, 20/29/8, 21/15/13,
-16/38/27 %.)
-
-basic_linear held out is the miss: the trees and chains do not determine the root's gap g that a linear
-Bcast's P − 1 sends are made of (test_loggp_orfeo: calibrated on linear itself, 8-18 %). Tolerances: the
-figure rounded up to the next 5 %.
+(models/loggp.py: g only between back-to-back sends, a single message costs λ; a robust fit of log ratios.)
+The misses are the ones tests/test_loggp_orfeo.py explains over every P: under socket mapping the runs above
+P = 128 are perturbed run to run (a third of these 16 points), and a linear root's gap is not determined by
+algorithms that send few messages back to back (4 from a chain root, up to 12 from a knomial one). Tolerances: the figure rounded up to the next 5 %.
 """
 
 from __future__ import annotations
@@ -48,10 +46,10 @@ UNCALIBRATED = {  # (mapping, algorithm) -> max median |error|, every P (test_pr
     ("core", "default"): 0.50, ("socket", "default"): 0.40, ("node", "default"): 0.55,
 }  # fmt: skip
 CALIBRATED = {  # (mapping, algorithm) -> max median |error| calibrated on the three others, every 16th P
-    ("core", "basic_linear"): 0.90, ("socket", "basic_linear"): 0.55, ("node", "basic_linear"): 0.15,
-    ("core", "chain"): 0.25, ("socket", "chain"): 0.15, ("node", "chain"): 0.20,
-    ("core", "binary_tree"): 0.20, ("socket", "binary_tree"): 0.35, ("node", "binary_tree"): 0.10,
-    ("core", "default"): 0.20, ("socket", "default"): 0.40, ("node", "default"): 0.30,
+    ("core", "basic_linear"): 0.25, ("socket", "basic_linear"): 1.00, ("node", "basic_linear"): 0.45,
+    ("core", "chain"): 0.15, ("socket", "chain"): 0.50, ("node", "chain"): 0.10,
+    ("core", "binary_tree"): 0.20, ("socket", "binary_tree"): 0.30, ("node", "binary_tree"): 0.10,
+    ("core", "default"): 0.15, ("socket", "default"): 0.50, ("node", "default"): 0.15,
 }  # fmt: skip
 
 

@@ -41,7 +41,8 @@ Beside these two original models (whose α, β stay each entry's ``alpha``/``bet
 :func:`fit_families` fits every algorithm family of :mod:`mpiatlas.models.alphabeta_models`
 (Alltoall: linear, pairwise, Bruck; Allgather: ring, linear, recursive doubling, Bruck) to the
 multi-node points, picks the best by AIC of the relative residuals (``best_model``,
-``selection``) and fits the winner again per message size (``per_size``: α, β, 1/α per x, over
+``selection``) and fits the winner again per message size (``per_size``; the named, original model
+likewise in ``per_size_named``, whichever family wins: α, β, 1/α per x, over
 the node counts and k of that size). A size is fitted freely only where its points can separate α
 from β (≥ 3 distinct (m, k); two would be interpolated exactly, noise and all); elsewhere β is held
 at the all-size value and α alone is fitted, so α is still that size's fraction of the line rate.
@@ -527,8 +528,14 @@ def fit_families(benchmark: str, nodes: Iterable[float], ppns: Iterable[float], 
     if isinstance(best, str):
         fit = next(f for f in ok if f["model"] == best)
         per_size = {"model": best, "rows": _per_size(best, pts, b, fit["alpha"], fit["beta_us"], rng)}
+    # The named (original) model's α, β per size too, whichever family wins: the studies quote its numbers.
+    named_model = BENCHMARK_MODELS[benchmark][0]
+    named_fit = next((f for f in ok if f["model"] == named_model), None)
+    per_size_named = None if named_fit is None else {
+        "model": named_model, "rows": _per_size(named_model, pts, b, named_fit["alpha"], named_fit["beta_us"], rng)}
     return {"models": [_clean(f) for f in models], "best_model": best, "selection": _clean(selection),
-            "distinct_mk": distinct_mk, "per_size": _clean(per_size) if per_size else None}
+            "distinct_mk": distinct_mk, "per_size": _clean(per_size) if per_size else None,
+            "per_size_named": _clean(per_size_named) if per_size_named else None}
 
 
 def _clean(v: Any) -> Any:

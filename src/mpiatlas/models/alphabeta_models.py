@@ -35,6 +35,10 @@ and n_cross(d) the number of a node's k ranks whose partner sits on another node
   m = 2, k = 32). At one (m, k) both are α′·x + β′ and fit identically; their α and β differ by
   those factors, so only the physics (α ≥ 1; β ≥ a network latency) or several m can separate them.
 * ``allgather_linear``: every rank sends its block to every other rank → B = (m − 1)·k², S = 1.
+* ``allgather_naive`` (the textbook per-rank model, no placement): each rank takes in the other P − 1
+  blocks over a link of its own after one latency → B = P − 1, S = 1. It ignores that a node's k
+  ranks share one link and that on-node blocks never cross it, so its α is not a fraction of the line
+  rate of a real link: set beside the node-aware families, it shows what the placement explains.
 * ``allgather_recursive_doubling`` (P a power of two): log2 P steps, at step j rank r exchanges the
   2^j blocks it holds with r XOR 2^j → B = Σ_j n_cross(2^j)·2^j, S = #steps with a crossing
   (for k a power of two: B = (m − 1)·k², S = log2 m).
@@ -92,6 +96,8 @@ MODELS: dict[str, ModelSpec] = {s.name: s for s in (
               "t = (P − 1) · (α · x / b + β)"),
     ModelSpec("allgather_linear", "Allgather", "linear",
               "t = α · x · (m − 1) · k² / b + β"),
+    ModelSpec("allgather_naive", "Allgather", "naive (per rank)",
+              "t = α · x · (P − 1) / b + β"),
     ModelSpec("allgather_recursive_doubling", "Allgather", "recursive doubling",
               "t = α · x · Σ_j n_cross(2^j)·2^j / b + β · #inter-node steps  (k, m powers of 2: "
               "α · x · (m − 1) · k² / b + β · log2 m)"),
@@ -132,6 +138,8 @@ def _tally(model: str, m: int, k: int) -> tuple[float, float]:
         return float((m - 1) * k), float(m - 1)
     if model == "allgather_ring_ranks":
         return float(p - 1), float(p - 1)
+    if model == "allgather_naive":
+        return float(p - 1), 1.0  # per rank, not per link: see the module docstring
     blocks = steps = 0
     index = np.arange(p, dtype=np.int64)
     for j in range(_steps(p)):

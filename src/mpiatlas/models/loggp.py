@@ -12,11 +12,12 @@ bytes is priced with LogGP (Alexandrov et al. 1995):
 
 ``L`` is the wire latency, not the table's ``latency_us``: that is λ, a PingPong's half round
 trip, which already holds both overheads (λ = o + L + o, Kielmann's PRTT(1,0,s)/2, as the loggp
-kernel computes its own L). So ``L_r = max(0, λ_r − 2·o_r)``: a single message costs exactly λ
-end to end, and only what o, g and h add beyond it (a root's later sends, a forwarder's gap)
+kernel computes its own L). So ``L_r = λ_r − 2·o_r``: a single message costs exactly λ end to
+end, and only what g and h add beyond it (a root's later sends, a forwarder's level term)
 separates LogGP from the latency-only rules. Charging λ as L counted o twice per hop (+150 % at
-P = 2 on this machine's Bcast). The clip at 0 keeps a hop no cheaper than its two overheads where
-the measured o exceeds λ/2 (ranks time-sharing one cpu).
+P = 2 on this machine's Bcast). L is not clipped at 0: where o_s + o_r exceed λ the overheads
+overlap (the loggp kernel's own L is −0.06 µs at 4 B on shared memory here), and a message still
+arrives λ after its send began, as the kernel's round trip shows (tests/test_loggp.py).
 
 o and g come from the table's ``overhead_us``/``gap_us`` columns, else from :class:`LogGP`'s scalars
 (what :mod:`.loggp_fit` calibrates). ``level_us`` (h) is what a forwarding rank spends between
@@ -26,17 +27,17 @@ Schedules (root 0, Open MPI 4.1 ``coll_tuned`` trees from :mod:`.collective_tree
 
 * **down** (Bcast ``basic_linear``, ``chain``, ``pipeline``, ``binary_tree``, ``binomial``,
   ``knomial``; Scatter ``basic_linear``, ``binomial``): a rank that has its data at ``t`` posts its
-  k sends in the tree's order; the i-th (0-based) leaves at ``t + g + h + o + Σ_{j=1..i} g_j`` (the
-  root starts at 0, without the first g and h), i.e. its k sends cost ``o + (k−1)·g`` before the
-  last one leaves; the child has its data ``L + m·G + o`` later. The ``g`` after a forwarder's
-  reception is LogP's: a process's consecutive messages, received or sent, are g apart (without
-  it a linear-calibrated model under-predicts every tree by 20-45 % on the EPYC data). Scatter's edge carries the child's whole subtree's blocks
-  (``m`` per rank: the blocks grow towards the root). Segments (``segsize``): the first crosses
-  as above, each further one adds the slowest rank's cycle ``o_in + g + h + o + (k−1)·g`` (or its
-  link's ``k·seg·G`` if that is longer).
+  k sends in the tree's order; the i-th (0-based) leaves at ``t + h + o + Σ_{j=1..i} g_j`` (the
+  root starts at 0, without h), i.e. its k sends cost ``o + (k−1)·g`` before the last one leaves;
+  the child has its data ``L + m·G + o`` later. g is charged only between a rank's back-to-back
+  sends: a rank that sends a single message pays o, not g (charging a gap after every reception
+  made a 3-rank pipeline cost rtt + g where the loggp kernel measures rtt). Scatter's edge carries
+  the child's whole subtree's blocks (``m`` per rank: the blocks grow towards the root). Segments
+  (``segsize``): the first crosses as above, each further one adds the slowest rank's cycle
+  ``o_in + h + o + (k−1)·g`` (or its link's ``k·seg·G`` if that is longer).
 * **up** (Gather ``basic_linear``, ``binomial``): a rank receives its children in the tree's order;
   a message sent at ``s`` is taken at ``max(previous + g, s + L + m·G + o)`` (the receiver's gap
-  serialises arrivals); a rank sends up ``g + h + o`` after its last child (leaves at ``o``).
+  serialises arrivals); a rank sends up ``h + o`` after its last child (leaves at ``o``).
 * **steps** (Allreduce ``recursive_doubling``, ``ring``, ``rabenseifner``; Reduce
   ``rabenseifner``): each exchange step costs ``h + max over its pairs of (o + L + m·G + o)``.
 * MPICH's Bcast ``tree`` and ``pipelined_tree``: **down** over MPICH's kary tree (k = 2, heap
@@ -103,9 +104,10 @@ class _Edges:
         return self.table.gap_us.get(self._r(a, b), self.params.gap_us)
 
     def wire(self, a: int, b: int, nbytes: float) -> float:
-        # The wire latency L = λ − 2o (λ, the PingPong half round trip, holds both overheads), clipped at 0.
-        name = self._r(a, b)
-        return self.table.cost(name, nbytes) - min(2 * self.o(a, b), self.table.latency_us[name])
+        # The wire latency L = λ − 2o (λ, the PingPong half round trip, holds both overheads). It may be
+        # negative: where o_s + o_r exceed λ (shared memory: the loggp kernel's own L is −0.06 µs at 4 B
+        # here) the overheads overlap, and a single message still arrives λ after its send began.
+        return self.table.cost(self._r(a, b), nbytes) - 2 * self.o(a, b)
 
     def per_byte(self, a: int, b: int) -> float:
         bw = self.table.bandwidth_MBps.get(self._r(a, b))
@@ -133,9 +135,9 @@ def _down(e: _Edges, children: list[list[int]], root: int, edge_bytes: Callable[
             done[p] = got[p]
             continue
         up = parent_of[p]
-        # A forwarder's first send leaves a gap after the reception (LogP's g spaces a process's
-        # messages, received or sent), plus the per-level term.
-        start = got[p] + (h + e.g(up, p) if up is not None else 0.0)
+        # g paces only a rank's back-to-back sends: a forwarder's first send leaves o after it has
+        # its data, plus the per-level term h (a rank that sends one message pays o, not g).
+        start = got[p] + (h if up is not None else 0.0)
         clock = start + e.o(p, kids[0])
         for i, k in enumerate(kids):
             if i:
@@ -162,8 +164,8 @@ def _up(e: _Edges, children: list[list[int]], root: int, edge_bytes: Callable[[i
         ready[p] = clock
         up = parent_of[p]
         if up is not None:
-            # A rank that received from children leaves a gap after the last reception (as in _down).
-            after = h + e.g(children[p][-1], p) if children[p] else 0.0
+            # A rank that received from children sends up h + o after the last reception (as in _down).
+            after = h if children[p] else 0.0
             done[p] = ready[p] + after + e.o(p, up)
     done[root] = ready[root]
     return ready[root], sum(done) / len(done)

@@ -6,40 +6,52 @@ runs). :func:`calibrate` fits the :class:`.loggp.LogGP` scalars the table does n
 ``overhead_us`` (o) unless the table has an ``overhead_us`` column, ``gap_us`` (g) likewise, and
 ``level_us`` (h, the per-level term of trees, chains and steps) always — each only if the
 measurements can tell it apart (see :func:`_identifiable`): a linear Bcast has no level, so it
-cannot fix h, which then stays 0.
+cannot fix h, which then stays 0. ``gap_regions`` adds one gap per named region, ``gap_us[region]``
+(a send's gap depends on where it goes: a copy to the other socket, a NIC's injection), for
+regions the table has no gap for; the scalar g then covers the others. A fitted per-region gap is
+a region table column, so it transfers to any placement whose pairs fall in those regions.
 
-The fit: :func:`scipy.optimize.least_squares` (trust region reflective) on the relative errors
-``(predicted − measured) / measured`` (so that P = 2 and P = 256 weigh alike), bounded at 0 (no
-negative o, g or h). The 95 % intervals come from the Jacobian covariance at the optimum
-(``s² (JᵀJ)⁻¹``, ``s²`` the residual variance with n − p degrees of freedom, Student t), the
-linearised least-squares interval; the lower end is clipped at the bound 0.
+The fit: :func:`scipy.optimize.least_squares` (trust region reflective) on the log ratios
+``ln(predicted / measured)`` (so that P = 2 and P = 256 weigh alike, and over- and under-prediction
+by the same factor alike) with the robust ``soft_l1`` loss (scale 0.1: a run perturbed tenfold
+weighs like a ~10 % miss, not like a hundred of them), bounded at 0 (no negative o, g or h). The
+95 % intervals come from the Jacobian covariance at the optimum (``s² (JᵀJ)⁻¹``, ``s²`` the residual
+variance with n − p degrees of freedom, Student t), the linearised least-squares interval (under
+the robust loss an approximation); the lower end is clipped at the bound 0.
 
 :func:`predict_held_out` is the leave-one-algorithm-out use: calibrate on every other algorithm
-measured in a campaign, then predict the held-out one.
+measured in a campaign, then predict the held-out one. :func:`calibrate_groups` calibrates on
+measurements of several placements at once (leave one mapping out: every other mapping's runs).
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
 from mpiatlas.models.loggp import LogGP, predict
+from mpiatlas.models.ompi_decision import bcast_default_algorithm
 from mpiatlas.models.region_latency import Placement, RegionTable
 
 __all__ = [
     "CI_METHOD",
     "Calibration",
+    "Groups",
     "Measured",
     "MeasuredError",
     "Parameter",
     "calibrate",
+    "calibrate_groups",
     "predict_held_out",
+    "predicted",
     "read_measured",
 ]
 
@@ -47,6 +59,10 @@ MEASURED_COLUMNS = ("collective", "algorithm", "np", "bytes", "latency_us")
 CANDIDATES = ("gap_us", "overhead_us", "level_us")  # tried in this order when identifiability is in doubt
 CI_METHOD = "95 % CI from the Jacobian covariance at the optimum (linearised, Student t, n - p dof)"
 QUANTITIES = ("completion", "rank_mean")
+# Robust loss on log ratios: a run perturbed 10-50x (ORFEO socket, P > 128) weighs about like a 10 % miss
+# instead of deciding the fit (soft_l1 is ~quadratic below LOSS_SCALE, ~linear above).
+LOSS: Literal["soft_l1"] = "soft_l1"
+LOSS_SCALE = 0.1
 
 
 class MeasuredError(ValueError):
@@ -71,11 +87,12 @@ class Parameter:
     fitted: bool  # False: not identifiable from these measurements (value is the default or the table's)
 
     def line(self) -> str:
+        unit = " µs"
         if not self.fitted:
-            return f"{self.name} = {self.value:.4g} µs (not fitted: the measurements do not determine it)"
+            return f"{self.name} = {self.value:.4g}{unit} (not fitted: the measurements do not determine it)"
         value = 0.0 if self.value < 1e-9 else self.value  # the optimiser stops a hair above the bound
         bound = " (at the bound 0)" if value == 0 else ""
-        return f"{self.name} = {value:.4g} µs{bound}, 95 % CI [{self.ci_low:.4g}, {self.ci_high:.4g}]"
+        return f"{self.name} = {value:.4g}{unit}{bound}, 95 % CI [{self.ci_low:.4g}, {self.ci_high:.4g}]"
 
 
 @dataclass(frozen=True)
@@ -85,6 +102,11 @@ class Calibration:
     points: int
     median_abs_error: float  # in-sample median |relative error|
     quantity: str
+    gap_by_region: dict[str, float] = field(default_factory=dict)  # fitted gap_us[region] values
+
+    def priced_table(self, table: RegionTable) -> RegionTable:
+        """``table`` with the fitted per-region gaps as its ``gap_us`` column (what predictions use)."""
+        return _with_gaps(table, self.gap_by_region)
 
     def lines(self) -> list[str]:
         head = (f"LogGP calibrated on {self.points} measurements ({self.quantity} time), in-sample median "
@@ -125,38 +147,57 @@ def read_measured(path: str | Path) -> list[Measured]:
     return out
 
 
-class _Model:
-    """Predictions for a list of measurements as a function of the free parameters."""
+def _region_of(name: str) -> str | None:
+    """``gap_us[other_node]`` -> ``other_node``; a scalar parameter -> None."""
+    return name[len("gap_us["):-1] if name.startswith("gap_us[") else None
 
-    def __init__(self, measured: Sequence[Measured], place: Placement, table: RegionTable, free: Sequence[str],
-                 *, segsize: int, quantity: str) -> None:  # fmt: skip
+
+def _with_gaps(table: RegionTable, gaps: dict[str, float]) -> RegionTable:
+    return dataclasses.replace(table, gap_us={**table.gap_us, **gaps}) if gaps else table
+
+
+# Measurements and the placement they ran with (its prefixes are the smaller runs): one per mapping.
+Groups = Sequence[tuple[Sequence[Measured], Placement]]
+
+
+class _Model:
+    """Predictions for groups of measurements (each with its placement) as a function of the free parameters."""
+
+    def __init__(self, groups: Groups, table: RegionTable, free: Sequence[str], *, segsize: int, quantity: str) -> None:
         if quantity not in QUANTITIES:
             raise ValueError(f"quantity {quantity!r}: choose from {', '.join(QUANTITIES)}")
-        too_big = [m.np for m in measured if m.np > place.size]
-        if too_big:
-            raise ValueError(f"measurements at np={max(too_big)} do not fit the placement of {place.size} ranks")
-        self.measured, self.place, self.table = list(measured), place, table
+        self.cases: list[tuple[Measured, Placement, dict[tuple[int, int], str]]] = []
+        for measured, place in groups:
+            too_big = [m.np for m in measured if m.np > place.size]
+            if too_big:
+                raise ValueError(f"measurements at np={max(too_big)} do not fit the placement of {place.size} ranks")
+            regions: dict[tuple[int, int], str] = {}  # one pair -> region cache per placement
+            prefixes = {n: place.prefix(n) for n in {m.np for m in measured}}
+            self.cases += [(m, prefixes[m.np], regions) for m in measured]
+        self.table = table
         self.free, self.segsize, self.quantity = list(free), segsize, quantity
-        self.regions: dict[tuple[int, int], str] = {}
-        self.prefixes = {n: place.prefix(n) for n in {m.np for m in measured}}
-        self.y = np.array([m.latency_us for m in measured])
+        self.y = np.array([m.latency_us for m, _, _ in self.cases])
 
     def params(self, x: Sequence[float] | np.ndarray) -> LogGP:
-        return LogGP(**{name: max(0.0, float(v)) for name, v in zip(self.free, x)})
+        return LogGP(**{name: max(0.0, float(v)) for name, v in zip(self.free, x) if _region_of(name) is None})
 
-    def predicted(self, params: LogGP) -> np.ndarray:
+    def gaps(self, x: Sequence[float] | np.ndarray) -> dict[str, float]:
+        return {r: max(0.0, float(v)) for name, v in zip(self.free, x) if (r := _region_of(name)) is not None}
+
+    def predicted(self, params: LogGP, gaps: dict[str, float] | None = None) -> np.ndarray:
+        table = _with_gaps(self.table, gaps or {})
         out = []
-        for m in self.measured:
-            p = predict(m.collective, m.algorithm, self.prefixes[m.np], self.table, m.bytes, params=params,
-                        segsize=self.segsize, regions=self.regions)  # fmt: skip
+        for m, prefix, regions in self.cases:
+            p = predict(m.collective, m.algorithm, prefix, table, m.bytes, params=params,
+                        segsize=self.segsize, regions=regions)  # fmt: skip
             out.append(p.completion_us if self.quantity == "completion" else p.rank_mean_us)
         return np.array(out)
 
     def residuals(self, x: Sequence[float] | np.ndarray) -> np.ndarray:
-        return np.asarray((self.predicted(self.params(x)) - self.y) / self.y, dtype=float)
+        return np.asarray(np.log(self.predicted(self.params(x), self.gaps(x)) / self.y), dtype=float)
 
 
-def _identifiable(measured: Sequence[Measured], place: Placement, table: RegionTable, candidates: Sequence[str],
+def _identifiable(groups: Groups, table: RegionTable, candidates: Sequence[str],
                   *, segsize: int, quantity: str) -> list[str]:  # fmt: skip
     """The candidates whose effect on the residuals is neither nil nor a combination of the others'.
 
@@ -164,7 +205,7 @@ def _identifiable(measured: Sequence[Measured], place: Placement, table: RegionT
     latency), columns scaled to unit length; a candidate joins if it leaves the smallest singular
     value of the chosen columns above 0.02 (beyond that the fit trades one for the other freely).
     """
-    model = _Model(measured, place, table, candidates, segsize=segsize, quantity=quantity)
+    model = _Model(groups, table, candidates, segsize=segsize, quantity=quantity)
     x0 = np.full(len(candidates), 0.5 * min(table.latency_us.values()))
     base = model.residuals(x0)
     step = 0.05 * x0[0]
@@ -191,21 +232,43 @@ def calibrate(
     *,
     segsize: int = 0,
     quantity: str = "completion",
+    gap_regions: Sequence[str] = (),
 ) -> Calibration:
-    """Fit the LogGP scalars ``table`` lacks to ``measured`` (module docstring: method and CIs)."""
+    """Fit the LogGP scalars ``table`` lacks to ``measured`` (module docstring: method and CIs);
+    ``gap_regions``: regions given a gap of their own (``gap_us[region]``)."""
+    return calibrate_groups([(measured, place)], table, segsize=segsize, quantity=quantity,
+                            gap_regions=gap_regions)
+
+
+def calibrate_groups(
+    groups: Groups,
+    table: RegionTable,
+    *,
+    segsize: int = 0,
+    quantity: str = "completion",
+    gap_regions: Sequence[str] = (),
+) -> Calibration:
+    """:func:`calibrate` on measurements taken with several placements (e.g. every mapping but one)."""
     from scipy.optimize import least_squares
     from scipy.stats import t as student_t
 
+    measured = [m for series, _ in groups for m in series]
     if not measured:
         raise ValueError("no measurements to calibrate on")
+    unknown = [r for r in gap_regions if r not in table.latency_us]
+    if unknown:
+        raise ValueError(f"gap_regions {', '.join(unknown)} are not regions of {table.source}")
     candidates = [c for c in CANDIDATES if not ((c == "overhead_us" and table.overhead_us) or (c == "gap_us" and table.gap_us))]
-    free = _identifiable(measured, place, table, candidates, segsize=segsize, quantity=quantity)
-    model = _Model(measured, place, table, free, segsize=segsize, quantity=quantity)
+    candidates += [f"gap_us[{r}]" for r in gap_regions if r not in table.gap_us]
+    free = _identifiable(groups, table, candidates, segsize=segsize, quantity=quantity)
+    model = _Model(groups, table, free, segsize=segsize, quantity=quantity)
     cis: dict[str, tuple[float, float]] = {}
     if free:
         x0 = np.full(len(free), 0.5 * min(table.latency_us.values()))
-        fit = least_squares(model.residuals, x0, bounds=(0.0, np.inf), method="trf", x_scale=x0)
-        params = model.params(fit.x)
+        fit = least_squares(model.residuals, x0, bounds=(0.0, np.inf), method="trf", x_scale=x0, loss=LOSS,
+                            f_scale=LOSS_SCALE)
+        params, gaps = model.params(fit.x), model.gaps(fit.x)
+        values = dict(zip(free, (max(0.0, float(v)) for v in fit.x)))
         dof = len(measured) - len(free)
         jac = np.asarray(fit.jac, dtype=float)  # dense: least_squares' default jac is a finite-difference array
         jtj = jac.T @ jac
@@ -214,15 +277,16 @@ def calibrate(
             half = student_t.ppf(0.975, dof) * np.sqrt(np.diag(cov))
         else:
             half = np.full(len(free), math.inf)
-        cis = {n: (max(0.0, v - hw), v + hw) for n, v, hw in zip(free, (getattr(params, n) for n in free), half)}
+        cis = {n: (max(0.0, values[n] - hw), values[n] + hw) for n, hw in zip(free, half)}
     else:
-        params = LogGP()
-    errors = np.abs(model.residuals([getattr(params, n) for n in free]))
+        params, gaps, values = LogGP(), {}, {}
+    errors = np.abs(np.expm1(model.residuals([values[n] for n in free])))  # relative errors
     parameters = tuple(
-        Parameter(name, getattr(params, name), *cis.get(name, (math.nan, math.nan)), fitted=name in cis)
+        Parameter(name, values.get(name, getattr(params, name, 0.0)), *cis.get(name, (math.nan, math.nan)),
+                  fitted=name in cis)
         for name in candidates
     )
-    return Calibration(params, parameters, len(measured), float(statistics.median(errors)), quantity)
+    return Calibration(params, parameters, len(measured), float(statistics.median(errors)), quantity, gaps)
 
 
 def predict_held_out(
@@ -233,17 +297,35 @@ def predict_held_out(
     *,
     segsize: int = 0,
     quantity: str = "completion",
+    gap_regions: Sequence[str] = (),
 ) -> tuple[Calibration, list[tuple[Measured, float]]]:
     """Leave one algorithm out: calibrate on every measurement but ``held_out`` = (collective,
-    algorithm), then predict the held-out measurements; returns the calibration and (measurement,
-    predicted µs) pairs."""
+    algorithm) — and but the default Bcast's runs where Open MPI's decision calls that algorithm —,
+    then predict the held-out measurements; returns the calibration and (measurement, predicted µs)
+    pairs."""
     coll, alg = held_out[0].lower(), held_out[1]
-    train = [m for m in measured if (m.collective, m.algorithm) != (coll, alg)]
+    # A default Bcast's run at a P where Open MPI's decision calls the held-out algorithm IS a run of it:
+    # calibrating on it would hand the held-out data back in-sample.
+    train = [m for m in measured if (m.collective, m.algorithm) != (coll, alg) and _ran(m) != (coll, alg)]
     test = [m for m in measured if (m.collective, m.algorithm) == (coll, alg)]
     if not test:
         raise ValueError(f"no measurements of {coll} {alg} to hold out")
     if not train:
         raise ValueError(f"nothing left to calibrate on once {coll} {alg} is held out")
-    cal = calibrate(train, place, table, segsize=segsize, quantity=quantity)
-    model = _Model(test, place, table, [], segsize=segsize, quantity=quantity)
-    return cal, list(zip(test, model.predicted(cal.params).tolist()))
+    cal = calibrate(train, place, table, segsize=segsize, quantity=quantity,
+                    gap_regions=gap_regions)
+    return cal, list(zip(test, predicted(cal, [(test, place)], table, segsize=segsize, quantity=quantity)))
+
+
+def _ran(m: Measured) -> tuple[str, str]:
+    """(collective, algorithm) a measurement really ran: the default Bcast resolved by Open MPI's decision."""
+    if m.collective == "bcast" and m.algorithm == "default":
+        return m.collective, bcast_default_algorithm(m.np, m.bytes)
+    return m.collective, m.algorithm
+
+
+def predicted(cal: Calibration, groups: Groups, table: RegionTable, *, segsize: int = 0,
+              quantity: str = "completion") -> list[float]:  # fmt: skip
+    """What ``cal`` predicts (µs, ``quantity``) for every measurement of ``groups``, in order."""
+    model = _Model(groups, table, [], segsize=segsize, quantity=quantity)
+    return [float(v) for v in model.predicted(cal.params, cal.gap_by_region)]

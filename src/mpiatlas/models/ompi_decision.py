@@ -13,7 +13,8 @@ priority 35 (coll_han_component.c:94 of v5.0.10) but leaves a communicator whose
 hierarchical one, which these rules do not describe (and which the probe, one node, cannot see).
 
 The rules were checked against the libraries themselves, oversubscribed at P = 2..64 on a 2-core
-machine, for Debian's 4.1.4 and PyPI's 5.0.11 (tests/data/ompi_bcast_decision.csv, how it was made in
+machine, for Debian's 4.1.4 and PyPI's 5.0.11, and at P = 65..256 (rows 64..127, 128..255 and 256..1023
+at their byte limits) for 4.1.4 (tests/data/ompi_bcast_decision.csv, how it was made in
 tests/ompi_decision_probe.py): every probed (P, bytes) called the function this table names.
 """
 
@@ -26,11 +27,13 @@ __all__ = [
     "BCAST_ALGORITHM_IDS",
     "BCAST_RULES",
     "DECISION_FILE",
+    "SCATTER_RULES",
     "SOURCES",
     "BcastChoice",
     "BcastRule",
     "bcast_default_algorithm",
     "bcast_default_choice",
+    "scatter_default_algorithm",
 ]
 
 DECISION_FILE = "ompi/mca/coll/tuned/coll_tuned_decision_fixed.c"
@@ -101,3 +104,25 @@ def bcast_default_choice(np: int, nbytes: int) -> BcastChoice:
 def bcast_default_algorithm(np: int, nbytes: int) -> str:
     """The algorithm the models price for Open MPI's default Bcast (chain with fanout 0 -> ``pipeline``)."""
     return bcast_default_choice(np, nbytes).modelled
+
+
+# Scatter (``ompi_coll_tuned_scatter_intra_dec_fixed``, same file), read from the source, not probed:
+# algorithm ids 1 basic_linear, 2 binomial, 3 linear_nb; the byte count is one rank's block (scount ×
+# type size at the root). Each rule: (P below, [(bytes below, algorithm)]), as BCAST_RULES.
+SCATTER_IDS = {1: "basic_linear", 2: "binomial", 3: "linear_nb"}
+SCATTER_RULES: tuple[tuple[float, tuple[tuple[float, int], ...]], ...] = (
+    (4, ((2, 3), (131072, 1), (262144, 3), (math.inf, 1))),
+    (8, ((2048, 2), (4096, 1), (8192, 2), (32768, 1), (1048576, 3), (math.inf, 1))),
+    (16, ((16384, 2), (1048576, 3), (math.inf, 1))),
+    (32, ((16384, 2), (32768, 1), (math.inf, 3))),
+    (64, ((512, 2), (8192, 3), (16384, 2), (math.inf, 3))),
+    (math.inf, ((512, 2), (math.inf, 3))),
+)
+
+
+def scatter_default_algorithm(np: int, nbytes: int) -> str:
+    """The algorithm Open MPI's fixed decision picks for a Scatter of ``nbytes`` per rank on ``np`` ranks."""
+    if np < 1 or nbytes < 0:
+        raise ValueError(f"a Scatter needs np >= 1 and bytes >= 0 (got np={np}, bytes={nbytes})")
+    rules = next(r for p_below, r in SCATTER_RULES if np < p_below)
+    return SCATTER_IDS[next(alg for limit, alg in rules if nbytes < limit)]
