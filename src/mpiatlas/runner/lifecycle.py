@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from mpiatlas.evidence import provenance
 from mpiatlas.node import link_rate, topology
 from mpiatlas.stats import quality
-from mpiatlas.programs.kernels.thread_quality import UNKNOWN
+from mpiatlas.stats.quality import UNKNOWN
 from mpiatlas.matrix.layout import NODE_LOST, PROVENANCE, STATUS, STDERR, STDOUT
 from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.evidence.provenance import UNSET, Provenance
