@@ -209,3 +209,19 @@ def test_report_sets_shm_b_against_the_copy_kernel(no_likwid: Path) -> None:
     kernels = limits.level_kernels(record)
     assert any(f"memory {fmt_num(limits.level_limits(record)['memory'])} ({kernels['memory']})" in t for t in texts)
     assert not [b for b in section.blocks if isinstance(b, Notice) and "copy bandwidth" in b.text]
+
+
+def test_both_tools_count_bytes_copied() -> None:
+    """"% of limit" sets a message bandwidth (message bytes per second, 10^6 B/s) against the copy rate:
+    both tools' figures must count each byte copied once. likwid-bench's MByte/s counts the volume of
+    both arrays (read + written), so the limits record halves it; the copy kernel counts one array per
+    pass (``array_bytes`` = working set / 2)."""
+    text = (DATA / "likwid_bench_copy_mem_avx_256MiB.txt").read_text()
+    field = {k.strip(): v.split()[0] for k, _, v in (line.partition(":") for line in text.splitlines()) if v.strip()}
+    size, iterations, seconds = int(field["Size (Byte)"]), int(field["Iterations"]), float(field["Time"])
+    assert int(field["Data volume (Byte)"]) == size * iterations  # both arrays, every iteration
+    assert limits.parse_mbytes(text) == pytest.approx(size * iterations / seconds / 1e6, rel=1e-4)
+    copied_MBps = (size // 2) * iterations / seconds / 1e6  # one array's bytes per iteration
+    assert copied_MBps == pytest.approx(11912.30 / 2, rel=1e-4)  # what level_limits reports for it
+    _, records = copy_kernel.parse(VARIANTS.read_text())
+    assert all(r["array_bytes"] == r["working_set_bytes"] // 2 for r in records)
