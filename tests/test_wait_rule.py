@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from conftest import REPO
+from mpiatlas.runner import machine_state as ms
 from mpiatlas.stats import quality
 
 RECORDED = [REPO / f"tests/data/loggp/raw/kernel/intelmpi/shm/same_l3/np2/loggp/m0-12/rep{i}/provenance.json"
@@ -93,3 +94,20 @@ def test_oversubscribed_wait_by_design_is_taken_off_in_seconds() -> None:
     for extra_s, want in ((0.040, "ok"), (0.060, "perturbed")):
         rank.update(wait_s=0.5 + extra_s, observed_s=1.0, wait_share=0.5 + extra_s)
         assert quality.judge_launch(machine, oversubscribed=True)[0] == want
+
+
+def test_the_machine_record_keeps_the_wall_the_rule_reads() -> None:
+    """runner.machine_state writes the launch's wall time into the record; a record without it (made
+    before) is judged against the busiest rank's observed lifetime."""
+    cpus = {c: dict.fromkeys(ms.CPU_FIELDS, 0) for c in (0, 1)}
+    later = {c: {**v, "user": 100, "idle": 100} for c, v in cpus.items()}
+    rank = ms.Seen(ms.PidStat(1000, "IMB-MPI1", "R", 1, 1, 100, 0, 0, 0, 0, 1), 30 * 10**6, 10**9, 0.5, [1])
+    record = ms.launch_record(ms.NodeSnapshot(cpus, [0.1] * 3, None, None),
+                              ms.NodeSnapshot(later, [0.1] * 3, None, None), 1.0, [rank], [], None, None, {})
+    assert record["wall_s"] == 1.0 and record["ranks"][0]["wait_s"] == 0.03
+    # 30 ms, 25 ms past the floor: 2.5 % of the 1 s wall (ok), 5.0 % of the rank's 0.5 s (not beyond 5 %)
+    # and 10 % of a 0.25 s lifetime when the wall is not recorded (perturbed).
+    assert quality.judge_launch(record)[0] == "ok"
+    older = {**record, "ranks": [{**record["ranks"][0], "observed_s": 0.25, "wait_share": 0.12}]}
+    del older["wall_s"]
+    assert quality.judge_launch(older) == ("perturbed", "ranks waited 12 % of the launch for cpu 1")
