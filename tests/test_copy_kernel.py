@@ -225,3 +225,22 @@ def test_both_tools_count_bytes_copied() -> None:
     assert copied_MBps == pytest.approx(11912.30 / 2, rel=1e-4)  # what level_limits reports for it
     _, records = copy_kernel.parse(VARIANTS.read_text())
     assert all(r["array_bytes"] == r["working_set_bytes"] // 2 for r in records)
+
+
+def test_a_native_build_is_cached_per_cpu_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """-march=native binaries in a home directory shared by nodes of several kinds: one per cpu kind."""
+    epyc = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx avx2 avx512f\ncpu MHz\t\t: 2595.1\n\n" \
+           "processor\t: 1\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx avx2 avx512f\n"
+    older = epyc.replace(" avx512f", "").replace("cpu MHz\t\t: 2595.1", "cpu MHz\t\t: 1800.0")
+    (tmp_path / "a").write_text(epyc)
+    (tmp_path / "b").write_text(older)
+    (tmp_path / "c").write_text(epyc.replace("2595.1", "3100.7"))  # only the clock differs: the same build
+    a, b, c = (copy_kernel.cpu_identity(tmp_path / n) for n in "abc")
+    assert a == "model name\t: AMD EPYC\nflags\t\t: fpu sse2 avx avx2 avx512f" and a == c and a != b
+    cc = copy_kernel.compiler()
+    assert cc is not None
+    digests = set()
+    for identity in (a, b):
+        monkeypatch.setattr(copy_kernel, "cpu_identity", lambda identity=identity: identity)
+        digests.add(copy_kernel._digest(cc))
+    assert len(digests) == 2

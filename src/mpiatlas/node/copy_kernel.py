@@ -49,6 +49,7 @@ REPEATS = 5
 MIN_TIME_MS = 50
 RUN_TIMEOUT_S = 300
 MEMINFO = Path("/proc/meminfo")
+CPUINFO = Path("/proc/cpuinfo")
 MEMORY_SHARE = 4  # at most 1 / MEMORY_SHARE of MemAvailable for the memory working set
 # Flag sets tried in order until the compiler accepts one (a compiler without -march=native, or clang
 # without gcc's loop-distribution switch, still builds the kernel).
@@ -78,16 +79,28 @@ def compiler() -> str | None:
     return None
 
 
+def cpu_identity(cpuinfo: Path = CPUINFO) -> str:
+    """The first cpu's model and ISA flags: a ``-march=native`` binary runs only where they match, and
+    the user cache may be a home directory shared by nodes of several kinds."""
+    try:
+        lines = cpuinfo.read_text().split("\n\n", 1)[0].splitlines()
+    except OSError:
+        return ""
+    keep = ("model name", "flags", "Features", "CPU part", "cpu model", "isa")  # x86, Arm, MIPS, RISC-V
+    return "\n".join(line for line in lines if line.split(":", 1)[0].strip() in keep)
+
+
 def _digest(cc: str) -> str:
-    """The build's identity: the source, the compiler's path and its ``--version``, the flags tried."""
+    """The build's identity: the source, the compiler's path and its ``--version``, the flags tried
+    and the cpu they were tuned for (:func:`cpu_identity`)."""
     src = source_path()
     try:
         text = src.read_bytes()
     except OSError as exc:
         raise CopyKernelError(f"{src}: cannot read the copy kernel's source ({exc})") from exc
     version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False).stdout
-    flags = repr(BUILD_FLAGS).encode()
-    return hashlib.sha256(text + cc.encode() + version.encode() + flags).hexdigest()[:16]
+    build = repr(BUILD_FLAGS) + cpu_identity()
+    return hashlib.sha256(text + cc.encode() + version.encode() + build.encode()).hexdigest()[:16]
 
 
 def version_id() -> str | None:
