@@ -2,8 +2,8 @@
 
 Where likwid-bench is not installed (a fresh machine), :func:`mpiatlas.node.limits.measure` takes the
 node's limits from this instead, so the report still sets shared-memory B against a copy rate. The
-kernel needs a C compiler only (no MPI): it is built into the user cache, keyed by the source, the
-compiler and the flags tried, and run pinned to one cpu (its ``--cpu``).
+kernel needs a C compiler only (no MPI): it is built into the user cache, keyed by the source, the cpu kind,
+the compiler and the flags tried, and run pinned to one cpu (its ``--cpu``).
 
 Built ``-O3 -march=native`` (``$CC`` if set; where the compiler refuses a flag, the next of
 ``BUILD_FLAGS`` is tried, down to plain ``-O3``; the binary prints the flags it got). It runs three
