@@ -35,10 +35,11 @@ queue in a launch of wall time ``T``; it is perturbed when ``w - e*T - quiet_wai
   Open MPI kernel launches (2026-11-27, machine otherwise idle) 3.5-5 ms of ~0.13 s. The floor is the
   highest of these. ``bench/machine_probe.py quiet`` measures it again (launches in which the node's
   own cpu pressure stayed under 5 %); on 2026-12-04 the machine was never that quiet
-  (other sessions' campaigns): over 42 launches of IMB PingPong (Intel MPI shm, -msglog 0:16, 0.4-8 s)
-  the node's cpu pressure was 40-100 % of the wall and the busiest rank waited 5.7 ms to 6.8 s
-  (1.4-81 % of the wall), others' work, not a floor. Even the four least pressed (40-43 %) waited only
-  5.7-11 ms of 0.42-0.51 s (1.4-2.6 %): judged ok by the rule, as a quiet launch should be.
+  (other sessions' campaigns): in 148 launches of IMB PingPong over 35 minutes (Intel MPI shm, -msglog
+  0:16, 0.38-8.4 s) the node's cpu pressure was 25-100 % of the wall, and the busiest rank waited up to
+  6.8 s (81 % of the wall), others' work, not a floor. The 9 least pressed (25-43 %) waited 1.2-11 ms,
+  median 6.1 ms, of 0.38-0.53 s (0.3-2.6 %): near the recorded floor even then, and judged ok by the
+  rule (19 of the 148 were, all with at most 36 ms of wait).
 * Relative to the wall, because a wait slows a launch by the share of its time it takes: 5 % of the
   wall is a ~5 % slower time, already beyond a campaign's ±3 %. The fixed 20 ms floor it replaces
   let a short launch lose up to 20 ms whatever its length (29 % of a 0.07 s launch): on a first look
