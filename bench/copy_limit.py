@@ -12,25 +12,28 @@ pinned to the same cpu, it sets side by side:
   likwid-bench  ``copy<simd>`` (and ``copy_mem<simd>``, non-temporal stores, for memory), where installed.
 
 Every figure is MB/s of bytes *copied* (likwid-bench's ``MByte/s`` counts read + write and is halved, as
-:mod:`mpiatlas.node.limits` does), best over ``--rounds`` interleaved rounds of ``--repeats`` runs each:
+:mod:`mpiatlas.node.limits` does), best over ``--rounds`` rounds of ``--repeats`` runs each, the tools interleaved level by level:
 the machine is shared, and other work only ever lowers a copy rate. Ratios are of these bests. The
 target (issue 33): copy kernel ≥ 0.8 × memcpy at every level.
 
-  .venv/bin/python bench/copy_limit.py [--rounds 3] [--repeats 5] [--cpu 0] [--json out.json]
+  .venv/bin/python bench/copy_limit.py [--rounds 5] [--repeats 5] [--cpu 0] [--json out.json]
 
 Measured 2026-12-04 on the 2-core AMD EPYC VM (KVM, AVX-512; L1d 32 KiB, L2 1 MiB, L3 32 MiB per sysfs; gcc 12.2,
-likwid-bench 5.2.2 from Debian), 3 rounds x 5 runs, while other sessions kept the node's cpu pressure at ~90-100 % (so
-every figure is low and noisy, the ratios less so). GB/s copied:
+likwid-bench 5.2.2 from Debian), 5 rounds x 5 runs, other sessions' work on the node (load 6-20, cpu pressure
+~80 %). GB/s copied:
 
   level   working set  copy kernel (variant)  memcpy -O2  likwid-bench          kern/memcpy  kern/likwid
-  L1      16 KiB       104.8 (memcpy)         104.9       114.5 copy_avx512        1.00         0.91
-  L2      512 KiB       55.8 (memcpy)          56.6        28.6 copy_avx512        0.99         1.95
-  L3      16 MiB        32.9 (loop)            31.9        18.3 copy_avx512        1.03         1.79
-  memory  256 MiB       16.1 (nt)              10.5        15.5 copy_mem_avx512    1.53         1.04
+  L1      16 KiB       116.8 (loop)           104.7       115.3 copy_avx512        1.12         1.01
+  L2      512 KiB       57.2 (loop)            57.1        56.5 copy_avx512        1.00         1.01
+  L3      16 MiB        33.0 (loop)            29.7        31.2 copy_avx512        1.11         1.06
+  memory  256 MiB       16.3 (nt)              10.0        15.4 copy_mem_avx512    1.63         1.06
 
-  (a second run, load 9-18: 74.8 loop / 56.4 loop / 30.2 memcpy / 14.2 nt against memcpy 64.7 / 50.4 / 21.1 /
-  10.4: ratios 1.16 / 1.12 / 1.43 / 1.36.) The old scalar -O2 loop measured 13.4 / 12.2 / 13.1 / 13.2 GB/s here
-  (issue 33). No variant wins everywhere: memcpy or the loop in cache, non-temporal stores from memory.
+  every variant: L1 loop 116.8 / memcpy 104.7 / nt 22.3; L2 57.2 / 57.0 / 28.1; L3 33.0 / 32.1 / 28.0; memory
+  10.7 / 10.2 / 16.3. The old scalar -O2 loop measured 13.4 / 12.2 / 13.1 / 13.2 GB/s here (issue 33). No variant
+  wins everywhere: the loop (or memcpy) in cache, non-temporal stores from memory. On this machine the load swings
+  within seconds: an earlier version of this bench that ran each tool over all levels in turn once gave 0.61 for
+  kernel/memcpy in L1 and L2, with the kernel's own memcpy variant at half the -O2 build's (the same glibc
+  function), which is why the tools now alternate level by level and round by round.
 """
 
 from __future__ import annotations
@@ -102,18 +105,19 @@ def measure(rounds: int, repeats: int, cpu: int) -> list[dict[str, Any]]:
                          "likwid_MBps": None, "likwid_kernel": None} for s in sets}
     with tempfile.TemporaryDirectory(prefix="copy-limit-") as tmp:
         o2_bin = build_o2(cc, Path(tmp))
-        for _ in range(rounds):  # interleaved, so a busy moment does not fall on one tool only
-            for level, entry in run_stream(kernel_bin, sets, cpu, repeats, None).items():
-                row = rows[level]
+        # Interleaved level by level, round after round: on a shared machine the load changes within
+        # seconds, and each tool should meet the same moments on each working set.
+        for _ in range(rounds):
+            for s in sets:
+                row = rows[s["level"]]
+                entry = run_stream(kernel_bin, [s], cpu, repeats, None)[s["level"]]
                 for variant, rate in entry["variants_copy_MBps"].items():
                     row["variants_MBps"][variant] = max(row["variants_MBps"].get(variant, 0.0), rate)
                 row["kernel_variant"], row["kernel_MBps"] = max(row["variants_MBps"].items(), key=lambda kv: kv[1])
-            for level, entry in run_stream(o2_bin, sets, cpu, repeats, ["memcpy"]).items():
-                rows[level]["memcpy_MBps"] = max(rows[level]["memcpy_MBps"], entry["copy_MBps"])
-            if has_likwid:
-                for s in sets:
+                memcpy = run_stream(o2_bin, [s], cpu, repeats, ["memcpy"])[s["level"]]
+                row["memcpy_MBps"] = max(row["memcpy_MBps"], memcpy["copy_MBps"])
+                if has_likwid:
                     rate, kernel = likwid_level(s, suffix, repeats)
-                    row = rows[s["level"]]
                     if row["likwid_MBps"] is None or rate > row["likwid_MBps"]:
                         row["likwid_MBps"], row["likwid_kernel"] = rate, kernel
     return list(rows.values())
@@ -144,7 +148,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the best of all is kept")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the best of all is kept")
     p.add_argument("--repeats", type=int, default=5, help="runs per tool, level and round")
     p.add_argument("--cpu", type=int, default=min(os.sched_getaffinity(0)),
                    help="cpu the kernels are pinned to (likwid-bench -w S0 takes the first of socket 0)")
