@@ -9,6 +9,12 @@
       to cpu 1, alternated: per launch the probe's wait, others' cpu and steal shares. These set the
       defaults of mpiatlas.stats.quality. --capture also writes the /proc files of one rank of one launch
       of each kind (for tests/data/machine_state).
+  .venv/bin/python bench/machine_probe.py quiet [--launches 30] [--max-pressure 0.05] [--spacing-s 0]
+      IMB PingPong alone (as calibrate), short launches: per launch the wall, the worst rank's run-queue
+      wait (ms, and its share of the wall) and the node's cpu pressure; then the wait's median, 90th
+      percentile and max over the launches in which the node itself was quiet (its cpu pressure, PSI
+      "some", at most --max-pressure of the wall). That figure is the noise floor of
+      mpiatlas.stats.quality (``quiet_wait_s``): what a rank waits with nobody else on the machine.
 
 Wall and cpu times: on a shared machine compare runs made side by side (as here), never a figure alone.
 """
@@ -123,6 +129,38 @@ def calibrate(launches: int, capture: Path | None) -> None:
         capture_launches(stack, imb, capture)
 
 
+def quiet(launches: int, max_pressure: float, spacing_s: float) -> None:
+    stack = get_stack("intelmpi", str(REPO / ".stacks/intelmpi"), source="pypi")
+    imb = str(REPO / ".stacks/intelmpi/bin/IMB-MPI1")
+    rows: list[tuple[float, float, float, float | None]] = []  # wall, worst wait, load1, node pressure
+    for i in range(launches):
+        if i:
+            time.sleep(spacing_s)  # spread over time: a shared machine has calm moments between others' work
+        work = Path(tempfile.mkdtemp(prefix="probe-quiet-"))
+        launch = stack.launch([imb, "PingPong", "-msglog", "0:16", "-time", "0.1"],
+                              LaunchSpec(np=2, transport="shm", pins=[0, 1], workdir=work, launcher="mpirun"))
+        finished = run_launch(launch.argv, stack.env() | launch.env, work, work / "o", work / "e", 300,
+                              Probe(rank_names=RANK))
+        shutil.rmtree(work)
+        m = finished.machine or {}
+        wait = max((r["wait_s"] for r in m.get("ranks") or [] if r.get("wait_s") is not None), default=float("nan"))
+        rows.append((finished.wall_s, wait, m["loadavg_before"][0], m.get("node_cpu_pressure_share")))
+        print(f"rc={finished.exit_code} wall={finished.wall_s:.3f}s worst wait={1e3 * wait:.2f} ms "
+              f"({100 * wait / finished.wall_s:.2f} % of wall) load1={rows[-1][2]} node pressure={rows[-1][3]}",
+              flush=True)
+    calm = [r for r in rows if r[3] is not None and r[3] <= max_pressure and r[1] == r[1]]
+    for name, chosen in (("all launches", rows), (f"node pressure <= {max_pressure:.0%}", calm)):
+        waits = np.array([r[1] for r in chosen if r[1] == r[1]]) * 1e3
+        shares = np.array([r[1] / r[0] for r in chosen if r[1] == r[1]]) * 100
+        if waits.size == 0:
+            print(f"{name}: none")
+            continue
+        print(f"{name} (n={waits.size}): worst-rank wait median {np.median(waits):.2f} ms, "
+              f"p90 {np.percentile(waits, 90):.2f} ms, max {waits.max():.2f} ms; "
+              f"share of wall median {np.median(shares):.2f} %, max {shares.max():.2f} %; "
+              f"walls {min(r[0] for r in chosen):.3f}-{max(r[0] for r in chosen):.3f} s")
+
+
 def capture_launches(stack, imb: str, into: Path) -> None:
     """The raw /proc files of rank 1 (on cpu 1) of a launch alone and of one with a busy loop on cpu 1:
     node files before the launch, the rank's and the node's when first seen and last."""
@@ -177,9 +215,15 @@ def main() -> None:
     k = sub.add_parser("calibrate")
     k.add_argument("--launches", type=int, default=4)
     k.add_argument("--capture", type=Path)
+    q = sub.add_parser("quiet")
+    q.add_argument("--launches", type=int, default=30)
+    q.add_argument("--max-pressure", type=float, default=0.05)
+    q.add_argument("--spacing-s", type=float, default=0.0, help="pause between launches")
     args = parser.parse_args()
     if args.what == "cost":
         cost(args.launches)
+    elif args.what == "quiet":
+        quiet(args.launches, args.max_pressure, args.spacing_s)
     else:
         calibrate(args.launches, args.capture)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,9 @@ from mpiatlas.report.sections.parameters import TOOL_NAMES
 DATA = Path(__file__).parent / "data" / "limits"
 # Recorded on this VM (2 cores, under load): stream --sizes 24576,1048576,268435456 --cpu 0 --repeats 5.
 RECORDED = DATA / "stream_copy_vm.txt"
+# Recorded on this VM (2-core AMD EPYC, load ~10, 2026-12-04) with the -O3 -march=native build: every variant,
+# stream --sizes 16384,524288,16777216,268435456 --cpu 0 --repeats 5 (the node's L1/L2/L3 halves and memory).
+VARIANTS = DATA / "stream_copy_variants_vm.txt"
 SMALL_CACHES = {"L1": 32768, "L2": 1 << 20}  # a 256 MiB memory working set: a short run
 
 
@@ -51,6 +56,39 @@ def test_parses_a_recorded_run() -> None:
     assert entry["spread"] == pytest.approx((7045.58 - 6286.97) / 6941.05)
 
 
+def test_each_level_keeps_its_best_variant_and_names_it() -> None:
+    header, records = copy_kernel.parse(VARIANTS.read_text())
+    assert header["flags"] == "-O3 -march=native -fno-tree-loop-distribute-patterns"
+    assert header["variants"] == "loop,memcpy,nt" and len(records) == 12
+    sets = copy_kernel.working_sets({"L1": 32768, "L2": 1 << 20, "L3": 32 << 20}, available=64 << 30)
+    chosen = {s["level"]: copy_kernel.best_level_entry(s, [r for r in records if r["working_set_bytes"]
+                                                            == s["working_set_bytes"]]) for s in sets}
+    # The best run of each variant, read off the recording: the loop wins in the caches, non-temporal
+    # stores from memory (48234.5 vs memcpy 41451.1 in L1; 6685.33 vs loop 4895.61 from memory).
+    assert {level: (e["variant"], e["kernel"], e["copy_MBps"]) for level, e in chosen.items()} == {
+        "L1": ("loop", "stream loop", 48234.5), "L2": ("loop", "stream loop", 29733.5),
+        "L3": ("memcpy", "stream memcpy", 12870.2), "memory": ("nt", "stream nt", 6685.33)}
+    assert chosen["memory"]["variants_copy_MBps"] == {"loop": 4895.61, "memcpy": 4491.45, "nt": 6685.33}
+    record = {"available": True, "levels": list(chosen.values())}
+    assert limits.level_kernels(record) == {"L1": "stream loop", "L2": "stream loop", "L3": "stream memcpy",
+                                            "memory": "stream nt"}
+
+
+def test_an_invalid_copy_is_never_the_limit() -> None:
+    _, records = copy_kernel.parse(VARIANTS.read_text())
+    memory = [r for r in records if r["working_set_bytes"] == 268435456]
+    broken = [{**r, "valid": False} if r["variant"] == "nt" else r for r in memory]
+    entry = copy_kernel.best_level_entry({"level": "memory", "working_set_bytes": 268435456}, broken)
+    assert (entry["variant"], entry["copy_MBps"], entry["valid"]) == ("loop", 4895.61, True)
+
+
+def test_the_copy_kernel_and_limits_import_one_way() -> None:
+    """copy_kernel needs the working-set plan only (node.copy_plan), not node.limits: no import cycle."""
+    code = "import sys, mpiatlas.node.copy_kernel; print('mpiatlas.node.limits' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
 @pytest.mark.parametrize(("output", "expected"), [
     ('{"kernel": "stream", "working_set_bytes": 1024, "copy_MBps_runs": [1.0]}\n', "no '# kernel: stream' header"),
     ("# kernel: stream\n{not json\n", "line 2: not JSON"),
@@ -76,8 +114,12 @@ def test_a_real_run_of_the_kernel(no_likwid: Path) -> None:
     assert record["available"] is True, record.get("reason")
     assert record["tool"] == "copy-kernel" and record["source"] == "src/kernels/stream.c"
     assert [lv["level"] for lv in record["levels"]] == ["L1", "L2", "memory"]
+    assert record["flags"].startswith("-O3")
     for lv in record["levels"]:
         assert len(lv["runs_copy_MBps"]) == 3 and lv["valid"] is True
+        # The level's figure is its best variant's, named; every variant ran.
+        assert lv["kernel"] == f"stream {lv['variant']}" and {"loop", "memcpy"} <= set(lv["variants_copy_MBps"])
+        assert lv["copy_MBps"] == max(lv["variants_copy_MBps"].values())
         # MB/s of bytes copied by one core: positive and finite; the best run is the figure.
         assert all(math.isfinite(r) and r > 0 for r in lv["runs_copy_MBps"])
         assert lv["copy_MBps"] == max(lv["runs_copy_MBps"])
@@ -146,6 +188,7 @@ def test_report_sets_shm_b_against_the_copy_kernel(no_likwid: Path) -> None:
 
     from mpiatlas.report.blocks import Notice, Table, Text
     from mpiatlas.report.data import load_data
+    from mpiatlas.report.formatting import fmt_num
     from mpiatlas.report.sections.parameters import section_parameters
 
     record = limits.measure(caches=SMALL_CACHES, cpuinfo="", hostname="n01")
@@ -164,4 +207,42 @@ def test_report_sets_shm_b_against_the_copy_kernel(no_likwid: Path) -> None:
     assert row[col["Asymptotic B % of copy"]].text == f"{want:.1f} % (memory)"
     texts = [b.text for b in section.blocks if isinstance(b, Text)]
     assert any("mpiatlas copy kernel (src/kernels/stream.c; no likwid-bench) copy" in t for t in texts)
+    # Each level's rate names the variant that measured it.
+    kernels = limits.level_kernels(record)
+    assert any(f"memory {fmt_num(limits.level_limits(record)['memory'])} ({kernels['memory']})" in t for t in texts)
     assert not [b for b in section.blocks if isinstance(b, Notice) and "copy bandwidth" in b.text]
+
+
+def test_both_tools_count_bytes_copied() -> None:
+    """"% of limit" sets a message bandwidth (message bytes per second, 10^6 B/s) against the copy rate:
+    both tools' figures must count each byte copied once. likwid-bench's MByte/s counts the volume of
+    both arrays (read + written), so the limits record halves it; the copy kernel counts one array per
+    pass (``array_bytes`` = working set / 2)."""
+    text = (DATA / "likwid_bench_copy_mem_avx_256MiB.txt").read_text()
+    field = {k.strip(): v.split()[0] for k, _, v in (line.partition(":") for line in text.splitlines()) if v.strip()}
+    size, iterations, seconds = int(field["Size (Byte)"]), int(field["Iterations"]), float(field["Time"])
+    assert int(field["Data volume (Byte)"]) == size * iterations  # both arrays, every iteration
+    assert limits.parse_mbytes(text) == pytest.approx(size * iterations / seconds / 1e6, rel=1e-4)
+    copied_MBps = (size // 2) * iterations / seconds / 1e6  # one array's bytes per iteration
+    assert copied_MBps == pytest.approx(11912.30 / 2, rel=1e-4)  # what level_limits reports for it
+    _, records = copy_kernel.parse(VARIANTS.read_text())
+    assert all(r["array_bytes"] == r["working_set_bytes"] // 2 for r in records)
+
+
+def test_a_native_build_is_cached_per_cpu_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """-march=native binaries in a home directory shared by nodes of several kinds: one per cpu kind."""
+    epyc = "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx avx2 avx512f\ncpu MHz\t\t: 2595.1\n\n" \
+           "processor\t: 1\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx avx2 avx512f\n"
+    older = epyc.replace(" avx512f", "").replace("cpu MHz\t\t: 2595.1", "cpu MHz\t\t: 1800.0")
+    (tmp_path / "a").write_text(epyc)
+    (tmp_path / "b").write_text(older)
+    (tmp_path / "c").write_text(epyc.replace("2595.1", "3100.7"))  # only the clock differs: the same build
+    a, b, c = (copy_kernel.cpu_identity(tmp_path / n) for n in "abc")
+    assert a == "model name\t: AMD EPYC\nflags\t\t: fpu sse2 avx avx2 avx512f" and a == c and a != b
+    cc = copy_kernel.compiler()
+    assert cc is not None
+    digests = set()
+    for identity in (a, b):
+        monkeypatch.setattr(copy_kernel, "cpu_identity", lambda identity=identity: identity)
+        digests.add(copy_kernel._digest(cc))
+    assert len(digests) == 2

@@ -132,7 +132,7 @@ def test_a_short_wait_at_a_short_launchs_start_is_no_disturbance() -> None:
 
     assert quality.judge_launch(machine(0.0046, 0.064)) == ("ok", None)  # 7 %, but 4.6 ms
     assert quality.judge_launch(machine(0.0596, 0.148)) == ("perturbed", "ranks waited 40 % of the launch for cpu 0")
-    assert quality.judge_launch(machine(0.0046, 0.064), {"wait_floor_s": 0.0})[0] == "perturbed"
+    assert quality.judge_launch(machine(0.0046, 0.064), {"quiet_wait_s": 0.0})[0] == "perturbed"
     # A long launch: the share decides (3 % of 10 s is 0.3 s, yet within the share).
     assert quality.judge_launch(machine(0.3, 10.0)) == ("ok", None)
 

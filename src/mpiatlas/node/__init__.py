@@ -8,5 +8,6 @@
 * :mod:`.ssh_hosts` — mpirun over ssh: hosts, hostfile, the probe through ssh, each rank's host;
 * :mod:`.limits` — the node's copy rate per cache level and from memory (likwid-bench);
 * :mod:`.copy_kernel` — the same from mpiatlas's own copy kernel (src/kernels/stream.c) without likwid-bench;
+* :mod:`.copy_plan` — the working sets both measure on: half of each cache level, and memory;
 * :mod:`.link_rate` — the node's network links and the rate of the one a campaign uses.
 """

@@ -57,17 +57,14 @@ from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
-from mpiatlas.node import link_rate
+from mpiatlas.node import copy_kernel, link_rate
+from mpiatlas.node.copy_plan import MEMORY as MEMORY, plan as plan  # re-exported: the record readers use them
 from mpiatlas.files import user_cache_dir, write_json_atomic
 
 LIKWID_BENCH = "likwid-bench"
 REPEATS = 3
 TARGET_VOLUME_BYTES = 4e9  # per run: ~0.1–1 s at 5–60 GB/s, long enough to dwarf the timer
-MIN_MEMORY_WS = 256 * 2**20
-MEMORY_WS_FACTOR = 8
 RUN_TIMEOUT_S = 120
-# The level a message of a given size is served from, for the peak: the smallest cache that holds it.
-MEMORY = "memory"
 
 log = logging.getLogger(__name__)
 
@@ -114,16 +111,6 @@ def simd_suffix(cpuinfo: str) -> str:
         if flag in flags:
             return suffix
     return ""
-
-
-def plan(caches: dict[str, int], suffix: str) -> list[dict[str, Any]]:
-    """(level, cache size, working set, kernel) of every run: half of each cache, then memory."""
-    runs = [{"level": name, "cache_bytes": size, "working_set_bytes": size // 2, "kernel": f"copy{suffix}"}
-            for name, size in caches.items()]
-    mem_ws = max(MIN_MEMORY_WS, MEMORY_WS_FACTOR * max(caches.values(), default=0))
-    for kernel in (f"copy{suffix}", f"copy_mem{suffix}"):
-        runs.append({"level": MEMORY, "cache_bytes": None, "working_set_bytes": mem_ws, "kernel": kernel})
-    return runs
 
 
 def bench_argv(kernel: str, working_set_bytes: int) -> list[str]:
@@ -180,8 +167,6 @@ def measure(runner: Runner = run_command, caches: dict[str, int] | None = None,
 def measure_with_copy_kernel(record: dict[str, Any], caches: dict[str, int] | None = None) -> dict[str, Any]:
     """The record from mpiatlas's own copy kernel (:mod:`mpiatlas.node.copy_kernel`), for a node
     without likwid-bench; ``available: false`` names both when that fails too."""
-    from mpiatlas.node import copy_kernel
-
     measured = copy_kernel.measure(cache_sizes() if caches is None else caches)
     out = {**record, **measured, "likwid_bench": f"{LIKWID_BENCH} not found on PATH (package likwid)"}
     if not measured.get("available"):
@@ -219,6 +204,17 @@ def level_limits(record: dict[str, Any]) -> dict[str, float]:
         if isinstance(rate, (int, float)) and rate > 0:
             out[lv["level"]] = max(out.get(lv["level"], 0.0), float(rate))
     return out
+
+
+def level_kernels(record: dict[str, Any]) -> dict[str, str]:
+    """level -> the kernel that measured its best rate (likwid-bench's ``copy_avx512``, ``copy_mem_avx512``,
+    ..., the copy kernel's ``stream loop``/``stream memcpy``/``stream nt``); {} when unavailable."""
+    best: dict[str, tuple[float, str]] = {}
+    for lv in record.get("levels") or [] if record.get("available") else []:
+        rate = lv.get("copy_MBps") if isinstance(lv, dict) else None
+        if isinstance(rate, (int, float)) and rate > best.get(lv["level"], (0.0, ""))[0]:
+            best[lv["level"]] = (float(rate), str(lv.get("kernel") or "?"))
+    return {level: kernel for level, (_, kernel) in best.items()}
 
 
 def level_spreads(record: dict[str, Any]) -> dict[str, float]:
@@ -379,8 +375,6 @@ def measure_cached(cache_dir: Path | None = None, *, fresh: bool = False, runner
     if version is None and runner is run_command and shutil.which(LIKWID_BENCH) is None:
         # The copy kernel measures instead: its source and compiler stand for the tool's version (a
         # record of it is cached alike; installing likwid-bench changes the key, and it measures).
-        from mpiatlas.node import copy_kernel
-
         version = copy_kernel.version_id()
     key = cache_key(hostname, sources.boot_id(), version, cpuinfo, caches)
     if key is None:

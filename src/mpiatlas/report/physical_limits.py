@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mpiatlas.node.limits import MEMORY, LimitsError, level_for_size, level_limits
+from mpiatlas.node.limits import MEMORY, LimitsError, level_for_size, level_kernels, level_limits
 from mpiatlas.node.link_rate import gbit_to_MBps, port_active
 from mpiatlas.stacks.base import RDMA, TCP, medium
 
@@ -43,6 +43,8 @@ class PhysicalLimits:
     rdma_ports: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # node -> its record's rdma_ports
     # What measured the rates: likwid-bench, or mpiatlas's copy kernel where likwid-bench is missing.
     tools: list[str] = field(default_factory=list)
+    # level -> the kernel behind its rate (of the first node that measured the level), e.g. "stream nt".
+    kernels: dict[str, str] = field(default_factory=dict)
 
     def level_of(self, size_bytes: float) -> str:
         return level_for_size({"caches": self.caches}, size_bytes)
@@ -78,6 +80,8 @@ def load_limits(path: Path) -> PhysicalLimits:
             continue
         for level, rate in rates.items():
             per_level.setdefault(level, []).append(rate)
+        for level, kernel in level_kernels(rec).items():
+            out.kernels.setdefault(level, kernel)
         tool = str(rec.get("tool") or "likwid-bench")
         if tool not in out.tools:
             out.tools.append(tool)

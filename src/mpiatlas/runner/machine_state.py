@@ -450,6 +450,8 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
     judged_on = during or {"other_cpu_s": other_s, "cpu": deltas}
     record: dict[str, Any] = {
         "scope": "local node",
+        # The launch's wall time: what mpiatlas.stats.quality sets the ranks' run-queue wait against.
+        "wall_s": round(wall_s, 4),
         "ranks_observed": bool(observed),
         "cpus": cpus,
         "cpus_from": "rank affinity" if rank_cpus else ("planned pins" if planned_cpus else "all cpus (unpinned)"),

@@ -67,7 +67,7 @@ def _section(cls: type[Any], data: Mapping[str, Any] | None) -> Any:
 @dataclass(frozen=True)
 class Perturbation:
     wait_share: float
-    wait_floor_s: float
+    quiet_wait_s: float
     steal_share: float
     other_cpu_share: float
 

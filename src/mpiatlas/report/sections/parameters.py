@@ -224,7 +224,8 @@ def _limits_text(limits: PhysicalLimits | None, links: dict[str, LinkLimit | Non
     if limits is None:
         return out
     if limits.rates:
-        rates = ", ".join(f"{level} {fmt_num(rate)}" for level, rate in limits.rates.items())
+        rates = ", ".join(f"{level} {fmt_num(rate)}" + (f" ({limits.kernels[level]})" if level in limits.kernels else "")
+                          for level, rate in limits.rates.items())
         tools = " and ".join(TOOL_NAMES.get(t, t) for t in limits.tools) or "likwid-bench"
         out.append(Text(f"Physical limits ({limits.source}, {tools} copy, one core, MB/s of bytes copied): "
                         f"{rates}. Each intra-node bandwidth is set against the copy rate of the "
