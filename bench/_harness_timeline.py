@@ -14,6 +14,7 @@ seen; a step's time is its mark less the previous step's:
                    cells' provenance ``wall_s``) beside it, and the groups' own cost: the rest
   tidy, aggregate, fit, report   up to tidy/cells.parquet, tidy/imb_summary.parquet,
                    fits/hockney.json, report.html
+  snakemake exit   up to Snakemake's release of its locks (.snakemake/locks emptied), its last act
   finish           up to the command's exit (the summary it prints)
 
 A file is seen at most ``POLL_S`` after it appears; the marks of steps that run side by side
@@ -34,7 +35,7 @@ from _harness_campaign import CAMPAIGN_CONFIG, BenchError, CampaignRun, sealed_l
 
 POLL_S = 0.02
 STEPS = ("preflight", "snakemake start", "setup jobs", "cell groups", "tidy", "aggregate", "fit", "report",
-         "finish")
+         "snakemake exit", "finish")
 SNAKEMAKE_LINE = "snakemake log:"
 
 
@@ -65,11 +66,12 @@ class Timeline:
 class _Watcher(threading.Thread):
     """Polls the campaign's files and records when each step's mark first appears."""
 
-    def __init__(self, results: Path, start: float) -> None:
+    def __init__(self, results: Path, start: float, locks: Path) -> None:
         super().__init__(daemon=True)
         self.results, self.t0, self.stop = results, start, threading.Event()
         self.marks: dict[str, float] = {}
         self.groups_seen: set[str] = set()
+        self.locks, self.locked = locks, False
         self.files = {"tidy": results / "tidy" / "cells.parquet", "aggregate": results / "tidy" / "imb_summary.parquet",
                       "fit": results / "fits" / "hockney.json", "report": results / "report.html"}
 
@@ -92,6 +94,11 @@ class _Watcher(threading.Thread):
         for name, path in self.files.items():
             if name not in self.marks and path.exists():
                 self._mark(name)
+        held = self.locks.is_dir() and any(self.locks.iterdir())
+        if held:
+            self.locked = True
+        elif self.locked and "report" in self.marks:
+            self._mark("snakemake exit")
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -107,17 +114,20 @@ def _read_lines(stream: IO[str], log: IO[str], marks: dict[str, float], start: f
             marks.setdefault("preflight", time.monotonic() - start)
 
 
-def run_timed(work: Path, name: str, timeout_s: float) -> tuple[CampaignRun, Timeline]:
-    """``mpiatlas campaign`` in ``work`` (a harness work directory), timed step by step."""
+def run_timed(work: Path, name: str, timeout_s: float, source: Path | None = None) -> tuple[CampaignRun, Timeline]:
+    """``mpiatlas campaign`` in ``work`` (a harness work directory), timed step by step; with
+    ``source``, the mpiatlas package under that directory (``git archive <commit> src``) instead of
+    this checkout's, for it and every rule it starts (PYTHONPATH comes before the installed package)."""
+    env = venv_env() | ({"PYTHONPATH": str(source)} if source else {})
     argv = [sys.executable, "-m", "mpiatlas.cli", "campaign", "--config", CAMPAIGN_CONFIG, "--directory", str(work)]
     results = work / "results" / name
     log_path = work / "campaign.out"
     start = time.monotonic()
-    watcher = _Watcher(results, start)
+    watcher = _Watcher(results, start, work / ".snakemake" / "locks")
     watcher.start()
     line_marks: dict[str, float] = {}
     with log_path.open("w") as log:
-        proc = subprocess.Popen(argv, cwd=work, env=venv_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, text=True)
         assert proc.stdout is not None
         reader = threading.Thread(target=_read_lines, args=(proc.stdout, log, line_marks, start), daemon=True)
