@@ -98,7 +98,8 @@ def measure(cells: int, rounds: int, timeout_s: float, tmp: Path, say: Any, reme
     for rnd in range(rounds):
         if baseline is not None:
             say(f"  {cells} cells, round {rnd + 1}/{rounds}: mpiatlas campaign, baseline {baseline} ...")
-            _, before = run_timed(make_workdir(tmp / f"{cells}-baseline{rnd}", config), name, timeout_s, baseline)
+            work = make_workdir(tmp / f"{cells}-baseline{rnd}", config, baseline)
+            _, before = run_timed(work, name, timeout_s, baseline / "src")
             say(f"    wall {before.wall_s:.2f} s, Σ launch walls {before.launch_walls_s:.2f} s")
             result.baseline.append(before)
         say(f"  {cells} cells, round {rnd + 1}/{rounds}: mpiatlas campaign ...")

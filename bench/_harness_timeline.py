@@ -116,8 +116,9 @@ def _read_lines(stream: IO[str], log: IO[str], marks: dict[str, float], start: f
 
 def run_timed(work: Path, name: str, timeout_s: float, source: Path | None = None) -> tuple[CampaignRun, Timeline]:
     """``mpiatlas campaign`` in ``work`` (a harness work directory), timed step by step; with
-    ``source``, the mpiatlas package under that directory (``git archive <commit> src``) instead of
-    this checkout's, for it and every rule it starts (PYTHONPATH comes before the installed package)."""
+    ``source``, the mpiatlas package under that directory (``<tree>/src`` of a ``git archive``)
+    instead of this checkout's, for it and every rule it starts (PYTHONPATH comes before the
+    installed package)."""
     env = venv_env() | ({"PYTHONPATH": str(source)} if source else {})
     argv = [sys.executable, "-m", "mpiatlas.cli", "campaign", "--config", CAMPAIGN_CONFIG, "--directory", str(work)]
     results = work / "results" / name

@@ -256,7 +256,7 @@ def part5(args: argparse.Namespace, tmp: Path) -> list[Figure]:
 
     figures = []
     for result in fixed_cost(args.sizes, args.rounds, args.campaign_timeout, tmp / "fixed-cost", say,
-                             args.remeasure, args.baseline_src):
+                             args.remeasure, args.baseline):
         what, value, target, ok = verdicts(result)
         figures.append(Figure(5, what, value, target, verdict(ok), result.details()))
     return figures
@@ -329,9 +329,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--remeasure", action="store_true",
                     help="part 5: keep the campaigns' re-measures of perturbed launches (default: off, see "
                          "bench/_harness_fixed_cost.py)")
-    ap.add_argument("--baseline-src", type=Path, default=None,
-                    help="part 5: also run each campaign, alternated, with the mpiatlas package under DIR "
-                         "(`git archive <commit> src | tar -x -C X`, DIR = X/src): before and after, side by side")
+    ap.add_argument("--baseline", type=Path, default=None, metavar="TREE",
+                    help="part 5: also run each campaign, alternated, with another commit's package and workflow "
+                         "(`git archive <commit> src workflow profiles containers | tar -x -C TREE`): before and "
+                         "after, side by side")
     ap.add_argument("--campaign-timeout", type=float, default=3600, help="seconds per campaign or ReFrame run")
     ap.add_argument("--dry-run-timeout", type=float, default=900, help="seconds for part 3 (reported as TIMEOUT)")
     ap.add_argument("--keep", action="store_true", help="keep the work directories (printed)")

@@ -13,15 +13,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_main)
 
 
-def _main(args: argparse.Namespace) -> int:
+def write_summary(samples: Path, out: Path) -> int:
+    """The summary of the samples table ``samples`` written to ``out``; its rows. Also the tidy
+    job's last step (``mpiatlas tidy --summary``), in the process that wrote the samples."""
     import polars as pl
 
     from mpiatlas.stats.aggregate import SUMMARY_KEYS, VALUE_COLUMNS, summarize
 
     # Only the columns the summary reads: a 1 M-row import's paths and line numbers are never loaded.
     wanted = {*SUMMARY_KEYS, *VALUE_COLUMNS}
-    columns = [c for c in pl.read_parquet_schema(args.samples) if c in wanted]
-    summary = summarize(pl.read_parquet(args.samples, columns=columns))
-    summary.write_parquet(args.out)
-    print(f"{args.out}: {summary.height} rows")
+    columns = [c for c in pl.read_parquet_schema(samples) if c in wanted]
+    summary = summarize(pl.read_parquet(samples, columns=columns))
+    summary.write_parquet(out)
+    return summary.height
+
+
+def _main(args: argparse.Namespace) -> int:
+    print(f"{args.out}: {write_summary(args.samples, args.out)} rows")
     return 0
