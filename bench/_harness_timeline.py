@@ -14,7 +14,7 @@ seen; a step's time is its mark less the previous step's:
                    cells' provenance ``wall_s``) beside it, and the groups' own cost: the rest
   tidy, aggregate, fit, report   up to tidy/cells.parquet, tidy/imb_summary.parquet,
                    fits/hockney.json, report.html
-  snakemake exit   up to Snakemake's release of its locks (.snakemake/locks emptied), its last act
+  snakemake exit   up to the Snakemake process's end (looked for in /proc once the report is there)
   finish           up to the command's exit (the summary it prints)
 
 A file is seen at most ``POLL_S`` after it appears; the marks of steps that run side by side
@@ -23,6 +23,7 @@ A file is seen at most ``POLL_S`` after it appears; the marks of steps that run 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -66,12 +67,12 @@ class Timeline:
 class _Watcher(threading.Thread):
     """Polls the campaign's files and records when each step's mark first appears."""
 
-    def __init__(self, results: Path, start: float, locks: Path) -> None:
+    def __init__(self, results: Path, start: float, work: Path) -> None:
         super().__init__(daemon=True)
         self.results, self.t0, self.stop = results, start, threading.Event()
         self.marks: dict[str, float] = {}
         self.groups_seen: set[str] = set()
-        self.locks, self.locked = locks, False
+        self.work = work.resolve()
         self.files = {"tidy": results / "tidy" / "cells.parquet", "aggregate": results / "tidy" / "imb_summary.parquet",
                       "fit": results / "fits" / "hockney.json", "report": results / "report.html"}
 
@@ -94,11 +95,23 @@ class _Watcher(threading.Thread):
         for name, path in self.files.items():
             if name not in self.marks and path.exists():
                 self._mark(name)
-        held = self.locks.is_dir() and any(self.locks.iterdir())
-        if held:
-            self.locked = True
-        elif self.locked and "report" in self.marks:
+        if "report" in self.marks and "snakemake exit" not in self.marks and not self._snakemake_alive():
             self._mark("snakemake exit")
+
+    def _snakemake_alive(self) -> bool:
+        """A Snakemake process (``-m snakemake`` or mpiatlas's start module) working in the work directory."""
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")[:3]
+                if not any(b"snakemake" in a for a in argv):
+                    continue
+                if Path(os.readlink(entry / "cwd")) == self.work:
+                    return True
+            except OSError:
+                continue
+        return False
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -124,7 +137,7 @@ def run_timed(work: Path, name: str, timeout_s: float, source: Path | None = Non
     results = work / "results" / name
     log_path = work / "campaign.out"
     start = time.monotonic()
-    watcher = _Watcher(results, start, work / ".snakemake" / "locks")
+    watcher = _Watcher(results, start, work)
     watcher.start()
     line_marks: dict[str, float] = {}
     with log_path.open("w") as log:
