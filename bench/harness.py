@@ -27,7 +27,9 @@ of it. Run with the project's venv (mpiatlas importable):
   .venv/bin/python bench/harness.py                                   # all four, config/config.yaml
   .venv/bin/python bench/harness.py --only 1,2 --config config/test/tiny.yaml --reps 2
   .venv/bin/python bench/harness.py --only 2 --config config/test/tiny.yaml --rounds 3 --json out.json
-  .venv/bin/python bench/harness.py --only 5 --rounds 2 --sizes 6,150
+  .venv/bin/python bench/harness.py --only 5 --rounds 3 --sizes 6,150
+  git archive <commit> src workflow profiles containers | tar -x -C /tmp/base
+  .venv/bin/python bench/harness.py --only 5 --sizes 6 --rounds 3 --baseline /tmp/base   # before and after
 """
 
 from __future__ import annotations
