@@ -69,13 +69,14 @@ def with_repetitions(config: dict[str, Any], reps: int | None) -> dict[str, Any]
     return config
 
 
-def make_workdir(work: Path, config: dict[str, Any]) -> Path:
-    """A throw-away checkout for ``config`` (see the module docstring)."""
+def make_workdir(work: Path, config: dict[str, Any], tree: Path = REPO) -> Path:
+    """A throw-away checkout for ``config`` (see the module docstring); its workflow, profiles,
+    containers and kernels from ``tree`` (another commit's ``git archive``), the stacks from this one."""
     work.mkdir(parents=True, exist_ok=True)
     for name in ("workflow", "profiles", "containers"):
-        (work / name).symlink_to(REPO / name)
+        (work / name).symlink_to(tree / name)
     (work / "src").mkdir()
-    (work / "src" / "kernels").symlink_to(REPO / "src" / "kernels")
+    (work / "src" / "kernels").symlink_to(tree / "src" / "kernels")
     config = copy.deepcopy(config)
     config["campaign"]["stacks_dir"] = str(REPO / ".stacks")
     if "containers" in config:

@@ -15,6 +15,11 @@
   4  import + aggregate of 1 M generated IMB rows: bench/parse_aggregate.py's main() (another
      engineer's; this harness only calls it, and says so when the file is not there yet).
      Targets: its own, <= 5 s and >= 5x a plain regex + pandas script.
+  5  the fixed cost, step by step (bench/_harness_timeline.py): a 6-launch campaign and a 150-cell
+     one (IMB PingPong, Intel MPI, 2 ranks), each timed per step (preflight, Snakemake start and
+     DAG, setup jobs, cell groups, tidy, aggregate, fit, report), then ReFrame on the same
+     launches; --rounds alternations, the median of each side kept. Targets: 6 launches, mpiatlas
+     wall <= ReFrame wall; 150 cells, campaign wall / Σ cell walls <= 1.10.
 
 Ratios rather than seconds: this 2-core VM is noisy, and a ratio taken within one run cancels most
 of it. Run with the project's venv (mpiatlas importable):
@@ -22,6 +27,9 @@ of it. Run with the project's venv (mpiatlas importable):
   .venv/bin/python bench/harness.py                                   # all four, config/config.yaml
   .venv/bin/python bench/harness.py --only 1,2 --config config/test/tiny.yaml --reps 2
   .venv/bin/python bench/harness.py --only 2 --config config/test/tiny.yaml --rounds 3 --json out.json
+  .venv/bin/python bench/harness.py --only 5 --rounds 3 --sizes 6,150
+  git archive <commit> src workflow profiles containers | tar -x -C /tmp/base
+  .venv/bin/python bench/harness.py --only 5 --sizes 6 --rounds 3 --baseline /tmp/base   # before and after
 """
 
 from __future__ import annotations
@@ -245,11 +253,23 @@ def import_file(name: str, path: Path) -> Any:
 
 # -- driver ----------------------------------------------------------------------------------------
 
+def part5(args: argparse.Namespace, tmp: Path) -> list[Figure]:
+    from _harness_fixed_cost import fixed_cost, verdicts
+
+    figures = []
+    for result in fixed_cost(args.sizes, args.rounds, args.campaign_timeout, tmp / "fixed-cost", say,
+                             args.remeasure, args.baseline):
+        what, value, target, ok = verdicts(result)
+        figures.append(Figure(5, what, value, target, verdict(ok), result.details()))
+    return figures
+
+
 PARTS: dict[int, tuple[str, Callable[[argparse.Namespace, Path], list[Figure]]]] = {
     1: ("campaign wall / Σ launch walls", part1),
     2: ("PingPong: mpiatlas vs ReFrame", part2),
     3: ("snakemake -n on 177,100 cells", part3),
     4: ("import + aggregate 1 M rows", part4),
+    5: ("the fixed cost, step by step, beside ReFrame", part5),
 }
 
 
@@ -281,10 +301,21 @@ def parse_only(text: str) -> list[int]:
     try:
         chosen = sorted({int(part) for part in text.split(",") if part.strip()})
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--only: {text!r} is not a comma-separated list of parts 1-4") from None
+        raise argparse.ArgumentTypeError(f"--only: {text!r} is not a comma-separated list of parts 1-5") from None
     if not chosen or any(n not in PARTS for n in chosen):
-        raise argparse.ArgumentTypeError(f"--only: {text!r}: parts are 1, 2, 3 and 4")
+        raise argparse.ArgumentTypeError(f"--only: {text!r}: parts are 1, 2, 3, 4 and 5")
     return chosen
+
+
+def parse_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--sizes: {text!r} is not a comma-separated list of cell counts") from None
+    if not sizes or any(n < 1 or (n > 12 and n % 2) for n in sizes):
+        raise argparse.ArgumentTypeError(f"--sizes: {text!r}: cell counts of at least 1, even above 12 (two "
+                                         "transports)")
+    return sizes
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -295,6 +326,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--reps", type=int, default=None, help="override campaign.repetitions in parts 1 and 2")
     ap.add_argument("--rounds", type=int, default=1, help="part 2: ReFrame rounds "
                     "(its median ratio compared; default %(default)s)")
+    ap.add_argument("--sizes", type=parse_sizes, default=[6, 150],
+                    help="part 5: cells of its campaigns (default: 6,150)")
+    ap.add_argument("--remeasure", action="store_true",
+                    help="part 5: keep the campaigns' re-measures of perturbed launches (default: off, see "
+                         "bench/_harness_fixed_cost.py)")
+    ap.add_argument("--baseline", type=Path, default=None, metavar="TREE",
+                    help="part 5: also run each campaign, alternated, with another commit's package and workflow "
+                         "(`git archive <commit> src workflow profiles containers | tar -x -C TREE`): before and "
+                         "after, side by side")
     ap.add_argument("--campaign-timeout", type=float, default=3600, help="seconds per campaign or ReFrame run")
     ap.add_argument("--dry-run-timeout", type=float, default=900, help="seconds for part 3 (reported as TIMEOUT)")
     ap.add_argument("--keep", action="store_true", help="keep the work directories (printed)")

@@ -32,7 +32,7 @@ time its user + system time over all its threads; peak RSS is the child's own ma
 ``--repeat N`` the sides alternate N times and the fastest run of each is kept (a shared
 machine is noisy).
 
-  .venv/bin/python bench/parse_aggregate.py [--rows 1000000] [--seed 1] [--repeat 2] [--keep DIR] [--json out.json]
+  .venv/bin/python bench/parse_aggregate.py [--rows 1000000] [--seed 1] [--repeat 2] [--keep DIR [--reuse]] [--json out.json]
 
 The baseline needs pandas (not a dependency of mpiatlas): ``pip install pandas==3.1.1``.
 """
@@ -144,6 +144,18 @@ def generate(root: Path, rows_target: int, seed: int) -> tuple[list[Path], int]:
             )
         cell += 1
     return files, rows
+
+
+def reuse(root: Path, rows_target: int, seed: int) -> tuple[list[Path], int]:
+    """The files a run with --keep ``root`` generated for the same rows and seed: (files, rows)."""
+    try:
+        made = json.loads((root / "generated.json").read_text())
+        files = [Path(p) for p in (root / "files.txt").read_text().splitlines()]
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"--reuse: {root} holds no generated files ({exc}); run once with --keep {root}") from None
+    if (made.get("rows"), made.get("seed")) != (rows_target, seed):
+        raise SystemExit(f"--reuse: {root} was generated with --rows {made.get('rows')} --seed {made.get('seed')}")
+    return files, int(made["table_rows"])
 
 
 # -- (a) mpiatlas --------------------------------------------------------------------------------
@@ -363,8 +375,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="alternate the four sides N times, keep each one's fastest")
     ap.add_argument("--keep", type=Path, help="generate into DIR and keep it (default: a temp dir)")
     ap.add_argument("--json", type=Path, help="also write the figures as JSON")
+    ap.add_argument("--reuse", action="store_true",
+                    help="with --keep DIR: the files an earlier run generated there with the same --rows and --seed")
     ap.add_argument("--child", nargs=3, metavar=("WHICH", "LIST", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.reuse and args.keep is None:
+        ap.error("--reuse needs --keep DIR")
     if args.child:
         child(args.child[0], Path(args.child[1]), Path(args.child[2]))
         return 0
@@ -372,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="mpiatlas-bench-") as tmp:
         root = args.keep or Path(tmp)
         start = time.perf_counter()
-        files, rows = generate(root / "imb", args.rows, args.seed)
+        files, rows = reuse(root, args.rows, args.seed) if args.reuse else generate(root / "imb", args.rows, args.seed)
+        (root / "generated.json").write_text(json.dumps({"rows": args.rows, "seed": args.seed, "table_rows": rows}))
         size = warm_page_cache(files)
         print(f"generated {len(files)} files, {rows} table rows, {size / 1e6:.0f} MB in {time.perf_counter() - start:.1f} s")
         list_file = root / "files.txt"

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from conftest import REPO, campaign_workdir, require_infra, run_campaign
-from mpiatlas.campaign import runlock
+from mpiatlas.campaign import runlock, snakemake_start
 from mpiatlas.matrix import layout
 from mpiatlas.campaign.progress import Progress, format_eta
 
@@ -247,7 +247,8 @@ def _snakemake_child(parent: int) -> int | None:
                 argv = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"snakemake" in argv:
+            started = {b"snakemake", snakemake_start.MODULE.encode()}
+            if int(stat.rsplit(")", 1)[1].split()[1]) == parent and started & set(argv):
                 return int(entry.name)
     return None
 

@@ -50,6 +50,8 @@ for VIEW, OUT in VIEWS.items():
             provenance=f"{OUT}/tidy/{layout.PROVENANCE_TABLE}",
             notes=f"{OUT}/tidy/{layout.NOTES}",
             kernels=[f"{OUT}/tidy/{name}" for name in KERNEL_TABLE_NAMES],
+            # The per-size summary (`mpiatlas aggregate`'s table) in the same process and job.
+            summary=f"{OUT}/tidy/{layout.IMB_SUMMARY}",
         params:
             # Derived from the rule's files (the campaign directory holds the manifest and raw/).
             tidy=lambda wildcards, output: os.path.dirname(output.samples),
@@ -61,19 +63,4 @@ for VIEW, OUT in VIEWS.items():
         localrule: True
         shell:
             "mpiatlas tidy --raw {params.raw:q} --expected {input.manifest:q} --notes {input.notes:q}"
-            " --out {params.tidy:q} > {log:q} 2>&1"
-
-    rule:
-        name:
-            f"aggregate_{VIEW}"
-        input:
-            f"{OUT}/tidy/{layout.IMB_SAMPLES}",
-        output:
-            f"{OUT}/tidy/{layout.IMB_SUMMARY}",
-        log:
-            f"{LOGS}/{VIEW}/aggregate.log",
-        conda:
-            "../envs/mpiatlas.yaml"
-        localrule: True
-        shell:
-            "mpiatlas aggregate {input:q} --out {output:q} > {log:q} 2>&1"
+            " --out {params.tidy:q} --summary {output.summary:q} > {log:q} 2>&1"

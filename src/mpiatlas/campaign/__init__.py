@@ -4,6 +4,8 @@
 * :mod:`.auto_plan` — ``mappings: auto`` / ``processes: auto`` from the node's topology, within a time budget;
 * :mod:`.adaptive_rounds` — adaptive repetitions in the DAG: rounds decided from the cells sealed so far;
 * :mod:`.preflight` — every prerequisite of a campaign's cells, checked once before anything runs;
+* :mod:`.preflight_cache` — the compiler probe and stack hellos that passed, remembered per host and boot;
+* :mod:`.snakemake_start` — Snakemake's command line without the executor plugins a local run does not use;
 * :mod:`.progress` — cells done and ETA; the progress bar of long commands;
 * :mod:`.runlock` — one campaign per checkout; recovery from a killed run, stale Snakemake locks.
 """

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from mpiatlas.spine.campaign import Campaign
 
+from mpiatlas.campaign import preflight_cache
 from mpiatlas.matrix import cells as cell_model
 from mpiatlas.matrix import layout
 
@@ -79,7 +80,9 @@ def check_topology() -> Check:
     return Check("topology", True, f"{topo.n_cores} cores, {topo.packages} package(s), from {source}")
 
 
-def check_compiler(needed_for: str) -> Check:
+def check_compiler(needed_for: str, *, cached: bool = False) -> Check:
+    """cc (or gcc) and make on PATH, and a hello with the C library's headers builds; ``cached``: a
+    probe that passed this boot with the same compiler is not built again (preflight_cache)."""
     missing = [tool for tool in ("cc", "make") if shutil.which(tool) is None]
     if missing and shutil.which("gcc") is not None and missing == ["cc"]:
         missing = []
@@ -88,12 +91,17 @@ def check_compiler(needed_for: str) -> Check:
                      "with root: apt-get install gcc make (Debian/Ubuntu) or dnf install gcc make; without root: "
                      "`module load gcc` on a cluster, or a conda environment with gcc and make")
     compiler = shutil.which("cc") or shutil.which("gcc")
+    found = f"{compiler}, {shutil.which('make')}"
+    key = preflight_cache.compiler_key() if cached else None
+    if preflight_cache.remembered(key) == found:
+        return Check("C compiler", True, f"{found} (built a hello earlier this boot)")
     problem = compile_problem(str(compiler))
     if problem:
         return Check("C compiler", False, f"{compiler} cannot build a C program: {problem}",
                      "with root: apt-get install build-essential (gcc with the C library headers, libc6-dev); "
                      "without root: `module load gcc` on a cluster, or a conda environment with gcc")
-    return Check("C compiler", True, f"{compiler}, {shutil.which('make')}")
+    preflight_cache.remember(key, found)
+    return Check("C compiler", True, found)
 
 
 def compile_problem(compiler: str) -> str:
@@ -140,16 +148,17 @@ def check_stack(config: Campaign, label: str, workdir: Path, *, hello: bool = Tr
         yield _hello(stack, label, list(spec.transports), workdir)
 
 
-def stack_hello(config: Campaign, label: str, workdir: Path) -> Check:
-    """The 2-rank hello of an installed stack, on its first transport."""
+def stack_hello(config: Campaign, label: str, workdir: Path, *, cached: bool = False) -> Check:
+    """The 2-rank hello of an installed stack, on its first transport; ``cached``: a hello that
+    passed this boot under the same key (preflight_cache) is not run again."""
     from mpiatlas.stacks import get_stack
 
     spec = config.stacks[label]
     stack = get_stack(spec.kind, cell_model.stack_prefix(config, label), source=spec.source)
-    return _hello(stack, label, list(spec.transports), workdir)
+    return _hello(stack, label, list(spec.transports), workdir, cached=cached)
 
 
-def _hello(stack: Any, label: str, transports: list[str], workdir: Path) -> Check:
+def _hello(stack: Any, label: str, transports: list[str], workdir: Path, *, cached: bool = False) -> Check:
     """The hello on the first transport this host can carry: a stack whose transports all need an
     InfiniBand port this host lacks is not broken, its cells are ``unavailable`` (stacks.fabrics)."""
     from mpiatlas.stacks import fabrics
@@ -158,7 +167,14 @@ def _hello(stack: Any, label: str, transports: list[str], workdir: Path) -> Chec
     if transport is None:
         return Check(f"2-rank hello ({label})", True, f"skipped: every transport ({', '.join(transports)}) needs "
                      "an InfiniBand/RoCE port this host lacks (those cells will be unavailable)")
-    return hello_check(stack, label, transport, workdir)
+    key = preflight_cache.hello_key(stack, transport) if cached else None
+    found = preflight_cache.remembered(key)
+    if found is not None:
+        return Check(f"2-rank hello ({label}, {transport})", True, f"{found} (earlier this boot)")
+    check = hello_check(stack, label, transport, workdir)
+    if check.ok:
+        preflight_cache.remember(key, check.found)
+    return check
 
 
 def _parallel(func: Callable[[str], Check], labels: list[str]) -> list[Check]:
@@ -263,8 +279,10 @@ def check_slurm() -> Iterator[Check]:
 # -- running them --------------------------------------------------------------------------------
 
 
-def run_checks(config: Campaign, *, slurm: bool, cells: int | None = None) -> list[Check]:
-    """Every check this campaign needs, in order; a failed stack skips its own hello and IMB check."""
+def run_checks(config: Campaign, *, slurm: bool, cells: int | None = None, cached: bool = False) -> list[Check]:
+    """Every check this campaign needs, in order; a failed stack skips its own hello and IMB check.
+    ``cached``: the compiler probe and the hellos that passed earlier this boot are not run again
+    (preflight_cache; a campaign's start), else every check runs (``mpiatlas doctor``)."""
     from mpiatlas.programs import expand
 
     planned = expand(config)
@@ -272,7 +290,7 @@ def run_checks(config: Campaign, *, slurm: bool, cells: int | None = None) -> li
     kernels = [c for c in planned if c.kind == "kernel"]
     containers = bool(config.containers.enabled)
     compiler = check_compiler("the C kernels and the stacks' hello" if kernels and not containers
-                              else "the stacks' hello")
+                              else "the stacks' hello", cached=cached)
     checks = [check_topology(), compiler]
     providers = {p for c in imb if (p := cell_model.imb_provider(config, c.stack))}
     labels = sorted({c.stack for c in imb} | {c.stack for c in kernels} | providers)
@@ -284,7 +302,8 @@ def run_checks(config: Campaign, *, slurm: bool, cells: int | None = None) -> li
         installed = {label: list(check_stack(config, label, Path(scratch), hello=False)) for label in labels}
         # Without a compiler no hello can be built: that one missing piece is the message.
         ready = [label for label in labels if compiler.ok and all(c.ok for c in installed[label])]
-        hellos = dict(zip(ready, _parallel(lambda label: stack_hello(config, label, Path(scratch)), ready)))
+        hellos = dict(zip(ready, _parallel(lambda label: stack_hello(config, label, Path(scratch), cached=cached),
+                                           ready)))
         for label in labels:
             stack_checks = installed[label] + ([hellos[label]] if label in hellos else [])
             checks += stack_checks
@@ -298,8 +317,9 @@ def run_checks(config: Campaign, *, slurm: bool, cells: int | None = None) -> li
 
 
 def require(config: Campaign, *, slurm: bool) -> list[Check]:
-    """Run the checks; raise PreflightFailed naming every failed one."""
-    checks = run_checks(config, slurm=slurm)
+    """Run the checks (those that passed earlier this boot are taken as passed, see preflight_cache);
+    raise PreflightFailed naming every failed one."""
+    checks = run_checks(config, slurm=slurm, cached=True)
     failed = [c for c in checks if not c.ok]
     if failed:
         raise PreflightFailed(failed)

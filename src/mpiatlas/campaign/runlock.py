@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from mpiatlas.campaign.snakemake_start import MODULE
+
 LOCK_FILE = Path(".mpiatlas") / "campaign.lock"
 # How long the orphans get, after SIGTERM, to stop their launch and exit (runner.process waits
 # TERM_GRACE_S = 10 s for a launch before it KILLs it) before everything left is KILLed.
@@ -81,10 +83,11 @@ def _processes() -> list[tuple[int, Path | None, list[str]]]:
 
 
 def live_snakemake(root: Path) -> list[int]:
-    """Pids of Snakemake processes working in ``root`` (other than this process)."""
+    """Pids of Snakemake processes working in ``root`` (other than this process): ``snakemake``,
+    ``python -m snakemake`` and ``python -m mpiatlas.campaign.snakemake_start``."""
     root = root.resolve()
     return [pid for pid, cwd, argv in _processes()
-            if pid != os.getpid() and cwd == root and any(Path(a).name == "snakemake" or a == "snakemake"
+            if pid != os.getpid() and cwd == root and any(Path(a).name == "snakemake" or a in ("snakemake", MODULE)
                                                           for a in argv[:3])]
 
 

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mpiatlas.campaign import snakemake_start
 from mpiatlas.matrix import layout
 
 if TYPE_CHECKING:
@@ -42,8 +43,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def snakemake_argv(args: argparse.Namespace, *targets: str) -> list[str]:
     extra = [a for a in args.snakemake_args if a != "--"]
-    return [sys.executable, "-m", "snakemake", "--snakefile", "workflow/Snakefile",
-            "--configfile", str(args.config), "--profile", args.profile, *extra, *targets]
+    return snakemake_start.argv("--snakefile", "workflow/Snakefile", "--configfile", str(args.config),
+                                "--profile", args.profile, *extra, *targets)
 
 
 def is_dry_run(args: argparse.Namespace) -> bool:
@@ -307,9 +308,8 @@ def _partial_report(args: argparse.Namespace, root: Path, results: str, env: dic
     target = layout.report_path(results, partial=True)
     # The campaign's profile too: its config (grouping) must be the run's, or Snakemake would see the
     # manifest's params changed and rewrite it.
-    argv = [sys.executable, "-m", "snakemake", "--snakefile", "workflow/Snakefile", "--configfile",
-            str(args.config), "--profile", args.profile, "--cores", "1", "--forcerun", "tidy_partial", "--nolock",
-            target]
+    argv = snakemake_start.argv("--snakefile", "workflow/Snakefile", "--configfile", str(args.config), "--profile",
+                                args.profile, "--cores", "1", "--forcerun", "tidy_partial", "--nolock", target)
     with (log or Path(os.devnull)).open("a") as out:
         done = subprocess.run(argv, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL)

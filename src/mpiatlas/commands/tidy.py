@@ -20,6 +20,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="the campaign's raw directory: every sealed cell of --expected under it is read")
     p.add_argument("--notes", type=Path, default=None, metavar="FILE",
                    help="notes on cells not planned (JSON), copied into the tidy directory for the report")
+    p.add_argument("--summary", type=Path, default=None, metavar="FILE",
+                   help="also write the per-size summary of the samples (what `mpiatlas aggregate` writes) here")
     p.set_defaults(func=_main)
 
 
@@ -46,4 +48,10 @@ def _main(args: argparse.Namespace) -> int:
     elif not notes.exists():
         notes.write_text("[]\n")
     print(f"{args.out}: {counts['cells']} cells ({counts['missing']} missing), {counts['samples']} sample rows")
+    if args.summary is not None:
+        # In this process: a job of its own paid an interpreter, polars and numpy again, and a
+        # Snakemake job hand-over, on the path between the last cell and the report.
+        from mpiatlas.commands.aggregate import write_summary
+
+        print(f"{args.summary}: {write_summary(args.out / layout.IMB_SAMPLES, args.summary)} rows")
     return 0

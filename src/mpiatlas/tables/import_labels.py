@@ -26,7 +26,7 @@ class LabelError(ValueError):
     """A labels mapping or an input list that cannot give each file a label; the message names the file."""
 
 
-def resolve_paths(paths: Sequence[Path]) -> list[str]:
+def resolve_paths(paths: Sequence[str | Path]) -> list[str]:
     """Absolute paths with symbolic links and ``..`` in the directories resolved: how files are told apart.
 
     Strings, and each directory resolved once: a campaign's files share a few directories, and
@@ -42,7 +42,7 @@ def resolve_paths(paths: Sequence[Path]) -> list[str]:
     return resolved
 
 
-def distinguishing_labels(paths: Sequence[Path]) -> list[str]:
+def distinguishing_labels(paths: Sequence[str | Path]) -> list[str]:
     """Each file's stem, lengthened by parent directories until no two different files share it."""
     labels = [file_stem(p) for p in paths]
     by_stem: dict[str, list[int]] = defaultdict(list)
@@ -119,17 +119,17 @@ def read_labels_csv(path: Path) -> dict[Path, str]:
     return mapping
 
 
-def file_stem(path: Path) -> str:
-    """``path.stem``, from the path's string (pathlib caches it and the import needs it anyway):
-    pathlib's own costs ~3 us a file, a tenth of a second over an import of 25 k files."""
+def file_stem(path: str | Path) -> str:
+    """``Path(path).stem``, from the path's string: pathlib's own costs ~3 us a file, a tenth of a
+    second over an import of 25 k files."""
     name = os.path.basename(os.fspath(path))
     if name in ("", "."):
-        return path.stem  # a root or "." : pathlib's rule, not basename's
+        return Path(path).stem  # a root or "." : pathlib's rule, not basename's
     dot = name.rfind(".")
     return name[:dot] if 0 < dot < len(name) - 1 else name
 
 
-def assign_labels(paths: Sequence[Path], *, label: str | None = None, mapping: Mapping[Path, str] | None = None,
+def assign_labels(paths: Sequence[str | Path], *, label: str | None = None, mapping: Mapping[Path, str] | None = None,
                   pool: bool = False) -> list[str]:  # fmt: skip
     """The label of each file, by the module's rules."""
     if label is not None:
@@ -151,14 +151,15 @@ def assign_labels(paths: Sequence[Path], *, label: str | None = None, mapping: M
     return labels
 
 
-def pooled_labels(paths: Sequence[Path], labels: Sequence[str]) -> dict[str, int]:
+def pooled_labels(paths: Sequence[str | Path], labels: Sequence[str]) -> dict[str, int]:
     """Labels given to several different files (their rows are pooled), with the file counts."""
-    resolved = resolve_paths(paths)
-    return {label: len({resolved[i] for i in members})
-            for label, members in _shared_by_several(resolved, labels).items()}  # fmt: skip
+    files: dict[str, set[str]] = defaultdict(set)
+    for label, path in zip(labels, resolve_paths(paths), strict=True):
+        files[label].add(path)
+    return {label: len(paths_of) for label, paths_of in files.items() if len(paths_of) > 1}
 
 
-def file_labels(paths: Sequence[Path], *, label: str | None = None, labels_csv: str | Path | None = None,
+def file_labels(paths: Sequence[str | Path], *, label: str | None = None, labels_csv: str | Path | None = None,
                 pool: bool = False) -> list[str]:
     """Each file's label from the import's options (``--label``, ``--labels CSV``, ``--pool``); one label
     for all excludes the other two, which it would silently override."""
