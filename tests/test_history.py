@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -25,7 +26,8 @@ from conftest import require_datasets
 from mpiatlas.cli import main
 from mpiatlas.history.entry import BANDWIDTH, LATENCY, build_entry
 from mpiatlas.history.record import record_campaign
-from mpiatlas.history.store import open_store
+from mpiatlas.history.store import DEFAULT_DB, open_store
+from mpiatlas.report import build_report
 
 SCATTER = "zampar-orfeo-osu-bcast-barrier/history_66c4420/Excercise_1/scatter/results"
 LARGE = 128 * 1024
@@ -50,9 +52,13 @@ def write_week(src: Path, out: Path, factor: float) -> None:
 
 @pytest.fixture(scope="module")
 def weeks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return make_weeks(tmp_path_factory.mktemp("weeks"))
+
+
+def make_weeks(root: Path) -> dict[str, Path]:
     """week -> a directory written by `mpiatlas import` (label orfeo-thin)."""
     source = require_datasets() / SCATTER
-    root = tmp_path_factory.mktemp("weeks")
+    root.mkdir(parents=True, exist_ok=True)
     out = {}
     for week, (run, factor, _) in WEEKS.items():
         csv_path = root / f"{week}_scatter.csv"  # "scatter" in the name: the collective of the rows
@@ -167,7 +173,8 @@ SLOW_ADDER = """
 import sys, time
 from pathlib import Path
 from mpiatlas.history.entry import build_entry
-from mpiatlas.history.store import open_store
+from mpiatlas.history.store import DEFAULT_DB, open_store
+from mpiatlas.report import build_report
 
 entry = build_entry(Path(sys.argv[2]), date=sys.argv[4])
 
@@ -266,3 +273,41 @@ def test_a_campaign_whose_history_cannot_be_written_says_so_and_keeps_its_result
     good = tmp_path / "good.sqlite"
     assert "added entry 1" in record_campaign(weeks["w1"], good)[0]
     assert "already entry 1" in record_campaign(weeks["w1"], good)[0]
+
+
+# -- the report's section ----------------------------------------------------------------------
+
+
+def history_report(root: Path, weeks: dict[str, Path]) -> Path:
+    """A checkout whose results/ holds weeks 1 and 2 in its history store and week 3 (slow) as the
+    campaign being reported: its report's History section judges week 3."""
+    for week in ("w1", "w2", "w3slow"):
+        tidy = root / "results" / week / "tidy"
+        tidy.mkdir(parents=True)
+        shutil.copy(weeks[week] / "imb_samples.parquet", tidy)
+        # One config, re-run weekly: one system (the campaign's name).
+        (root / "results" / week / "campaign.json").write_text(json.dumps({"campaign": {"name": "orfeo-thin"}}))
+        # When it ran, as a campaign's provenance records it (the entry's date: its first cell's start).
+        (tidy / "provenance.json").write_text(json.dumps([{"cell": week, "start": f"{WEEKS[week][2]}T10:00:00+00:00"}]))
+    db = root / DEFAULT_DB
+    for week in ("w1", "w2"):
+        assert main(["history", "add", str(root / "results" / week), "--db", str(db)]) == 0
+    campaign = root / "results" / "w3slow"
+    return build_report(campaign / "tidy", campaign / "fits", campaign / "report.html", title="week 3")
+
+
+def test_the_report_judges_the_campaign_against_the_history(weeks: dict[str, Path], tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    page = history_report(tmp_path, weeks).read_text()
+    section = page[page.index('id="history"'):]
+    section = section[:section.index("</section>")]
+    db = tmp_path / DEFAULT_DB
+    # The same verdict as `history check` once week 3 is added.
+    assert main(["history", "add", str(tmp_path / "results" / "w3slow"), "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["history", "check", "--db", str(db), "--json"]) == 1
+    alarms = json.loads(capsys.readouterr().out)["alarms"]
+    assert f"of its series judged (0 with fewer than 2 earlier entries are not), {len(alarms)} worse" in section
+    assert section.count("orfeo-thin core Scatter np=") + section.count("orfeo-thin socket Scatter np=") + \
+        section.count("orfeo-thin node Scatter np=") >= len(alarms)  # every alarm in the table
+    assert section.count('class="vega-target"') == min(len(alarms), 12)

@@ -47,8 +47,8 @@ def section_history(data: ReportData) -> Section | None:
     if result.alarms:
         blocks.append(Notice(f"{len(result.alarms)} series worse than their history (the table below lists them "
                              "all; the charts show the worst size of the first ones)", "error"))
-    blocks += [ChartBlock(chart_spec(trend_chart(figures, key)), caption)
-               for key, caption in _charted(figures, result)[:MAX_CHARTS]]
+    blocks += [ChartBlock(chart_spec(trend_chart(figures, key, expected)), caption)
+               for key, caption, expected in _charted(figures, result)[:MAX_CHARTS]]
     if result.alarms:
         blocks.append(table(["series", "sizes", "worst: earlier (prediction interval)", "this campaign (CI)", "ratio"],
                             [_alarm_row(a) for a in result.alarms], filterable=True,
@@ -91,19 +91,23 @@ def _lead(path: Path, result: CheckResult, figures: pl.DataFrame) -> str:
             "campaign is added.")
 
 
-def _charted(figures: pl.DataFrame, result: CheckResult) -> list[tuple[str, str]]:
-    """(series key, caption) of the charts: the campaign's Hockney λ and B with earlier entries, then the alarms."""
+def _charted(figures: pl.DataFrame, result: CheckResult) -> list[tuple[str, str, tuple[float, float] | None]]:
+    """(series key, caption, the interval the test expected) of the charts: the campaign's Hockney λ and B
+    with earlier entries, then the alarms' worst sizes."""
     mine = figures.filter(pl.col("entry_id") == 0)
     counts = figures.group_by("series").agg(pl.col("entry_id").n_unique().alias("entries"))
     headline = (mine.filter(pl.col("parameter").is_in([LATENCY, BANDWIDTH])).join(counts, on="series")
                 .filter(pl.col("entries") > 1))
-    out = [(str(k), f"{name}: each entry with its 95 % interval.") for k, name in
-           zip(headline["series"], (series_name(r) for r in headline.iter_rows(named=True)))]
+    out: list[tuple[str, str, tuple[float, float] | None]] = [
+        (str(k), f"{name}: each entry with its 95 % interval.", None)
+        for k, name in zip(headline["series"], (series_name(r) for r in headline.iter_rows(named=True)))]
     for alarm in result.alarms:
-        key = _frame_key(alarm.series)
-        out.append((f"{key}\x1e{alarm.worst.bytes}", f"{series_name(alarm.series)} at "
-                    f"{size_text(alarm.worst.bytes) if alarm.worst.bytes is not None else 'its fitted value'}: "
-                    "worse than its history."))
+        worst = alarm.worst
+        out.append((f"{_frame_key(alarm.series)}\x1e{worst.bytes}", f"{series_name(alarm.series)} at "
+                    f"{size_text(worst.bytes) if worst.bytes is not None else 'its fitted value'}: worse than its "
+                    "history. Points: each entry (with its 95 % interval where it has one); grey bar: where the "
+                    "test expected this campaign (the earlier entries' prediction interval).",
+                    (worst.old_low, worst.old_high)))
     return out
 
 
@@ -112,8 +116,9 @@ def _frame_key(series: dict[str, Any]) -> str:
     return "\x1f".join("" if series[f] is None else str(series[f]) for f in SERIES_FIELDS)
 
 
-def trend_chart(figures: pl.DataFrame, key: str) -> alt.TopLevelMixin:
-    """One series (at one size: ``key`` + "\\x1e" + bytes) over time: points and 95 % interval rules."""
+def trend_chart(figures: pl.DataFrame, key: str, expected: tuple[float, float] | None = None) -> alt.TopLevelMixin:
+    """One series (at one size: ``key`` + "\\x1e" + bytes) over time: points and 95 % interval rules;
+    ``expected``: the interval the test expected the newest entry in, drawn at its date."""
     series, _, size = key.partition("\x1e")
     rows = figures.filter(pl.col("series") == series)
     rows = rows.filter(pl.col("bytes") == int(size)) if size not in ("", "None") else rows.filter(pl.col("bytes").is_null())
@@ -121,7 +126,7 @@ def trend_chart(figures: pl.DataFrame, key: str) -> alt.TopLevelMixin:
     df = rows.select(pl.col("date").str.slice(0, 10).alias("date"), "value", "ci_low", "ci_high",
                      pl.col("label").fill_null("").alias("label"),
                      pl.when(pl.col("entry_id") == 0).then(pl.lit(THIS)).otherwise(pl.lit("earlier")).alias("entry"))
-    base = alt.Chart(df).encode(x=alt.X("date:T", title="date"))
+    base = alt.Chart(df).encode(x=alt.X("date:T", title="date", scale=alt.Scale(padding=14)))
     y_title = PARAMETER_TEXT.get(parameter, parameter)
     rules = base.mark_rule().encode(y=alt.Y("ci_low:Q", title=y_title, scale=alt.Scale(zero=False)), y2="ci_high:Q")
     points = base.mark_point(filled=True, size=60).encode(
@@ -129,7 +134,15 @@ def trend_chart(figures: pl.DataFrame, key: str) -> alt.TopLevelMixin:
         color=alt.Color("entry:N", scale=alt.Scale(domain=["earlier", THIS], range=["#4c78a8", "#e45756"])),
         tooltip=["date:T", alt.Tooltip("value:Q", format=".4~g"), alt.Tooltip("ci_low:Q", format=".4~g"),
                  alt.Tooltip("ci_high:Q", format=".4~g"), "label:N"])
-    return alt.layer(rules, points).properties(width=CHART_W, height=CHART_H // 2 + 40)
+    layers = [rules, points]
+    if expected is not None:
+        newest = df["date"].max()
+        band = pl.DataFrame({"date": [newest], "low": [expected[0]], "high": [expected[1]]})
+        layers.insert(0, alt.Chart(band).mark_rule(strokeWidth=10, opacity=0.3, color="gray").encode(
+            x=alt.X("date:T", scale=alt.Scale(padding=14)), y=alt.Y("low:Q", title=y_title), y2="high:Q",
+            tooltip=[alt.Tooltip("low:Q", title="expected from", format=".4~g"),
+                     alt.Tooltip("high:Q", title="expected to", format=".4~g")]))
+    return alt.layer(*layers).properties(width=CHART_W, height=CHART_H // 2 + 40)
 
 
 def _alarm_row(alarm: Any) -> list[Any]:
