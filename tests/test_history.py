@@ -21,13 +21,19 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from altair.utils.schemapi import validate_jsonschema
+from altair.vegalite.v6.schema.core import load_schema
 
+from campaign_fixtures import Campaign
 from conftest import require_datasets
 from mpiatlas.cli import main
+from mpiatlas.history.check import figures_frame
 from mpiatlas.history.entry import BANDWIDTH, LATENCY, build_entry
 from mpiatlas.history.record import record_campaign
 from mpiatlas.history.store import DEFAULT_DB, open_store
 from mpiatlas.report import build_report
+from mpiatlas.report.charts import chart_spec
+from mpiatlas.report.sections.history import trend_chart
 
 SCATTER = "zampar-orfeo-osu-bcast-barrier/history_66c4420/Excercise_1/scatter/results"
 LARGE = 128 * 1024
@@ -172,9 +178,12 @@ def test_an_import_without_fits_is_fitted_first(tmp_path: Path, capsys: pytest.C
 SLOW_ADDER = """
 import sys, time
 from pathlib import Path
+from mpiatlas.history.check import figures_frame
 from mpiatlas.history.entry import build_entry
 from mpiatlas.history.store import DEFAULT_DB, open_store
 from mpiatlas.report import build_report
+from mpiatlas.report.charts import chart_spec
+from mpiatlas.report.sections.history import trend_chart
 
 entry = build_entry(Path(sys.argv[2]), date=sys.argv[4])
 
@@ -311,3 +320,54 @@ def test_the_report_judges_the_campaign_against_the_history(weeks: dict[str, Pat
     assert section.count("orfeo-thin core Scatter np=") + section.count("orfeo-thin socket Scatter np=") + \
         section.count("orfeo-thin node Scatter np=") >= len(alarms)  # every alarm in the table
     assert section.count('class="vega-target"') == min(len(alarms), 12)
+
+
+def test_the_trend_chart_is_valid_vega_lite(weeks: dict[str, Path], tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "history.sqlite"
+    add_weeks(db, weeks, ["w1", "w2", "w3slow"], capsys)
+    with open_store(db, create=False) as store:
+        figures = figures_frame(store.figures())
+    key = figures.filter((pl.col("mapping") == "node") & (pl.col("np") == 48))["series"][0]
+    spec = chart_spec(trend_chart(figures, f"{key}\x1e{1 << 20}", expected=(600.0, 700.0)))
+    assert validate_jsonschema(spec, load_schema(), raise_error=False) is None
+    dates = sorted(row["date"] for layer in spec["layer"][1:] for row in spec["datasets"][layer["data"]["name"]])
+    assert dates == sorted(["2024-02-05", "2024-02-12", "2024-02-19"] * 2)  # the rules and the points
+
+
+def test_a_partial_campaign_adds_what_ran_and_says_so(weeks: dict[str, Path], tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    campaign = tmp_path / "results" / "c"
+    (campaign / "partial" / "tidy").mkdir(parents=True)
+    samples = pl.read_parquet(weeks["w1"] / "imb_samples.parquet")
+    samples.filter(pl.col("mapping") == "core").write_parquet(campaign / "partial" / "tidy" / "imb_samples.parquet")
+    db = tmp_path / "history.sqlite"
+    code, out, err = history("add", str(campaign), "--db", str(db), "--date", "2024-03-01", capsys=capsys)
+    assert code == 0 and out.startswith("added partial entry 1") and f"{47 * 21} figures of 47 series" in out
+    assert "note: partial campaign: only the cells that ran" in err
+    # The campaign finished later: its complete entry replaces the partial one.
+    (campaign / "tidy").mkdir()
+    samples.write_parquet(campaign / "tidy" / "imb_samples.parquet")
+    code, out, _ = history("add", str(campaign), "--db", str(db), "--date", "2024-03-02", capsys=capsys)
+    assert code == 0 and "added entry 2" in out and "replaced 1 partial entry" in out
+    with open_store(db, create=False) as store:
+        assert [(e["id"], e["partial"]) for e in store.entries()] == [(2, False)]
+
+
+@pytest.mark.infra
+def test_a_finished_campaign_adds_itself(tiny_campaign: Campaign, capsys: pytest.CaptureFixture[str]) -> None:
+    """The real tiny campaign (tests/campaign_fixtures.py): `mpiatlas campaign` added it at its end."""
+    db = tiny_campaign.work / DEFAULT_DB
+    assert f"history: added entry 1 to {db}" in tiny_campaign.result.stdout
+    results = tiny_campaign.report.parent
+    fits = json.loads((results / "fits" / "hockney.json").read_text())
+    pingpong = next(f for f in fits if f["benchmark"] == "PingPong" and "error" not in f)
+    with open_store(db, create=False) as store:
+        (entry,) = store.entries()
+        rows = figures_frame(store.figures())
+    assert entry["config_hash"] and entry["stack_versions"] and entry["trust"]["cells"]
+    latency = rows.filter((pl.col("parameter") == LATENCY) & (pl.col("benchmark") == "PingPong"))
+    assert latency["system"].unique().to_list() == ["tiny"]
+    assert pingpong["latency_us"] in latency["value"].to_list()
+    code, out, _ = history("add", str(results), "--db", str(db), capsys=capsys)
+    assert code == 0 and "nothing added" in out

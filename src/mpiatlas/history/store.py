@@ -43,7 +43,7 @@ SERIES_FIELDS = ("system", "stack", "stack_version", "transport", "mapping", "be
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS entries (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: an entry id names one entry for good
     source_key TEXT NOT NULL UNIQUE,
     label TEXT,
     source TEXT NOT NULL,
