@@ -361,13 +361,16 @@ def test_a_finished_campaign_adds_itself(tiny_campaign: Campaign, capsys: pytest
     assert f"history: added entry 1 to {db}" in tiny_campaign.result.stdout
     results = tiny_campaign.report.parent
     fits = json.loads((results / "fits" / "hockney.json").read_text())
-    pingpong = next(f for f in fits if f["benchmark"] == "PingPong" and "error" not in f)
+    summary = pl.read_parquet(results / "tidy" / "imb_summary.parquet").filter(pl.col("t_median_usec") > 0)
     with open_store(db, create=False) as store:
         (entry,) = store.entries()
         rows = figures_frame(store.figures())
     assert entry["config_hash"] and entry["stack_versions"] and entry["trust"]["cells"]
-    latency = rows.filter((pl.col("parameter") == LATENCY) & (pl.col("benchmark") == "PingPong"))
-    assert latency["system"].unique().to_list() == ["tiny"]
-    assert pingpong["latency_us"] in latency["value"].to_list()
+    assert rows["system"].unique().to_list() == ["tiny"]  # the campaign's name
+    # Every size of the summary and every resolved λ of the fits, with the same values.
+    times = rows.filter(pl.col("parameter") == "t_median_usec")
+    assert sorted(times["value"].to_list()) == sorted(summary["t_median_usec"].to_list())
+    latencies = [f["latency_us"] for f in fits if "error" not in f and (f.get("latency_us") or 0) > 0]
+    assert sorted(rows.filter(pl.col("parameter") == LATENCY)["value"].to_list()) == sorted(latencies)
     code, out, _ = history("add", str(results), "--db", str(db), capsys=capsys)
     assert code == 0 and "nothing added" in out

@@ -27,6 +27,7 @@ from mpiatlas.report.data import ReportData
 TITLE = "History"
 SECTION_ID = "history"
 THIS = "this campaign"
+NEWEST = "newest entry"
 # Charts at most (the headlines first, then the alarms'); a long history has many series.
 MAX_CHARTS = 12
 
@@ -123,21 +124,24 @@ def trend_chart(figures: pl.DataFrame, key: str, expected: tuple[float, float] |
     rows = figures.filter(pl.col("series") == series)
     rows = rows.filter(pl.col("bytes") == int(size)) if size not in ("", "None") else rows.filter(pl.col("bytes").is_null())
     parameter = str(rows["parameter"][0])
+    rows = rows.sort("date", "entry_id")
+    newest = THIS if rows["entry_id"][-1] == 0 else NEWEST
     df = rows.select(pl.col("date").str.slice(0, 10).alias("date"), "value", "ci_low", "ci_high",
                      pl.col("label").fill_null("").alias("label"),
-                     pl.when(pl.col("entry_id") == 0).then(pl.lit(THIS)).otherwise(pl.lit("earlier")).alias("entry"))
+                     pl.when(pl.int_range(pl.len()) == pl.len() - 1).then(pl.lit(newest))
+                     .otherwise(pl.lit("earlier")).alias("entry"))
     base = alt.Chart(df).encode(x=alt.X("date:T", title="date", scale=alt.Scale(padding=14)))
     y_title = PARAMETER_TEXT.get(parameter, parameter)
     rules = base.mark_rule().encode(y=alt.Y("ci_low:Q", title=y_title, scale=alt.Scale(zero=False)), y2="ci_high:Q")
     points = base.mark_point(filled=True, size=60).encode(
         y=alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False)),
-        color=alt.Color("entry:N", scale=alt.Scale(domain=["earlier", THIS], range=["#4c78a8", "#e45756"])),
+        color=alt.Color("entry:N", scale=alt.Scale(domain=["earlier", newest], range=["#4c78a8", "#e45756"])),
         tooltip=["date:T", alt.Tooltip("value:Q", format=".4~g"), alt.Tooltip("ci_low:Q", format=".4~g"),
                  alt.Tooltip("ci_high:Q", format=".4~g"), "label:N"])
     layers = [rules, points]
     if expected is not None:
-        newest = df["date"].max()
-        band = pl.DataFrame({"date": [newest], "low": [expected[0]], "high": [expected[1]]})
+        last = df["date"][-1]
+        band = pl.DataFrame({"date": [last], "low": [expected[0]], "high": [expected[1]]})
         layers.insert(0, alt.Chart(band).mark_rule(strokeWidth=10, opacity=0.3, color="gray").encode(
             x=alt.X("date:T", scale=alt.Scale(padding=14)), y=alt.Y("low:Q", title=y_title), y2="high:Q",
             tooltip=[alt.Tooltip("low:Q", title="expected from", format=".4~g"),
