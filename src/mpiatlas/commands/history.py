@@ -140,7 +140,7 @@ def _show(args: argparse.Namespace) -> int:
             print(f"  {r['date'][:10]}  entry {r['entry_id']:<4} {size:>9}  {r['value']:.4g}{ci}"
                   f"{'  ' + r['label'] if r['label'] else ''}")
         if shown.height < rows.height:
-            print(f"  ({rows.height - shown.height} earlier rows not shown; --all shows them)")
+            print(f"  ({rows.height - shown.height} more rows not shown; --all shows them)")
     return 0
 
 
