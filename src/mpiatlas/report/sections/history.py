@@ -39,7 +39,8 @@ def section_history(data: ReportData) -> Section | None:
     try:
         current = build_entry(_campaign_dir(data.tidy_dir))
         with open_store(store_path, create=False) as store:
-            earlier = [row for row in store.figures() if row[0] not in _same_data(store.entries(), current)]
+            own = _same_data(store.entries(), current)
+            earlier = [row for row in store.figures() if row[0] not in own]
     except HistoryError as exc:
         return Section(TITLE, [Notice(f"The history store could not be read: {exc}", "error")], id=SECTION_ID)
     figures = figures_frame([*earlier, *_rows_of(current)])
