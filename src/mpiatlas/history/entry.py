@@ -86,7 +86,7 @@ def build_entry(directory: Path, *, label: str | None = None, system: str | None
     fits = _hockney_fits(view, notes)
     config = _read_json(view.root / layout.CAMPAIGN_CONFIG)
     name = system or _system_name(view, config)
-    versions = _stack_versions(samples)
+    versions = _stack_versions(view.tidy)
     figures = [*_size_figures(summary, name, versions, view.imported), *_fit_figures(fits, name, versions, view.imported)]
     if view.partial:
         notes.append(f"partial campaign: only the cells that ran ({_cells_ran(view)}) are added")
@@ -148,9 +148,15 @@ def _system_name(view: View, config: Any) -> str | None:
     return view.root.name
 
 
-def _stack_versions(samples: pl.DataFrame) -> dict[str, str | None]:
-    if "stack" not in samples.columns or "stack_version" not in samples.columns:
+def _stack_versions(tidy: Path) -> dict[str, str | None]:
+    """Stack -> the version its cells recorded, from every sample row (those of perturbed launches too:
+    a campaign whose launches were all perturbed still ran on its stacks)."""
+    wanted = ["stack", "stack_version"]
+    tables = [pl.read_parquet(p, columns=wanted) for p in sorted(tidy.rglob("*samples.parquet"))
+              if set(wanted) <= set(pl.read_parquet_schema(p))]
+    if not tables:
         return {}
+    samples = pl.concat(tables)
     rows = samples.filter(pl.col("stack").is_not_null()).group_by("stack").agg(pl.col("stack_version").drop_nulls().first())
     return {str(stack): (None if version is None else str(version)) for stack, version in rows.iter_rows()}
 
