@@ -367,9 +367,9 @@ def test_broken_section_does_not_break_report(tmp_path: Path) -> None:
 
 def test_sections_are_registered_in_order() -> None:
     names = [f.__name__ for f in ORDER]
-    # Findings open the report; then the campaign, and the sections in their fixed order.
-    assert names[:6] == ["section_findings", "section_header", "section_p2p", "section_parameters",
-                         "section_p2p_regions", "section_collectives"]
+    # Findings open the report; then the campaign, its history, and the sections in their fixed order.
+    assert names[:7] == ["section_findings", "section_header", "section_history", "section_p2p",
+                         "section_parameters", "section_p2p_regions", "section_collectives"]
     assert names.index("section_cells") < names.index("section_provenance")
 
 

@@ -256,6 +256,38 @@ def test_the_screenshot_shows_the_whole_page(report_view: BrowserView) -> None:
     assert height > report_view.viewport_height  # more than the window: the full page was captured
 
 
+HISTORY_SCREENSHOT = REPO / "results" / "ci-artifacts" / "history.png"
+
+
+@pytest.fixture(scope="module")
+def history_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A report whose History section judges a week of ORFEO osu_scatter runs, its large sizes made
+    1.3x slower, against two earlier weeks (tests/test_history.py)."""
+    from test_history import history_report, make_weeks
+
+    root = tmp_path_factory.mktemp("history-report")
+    return history_report(root, make_weeks(root / "weeks"))
+
+
+def test_the_history_section_draws_its_trend_charts_and_alarms(driver: WebDriver, history_page: Path) -> None:
+    page_url = history_page.resolve().as_uri()
+    drain_logs(driver)
+    driver.get(page_url)
+    open_all_details(driver)
+    section = driver.find_element(By.ID, "history")
+    charts = [wait_for_chart(driver, c) for c in section.find_elements(By.CSS_SELECTOR, CHART_CONTAINER)]
+    driver.execute_script("arguments[0].scrollIntoView();", section)
+    HISTORY_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    section.screenshot(str(HISTORY_SCREENSHOT))
+    broken = {c.id: c.error or f"{c.tag} {c.width}x{c.height}" for c in charts if not c.rendered}
+    assert len(charts) == 12 and not broken, broken
+    rows = section.find_elements(By.CSS_SELECTOR, "table tbody tr")
+    assert len(rows) >= 20 and "Scatter np=" in rows[0].text and "MiB" in rows[0].text
+    assert "series worse than their history" in section.text
+    assert severe_console_messages(driver) == []
+    assert requested_urls(network_events(driver)) == [page_url]
+
+
 def test_the_request_watch_sees_a_blocked_request(driver: WebDriver, tmp_path: Path) -> None:
     """The control for the checks above: a page that does reach out, to the internet or to
     loopback, is caught in both logs, and the launch flags (not luck) make its requests fail."""

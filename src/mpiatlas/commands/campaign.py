@@ -285,6 +285,7 @@ def _finish(args: argparse.Namespace, root: Path, config: Campaign, env: dict[st
     if rc == 0 and full.exists() and tracker.remaining == 0:
         _summary(console, tracker, root / results, config)
         console.print(f"report: {full}", markup=False)
+        _record_history(console, root / results, root)
         return 0
     if rc != 0 and log is not None and stop_reason is None:
         console.print(f"snakemake ended with exit code {rc}; the end of its log ({log}):", markup=False)
@@ -296,7 +297,18 @@ def _finish(args: argparse.Namespace, root: Path, config: Campaign, env: dict[st
         return rc or 1
     console.print(f"partial report: {partial} ({tracker.remaining} of {tracker.total} cells not run; "
                   "run the same command again to run them)", markup=False)
+    _record_history(console, root / results, root)
     return rc or 1
+
+
+def _record_history(console: Any, results: Path, root: Path) -> None:
+    """Add the campaign (its partial view when cells are missing) to the checkout's history store;
+    a failure is said, never raised (mpiatlas.history.record)."""
+    from mpiatlas.history.record import record_campaign
+    from mpiatlas.history.store import DEFAULT_DB
+
+    for line in record_campaign(results, root / DEFAULT_DB):
+        console.print(line, markup=False)
 
 
 def _partial_report(args: argparse.Namespace, root: Path, results: str, env: dict[str, str],

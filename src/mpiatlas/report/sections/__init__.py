@@ -5,7 +5,7 @@ show, e.g. a kernel the campaign did not run). To add one, write its module and 
 in ``ORDER``. Sections import only the shared modules of :mod:`mpiatlas.report` (blocks, charts,
 data, formatting, cells, imb, findings, kernel_blocks), never each other.
 
-The sections: header, findings, parameters, p2p, regions, collectives, predicted, alphabeta, other (the other IMB
+The sections: header, findings, history, parameters, p2p, regions, collectives, predicted, alphabeta, other (the other IMB
 benchmarks), kernel_ring, kernel_matsum, kernel_jacobi, kernel_jacobi_nodes, kernel_p2p_coll, knobs, tuning, off_cache,
 adaptive, glossary (the definition of every figure),
 cell_table (every cell and its status), provenance.
@@ -24,6 +24,7 @@ from mpiatlas.report.sections.collectives import section_collectives
 from mpiatlas.report.sections.findings import section_findings
 from mpiatlas.report.sections.glossary import section_glossary
 from mpiatlas.report.sections.header import section_header
+from mpiatlas.report.sections.history import section_history
 from mpiatlas.report.sections.kernel_jacobi import section_kernel_jacobi
 from mpiatlas.report.sections.kernel_jacobi_nodes import section_kernel_jacobi_nodes
 from mpiatlas.report.sections.kernel_matsum import section_kernel_matsum
@@ -44,6 +45,7 @@ SectionFn = Callable[[ReportData], Section | None]
 ORDER: list[SectionFn] = [
     section_findings,  # what the campaign shows, first
     section_header,  # where and when it ran, what failed
+    section_history,  # this campaign beside the earlier ones of the checkout's history store
     section_p2p,
     section_parameters,
     section_p2p_regions,
