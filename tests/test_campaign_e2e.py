@@ -64,26 +64,35 @@ def test_raw_outputs_are_kept_read_only_with_provenance(campaign: Path) -> None:
     assert prov["topology"]["cores"] >= 2
 
 
-def test_shared_memory_beats_tcp_and_fits_are_physical(campaign: Path) -> None:
+def test_fits_are_physical_and_over_the_trusted_launches(campaign: Path) -> None:
+    """Each transport's PingPong fit is physical (λ > 0 in its own interval, 0 < asymptotic B ≤ peak B)
+    and made of its trusted launches only; a transport whose every launch was judged perturbed (a busy
+    machine) has no fit. Which transport is faster is the machine's business (issue #33), not asserted."""
     fits = json.loads((campaign / "fits/hockney.json").read_text())
     pingpong = {f["transport"]: f for f in fits if f["benchmark"] == "PingPong"}
-    assert set(pingpong) == {"shm", "ofi-tcp"}
-    for fit in pingpong.values():
+    cells = pl.read_parquet(campaign / "tidy/cells.parquet").filter(pl.col("benchmark") == "PingPong")
+    for transport in ("shm", "ofi-tcp"):
+        ok = cells.filter((pl.col("transport") == transport) & (pl.col("quality") == "ok")).height
+        if ok == 0:
+            assert transport not in pingpong, (transport, pingpong.get(transport))
+            continue
+        fit = pingpong[transport]
+        assert fit["n_launches"] == ok
         assert fit["latency_us"] > 0 and 0 < fit["asymptotic_bandwidth_MBps"] <= fit["peak_bandwidth_MBps"]
         lo, hi = fit["latency_ci_us"]
         assert lo <= fit["latency_us"] <= hi
-    # Shared memory on one node: well under a microsecond here; TCP loopback: several.
-    assert pingpong["shm"]["latency_us"] < 2.0
-    assert pingpong["ofi-tcp"]["latency_us"] > 2 * pingpong["shm"]["latency_us"]
 
 
 def test_summary_has_three_repetitions_and_a_ci(campaign: Path) -> None:
+    """Three launches per size: the trusted ones in the median (n_reps) and the perturbed ones counted
+    beside it (n_perturbed); the median within its CI wherever it has one."""
     summary = pl.read_parquet(campaign / "tidy/imb_summary.parquet")
     pp = summary.filter((pl.col("benchmark") == "PingPong") & (pl.col("bytes") == 1024))
-    assert pp.height == 2
-    assert pp["n_reps"].to_list() == [3, 3]
-    assert (pp["t_ci_low_usec"] <= pp["t_median_usec"]).all()
-    assert (pp["t_median_usec"] <= pp["t_ci_high_usec"]).all()
+    assert pp.height <= 2
+    assert ((pp["n_reps"] + pp["n_perturbed"]) == 3).all(), pp
+    ci = pp.filter(pl.col("n_reps") >= 2)
+    assert (ci["t_ci_low_usec"] <= ci["t_median_usec"]).all()
+    assert (ci["t_median_usec"] <= ci["t_ci_high_usec"]).all()
     assert (pp["t_min_usec"] <= pp["t_median_usec"]).all()
 
 
