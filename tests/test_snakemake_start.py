@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from conftest import REPO, campaign_workdir
 from mpiatlas.campaign import snakemake_start
@@ -54,7 +53,7 @@ def test_the_executor_is_the_command_lines_then_the_profiles_then_local(tmp_path
 
 
 def test_a_local_dry_run_never_calls_scontrol_and_a_plain_snakemake_start_does(tmp_path: Path) -> None:
-    pytest.importorskip("snakemake_executor_plugin_slurm")  # the README's test command installs '.[slurm]'
+    # The plugin is installed by the README's test command ('.[slurm]'): no skip.
     env, calls = slurm_client_path(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
@@ -75,7 +74,6 @@ def test_a_local_dry_run_never_calls_scontrol_and_a_plain_snakemake_start_does(t
 
 
 def test_a_slurm_profile_still_gets_the_slurm_executor(tmp_path: Path) -> None:
-    pytest.importorskip("snakemake_executor_plugin_slurm")
     env, _ = slurm_client_path(tmp_path)
     profile = write_profile(tmp_path, "executor: slurm\nslurm-status-command: squeue\n")
     # The plugin's own option is accepted only when the plugin is registered.
