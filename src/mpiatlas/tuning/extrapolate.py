@@ -179,6 +179,7 @@ class Predictor:
     def fit(self, train: pl.DataFrame) -> Predictor:
         if train.height == 0:
             raise ExtrapolationError("no measurements to learn from")
+        train = train.sort(list(KEYS))  # the forest's bootstrap depends on row order: one input, one result
         if self.structure is not None and self.mpi:
             self.structure.calibrate(train)
         self._bounds, self._ratio_bounds = self._forward_bounds(train)

@@ -26,6 +26,10 @@ from mpiatlas.models.best_algorithm import DEFAULT
 from mpiatlas.tuning.extrapolate import Predictor, Structure, choose
 
 POINT = ("collective", "np", "bytes")
+# A measurement 5x the median of its neighbours (2 measured P either side, same algorithm and size) is a
+# perturbed single run.
+PERTURBED_FACTOR = 5.0
+PERTURBED_WINDOW = 2
 Rule = Callable[[pl.DataFrame, pl.DataFrame], pl.DataFrame]  # (train, test points) -> POINT + algorithm
 
 
@@ -105,8 +109,18 @@ def always_default(train: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
     return points.select(POINT).unique().with_columns(pl.lit(DEFAULT).alias("algorithm"))
 
 
-def evaluate(train: pl.DataFrame, test: pl.DataFrame, structure: Structure | None) -> list[Regret]:
-    """Every rule's regret on the complete test points."""
+def perturbed(test: pl.DataFrame, factor: float = PERTURBED_FACTOR, window: int = PERTURBED_WINDOW) -> pl.DataFrame:
+    """Points (POINT) where some algorithm's time is over ``factor`` x the median of its own times at the
+    measured process counts around it (``window`` either side, itself included; same size): a single run hit by the machine, which no rule
+    can foresee. Judged on the measurements alone, the same points for every rule."""
+    rows = test.sort("collective", "algorithm", "bytes", "np")
+    med = rows.with_columns(pl.col("latency_us").rolling_median(window_size=2 * window + 1, center=True, min_samples=1)
+                            .over("collective", "algorithm", "bytes").alias("_neighbours"))
+    return med.filter(pl.col("latency_us") > factor * pl.col("_neighbours")).select(POINT).unique()
+
+
+def evaluate(train: pl.DataFrame, test: pl.DataFrame, structure: Structure | None) -> dict[str, pl.DataFrame]:
+    """Every rule's choice (POINT, algorithm) at the complete test points."""
     points = complete_points(test)
     rules: dict[str, Rule] = {
         "model (MPI features)": model_rule(structure, mpi=True),
@@ -115,4 +129,4 @@ def evaluate(train: pl.DataFrame, test: pl.DataFrame, structure: Structure | Non
         "log-log per algorithm": loglog,
         "always default": always_default,
     }
-    return [regret(name, rule(train, points), test) for name, rule in rules.items()]
+    return {name: rule(train, points) for name, rule in rules.items()}
