@@ -20,7 +20,7 @@ to log(measured).
 
 Intervals: forward validation inside the training data, the way the model is used (to go up in
 P): for each cut c (the largest measured P halved, again and again, down to the
-third smallest measured P), fit on P <= c, predict the measured P above c; the 5th and 95th percentiles of the
+second smallest measured P), fit on P <= c, predict the measured P above c; the 5th and 95th percentiles of the
 log residuals, per algorithm, are added to the prediction. No test data are seen.
 """
 
@@ -190,7 +190,7 @@ class Predictor:
         """Per algorithm, the 5th/95th percentiles of the log residuals going up in P inside the training
         data: of the time, and of the time relative to the default at the same point (paired)."""
         nps = sorted(set(train["np"]))
-        cuts = _halvings(nps[-1], nps[min(2, len(nps) - 1)])
+        cuts = _halvings(nps[-1], nps[min(1, len(nps) - 1)])
         errors: dict[str, list[float]] = {}
         ratio_errors: dict[str, list[float]] = {}
         for cut in cuts:
@@ -231,8 +231,11 @@ class Predictor:
 
 
 def _quantiles(errors: dict[str, list[float]], algorithms: Sequence[str]) -> dict[str, tuple[float, float]]:
-    """(low, high) residual quantiles per algorithm; one without residuals takes the pooled ones."""
-    pooled = [e for v in errors.values() for e in v] or [0.0]
+    """(low, high) residual quantiles per algorithm; one without residuals takes the pooled ones; without
+    any (too few measured P to validate on), the interval is unbounded: nothing is known of the error."""
+    pooled = [e for v in errors.values() for e in v]
+    if not pooled:
+        return dict.fromkeys(algorithms, (-math.inf, math.inf))
     tail = (1 - LEVEL) / 2
     return {a: (float(np.quantile(errors.get(a) or pooled, tail)), float(np.quantile(errors.get(a) or pooled, 1 - tail)))
             for a in algorithms}
