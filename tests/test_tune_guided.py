@@ -37,7 +37,7 @@ def test_guided_tune_writes_decisions_rules_and_explanation(tmp_path: Path, caps
     out = tmp_path / "tuning"
     code = main(["tune", str(csv), "--out", str(out), "--stack", "openmpi-4.1", "--np", "32", "64", "128", "256",
                  "--bytes", "1..2048*2", "--topology", study.orfeo.EPYC_TOPOLOGY, "--nodes", "2",
-                 "--mapping", "core", "--regions", str(tmp_path / "regions.csv")])
+                 "--mapping", "core", "--regions", str(tmp_path / "regions.csv"), "--next", "5"])
     assert code == 0, capsys.readouterr().err
     decisions = pl.read_csv(out / "decisions.csv")
     assert tuple(decisions.columns) == DECISION_COLUMNS and decisions.height == 4 * 12
@@ -62,6 +62,10 @@ def test_guided_tune_writes_decisions_rules_and_explanation(tmp_path: Path, caps
     text = (out / "tuning.md").read_text()
     assert "binary_tree" in text and "Default kept at" in text and "o = " in text
     assert "decisions (" in capsys.readouterr().out
+    # One adaptive round offline: the default and the candidate at the 5 least certain points, none measured.
+    cells = pl.read_csv(out / "next_cells.csv")
+    assert tuple(cells.columns) == ("collective", "algorithm", "np", "bytes") and 2 <= cells.height <= 10
+    assert "default" in set(cells["algorithm"]) and set(cells["np"]) <= {32, 64, 128, 256}
 
 
 def test_guided_tune_names_missing_default(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -73,6 +73,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="the stack whose tuning file to write, e.g. openmpi-4.1 (default: the campaign's)")
     guided.add_argument("--regions", type=Path, metavar="CSV",
                         help="per-region latencies (region,latency_us[,...]) of the target node")
+    guided.add_argument("--next", type=int, default=0, metavar="N",
+                        help="also write DIR/next_cells.csv: the cells to measure next (the default and the predicted "
+                        "candidate) at the N points whose decision is least certain; measure them, add them to "
+                        "MEASURED and run again (one adaptive round)")
     p.set_defaults(func=run)
 
 
@@ -234,6 +238,15 @@ def run_guided(args: argparse.Namespace) -> int:
                                 "files (openmpi-X.Y, intelmpi-X.Y)")
             files.append(path.name)
     (args.out / "tuning.md").write_text(guided.markdown(chosen, predictor, args.results, target, note, files, usage))
+    if args.next > 0:
+        from mpiatlas.tuning import adaptive_tune
+
+        grid = guided.grid(measured, target)
+        current = adaptive_tune.decisions(predictor.predict(grid), measured)
+        cells = adaptive_tune.next_cells(current, measured, args.next)
+        cells.write_csv(args.out / "next_cells.csv")
+        print(f"{int((current['uncertainty'] > 0).sum())} uncertain decisions; {cells.height} cells to measure next in "
+              f"{args.out / 'next_cells.csv'}")
     forced = chosen.filter(chosen["algorithm"] != "default")
     print(f"{chosen.height} decisions ({forced.height} forced, {chosen.height - forced.height} default) in "
           f"{args.out / 'decisions.csv'}; {', '.join(files) or 'no tuning file (nothing beat the default with confidence)'}"

@@ -74,6 +74,16 @@ def decisions(predicted: pl.DataFrame, measured: pl.DataFrame) -> pl.DataFrame:
     ).drop("measured_algorithm").sort(list(POINT))
 
 
+def next_cells(current: pl.DataFrame, measured: pl.DataFrame, points: int) -> pl.DataFrame:
+    """The cells (KEYS) to measure next: the default and the predicted candidate at the ``points`` most
+    uncertain points of ``current`` (:func:`decisions`), less those measured already."""
+    uncertain = current.filter(pl.col("uncertainty") > 0)
+    picks = uncertain.sort("uncertainty", *POINT, descending=[True, False, False, False]).head(points)
+    wanted = pl.concat([picks.select(*POINT, pl.lit(DEFAULT).alias("algorithm")),
+                        picks.select(*POINT, pl.col("candidate_").alias("algorithm"))]).select(KEYS)
+    return wanted.join(measured.select(KEYS), on=list(KEYS), how="anti").unique().sort(list(KEYS))
+
+
 def _grid(collective: str, algorithms: Sequence[str], nps: Sequence[int], sizes: Sequence[int]) -> pl.DataFrame:
     return (pl.DataFrame({"collective": [collective]}).join(pl.DataFrame({"algorithm": list(algorithms)}), how="cross")
             .join(pl.DataFrame({"np": list(nps)}), how="cross").join(pl.DataFrame({"bytes": list(sizes)}), how="cross")
@@ -107,10 +117,7 @@ def tune(collective: str, algorithms: Sequence[str], nps: Sequence[int], sizes: 
         left = budget - measured.height
         if uncertain.height == 0 or left < 2:
             return current, rounds, measured
-        picks = uncertain.sort("uncertainty", descending=True).head(min(per_round, left // 2))
-        wanted = pl.concat([picks.select(*POINT, pl.lit(DEFAULT).alias("algorithm")),
-                            picks.select(*POINT, pl.col("candidate_").alias("algorithm"))]).select(KEYS)
-        wanted = wanted.join(measured.select(KEYS), on=list(KEYS), how="anti").unique().sort(list(KEYS))
+        wanted = next_cells(current, measured, min(per_round, left // 2))
         if wanted.height == 0:
             return current, rounds, measured
         measured = pl.concat([measured, measure(wanted).select(*KEYS, "latency_us")])

@@ -113,13 +113,17 @@ def decisions(measured: pl.DataFrame, target: Target, table: RegionTable) -> tup
     except ValueError as exc:
         raise TuneError(f"--topology/--nodes/--mapping: {exc}") from exc
     predictor = Predictor(mpi=True, structure=Structure(full, table)).fit(measured)
-    grid = pl.DataFrame({"np": target.nps}).join(pl.DataFrame({"bytes": target.sizes}), how="cross")
-    algs = measured.select("collective", "algorithm").unique()
-    rows = grid.join(algs, how="cross").select(*KEYS).sort(list(KEYS))
-    chosen = choose(predictor.predict(rows))
+    chosen = choose(predictor.predict(grid(measured, target)))
     seen = measured.select(*KEYS).with_columns(pl.lit(True).alias("measured"))
     chosen = chosen.join(seen, on=list(KEYS), how="left").with_columns(pl.col("measured").fill_null(False))
     return chosen, predictor
+
+
+def grid(measured: pl.DataFrame, target: Target) -> pl.DataFrame:
+    """Every measured (collective, algorithm) at every target (np, bytes): the cells to predict."""
+    points = pl.DataFrame({"np": target.nps}).join(pl.DataFrame({"bytes": target.sizes}), how="cross")
+    algs = measured.select("collective", "algorithm").unique()
+    return points.join(algs, how="cross").select(*KEYS).sort(list(KEYS))
 
 
 def series(chosen: pl.DataFrame, stack: str) -> list[SeriesDecision]:
