@@ -74,3 +74,19 @@ def test_guided_tune_names_missing_default(tmp_path: Path, capsys: pytest.Captur
     assert main(["tune", str(csv), "--out", str(tmp_path / "o"), "--np", "8", "--bytes", "4",
                  "--topology", "pack:1 core:8 pu:1"]) == 2
     assert "no measurements of algorithm 'default'" in capsys.readouterr().err
+
+
+def test_guided_tune_on_a_campaign_with_one_process_count_keeps_the_default(tmp_path: Path) -> None:
+    """A recorded campaign (Intel MPI Allreduce, default and preset 5, P = 2 only; tests/test_tune_recorded.py):
+    nothing larger to validate an extrapolation on, so every interval is unbounded and the default stays,
+    saying why; the campaign's stack, mapping and nodes are the defaults."""
+    out = tmp_path / "o"
+    code = main(["tune", str(Path(__file__).parent / "data/tune/intelmpi_allreduce"), "--out", str(out), "--np", "2",
+                 "--bytes", "4096..65536*2", "--topology", "pack:1 core:2 pu:1"])
+    assert code == 0
+    decisions = pl.read_csv(out / "decisions.csv")
+    assert decisions.height == 5 and set(decisions["algorithm"]) == {"default"} and decisions["measured"].all()
+    assert decisions["predicted_hi_us"].is_infinite().all()
+    text = (out / "tuning.md").read_text()
+    assert "5 point(s): no interval" in text and "under mapping `core`" in text
+    assert not list(out.glob("*.env"))  # nothing to export

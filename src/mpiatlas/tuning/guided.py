@@ -159,8 +159,8 @@ def markdown(chosen: pl.DataFrame, predictor: Predictor, source: Path, target: T
              f"under mapping `{target.mapping}`: P {target.nps[0]}..{target.nps[-1]} ({len(target.nps)} values), "
              f"{_size(target.sizes[0])}..{_size(target.sizes[-1])} ({len(target.sizes)} sizes).", "",
              "How each time is predicted: the project's collective models over this placement "
-             f"({table_note}; LogGP scalars calibrated on the measurements: {fitted}), the default resolved to "
-             "the algorithm Open MPI's fixed decision runs, scaled by the measured/modelled ratio at the nearest "
+             f"({table_note}; LogGP scalars calibrated on the measurements: {fitted}; Open MPI's default Bcast "
+             "resolved to the algorithm its fixed decision runs), scaled by the measured/modelled ratio at the nearest "
              "measured P, times a random-forest correction learned on the measurements. The interval "
              f"({LEVEL:.0%}) comes from predicting, inside the measurements, larger P from smaller ones.", "",
              "How each choice is made: a forced algorithm replaces the default only where the upper end of the "
@@ -191,6 +191,9 @@ def markdown(chosen: pl.DataFrame, predictor: Predictor, source: Path, target: T
 
 
 def _why_kept(row: dict[str, object]) -> str:
+    if row["predicted_hi_us"] == float("inf"):
+        return ("no interval: the measurements hold too few process counts to check an extrapolation on, so no "
+                "choice is sure")
     if row["candidate"] == DEFAULT:
         return "the default is predicted fastest"
     return f"{row['candidate']} predicted faster, but not with {LEVEL:.0%} confidence"
