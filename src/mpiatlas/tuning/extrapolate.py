@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from sklearn.ensemble import RandomForestRegressor
 
 from mpiatlas.models.best_algorithm import DEFAULT
 from mpiatlas.models.collective_regions import ModelError
@@ -161,8 +162,6 @@ class Predictor:
         return np.asarray(feats, dtype=float), np.asarray(base, dtype=float)
 
     def _fit_forest(self, train: pl.DataFrame) -> None:
-        from sklearn.ensemble import RandomForestRegressor
-
         self._index(train)
         x, base = self._rows(train, training=True)
         y = np.log(train["latency_us"].to_numpy()) - base
