@@ -95,14 +95,10 @@ def loglog(train: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
             lines[(coll, alg, b)] = np.polyfit(np.log(part["np"].to_numpy()), np.log(part["latency_us"].to_numpy()), 1)
     out = []
     for r in points.select(POINT).unique().iter_rows(named=True):
-        preds = {a: np.polyval(c, math_log(r["np"])) for (coll, a, b), c in lines.items()
+        preds = {a: float(np.polyval(c, np.log(r["np"]))) for (coll, a, b), c in lines.items()
                  if coll == r["collective"] and b == r["bytes"]}
         out.append({**r, "algorithm": min(preds, key=lambda a: preds[a]) if preds else DEFAULT})
     return pl.DataFrame(out)
-
-
-def math_log(x: float) -> float:
-    return float(np.log(x))
 
 
 def always_default(train: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
