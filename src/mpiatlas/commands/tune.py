@@ -14,6 +14,12 @@ validation.md; and a sample of the sizes each file leaves untuned, default vs fi
 the file is significantly slower there. A flag, not a subcommand: the validation is of the decision
 and files this very run writes, and `tune validate` would read as a results directory named "validate".
 Exit status 0, 1 when a tuned cell or a sampled untuned size fails validation, 2 on bad input.
+
+Model-guided mode (a CSV of measurements ``collective, algorithm, np, bytes, latency_us``, or --np /
+--bytes given): decisions for the target process counts and sizes, measured or not, from a model
+that knows the placement's regions and the algorithms' structure (mpiatlas.tuning.extrapolate):
+DIR/decisions.csv, the --stack's tuning file over those ranges, and DIR/tuning.md. The default
+stays wherever a forced algorithm is not faster with 90 % confidence.
 """
 
 from __future__ import annotations
@@ -29,13 +35,16 @@ from mpiatlas.commands.compare import threshold
 
 if TYPE_CHECKING:
     from mpiatlas.tuning.decide import Decision, SeriesDecision
+    from mpiatlas.tuning.guided import Target
 
 HELP = "export the significantly faster collective algorithms as Open MPI / Intel MPI / MPICH tuning files"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("tune", help=HELP, description=__doc__)
-    p.add_argument("results", type=Path, metavar="RESULTS", help="a campaign's results directory (results/<name>)")
+    p.add_argument("results", type=Path, metavar="MEASURED",
+                   help="a campaign's results directory (results/<name>), or a CSV with the columns collective, "
+                   "algorithm, np, bytes, latency_us (algorithm names the stack's own, 'default' its decision)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="directory for the tuning files")
     p.add_argument("--min-gain", type=threshold, default=0.05, metavar="PCT",
                    help="smallest median gain over the default worth a rule (default 5%%)")
@@ -52,6 +61,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--inside-workflow", action="store_true",
                    help="run the validation campaign with Snakemake directly (the workflow's rule: the enclosing "
                    "`mpiatlas campaign` holds the checkout's lock)")
+    guided = p.add_argument_group("model-guided decisions for process counts and sizes never measured")
+    guided.add_argument("--np", nargs="+", metavar="N", help="target process counts: N, A..B, A..B:STEP, A..B*FACTOR")
+    guided.add_argument("--bytes", nargs="+", metavar="B", help="target message sizes, same forms as --np")
+    guided.add_argument("--topology", metavar="XML|SYNTHETIC",
+                        help="the target node (default: this host), e.g. 'pack:2 numa:4 die:2 l3:2 core:4 pu:1'")
+    guided.add_argument("--nodes", type=int, default=None, help="target nodes (default: the campaign's, else 1)")
+    guided.add_argument("--mapping", choices=("core", "socket", "node"), default=None,
+                        help="target mapping (default: the campaign's, else core)")
+    guided.add_argument("--stack", metavar="KIND-VERSION",
+                        help="the stack whose tuning file to write, e.g. openmpi-4.1 (default: the campaign's)")
+    guided.add_argument("--regions", type=Path, metavar="CSV",
+                        help="per-region latencies (region,latency_us[,...]) of the target node")
+    guided.add_argument("--next", type=int, default=0, metavar="N",
+                        help="also write DIR/next_cells.csv: the cells to measure next (the default and the predicted "
+                        "candidate) at the N points whose decision is least certain; measure them, add them to "
+                        "MEASURED and run again (one adaptive round)")
     p.set_defaults(func=run)
 
 
@@ -114,6 +139,13 @@ def write_files(decision: Decision, out: Path, stacks_dir: Path
 
 def run(args: argparse.Namespace) -> int:
     from mpiatlas.tuning.decide import TuneError, decide
+
+    if args.results.is_file() or args.np or args.bytes:
+        try:
+            return run_guided(args)
+        except TuneError as exc:
+            print(f"mpiatlas tune: {exc}", file=sys.stderr)
+            return 2
     from mpiatlas.tuning.markdown import tuning_markdown
 
     try:
@@ -141,3 +173,82 @@ def run(args: argparse.Namespace) -> int:
     except TuneError as exc:
         print(f"mpiatlas tune: {exc}", file=sys.stderr)
         return 2
+
+
+def _guided_target(args: argparse.Namespace, measured_nps: list[int], measured_sizes: list[int]) -> Target:
+    from mpiatlas.node.topology import TopologyError, detect
+    from mpiatlas.node.topology_synthetic import read_topology
+    from mpiatlas.tuning.decide import TuneError
+    from mpiatlas.tuning.guided import Target, campaign_placement, parse_counts
+
+    mapping, nodes = campaign_placement(args.results)
+    try:
+        topology = read_topology(args.topology) if args.topology else detect()
+    except TopologyError as exc:
+        raise TuneError(f"--topology: {exc}") from exc
+    nps = parse_counts(args.np, "np") if args.np else measured_nps
+    sizes = parse_counts(args.bytes, "bytes") if args.bytes else measured_sizes
+    if min(nps) < 2:
+        raise TuneError(f"--np: a collective needs at least 2 ranks, got {min(nps)}")
+    return Target(topology, args.topology or "this host", args.nodes or nodes or 1, args.mapping or mapping or "core",
+                  nps, sizes)
+
+
+def _guided_stack(args: argparse.Namespace) -> str | None:
+    """KIND-VERSION of the file to write: --stack, else the campaign's one stack."""
+    if args.stack or args.results.is_file():
+        return str(args.stack) if args.stack else None
+    from mpiatlas.tuning import samples
+    from mpiatlas.tuning.decide import numeric_version
+
+    rows = samples.load(args.results).select("stack_kind", "stack_version").unique()
+    if rows.height != 1:
+        return None
+    return f"{rows['stack_kind'][0]}-{numeric_version(str(rows['stack_version'][0]))}"
+
+
+def run_guided(args: argparse.Namespace) -> int:
+    """The model-guided mode: decisions.csv, the stack's file, tuning.md."""
+    from mpiatlas.tuning import guided, intelmpi_env, openmpi_rules
+    from mpiatlas.tuning.decide import TuneError
+
+    measured = guided.load_measured(args.results)
+    target = _guided_target(args, sorted(set(measured["np"])), sorted(set(measured["bytes"])))
+    table, note = guided.region_table(args.regions)
+    chosen, predictor = guided.decisions(measured, target, table)
+    args.out.mkdir(parents=True, exist_ok=True)
+    guided.write(chosen, args.out)
+    stack = _guided_stack(args)
+    files: list[str] = []
+    usage = ""
+    if stack is not None:
+        series = guided.series(chosen, stack)
+        kind = series[0].kind if series else ""
+        if any(s.tuned for s in series):
+            if kind == "openmpi":
+                path = args.out / f"{stack}.rules"
+                path.write_text(openmpi_rules.rules_text(series))
+                usage = "`mpirun " + " ".join(openmpi_rules.mca_args(str(path.resolve()))) + " ...`"
+            elif kind == "intelmpi":
+                path = args.out / f"{stack}.env"
+                path.write_text(intelmpi_env.env_text(series))
+                usage = f"`set -a; . {path.resolve()}; set +a` before mpirun"
+            else:
+                raise TuneError(f"--stack {stack}: the model-guided mode writes Open MPI rules or Intel MPI env "
+                                "files (openmpi-X.Y, intelmpi-X.Y)")
+            files.append(path.name)
+    (args.out / "tuning.md").write_text(guided.markdown(chosen, predictor, args.results, target, note, files, usage))
+    if args.next > 0:
+        from mpiatlas.tuning import adaptive_tune
+
+        grid = guided.grid(measured, target)
+        current = adaptive_tune.decisions(predictor.predict(grid), measured)
+        cells = adaptive_tune.next_cells(current, measured, args.next)
+        cells.write_csv(args.out / "next_cells.csv")
+        print(f"{int((current['uncertainty'] > 0).sum())} uncertain decisions; {cells.height} cells to measure next in "
+              f"{args.out / 'next_cells.csv'}")
+    forced = chosen.filter(chosen["algorithm"] != "default")
+    print(f"{chosen.height} decisions ({forced.height} forced, {chosen.height - forced.height} default) in "
+          f"{args.out / 'decisions.csv'}; {', '.join(files) or 'no tuning file (nothing beat the default with confidence)'}"
+          f"{'' if stack else ' (no --stack: no tuning file)'}")
+    return 0
