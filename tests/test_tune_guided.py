@@ -54,11 +54,15 @@ def test_guided_tune_writes_decisions_rules_and_explanation(tmp_path: Path, caps
     chosen = regret("model", decisions.with_columns(pl.lit("bcast").alias("collective")), test)
     default = regret("default", decisions.with_columns(pl.lit("bcast").alias("collective"),
                                                        pl.lit("default").alias("algorithm")), test)
-    assert chosen.mean == pytest.approx(0.009, abs=0.003) and chosen.worst < 0.25, chosen.row()
+    assert chosen.mean == pytest.approx(0.005, abs=0.003) and chosen.worst < 0.25, chosen.row()
     assert default.mean == pytest.approx(0.0048, abs=0.001), default.row()
     rules = (out / "openmpi-4.1.rules").read_text().splitlines()
     assert rules[1].startswith("1 ") and rules[2].startswith("7 ")  # one collective: bcast
-    assert "128 5  # from comm size 128: message sizes" in rules  # binary_tree is id 5
+    # A block for a communicator size the campaign never measured (> 16) whose rules name binary_tree (id 5).
+    starts = [int(line.split()[0]) for line in rules if "# from comm size" in line]
+    assert any(n > 16 for n in starts), rules
+    assert any(line.split()[1:2] == ["5"] for line in rules if line and line[0].isdigit() and "#" in line
+               and "comm size" not in line and "collective" not in line and "bcast" not in line), rules
     text = (out / "tuning.md").read_text()
     assert "binary_tree" in text and "Default kept at" in text and "o = " in text
     assert "decisions (" in capsys.readouterr().out
