@@ -22,6 +22,7 @@ import polars as pl
 import pytest
 
 from conftest import REPO, require_infra
+from mpiatlas.matrix.kernel_sweeps import dims_create
 from mpiatlas.programs import KERNEL_NAMES
 from mpiatlas.programs.build import KernelBuildError, build_kernels, mpicc_make_value
 from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_file, parse_kernel_output
@@ -243,8 +244,11 @@ def test_jacobi_matches_serial(built, kind: str, np_: int, mode: str, threads: i
     if mode == "strong":
         assert g == (21, 21, 21)
     else:
+        # Equal work (issue #34): every core owns L^3 points, so the grid is L times the core grid
+        # MPI_Dims_create(P*T) (the rank grid itself for T = 1); a rank of T threads owns T*L^3.
         px, py, pz = df["procdims"][0]
-        assert g == (10 * px, 10 * py, 10 * pz) and px * py * pz == np_
+        cx, cy, cz = dims_create(np_ * threads)
+        assert g == (10 * cx, 10 * cy, 10 * cz) and px * py * pz == np_
     assert sum(df["local_points"]) == g[0] * g[1] * g[2]
     reference = numpy_jacobi_residuals(g, 10)
     for row in df.iter_rows(named=True):
