@@ -211,7 +211,8 @@ def test_launches_beside_the_hog_are_judged_perturbed_and_measured_again(runs) -
     for first in beside:
         assert _started(first) < stopped, first
         status = _json(first / layout.STATUS)
-        assert status["quality"] == "perturbed" and "waited" in (status["quality_reason"] or ""), status
+        # The evidence names the ranks' wait or the others' use of their cpus (whichever the judge found).
+        assert status["quality"] == "perturbed" and status["quality_reason"], status
     again = layout.count_perturbed_attempts(results)
     assert again >= HOGGED_REPS
     assert f"{again} perturbed launch(es) measured again" in result.stdout, _tail(result)

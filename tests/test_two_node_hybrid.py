@@ -70,7 +70,8 @@ def test_hybrid_cells_over_two_nodes_end_ok_with_every_thread_checked(netns_clus
     for row in jacobi.filter(pl.col("cell").str.contains("-t2/")).iter_rows(named=True):
         status = json.loads((results / "raw" / row["cell"] / "status.json").read_text())
         assert status["threads_checked"] == 2 * int(row["np"]), status
-    # Weak L=16: a rank sends its faces; the hybrid rank (1 per node, grid 2x1x1) sends one 16x16 face.
-    assert two["hybrid_bytes_per_rank"] == 16 * 16 * 8
+    # Weak L=16 with equal work (issue #34): 4 cores solve 2·16 × 2·16 × 16 (MPI_Dims_create(4) = 2x2x1); the
+    # hybrid ranks (1 per node, rank grid 2x1x1) own 16 × 32 × 16 each and send one 32 × 16 face.
+    assert two["hybrid_bytes_per_rank"] == 32 * 16 * 8
     assert two["bytes_ratio"] == pytest.approx(two["hybrid_bytes_total"] / two["pure_bytes_total"])
     print("hybrid vs pure over nodes:", json.dumps(study, indent=1))

@@ -317,6 +317,13 @@ def test_the_mixed_cells_run_through_mpirun_over_ssh(ssh_cluster: Path, tmp_path
                           & (pl.col("stack") == "intelmpi"))
     on_node = rows.filter(pl.col("label").str.contains("placement=block"))["t_median_usec"]
     cross = rows.filter(~pl.col("label").str.contains("placement=block"))["t_median_usec"]
-    print(f"intelmpi over ssh, shm+ofi-tcp, 4 ranks over 2 nodes: 4 B PingPong on-node pair (block) "
-          f"{on_node[0]:.3g} us, cross-node pair (cyclic) {cross[0]:.3g} us")
-    assert on_node[0] > 0 and cross[0] > 0
+    cells = pl.read_parquet(work / RESULTS / "tidy" / "cells.parquet").filter(
+        (pl.col("benchmark") == "PingPong") & (pl.col("stack") == "intelmpi"))
+    for name, medians, block in (("on-node (block)", on_node, True), ("cross-node (cyclic)", cross, False)):
+        if medians.len():
+            print(f"intelmpi over ssh, 4 B PingPong {name}: {medians[0]:.3g} us")
+            assert medians[0] > 0
+            continue
+        # No median: every launch of the series was judged untrusted (a busy machine), and the table says so.
+        mine = cells.filter(pl.col("cell").str.contains("/placement=block/") == block)
+        assert mine.height > 0 and set(mine["quality"]) <= {"perturbed", "unknown"}, (name, mine.select("cell", "quality"))

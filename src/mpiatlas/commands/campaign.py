@@ -284,8 +284,8 @@ def _finish(args: argparse.Namespace, root: Path, config: Campaign, env: dict[st
     full = root / layout.report_path(results)
     if rc == 0 and full.exists() and tracker.remaining == 0:
         _summary(console, tracker, root / results, config)
-        console.print(f"report: {full}", markup=False)
         _record_history(console, root / results, root)
+        console.print(f"report: {full}", markup=False)  # the last line, always (the README's promise)
         return 0
     if rc != 0 and log is not None and stop_reason is None:
         console.print(f"snakemake ended with exit code {rc}; the end of its log ({log}):", markup=False)
@@ -295,9 +295,9 @@ def _finish(args: argparse.Namespace, root: Path, config: Campaign, env: dict[st
     if partial is None:
         console.print("no report could be built (see the log above)", markup=False)
         return rc or 1
+    _record_history(console, root / results, root)
     console.print(f"partial report: {partial} ({tracker.remaining} of {tracker.total} cells not run; "
                   "run the same command again to run them)", markup=False)
-    _record_history(console, root / results, root)
     return rc or 1
 
 

@@ -142,7 +142,11 @@ def _down(e: _Edges, children: list[list[int]], root: int, edge_bytes: Callable[
         for i, k in enumerate(kids):
             if i:
                 clock += e.g(p, k)
-            got[k] = clock + e.wire(p, k, edge_bytes(k)) + e.o(p, k)
+            wire = e.wire(p, k, edge_bytes(k))
+            # A message never arrives before its sender started plus its own λ = L + 2o: the clock holds
+            # the first kid's o, and a kid in a region of another o (a shared cpu's 7 µs beside a cache's
+            # 0.3 µs) would otherwise arrive before it was sent (a negative Bcast time on this machine).
+            got[k] = max(clock + wire + e.o(p, k), start + wire + 2 * e.o(p, k))
         done[p] = clock
         cpu = clock - got[p] + (e.o(up, p) if up is not None else 0.0)  # its receive, gap, h and sends
         cycle = max(cycle, cpu, sum(seg * e.per_byte(p, k) for k in kids))
