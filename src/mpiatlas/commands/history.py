@@ -113,14 +113,22 @@ def _trust_text(trust: dict[str, Any]) -> str:
     return "; ".join(parts) or "-"
 
 
+def _stored_figures(db: Path) -> Any:
+    """Every figure of the store ``db`` as one table (history.check.figures_frame); HistoryError when the
+    store cannot be read."""
+    from mpiatlas.history.check import figures_frame
+
+    with open_store(db, create=False) as store:
+        return figures_frame(store.figures())
+
+
 def _show(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from mpiatlas.history.check import figures_frame, series_name, size_text
+    from mpiatlas.history.check import series_name, size_text
 
     try:
-        with open_store(args.db, create=False) as store:
-            figures = figures_frame(store.figures())
+        figures = _stored_figures(args.db)
     except HistoryError as exc:
         return _fail(exc)
     names = {key: series_name(dict(zip(figures.columns, row))) for key, row in
@@ -145,11 +153,10 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from mpiatlas.history.check import MIN_CHANGE, alarm_lines, alarm_record, check, figures_frame
+    from mpiatlas.history.check import MIN_CHANGE, alarm_lines, alarm_record, check
 
     try:
-        with open_store(args.db, create=False) as store:
-            figures = figures_frame(store.figures())
+        figures = _stored_figures(args.db)
     except HistoryError as exc:
         return _fail(exc)
     result = check(figures, min_change=MIN_CHANGE if args.min_change is None else args.min_change)
