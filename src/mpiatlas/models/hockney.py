@@ -446,13 +446,6 @@ def fit_hockney(sizes: Iterable[float], times: Iterable[float], *, launches: Ite
     starts, params, plateau = _segments_and_asymptote(s, t_med, asym)
     figures = bandwidth_figures(s, t_med)
     peak = figures.peak_index
-    t_star, method = _bootstrap_times(s, t_med, samples, starts, params, np.random.default_rng(seed))
-    lam_ci = _percentile_ci(_replicate_params(s, t_star, starts))
-    # The figures are measured s/t, not the model's: residual replicates (model × resampled relative
-    # residuals) are moved onto the measured medians, so an interval is around its own estimate.
-    t_fig = t_star if method == "repetitions" else t_med * (t_star / _piecewise(s, starts, params))
-    peak_star, asym_star = _replicate_figures(s, t_fig, peak)
-    peak_ci, asym_ci = _percentile_ci(peak_star), _percentile_ci(asym_star)
     per_launch = None if launch_all is None else _launch_curves(s, s_all, t_all, launch_all)
     n_launches = 0 if per_launch is None else per_launch.shape[0]
     if per_launch is not None and n_launches >= MIN_LAUNCHES:
@@ -462,6 +455,14 @@ def fit_hockney(sizes: Iterable[float], times: Iterable[float], *, launches: Ite
         peak_ci = _t_interval(figures.peak_MBps, peak_k, log=True)
         asym_ci = _t_interval(figures.asymptotic_MBps, asym_k, log=True)
         method = "launches"
+    else:  # the bootstrap within the launches: only where there are too few launches to go over
+        t_star, method = _bootstrap_times(s, t_med, samples, starts, params, np.random.default_rng(seed))
+        lam_ci = _percentile_ci(_replicate_params(s, t_star, starts))
+        # The figures are measured s/t, not the model's: residual replicates (model × resampled relative
+        # residuals) are moved onto the measured medians, so an interval is around its own estimate.
+        t_fig = t_star if method == "repetitions" else t_med * (t_star / _piecewise(s, starts, params))
+        peak_star, asym_star = _replicate_figures(s, t_fig, peak)
+        peak_ci, asym_ci = _percentile_ci(peak_star), _percentile_ci(asym_star)
 
     ends = [*starts[1:], len(s)]
     fit = HockneyFit(
