@@ -21,6 +21,7 @@ import re
 import shutil
 import subprocess
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -70,12 +71,27 @@ TEST_ADDOPTS = f"-rfEs -p no:cacheprovider --junitxml={TEST_RESULTS}"
 
 
 def junit_counts(xml_path: Path) -> dict[str, int]:
-    import xml.etree.ElementTree as ET
-
     suite = ET.parse(xml_path).getroot()
     suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
     assert suite is not None, f"{xml_path} has no testsuite"
     return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+
+
+# How much of each failing test's traceback the assertion message carries (the CI log shows only it).
+PROBLEM_LINES = 40
+
+
+def junit_problems(xml_path: Path) -> list[str]:
+    """Each failed or errored test of the result file: its id, pytest's message and the last
+    PROBLEM_LINES lines of its traceback. The terminal's short summary cuts the message off where a
+    long test id fills the line, so without this a failure in the image is a name without a cause."""
+    problems = []
+    for case in ET.parse(xml_path).getroot().iter("testcase"):
+        for bad in (*case.findall("failure"), *case.findall("error")):
+            text = "\n".join((bad.text or "").splitlines()[-PROBLEM_LINES:])
+            problems.append(f"{case.get('classname')}::{case.get('name')} ({bad.tag}): "
+                            f"{bad.get('message', '')}\n{text}")
+    return problems
 
 
 def skips_without_reason(output: str) -> list[str]:
@@ -258,7 +274,9 @@ def test_readme_commands_on_a_fresh_machine(tmp_path: Path, capsys: pytest.Captu
     record_figures(figures, output + "\n--- tests ---\n" + test_output, tmp_path, capsys)
     last = f"{tests}\n--- last {TAIL_LINES} terminal lines ---\n{tail(test_output)}"
     failed = [ln for ln in test_output.splitlines() if ln.startswith(("FAILED ", "ERROR "))]
-    assert test_rc == 0 and not failed, f"the README's test command exited {test_rc}:\n" + "\n".join(failed) + last
+    problems = junit_problems(results) if results.is_file() else []
+    assert test_rc == 0 and not failed, "\n".join([f"the README's test command exited {test_rc}:", *failed,
+                                                     *problems, last])
     assert counts and counts["failures"] == counts["errors"] == 0 and counts["tests"] > 0, (counts, last)
     assert not skips_without_reason(test_output), skips_without_reason(test_output)
     # Passed: the clone's venv, stacks and results are ~1 GB; a failure keeps them to inspect.
