@@ -24,6 +24,7 @@ import polars as pl
 
 from mpiatlas.models.hockney import CI_REL_TOL, relative_ci_spread
 from mpiatlas.stats.aggregate import scalar
+from mpiatlas.stats.quality import SERIES_SPLIT_PREFIX, SERIES_SPLIT_SHARE
 from mpiatlas.report.formatting import fmt_bytes, fmt_ci, fmt_num
 
 MAX_EXAMPLES = 3  # named examples per sentence; the rest are counted
@@ -109,24 +110,49 @@ def later_round(cells: pl.DataFrame) -> list[str]:
 
 
 def _point_name(r: dict[str, Any]) -> str:
-    np_ = f" np={r['np']}" if r.get("np") is not None else ""
-    alg = f" {r['algorithm']}" if r.get("algorithm") not in (None, "default") else ""
-    return f"{r.get('benchmark') or '?'} {r.get('label') or '?'}{np_}{alg} at {fmt_bytes(r.get('bytes'))}"
+    return f"{_series_name(r)} at {fmt_bytes(r.get('bytes'))}"
 
 
 def noisy_points(summary: pl.DataFrame | None) -> list[str]:
-    """(series, size) points of the summary left noisy (``quality`` = "noisy")."""
+    """(series, size) points of the summary left noisy (``quality`` = "noisy"), and the series whose
+    launches split into two modes at many sizes (their points stay ok: stats.quality.SERIES_SPLIT_SHARE)."""
     if summary is None or summary.height == 0 or "quality" not in summary.columns:
         return []
     noisy = summary.filter(pl.col("quality").fill_null("ok") != "ok")
     total = summary.height
-    if noisy.height == 0:
-        return [f"Every one of the {total} (series, size) points is within its noise bound."]
     keys = [c for c in ("benchmark", "label", "np", "algorithm", "bytes") if c in noisy.columns]
-    noisy = noisy.sort(keys, nulls_last=True)
-    reason = "quality_reason" if "quality_reason" in noisy.columns else "quality"
-    return [f"{noisy.height} of {total} (series, size) points stayed noisy: "
-            f"{_first_reasons(noisy, _point_name, reason)}."]
+    if noisy.height == 0:
+        out = [f"Every one of the {total} (series, size) points is within its noise bound."]
+    else:
+        noisy = noisy.sort(keys, nulls_last=True)
+        reason = "quality_reason" if "quality_reason" in noisy.columns else "quality"
+        out = [f"{noisy.height} of {total} (series, size) points stayed noisy: "
+               f"{_first_reasons(noisy, _point_name, reason)}."]
+    return out + spread_series(summary, [k for k in keys if k != "bytes"])
+
+
+def spread_series(summary: pl.DataFrame, series: list[str]) -> list[str]:
+    """One sentence naming the series whose repetitions split into two modes at SERIES_SPLIT_SHARE of
+    their sizes or more: launches that disagree as a whole, said once per series, not per point."""
+    if "quality_reason" not in summary.columns or not series:
+        return []
+    spread = pl.col("quality_reason").fill_null("").str.starts_with(SERIES_SPLIT_PREFIX)
+    counts = (summary.group_by(series, maintain_order=True)
+              .agg(spread.sum().alias("split"), pl.len().alias("sizes"))
+              .filter(pl.col("split") > 0).sort(series, nulls_last=True))
+    if counts.height == 0:
+        return []
+    named = [f"{_series_name(r)} ({r['split']} of {r['sizes']} sizes)" for r in counts.head(MAX_EXAMPLES).iter_rows(named=True)]
+    more = f"; … and {counts.height - MAX_EXAMPLES} more" if counts.height > MAX_EXAMPLES else ""
+    return [f"{_plural(counts.height, 'series', 'series')} whose launches split into two modes at "
+            f"{100 * SERIES_SPLIT_SHARE:.0f} % of their sizes or more (launches that disagree as a whole: not "
+            f"flagged point by point; the fits' intervals over launches carry it): {'; '.join(named)}{more}."]
+
+
+def _series_name(r: dict[str, Any]) -> str:
+    np_ = f" np={r['np']}" if r.get("np") is not None else ""
+    alg = f" {r['algorithm']}" if r.get("algorithm") not in (None, "default") else ""
+    return f"{r.get('benchmark') or '?'} {r.get('label') or '?'}{np_}{alg}"
 
 
 def _fit_name(f: dict[str, Any]) -> str:

@@ -217,7 +217,8 @@ def summarize(samples: pl.DataFrame) -> pl.DataFrame:
     median = grouped["t_median_usec"].to_numpy()
     series = [k for k in group_keys if k != "bytes"]
     typical = series_typical_halfwidth(grouped.select(series), median, low, high) if series else None
-    quality, reasons = repetition_quality(flat, lengths, median, low, high, typical)
+    series_ids = series_index(grouped.select(series)) if series else None
+    quality, reasons = repetition_quality(flat, lengths, median, low, high, typical, series_ids)
     return (
         grouped.drop("_t")
         .with_columns(
@@ -242,6 +243,11 @@ def series_typical_halfwidth(series: pl.DataFrame, median: np.ndarray, low: np.n
     rel = pl.Series("_half", np.where(np.isfinite(half), half, np.nan), dtype=pl.Float64).fill_nan(None)
     return (series.with_columns(rel).with_columns(pl.col("_half").median().over(series.columns).alias("_typ"))
             ["_typ"].fill_null(float("nan")).to_numpy())
+
+
+def series_index(series: pl.DataFrame) -> np.ndarray:
+    """Per row, an integer naming its series (rows of ``series`` with equal values, nulls equal)."""
+    return series.select(pl.struct(series.columns).rank("dense").alias("_sid"))["_sid"].to_numpy()
 
 
 def _perturbed_counts(samples: pl.DataFrame, keys: list[str]) -> pl.DataFrame | None:

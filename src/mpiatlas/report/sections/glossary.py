@@ -11,7 +11,7 @@ from mpiatlas.models.asymptote import ASYMPTOTE_SIZES
 from mpiatlas.models.hockney import CI_REL_TOL, MIN_LAUNCHES
 from mpiatlas.report.blocks import Cell, Section, Table, Text
 from mpiatlas.report.data import ReportData
-from mpiatlas.stats.quality import CI_HALFWIDTH, RESOLUTION_US, TYPICAL_FACTOR
+from mpiatlas.stats.quality import CI_HALFWIDTH, RESOLUTION_US, SERIES_SPLIT_SHARE, TYPICAL_FACTOR
 
 TITLE = "Glossary"
 SECTION_ID = "glossary"
@@ -42,9 +42,13 @@ def entries() -> list[tuple[str, str]]:
                              "with other processes beyond the limits (the machine's record of the launch). It is set "
                              "aside and measured again; a final launch still perturbed, or judged without evidence "
                              "(unknown), enters no median, fit, finding, model or tuning decision."),
-        ("noisy point", f"A (series, size) whose repetitions split into two modes, or whose median's 95 % interval "
-                        f"reaches beyond ±{100 * CI_HALFWIDTH:.0f} % or {TYPICAL_FACTOR:g} × its series' typical "
-                        f"half-width, whichever is larger, plus the timer's {RESOLUTION_US:g} µs."),
+        ("noisy point", f"A (series, size) whose repetitions split into two modes where its series otherwise "
+                        f"agrees, or whose median's 95 % interval and the majority of its repetitions both reach "
+                        f"beyond ±{100 * CI_HALFWIDTH:.0f} % or {TYPICAL_FACTOR:g} × its series' typical "
+                        f"half-width, whichever is larger, plus the timer's {RESOLUTION_US:g} µs. A series that "
+                        f"splits into two modes at {100 * SERIES_SPLIT_SHARE:.0f} % of its sizes or more has launches "
+                        "that disagree as a whole: it is named once, and its fit's interval over launches carries "
+                        "it."),
     ]
 
 
