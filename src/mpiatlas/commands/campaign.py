@@ -109,7 +109,7 @@ def _env() -> dict[str, str]:
 
 def _main(args: argparse.Namespace) -> int:
     from mpiatlas.campaign import runlock
-    from mpiatlas.matrix.config import load
+    from mpiatlas.campaign.auto_plan import load
 
     root = args.directory.resolve()
     config = load(root / args.config)  # a bad config fails here, with the key and what was expected

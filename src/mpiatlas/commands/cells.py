@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mpiatlas.matrix.config import load
+from mpiatlas.campaign import auto_plan
 from mpiatlas.programs import expand, unplanned_notes
 
 
@@ -29,7 +29,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from mpiatlas.campaign import auto_plan
     from mpiatlas.campaign.resources import estimate
     from mpiatlas.node.topology import Topology, TopologyError
     from mpiatlas.node.topology_synthetic import read_topology
@@ -40,7 +39,7 @@ def _main(args: argparse.Namespace) -> int:
     except TopologyError as exc:
         print(f"mpiatlas cells: {'--topology' if args.topology else '--sysfs'}: {exc}", file=sys.stderr)
         return 2
-    config = load(args.config, topology=topology)  # a ConfigError is reported by the cli, exit 2
+    config = auto_plan.load(args.config, topology=topology)  # a ConfigError is reported by the cli, exit 2
     cells = expand(config)
     for cell in cells:
         print(cell.id)

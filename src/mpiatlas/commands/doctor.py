@@ -19,7 +19,7 @@ def _main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from mpiatlas.commands.campaign import is_slurm
-    from mpiatlas.matrix.config import load
+    from mpiatlas.campaign.auto_plan import load
     from mpiatlas.campaign.preflight import run_checks
 
     config = load(args.config)
