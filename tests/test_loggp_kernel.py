@@ -28,7 +28,8 @@ from mpiatlas.node.topology import REGION_MAPPINGS
 from mpiatlas.parsers.kernels import parse_kernel_output
 from mpiatlas.parsers.loggp import PARAMETERS, LoggpParseError, loggp_trials, parse_loggp_output
 from mpiatlas.programs import cell_spec, cells_of_kind
-from mpiatlas.stats.region_loggp import LOGGP_SCHEMA, loggp_by_series, region_loggp, with_loggp
+from mpiatlas.models.region_latency import with_loggp
+from mpiatlas.stats.region_loggp import LOGGP_SCHEMA, loggp_by_series, region_loggp
 from mpiatlas.stats.regions import LOGGP_COLUMNS, region_fits
 from mpiatlas.tables.tidy import tidy
 

@@ -144,7 +144,7 @@ def region_csv(series: Series, fits: Mapping[str, Mapping[str, Any]], results: P
     ``loggp`` (region -> :func:`mpiatlas.stats.region_loggp.region_loggp` row), its o and g too."""
     from mpiatlas.models.hockney import model_bandwidth
     from mpiatlas.models.region_latency import RegionTable, format_region_table
-    from mpiatlas.stats.region_loggp import with_loggp
+    from mpiatlas.models.region_latency import with_loggp
 
     source = f"mpiatlas regions {results} --series {_name(series)}"
     table = RegionTable({r: float(f["latency_us"]) for r, f in fits.items()},

@@ -212,6 +212,15 @@ def series_label(base: str, options: str, knobs: str, distribution: str = "") ->
     return base + "".join(f" [{part}]" for part in parts if part)
 
 
+_LABEL_KNOBS = re.compile(rf" \[{KNOBS_SEGMENT_PREFIX}([^\]]*)\]")
+
+
+def label_knobs(label: str) -> str:
+    """The knob set a series label names (``... [knobs=eager-64k]``, as :func:`series_label` writes it), else ``""``."""
+    m = _LABEL_KNOBS.search(label or "")
+    return m.group(1) if m else ""
+
+
 def parse_id(cell_id: str) -> dict[str, Any]:
     """The coordinates an id names: kind, stack, transport, mapping, nodes, np, benchmark, algorithm,
     rep, and the IMB ``options``, ``knobs`` set, ``pinner`` and ``distribution`` ("" when the id has none)."""

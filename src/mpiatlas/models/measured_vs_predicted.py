@@ -344,8 +344,10 @@ def campaign_comparison(summary: pl.DataFrame, cells: pl.DataFrame | None, prove
     places a cell before ``topo`` does.
     ``loggp_rows``: :func:`mpiatlas.stats.region_loggp.region_loggp`'s o and g per region, which
     price the groups of their stack, transport and knob set a third way (nothing fitted)."""
-    from mpiatlas.models.ring_regions import label_knobs, region_inputs_from
-    from mpiatlas.stats.region_loggp import loggp_by_series, with_loggp
+    from mpiatlas.matrix.cells import label_knobs
+    from mpiatlas.models.ring_regions import region_inputs_from
+    from mpiatlas.models.region_latency import with_loggp
+    from mpiatlas.stats.region_loggp import loggp_by_series
 
     notes: dict[str, list[str]] = {}
     modelled = {c.lower() for c in latency_only.ALGORITHMS}

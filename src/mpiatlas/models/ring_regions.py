@@ -28,14 +28,13 @@ the studies saw at P = cores/socket + 1.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mpiatlas.matrix.cells import distribution_of_id, fills_nodes, mapping_segment, series_label
+from mpiatlas.matrix.cells import distribution_of_id, fills_nodes, label_knobs, mapping_segment, series_label
 from mpiatlas.models.hockney import model_bandwidth
 from mpiatlas.models.region_latency import Placement, RegionTable, RegionTableError
 from mpiatlas.node.topology import REGIONS, Topology, TopologyError
@@ -53,7 +52,6 @@ __all__ = [
     "cell_placement",
     "exchange_time",
     "hop_cost",
-    "label_knobs",
     "pingpong_regions",
     "placement_boundaries",
     "region_inputs",
@@ -67,7 +65,6 @@ __all__ = [
 
 # A hop in one of these crosses a socket or a node boundary.
 BOUNDARY_REGIONS = ("other_socket", "other_node")
-_KNOBS = re.compile(r" \[knobs=([^\]]*)\]")
 
 
 @dataclass(frozen=True)
@@ -165,12 +162,6 @@ def rank_order(hosts: Any) -> list[str] | None:
     if isinstance(hosts, Mapping):
         return [hosts[k] for k in sorted(hosts, key=int)]
     return list(hosts) if hosts else None
-
-
-def label_knobs(label: str) -> str:
-    """The knob set a series label names (``... [knobs=eager-64k]``), else ``""``."""
-    m = _KNOBS.search(label or "")
-    return m.group(1) if m else ""
 
 
 def _series_key(stack: str, transport: str, label: str) -> tuple[str, str, str]:
