@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING, Any
 from mpiatlas.matrix.cells import distribution_of_id, fills_nodes, label_knobs, mapping_segment, series_label
 from mpiatlas.models.hockney import model_bandwidth
 from mpiatlas.models.region_latency import Placement, RegionTable, RegionTableError
-from mpiatlas.node.topology import REGIONS, Topology, TopologyError
-from mpiatlas.node.topology_record import UNKNOWN_HOST
+from mpiatlas.node.topology import REGIONS, Topology, TopologyError, detect
+from mpiatlas.node.topology_record import UNKNOWN_HOST, read_topologies
+from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE, TOPOLOGIES_TABLE
 
 if TYPE_CHECKING:
     import polars as pl
@@ -252,9 +253,6 @@ def region_inputs(tidy_dir: str | Path, hockney: Sequence[Mapping[str, Any]] | N
     ``topologies.json``): :func:`region_inputs_from` on what the directory holds."""
     import polars as pl
 
-    from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE, TOPOLOGIES_TABLE
-    from mpiatlas.node.topology_record import read_topologies
-
     cells_path = Path(tidy_dir) / CELLS_TABLE
     if not cells_path.is_file():
         return region_inputs_from(None, [], hockney, topo=topo, table=table,
@@ -270,8 +268,6 @@ def _fallback_topology(topo: Topology | None, summaries: Sequence[Mapping[str, A
     """For cells whose host recorded no topology (a campaign run before topologies were
     recorded): ``topo``, or this machine's, when the cells' provenance says they ran on it."""
     if topo is None:
-        from mpiatlas.node.topology import detect
-
         try:
             topo = detect()
         except TopologyError as exc:

@@ -36,7 +36,8 @@ from mpiatlas.programs.base import (
     container_binds,
     tag_columns,
 )
-from mpiatlas.stacks import Stack, StackError
+from mpiatlas.stacks import Stack, StackError, containers
+from mpiatlas.parsers.imb import parse_imb_text
 
 if TYPE_CHECKING:
     from mpiatlas.spine.cell_spec import CellSpec, ImbBlock, StackExtras
@@ -220,7 +221,6 @@ class Imb(Program):
             raise StackError(f"unavailable: image {Path(facts['image']).name}: IMB {status}")
         cell = spec["cell"]
         argv = ["IMB-MPI1", *imb_args(cell["benchmark"], cell["np"], spec["imb"])]
-        from mpiatlas.stacks import containers  # jinja2 and image handling: container cells only
 
         return containers.exec_argv(facts["image"], argv, container_binds(spec))
 
@@ -246,8 +246,6 @@ class Imb(Program):
     def rows(self, cell_dir: Path, row: dict[str, Any], prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
         """Every IMB row of a cell that produced output (no averaging here), with the cell's coordinates."""
         import polars as pl
-
-        from mpiatlas.parsers.imb import parse_imb_text
 
         if row["status"] not in SAMPLED_STATUSES:
             return {}

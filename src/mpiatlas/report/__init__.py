@@ -24,6 +24,8 @@ from datetime import datetime
 from pathlib import Path
 
 from mpiatlas.files import write_text_atomic
+from mpiatlas.report.data import load_data
+from mpiatlas.report.render import render_html
 
 __all__ = ["build_report"]
 
@@ -42,9 +44,6 @@ def build_report(
     """Build the self-contained HTML report and return its path (written atomically). ``limits``:
     the campaign's physical limits file (R/limits/limits.json), None for none; ``topology``: the
     measured node's (hwloc XML or synthetic description), None for this machine's."""
-    from mpiatlas.report.data import load_data
-    from mpiatlas.report.render import render_html
-
     data = load_data(tidy_dir, fits_dir, title=title, now=now, limits=limits, tuning=tuning, topology=topology)
     html = render_html(data)
     return write_text_atomic(out, html)

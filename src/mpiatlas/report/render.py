@@ -21,6 +21,7 @@ from mpiatlas import __version__
 from mpiatlas.report.blocks import ChartBlock, Details, Notice, Pre, Section, Table
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.sections import ORDER, SectionFn
+from mpiatlas.report.bundle import javascript_bundle
 
 TEMPLATE = "report.html.j2"
 
@@ -30,8 +31,6 @@ def vega_bundle() -> str:
     """The Vega + Vega-Lite + vega-embed JavaScript, from vl-convert (no network; kept on disk
     between processes, see mpiatlas.report.bundle)."""
     import vl_convert
-
-    from mpiatlas.report.bundle import javascript_bundle
 
     version = None
     wanted = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])

@@ -37,8 +37,10 @@ from mpiatlas.programs.base import (
     per_cell_mem_mb,
     tag_columns,
 )
-from mpiatlas.stacks import Stack, StackError
+from mpiatlas.stacks import Stack, StackError, containers
 from mpiatlas.programs.kernels.thread_quality import thread_quality
+from mpiatlas.matrix.kernel_sweeps import group_grid
+from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_file, parse_kernel_output
 
 # polars, the kernels' parser and the container layer are imported where they are used, so that
 # importing the program registry (every `mpiatlas` command does) does not load them.
@@ -213,8 +215,6 @@ def with_grid_columns(frame: pl.DataFrame) -> pl.DataFrame:
     (``procdims``, a ``-g`` group) or is the stack's MPI_Dims_create choice."""
     import polars as pl
 
-    from mpiatlas.matrix.kernel_sweeps import group_grid
-
     explicit = group_grid(str(frame["variant_group"][0])) is not None
     return frame.with_columns(pl.lit(explicit).alias("grid_explicit"))
 
@@ -322,7 +322,6 @@ class KernelProgram(Program):
         if listed is not None and self.name not in listed.split():
             raise StackError(f"unavailable: image {Path(facts['image']).name} has no kernel {self.name!r} "
                              f"(mpiatlas.kernels: {listed.strip() or 'none'})")
-        from mpiatlas.stacks import containers
 
         argv = [self.name, *spec["kernel"]["args"]]
         return containers.exec_argv(facts["image"], argv, container_binds(spec))
@@ -336,8 +335,6 @@ class KernelProgram(Program):
 
     def check(self, spec: CellSpec, stdout: str, pins: list[int] | None,
               sets: list[tuple[int, ...]] | None) -> Outcome | Checked:
-        from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_output
-
         try:
             frames = parse_kernel_output(stdout, layout.STDOUT)
         except KernelParseError as exc:
@@ -367,8 +364,6 @@ class KernelProgram(Program):
         """One row per rank per record; the record's own ``variant``/``threads`` keep their meaning,
         the cell's are ``variant_group`` and ``cell_threads``."""
         import polars as pl
-
-        from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_file
 
         if row["status"] not in PARSED_STATUSES:
             return {}
