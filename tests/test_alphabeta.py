@@ -25,7 +25,7 @@ from mpiatlas.models.alphabeta import (
     predict,
 )
 from mpiatlas.parsers.imb import parse_imb_text
-from mpiatlas.report import build_report
+from mpiatlas.report.build import build_report
 from mpiatlas.report.data import load_data
 from mpiatlas.report.formatting import fmt_ci, fmt_num
 from mpiatlas.report.render import full_spec

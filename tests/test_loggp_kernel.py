@@ -173,7 +173,7 @@ def test_report_region_table_shows_o_and_g(tmp_path: Path) -> None:
     from test_report import NOW, _section
 
     from mpiatlas.models.fits import write_fits
-    from mpiatlas.report import build_report
+    from mpiatlas.report.build import build_report
     from mpiatlas.report.formatting import fmt_ci, fmt_num
 
     root = _campaign(tmp_path, ADAPTIVE, LOGGP_RAW)

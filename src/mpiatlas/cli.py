@@ -5,6 +5,10 @@ starts one process per group, so it must not pay for the report's, the fits' or 
 commands' imports. A command's module is found by its name (``run-cell`` is ``run_cell``,
 ``import`` is ``import_``), listed without importing anything. ``mpiatlas --help`` and an
 unknown command import every module, so that the list of commands shows each one's help.
+
+A command whose module must stay light to parse (``run-cell``: a cell group job parses it) names the
+function that runs it as ``"module:function"`` (:func:`command_function` imports it when it runs): with
+the discovery above, the one place where the command line imports lazily.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import gc
 import importlib
 import pkgutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from mpiatlas import __version__, commands
 
@@ -48,13 +53,22 @@ def build_parser(argv: Sequence[str] | None = None, *, load_all: bool = False) -
     return parser
 
 
+def command_function(func: Callable[[argparse.Namespace], Any] | str) -> Callable[[argparse.Namespace], Any]:
+    """The function a command's parser set as ``func``: itself, or the one a ``"module:function"`` string names."""
+    if not isinstance(func, str):
+        return func
+    module, _, name = func.partition(":")
+    found: Callable[[argparse.Namespace], Any] = getattr(importlib.import_module(module), name)
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     as_program = argv is None  # the console script (or python -m): the process ends with this call
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
     # Each register() sets ``func`` with set_defaults; it returns an exit code.
     try:
-        code = int(args.func(args) or 0)
+        code = int(command_function(args.func)(args) or 0)
         if as_program:
             skip_teardown_collection()
         return code

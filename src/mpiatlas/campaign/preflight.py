@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from concurrent.futures import ThreadPoolExecutor
 
 from mpiatlas.node import topology
 from mpiatlas.stacks import LaunchSpec, StackError, fabrics, get_stack
@@ -174,8 +175,6 @@ def _hello(stack: Any, label: str, transports: list[str], workdir: Path, *, cach
 
 
 def _parallel(func: Callable[[str], Check], labels: list[str]) -> list[Check]:
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=max(1, len(labels))) as pool:
         return list(pool.map(func, labels))
 

@@ -13,6 +13,9 @@ from pathlib import Path
 
 from mpiatlas.campaign import auto_plan
 from mpiatlas.programs import expand, unplanned_notes
+from mpiatlas.campaign.resources import estimate
+from mpiatlas.node.topology import Topology, TopologyError
+from mpiatlas.node.topology_synthetic import read_topology
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,10 +32,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from mpiatlas.campaign.resources import estimate
-    from mpiatlas.node.topology import Topology, TopologyError
-    from mpiatlas.node.topology_synthetic import read_topology
-
     try:
         topology = (read_topology(args.topology) if args.topology
                     else Topology.from_sysfs(args.sysfs) if args.sysfs else None)

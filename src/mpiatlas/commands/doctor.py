@@ -5,6 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.console import Console
+from rich.table import Table
+
+from mpiatlas.commands.campaign import is_slurm
+from mpiatlas.campaign.auto_plan import load
+from mpiatlas.campaign.preflight import run_checks
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("doctor", help="check every prerequisite of a campaign (stacks, compiler, topology, disk, "
@@ -15,13 +22,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    from mpiatlas.commands.campaign import is_slurm
-    from mpiatlas.campaign.auto_plan import load
-    from mpiatlas.campaign.preflight import run_checks
-
     config = load(args.config)
     checks = run_checks(config, slurm=is_slurm(args.profile))
     table = Table(title=f"prerequisites of campaign {config.campaign.name!r}")

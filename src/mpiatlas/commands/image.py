@@ -15,7 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mpiatlas.stacks import containers
+from mpiatlas.stacks import containers, get_stack
+from mpiatlas.stacks.base import first_version_line
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -103,8 +104,6 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _launcher_version(argv: list[str]) -> str:
-    from mpiatlas.stacks.base import first_version_line
-
     exe = shutil.which(argv[0]) or argv[0]
     out = subprocess.run([exe, "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
     return " ".join(first_version_line((out.stdout + out.stderr).strip()).split())
@@ -114,8 +113,6 @@ def _preflight(args: argparse.Namespace) -> int:
     host_stack = None
     launcher = args.launcher.split() if args.launcher else None
     if args.host_prefix:
-        from mpiatlas.stacks import get_stack
-
         host_stack = get_stack(args.host_kind, args.host_prefix, source=args.host_source)
         version = args.host_version or host_stack.version()
     else:

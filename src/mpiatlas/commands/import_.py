@@ -15,6 +15,9 @@ import sys
 from pathlib import Path
 
 from mpiatlas.matrix.layout import IMB_SAMPLES
+from mpiatlas.tables.import_labels import LabelError
+from mpiatlas.tables.importer import import_files, write_samples
+from mpiatlas.campaign.progress import progress_bar
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,10 +45,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiatlas.tables.import_labels import LabelError
-    from mpiatlas.tables.importer import import_files, write_samples
-    from mpiatlas.campaign.progress import progress_bar
-
     try:
         with progress_bar(len(args.files), "files") as advance:
             result = import_files(args.files, label=args.label, labels_csv=args.labels, pool=args.pool,

@@ -29,6 +29,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mpiatlas.node import limits
+from mpiatlas.files import write_json_atomic
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("limits", help="measure memory copy bandwidth per cache level (likwid-bench, else our copy kernel)",
@@ -70,9 +73,6 @@ def _network_argv(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiatlas.node import limits
-    from mpiatlas.files import write_json_atomic
-
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     nodes = limits.slurm_nodes()

@@ -18,7 +18,16 @@ import re
 import sys
 from typing import Any
 
-from mpiatlas.node.topology import SPREAD_MAPPINGS
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from mpiatlas.node.topology import MappingUnavailable, SPREAD_MAPPINGS, TopologyError
+from mpiatlas.models.collective_regions import ModelError
+from mpiatlas.models.loggp import predict
+from mpiatlas.models.loggp_fit import MeasuredError, calibrate, read_measured
+from mpiatlas.models.region_latency import RegionTableError, place, read_region_table
+from mpiatlas.node.topology_synthetic import read_topology
 
 _RANGE = re.compile(r"^(\d+)\.\.(\d+)(?::(\d+))?$")
 
@@ -80,13 +89,6 @@ def parse_np(text: str) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiatlas.models.collective_regions import ModelError
-    from mpiatlas.models.loggp import predict
-    from mpiatlas.models.loggp_fit import MeasuredError, calibrate, read_measured
-    from mpiatlas.models.region_latency import RegionTableError, place, read_region_table
-    from mpiatlas.node.topology import MappingUnavailable, TopologyError
-    from mpiatlas.node.topology_synthetic import read_topology
-
     try:
         counts = parse_np(args.np)
         table = read_region_table(args.table)
@@ -120,10 +122,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_table(args: argparse.Namespace, rows: list[Any], *, missing_bandwidth: bool) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
     title = (f"{args.collective} {args.algorithm}, {args.bytes} B, {args.nodes} node(s), "
              f"{args.placement}/{args.mapping}")  # fmt: skip
     table = Table(title=escape(title))

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from mpiatlas.report.build import build_report
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
@@ -34,8 +36,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiatlas.report import build_report  # heavy imports (altair, polars) only when used
-
     out = build_report(args.tidy, args.fits, args.out, args.title, limits=args.limits, tuning=args.tuning,
                        topology=args.topology)
     size = out.stat().st_size

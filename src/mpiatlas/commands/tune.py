@@ -32,6 +32,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mpiatlas.commands.compare import threshold
+from mpiatlas.tuning import adaptive_tune, guided, intelmpi_env, mpich_json, openmpi_rules, samples, validate_run
+from mpiatlas.tuning.decide import TuneError, decide, numeric_version
+from mpiatlas.tuning.markdown import tuning_markdown
+from mpiatlas.node.topology import TopologyError, detect
+from mpiatlas.node.topology_synthetic import read_topology
+from mpiatlas.tuning.guided import Target, campaign_placement, parse_counts
 
 if TYPE_CHECKING:
     from mpiatlas.tuning.decide import Decision, SeriesDecision
@@ -93,9 +99,6 @@ def _mpich_lib(stacks_dir: Path, stack: str) -> Path | None:
 def write_files(decision: Decision, out: Path, stacks_dir: Path
                 ) -> tuple[dict[tuple[str, str], list[str]], dict[tuple[str, str], str]]:
     """Every stack x transport's file(s); returns (files, usage) keyed by (stack, transport)."""
-    from mpiatlas.tuning import intelmpi_env, mpich_json, openmpi_rules
-    from mpiatlas.tuning.decide import TuneError
-
     groups: dict[tuple[str, str], list[SeriesDecision]] = {}
     for s in decision.series:
         groups.setdefault((s.stack, s.transport), []).append(s)
@@ -138,15 +141,12 @@ def write_files(decision: Decision, out: Path, stacks_dir: Path
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiatlas.tuning.decide import TuneError, decide
-
     if args.results.is_file() or args.np or args.bytes:
         try:
             return run_guided(args)
         except TuneError as exc:
             print(f"mpiatlas tune: {exc}", file=sys.stderr)
             return 2
-    from mpiatlas.tuning.markdown import tuning_markdown
 
     try:
         decision = decide(args.results, args.min_gain)
@@ -165,7 +165,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"tuning files in {args.out}: {', '.join(n for v in files.values() for n in v) or 'none (nothing beat the default)'}")
     if not (args.validate or args.validation_results):
         return 0
-    from mpiatlas.tuning import validate_run
 
     try:
         return validate_run.validate(decision, files, args.out, repetitions=args.repetitions,
@@ -176,11 +175,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _guided_target(args: argparse.Namespace, measured_nps: list[int], measured_sizes: list[int]) -> Target:
-    from mpiatlas.node.topology import TopologyError, detect
-    from mpiatlas.node.topology_synthetic import read_topology
-    from mpiatlas.tuning.decide import TuneError
-    from mpiatlas.tuning.guided import Target, campaign_placement, parse_counts
-
     mapping, nodes = campaign_placement(args.results)
     try:
         topology = read_topology(args.topology) if args.topology else detect()
@@ -198,8 +192,6 @@ def _guided_stack(args: argparse.Namespace) -> str | None:
     """KIND-VERSION of the file to write: --stack, else the campaign's one stack."""
     if args.stack or args.results.is_file():
         return str(args.stack) if args.stack else None
-    from mpiatlas.tuning import samples
-    from mpiatlas.tuning.decide import numeric_version
 
     rows = samples.load(args.results).select("stack_kind", "stack_version").unique()
     if rows.height != 1:
@@ -209,9 +201,6 @@ def _guided_stack(args: argparse.Namespace) -> str | None:
 
 def run_guided(args: argparse.Namespace) -> int:
     """The model-guided mode: decisions.csv, the stack's file, tuning.md."""
-    from mpiatlas.tuning import guided, intelmpi_env, openmpi_rules
-    from mpiatlas.tuning.decide import TuneError
-
     measured = guided.load_measured(args.results)
     target = _guided_target(args, sorted(set(measured["np"])), sorted(set(measured["bytes"])))
     table, note = guided.region_table(args.regions)
@@ -239,8 +228,6 @@ def run_guided(args: argparse.Namespace) -> int:
             files.append(path.name)
     (args.out / "tuning.md").write_text(guided.markdown(chosen, predictor, args.results, target, note, files, usage))
     if args.next > 0:
-        from mpiatlas.tuning import adaptive_tune
-
         grid = guided.grid(measured, target)
         current = adaptive_tune.decisions(predictor.predict(grid), measured)
         cells = adaptive_tune.next_cells(current, measured, args.next)

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
 from mpiatlas.models.fits_files import FILES, FitsFileError, MODELS, read
 from mpiatlas.models.fits_files import write as write_documents
 from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE, TOPOLOGIES_TABLE
@@ -80,8 +82,6 @@ class TidyTables:
 
     @classmethod
     def load(cls, directory: str | Path) -> TidyTables:
-        import polars as pl
-
         directory = Path(directory)
         samples, problem = load_samples(directory)
         cells_path, prov_path = directory / CELLS_TABLE, directory / PROVENANCE_TABLE

@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from scipy import optimize, stats
 
 from mpiatlas.models.kernel_common import (
     LABEL_COLUMNS,
@@ -341,8 +342,6 @@ def fit_amdahl(np_: np.ndarray, cores: np.ndarray, t: np.ndarray) -> np.ndarray:
         rel: np.ndarray = matsum_model(params, np_, cores) / t - 1.0
         return rel
 
-    from scipy import optimize
-
     res = optimize.least_squares(resid, x0, bounds=(0.0, np.inf), method="trf", x_scale=np.maximum(x0, 1e-9))
     return res.x
 
@@ -355,7 +354,6 @@ def _gather_order(df: pl.DataFrame) -> list[dict[str, Any]]:
     for (np_,), grp in per_rank.group_by(["np"], maintain_order=True):
         if np_ < 3:
             continue
-        from scipy import stats
 
         ranks = grp["rank"].to_list()
         g = grp["g"].to_numpy()

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
 from mpiatlas.matrix.cells import distribution_of_id, fills_nodes, label_knobs, mapping_segment, series_label
 from mpiatlas.models.hockney import model_bandwidth
 from mpiatlas.models.region_latency import Placement, RegionTable, RegionTableError
@@ -181,8 +183,6 @@ def cell_label(row: Mapping[str, Any]) -> str:
 
 def pingpong_regions(cells: pl.DataFrame) -> dict[str, str]:
     """PingPong label -> the region its ``ok`` cells recorded for ranks 0 and 1 (the first one)."""
-    import polars as pl
-
     pp = cells.filter((pl.col("status") == "ok") & (pl.col("benchmark") == "PingPong") & pl.col("region").is_not_null())
     region_of: dict[str, str] = {}
     for row in pp.iter_rows(named=True):
@@ -251,8 +251,6 @@ def region_inputs(tidy_dir: str | Path, hockney: Sequence[Mapping[str, Any]] | N
                   topo: Topology | None = None, table: RegionTable | None = None) -> RegionInputs:
     """Ring hops and region tables from a tidy directory (``cells.parquet``, ``provenance.json``,
     ``topologies.json``): :func:`region_inputs_from` on what the directory holds."""
-    import polars as pl
-
     cells_path = Path(tidy_dir) / CELLS_TABLE
     if not cells_path.is_file():
         return region_inputs_from(None, [], hockney, topo=topo, table=table,
@@ -292,8 +290,6 @@ def region_inputs_from(cells: pl.DataFrame | None, records: Sequence[Mapping[str
     whose host recorded none, ``topo`` (by default the machine this runs on) is used only when
     the cells' provenance says they ran on it (hostname, packages). ``table``: a region latency
     table pricing every label instead of the PingPong fits. Whatever is missing is a note."""
-    import polars as pl
-
     out = RegionInputs(table=table)
     if cells is None:
         out.notes.append(f"region-aware ring model: {missing}")

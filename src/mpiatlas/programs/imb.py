@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
 from mpiatlas.matrix import adaptive, layout
 from mpiatlas.matrix.cells import (
     DEFAULT_ALGORITHM,
@@ -245,8 +247,6 @@ class Imb(Program):
 
     def rows(self, cell_dir: Path, row: dict[str, Any], prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
         """Every IMB row of a cell that produced output (no averaging here), with the cell's coordinates."""
-        import polars as pl
-
         if row["status"] not in SAMPLED_STATUSES:
             return {}
         stdout = Path(cell_dir) / layout.STDOUT

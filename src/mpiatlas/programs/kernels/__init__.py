@@ -24,6 +24,8 @@ from abc import abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
 from mpiatlas.matrix import adaptive, layout
 from mpiatlas.matrix.cells import Cell, cell_pinner, node_counts, sort_cells
 from mpiatlas.matrix.config import ConfigError
@@ -112,8 +114,6 @@ def build_dir(config: Campaign, label: str) -> str:
 
 def invalid_records(frame: pl.DataFrame) -> str | None:
     """Why the kernel's own check failed (``valid: false`` on some rank), or None."""
-    import polars as pl
-
     if "valid" not in frame.columns:
         return None
     bad = frame.filter(pl.col("valid") == False)  # noqa: E712 - polars expression, null is not false
@@ -213,8 +213,6 @@ def likwid_problems(frame: pl.DataFrame, sets: list[tuple[int, ...]]) -> list[st
 def with_grid_columns(frame: pl.DataFrame) -> pl.DataFrame:
     """``grid_explicit`` (matsum, jacobi): whether the cell's process grid was asked for
     (``procdims``, a ``-g`` group) or is the stack's MPI_Dims_create choice."""
-    import polars as pl
-
     explicit = group_grid(str(frame["variant_group"][0])) is not None
     return frame.with_columns(pl.lit(explicit).alias("grid_explicit"))
 
@@ -363,8 +361,6 @@ class KernelProgram(Program):
     def rows(self, cell_dir: Path, row: dict[str, Any], prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
         """One row per rank per record; the record's own ``variant``/``threads`` keep their meaning,
         the cell's are ``variant_group`` and ``cell_threads``."""
-        import polars as pl
-
         if row["status"] not in PARSED_STATUSES:
             return {}
         try:

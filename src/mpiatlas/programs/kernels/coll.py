@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
 from mpiatlas.matrix.cells import DEFAULT_ALGORITHM, Cell
 from mpiatlas.programs.kernels import DEFAULT_GROUP, KernelProgram, Shape, sweep_args, sweep_work_s
 
@@ -54,8 +56,6 @@ def coll_group_parts(group: str) -> tuple[str | None, str]:
 
 def with_coll_algorithm(frame: pl.DataFrame) -> pl.DataFrame:
     """``algorithm`` of every coll record: the one its cell forced for that collective, else ``default``."""
-    import polars as pl
-
     try:
         forced, algorithm = coll_group_parts(str(frame["variant_group"][0]))
     except ValueError:
