@@ -14,19 +14,16 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 
 from mpiatlas.files import write_text_atomic
-from mpiatlas.compare.campaigns import CompareError, compare, load_runs, tidy_record
+from mpiatlas.compare.campaigns import CompareError, compare, load_runs, tidy_record, Comparison
 from mpiatlas.stats.ratios import FASTER, SAME, SLOWER, regressions
 from mpiatlas.compare.summary import summary_lines
 from mpiatlas.compare.report import write_report
 
-if TYPE_CHECKING:  # the statistics import polars and numpy: only when the command runs
-    from mpiatlas.compare.campaigns import Comparison
 
 HELP = "compare two campaigns (results directories or imported data): ratio B/A per size with a bootstrap CI"
 

@@ -29,19 +29,15 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from mpiatlas.commands.compare import threshold
 from mpiatlas.tuning import adaptive_tune, guided, intelmpi_env, mpich_json, openmpi_rules, samples, validate_run
-from mpiatlas.tuning.decide import TuneError, decide, numeric_version
+from mpiatlas.tuning.decide import TuneError, decide, numeric_version, Decision, SeriesDecision
 from mpiatlas.tuning.markdown import tuning_markdown
 from mpiatlas.node.topology import TopologyError, detect
 from mpiatlas.node.topology_synthetic import read_topology
 from mpiatlas.tuning.guided import Target, campaign_placement, parse_counts
 
-if TYPE_CHECKING:
-    from mpiatlas.tuning.decide import Decision, SeriesDecision
-    from mpiatlas.tuning.guided import Target
 
 HELP = "export the significantly faster collective algorithms as Open MPI / Intel MPI / MPICH tuning files"
 
@@ -67,19 +63,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--inside-workflow", action="store_true",
                    help="run the validation campaign with Snakemake directly (the workflow's rule: the enclosing "
                    "`mpiatlas campaign` holds the checkout's lock)")
-    guided = p.add_argument_group("model-guided decisions for process counts and sizes never measured")
-    guided.add_argument("--np", nargs="+", metavar="N", help="target process counts: N, A..B, A..B:STEP, A..B*FACTOR")
-    guided.add_argument("--bytes", nargs="+", metavar="B", help="target message sizes, same forms as --np")
-    guided.add_argument("--topology", metavar="XML|SYNTHETIC",
+    guided_args = p.add_argument_group("model-guided decisions for process counts and sizes never measured")
+    guided_args.add_argument("--np", nargs="+", metavar="N", help="target process counts: N, A..B, A..B:STEP, A..B*FACTOR")
+    guided_args.add_argument("--bytes", nargs="+", metavar="B", help="target message sizes, same forms as --np")
+    guided_args.add_argument("--topology", metavar="XML|SYNTHETIC",
                         help="the target node (default: this host), e.g. 'pack:2 numa:4 die:2 l3:2 core:4 pu:1'")
-    guided.add_argument("--nodes", type=int, default=None, help="target nodes (default: the campaign's, else 1)")
-    guided.add_argument("--mapping", choices=("core", "socket", "node"), default=None,
+    guided_args.add_argument("--nodes", type=int, default=None, help="target nodes (default: the campaign's, else 1)")
+    guided_args.add_argument("--mapping", choices=("core", "socket", "node"), default=None,
                         help="target mapping (default: the campaign's, else core)")
-    guided.add_argument("--stack", metavar="KIND-VERSION",
+    guided_args.add_argument("--stack", metavar="KIND-VERSION",
                         help="the stack whose tuning file to write, e.g. openmpi-4.1 (default: the campaign's)")
-    guided.add_argument("--regions", type=Path, metavar="CSV",
+    guided_args.add_argument("--regions", type=Path, metavar="CSV",
                         help="per-region latencies (region,latency_us[,...]) of the target node")
-    guided.add_argument("--next", type=int, default=0, metavar="N",
+    guided_args.add_argument("--next", type=int, default=0, metavar="N",
                         help="also write DIR/next_cells.csv: the cells to measure next (the default and the predicted "
                         "candidate) at the N points whose decision is least certain; measure them, add them to "
                         "MEASURED and run again (one adaptive round)")

@@ -7,7 +7,7 @@ Errors name the file, the key path and what was expected, so a typo in a
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,8 +20,6 @@ from mpiatlas.node.topology import ALL_REGIONS, REGION_MAPPINGS
 from mpiatlas.spine.campaign import Campaign, _schema
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     import jsonschema
     from jsonschema.protocols import Validator
 
@@ -32,8 +30,6 @@ class ConfigError(ValueError):
 
 def schema() -> dict[str, Any]:
     return copy.deepcopy(_schema())
-
-
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:

@@ -26,7 +26,7 @@ from mpiatlas.models.fits_files import FILES, FitsFileError, MODELS, read
 from mpiatlas.models.fits_files import write as write_documents
 from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE, TOPOLOGIES_TABLE
 from mpiatlas.models.kernels import fit_kernels, load_kernel_tables
-from mpiatlas.node.topology import TopologyError
+from mpiatlas.node.topology import TopologyError, Topology
 from mpiatlas.node.topology_record import read_topologies
 from mpiatlas.tables.samples import CELL_COLUMNS, load_samples
 from mpiatlas.models.alphabeta import ALPHABETA_BENCHMARKS, Network, fit_alphabeta_table
@@ -34,10 +34,7 @@ from mpiatlas.models.hockney import HOCKNEY_BENCHMARKS, fit_hockney_table
 from mpiatlas.models.ring_regions import region_inputs_from
 
 if TYPE_CHECKING:
-    import polars as pl
-
     from mpiatlas.models.region_latency import RegionTable
-    from mpiatlas.node.topology import Topology
 
 
 class FitError(ValueError):

@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
@@ -43,8 +43,6 @@ from mpiatlas.node.topology import REGIONS, Topology, TopologyError, detect
 from mpiatlas.node.topology_record import UNKNOWN_HOST, read_topologies
 from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE, TOPOLOGIES_TABLE
 
-if TYPE_CHECKING:
-    import polars as pl
 
 __all__ = [
     "BOUNDARY_REGIONS",

@@ -26,9 +26,6 @@ if TYPE_CHECKING:
     from mpiatlas.spine.cell_spec import CellSpec, StackExtras
     from mpiatlas.spine.campaign import Campaign
 
-if TYPE_CHECKING:  # polars is imported where rows are built: `mpiatlas run-cell` starts without it
-    import polars as pl
-
 
 @dataclass
 class Checked:

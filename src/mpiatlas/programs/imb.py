@@ -44,7 +44,6 @@ from mpiatlas.parsers.imb import parse_imb_text
 if TYPE_CHECKING:
     from mpiatlas.spine.cell_spec import CellSpec, ImbBlock, StackExtras
     from mpiatlas.spine.campaign import Campaign
-    import polars as pl
 
 # IMB runs these with exactly two active ranks; more processes would only wait.
 TWO_RANK_BENCHMARKS = frozenset({"PingPong", "PingPing"})

@@ -49,7 +49,6 @@ from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_file, parse_
 if TYPE_CHECKING:
     from mpiatlas.spine.cell_spec import CellSpec
     from mpiatlas.spine.campaign import Campaign
-    import polars as pl
 
 # The record the kernels' build writes beside the binaries (layout.kernel_build_dir).
 BUILD_RECORD = "build.json"

@@ -19,8 +19,6 @@ from mpiatlas.programs.kernels import DEFAULT_GROUP, KernelProgram, Shape, sweep
 if TYPE_CHECKING:
     from mpiatlas.spine.campaign import Campaign
 
-if TYPE_CHECKING:  # imported where rows are built (see programs.kernels)
-    import polars as pl
 
 # The collectives of the coll kernel: config name (IMB's, as in stacks.<label>.algorithms) -> kernel name.
 COLL_COLLECTIVES: dict[str, str] = {"Bcast": "bcast", "Allreduce": "allreduce", "Alltoall": "alltoall"}
