@@ -9,10 +9,11 @@ import polars as pl
 
 from mpiatlas.stats.aggregate import SUMMARY_KEYS, VALUE_COLUMNS, summarize
 from mpiatlas.stats.quality import require_judgement
+from mpiatlas.commands import COMMAND_HELP
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("aggregate", help="median, min, 95%% CI and CV per cell and size")
+    p = sub.add_parser("aggregate", help=COMMAND_HELP["aggregate"])
     p.add_argument("samples", type=Path, help="imb_samples.parquet")
     p.add_argument("--out", required=True, type=Path, help="imb_summary.parquet")
     p.set_defaults(func=_main)

@@ -37,6 +37,7 @@ from mpiatlas.history.record import record_campaign
 from mpiatlas.history.store import DEFAULT_DB
 from mpiatlas.report.formatting import DASH, fmt_bytes, fmt_ci, fmt_num, interval_scope
 from mpiatlas.models.hockney_trust import LATENCY_FLOOR_US, latency_on_floor
+from mpiatlas.commands import COMMAND_HELP
 
 if TYPE_CHECKING:
     from mpiatlas.spine.campaign import Campaign
@@ -46,7 +47,7 @@ LOG_TAIL_LINES = 12
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("campaign", help="run a campaign end to end (Snakemake) and print the report path")
+    p = sub.add_parser("campaign", help=COMMAND_HELP["campaign"])
     p.add_argument("--config", default="config/config.yaml", type=Path, help="campaign config (default: %(default)s)")
     p.add_argument("--profile", default="profiles/local", help="Snakemake profile (default: %(default)s)")
     p.add_argument("--directory", default=".", type=Path, help="repository root (default: current directory)")

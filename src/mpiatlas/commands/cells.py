@@ -16,10 +16,11 @@ from mpiatlas.programs import expand, unplanned_notes
 from mpiatlas.campaign.resources import estimate
 from mpiatlas.node.topology import Topology, TopologyError
 from mpiatlas.node.topology_synthetic import read_topology
+from mpiatlas.commands import COMMAND_HELP
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("cells", help="validate a config, list its cells and estimate its time",
+    p = sub.add_parser("cells", help=COMMAND_HELP["cells"],
                        description=__doc__)
     p.add_argument("--config", default="config/config.yaml", type=Path)
     node = p.add_mutually_exclusive_group()

@@ -23,9 +23,10 @@ from mpiatlas.compare.campaigns import CompareError, compare, load_runs, tidy_re
 from mpiatlas.stats.ratios import FASTER, SAME, SLOWER, regressions
 from mpiatlas.compare.summary import summary_lines
 from mpiatlas.compare.report import write_report
+from mpiatlas.commands import COMMAND_HELP
 
 
-HELP = "compare two campaigns (results directories or imported data): ratio B/A per size with a bootstrap CI"
+HELP = COMMAND_HELP["compare"]
 
 
 DESCRIPTION = (

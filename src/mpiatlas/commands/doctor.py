@@ -11,11 +11,11 @@ from rich.table import Table
 from mpiatlas.commands.campaign import is_slurm
 from mpiatlas.campaign.auto_plan import load
 from mpiatlas.campaign.preflight import run_checks
+from mpiatlas.commands import COMMAND_HELP
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("doctor", help="check every prerequisite of a campaign (stacks, compiler, topology, disk, "
-                       "SLURM) and print them as a table")
+    p = sub.add_parser("doctor", help=COMMAND_HELP["doctor"])
     p.add_argument("--config", default="config/config.yaml", type=Path, help="campaign config (default: %(default)s)")
     p.add_argument("--profile", default="profiles/local", help="Snakemake profile (default: %(default)s)")
     p.set_defaults(func=_main)

@@ -36,6 +36,7 @@ from mpiatlas.models.fits_files import FitsFileError, MODELS, dumps, read
 from mpiatlas.models.region_latency import RegionTableError, read_region_table
 from mpiatlas.models.hockney import HOCKNEY_BENCHMARKS
 from mpiatlas.programs import KERNEL_NAMES
+from mpiatlas.commands import COMMAND_HELP
 
 # Heavy imports (polars, scipy, rich) stay inside the functions: every CLI call imports this module.
 
@@ -43,7 +44,7 @@ ALL = "all"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("fit", help="fit performance models to samples tables", description=__doc__)
+    p = subparsers.add_parser("fit", help=COMMAND_HELP["fit"], description=__doc__)
     p.add_argument("dir", type=Path, metavar="DIR", help="directory searched recursively for *samples.parquet")
     p.add_argument("--model", choices=[*MODELS, ALL], default="hockney",
                    help="model to fit (default hockney); kernels: the ring/matsum/jacobi models of "

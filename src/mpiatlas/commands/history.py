@@ -24,14 +24,14 @@ import polars as pl
 from mpiatlas.history.store import DEFAULT_DB, HistoryError, open_store
 from mpiatlas.history.entry import build_entry
 from mpiatlas.history.check import MIN_CHANGE, alarm_lines, alarm_record, check, figures_frame, series_name, size_text
+from mpiatlas.commands import COMMAND_HELP
 
 # Entries shown per series by `history show` without --all (the newest ones).
 SHOW_ROWS = 40
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("history", help="campaign history: add, list, show a series over time, check for "
-                              "regressions", description=__doc__)
+    p = subparsers.add_parser("history", help=COMMAND_HELP["history"], description=__doc__)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", type=Path, default=Path(DEFAULT_DB), metavar="PATH",
                         help="the history store (default: %(default)s)")

@@ -17,10 +17,11 @@ from pathlib import Path
 
 from mpiatlas.stacks import containers, get_stack
 from mpiatlas.stacks.base import first_version_line
+from mpiatlas.commands import COMMAND_HELP
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("image", help="Apptainer images of the MPI stacks (render, build, inspect, preflight)")
+    p = sub.add_parser("image", help=COMMAND_HELP["image"])
     actions = p.add_subparsers(dest="image_action", required=True)
 
     r = actions.add_parser("render", help="render containers/<stack>.def into an Apptainer definition file")

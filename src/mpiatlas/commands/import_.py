@@ -18,12 +18,13 @@ from mpiatlas.matrix.layout import IMB_SAMPLES
 from mpiatlas.tables.import_labels import LabelError
 from mpiatlas.tables.importer import import_files, write_samples
 from mpiatlas.campaign.progress import progress_bar
+from mpiatlas.commands import COMMAND_HELP
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "import",
-        help="import raw IMB-MPI1/IMB-EXT or OSU output files as a samples table",
+        help=COMMAND_HELP["import"],
         description=__doc__,
     )
     # Names, not Path objects: an import of 25 k files pays ~0.1 s for pathlib's parsing of each.

@@ -22,12 +22,13 @@ from mpiatlas.evidence.provenance import host_facts, now
 from mpiatlas.programs import KERNEL_NAMES
 from mpiatlas.programs.build import KernelBuildError, build_kernels, build_key, cached_build, compiler_line, kernels_source_dir, wrapper_queries
 from mpiatlas.stacks import StackError, get_stack
+from mpiatlas.commands import COMMAND_HELP
 
 # The program registry, the build and the stacks are imported by the functions that use them.
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("kernels", help="build the C kernels against an MPI stack",
+    p = sub.add_parser("kernels", help=COMMAND_HELP["kernels"],
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ksub = p.add_subparsers(dest="kernels_command", required=True)
     b = ksub.add_parser("build", help="build the kernels (ring, matsum, jacobi, pingpong, coll, loggp) with a stack's "

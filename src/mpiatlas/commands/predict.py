@@ -28,13 +28,14 @@ from mpiatlas.models.loggp import predict
 from mpiatlas.models.loggp_fit import MeasuredError, calibrate, read_measured
 from mpiatlas.models.region_latency import RegionTableError, place, read_region_table
 from mpiatlas.node.topology_synthetic import read_topology
+from mpiatlas.commands import COMMAND_HELP
 
 _RANGE = re.compile(r"^(\d+)\.\.(\d+)(?::(\d+))?$")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
-        "predict", help="predict a collective's time per process count from a per-region latency table",
+        "predict", help=COMMAND_HELP["predict"],
         description=__doc__,
     )  # fmt: skip
     p.add_argument("table", metavar="TABLE.csv", help="region table: region,latency_us[,bandwidth_MBps]")

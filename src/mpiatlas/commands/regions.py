@@ -36,13 +36,14 @@ from mpiatlas.models.ring_regions import pingpong_regions, region_pingpong_fits
 from mpiatlas.stats.region_loggp import loggp_by_series, region_loggp
 from mpiatlas.models.hockney import model_bandwidth
 from mpiatlas.stats.regions import region_rank
+from mpiatlas.commands import COMMAND_HELP
 
 Series = tuple[str, str, str]  # stack, transport, knobs
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("regions", description=__doc__,
-                              help="a campaign's per-region λ and B (PingPong fits; o, g of loggp cells), or the region CSV predict reads")
+                              help=COMMAND_HELP["regions"])
     p.add_argument("results", type=Path, metavar="RESULTS",
                    help="a campaign's results directory (results/<name>: tidy/, fits/)")
     p.add_argument("--csv", nargs="?", const="-", default=None, metavar="FILE",

@@ -7,12 +7,13 @@ import sys
 from pathlib import Path
 
 from mpiatlas.report.build import build_report
+from mpiatlas.commands import COMMAND_HELP
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "report",
-        help="build the self-contained HTML report",
+        help=COMMAND_HELP["report"],
         description="Build one self-contained HTML report (charts inlined, no network needed) from the tidy "
         "tables and the fitted models. Missing inputs are reported in the page, not fatal.",
     )

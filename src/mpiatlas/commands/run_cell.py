@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mpiatlas.commands import COMMAND_HELP
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("run-cell", help="run campaign cells: one (--spec) or a job group (--group; the workflow's)")
+    p = sub.add_parser("run-cell", help=COMMAND_HELP["run-cell"])
     p.add_argument("--spec", help="one cell's spec as JSON (mpiatlas.programs.cell_spec)")
     p.add_argument("--out", type=Path, help="with --spec: raw output directory to create")
     p.add_argument("--group", help="a job group id (mpiatlas.campaign.resources.job_groups)")

@@ -11,10 +11,11 @@ from mpiatlas.matrix import layout
 from mpiatlas.campaign.progress import progress_bar
 from mpiatlas.tables.tidy import tidy
 from mpiatlas.commands.aggregate import write_summary
+from mpiatlas.commands import COMMAND_HELP
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("tidy", help="parse raw cell outputs into parquet tables")
+    p = sub.add_parser("tidy", help=COMMAND_HELP["tidy"])
     p.add_argument("cells", nargs="*", type=Path, help="raw cell directories (besides those found with --raw)")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--expected", type=Path, default=None, metavar="FILE",

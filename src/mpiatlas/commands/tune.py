@@ -37,9 +37,10 @@ from mpiatlas.tuning.markdown import tuning_markdown
 from mpiatlas.node.topology import TopologyError, detect
 from mpiatlas.node.topology_synthetic import read_topology
 from mpiatlas.tuning.guided import Target, campaign_placement, parse_counts
+from mpiatlas.commands import COMMAND_HELP
 
 
-HELP = "export the significantly faster collective algorithms as Open MPI / Intel MPI / MPICH tuning files"
+HELP = COMMAND_HELP["tune"]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
