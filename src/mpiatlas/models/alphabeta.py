@@ -62,7 +62,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import polars as pl
-from scipy.optimize import lsq_linear
 
 from mpiatlas.tables.samples import SERIES_AXES, with_series_axes
 from mpiatlas.models.alphabeta_models import (
@@ -160,6 +159,7 @@ def _solve(a: FloatArray, c: FloatArray, t: FloatArray) -> tuple[float, float]:
     scale = np.abs(rows).max(axis=0)
     scale[scale == 0] = 1.0
     # scipy is imported here: a one-node campaign fits nothing, and the report imports this module.
+    from scipy.optimize import lsq_linear
 
     res = lsq_linear(rows / scale, np.ones_like(t), bounds=(0.0, np.inf), method="bvls")
     alpha, beta = res.x / scale

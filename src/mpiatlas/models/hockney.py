@@ -56,7 +56,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import polars as pl
-from scipy import stats
 
 from mpiatlas.models.asymptote import Asymptote, asymptotic_window, bandwidth_figures, find_asymptote
 from mpiatlas.models.hockney_trust import LATENCY_FLOOR_US, trust_warnings
@@ -532,6 +531,10 @@ def _t_interval(estimate: float, per_launch: FloatArray, *, log: bool = False) -
     n = values.size
     if n < MIN_LAUNCHES:
         return (math.nan, math.nan)
+    # scipy (~0.5 s to import) only where launches give an interval: reading or printing a fit (the
+    # campaign's closing lines, the report) needs none of it.
+    from scipy import stats
+
     t_crit = float(stats.t.ppf(0.975, n - 1))
     if log:
         factor = math.exp(t_crit * float(np.std(np.log(values), ddof=1)) / math.sqrt(n))

@@ -55,7 +55,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from scipy import optimize, stats
 
 from mpiatlas.models.kernel_common import (
     LABEL_COLUMNS,
@@ -342,6 +341,8 @@ def fit_amdahl(np_: np.ndarray, cores: np.ndarray, t: np.ndarray) -> np.ndarray:
         rel: np.ndarray = matsum_model(params, np_, cores) / t - 1.0
         return rel
 
+    from scipy import optimize  # by the fit that uses it (see the note after this module's imports)
+
     res = optimize.least_squares(resid, x0, bounds=(0.0, np.inf), method="trf", x_scale=np.maximum(x0, 1e-9))
     return res.x
 
@@ -360,6 +361,8 @@ def _gather_order(df: pl.DataFrame) -> list[dict[str, Any]]:
         nonroot = [i for i, r in enumerate(ranks) if r != 0]
         sub = [binomial_subtree(ranks[i], np_) for i in nonroot]
         gvals = g[nonroot]
+        from scipy import stats  # by the fit that uses it (see the note after this module's imports)
+
         rho_bin = stats.spearmanr(sub, gvals).statistic if len(set(sub)) > 1 else None
         rho_lin = stats.spearmanr([ranks[i] for i in nonroot], gvals).statistic if len(nonroot) > 1 else None
         order = [ranks[i] for i in np.argsort(-g)]
