@@ -175,22 +175,29 @@ def function_level_imports(root: Path) -> list[ImportSite]:
     return statements
 
 
-def test_no_import_cycle_counting_imports_inside_functions() -> None:
-    assert cycles(runtime_graph(PACKAGE_ROOT)) == []
+def rule_breaks(root: Path) -> list[str]:
+    """Every break of the import rules in the package at ``root``, one line each (none: []).
+
+    The rules: no cycle among its modules, imports inside functions counted; imports inside functions
+    only of :data:`HEAVY_OPTIONAL` libraries, at most :data:`MAX_IMPORTS_IN_FUNCTIONS` of them; no module
+    of its ``stats`` package imports one of its ``models`` package (models read statistics, never the
+    other way)."""
+    package = root.name
+    breaks = [f"cycle: {' -> '.join(component)}" for component in cycles(runtime_graph(root))]
+    late = function_level_imports(root)
+    breaks += [f"import inside a function of a module that is not a heavy optional library: "
+               f"{site.importer}:{site.line} {site.target}"
+               for site in late if site.target.split(".")[0] not in HEAVY_OPTIONAL]
+    if len(late) > MAX_IMPORTS_IN_FUNCTIONS:
+        breaks.append(f"{len(late)} imports inside functions (at most {MAX_IMPORTS_IN_FUNCTIONS})")
+    breaks += [f"stats imports models: {site.importer}:{site.line} {site.target}"
+               for site in import_sites(root)
+               if site.importer.startswith(f"{package}.stats") and site.target.startswith(f"{package}.models")]
+    return breaks
 
 
-def test_imports_inside_functions_are_few_and_only_heavy_third_party() -> None:
-    late = function_level_imports(PACKAGE_ROOT)
-    not_heavy = [f"{site.importer}:{site.line} {site.target}" for site in late
-                 if site.target.split(".")[0] not in HEAVY_OPTIONAL]
-    assert not_heavy == []
-    assert len(late) <= MAX_IMPORTS_IN_FUNCTIONS
-
-
-def test_stats_never_imports_models() -> None:
-    upward = [f"{site.importer}:{site.line} {site.target}" for site in import_sites(PACKAGE_ROOT)
-              if site.importer.startswith("mpiatlas.stats") and site.target.startswith("mpiatlas.models")]
-    assert upward == []
+def test_mpiatlas_keeps_the_import_rules() -> None:
+    assert rule_breaks(PACKAGE_ROOT) == []
 
 
 def _write_package(root: Path, files: dict[str, str]) -> Path:
@@ -213,6 +220,22 @@ def test_a_cycle_hidden_in_a_function_is_found(tmp_path: Path) -> None:
     assert cycles(runtime_graph(package)) == [["toy.high.copy", "toy.low.limits"]]
     late = function_level_imports(package)
     assert [(site.importer, site.target) for site in late] == [("toy.low.limits", "toy.high.copy")]
+    assert rule_breaks(package) == [
+        "cycle: toy.high.copy -> toy.low.limits",
+        "import inside a function of a module that is not a heavy optional library: toy.low.limits:2 toy.high.copy",
+    ]
+
+
+def test_stats_importing_models_and_too_many_late_imports_break_the_rules(tmp_path: Path) -> None:
+    late_polars = "".join(f"def f{i}():\n    import polars\n" for i in range(MAX_IMPORTS_IN_FUNCTIONS + 1))
+    package = _write_package(tmp_path, {
+        "__init__.py": "", "models/__init__.py": "", "models/fit.py": "",
+        "stats/__init__.py": "", "stats/medians.py": "from toy.models import fit\n",
+        "report.py": late_polars,
+    })
+    assert rule_breaks(package) == [f"{MAX_IMPORTS_IN_FUNCTIONS + 1} imports inside functions "
+                                    f"(at most {MAX_IMPORTS_IN_FUNCTIONS})",
+                                    "stats imports models: toy.stats.medians:1 toy.models.fit"]
 
 
 def test_typing_only_imports_make_no_cycle(tmp_path: Path) -> None:
