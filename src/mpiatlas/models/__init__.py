@@ -6,6 +6,7 @@ every model's fitting code and its libraries.
 * :mod:`.fits` — ``fit_all``: every model of a campaign in one call, the ``Fits`` it returns, ``write_fits``;
 * :mod:`.fits_files` — the fits files written, read and checked against ``data/schemas/fits-<model>.schema.json``;
 * :mod:`.hockney` — piecewise λ + s/B, ``predict``, ``ci_warning``;
+* :mod:`.hockney_trust` — how sure a Hockney fit is, in words: the λ floor, intervals too wide to quote;
 * :mod:`.asymptote` — the bandwidth plateau (3 sizes at least) and the peak;
 * :mod:`.alphabeta` — Alltoall/Allgather α-β fits against the speed of light;
 * :mod:`.alphabeta_models` — the algorithm families and the model choice;
