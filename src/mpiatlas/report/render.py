@@ -16,6 +16,7 @@ import altair as alt
 import polars as pl
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
+import vl_convert
 
 from mpiatlas import __version__
 from mpiatlas.report.blocks import ChartBlock, Details, Notice, Pre, Section, Table
@@ -30,8 +31,6 @@ TEMPLATE = "report.html.j2"
 def vega_bundle() -> str:
     """The Vega + Vega-Lite + vega-embed JavaScript, from vl-convert (no network; kept on disk
     between processes, see mpiatlas.report.bundle)."""
-    import vl_convert
-
     version = None
     wanted = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
     if wanted in vl_convert.get_vegalite_versions():
@@ -42,8 +41,6 @@ def vega_bundle() -> str:
 
 
 def library_versions() -> dict[str, str]:
-    import vl_convert
-
     return {"vega": vl_convert.get_vega_version(), "vega-embed": vl_convert.get_vega_embed_version(),
             "vega-lite": alt.SCHEMA_VERSION, "altair": alt.__version__, "polars": pl.__version__}
 
