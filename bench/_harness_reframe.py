@@ -79,10 +79,10 @@ def launch_env(record: dict[str, Any], stack_env: dict[str, str]) -> dict[str, s
 def stack_runtime_env(config_path: Path, label: str) -> dict[str, str]:
     """The runtime environment of stack ``label`` of the campaign config at ``config_path``."""
     from mpiatlas.matrix import cells
-    from mpiatlas.matrix import config as mpiatlas_config
+    from mpiatlas.campaign import auto_plan
     from mpiatlas.stacks import get_stack
 
-    config = mpiatlas_config.load(config_path)
+    config = auto_plan.load(config_path)  # the config may say `auto`
     stack = config["stacks"][label]
     return get_stack(stack["kind"], cells.stack_prefix(config, label),
                      source=stack.get("source", "pypi")).runtime_env()

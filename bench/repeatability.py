@@ -60,7 +60,7 @@ def sealed_count(raw: Path) -> int:
 
 def planned_cells(work: Path) -> int:
     """The campaign's cells as the workflow expands them (adaptive rounds may add more)."""
-    from mpiatlas.matrix.config import load
+    from mpiatlas.campaign.auto_plan import load  # the campaign may say `auto`: planned as the campaign planned it
     from mpiatlas.programs import expand
 
     return len(expand(load(work / "config" / "campaign.yaml")))
@@ -110,7 +110,7 @@ def headline(run: CampaignRun, label: str | None = None) -> dict[str, Any]:
     """The fit the campaign's closing lines print (the first stack/transport's PingPong fit), or the
     fit of ``label`` (the clean run's headline: the two runs are compared on one series)."""
     from mpiatlas.commands.campaign import headline as closing_lines
-    from mpiatlas.matrix.config import load
+    from mpiatlas.campaign.auto_plan import load  # the campaign may say `auto`: planned as the campaign planned it
 
     config = load(run.work / "config" / "campaign.yaml")
     order = [(label, t) for label, s in config["stacks"].items() for t in s["transports"]]

@@ -18,7 +18,7 @@ import pytest
 def synthetic_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[dict[str, Any]], Path]:
     """(page text, the fits written to fits/hockney.json, the page's path); the tidy tables are in
     ``path.parent.parent / "tidy"``. Read only: a test that changes the inputs builds its own."""
-    from mpiatlas.report import build_report
+    from mpiatlas.report.build import build_report
     from test_report import NOW, make_inputs
 
     root = tmp_path_factory.mktemp("report")

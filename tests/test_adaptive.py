@@ -21,7 +21,7 @@ from mpiatlas.matrix import adaptive
 from mpiatlas.matrix.adaptive import AdaptiveSpec, decide, next_count, relative_halfwidths
 from mpiatlas.stats.aggregate import median_ci, summarize
 from mpiatlas.matrix.cells import Cell
-from mpiatlas.commands.run_cell import group_specs
+from mpiatlas.campaign.cell_groups import group_specs
 from mpiatlas.matrix.config import ConfigError, validate
 from mpiatlas.tables.tidy import tidy
 

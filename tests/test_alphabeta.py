@@ -25,7 +25,7 @@ from mpiatlas.models.alphabeta import (
     predict,
 )
 from mpiatlas.parsers.imb import parse_imb_text
-from mpiatlas.report import build_report
+from mpiatlas.report.build import build_report
 from mpiatlas.report.data import load_data
 from mpiatlas.report.formatting import fmt_ci, fmt_num
 from mpiatlas.report.render import full_spec
@@ -243,7 +243,9 @@ def test_invalid_cells_are_left_out() -> None:
 
 
 def _config() -> dict[str, Any]:
-    return yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    """The default config with concrete lists where it says ``auto`` (validate() plans nothing)."""
+    doc: dict[str, Any] = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    return doc | {"mappings": ["core"], "processes": [2]}
 
 
 def test_network_block_defaults() -> None:

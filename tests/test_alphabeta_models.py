@@ -15,7 +15,7 @@ from scipy.optimize import lsq_linear
 from conftest import require_datasets
 from mpiatlas.models.alphabeta import Network, _solve, fit_alphabeta_table, fit_families, solve_batch
 from mpiatlas.models.alphabeta_models import BENCHMARK_MODELS, MODELS, _tally, coefficients
-from mpiatlas.report import build_report
+from mpiatlas.report.build import build_report
 from mpiatlas.report.data import load_data
 
 NET = Network("veth", 10.0)  # 1250 bytes/µs

@@ -14,7 +14,7 @@ import yaml
 
 from mpiatlas import cli
 from mpiatlas.campaign import auto_plan, resources
-from mpiatlas.matrix.config import ConfigError, load, validate
+from mpiatlas.matrix.config import ConfigError, validate
 from mpiatlas.node.topology import REGION_MAPPINGS, Topology
 from mpiatlas.node.topology_synthetic import parse_synthetic
 from mpiatlas.programs import expand, program_of
@@ -102,7 +102,7 @@ def test_epyc_gets_every_region_and_a_p_sweep(capsys: pytest.CaptureFixture[str]
 
 
 def test_region_cells_of_auto_are_pairs_only() -> None:
-    config = validate(default_doc(), "config.yaml", parse_synthetic(EPYC))
+    config = auto_plan.plan(default_doc(), "config.yaml", parse_synthetic(EPYC))
     region_cells = [c for c in expand(config) if c.mapping in REGION_MAPPINGS]
     assert region_cells and {(c.kind, c.benchmark) for c in region_cells} == {("imb", "PingPong"),
                                                                                 ("kernel", "pingpong")}
@@ -114,7 +114,7 @@ def test_region_cells_of_auto_are_pairs_only() -> None:
 
 def test_explicit_lists_are_kept_and_not_trimmed() -> None:
     doc = default_doc() | {"processes": [2, 4, 8, 16, 32, 64, 128]}
-    config = validate(doc, "config.yaml", parse_synthetic(EPYC))
+    config = auto_plan.plan(doc, "config.yaml", parse_synthetic(EPYC))
     assert config.processes == (2, 4, 8, 16, 32, 64, 128)
     assert config.document["auto"]["resolved"] == ["mappings"]
     assert not any(d.startswith("P=") for d in config.document["auto"]["dropped"])
@@ -123,7 +123,7 @@ def test_explicit_lists_are_kept_and_not_trimmed() -> None:
 def test_the_resolved_document_plans_the_same_cells_without_a_topology() -> None:
     """campaign.json (the document) holds the concrete lists: read back on another host (a batch
     job's run-cell), it plans the same cells and never looks at that host's topology."""
-    config = validate(default_doc(), "config.yaml", parse_synthetic(EPYC))
+    config = auto_plan.plan(default_doc(), "config.yaml", parse_synthetic(EPYC))
     again = validate(config.as_dict(), "campaign.json")
     assert [c.id for c in expand(again)] == [c.id for c in expand(config)]
     assert again.document["auto"] == config.document["auto"]
@@ -132,10 +132,10 @@ def test_the_resolved_document_plans_the_same_cells_without_a_topology() -> None
 def test_the_config_topology_key_pins_the_node(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(default_doc() | {"topology": EPYC}))
-    assert load(path).processes[-1] > 2  # the EPYC's sweep, not this 2-core host's
+    assert auto_plan.load(path).processes[-1] > 2  # the EPYC's sweep, not this 2-core host's
     path.write_text(yaml.safe_dump(default_doc() | {"topology": "pack:two"}))
     with pytest.raises(ConfigError, match=r"c.yaml: topology: `auto` needs the node's topology: .*pack:two"):
-        load(path)
+        auto_plan.load(path)
 
 
 def test_bad_auto_values_name_the_key() -> None:
@@ -204,7 +204,7 @@ def test_coll_work_model_by_hand() -> None:
 def test_the_campaign_says_its_plan_and_estimate_before_it_runs() -> None:
     from mpiatlas.commands.campaign import plan_lines
 
-    epyc = validate(default_doc(), "config.yaml", parse_synthetic(EPYC))
+    epyc = auto_plan.plan(default_doc(), "config.yaml", parse_synthetic(EPYC))
     note, line = plan_lines(epyc)
     assert note.startswith("auto (pack:2 numa:4 die:2 l3:2 core:4 pu:1, 128 cores): mappings core, same_l3")
     expected = resources.estimate(epyc, expand(epyc))
@@ -227,7 +227,7 @@ def test_a_thinned_p_sweep_keeps_its_ends_and_even_steps() -> None:
 
 def test_forced_algorithm_sweeps_are_cut_from_the_largest_p_down() -> None:
     doc = default_doc()
-    config = validate(doc, "config.yaml", parse_synthetic(EPYC))
+    config = auto_plan.plan(doc, "config.yaml", parse_synthetic(EPYC))
     cut = config.document["auto"].get("algorithms_max_np")
     cells = expand(config)
     forced = [c for c in cells if c.kind == "imb" and c.algorithm != "default"]

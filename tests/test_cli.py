@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mpiatlas import cli
+from mpiatlas.commands import COMMAND_HELP
 
 # Libraries of the analysis and the report: none of them has any business in a cell group's
 # start-up. (polars is not listed for the runner itself: every program's output check uses it;
@@ -39,7 +40,7 @@ def test_parsing_run_cell_imports_no_other_command_and_no_heavy_library() -> Non
 
 def test_the_runner_loads_no_report_or_fit_library() -> None:
     mods = loaded_after("import mpiatlas.runner, mpiatlas.runner.process\n"
-                       "from mpiatlas.commands.run_cell import group_specs\n"
+                       "from mpiatlas.campaign.cell_groups import group_specs\n"
                        "import mpiatlas.matrix.config, mpiatlas.programs, mpiatlas.campaign.resources")
     assert "mpiatlas.runner.run" in mods
     for heavy in HEAVY:
@@ -56,8 +57,21 @@ def test_every_command_module_registers_the_command_named_after_it() -> None:
     every = cli.build_parser([], load_all=True)
     sub = next(a for a in every._actions if isinstance(a, argparse._SubParsersAction))
     assert sorted(sub.choices) == sorted(modules)
-    # Top-level help (no command named) lists every command with its help line.
     assert all(choice.help for choice in sub._choices_actions)
+    # Top-level help (no command named) lists every command with the help line its module registers.
+    listed = cli.build_parser([])
+    light = next(a for a in listed._actions if isinstance(a, argparse._SubParsersAction))
+    assert {c.dest: c.help for c in light._choices_actions} == {c.dest: c.help for c in sub._choices_actions}
+
+
+def test_the_list_of_commands_imports_none_of_them() -> None:
+    """``mpiatlas --help`` (and a mistyped command) print the list from mpiatlas.commands.COMMAND_HELP:
+    every command module imports what its command runs, so importing them all would load every library."""
+    assert set(COMMAND_HELP) == set(cli.command_modules())
+    mods = loaded_after("from mpiatlas.cli import build_parser\nbuild_parser(['--help'])\nbuild_parser(['nonsense'])")
+    assert not {m for m in mods if m.startswith("mpiatlas.commands.")}
+    for heavy in (*HEAVY, "polars", "numpy"):
+        assert heavy not in mods, heavy
 
 
 @pytest.mark.parametrize("argv, expected", [

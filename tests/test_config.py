@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from mpiatlas.spine.campaign import Campaign
-from mpiatlas.matrix.config import ConfigError, load, validate
+from mpiatlas.campaign.auto_plan import load, plan
+from mpiatlas.matrix.config import ConfigError, validate
 from mpiatlas.matrix.cells import Cell
 from mpiatlas.node.topology_synthetic import parse_synthetic
 from mpiatlas.programs import cell_spec, cells_of_kind
@@ -69,7 +70,7 @@ def test_default_config_is_a_first_look(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 
 def test_defaults_are_filled_in() -> None:
-    config = validate(default_config())
+    config = plan(default_config())
     assert config["campaign"]["stacks_dir"] == ".stacks"
     assert config["campaign"]["allow_oversubscribe"] is True
 
@@ -89,7 +90,7 @@ def test_bad_values_name_the_key_and_the_allowed_values(mutate, expected: str) -
     config = copy.deepcopy(default_config())
     mutate(config)
     with pytest.raises(ConfigError) as err:
-        validate(config, "my.yaml")
+        plan(config, "my.yaml")
     assert expected in str(err.value)
     assert "my.yaml" in str(err.value)
 
@@ -99,13 +100,13 @@ def test_unknown_transport_is_rejected_before_anything_runs() -> None:
     # ofi-tcp stays: the kernels of config/config.yaml run over it (validate checks that)
     config["stacks"]["intelmpi"]["transports"] = ["shm", "ofi-tcp", "ucx-tcp"]
     with pytest.raises(ConfigError, match=r"stacks.intelmpi.transports: 'ucx-tcp' is not a transport of intelmpi; allowed values: .*ofi-tcp"):
-        imb_cells(validate(config))
+        imb_cells(plan(config))
 
 
 def test_algorithms_become_an_axis_for_collectives_only() -> None:
     config = default_config()
     config["stacks"]["intelmpi"]["algorithms"] = {"Bcast": ["default", "id1", "id2"]}
-    cells = imb_cells(validate(config))
+    cells = imb_cells(plan(config))
     bcast = {c.algorithm for c in cells if c.benchmark == "Bcast" and c.stack == "intelmpi"}
     assert bcast == {"default", "id1", "id2"}
     assert {c.algorithm for c in cells if c.benchmark == "PingPong"} == {"default"}
@@ -133,7 +134,7 @@ def test_unknown_algorithm_names_are_rejected_with_the_valid_names() -> None:
     config = default_config()
     config["stacks"]["mpich"]["algorithms"]["Bcast"] = ["default", "binomail"]
     with pytest.raises(ConfigError, match=r"stacks.mpich.algorithms.Bcast: 'binomail' not known for mpich; allowed values: .*binomial"):
-        imb_cells(validate(config))
+        imb_cells(plan(config))
 
 
 def test_the_default_campaign_takes_a_profiles_config_values() -> None:
@@ -149,3 +150,12 @@ def test_the_default_campaign_takes_a_profiles_config_values() -> None:
     assert config.campaign.name == default.campaign.name and config.imb == default.imb
     with pytest.raises(ConfigError, match="with --config campaign"):
         load(REPO / "config" / "config.yaml", overrides={"campaign": {"repetitions": "many"}})
+
+
+def test_validate_only_validates_and_leaves_auto_to_the_plan() -> None:
+    """``auto`` is planned for a node by a step of its own (mpiatlas.campaign.auto_plan.plan), after
+    validation: validate() reads no topology and names the step instead of building an unplanned campaign."""
+    with pytest.raises(ConfigError, match=r"my.yaml: mappings, processes: `auto` is planned for a node .*auto_plan.plan"):
+        validate(default_config(), "my.yaml")
+    concrete = default_config() | {"mappings": ["core"], "processes": [2]}
+    assert validate(concrete).as_dict() == plan(concrete).as_dict()

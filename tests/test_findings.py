@@ -13,7 +13,7 @@ import pytest
 
 from conftest import require_datasets
 from mpiatlas.cli import main
-from mpiatlas.report import build_report
+from mpiatlas.report.build import build_report
 from mpiatlas.report import findings as F
 from mpiatlas.report.formatting import fmt_num
 

@@ -1,4 +1,4 @@
-"""Fits written by the library: `mpiatlas.models.fit_all` on recorded and synthetic tidy tables, the
+"""Fits written by the library: `mpiatlas.models.fits.fit_all` on recorded and synthetic tidy tables, the
 fits files written from it and checked against their schemas, and `mpiatlas fit --model all
 --out-dir` (the workflow's fit rule runs the same two calls): each file exactly what
 `--model <model> --json` prints, the kernel models on the fresh Hockney fits."""
@@ -14,7 +14,7 @@ import pytest
 
 from conftest import require_datasets
 from mpiatlas.cli import main
-from mpiatlas.models import FitError, FitOptions, TidyTables, fit_all, read_fits, write_fits
+from mpiatlas.models.fits import FitError, FitOptions, TidyTables, fit_all, read_fits, write_fits
 from mpiatlas.models import kernels as kernel_models
 from mpiatlas.models.fits_files import FILES, MODELS, FitsFileError, problems, read, schema
 from mpiatlas.parsers.imb import parse_imb_text

@@ -31,7 +31,7 @@ from mpiatlas.history.check import figures_frame
 from mpiatlas.history.entry import BANDWIDTH, LATENCY, build_entry
 from mpiatlas.history.record import record_campaign
 from mpiatlas.history.store import DEFAULT_DB, open_store
-from mpiatlas.report import build_report
+from mpiatlas.report.build import build_report
 from mpiatlas.report.charts import chart_spec
 from mpiatlas.report.sections.history import trend_chart
 
@@ -181,7 +181,7 @@ from pathlib import Path
 from mpiatlas.history.check import figures_frame
 from mpiatlas.history.entry import build_entry
 from mpiatlas.history.store import DEFAULT_DB, open_store
-from mpiatlas.report import build_report
+from mpiatlas.report.build import build_report
 from mpiatlas.report.charts import chart_spec
 from mpiatlas.report.sections.history import trend_chart
 

@@ -14,17 +14,8 @@ from scipy.optimize import lsq_linear
 
 from conftest import require_datasets
 from mpiatlas.cli import main
-from mpiatlas.models.hockney import (
-    CI_REL_TOL,
-    LATENCY_FLOOR_US,
-    HockneyFit,
-    _fit_line,
-    fit_hockney,
-    fit_hockney_table,
-    latency_on_floor,
-    relative_ci_spread,
-    trust_warnings,
-)
+from mpiatlas.models.hockney import HockneyFit, _fit_line, fit_hockney, fit_hockney_table
+from mpiatlas.models.hockney_trust import CI_REL_TOL, LATENCY_FLOOR_US, latency_on_floor, relative_ci_spread, trust_warnings
 from mpiatlas.parsers.imb import parse_imb_file
 from mpiatlas.stats.agreement import agreement
 

@@ -95,7 +95,7 @@ def test_unequal_work_gets_no_ratio() -> None:
 
 
 def test_communication_share_per_configuration_in_the_report(tmp_path: Path) -> None:
-    from mpiatlas import report
+    from mpiatlas.report import build as report
 
     hybrid = recorded("jacobi_openmpi_np1_t2_weak.txt", "kernel/openmpi/ob1-vader/core/np1/jacobi/weak-L24-t2/rep0",
                       "weak-L24-t2")

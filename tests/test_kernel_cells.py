@@ -19,6 +19,7 @@ import yaml
 
 from conftest import REPO, campaign_workdir, require_infra, run_campaign
 from mpiatlas.cli import main
+from mpiatlas.campaign import auto_plan
 from mpiatlas.matrix.config import ConfigError, load, validate
 from mpiatlas.matrix.cells import Cell
 from mpiatlas.node.topology_synthetic import parse_synthetic
@@ -89,7 +90,7 @@ def test_full_campaign_kernel_cells() -> None:
 def test_default_campaign_kernel_cells() -> None:
     """The default config is now a first look: each kernel in its smallest useful form."""
     # `auto` planned for a node shaped like this 2-core machine (tests/test_auto_plan.py: other nodes).
-    config = load(REPO / "config" / "config.yaml", parse_synthetic("pack:1 l3:1 core:2 pu:1"))
+    config = auto_plan.load(REPO / "config" / "config.yaml", parse_synthetic("pack:1 l3:1 core:2 pu:1"))
     cells = kernel_cells(config)
     count = Counter((c.kernel, c.stack) for c in cells)
     # ring P 2, 3; matsum P 1, 2; jacobi P 1, 2 + 1 hybrid: Intel MPI shm and Open MPI ob1-sm, 3 reps

@@ -407,7 +407,7 @@ def test_json_is_strict_and_the_cli_writes_kernels_json(tmp_path: Path, few_boot
 
 
 def test_report_shows_each_kernel_with_its_model(tmp_path: Path, few_bootstraps: None) -> None:
-    from mpiatlas import report
+    from mpiatlas.report import build as report
 
     tidy, fits = tmp_path / "tidy", tmp_path / "fits"
     tidy.mkdir()
@@ -435,7 +435,7 @@ def test_report_shows_each_kernel_with_its_model(tmp_path: Path, few_bootstraps:
 
 
 def test_report_shows_own_pingpong_and_collectives_apart_from_imb(tmp_path: Path) -> None:
-    from mpiatlas import report
+    from mpiatlas.report import build as report
 
     tidy, fits = tmp_path / "tidy", tmp_path / "fits"
     tidy.mkdir()

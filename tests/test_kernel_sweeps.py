@@ -269,7 +269,7 @@ def test_jacobi_keeps_problems_apart_and_compares_grids() -> None:
 
 
 def test_report_shows_each_grid_and_problem_with_valid_charts(tmp_path: Path) -> None:
-    from mpiatlas import report
+    from mpiatlas.report import build as report
 
     tidy, fits = tmp_path / "tidy", tmp_path / "fits"
     tidy.mkdir()

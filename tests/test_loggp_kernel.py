@@ -28,7 +28,8 @@ from mpiatlas.node.topology import REGION_MAPPINGS
 from mpiatlas.parsers.kernels import parse_kernel_output
 from mpiatlas.parsers.loggp import PARAMETERS, LoggpParseError, loggp_trials, parse_loggp_output
 from mpiatlas.programs import cell_spec, cells_of_kind
-from mpiatlas.stats.region_loggp import LOGGP_SCHEMA, loggp_by_series, region_loggp, with_loggp
+from mpiatlas.models.region_latency import with_loggp
+from mpiatlas.stats.region_loggp import LOGGP_SCHEMA, loggp_by_series, region_loggp
 from mpiatlas.stats.regions import LOGGP_COLUMNS, region_fits
 from mpiatlas.tables.tidy import tidy
 
@@ -172,7 +173,7 @@ def test_report_region_table_shows_o_and_g(tmp_path: Path) -> None:
     from test_report import NOW, _section
 
     from mpiatlas.models.fits import write_fits
-    from mpiatlas.report import build_report
+    from mpiatlas.report.build import build_report
     from mpiatlas.report.formatting import fmt_ci, fmt_num
 
     root = _campaign(tmp_path, ADAPTIVE, LOGGP_RAW)

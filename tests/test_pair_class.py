@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from mpiatlas.stats.regions import pair_class_medians
-from mpiatlas.report import build_report
+from mpiatlas.report.build import build_report
 from mpiatlas.tables.tidy import CELL_SCHEMA, missing_row, pair_class, placement_of
 
 LABEL = "intelmpi/shm+ofi-tcp/node2"

@@ -18,7 +18,7 @@ import pytest
 
 from mpiatlas.campaign import adaptive_rounds
 from mpiatlas.matrix import adaptive, layout
-from mpiatlas.commands.run_cell import _later
+from mpiatlas.campaign.cell_groups import later_round
 from mpiatlas.matrix.config import load
 from mpiatlas.programs import expand
 from mpiatlas.report import trust
@@ -153,9 +153,9 @@ def test_the_later_group_waits_relaunches_and_records_the_wait(sealed, tmp_path:
     (group,) = decision["later_remeasure"]
     decision_file = tmp_path / "round0.json"
     decision_file.write_text(json.dumps(decision))
-    later = _later(config, group, decision_file)
+    later = later_round(config, group, decision_file)
     assert later == Later(2, QuietRule.of_config(config["campaign"]))
-    assert _later(config, "intelmpi.imb.0", None) is None
+    assert later_round(config, "intelmpi.imb.0", None) is None
     c = specs[2]["id"]
     script = Script({c: ["perturbed", "ok"]})
     monkeypatch.setattr(run_module, "_launch_and_judge", script)

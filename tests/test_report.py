@@ -16,7 +16,7 @@ import pytest
 
 from mpiatlas.cli import main
 from mpiatlas.models.best_algorithm import best_algorithms
-from mpiatlas.report import build_report
+from mpiatlas.report.build import build_report
 from mpiatlas.report.blocks import Section
 from mpiatlas.report.data import ReportData, load_data
 from mpiatlas.report.formatting import fmt_binding, fmt_bytes, fmt_ci, fmt_num

@@ -22,7 +22,7 @@ from test_report import NOW, _rows, _section, _specs
 
 from mpiatlas.models.region_latency import place
 from mpiatlas.node.topology_synthetic import parse_synthetic
-from mpiatlas.report import build_report
+from mpiatlas.report.build import build_report
 
 LABEL = "ompi/ucx/core"
 NPS = [2, 4, 8, 16, 32, 64, 128, 256]

@@ -15,7 +15,7 @@ import yaml
 
 from mpiatlas.matrix.config import validate as validate_config
 from mpiatlas.programs import expand
-from mpiatlas.report import build_report
+from mpiatlas.report.build import build_report
 from mpiatlas.tuning import samples, validation
 from mpiatlas.tuning.decide import Block, Point, SeriesDecision, SizeRange, TuneError, decide
 from mpiatlas.tuning.validation_config import file_env, knob_set, untuned_points, validation_config

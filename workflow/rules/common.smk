@@ -8,18 +8,19 @@ from mpiatlas.matrix import cells as cell_model
 from mpiatlas.matrix import config as mpiatlas_config
 from mpiatlas.stacks import containers as _containers
 from mpiatlas import programs
-from mpiatlas.campaign import adaptive_rounds, resources
+from mpiatlas.campaign import adaptive_rounds, auto_plan, resources
 from mpiatlas.matrix import adaptive, layout
 from mpiatlas.programs import build as kernel_build
 from mpiatlas.programs import unplanned_notes
 
-# Validate once, with the schema's defaults filled in; errors name the key and the allowed values.
+# Validate once, with the schema's defaults filled in (errors name the key and the allowed values), and plan
+# `auto` lists for the node (mpiatlas.campaign.auto_plan; campaign.json holds concrete lists, planned already).
 # Every rule reads the typed campaign (mpiatlas.spine.campaign.Campaign), never Snakemake's raw config.
 if not mpiatlas_config.has_campaign(config):
     # No --configfile: the default campaign, under what a profile or --config set (profiles/local: grouping).
-    CAMPAIGN = mpiatlas_config.load("config/config.yaml", overrides=config)
+    CAMPAIGN = auto_plan.load("config/config.yaml", overrides=config)
 else:
-    CAMPAIGN = mpiatlas_config.validate(config, source="campaign config (--configfile)")
+    CAMPAIGN = auto_plan.plan(config, source="campaign config (--configfile)")
 CELLS = programs.expand(CAMPAIGN)
 # Job groups (mpiatlas.campaign.resources): the cells of one allocation, cells_per_job at a time; one
 # Snakemake job and one `mpiatlas run-cell --group` process each.

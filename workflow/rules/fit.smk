@@ -3,7 +3,7 @@
 # Allgather against the config's nominal link bandwidth; a single-node campaign gets a valid file
 # with no fits).
 #
-# One job and one process for all three (mpiatlas.models.fit_all, the library `mpiatlas fit --model
+# One job and one process for all three (mpiatlas.models.fits.fit_all, the library `mpiatlas fit --model
 # all` calls too): a process per model paid an interpreter and the polars/numpy imports each, and the
 # kernel fits waited for the Hockney job, all on the path between the last cell and the report. Each
 # file follows its schema (src/mpiatlas/data/schemas/fits-<model>.schema.json, checked before any is

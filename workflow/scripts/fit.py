@@ -1,6 +1,6 @@
 """fit: every model of one campaign view fitted and its fits files written (Snakemake ``script:``).
 
-The library does the work (:func:`mpiatlas.models.fit_all`, :func:`mpiatlas.models.write_fits`:
+The library does the work (:func:`mpiatlas.models.fits.fit_all`, :func:`mpiatlas.models.fits.write_fits`:
 one file per model, each validated against its schema and written aside and renamed, none when a
 fit cannot be made). A script rather than ``mpiatlas fit --model all`` in a shell: the options go
 in as values, not as a command line to quote; rather than a ``run:`` block: that would parse the
@@ -9,7 +9,7 @@ whole workflow again in a fresh Snakemake process.
 
 from pathlib import Path
 
-from mpiatlas.models import FitError, FitOptions, fit_all, write_fits
+from mpiatlas.models.fits import FitError, FitOptions, fit_all, write_fits
 from mpiatlas.models.fits_files import FitsFileError
 
 sm = snakemake  # noqa: F821 -- injected by Snakemake's script directive

@@ -2,6 +2,7 @@
 
 * :mod:`.resources` — cells cut into job groups, what a group asks of a scheduler, the campaign's time estimate;
 * :mod:`.auto_plan` — ``mappings: auto`` / ``processes: auto`` from the node's topology, within a time budget;
+* :mod:`.cell_groups` — what ``mpiatlas run-cell`` does: the cells of one job group, run in one process;
 * :mod:`.adaptive_rounds` — adaptive repetitions in the DAG: rounds decided from the cells sealed so far;
 * :mod:`.preflight` — every prerequisite of a campaign's cells, checked once before anything runs;
 * :mod:`.preflight_cache` — the compiler probe and stack hellos that passed, remembered per host and boot;

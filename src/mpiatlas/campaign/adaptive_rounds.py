@@ -38,6 +38,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mpiatlas.programs import expand, program_named
+from mpiatlas.stats.quality import PERTURBED
+from mpiatlas.tables.tidy import cell_row
+from mpiatlas.runner.run import wants_remeasure
+from mpiatlas.campaign.resources import job_groups
+
 if TYPE_CHECKING:
     from mpiatlas.spine.campaign import Campaign
 
@@ -171,10 +177,6 @@ def cell_values(cell_dir: Path) -> dict[tuple[Any, ...], float]:
     """A sealed cell's time per size (its program's rows, :data:`MEASURES`); {} for a failed cell,
     a launch left perturbed (re-measures spent: mpiatlas.stats.quality, the same rule as the medians'), or
     a program without a measure."""
-    from mpiatlas.programs import program_named
-    from mpiatlas.stats.quality import PERTURBED
-    from mpiatlas.tables.tidy import cell_row
-
     row, prov = cell_row(cell_dir)
     if row["status"] != "ok" or row.get("quality") == PERTURBED:
         return {}
@@ -211,8 +213,6 @@ def series_values(raw: Path, cells: list[Cell]) -> dict[tuple[Any, ...], list[fl
 
 def first_round_series(config: Campaign) -> list[dict[str, Any]]:
     """Every series of the campaign's own cells, at state MORE with their initial repetitions."""
-    from mpiatlas.programs import expand
-
     counts: dict[str, int] = {}
     base: dict[str, Cell] = {}
     for cell in expand(config):
@@ -238,8 +238,6 @@ def has_rounds(config: Campaign) -> bool:
 def still_perturbed(config: Campaign, raw: Path, cells: list[Cell]) -> list[Cell]:
     """The sealed cells among ``cells`` whose launch is still perturbed with later launches left
     (their perturbed attempts on disk count what was spent, in-group and later)."""
-    from mpiatlas.runner.run import wants_remeasure  # the group's own rule, with the later budget
-
     budget = config.campaign.remeasure + later_launches(config)
     return [cell for cell in cells if wants_remeasure(raw / cell.id, cell.id, budget)]
 
@@ -247,8 +245,6 @@ def still_perturbed(config: Campaign, raw: Path, cells: list[Cell]) -> list[Cell
 def cells_of_round(config: Campaign, round_: int, previous: dict[str, Any] | None) -> list[Cell]:
     """The cells round ``round_`` ran: the campaign's own (round 0), or those of the groups round - 1 asked for."""
     if previous is None:
-        from mpiatlas.programs import expand
-
         return expand(config)
     return [Cell(**coords) for members in previous["groups"].values() for coords in members]
 
@@ -306,8 +302,6 @@ def write_decision(decision: dict[str, Any], decision_file: str | Path, manifest
 
 def _round_groups(config: Campaign, round_: int, cells: list[Cell],
                   kind: str = "") -> dict[str, list[dict[str, Any]]]:
-    from mpiatlas.campaign.resources import job_groups
-
     groups = job_groups(config, cells) if cells else {}
     return {f"r{round_}.{kind}{gid}": [cell_coords(c) for c in members] for gid, members in groups.items()}
 

@@ -1,7 +1,8 @@
 """``mappings: auto`` and ``processes: auto``: a first look shaped by the node, under a time budget.
 
-The loader (:func:`mpiatlas.matrix.config.validate`) hands a config whose ``mappings`` or ``processes``
-is ``auto`` to :func:`resolve`, which reads the node's topology (``topology:`` of the config, one given
+A step of its own, after validation and before the campaign is built: :func:`plan` (and :func:`load`, for a
+file) validates a config, and where its ``mappings`` or ``processes`` say ``auto`` :func:`resolve` reads the
+node's topology (``topology:`` of the config, one given
 by the caller such as ``mpiatlas cells --topology``, else this host's) and writes concrete lists back,
 with what it chose and dropped under the config's ``auto`` key (so campaign.json, which every later
 process reads, holds the resolved plan and never resolves again):
@@ -22,25 +23,48 @@ kernels' messages at 100 MB/s), so a campaign that fits takes less.
 
 from __future__ import annotations
 
-from itertools import pairwise
-
 import copy
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
+from mpiatlas.campaign import resources
+from mpiatlas.campaign.resources import Estimate
 from mpiatlas.matrix.adaptive import HEADLINE_KEY, HEADLINE_REPETITIONS
-from mpiatlas.node.topology import REGION_MAPPINGS, MappingUnavailable, Topology, region_pair
+from mpiatlas.matrix.config import AUTO, ConfigError, checked_document, read, unplanned_keys, validate
+from mpiatlas.node.topology import REGION_MAPPINGS, MappingUnavailable, Topology, TopologyError, detect, region_pair
+from mpiatlas.node.topology_synthetic import read_topology
+from mpiatlas.programs import expand
+from mpiatlas.spine.campaign import Campaign
 
-AUTO = "auto"
 # The key of the config document under which the resolution is recorded.
 RECORD_KEY = "auto"
 
-Validator = Callable[[Mapping[str, Any], str], Any]
-
 
 def is_auto(doc: Mapping[str, Any]) -> bool:
-    return doc.get("mappings") == AUTO or doc.get("processes") == AUTO
+    return bool(unplanned_keys(doc))
+
+
+def plan(config: Mapping[str, Any], source: str = "<config>", topology: Topology | None = None) -> Campaign:
+    """The campaign of ``config``: validated, then its ``auto`` lists planned for ``topology`` (else the
+    config's ``topology``, else this host's), then built from the concrete lists. The campaign's document
+    holds them, so a campaign derived from it or read back from campaign.json plans the same cells."""
+    doc = checked_document(config, source)
+    if is_auto(doc):
+        try:
+            doc = resolve(doc, source, topology)
+        except TopologyError as exc:
+            raise ConfigError(f"{source}: topology: `auto` needs the node's topology: {exc}") from None
+    return validate(doc, source)
+
+
+def load(path: str | Path, topology: Topology | None = None,
+         overrides: Mapping[str, Any] | None = None) -> Campaign:
+    """The campaign of the YAML file ``path`` (:func:`mpiatlas.matrix.config.read`), planned (:func:`plan`)."""
+    doc, source = read(path, overrides)
+    return plan(doc, source, topology)
 
 
 def node_regions(topo: Topology) -> list[str]:
@@ -72,8 +96,6 @@ def auto_processes(topo: Topology) -> list[int]:
 
 @functools.cache
 def _this_host() -> Topology:
-    from mpiatlas.node.topology import detect
-
     return detect()
 
 
@@ -83,15 +105,13 @@ def topology_for(doc: Mapping[str, Any], given: Topology | None) -> Topology:
         return given
     spec = doc.get("topology")
     if spec:
-        from mpiatlas.node.topology_synthetic import read_topology
-
         return read_topology(str(spec))
     return _this_host()
 
 
-def resolve(doc: dict[str, Any], source: str, topology: Topology | None, validator: Validator) -> dict[str, Any]:
-    """``doc`` with its ``auto`` lists made concrete and trimmed to the time budget (see the module
-    docstring); ``validator`` validates a candidate (the loader, passed in: this module is imported by it)."""
+def resolve(doc: dict[str, Any], source: str, topology: Topology | None) -> dict[str, Any]:
+    """``doc`` (validated by the schema) with its ``auto`` lists made concrete and trimmed to the time
+    budget (see the module docstring)."""
     topo = topology_for(doc, topology)
     out = copy.deepcopy(doc)
     auto_keys = [key for key in ("mappings", "processes") if doc.get(key) == AUTO]
@@ -103,14 +123,14 @@ def resolve(doc: dict[str, Any], source: str, topology: Topology | None, validat
     out[RECORD_KEY] = {"region_cells": "pairs" if "mappings" in auto_keys else "all"}
     budget_s = 60.0 * float(out["campaign"].get("time_budget_min", 15))
     dropped: list[str] = []
-    estimate = _estimate(out, source, validator)
+    estimate = _estimate(out, source)
     while estimate.expected_s > budget_s:
         step = _trim(out, auto_keys)
         if step is None:
             break
         dropped.append(step)
-        estimate = _estimate(out, source, validator)
-    estimate = _refill(out, dropped, estimate, budget_s, source, validator)
+        estimate = _estimate(out, source)
+    estimate = _refill(out, dropped, estimate, budget_s, source)
     out[RECORD_KEY] |= {
         "resolved": auto_keys,
         "topology": {k: v for k, v in topo.summary().items() if k in ("source", "hostname", "cpu_model", "packages",
@@ -211,27 +231,24 @@ def _cut_repetitions(doc: dict[str, Any], floor: int) -> str | None:
     return None
 
 
-def _refill(doc: dict[str, Any], dropped: list[str], estimate: Any, budget_s: float, source: str,
-            validator: Validator) -> Any:
+def _refill(doc: dict[str, Any], dropped: list[str], estimate: Estimate, budget_s: float,
+            source: str) -> Estimate:
     """Dropped P values back, smallest first, where they fit now that fewer repetitions were left
     (the trimming is greedy: a P dropped before the repetitions may fit after them)."""
     for note in sorted((d for d in dropped if d.startswith("P=")), key=lambda d: int(d[2:])):
         p = int(note[2:])
         trial = copy.deepcopy(doc)
         trial["processes"] = sorted([*doc["processes"], p])
-        trial_estimate = _estimate(trial, source, validator)
+        trial_estimate = _estimate(trial, source)
         if trial_estimate.expected_s <= budget_s:
             doc["processes"], estimate = trial["processes"], trial_estimate
             dropped.remove(note)
     return estimate
 
 
-def _estimate(doc: dict[str, Any], source: str, validator: Validator) -> Any:
-    from mpiatlas.campaign.resources import estimate
-    from mpiatlas.programs import expand
-
-    campaign = validator(doc, source)
-    return estimate(campaign, expand(campaign))
+def _estimate(doc: dict[str, Any], source: str) -> Estimate:
+    campaign = validate(doc, source)
+    return resources.estimate(campaign, expand(campaign))
 
 
 def note(record: Mapping[str, Any] | None) -> str | None:

@@ -21,6 +21,11 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from concurrent.futures import ThreadPoolExecutor
+
+from mpiatlas.node import topology
+from mpiatlas.stacks import LaunchSpec, StackError, fabrics, get_stack
+from mpiatlas.programs import expand
 
 if TYPE_CHECKING:
     from mpiatlas.spine.campaign import Campaign
@@ -69,8 +74,6 @@ def failure_message(failed: list[Check]) -> str:
 
 
 def check_topology() -> Check:
-    from mpiatlas.node import topology
-
     try:
         topo = topology.detect()
     except topology.TopologyError as exc:
@@ -130,8 +133,6 @@ def stack_fix(source: str, kind: str) -> str:
 
 def check_stack(config: Campaign, label: str, workdir: Path, *, hello: bool = True) -> Iterator[Check]:
     """The stack is installed (a PyPI stack is installed now if needed) and a 2-rank hello runs."""
-    from mpiatlas.stacks import StackError, get_stack
-
     spec = config.stacks[label]
     name = f"stack {label} ({spec.kind}, {spec.source})"
     stack = get_stack(spec.kind, cell_model.stack_prefix(config, label), source=spec.source)
@@ -151,8 +152,6 @@ def check_stack(config: Campaign, label: str, workdir: Path, *, hello: bool = Tr
 def stack_hello(config: Campaign, label: str, workdir: Path, *, cached: bool = False) -> Check:
     """The 2-rank hello of an installed stack, on its first transport; ``cached``: a hello that
     passed this boot under the same key (preflight_cache) is not run again."""
-    from mpiatlas.stacks import get_stack
-
     spec = config.stacks[label]
     stack = get_stack(spec.kind, cell_model.stack_prefix(config, label), source=spec.source)
     return _hello(stack, label, list(spec.transports), workdir, cached=cached)
@@ -161,8 +160,6 @@ def stack_hello(config: Campaign, label: str, workdir: Path, *, cached: bool = F
 def _hello(stack: Any, label: str, transports: list[str], workdir: Path, *, cached: bool = False) -> Check:
     """The hello on the first transport this host can carry: a stack whose transports all need an
     InfiniBand port this host lacks is not broken, its cells are ``unavailable`` (stacks.fabrics)."""
-    from mpiatlas.stacks import fabrics
-
     transport = fabrics.hello_transport(transports)
     if transport is None:
         return Check(f"2-rank hello ({label})", True, f"skipped: every transport ({', '.join(transports)}) needs "
@@ -178,8 +175,6 @@ def _hello(stack: Any, label: str, transports: list[str], workdir: Path, *, cach
 
 
 def _parallel(func: Callable[[str], Check], labels: list[str]) -> list[Check]:
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=max(1, len(labels))) as pool:
         return list(pool.map(func, labels))
 
@@ -203,8 +198,6 @@ def install_logged(install: Callable[[], None], log: Path) -> None:
 def hello_check(stack: Any, label: str, transport: str, workdir: Path) -> Check:
     """Compile a hello with the stack's wrapper and run 2 ranks through its launcher: catches a
     broken install and the 'N copies of rank 0' launcher/library mismatch before any cell."""
-    from mpiatlas.stacks import LaunchSpec, StackError
-
     name = f"2-rank hello ({label}, {transport})"
     source = resources.files("mpiatlas").joinpath("data/hello_mpi.c")
     binary = workdir / f"hello-{label}"
@@ -235,8 +228,6 @@ def hello_check(stack: Any, label: str, transport: str, workdir: Path) -> Check:
 
 
 def check_imb(config: Campaign, label: str) -> Check:
-    from mpiatlas.stacks import get_stack
-
     spec = config.stacks[label]
     stack = get_stack(spec.kind, cell_model.stack_prefix(config, label), source=spec.source,
                       imb_from=_resolved(cell_model.imb_provider_prefix(config, label)))
@@ -283,8 +274,6 @@ def run_checks(config: Campaign, *, slurm: bool, cells: int | None = None, cache
     """Every check this campaign needs, in order; a failed stack skips its own hello and IMB check.
     ``cached``: the compiler probe and the hellos that passed earlier this boot are not run again
     (preflight_cache; a campaign's start), else every check runs (``mpiatlas doctor``)."""
-    from mpiatlas.programs import expand
-
     planned = expand(config)
     imb = [c for c in planned if c.kind == "imb"]
     kernels = [c for c in planned if c.kind == "kernel"]

@@ -163,11 +163,11 @@ def progress_bar(total: int, what: str) -> Iterator[Advance]:
     if total <= 0 or not sys.stderr.isatty():
         yield _no_advance
         return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich import console, progress  # the tidy and import rules run off a terminal: only here
 
     # transient: the bar goes once the work is done, leaving only the command's summary.
-    columns = (TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+    columns = (progress.TextColumn(what), progress.BarColumn(), progress.MofNCompleteColumn(),
+               progress.TimeRemainingColumn())
+    with progress.Progress(*columns, console=console.Console(stderr=True), transient=True) as bar:
         task = bar.add_task(what, total=total)
         yield lambda count: bar.advance(task, count)

@@ -5,9 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import polars as pl
+
+from mpiatlas.stats.aggregate import SUMMARY_KEYS, VALUE_COLUMNS, summarize
+from mpiatlas.stats.quality import require_judgement
+from mpiatlas.commands import COMMAND_HELP
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("aggregate", help="median, min, 95%% CI and CV per cell and size")
+    p = sub.add_parser("aggregate", help=COMMAND_HELP["aggregate"])
     p.add_argument("samples", type=Path, help="imb_samples.parquet")
     p.add_argument("--out", required=True, type=Path, help="imb_summary.parquet")
     p.set_defaults(func=_main)
@@ -16,11 +22,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def write_summary(samples: Path, out: Path) -> int:
     """The summary of the samples table ``samples`` written to ``out``; its rows. Also the tidy
     job's last step (``mpiatlas tidy --summary``), in the process that wrote the samples."""
-    import polars as pl
-
-    from mpiatlas.stats.aggregate import SUMMARY_KEYS, VALUE_COLUMNS, summarize
-    from mpiatlas.stats.quality import require_judgement
-
     # Only the columns the summary reads: a 1 M-row import's paths and line numbers are never loaded;
     # the file's own schema says whether its launches were judged (the quality column is read).
     wanted = {*SUMMARY_KEYS, *VALUE_COLUMNS}

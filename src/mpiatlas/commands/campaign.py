@@ -20,9 +20,24 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+import compileall
+from contextlib import contextmanager
 
-from mpiatlas.campaign import snakemake_start
-from mpiatlas.matrix import layout
+from rich.console import Console
+from rich.live import Live
+import polars as pl
+
+from mpiatlas.campaign import adaptive_rounds, auto_plan, preflight, runlock, snakemake_start
+from mpiatlas.matrix import adaptive, layout
+from mpiatlas.campaign.auto_plan import load
+from mpiatlas.campaign.resources import estimate
+from mpiatlas.programs import expand
+from mpiatlas.campaign.progress import Progress, format_eta
+from mpiatlas.history.record import record_campaign
+from mpiatlas.history.store import DEFAULT_DB
+from mpiatlas.report.formatting import DASH, fmt_bytes, fmt_ci, fmt_num, interval_scope
+from mpiatlas.models.hockney_trust import LATENCY_FLOOR_US, latency_on_floor
+from mpiatlas.commands import COMMAND_HELP
 
 if TYPE_CHECKING:
     from mpiatlas.spine.campaign import Campaign
@@ -32,7 +47,7 @@ LOG_TAIL_LINES = 12
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("campaign", help="run a campaign end to end (Snakemake) and print the report path")
+    p = sub.add_parser("campaign", help=COMMAND_HELP["campaign"])
     p.add_argument("--config", default="config/config.yaml", type=Path, help="campaign config (default: %(default)s)")
     p.add_argument("--profile", default="profiles/local", help="Snakemake profile (default: %(default)s)")
     p.add_argument("--directory", default=".", type=Path, help="repository root (default: current directory)")
@@ -108,9 +123,6 @@ def _env() -> dict[str, str]:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from mpiatlas.campaign import runlock
-    from mpiatlas.matrix.config import load
-
     root = args.directory.resolve()
     config = load(root / args.config)  # a bad config fails here, with the key and what was expected
     if is_dry_run(args):
@@ -128,10 +140,6 @@ def _main(args: argparse.Namespace) -> int:
 
 def plan_lines(config: Campaign) -> list[str]:
     """What the campaign will run, before it runs: what ``auto`` planned (when it did) and the time estimate."""
-    from mpiatlas.campaign import auto_plan
-    from mpiatlas.campaign.resources import estimate
-    from mpiatlas.programs import expand
-
     note = auto_plan.note(config.document.get(auto_plan.RECORD_KEY))
     return [*([note] if note else []), estimate(config, expand(config)).line()]
 
@@ -143,18 +151,12 @@ def precompile_package() -> None:
     clusters' module systems set it) and an editable install never compiled it, each of them
     compiled every module it imports from source, ~0.15 s for run-cell and ~0.5 s for the report.
     A package directory the user cannot write is left as it is."""
-    import compileall
-
     package = Path(__file__).resolve().parents[1]
     if os.access(package, os.W_OK):
         compileall.compile_dir(package, quiet=2)
 
 
 def _run_campaign(args: argparse.Namespace, root: Path, config: Campaign) -> int:
-    from rich.console import Console
-
-    from mpiatlas.campaign import preflight, runlock
-
     precompile_package()
     console = Console(stderr=False, highlight=False, soft_wrap=True)
     results = root / layout.results_dir(config.campaign.name)
@@ -181,8 +183,6 @@ def _run_campaign(args: argparse.Namespace, root: Path, config: Campaign) -> int
 
 def _run_with_progress(args: argparse.Namespace, root: Path, config: Campaign, env: dict[str, str],
                        log: Path | None, console: Any) -> tuple[int, str | None, Any]:
-    from mpiatlas.campaign.progress import Progress
-
     results = root / layout.results_dir(config.campaign.name)
     tracker = Progress(results / "raw", campaign_cell_ids(config))
     later_rounds = _later_rounds(config, results)
@@ -216,9 +216,6 @@ def _later_rounds(config: Campaign, results: Path) -> Any:
     round's manifest lists every cell planned through it, mpiatlas.campaign.adaptive_rounds), so that the
     progress line and the closing count include the repetitions added after the first round. A
     campaign of fixed repetitions plans everything up front: nothing to add."""
-    from mpiatlas.campaign import adaptive_rounds
-    from mpiatlas.matrix import adaptive
-
     if adaptive.spec_of(config) is None:
         return lambda tracker: None
     read: list[Path | None] = [None]
@@ -239,11 +236,6 @@ def _later_rounds(config: Campaign, results: Path) -> Any:
 def _live_display(console: Any, tracker: Any) -> Any:
     """A context manager yielding refresh(): one live line on a terminal, a line per tenth of the
     cells elsewhere (CI logs, pipes)."""
-    from contextlib import contextmanager
-
-    from rich.live import Live
-
-    from mpiatlas.campaign.progress import format_eta
 
     def line() -> str:
         current = tracker.finished_now[-1][0] if tracker.finished_now else "starting"
@@ -273,8 +265,6 @@ def _live_display(console: Any, tracker: Any) -> Any:
 
 
 def campaign_cell_ids(config: Campaign) -> list[str]:
-    from mpiatlas.programs import expand
-
     return [c.id for c in expand(config)]
 
 
@@ -304,9 +294,6 @@ def _finish(args: argparse.Namespace, root: Path, config: Campaign, env: dict[st
 def _record_history(console: Any, results: Path, root: Path) -> None:
     """Add the campaign (its partial view when cells are missing) to the checkout's history store;
     a failure is said, never raised (mpiatlas.history.record)."""
-    from mpiatlas.history.record import record_campaign
-    from mpiatlas.history.store import DEFAULT_DB
-
     for line in record_campaign(results, root / DEFAULT_DB):
         console.print(line, markup=False)
 
@@ -314,8 +301,6 @@ def _record_history(console: Any, results: Path, root: Path) -> None:
 def _partial_report(args: argparse.Namespace, root: Path, results: str, env: dict[str, str],
                     log: Path | None) -> Path | None:
     """The partial report, by the same rules as the full one (rules/tidy.smk's `partial` view)."""
-    from mpiatlas.campaign import runlock
-
     runlock.clear_stale(root)  # a killed Snakemake leaves its lock behind
     target = layout.report_path(results, partial=True)
     # The campaign's profile too: its config (grouping) must be the run's, or Snakemake would see the
@@ -344,8 +329,6 @@ def _summary(console: Any, tracker: Any, out: Path, config: Campaign) -> None:
 
 def still_perturbed(cells_table: Path) -> int:
     """How many cells of the campaign's cells table end with a perturbed launch (0 without the table)."""
-    import polars as pl
-
     try:
         cells = pl.read_parquet(cells_table, columns=["quality"])
     except (OSError, pl.exceptions.PolarsError):
@@ -355,7 +338,7 @@ def still_perturbed(cells_table: Path) -> int:
 
 def headline(fits: Path, order: list[tuple[str, str]], cells: Path | None = None) -> list[str]:
     """λ and B of the PingPong fit of the first (stack, transport) of the config that has one, each
-    with its 95 % interval, and the fit's warning (:func:`mpiatlas.models.hockney.trust_warnings`)
+    with its 95 % interval, and the fit's warning (:func:`mpiatlas.models.hockney_trust.trust_warnings`)
     on a third line when it has one. When the first (stack, transport) whose IMB PingPong ran has no
     trusted launch (every one perturbed, after its re-measures: the cells table ``cells``), that is
     the headline, in words: another stack's series is not silently put in its place."""
@@ -369,7 +352,6 @@ def headline(fits: Path, order: list[tuple[str, str]], cells: Path | None = None
     pingpong = [f for f in data if f.get("benchmark") in ("PingPong", "pingpong") and f.get("latency_us")]
     if not pingpong:
         return ["latency: no PingPong fit", "bandwidth: no PingPong fit"]
-    from mpiatlas.report.formatting import interval_scope
 
     rank = {key: i for i, key in enumerate(order)}
     first = min(pingpong, key=lambda f: rank.get((str(f.get("stack")), str(f.get("transport"))), len(rank)))
@@ -386,8 +368,6 @@ def no_trusted_launch(cells_table: Path, order: list[tuple[str, str]]) -> str | 
     """"intelmpi/shm PingPong: no trusted launch (3 perturbed after 3 re-measures)" when the first
     (stack, transport) of ``order`` whose IMB PingPong cells ran ok has none that was not perturbed
     (mpiatlas.stats.quality); None when it has one, or without the table."""
-    import polars as pl
-
     try:
         cells = pl.read_parquet(cells_table)
     except (OSError, pl.exceptions.PolarsError):
@@ -413,16 +393,12 @@ def no_trusted_launch(cells_table: Path, order: list[tuple[str, str]]) -> str | 
 
 
 def _with_ci(value: str, ci: Any, unbounded: str | None = None) -> str:
-    from mpiatlas.report.formatting import DASH, fmt_ci
-
     text = fmt_ci(ci, 3 if unbounded is None else 4, unbounded=unbounded)
     return f"{value} {text}" if text != DASH else f"{value} (no interval)"
 
 
 def _latency_text(fit: dict[str, Any]) -> str:
     # Imported here: the campaign's start (and --help) need neither numpy nor the models.
-    from mpiatlas.models.hockney import LATENCY_FLOOR_US, latency_on_floor
-    from mpiatlas.report.formatting import fmt_num
 
     lam = fit["latency_us"]
     if latency_on_floor(lam):
@@ -433,8 +409,6 @@ def _latency_text(fit: dict[str, Any]) -> str:
 def _bandwidth_text(fit: dict[str, Any]) -> str:
     """Both bandwidth estimands with their intervals: the asymptotic B (s/t at the largest size)
     and the peak B (the highest s/t), each named (mpiatlas.models.asymptote)."""
-    from mpiatlas.report.formatting import fmt_bytes, fmt_num
-
     def one(figure: str, where: str) -> str:
         value = fit.get(f"{figure}_MBps")
         if value is None:

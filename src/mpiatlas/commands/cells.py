@@ -11,12 +11,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from mpiatlas.matrix.config import load
+from mpiatlas.campaign import auto_plan
 from mpiatlas.programs import expand, unplanned_notes
+from mpiatlas.campaign.resources import estimate
+from mpiatlas.node.topology import Topology, TopologyError
+from mpiatlas.node.topology_synthetic import read_topology
+from mpiatlas.commands import COMMAND_HELP
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("cells", help="validate a config, list its cells and estimate its time",
+    p = sub.add_parser("cells", help=COMMAND_HELP["cells"],
                        description=__doc__)
     p.add_argument("--config", default="config/config.yaml", type=Path)
     node = p.add_mutually_exclusive_group()
@@ -29,18 +33,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from mpiatlas.campaign import auto_plan
-    from mpiatlas.campaign.resources import estimate
-    from mpiatlas.node.topology import Topology, TopologyError
-    from mpiatlas.node.topology_synthetic import read_topology
-
     try:
         topology = (read_topology(args.topology) if args.topology
                     else Topology.from_sysfs(args.sysfs) if args.sysfs else None)
     except TopologyError as exc:
         print(f"mpiatlas cells: {'--topology' if args.topology else '--sysfs'}: {exc}", file=sys.stderr)
         return 2
-    config = load(args.config, topology=topology)  # a ConfigError is reported by the cli, exit 2
+    config = auto_plan.load(args.config, topology=topology)  # a ConfigError is reported by the cli, exit 2
     cells = expand(config)
     for cell in cells:
         print(cell.id)

@@ -14,14 +14,19 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.markup import escape
 
 from mpiatlas.files import write_text_atomic
+from mpiatlas.compare.campaigns import CompareError, compare, load_runs, tidy_record, Comparison
+from mpiatlas.stats.ratios import FASTER, SAME, SLOWER, regressions
+from mpiatlas.compare.summary import summary_lines
+from mpiatlas.compare.report import write_report
+from mpiatlas.commands import COMMAND_HELP
 
-if TYPE_CHECKING:  # the statistics import polars and numpy: only when the command runs
-    from mpiatlas.compare.campaigns import Comparison
 
-HELP = "compare two campaigns (results directories or imported data): ratio B/A per size with a bootstrap CI"
+HELP = COMMAND_HELP["compare"]
 
 
 DESCRIPTION = (
@@ -77,8 +82,6 @@ def _print_summary(lines: list[str], plain: bool) -> None:
     if plain:
         print("\n".join(lines))
         return
-    from rich.console import Console
-    from rich.markup import escape
 
     console = Console()
     styles = {"slower": "red", "faster": "green", "regressions": "bold"}
@@ -89,8 +92,6 @@ def _print_summary(lines: list[str], plain: bool) -> None:
 
 
 def _write_json(cmp: Comparison, path: Path) -> None:
-    from mpiatlas.compare.campaigns import tidy_record
-
     write_text_atomic(path, json.dumps(tidy_record(cmp), indent=1, allow_nan=False, default=str))
     cmp.sizes.write_parquet(path.with_suffix(".parquet"))
 
@@ -110,10 +111,6 @@ def sides(args: argparse.Namespace) -> tuple[list[Path], list[Path]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiatlas.compare.campaigns import CompareError, compare, load_runs
-    from mpiatlas.stats.ratios import FASTER, SAME, SLOWER, regressions
-    from mpiatlas.compare.summary import summary_lines
-
     try:
         runs_a, runs_b = sides(args)
     except ValueError as exc:
@@ -129,8 +126,6 @@ def run(args: argparse.Namespace) -> int:
         _write_json(cmp, args.json)
         print(f"comparison written to {args.json} and {args.json.with_suffix('.parquet')}", file=sys.stderr)
     if args.out is not None:
-        from mpiatlas.compare.report import write_report
-
         out = write_report(cmp, args.out, args.fail_on_regression)
         print(f"report written to {out} ({out.stat().st_size / 1e6:.2f} MB)", file=sys.stderr)
     if args.fail_on_regression is None:

@@ -14,8 +14,8 @@ the same document ``--model <model> --json`` prints; the kernel models take λ a
 Hockney fits just made. The region-aware ring model places each ring cell's ranks on the topology
 its node recorded (tidy/topologies.json), wherever the fit runs; ``--regions TABLE.csv`` prices its
 hops from a region table (``mpiatlas predict``'s CSV, e.g. ``mpiatlas regions --csv``) instead of the
-campaign's per-region PingPong fits. Both are :func:`mpiatlas.models.fit_all` and
-:func:`mpiatlas.models.write_fits`: this command only turns arguments into options and prints.
+campaign's per-region PingPong fits. Both are :func:`mpiatlas.models.fits.fit_all` and
+:func:`mpiatlas.models.fits.write_fits`: this command only turns arguments into options and prints.
 """
 
 from __future__ import annotations
@@ -27,8 +27,16 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from mpiatlas.models.fits import FitOptions, cell_name
-from mpiatlas.models.fits_files import MODELS
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from mpiatlas.models.fits import FitError, FitOptions, cell_name, fit_all, write_fits
+from mpiatlas.models.fits_files import FitsFileError, MODELS, dumps, read
+from mpiatlas.models.region_latency import RegionTableError, read_region_table
+from mpiatlas.models.hockney import HOCKNEY_BENCHMARKS
+from mpiatlas.programs import KERNEL_NAMES
+from mpiatlas.commands import COMMAND_HELP
 
 # Heavy imports (polars, scipy, rich) stay inside the functions: every CLI call imports this module.
 
@@ -36,7 +44,7 @@ ALL = "all"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("fit", help="fit performance models to samples tables", description=__doc__)
+    p = subparsers.add_parser("fit", help=COMMAND_HELP["fit"], description=__doc__)
     p.add_argument("dir", type=Path, metavar="DIR", help="directory searched recursively for *samples.parquet")
     p.add_argument("--model", choices=[*MODELS, ALL], default="hockney",
                    help="model to fit (default hockney); kernels: the ring/matsum/jacobi models of "
@@ -64,9 +72,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiatlas.models.fits import FitError, fit_all, write_fits
-    from mpiatlas.models.fits_files import FitsFileError, dumps
-
     refusal = _refusal(args)
     if refusal:
         print(f"mpiatlas fit: {refusal}", file=sys.stderr)
@@ -109,8 +114,6 @@ def _refusal(args: argparse.Namespace) -> str | None:
 
 def _options(args: argparse.Namespace) -> FitOptions:
     """The library's options from the command line; raises FitError/FitsFileError on a bad one."""
-    from mpiatlas.models.fits import FitError
-
     given: dict[str, Any] = {f.name: getattr(args, f.name) for f in fields(FitOptions) if "flag" in f.metadata}
     given["models"] = MODELS if args.model == ALL else (args.model,)
     if args.model == "hockney":
@@ -122,8 +125,6 @@ def _options(args: argparse.Namespace) -> FitOptions:
     if args.model == "kernels" and args.hockney is not None:
         given["hockney_fits"] = tuple(_read_hockney(args.hockney))
     if args.regions is not None:
-        from mpiatlas.models.region_latency import RegionTableError, read_region_table
-
         try:
             given["region_table"] = read_region_table(args.regions)
         except RegionTableError as exc:
@@ -133,8 +134,6 @@ def _options(args: argparse.Namespace) -> FitOptions:
 
 def _read_hockney(path: Path) -> list[dict[str, Any]]:
     """``--hockney FILE``: its entries, checked against the schema; no file: no IMB λ (said)."""
-    from mpiatlas.models.fits_files import read
-
     if not path.is_file():
         print(f"mpiatlas fit: {path}: no such Hockney fits file; kernel models use their own λ", file=sys.stderr)
         return []
@@ -143,8 +142,6 @@ def _read_hockney(path: Path) -> list[dict[str, Any]]:
 
 
 def _select_benchmarks(requested: list[str] | None) -> list[str]:
-    from mpiatlas.models.hockney import HOCKNEY_BENCHMARKS
-
     if not requested:
         return list(HOCKNEY_BENCHMARKS)
     for name in requested:
@@ -169,9 +166,6 @@ def _print_table(results: list[dict[str, Any]]) -> None:
     if not results:
         print("nothing fitted")
         return
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
     table = Table(title="Hockney T(s) = λ + s/B, 95 % bootstrap CI")
     table.add_column("label / cell", overflow="fold")
@@ -201,10 +195,6 @@ def _print_table(results: list[dict[str, Any]]) -> None:
 
 
 def _print_alphabeta(result: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
     net = result["network"]
     table = Table(title=f"α-β models over nodes, b = {net['bandwidth_gbit_s']:g} Gbit/s ({escape(net['name'])}), "
                         "95 % bootstrap CI")
@@ -224,12 +214,6 @@ def _print_alphabeta(result: dict[str, Any]) -> None:
 
 
 def _print_kernels(result: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    from mpiatlas.programs import KERNEL_NAMES
-
     table = Table(title="Kernel models")
     table.add_column("kernel")
     table.add_column("label")

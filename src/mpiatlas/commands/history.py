@@ -16,15 +16,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+import polars as pl
+
 from mpiatlas.history.store import DEFAULT_DB, HistoryError, open_store
+from mpiatlas.history.entry import build_entry
+from mpiatlas.history.check import MIN_CHANGE, alarm_lines, alarm_record, check, figures_frame, series_name, size_text
+from mpiatlas.commands import COMMAND_HELP
 
 # Entries shown per series by `history show` without --all (the newest ones).
 SHOW_ROWS = 40
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("history", help="campaign history: add, list, show a series over time, check for "
-                              "regressions", description=__doc__)
+    p = subparsers.add_parser("history", help=COMMAND_HELP["history"], description=__doc__)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", type=Path, default=Path(DEFAULT_DB), metavar="PATH",
                         help="the history store (default: %(default)s)")
@@ -59,8 +66,6 @@ def _fail(exc: Exception) -> int:
 
 
 def _add(args: argparse.Namespace) -> int:
-    from mpiatlas.history.entry import build_entry
-
     try:
         entry = build_entry(args.dir, label=args.label, system=args.system, date=args.date)
         with open_store(args.db) as store:
@@ -88,9 +93,6 @@ def _list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(entries, indent=1))
         return 0
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
     table = Table(title=f"{args.db}: {len(entries)} entries")
     for column in ("id", "date", "label", "figures", "stacks", "trust", "source"):
@@ -116,17 +118,11 @@ def _trust_text(trust: dict[str, Any]) -> str:
 def _stored_figures(db: Path) -> Any:
     """Every figure of the store ``db`` as one table (history.check.figures_frame); HistoryError when the
     store cannot be read."""
-    from mpiatlas.history.check import figures_frame
-
     with open_store(db, create=False) as store:
         return figures_frame(store.figures())
 
 
 def _show(args: argparse.Namespace) -> int:
-    import polars as pl
-
-    from mpiatlas.history.check import series_name, size_text
-
     try:
         figures = _stored_figures(args.db)
     except HistoryError as exc:
@@ -153,8 +149,6 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from mpiatlas.history.check import MIN_CHANGE, alarm_lines, alarm_record, check
-
     try:
         figures = _stored_figures(args.db)
     except HistoryError as exc:

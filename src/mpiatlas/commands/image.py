@@ -15,11 +15,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mpiatlas.stacks import containers
+from mpiatlas.stacks import containers, get_stack
+from mpiatlas.stacks.base import first_version_line
+from mpiatlas.commands import COMMAND_HELP
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("image", help="Apptainer images of the MPI stacks (render, build, inspect, preflight)")
+    p = sub.add_parser("image", help=COMMAND_HELP["image"])
     actions = p.add_subparsers(dest="image_action", required=True)
 
     r = actions.add_parser("render", help="render containers/<stack>.def into an Apptainer definition file")
@@ -103,8 +105,6 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _launcher_version(argv: list[str]) -> str:
-    from mpiatlas.stacks.base import first_version_line
-
     exe = shutil.which(argv[0]) or argv[0]
     out = subprocess.run([exe, "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
     return " ".join(first_version_line((out.stdout + out.stderr).strip()).split())
@@ -114,8 +114,6 @@ def _preflight(args: argparse.Namespace) -> int:
     host_stack = None
     launcher = args.launcher.split() if args.launcher else None
     if args.host_prefix:
-        from mpiatlas.stacks import get_stack
-
         host_stack = get_stack(args.host_kind, args.host_prefix, source=args.host_source)
         version = args.host_version or host_stack.version()
     else:

@@ -15,12 +15,16 @@ import sys
 from pathlib import Path
 
 from mpiatlas.matrix.layout import IMB_SAMPLES
+from mpiatlas.tables.import_labels import LabelError
+from mpiatlas.tables.importer import import_files, write_samples
+from mpiatlas.campaign.progress import progress_bar
+from mpiatlas.commands import COMMAND_HELP
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "import",
-        help="import raw IMB-MPI1/IMB-EXT or OSU output files as a samples table",
+        help=COMMAND_HELP["import"],
         description=__doc__,
     )
     # Names, not Path objects: an import of 25 k files pays ~0.1 s for pathlib's parsing of each.
@@ -42,10 +46,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiatlas.tables.import_labels import LabelError
-    from mpiatlas.tables.importer import import_files, write_samples
-    from mpiatlas.campaign.progress import progress_bar
-
     try:
         with progress_bar(len(args.files), "files") as advance:
             result = import_files(args.files, label=args.label, labels_csv=args.labels, pool=args.pool,

@@ -17,14 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from mpiatlas.files import write_text_atomic
+from mpiatlas.programs.kernels import BUILD_RECORD
+from mpiatlas.evidence.provenance import host_facts, now
+from mpiatlas.programs import KERNEL_NAMES
+from mpiatlas.programs.build import KernelBuildError, build_kernels, build_key, cached_build, compiler_line, kernels_source_dir, wrapper_queries
+from mpiatlas.stacks import StackError, get_stack
+from mpiatlas.commands import COMMAND_HELP
 
 # The program registry, the build and the stacks are imported by the functions that use them.
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from mpiatlas.programs.kernels import BUILD_RECORD
-
-    p = sub.add_parser("kernels", help="build the C kernels against an MPI stack",
+    p = sub.add_parser("kernels", help=COMMAND_HELP["kernels"],
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ksub = p.add_subparsers(dest="kernels_command", required=True)
     b = ksub.add_parser("build", help="build the kernels (ring, matsum, jacobi, pingpong, coll, loggp) with a stack's "
@@ -49,8 +53,6 @@ def _sha256(path: Path) -> str:
 
 def build_record(stack: Any, args: argparse.Namespace, binaries: dict[str, Path], src: Path, version: str,
                  compiler: str | None) -> dict[str, Any]:
-    from mpiatlas.evidence.provenance import host_facts, now
-
     sources = sorted(p for p in src.iterdir() if p.is_file() and (p.suffix in (".c", ".h") or p.name == "Makefile"))
     return {
         "stack_kind": args.stack_kind, "source": args.source, "prefix": str(Path(args.prefix).resolve()),
@@ -64,12 +66,6 @@ def build_record(stack: Any, args: argparse.Namespace, binaries: dict[str, Path]
 
 
 def _build(args: argparse.Namespace) -> int:
-    from mpiatlas.programs import KERNEL_NAMES
-    from mpiatlas.programs.build import (KernelBuildError, build_key, build_kernels, cached_build, compiler_line,
-                                         kernels_source_dir, wrapper_queries)
-    from mpiatlas.programs.kernels import BUILD_RECORD
-    from mpiatlas.stacks import StackError, get_stack
-
     try:
         stack = get_stack(args.stack_kind, args.prefix, source=args.source)
         src = kernels_source_dir(args.source_dir)

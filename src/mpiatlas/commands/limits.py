@@ -29,9 +29,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mpiatlas.node import limits
+from mpiatlas.files import write_json_atomic
+from mpiatlas.commands import COMMAND_HELP
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser("limits", help="measure memory copy bandwidth per cache level (likwid-bench, else our copy kernel)",
+    p = subparsers.add_parser("limits", help=COMMAND_HELP["limits"],
                               description=__doc__)
     p.add_argument("--out-dir", required=True, metavar="DIR", help="directory for <node>.json and limits.json")
     p.add_argument("--this-node", action="store_true",
@@ -70,9 +74,6 @@ def _network_argv(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiatlas.node import limits
-    from mpiatlas.files import write_json_atomic
-
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     nodes = limits.slurm_nodes()

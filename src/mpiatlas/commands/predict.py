@@ -18,14 +18,24 @@ import re
 import sys
 from typing import Any
 
-from mpiatlas.node.topology import SPREAD_MAPPINGS
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from mpiatlas.node.topology import MappingUnavailable, SPREAD_MAPPINGS, TopologyError
+from mpiatlas.models.collective_regions import ModelError
+from mpiatlas.models.loggp import predict
+from mpiatlas.models.loggp_fit import MeasuredError, calibrate, read_measured
+from mpiatlas.models.region_latency import RegionTableError, place, read_region_table
+from mpiatlas.node.topology_synthetic import read_topology
+from mpiatlas.commands import COMMAND_HELP
 
 _RANGE = re.compile(r"^(\d+)\.\.(\d+)(?::(\d+))?$")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
-        "predict", help="predict a collective's time per process count from a per-region latency table",
+        "predict", help=COMMAND_HELP["predict"],
         description=__doc__,
     )  # fmt: skip
     p.add_argument("table", metavar="TABLE.csv", help="region table: region,latency_us[,bandwidth_MBps]")
@@ -80,13 +90,6 @@ def parse_np(text: str) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiatlas.models.collective_regions import ModelError
-    from mpiatlas.models.loggp import predict
-    from mpiatlas.models.loggp_fit import MeasuredError, calibrate, read_measured
-    from mpiatlas.models.region_latency import RegionTableError, place, read_region_table
-    from mpiatlas.node.topology import MappingUnavailable, TopologyError
-    from mpiatlas.node.topology_synthetic import read_topology
-
     try:
         counts = parse_np(args.np)
         table = read_region_table(args.table)
@@ -120,10 +123,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_table(args: argparse.Namespace, rows: list[Any], *, missing_bandwidth: bool) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
     title = (f"{args.collective} {args.algorithm}, {args.bytes} B, {args.nodes} node(s), "
              f"{args.placement}/{args.mapping}")  # fmt: skip
     table = Table(title=escape(title))

@@ -23,12 +23,27 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from mpiatlas.models.fits import FitError, FitOptions, fit_all
+from mpiatlas.models.fits_files import FitsFileError, read
+from mpiatlas.models.region_latency import RegionTable, RegionTableError, format_region_table, with_loggp
+from mpiatlas.matrix.layout import CELLS_TABLE, HOCKNEY_FIT, PARTIAL, kernel_table
+from mpiatlas.models.ring_regions import pingpong_regions, region_pingpong_fits
+from mpiatlas.stats.region_loggp import loggp_by_series, region_loggp
+from mpiatlas.models.hockney import model_bandwidth
+from mpiatlas.stats.regions import region_rank
+from mpiatlas.commands import COMMAND_HELP
+
 Series = tuple[str, str, str]  # stack, transport, knobs
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("regions", description=__doc__,
-                              help="a campaign's per-region λ and B (PingPong fits; o, g of loggp cells), or the region CSV predict reads")
+                              help=COMMAND_HELP["regions"])
     p.add_argument("results", type=Path, metavar="RESULTS",
                    help="a campaign's results directory (results/<name>: tidy/, fits/)")
     p.add_argument("--csv", nargs="?", const="-", default=None, metavar="FILE",
@@ -43,10 +58,6 @@ class RegionsError(ValueError):
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiatlas.models.fits import FitError
-    from mpiatlas.models.fits_files import FitsFileError
-    from mpiatlas.models.region_latency import RegionTableError
-
     try:
         fits = campaign_region_fits(args.results)
         if args.csv is None:
@@ -67,8 +78,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _dirs(results: Path) -> tuple[Path, Path]:
     """(tidy, fits) of a campaign: the full ones, else the partial ones."""
-    from mpiatlas.matrix.layout import PARTIAL
-
     for base in (results, results / PARTIAL):
         if (base / "tidy").is_dir():
             return base / "tidy", base / "fits"
@@ -78,13 +87,6 @@ def _dirs(results: Path) -> tuple[Path, Path]:
 
 def campaign_region_fits(results: Path) -> dict[Series, dict[str, Mapping[str, Any]]]:
     """Per series and region, the PingPong Hockney fit that prices the region."""
-    import polars as pl
-
-    from mpiatlas.matrix.layout import CELLS_TABLE, HOCKNEY_FIT
-    from mpiatlas.models.fits import FitOptions, fit_all
-    from mpiatlas.models.fits_files import read
-    from mpiatlas.models.ring_regions import pingpong_regions, region_pingpong_fits
-
     tidy, fits_dir = _dirs(Path(results))
     if not (tidy / CELLS_TABLE).is_file():
         raise RegionsError(f"{tidy / CELLS_TABLE}: missing (the cells say which region each PingPong measured)")
@@ -106,11 +108,6 @@ def campaign_region_fits(results: Path) -> dict[Series, dict[str, Mapping[str, A
 
 def campaign_loggp(results: Path) -> dict[Series, dict[str, dict[str, Any]]]:
     """Per series and region, LogGP's o and g from the campaign's loggp cells ({} without any)."""
-    import polars as pl
-
-    from mpiatlas.matrix.layout import kernel_table
-    from mpiatlas.stats.region_loggp import loggp_by_series, region_loggp
-
     tidy, _ = _dirs(Path(results))
     path = tidy / kernel_table("loggp")
     if not path.is_file():
@@ -142,10 +139,6 @@ def region_csv(series: Series, fits: Mapping[str, Mapping[str, Any]], results: P
                loggp: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """The series' region table as predict's CSV, each region's CIs and fit in a comment; with
     ``loggp`` (region -> :func:`mpiatlas.stats.region_loggp.region_loggp` row), its o and g too."""
-    from mpiatlas.models.hockney import model_bandwidth
-    from mpiatlas.models.region_latency import RegionTable, format_region_table
-    from mpiatlas.stats.region_loggp import with_loggp
-
     source = f"mpiatlas regions {results} --series {_name(series)}"
     table = RegionTable({r: float(f["latency_us"]) for r, f in fits.items()},
                         {r: bw for r, f in fits.items() if (bw := model_bandwidth(f))}, source)
@@ -190,12 +183,6 @@ def _og_text(row: Mapping[str, Any], name: str) -> str:
 
 def _print_table(fits: Mapping[Series, Mapping[str, Mapping[str, Any]]],
                  loggp: Mapping[Series, Mapping[str, Mapping[str, Any]]] | None = None) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    from mpiatlas.stats.regions import region_rank
-
     table = Table(title="Per-region PingPong Hockney fits, 95 % CI (B∞: the asymptotic bandwidth, s/t at the "
                         "largest size)")
     table.add_column("series", no_wrap=True)

@@ -6,11 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from mpiatlas.report.build import build_report
+from mpiatlas.commands import COMMAND_HELP
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "report",
-        help="build the self-contained HTML report",
+        help=COMMAND_HELP["report"],
         description="Build one self-contained HTML report (charts inlined, no network needed) from the tidy "
         "tables and the fitted models. Missing inputs are reported in the page, not fatal.",
     )
@@ -34,8 +37,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiatlas.report import build_report  # heavy imports (altair, polars) only when used
-
     out = build_report(args.tidy, args.fits, args.out, args.title, limits=args.limits, tuning=args.tuning,
                        topology=args.topology)
     size = out.stat().st_size

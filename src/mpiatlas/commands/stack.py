@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 from mpiatlas.stacks import get_stack
+from mpiatlas.commands import COMMAND_HELP
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("stack", help="install or check an MPI stack")
+    p = sub.add_parser("stack", help=COMMAND_HELP["stack"])
     p.add_argument("action", choices=["install"])
     p.add_argument("--kind", required=True)
     p.add_argument("--source", default="pypi", choices=["pypi", "system"])

@@ -8,10 +8,14 @@ import shutil
 from pathlib import Path
 
 from mpiatlas.matrix import layout
+from mpiatlas.campaign.progress import progress_bar
+from mpiatlas.tables.tidy import tidy
+from mpiatlas.commands.aggregate import write_summary
+from mpiatlas.commands import COMMAND_HELP
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("tidy", help="parse raw cell outputs into parquet tables")
+    p = sub.add_parser("tidy", help=COMMAND_HELP["tidy"])
     p.add_argument("cells", nargs="*", type=Path, help="raw cell directories (besides those found with --raw)")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--expected", type=Path, default=None, metavar="FILE",
@@ -31,9 +35,6 @@ def sealed_cells(raw: Path, cell_ids: list[str]) -> list[Path]:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from mpiatlas.campaign.progress import progress_bar
-    from mpiatlas.tables.tidy import tidy  # polars only when the command runs
-
     expected = json.loads(args.expected.read_text()) if args.expected else None
     cells = list(args.cells)
     if args.raw is not None:
@@ -51,7 +52,6 @@ def _main(args: argparse.Namespace) -> int:
     if args.summary is not None:
         # In this process: a job of its own paid an interpreter, polars and numpy again, and a
         # Snakemake job hand-over, on the path between the last cell and the report.
-        from mpiatlas.commands.aggregate import write_summary
 
         print(f"{args.summary}: {write_summary(args.out / layout.IMB_SAMPLES, args.summary)} rows")
     return 0

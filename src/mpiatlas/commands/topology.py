@@ -24,12 +24,13 @@ from mpiatlas.node.topology import (
     pair_regions,
     pin_list,
 )
+from mpiatlas.commands import COMMAND_HELP
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "topology",
-        help="show the node topology (hwloc, or Linux sysfs without it) and the pin list of a mapping",
+        help=COMMAND_HELP["topology"],
         description=__doc__,
     )
     source = p.add_mutually_exclusive_group()

@@ -29,15 +29,18 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from mpiatlas.commands.compare import threshold
+from mpiatlas.tuning import adaptive_tune, guided, intelmpi_env, mpich_json, openmpi_rules, samples, validate_run
+from mpiatlas.tuning.decide import TuneError, decide, numeric_version, Decision, SeriesDecision
+from mpiatlas.tuning.markdown import tuning_markdown
+from mpiatlas.node.topology import TopologyError, detect
+from mpiatlas.node.topology_synthetic import read_topology
+from mpiatlas.tuning.guided import Target, campaign_placement, parse_counts
+from mpiatlas.commands import COMMAND_HELP
 
-if TYPE_CHECKING:
-    from mpiatlas.tuning.decide import Decision, SeriesDecision
-    from mpiatlas.tuning.guided import Target
 
-HELP = "export the significantly faster collective algorithms as Open MPI / Intel MPI / MPICH tuning files"
+HELP = COMMAND_HELP["tune"]
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,19 +64,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--inside-workflow", action="store_true",
                    help="run the validation campaign with Snakemake directly (the workflow's rule: the enclosing "
                    "`mpiatlas campaign` holds the checkout's lock)")
-    guided = p.add_argument_group("model-guided decisions for process counts and sizes never measured")
-    guided.add_argument("--np", nargs="+", metavar="N", help="target process counts: N, A..B, A..B:STEP, A..B*FACTOR")
-    guided.add_argument("--bytes", nargs="+", metavar="B", help="target message sizes, same forms as --np")
-    guided.add_argument("--topology", metavar="XML|SYNTHETIC",
+    guided_args = p.add_argument_group("model-guided decisions for process counts and sizes never measured")
+    guided_args.add_argument("--np", nargs="+", metavar="N", help="target process counts: N, A..B, A..B:STEP, A..B*FACTOR")
+    guided_args.add_argument("--bytes", nargs="+", metavar="B", help="target message sizes, same forms as --np")
+    guided_args.add_argument("--topology", metavar="XML|SYNTHETIC",
                         help="the target node (default: this host), e.g. 'pack:2 numa:4 die:2 l3:2 core:4 pu:1'")
-    guided.add_argument("--nodes", type=int, default=None, help="target nodes (default: the campaign's, else 1)")
-    guided.add_argument("--mapping", choices=("core", "socket", "node"), default=None,
+    guided_args.add_argument("--nodes", type=int, default=None, help="target nodes (default: the campaign's, else 1)")
+    guided_args.add_argument("--mapping", choices=("core", "socket", "node"), default=None,
                         help="target mapping (default: the campaign's, else core)")
-    guided.add_argument("--stack", metavar="KIND-VERSION",
+    guided_args.add_argument("--stack", metavar="KIND-VERSION",
                         help="the stack whose tuning file to write, e.g. openmpi-4.1 (default: the campaign's)")
-    guided.add_argument("--regions", type=Path, metavar="CSV",
+    guided_args.add_argument("--regions", type=Path, metavar="CSV",
                         help="per-region latencies (region,latency_us[,...]) of the target node")
-    guided.add_argument("--next", type=int, default=0, metavar="N",
+    guided_args.add_argument("--next", type=int, default=0, metavar="N",
                         help="also write DIR/next_cells.csv: the cells to measure next (the default and the predicted "
                         "candidate) at the N points whose decision is least certain; measure them, add them to "
                         "MEASURED and run again (one adaptive round)")
@@ -93,9 +96,6 @@ def _mpich_lib(stacks_dir: Path, stack: str) -> Path | None:
 def write_files(decision: Decision, out: Path, stacks_dir: Path
                 ) -> tuple[dict[tuple[str, str], list[str]], dict[tuple[str, str], str]]:
     """Every stack x transport's file(s); returns (files, usage) keyed by (stack, transport)."""
-    from mpiatlas.tuning import intelmpi_env, mpich_json, openmpi_rules
-    from mpiatlas.tuning.decide import TuneError
-
     groups: dict[tuple[str, str], list[SeriesDecision]] = {}
     for s in decision.series:
         groups.setdefault((s.stack, s.transport), []).append(s)
@@ -138,15 +138,12 @@ def write_files(decision: Decision, out: Path, stacks_dir: Path
 
 
 def run(args: argparse.Namespace) -> int:
-    from mpiatlas.tuning.decide import TuneError, decide
-
     if args.results.is_file() or args.np or args.bytes:
         try:
             return run_guided(args)
         except TuneError as exc:
             print(f"mpiatlas tune: {exc}", file=sys.stderr)
             return 2
-    from mpiatlas.tuning.markdown import tuning_markdown
 
     try:
         decision = decide(args.results, args.min_gain)
@@ -165,7 +162,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"tuning files in {args.out}: {', '.join(n for v in files.values() for n in v) or 'none (nothing beat the default)'}")
     if not (args.validate or args.validation_results):
         return 0
-    from mpiatlas.tuning import validate_run
 
     try:
         return validate_run.validate(decision, files, args.out, repetitions=args.repetitions,
@@ -176,11 +172,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _guided_target(args: argparse.Namespace, measured_nps: list[int], measured_sizes: list[int]) -> Target:
-    from mpiatlas.node.topology import TopologyError, detect
-    from mpiatlas.node.topology_synthetic import read_topology
-    from mpiatlas.tuning.decide import TuneError
-    from mpiatlas.tuning.guided import Target, campaign_placement, parse_counts
-
     mapping, nodes = campaign_placement(args.results)
     try:
         topology = read_topology(args.topology) if args.topology else detect()
@@ -198,8 +189,6 @@ def _guided_stack(args: argparse.Namespace) -> str | None:
     """KIND-VERSION of the file to write: --stack, else the campaign's one stack."""
     if args.stack or args.results.is_file():
         return str(args.stack) if args.stack else None
-    from mpiatlas.tuning import samples
-    from mpiatlas.tuning.decide import numeric_version
 
     rows = samples.load(args.results).select("stack_kind", "stack_version").unique()
     if rows.height != 1:
@@ -209,9 +198,6 @@ def _guided_stack(args: argparse.Namespace) -> str | None:
 
 def run_guided(args: argparse.Namespace) -> int:
     """The model-guided mode: decisions.csv, the stack's file, tuning.md."""
-    from mpiatlas.tuning import guided, intelmpi_env, openmpi_rules
-    from mpiatlas.tuning.decide import TuneError
-
     measured = guided.load_measured(args.results)
     target = _guided_target(args, sorted(set(measured["np"])), sorted(set(measured["bytes"])))
     table, note = guided.region_table(args.regions)
@@ -239,8 +225,6 @@ def run_guided(args: argparse.Namespace) -> int:
             files.append(path.name)
     (args.out / "tuning.md").write_text(guided.markdown(chosen, predictor, args.results, target, note, files, usage))
     if args.next > 0:
-        from mpiatlas.tuning import adaptive_tune
-
         grid = guided.grid(measured, target)
         current = adaptive_tune.decisions(predictor.predict(grid), measured)
         cells = adaptive_tune.next_cells(current, measured, args.next)

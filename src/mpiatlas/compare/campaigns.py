@@ -33,6 +33,7 @@ from mpiatlas.compare.fits import fit_differences, fit_differences_over_runs
 from mpiatlas.compare.kernels import KERNEL_AXES, load_kernel_samples, stacked_runs
 from mpiatlas.tables.samples import SERIES_AXES, with_series_axes
 from mpiatlas.stats.ratios import MIN_REPS, MIN_RUNS, TIME, grouped_times, size_table
+from mpiatlas.models.fits_files import FitsFileError, read
 
 # Candidate matching axes, in display order (``bytes`` last: a cell's sizes).
 AXES: tuple[str, ...] = ("label", "stack", "transport", "mapping", "nodes", "np", "benchmark", "algorithm",
@@ -148,8 +149,6 @@ def _locate(path: Path) -> tuple[Path, Path | None]:
 
 
 def _read_json_list(path: Path, key: str | None) -> list[dict[str, Any]]:
-    from mpiatlas.models.fits_files import FitsFileError, read
-
     if not path.is_file():
         return []
     try:

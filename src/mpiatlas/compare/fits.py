@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from scipy import stats
 
 # (model, parameter, its value key, its CI key, unit, slower when the parameter grows?)
 HOCKNEY_PARAMS = (("latency λ", "latency_us", "latency_ci_us", "µs", True),
@@ -166,8 +167,6 @@ def _group_runs(runs_a: Runs, runs_b: Runs, axes: list[str]) -> list[tuple[str, 
 
 def _mean_interval(x: np.ndarray, confidence: float) -> tuple[float, float, float]:
     """(mean, t interval of the mean); nan ends with fewer than two values."""
-    from scipy import stats
-
     mean = float(np.mean(x))
     if x.size < 2:
         return mean, math.nan, math.nan
@@ -180,8 +179,6 @@ def _mean_interval(x: np.ndarray, confidence: float) -> tuple[float, float, floa
 
 def _welch_interval(xa: np.ndarray, xb: np.ndarray, confidence: float) -> tuple[float, float]:
     """Welch's interval of mean(B) − mean(A); exact when neither side varies."""
-    from scipy import stats
-
     if np.var(xa) == 0.0 and np.var(xb) == 0.0:
         d = float(np.mean(xb) - np.mean(xa))
         return d, d

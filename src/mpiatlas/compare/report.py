@@ -22,6 +22,8 @@ from mpiatlas.files import write_text_atomic
 from mpiatlas.report.blocks import Bullets, Cell, ChartBlock, Details, KeyValues, Notice, Section, Table, cell, num_cell
 from mpiatlas.report.charts import chart_spec
 from mpiatlas.report.formatting import fmt_bytes, fmt_ci
+from mpiatlas.report.data import ReportData
+from mpiatlas.report.render import render_html
 
 VERDICT_CLASS = {SLOWER: "bad", FASTER: "ok"}
 # Heatmap colour range: at least ×1.25 either way, so that noise-level ratios stay pale.
@@ -234,9 +236,6 @@ def build_sections(cmp: Comparison, threshold: float | None) -> list[Section]:
 
 
 def render(cmp: Comparison, threshold: float | None = None, *, now: datetime | None = None) -> str:
-    from mpiatlas.report.data import ReportData
-    from mpiatlas.report.render import render_html
-
     title = f"mpiatlas compare: {_short(cmp.a.path)} → {_short(cmp.b.path)}"
     data = ReportData(title=title, generated=now or datetime.now(UTC))
     return render_html(data, build_sections(cmp, threshold))

@@ -27,6 +27,10 @@ import polars as pl
 
 from mpiatlas.history.store import Entry, Figure, HistoryError
 from mpiatlas.matrix import layout
+from mpiatlas.tables.samples import load_samples
+from mpiatlas.stats.aggregate import summarize
+from mpiatlas.models.fits import FitError, FitOptions, fit_all, write_fits
+from mpiatlas.models.fits_files import FitsFileError, read
 
 TIME = "t_median_usec"
 LATENCY = "latency_us"
@@ -68,8 +72,6 @@ def find_view(directory: Path) -> View:
 def build_entry(directory: Path, *, label: str | None = None, system: str | None = None,
                 date: str | None = None) -> Entry:
     """The entry ``directory`` adds (fitting an import first when it has no Hockney fits)."""
-    from mpiatlas.tables.samples import load_samples
-
     view = find_view(directory)
     samples, problem = load_samples(view.tidy)
     if samples is None:
@@ -98,16 +100,12 @@ def _summary(view: View, samples: pl.DataFrame) -> pl.DataFrame:
     path = view.tidy / layout.IMB_SUMMARY
     if path.is_file():
         return pl.read_parquet(path)
-    from mpiatlas.stats.aggregate import summarize
 
     return summarize(samples)
 
 
 def _hockney_fits(view: View, notes: list[str]) -> list[dict[str, Any]]:
     """The Hockney fits of the view; an import without them is fitted now (and the file written beside it)."""
-    from mpiatlas.models.fits import FitError, FitOptions, fit_all, write_fits
-    from mpiatlas.models.fits_files import FitsFileError, read
-
     path = view.fits / layout.HOCKNEY_FIT
     if path.is_file():
         try:

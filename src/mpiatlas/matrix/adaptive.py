@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mpiatlas.stats.aggregate import median_cis
+
 if TYPE_CHECKING:
     from mpiatlas.spine.campaign import Campaign
 
@@ -86,8 +88,6 @@ def spec_problem(reps: Any) -> str | None:
 def relative_halfwidths(values_by_size: Mapping[Any, Sequence[float]]) -> dict[Any, float]:
     """Per size: the 95 % CI half-width of the median over repetitions, relative to the median
     (inf where it cannot be known: fewer than 2 finite values, or a median of 0)."""
-    from mpiatlas.stats.aggregate import median_cis  # numpy: only where a decision is made
-
     sizes = list(values_by_size)
     low, high = median_cis([_finite(values_by_size[s]) for s in sizes])
     out: dict[Any, float] = {}

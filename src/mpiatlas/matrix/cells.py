@@ -23,6 +23,7 @@ from mpiatlas.spine.campaign import Campaign
 from mpiatlas.spine.cell_spec import CellSpec, ContainerSpec, Coords
 from mpiatlas.matrix.config import ConfigError
 from mpiatlas.stacks import STACK_KINDS, collectives
+from mpiatlas.node.topology import REGION_MAPPINGS
 
 DEFAULT_ALGORITHM = "default"
 
@@ -212,6 +213,15 @@ def series_label(base: str, options: str, knobs: str, distribution: str = "") ->
     return base + "".join(f" [{part}]" for part in parts if part)
 
 
+_LABEL_KNOBS = re.compile(rf" \[{KNOBS_SEGMENT_PREFIX}([^\]]*)\]")
+
+
+def label_knobs(label: str) -> str:
+    """The knob set a series label names (``... [knobs=eager-64k]``, as :func:`series_label` writes it), else ``""``."""
+    m = _LABEL_KNOBS.search(label or "")
+    return m.group(1) if m else ""
+
+
 def parse_id(cell_id: str) -> dict[str, Any]:
     """The coordinates an id names: kind, stack, transport, mapping, nodes, np, benchmark, algorithm,
     rep, and the IMB ``options``, ``knobs`` set, ``pinner`` and ``distribution`` ("" when the id has none)."""
@@ -320,8 +330,6 @@ def node_counts(config: Campaign, mapping: str, np: int) -> list[int]:
     (1 by default): over m >= 2 nodes any np is planned, the ranks fill the nodes (runner.plan checks np
     against m x cores where the cell runs, the only place that knows a node's cores). What is left out
     is said by :func:`unplanned_node_counts`."""
-    from mpiatlas.node.topology import REGION_MAPPINGS  # topology's imports only where cells are expanded
-
     if mapping in REGION_MAPPINGS:
         return [1] if np == 2 else []  # a region places a pair of ranks: only 2-rank cells have one
     if mapping != "node":
@@ -332,8 +340,6 @@ def node_counts(config: Campaign, mapping: str, np: int) -> list[int]:
 def unplanned_node_counts(config: Campaign, mapping: str, np: int) -> list[str]:
     """Why ``mapping`` plans no cell of ``np`` ranks over some configured node count, one line per
     count left out (the complement of :func:`node_counts`)."""
-    from mpiatlas.node.topology import REGION_MAPPINGS
-
     if mapping in REGION_MAPPINGS:
         return [] if np == 2 else [f"mapping {mapping!r} places one pair of ranks in a region: P = {np} has no "
                                    "such pair (only P = 2 runs)"]

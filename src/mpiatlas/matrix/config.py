@@ -1,4 +1,4 @@
-"""Load and validate a campaign config against workflow/schemas/config.schema.yaml.
+"""Read and validate a campaign config against the schema (mpiatlas/data/config.schema.yaml).
 
 Errors name the file, the key path and what was expected, so a typo in a
 300-cell campaign is found before anything runs.
@@ -7,19 +7,19 @@ Errors name the file, the key path and what was expected, so a typo in a
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from mpiatlas.matrix import adaptive, knobs
+from mpiatlas.matrix.kernel_sweeps import kernel_sweep_problems
+from mpiatlas.node import ssh_hosts
+from mpiatlas.node.topology import ALL_REGIONS, REGION_MAPPINGS
 from mpiatlas.spine.campaign import Campaign, _schema
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
-    from mpiatlas.node.topology import Topology
-
     import jsonschema
     from jsonschema.protocols import Validator
 
@@ -30,8 +30,6 @@ class ConfigError(ValueError):
 
 def schema() -> dict[str, Any]:
     return copy.deepcopy(_schema())
-
-
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:
@@ -60,10 +58,11 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return error.message
 
 
-def _with_defaults(validator_cls: type[Validator]) -> type[Validator]:
-    """A validator that fills in schema defaults, so code reads one complete config."""
+def _defaults_filling_validator() -> Validator:
+    """A validator of the campaign schema that fills in its defaults, so code reads one complete config."""
     import jsonschema  # only when validating: importing the cell model (a run-cell process) needs none of it
 
+    validator_cls = jsonschema.Draft202012Validator
     validate_properties = validator_cls.VALIDATORS["properties"]
 
     def set_defaults(validator: Validator, properties: dict[str, Any], instance: object, schema_: dict[str, Any]
@@ -77,32 +76,41 @@ def _with_defaults(validator_cls: type[Validator]) -> type[Validator]:
     # types-jsonschema leaves validators.extend unannotated; it returns a validator class.
     extended: type[Validator] = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
         validator_cls, {"properties": set_defaults})
-    return extended
+    return extended(_schema())
 
 
-def validate(config: Mapping[str, Any], source: str = "<config>", topology: Topology | None = None) -> Campaign:
-    """The typed, defaults-filled campaign of ``config``, or ConfigError naming every problem.
+# ``mappings`` and ``processes`` may say ``auto``: planned for a node by mpiatlas.campaign.auto_plan, a step
+# of its own after validation, never here (so validating reads no topology and runs no cost model).
+AUTO = "auto"
+AUTO_KEYS = ("mappings", "processes")
 
-    ``mappings: auto`` / ``processes: auto`` are resolved here (mpiatlas.campaign.auto_plan) for
-    ``topology``, else the config's ``topology``, else this host's; the campaign's document holds the
-    concrete lists, so a campaign derived from it or read back from campaign.json plans the same cells."""
-    import jsonschema
 
+def checked_document(config: Mapping[str, Any], source: str = "<config>") -> dict[str, Any]:
+    """A copy of ``config`` that the schema accepted, with its defaults filled in (``auto`` lists kept as
+    they are), or ConfigError naming every problem."""
     doc = config.as_dict() if isinstance(config, Campaign) else copy.deepcopy(dict(config))
-    validator = _with_defaults(jsonschema.Draft202012Validator)(_schema())
+    validator = _defaults_filling_validator()
     errors = sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         lines = [f"{source}: {_key_path(e)}: {_describe(e)}" for e in errors]
         raise ConfigError("invalid campaign config:\n  " + "\n  ".join(lines))
-    if "auto" in (doc["mappings"], doc["processes"]):
-        # The topology and the cost model only where a config says auto.
-        from mpiatlas.campaign import auto_plan
-        from mpiatlas.node.topology import TopologyError
+    return doc
 
-        try:
-            doc = auto_plan.resolve(doc, source, topology, validate)
-        except TopologyError as exc:
-            raise ConfigError(f"{source}: topology: `auto` needs the node's topology: {exc}") from None
+
+def unplanned_keys(doc: Mapping[str, Any]) -> list[str]:
+    """The keys of ``doc`` that still say ``auto``."""
+    return [key for key in AUTO_KEYS if doc.get(key) == AUTO]
+
+
+def validate(config: Mapping[str, Any], source: str = "<config>") -> Campaign:
+    """The typed, defaults-filled campaign of ``config``, or ConfigError naming every problem.
+
+    Only validates: a config whose ``mappings`` or ``processes`` say ``auto`` is planned for a node first
+    (:func:`mpiatlas.campaign.auto_plan.plan` validates it, plans, and hands the concrete lists here)."""
+    doc = checked_document(config, source)
+    if unplanned := unplanned_keys(doc):
+        raise ConfigError(f"{source}: {', '.join(unplanned)}: `auto` is planned for a node before the campaign "
+                          "is built (mpiatlas.campaign.auto_plan.plan, or `mpiatlas cells`/`campaign`, which run it)")
     doc["mappings"] = _expand_mappings(doc["mappings"])
     _knob_values_as_strings(doc)
     campaign = Campaign.of(doc, validate)
@@ -113,15 +121,11 @@ def validate(config: Mapping[str, Any], source: str = "<config>", topology: Topo
 def _expand_mappings(mappings: list[str]) -> list[str]:
     """``regions`` stands for every region mapping (same_core ... other_socket): which of them a
     compute node has is known where its cells run, and the rest end `unavailable` saying why."""
-    from mpiatlas.node.topology import ALL_REGIONS, REGION_MAPPINGS
-
     expanded = [m for name in mappings for m in (REGION_MAPPINGS if name == ALL_REGIONS else (name,))]
     return list(dict.fromkeys(expanded))
 
 
 def _check_cross_fields(config: Campaign, source: str) -> None:
-    from mpiatlas.matrix import adaptive  # pure logic, no import of this module
-
     problem = adaptive.spec_problem(config.campaign.repetitions)
     if problem:
         raise ConfigError(f"{source}: campaign.repetitions: {problem}")
@@ -144,8 +148,6 @@ def _check_cross_fields(config: Campaign, source: str) -> None:
                 )
     _check_kernels(config, source)
     _check_knobs(config, source)
-    from mpiatlas.node import ssh_hosts  # reads the hostfile; imports no config
-
     problems = ssh_hosts.check_config(config, source)
     if problems:
         raise ConfigError(problems[0])
@@ -161,8 +163,6 @@ def _knob_values_as_strings(config: dict[str, Any]) -> None:
 def _check_knobs(config: Campaign, source: str) -> None:
     """Knob sets: variable names a stack kind reads, values without shell meaning, selections that
     name defined sets suiting their stacks (mpiatlas.matrix.knobs)."""
-    from mpiatlas.matrix import knobs  # pure logic, no import of this module
-
     sets = config.knobs
     for name, env in sets.items():
         for var, value in env.items():
@@ -220,8 +220,6 @@ def _check_kernels(config: Campaign, source: str) -> None:
                 f"{source}: kernels.ring.variants.{i}: {group!r} is not a variant group; allowed variants: "
                 f"{', '.join(RING_VARIANTS)}, or several of them joined with '+' (each at most once)")
     # The matsum/jacobi sweeps (mode lists, sizes, process grids whose product must be a P).
-    from mpiatlas.matrix.kernel_sweeps import kernel_sweep_problems  # pure logic, no import of this module
-
     problems = kernel_sweep_problems(kernels)
     if problems:
         raise ConfigError(f"{source}: {problems[0]}")
@@ -241,10 +239,9 @@ def _check_kernel_stacks(config: Campaign, chosen: Mapping[str, list[str]] | Non
                                   f"stacks.{label}.transports ({', '.join(known)})")
 
 
-def load(path: str | Path, topology: Topology | None = None,
-         overrides: Mapping[str, Any] | None = None) -> Campaign:
-    """The campaign of the YAML file ``path`` (``topology``: the node an ``auto`` config plans for;
-    ``overrides``: values set on top of the file, as Snakemake's ``--config`` sets them on a
+def read(path: str | Path, overrides: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], str]:
+    """The config document of the YAML file ``path``, not yet validated, and the source its errors name
+    (``overrides``: values set on top of the file, as Snakemake's ``--config`` sets them on a
     ``--configfile``, merged key by key)."""
     path = Path(path)
     try:
@@ -256,7 +253,13 @@ def load(path: str | Path, topology: Topology | None = None,
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
     source = str(path) if not overrides else f"{path} with --config {', '.join(sorted(overrides))}"
-    return validate(merged(data, overrides or {}), source, topology)
+    return merged(data, overrides or {}), source
+
+
+def load(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Campaign:
+    """The campaign of the YAML file ``path`` (see :func:`read`), whose lists are concrete (campaign.json
+    is; a config that may say ``auto`` is loaded by :func:`mpiatlas.campaign.auto_plan.load`)."""
+    return validate(*read(path, overrides))
 
 
 def merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,8 +1,12 @@
-"""Performance models fitted to benchmark samples (parquet → fits); :func:`fit_all` fits every one of a campaign.
+"""Performance models fitted to benchmark samples (parquet → fits); :func:`.fits.fit_all` fits every one of a campaign.
+
+Nothing is imported here: a module that needs one model (the runner reads region tables) does not load
+every model's fitting code and its libraries.
 
 * :mod:`.fits` — ``fit_all``: every model of a campaign in one call, the ``Fits`` it returns, ``write_fits``;
 * :mod:`.fits_files` — the fits files written, read and checked against ``data/schemas/fits-<model>.schema.json``;
 * :mod:`.hockney` — piecewise λ + s/B, ``predict``, ``ci_warning``;
+* :mod:`.hockney_trust` — how sure a Hockney fit is, in words: the λ floor, intervals too wide to quote;
 * :mod:`.asymptote` — the bandwidth plateau (3 sizes at least) and the peak;
 * :mod:`.alphabeta` — Alltoall/Allgather α-β fits against the speed of light;
 * :mod:`.alphabeta_models` — the algorithm families and the model choice;
@@ -23,7 +27,3 @@
 * :mod:`.kernel_p2p` — pingpong and coll kernel fits;
 * :mod:`.best_algorithm` — the fastest algorithm per size.
 """
-
-from mpiatlas.models.fits import FitError, FitOptions, Fits, TidyTables, fit_all, read_fits, write_fits
-
-__all__ = ["FitError", "FitOptions", "Fits", "TidyTables", "fit_all", "read_fits", "write_fits"]

@@ -20,14 +20,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mpiatlas.models.fits_files import FILES, MODELS, FitsFileError
+import polars as pl
+
+from mpiatlas.models.fits_files import FILES, FitsFileError, MODELS, read
 from mpiatlas.models.fits_files import write as write_documents
+from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE, TOPOLOGIES_TABLE
+from mpiatlas.models.kernels import fit_kernels, load_kernel_tables
+from mpiatlas.node.topology import TopologyError, Topology
+from mpiatlas.node.topology_record import read_topologies
+from mpiatlas.tables.samples import CELL_COLUMNS, load_samples
+from mpiatlas.models.alphabeta import ALPHABETA_BENCHMARKS, Network, fit_alphabeta_table
+from mpiatlas.models.hockney import HOCKNEY_BENCHMARKS, fit_hockney_table
+from mpiatlas.models.ring_regions import region_inputs_from
 
 if TYPE_CHECKING:
-    import polars as pl
-
     from mpiatlas.models.region_latency import RegionTable
-    from mpiatlas.node.topology import Topology
 
 
 class FitError(ValueError):
@@ -72,14 +79,6 @@ class TidyTables:
 
     @classmethod
     def load(cls, directory: str | Path) -> TidyTables:
-        import polars as pl
-
-        from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE, TOPOLOGIES_TABLE
-        from mpiatlas.models.kernels import load_kernel_tables
-        from mpiatlas.node.topology import TopologyError
-        from mpiatlas.node.topology_record import read_topologies
-        from mpiatlas.tables.samples import load_samples
-
         directory = Path(directory)
         samples, problem = load_samples(directory)
         cells_path, prov_path = directory / CELLS_TABLE, directory / PROVENANCE_TABLE
@@ -117,8 +116,6 @@ class Fits:
 def read_fits(fits_dir: str | Path) -> Fits:
     """The fits files under ``fits_dir`` back as :class:`Fits`, each checked against its schema
     (a model whose file is absent is None; a bad file raises FitsFileError naming file and key)."""
-    from mpiatlas.models.fits_files import read
-
     found = {m: read(Path(fits_dir) / FILES[m], m) for m in MODELS if (Path(fits_dir) / FILES[m]).is_file()}
     return Fits(**found)
 
@@ -159,8 +156,6 @@ def write_fits(fits: Fits, out_dir: str | Path) -> list[Path]:
 
 
 def _network(options: FitOptions) -> Any:
-    from mpiatlas.models.alphabeta import Network
-
     if options.bandwidth_gbit_s is None:
         raise FitError("the α-β models need the nominal link bandwidth (bandwidth_gbit_s, Gbit/s; "
                        "config network.bandwidth_gbit_s)")
@@ -171,14 +166,10 @@ def _network(options: FitOptions) -> Any:
 
 
 def _cell_keys(samples: pl.DataFrame) -> list[str]:
-    from mpiatlas.tables.samples import CELL_COLUMNS
-
     return ["label", *(c for c in CELL_COLUMNS if c in samples.columns)]
 
 
 def _fit_hockney(tables: TidyTables, options: FitOptions, problems: list[str]) -> list[dict[str, Any]]:
-    from mpiatlas.models.hockney import HOCKNEY_BENCHMARKS, fit_hockney_table
-
     samples = tables.samples
     assert samples is not None  # fit_all checked
     if samples.height == 0:
@@ -197,7 +188,6 @@ def _hockney_for_kernels(tables: TidyTables, options: FitOptions) -> list[dict[s
     """λ and B of the kernel models when Hockney is not fitted in the same call."""
     if options.hockney_fits is not None:
         return list(options.hockney_fits)
-    from mpiatlas.models.hockney import fit_hockney_table
 
     if tables.samples is None:
         return []
@@ -206,14 +196,10 @@ def _hockney_for_kernels(tables: TidyTables, options: FitOptions) -> list[dict[s
 
 def _fit_kernels(tables: TidyTables, hockney: list[dict[str, Any]], options: FitOptions,
                  problems: list[str]) -> dict[str, Any]:
-    from mpiatlas.models.kernels import fit_kernels
-
     if not any(t is not None and t.height for t in tables.kernels.values()):
         problems.append(f"no kernel_*.parquet rows under {tables.where}: nothing fitted")
     ring_regions = None
     if tables.kernels.get("ring") is not None:  # hop regions of the ring cells' placements, per-region λ, B
-        from mpiatlas.matrix.layout import CELLS_TABLE
-        from mpiatlas.models.ring_regions import region_inputs_from
 
         ring_regions = region_inputs_from(tables.cells, tables.provenance, hockney, table=options.region_table,
                                           missing=f"no {CELLS_TABLE} under {tables.where}",
@@ -224,8 +210,6 @@ def _fit_kernels(tables: TidyTables, hockney: list[dict[str, Any]], options: Fit
 
 
 def _alphabeta_benchmarks(options: FitOptions) -> list[str]:
-    from mpiatlas.models.alphabeta import ALPHABETA_BENCHMARKS
-
     benchmarks = list(dict.fromkeys(options.alphabeta_benchmarks or ALPHABETA_BENCHMARKS))
     unknown = [b for b in benchmarks if b not in ALPHABETA_BENCHMARKS]
     if unknown:
@@ -235,8 +219,6 @@ def _alphabeta_benchmarks(options: FitOptions) -> list[str]:
 
 def _fit_alphabeta(tables: TidyTables, network: Any, benchmarks: list[str], options: FitOptions,
                    problems: list[str]) -> dict[str, Any]:
-    from mpiatlas.models.alphabeta import fit_alphabeta_table
-
     assert tables.samples is not None  # fit_all checked
     result = fit_alphabeta_table(tables.samples, network, benchmarks=benchmarks, seed=options.seed)
     problems += [f"alphabeta: {note}" for note in result["notes"]]
@@ -250,8 +232,6 @@ def _fit_alphabeta(tables: TidyTables, network: Any, benchmarks: list[str], opti
 def cell_name(r: dict[str, Any]) -> str:
     """How a fit's cell is named in messages: its label (with np and algorithm, which a pipeline
     label leaves out), else its cell columns."""
-    from mpiatlas.tables.samples import CELL_COLUMNS
-
     if r.get("label") is None:
         return "/".join(f"{c}={r[c]}" for c in CELL_COLUMNS if r.get(c) is not None) or "(unlabelled)"
     extra = [f"{c}={r[c]}" for c in ("np", "algorithm") if r.get(c) is not None]

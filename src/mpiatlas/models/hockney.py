@@ -37,7 +37,7 @@ almost all the absolute error, so the intercept ends up fitted to them and can g
   the log scale, :func:`_t_interval`). With fewer launches
   the intervals come from the bootstrap above and say that they leave the launches' variation out;
 * how sure the fit is (``ci_warning``, in words, None when every check passes): λ or B with a
-  95 % interval reaching beyond ±25 % of its estimate (``CI_REL_TOL``), an estimate outside its
+  95 % interval reaching beyond ±25 % of its estimate (``CI_REL_TOL``, :mod:`mpiatlas.models.hockney_trust`), an estimate outside its
   own interval, λ pinned on its lower bound (no resolvable latency: not a result). Intervals from
   fewer than ``MIN_LAUNCHES`` launches are no warning but say what they leave out
   (mpiatlas.report.formatting.interval_scope, shown beside every interval). A seed campaign printed B = 2,396 MB/s with the
@@ -57,9 +57,8 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from scipy import stats
-
 from mpiatlas.models.asymptote import Asymptote, asymptotic_window, bandwidth_figures, find_asymptote
+from mpiatlas.models.hockney_trust import LATENCY_FLOOR_US, trust_warnings
 
 # Point-to-point benchmarks whose table has a one-message time. Uniband/Biband only print
 # bandwidth and message rate (no time column), Multi-* tables time concurrent pairs, and the
@@ -71,14 +70,10 @@ HOCKNEY_BENCHMARKS: tuple[str, ...] = ("PingPong", "PingPing")
 BANDWIDTH_FIGURES: tuple[str, ...] = ("asymptotic_bandwidth", "peak_bandwidth")
 FIGURE_NAMES: dict[str, str] = {"asymptotic_bandwidth": "asymptotic B", "peak_bandwidth": "peak B"}
 
-LATENCY_FLOOR_US = 1e-6  # λ > 0, strictly
 MIN_POINTS_PER_SEGMENT = 3
 MAX_SEGMENTS = 5
 N_BOOT = 1000
 SPIKE_FACTOR = 1.25
-# λ or B whose 95 % interval reaches further than this fraction of the estimate (either side) is
-# not a figure to quote without its warning (issue #23: B = 2,396 MB/s in [2,334, 25,618]).
-CI_REL_TOL = 0.25
 # Intervals over launches need a spread between launches: from this many launches on (Student's t
 # with 2 degrees of freedom at 3) the intervals are over launches, below it within one launch.
 MIN_LAUNCHES = 3
@@ -246,11 +241,8 @@ def _stacked_lstsq() -> Any:
     """The gufunc behind ``np.linalg.lstsq`` (LAPACK gelsd), which solves a stack of systems in
     one call, or None on a NumPy without it. The public wrapper refuses stacks; the gufunc solves
     each system of the stack exactly as the wrapper solves it alone (tests/test_hockney.py)."""
-    try:
-        from numpy.linalg import _umath_linalg
-    except ImportError:  # pragma: no cover - private module; every NumPy 1.x/2.x has it
-        return None
-    return getattr(_umath_linalg, "lstsq", None)
+    # A private module, which numpy.linalg imports for itself: every NumPy 1.x/2.x has it.
+    return getattr(getattr(np.linalg, "_umath_linalg", None), "lstsq", None)
 
 
 def _raise_lstsq_error(err: str, flag: int) -> None:
@@ -539,6 +531,10 @@ def _t_interval(estimate: float, per_launch: FloatArray, *, log: bool = False) -
     n = values.size
     if n < MIN_LAUNCHES:
         return (math.nan, math.nan)
+    # scipy (~0.5 s to import) only where launches give an interval: reading or printing a fit (the
+    # campaign's closing lines, the report) needs none of it.
+    from scipy import stats
+
     t_crit = float(stats.t.ppf(0.975, n - 1))
     if log:
         factor = math.exp(t_crit * float(np.std(np.log(values), ddof=1)) / math.sqrt(n))
@@ -564,85 +560,6 @@ def _segments_and_asymptote(
     g = 1.0 / asym.plateau_MBps
     params = [*_fit_segments(s[:q], t[:q], head), (_fit_latency(s[q:], t[q:], g), g)]
     return [*head, q], params, q
-
-
-def relative_ci_spread(estimate: float | None, ci: Sequence[float | None] | None) -> float | None:
-    """How far the 95 % interval reaches from its estimate, as a fraction of it: max(est − lo, hi − est)
-    / est (inf for an unbounded side); None without a finite positive estimate or any interval."""
-    if estimate is None or not math.isfinite(estimate) or estimate <= 0 or ci is None or len(ci) != 2:
-        return None
-    lo, hi = (math.nan if v is None else float(v) for v in ci)
-    if math.isnan(lo) and math.isnan(hi):
-        return None
-    below = 0.0 if math.isnan(lo) else estimate - lo
-    above = 0.0 if math.isnan(hi) else hi - estimate
-    return max(below, above, 0.0) / estimate
-
-
-def latency_on_floor(latency_us: float | None) -> bool:
-    """λ pinned on the fit's lower bound: no resolvable small-message latency (not a result)."""
-    return latency_us is not None and latency_us <= LATENCY_FLOOR_US * (1.0 + 1e-9)
-
-
-def _num(x: float) -> str:
-    """A figure in a warning: 4 significant digits, thousands grouped (the report's style)."""
-    if not math.isfinite(x):
-        return "∞"
-    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
-
-
-def _size(b: int | None) -> str:
-    """A message size in binary units, as the report prints it (4 KiB, 1 MiB)."""
-    if b is None:
-        return "?"
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if b >= scale and b % scale == 0:
-            return f"{b // scale} {unit}"
-    return f"{b} B"
-
-
-def _width_warning(name: str, unit: str, estimate: float, ci: tuple[float, float]) -> str | None:
-    spread = relative_ci_spread(estimate, ci)
-    if spread is None or spread <= CI_REL_TOL:
-        return None
-    lo, hi = ci
-    return (f"{name} = {_num(estimate)} {unit} has a wide 95 % interval [{_num(lo)}, {_num(hi)}], "
-            f"{_pct(lo / estimate - 1.0)} to {_pct(hi / estimate - 1.0)} of the estimate "
-            f"(wider than ±{100 * CI_REL_TOL:.0f} %)")
-
-
-def _pct(x: float) -> str:
-    return "+∞ %" if not math.isfinite(x) else f"{x:+.0%}".replace("%", " %").replace("-", "−")
-
-
-def trust_warnings(fit: HockneyFit) -> list[str]:
-    """Why λ or a bandwidth of ``fit`` cannot be taken at face value, one phrase each (empty: none).
-
-    In this order: λ on its lower bound; λ or a bandwidth with a 95 % interval beyond ±CI_REL_TOL of the estimate;
-    an estimate outside its own interval.
-    """
-    out = []
-    if latency_on_floor(fit.latency_us):
-        out.append(f"λ is pinned on its lower bound ({LATENCY_FLOOR_US:g} µs): the small sizes show no "
-                   "latency the fit can resolve, so λ is not a result")
-    elif latency_on_floor(fit.latency_ci_us[0]):
-        out.append(f"λ's 95 % interval reaches the fit's lower bound ({LATENCY_FLOOR_US:g} µs): replicates "
-                   "of the data find no latency, so λ is not resolved")
-    figures = (("λ", "µs", fit.latency_us, fit.latency_ci_us),
-               ("peak B", "MB/s", fit.peak_bandwidth_MBps, fit.peak_bandwidth_ci_MBps),
-               ("asymptotic B", "MB/s", fit.asymptotic_bandwidth_MBps, fit.asymptotic_bandwidth_ci_MBps))
-    for name, unit, est, ci in figures:
-        if not (name == "λ" and latency_on_floor(est)):
-            text = _width_warning(name, unit, est, ci)
-            if text is not None:
-                out.append(text)
-    outside = [name for name, _, value, (lo, hi) in figures
-               if not (math.isnan(lo) or math.isnan(hi) or lo <= value <= hi)]
-    if outside:
-        out.append(f"{' and '.join(outside)} outside {'its' if len(outside) == 1 else 'their'} own "
-                   "interval (bimodal or too few repetitions): the interval does not measure the estimate's "
-                   "precision")
-    return out
 
 
 def fit_hockney_table(

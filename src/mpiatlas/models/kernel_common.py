@@ -136,7 +136,8 @@ def fit_latency_bandwidth(x_bytes: np.ndarray, y_us: np.ndarray) -> tuple[float,
     x, *_ = np.linalg.lstsq(design, np.ones_like(y), rcond=None)
     if x[0] >= 0.0 and x[1] >= 0.0:
         return float(x[0]), float(x[1] / scale)
-    from scipy import optimize
+
+    from scipy import optimize  # ~0.5 s to import: only for the rare infeasible fit (as mpiatlas.models.kernels)
 
     res = optimize.lsq_linear(design, np.ones_like(y), bounds=([0.0, 0.0], [np.inf, np.inf]))
     return float(res.x[0]), float(res.x[1] / scale)

@@ -74,6 +74,8 @@ from mpiatlas.models.kernel_grids import matsum_grids, with_grid_facts
 from mpiatlas.models.kernel_jacobi import fit_jacobi
 from mpiatlas.models.region_latency import RegionTable, RegionTableError
 from mpiatlas.models.ring_regions import RegionInputs, RingHops, exchange_time, placement_boundaries
+from mpiatlas.stats.quality import trusted
+from mpiatlas.models.kernel_p2p import fit_coll, fit_pingpong
 
 # scipy (~0.5 s to import) is imported by the fits that use it: most campaigns need few of them.
 
@@ -94,8 +96,6 @@ MATSUM_FORMULA = "T(P) = s + p/min(P, cores) + c·⌈log2 P⌉"
 def load_kernel_tables(directory: str | Path) -> dict[str, pl.DataFrame | None]:
     """``kernel_<name>.parquet`` of ``directory`` (searched recursively), None when absent/empty;
     rows of perturbed launches left out (mpiatlas.stats.quality.trusted, as samples.load_samples does)."""
-    from mpiatlas.stats.quality import trusted
-
     directory = Path(directory)
     out: dict[str, pl.DataFrame | None] = {}
     for name in KERNEL_NAMES:
@@ -341,7 +341,7 @@ def fit_amdahl(np_: np.ndarray, cores: np.ndarray, t: np.ndarray) -> np.ndarray:
         rel: np.ndarray = matsum_model(params, np_, cores) / t - 1.0
         return rel
 
-    from scipy import optimize
+    from scipy import optimize  # by the fit that uses it (see the note after this module's imports)
 
     res = optimize.least_squares(resid, x0, bounds=(0.0, np.inf), method="trf", x_scale=np.maximum(x0, 1e-9))
     return res.x
@@ -355,13 +355,14 @@ def _gather_order(df: pl.DataFrame) -> list[dict[str, Any]]:
     for (np_,), grp in per_rank.group_by(["np"], maintain_order=True):
         if np_ < 3:
             continue
-        from scipy import stats
 
         ranks = grp["rank"].to_list()
         g = grp["g"].to_numpy()
         nonroot = [i for i, r in enumerate(ranks) if r != 0]
         sub = [binomial_subtree(ranks[i], np_) for i in nonroot]
         gvals = g[nonroot]
+        from scipy import stats  # by the fit that uses it (see the note after this module's imports)
+
         rho_bin = stats.spearmanr(sub, gvals).statistic if len(set(sub)) > 1 else None
         rho_lin = stats.spearmanr([ranks[i] for i in nonroot], gvals).statistic if len(nonroot) > 1 else None
         order = [ranks[i] for i in np.argsort(-g)]
@@ -482,8 +483,6 @@ def fit_kernels(tables: dict[str, pl.DataFrame | None], hockney: Sequence[dict[s
     "pingpong": [...], "coll": [...], "notes": [...]}``, one entry per stack/transport/mapping (matsum:
     also per dims/topo/dist; matsum_grids: per dims/dist/P that ran several grids, :mod:`kernel_grids`;
     coll: per collective and P). pingpong/coll: :mod:`mpiatlas.models.kernel_p2p`."""
-    from mpiatlas.models.kernel_p2p import fit_coll, fit_pingpong
-
     notes: list[str] = []
     ring = fit_ring(tables.get("ring"), hockney, seed=seed, regions=ring_regions)
     notes += ring_regions.notes if ring_regions else []

@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+from scipy.optimize import least_squares
+from scipy.stats import t as student_t
 
 from mpiatlas.models.loggp import LogGP, predict
 from mpiatlas.models.ompi_decision import bcast_default_algorithm
@@ -249,9 +251,6 @@ def calibrate_groups(
     gap_regions: Sequence[str] = (),
 ) -> Calibration:
     """:func:`calibrate` on measurements taken with several placements (e.g. every mapping but one)."""
-    from scipy.optimize import least_squares
-    from scipy.stats import t as student_t
-
     measured = [m for series, _ in groups for m in series]
     if not measured:
         raise ValueError("no measurements to calibrate on")

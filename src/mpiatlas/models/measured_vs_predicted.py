@@ -41,9 +41,11 @@ from mpiatlas.models import collective_regions as latency_only
 from mpiatlas.models import loggp
 from mpiatlas.models.loggp_fit import Measured, predict_held_out
 from mpiatlas.models.prediction_errors import error_summary
-from mpiatlas.matrix.cells import fills_nodes
-from mpiatlas.models.region_latency import Placement, RegionTable
+from mpiatlas.matrix.cells import fills_nodes, label_knobs
+from mpiatlas.models.region_latency import Placement, RegionTable, with_loggp
 from mpiatlas.node.topology import Topology
+from mpiatlas.models.ring_regions import cell_label, cell_placement, rank_order, region_inputs_from, topology_mismatch
+from mpiatlas.stats.region_loggp import loggp_by_series
 
 __all__ = [
     "POINT_COLUMNS",
@@ -284,8 +286,6 @@ def _cell_topology(row: Mapping[str, Any], topologies: Mapping[str, Topology], s
                    fallback: Topology | None) -> Topology | None:  # fmt: skip
     """The topology the cell's nodes recorded (rank 0's host, else the cell's own host, in
     ``topologies.json``), else ``fallback`` (checked to be the cells' node)."""
-    from mpiatlas.models.ring_regions import rank_order
-
     hosts = rank_order(json.loads(row["hosts"])) if row.get("hosts") else None
     for host in (hosts[0] if hosts else None, (summary_of.get(row["cell"]) or {}).get("hostname")):
         if isinstance(host, str) and host in topologies:
@@ -300,8 +300,6 @@ def series_placements(cells: pl.DataFrame, topologies: Mapping[str, Topology], t
     rank's recorded host and cpus on the topology its node recorded (``topologies``: host ->
     topology, the tidy directory's ``topologies.json``), else ``topo`` when the cells' provenance
     says they ran on it; label -> the stack kind; why no cell can be placed (None: they can, one by one)."""
-    from mpiatlas.models.ring_regions import rank_order, cell_label, cell_placement, topology_mismatch
-
     kinds: dict[str, str] = {}
     summary_of = {str(r.get("cell")): r.get("topology") or {} for r in records}
     unrecorded = [summary_of.get(c) or {} for c in cells.get_column("cell").to_list()
@@ -344,9 +342,6 @@ def campaign_comparison(summary: pl.DataFrame, cells: pl.DataFrame | None, prove
     places a cell before ``topo`` does.
     ``loggp_rows``: :func:`mpiatlas.stats.region_loggp.region_loggp`'s o and g per region, which
     price the groups of their stack, transport and knob set a third way (nothing fitted)."""
-    from mpiatlas.models.ring_regions import label_knobs, region_inputs_from
-    from mpiatlas.stats.region_loggp import loggp_by_series, with_loggp
-
     notes: dict[str, list[str]] = {}
     modelled = {c.lower() for c in latency_only.ALGORITHMS}
     s = summary.filter(pl.col("benchmark").str.to_lowercase().is_in(list(modelled))

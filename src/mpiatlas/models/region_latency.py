@@ -6,7 +6,8 @@
   two ranks costs ``λ + m / B`` µs (Hockney per region; bytes / (MB/s) is µs). Without a bandwidth
   the latency is taken as the cost at every size: a "4 B latency" table predicts small messages
   only. With o and g the schedules are priced by :mod:`.loggp` (without them, by latency alone).
-  :func:`format_region_table` writes that CSV (``mpiatlas regions --csv``).
+  :func:`format_region_table` writes that CSV (``mpiatlas regions --csv``); :func:`with_loggp` adds the o and g
+  the loggp kernel measured (:mod:`mpiatlas.stats.region_loggp`).
 * :class:`Placement` — node and OS cpu of every rank, built by :func:`place` from a topology
   and the placement (``block``/``cyclic`` over nodes, or a mapping name), so the region of any
   rank pair is the one :func:`mpiatlas.node.topology.region` gives for that pair.
@@ -16,10 +17,11 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from mpiatlas.node.topology import REGIONS, SPREAD_MAPPINGS, Topology, pin_list, region
 
@@ -103,6 +105,19 @@ def read_region_table(path: str | Path) -> RegionTable:
     if not latency:
         raise RegionTableError(f"{source}: no regions after the header")
     return RegionTable(latency, extra["bandwidth_MBps"], source, extra["overhead_us"], extra["gap_us"])
+
+
+def with_loggp(table: RegionTable, regions: Mapping[str, Mapping[str, Any]]) -> RegionTable:
+    """``table`` with the measured o (``overhead_us``) and g (``gap_us``) of the regions it prices;
+    a measured value below 0 (a clock's noise around 0) counts as 0. Unchanged without any."""
+    overhead = {r: max(float(v["overhead_us"]), 0.0) for r, v in regions.items()
+                if r in table.latency_us and v.get("overhead_us") is not None}
+    gap = {r: max(float(v["gap_us"]), 0.0) for r, v in regions.items()
+           if r in table.latency_us and v.get("gap_us") is not None}
+    if not overhead and not gap:
+        return table
+    return replace(table, overhead_us={**table.overhead_us, **overhead}, gap_us={**table.gap_us, **gap},
+                   source=f"{table.source}; o and g measured by the loggp kernel")
 
 
 def format_region_table(table: RegionTable, comments: Iterable[str] = ()) -> str:

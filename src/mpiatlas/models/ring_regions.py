@@ -28,21 +28,21 @@ the studies saw at P = cores/socket + 1.
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from mpiatlas.matrix.cells import distribution_of_id, fills_nodes, mapping_segment, series_label
+import polars as pl
+
+from mpiatlas.matrix.cells import distribution_of_id, fills_nodes, label_knobs, mapping_segment, series_label
 from mpiatlas.models.hockney import model_bandwidth
 from mpiatlas.models.region_latency import Placement, RegionTable, RegionTableError
-from mpiatlas.node.topology import REGIONS, Topology, TopologyError
-from mpiatlas.node.topology_record import UNKNOWN_HOST
+from mpiatlas.node.topology import REGIONS, Topology, TopologyError, detect
+from mpiatlas.node.topology_record import UNKNOWN_HOST, read_topologies
+from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE, TOPOLOGIES_TABLE
 
-if TYPE_CHECKING:
-    import polars as pl
 
 __all__ = [
     "BOUNDARY_REGIONS",
@@ -53,7 +53,6 @@ __all__ = [
     "cell_placement",
     "exchange_time",
     "hop_cost",
-    "label_knobs",
     "pingpong_regions",
     "placement_boundaries",
     "region_inputs",
@@ -67,7 +66,6 @@ __all__ = [
 
 # A hop in one of these crosses a socket or a node boundary.
 BOUNDARY_REGIONS = ("other_socket", "other_node")
-_KNOBS = re.compile(r" \[knobs=([^\]]*)\]")
 
 
 @dataclass(frozen=True)
@@ -167,12 +165,6 @@ def rank_order(hosts: Any) -> list[str] | None:
     return list(hosts) if hosts else None
 
 
-def label_knobs(label: str) -> str:
-    """The knob set a series label names (``... [knobs=eager-64k]``), else ``""``."""
-    m = _KNOBS.search(label or "")
-    return m.group(1) if m else ""
-
-
 def _series_key(stack: str, transport: str, label: str) -> tuple[str, str, str]:
     """Which PingPong fits may price a ring: same stack, transport and knob set (mapping differs)."""
     return (stack, transport, label_knobs(label))
@@ -189,8 +181,6 @@ def cell_label(row: Mapping[str, Any]) -> str:
 
 def pingpong_regions(cells: pl.DataFrame) -> dict[str, str]:
     """PingPong label -> the region its ``ok`` cells recorded for ranks 0 and 1 (the first one)."""
-    import polars as pl
-
     pp = cells.filter((pl.col("status") == "ok") & (pl.col("benchmark") == "PingPong") & pl.col("region").is_not_null())
     region_of: dict[str, str] = {}
     for row in pp.iter_rows(named=True):
@@ -259,11 +249,6 @@ def region_inputs(tidy_dir: str | Path, hockney: Sequence[Mapping[str, Any]] | N
                   topo: Topology | None = None, table: RegionTable | None = None) -> RegionInputs:
     """Ring hops and region tables from a tidy directory (``cells.parquet``, ``provenance.json``,
     ``topologies.json``): :func:`region_inputs_from` on what the directory holds."""
-    import polars as pl
-
-    from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE, TOPOLOGIES_TABLE
-    from mpiatlas.node.topology_record import read_topologies
-
     cells_path = Path(tidy_dir) / CELLS_TABLE
     if not cells_path.is_file():
         return region_inputs_from(None, [], hockney, topo=topo, table=table,
@@ -279,8 +264,6 @@ def _fallback_topology(topo: Topology | None, summaries: Sequence[Mapping[str, A
     """For cells whose host recorded no topology (a campaign run before topologies were
     recorded): ``topo``, or this machine's, when the cells' provenance says they ran on it."""
     if topo is None:
-        from mpiatlas.node.topology import detect
-
         try:
             topo = detect()
         except TopologyError as exc:
@@ -305,8 +288,6 @@ def region_inputs_from(cells: pl.DataFrame | None, records: Sequence[Mapping[str
     whose host recorded none, ``topo`` (by default the machine this runs on) is used only when
     the cells' provenance says they ran on it (hostname, packages). ``table``: a region latency
     table pricing every label instead of the PingPong fits. Whatever is missing is a note."""
-    import polars as pl
-
     out = RegionInputs(table=table)
     if cells is None:
         out.notes.append(f"region-aware ring model: {missing}")

@@ -45,6 +45,8 @@ from mpiatlas.programs.kernels.loggp import Loggp
 from mpiatlas.programs.kernels.matsum import Matsum
 from mpiatlas.programs.kernels.pingpong import Pingpong
 from mpiatlas.programs.kernels.ring import Ring
+from mpiatlas.node.topology import REGION_MAPPINGS
+from mpiatlas.node.topology_synthetic import read_topology
 
 if TYPE_CHECKING:
     from mpiatlas.spine.cell_spec import CellSpec
@@ -78,8 +80,6 @@ def expand(config: Campaign) -> list[Cell]:
     check_algorithms(config)
     cells: Iterable[Cell] = chain.from_iterable(program.cells(config) for program in REGISTRY.values())
     if region_pairs_only(config):
-        from mpiatlas.node.topology import REGION_MAPPINGS
-
         cells = (c for c in cells if c.mapping not in REGION_MAPPINGS or (c.kind, c.benchmark) in PAIR_PROGRAMS)
     if (cap := forced_algorithms_max_np(config)) is not None:
         cells = (c for c in cells if c.np <= cap or not forces_an_algorithm(c))
@@ -89,8 +89,6 @@ def expand(config: Campaign) -> list[Cell]:
 
 @functools.cache
 def _node_cores(spec: str) -> int:
-    from mpiatlas.node.topology_synthetic import read_topology
-
     return read_topology(spec).n_cores
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
 from mpiatlas.matrix.cells import Cell, distribution_of_id, mapping_segment, series_label
 from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.stacks import Stack
@@ -23,9 +25,6 @@ from mpiatlas.stacks import Stack
 if TYPE_CHECKING:
     from mpiatlas.spine.cell_spec import CellSpec, StackExtras
     from mpiatlas.spine.campaign import Campaign
-
-if TYPE_CHECKING:  # polars is imported where rows are built: `mpiatlas run-cell` starts without it
-    import polars as pl
 
 
 @dataclass
@@ -134,8 +133,6 @@ def tag_columns(frame: pl.DataFrame, row: dict[str, Any], own: Mapping[str, tupl
                 at_end: Mapping[str, tuple[Any, pl.DataType]] | None = None) -> pl.DataFrame:
     """``frame`` with the cell's coordinates as constant columns: the ones every program's rows
     carry, the program's ``own`` after ``np``, and ``at_end`` before ``nodes``."""
-    import polars as pl
-
     # The label names the placement (node2), the IMB options and the knob set: series over nodes,
     # options or knob sets stay apart in every section that draws one series per label.
     base = f"{row['stack']}/{row['transport']}/{mapping_segment(row['mapping'], row['nodes'])}"

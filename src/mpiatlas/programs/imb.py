@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
 from mpiatlas.matrix import adaptive, layout
 from mpiatlas.matrix.cells import (
     DEFAULT_ALGORITHM,
@@ -36,12 +38,12 @@ from mpiatlas.programs.base import (
     container_binds,
     tag_columns,
 )
-from mpiatlas.stacks import Stack, StackError
+from mpiatlas.stacks import Stack, StackError, containers
+from mpiatlas.parsers.imb import parse_imb_text
 
 if TYPE_CHECKING:
     from mpiatlas.spine.cell_spec import CellSpec, ImbBlock, StackExtras
     from mpiatlas.spine.campaign import Campaign
-    import polars as pl
 
 # IMB runs these with exactly two active ranks; more processes would only wait.
 TWO_RANK_BENCHMARKS = frozenset({"PingPong", "PingPing"})
@@ -220,7 +222,6 @@ class Imb(Program):
             raise StackError(f"unavailable: image {Path(facts['image']).name}: IMB {status}")
         cell = spec["cell"]
         argv = ["IMB-MPI1", *imb_args(cell["benchmark"], cell["np"], spec["imb"])]
-        from mpiatlas.stacks import containers  # jinja2 and image handling: container cells only
 
         return containers.exec_argv(facts["image"], argv, container_binds(spec))
 
@@ -245,10 +246,6 @@ class Imb(Program):
 
     def rows(self, cell_dir: Path, row: dict[str, Any], prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
         """Every IMB row of a cell that produced output (no averaging here), with the cell's coordinates."""
-        import polars as pl
-
-        from mpiatlas.parsers.imb import parse_imb_text
-
         if row["status"] not in SAMPLED_STATUSES:
             return {}
         stdout = Path(cell_dir) / layout.STDOUT

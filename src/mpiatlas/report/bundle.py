@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import vl_convert
+
 from mpiatlas.files import user_cache_dir, write_text_atomic
 
 
@@ -24,8 +26,6 @@ def bundle_path(vl_convert_version: str, vl_version: str | None) -> Path:
 
 def javascript_bundle(vl_version: str | None) -> str:
     """``vl_convert.javascript_bundle(vl_version=...)``, from the disk cache when it is there."""
-    import vl_convert
-
     # vl-convert's stub lacks the module's __version__ and makes snippet required (the runtime defaults it).
     path = bundle_path(vl_convert.__version__, vl_version)  # type: ignore[attr-defined]
     try:

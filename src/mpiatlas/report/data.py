@@ -19,6 +19,10 @@ import polars as pl
 from mpiatlas.matrix import layout
 from mpiatlas.report.physical_limits import PhysicalLimits, load_limits
 from mpiatlas.stats.quality import UnjudgedTableError, trusted
+from mpiatlas.node.topology import TopologyError, detect
+from mpiatlas.node.topology_synthetic import read_topology
+from mpiatlas.stats.aggregate import summarize
+from mpiatlas.models.fits_files import FILES, problems, schema_name
 
 KERNEL_PREFIX, KERNEL_SUFFIX = layout.KERNEL_TABLE.split("{name}")
 
@@ -73,9 +77,6 @@ class ReportData:
         given (``topology_spec``), else this machine's, detected once on first use (the models check
         that the cells ran on it). ``topology_problem`` says why there is none."""
         if self._topology is None:
-            from mpiatlas.node.topology import TopologyError, detect
-            from mpiatlas.node.topology_synthetic import read_topology
-
             try:
                 self._topology = (read_topology(self.topology_spec) if self.topology_spec else detect(), None)
             except (TopologyError, OSError, ValueError) as exc:
@@ -201,8 +202,6 @@ def _read_provenance(tidy: Path, data: ReportData) -> None:
 
 def _derive_summary(data: ReportData) -> None:
     """The summary from the samples, by the pipeline's own :func:`mpiatlas.stats.aggregate.summarize`."""
-    from mpiatlas.stats.aggregate import summarize  # scipy: only when the summary has to be recomputed
-
     assert data.samples is not None
     try:
         derived = summarize(data.samples)
@@ -264,8 +263,6 @@ def _load_fits(fits_dir: Path, data: ReportData) -> None:
 def _check_fits_schema(path: Path, obj: Any, data: ReportData) -> None:
     """A fits file that departs from its schema is still shown as far as it goes (the sections
     read what they can); the page says where it departs."""
-    from mpiatlas.models.fits_files import FILES, problems, schema_name
-
     model = next((m for m, name in FILES.items() if name == path.name), None)
     found = problems(obj, model) if model is not None else []
     if model is not None and found:

@@ -16,11 +16,13 @@ import altair as alt
 import polars as pl
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
+import vl_convert
 
 from mpiatlas import __version__
 from mpiatlas.report.blocks import ChartBlock, Details, Notice, Pre, Section, Table
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.sections import ORDER, SectionFn
+from mpiatlas.report.bundle import javascript_bundle
 
 TEMPLATE = "report.html.j2"
 
@@ -29,10 +31,6 @@ TEMPLATE = "report.html.j2"
 def vega_bundle() -> str:
     """The Vega + Vega-Lite + vega-embed JavaScript, from vl-convert (no network; kept on disk
     between processes, see mpiatlas.report.bundle)."""
-    import vl_convert
-
-    from mpiatlas.report.bundle import javascript_bundle
-
     version = None
     wanted = ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
     if wanted in vl_convert.get_vegalite_versions():
@@ -43,8 +41,6 @@ def vega_bundle() -> str:
 
 
 def library_versions() -> dict[str, str]:
-    import vl_convert
-
     return {"vega": vl_convert.get_vega_version(), "vega-embed": vl_convert.get_vega_embed_version(),
             "vega-lite": alt.SCHEMA_VERSION, "altair": alt.__version__, "polars": pl.__version__}
 

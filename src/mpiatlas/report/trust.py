@@ -22,7 +22,7 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas.models.hockney import CI_REL_TOL, relative_ci_spread
+from mpiatlas.models.hockney_trust import CI_REL_TOL, relative_ci_spread
 from mpiatlas.stats.aggregate import scalar
 from mpiatlas.stats.quality import SERIES_SPLIT_PREFIX, SERIES_SPLIT_SHARE
 from mpiatlas.report.formatting import fmt_bytes, fmt_ci, fmt_num

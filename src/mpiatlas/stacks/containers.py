@@ -29,6 +29,7 @@ import jinja2
 
 from mpiatlas import __version__
 from mpiatlas.files import write_text_atomic
+from mpiatlas.stacks import LaunchSpec
 
 REPO = Path(__file__).resolve().parents[3]
 TEMPLATES_DIR = REPO / "containers"
@@ -486,8 +487,6 @@ def preflight(host_stack_kind: str, host_version: str, image: str | Path, *, hos
     ranks: list[HelloRank] = []
     if hello:
         if host_stack is not None:
-            from mpiatlas.stacks import LaunchSpec
-
             transport = next(iter(host_stack.transports))
             launch = host_stack.launch(exec_argv(image, ["mpiatlas-hello"], binds),
                                        LaunchSpec(np=np, transport=transport))

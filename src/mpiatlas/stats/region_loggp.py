@@ -16,26 +16,25 @@ false`` or were perturbed (:func:`mpiatlas.stats.quality.trusted`) are left out.
 
 * :func:`region_loggp` — that table (:data:`LOGGP_SCHEMA`);
 * :func:`loggp_by_series` — its rows per (stack, transport, knobs) and region;
-* :func:`with_loggp` — a :class:`~mpiatlas.models.region_latency.RegionTable` with those o and g.
+
+A region table takes those o and g through :func:`mpiatlas.models.region_latency.with_loggp` (models read
+stats, never the other way).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from mpiatlas.models.region_latency import RegionTable
 from mpiatlas.parsers.loggp import LoggpParseError, loggp_trials
 from mpiatlas.stats.aggregate import median_ci
 from mpiatlas.stats.quality import trusted
 from mpiatlas.stats.regions import region_rank
 
-__all__ = ["LOGGP_BYTES", "LOGGP_SCHEMA", "Series", "loggp_by_series", "region_loggp", "with_loggp"]
+__all__ = ["LOGGP_BYTES", "LOGGP_SCHEMA", "Series", "loggp_by_series", "region_loggp"]
 
 LOGGP_BYTES = 4  # LogGP's o and g are the small-message ones: the conventional 4-byte message
 Series = tuple[str, str, str]  # stack, transport, knobs
@@ -116,16 +115,3 @@ def loggp_by_series(rows: pl.DataFrame) -> dict[Series, dict[str, dict[str, Any]
     for r in rows.iter_rows(named=True):
         out.setdefault((r["stack"], r["transport"], r["knobs"] or ""), {})[r["region"]] = r
     return out
-
-
-def with_loggp(table: RegionTable, regions: Mapping[str, Mapping[str, Any]]) -> RegionTable:
-    """``table`` with the measured o (``overhead_us``) and g (``gap_us``) of the regions it prices;
-    a measured value below 0 (a clock's noise around 0) counts as 0. Unchanged without any."""
-    overhead = {r: max(float(v["overhead_us"]), 0.0) for r, v in regions.items()
-                if r in table.latency_us and v.get("overhead_us") is not None}
-    gap = {r: max(float(v["gap_us"]), 0.0) for r, v in regions.items()
-           if r in table.latency_us and v.get("gap_us") is not None}
-    if not overhead and not gap:
-        return table
-    return replace(table, overhead_us={**table.overhead_us, **overhead}, gap_us={**table.gap_us, **gap},
-                   source=f"{table.source}; o and g measured by the loggp kernel")

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from mpiatlas.matrix.cells import label_knobs
 from mpiatlas.stats.aggregate import median_ci, usable_samples
 from mpiatlas.node.topology import REGIONS
 
@@ -380,8 +381,6 @@ def _with_loggp_columns(table: pl.DataFrame, loggp: pl.DataFrame | None) -> pl.D
     (not even null columns) without LogGP rows, so a campaign without loggp cells keeps its table."""
     if loggp is None or loggp.height == 0:
         return table
-    from mpiatlas.models.ring_regions import label_knobs
-
     keys = ["stack", "transport", "knobs", "region"]
     keyed = table.with_columns(pl.col("label").map_elements(label_knobs, return_dtype=pl.String).alias("knobs"))
     measured = loggp.select(*keys, *LOGGP_COLUMNS)

@@ -37,6 +37,7 @@ import polars as pl
 from mpiatlas.tables.import_labels import file_labels, pooled_labels
 from mpiatlas.parsers.imb import COLUMNS, ImbParseError, parse_imb_text, read_imb_file
 from mpiatlas.parsers.imb_scan import scan_imb_files, scanner_available
+from mpiatlas.parsers.osu_input import osu_kind, parse_osu_input
 
 SAMPLES_FILE = "imb_samples.parquet"
 NULL_CELL_COLUMNS: tuple[str, ...] = ("stack", "transport", "mapping", "algorithm")
@@ -83,8 +84,6 @@ def label_samples(df: pl.DataFrame, label: str | pl.Expr | pl.Series) -> pl.Data
 
 
 def _import_osu(path: Path, label: str, text: str, processes: int | None) -> tuple[pl.DataFrame | None, FileResult]:
-    from mpiatlas.parsers.osu_input import parse_osu_input
-
     try:
         rows = parse_osu_input(path, text, processes=processes)
     except ImbParseError as exc:  # OsuParseError is one: the message names the file and line
@@ -103,7 +102,6 @@ def _import_in_python(given: str | Path, label: str, osu_processes: int | None) 
     except OSError as exc:  # unreadable or missing file: same treatment as a parse failure
         return None, FileResult(path=path, label=label, error=f"{path}: cannot read: {exc.strerror or exc}")
     # The OSU readers only for the files the scanner left: an IMB import never loads them.
-    from mpiatlas.parsers.osu_input import osu_kind
 
     if osu_kind(path, text) is not None:
         return _import_osu(path, label, text, osu_processes)

@@ -7,6 +7,7 @@ from pathlib import Path
 import polars as pl
 
 from mpiatlas.stats.quality import trusted
+from mpiatlas.matrix.cells import DEFAULT_DISTRIBUTION, PLACEMENT_SEGMENT_PREFIX
 
 # Pipeline samples identify a measurement cell by these; imported samples have them null.
 CELL_COLUMNS: tuple[str, ...] = ("stack", "transport", "mapping", "np", "algorithm")
@@ -45,8 +46,6 @@ def with_series_axes(df: pl.DataFrame) -> pl.DataFrame:
 
     The samples tables do not carry the placement: it is in the cell id only (``placement=block/``,
     none for cyclic; matrix.cells.axes_segments), so it is read from there, as tables.tidy does."""
-    from mpiatlas.matrix.cells import DEFAULT_DISTRIBUTION, PLACEMENT_SEGMENT_PREFIX
-
     out = df.with_columns(pl.col(c).fill_null("") if c in df.columns else pl.lit("", dtype=pl.String).alias(c)
                           for c in ("options", "knobs"))
     if "placement" in out.columns:

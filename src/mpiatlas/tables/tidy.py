@@ -27,6 +27,9 @@ from mpiatlas.matrix.layout import (
     TOPOLOGY,
 )
 from mpiatlas.node.topology_record import collect_topologies
+from mpiatlas.matrix.cells import fills_nodes, parse_id
+from mpiatlas.stacks.base import CROSS_NODE, ON_NODE
+from mpiatlas.programs import REGISTRY, program_named
 
 # The pinner of a cell whose coordinates name none (cells.DEFAULT_PINNER; cells is not imported at
 # module level, see below).
@@ -147,8 +150,6 @@ def quiet_wait_columns(waited: dict[str, Any] | None) -> dict[str, Any]:
 def ranks_per_node(mapping: str, np: int, nodes: int) -> int | None:
     """Ranks per node of a cell: np / nodes rounded up (the most a node holds: 3 over 2 is 2 + 1), None
     for a cell filling nodes (core-n2: they vary)."""
-    from mpiatlas.matrix.cells import fills_nodes
-
     return None if fills_nodes(mapping, nodes) else -(-np // nodes)
 
 
@@ -161,8 +162,6 @@ def pair_class(rank_hosts: dict[str, str] | None, np: int, nodes: int, placement
     """``on_node`` / ``cross_node`` for ranks 0 and 1: from the hosts they reported; without them,
     from the plan (one node; cyclic puts rank 1 on node 2); None for one rank or a block plan
     without hosts (rank 1's node then depends on ranks per node)."""
-    from mpiatlas.stacks.base import CROSS_NODE, ON_NODE
-
     if np < 2:
         return None
     hosts = rank_hosts or {}
@@ -180,8 +179,6 @@ def is_kernel_row(row: dict[str, Any]) -> bool:
 
 def missing_row(cell_id: str) -> dict[str, Any]:
     """A cells-table row for a campaign cell that has no raw directory (status ``missing``)."""
-    from mpiatlas.matrix.cells import parse_id
-
     coords = parse_id(cell_id)
     row: dict[str, Any] = dict.fromkeys(CELL_SCHEMA)
     row.update(cell=cell_id, stack=coords["stack"], transport=coords["transport"], mapping=coords["mapping"],
@@ -198,8 +195,6 @@ def tidy(cell_dirs: list[Path], out_dir: Path, expected: list[str] | None = None
     """Tables from ``cell_dirs``; every id in ``expected`` (the campaign's cells) that has no
     directory among them gets a ``missing`` row, so a report of a partial campaign lists it.
     ``progress(1)`` is called as each cell is read (the command's bar)."""
-    from mpiatlas.programs import REGISTRY, program_named
-
     out_dir.mkdir(parents=True, exist_ok=True)
     rows, provs = [], []
     parts: dict[str, list[pl.DataFrame]] = {table: [] for program in REGISTRY.values() for table in program.tables}

@@ -24,6 +24,8 @@ from abc import abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
 from mpiatlas.matrix import adaptive, layout
 from mpiatlas.matrix.cells import Cell, cell_pinner, node_counts, sort_cells
 from mpiatlas.matrix.config import ConfigError
@@ -37,15 +39,16 @@ from mpiatlas.programs.base import (
     per_cell_mem_mb,
     tag_columns,
 )
-from mpiatlas.stacks import Stack, StackError
+from mpiatlas.stacks import Stack, StackError, containers
 from mpiatlas.programs.kernels.thread_quality import thread_quality
+from mpiatlas.matrix.kernel_sweeps import group_grid
+from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_file, parse_kernel_output
 
 # polars, the kernels' parser and the container layer are imported where they are used, so that
 # importing the program registry (every `mpiatlas` command does) does not load them.
 if TYPE_CHECKING:
     from mpiatlas.spine.cell_spec import CellSpec
     from mpiatlas.spine.campaign import Campaign
-    import polars as pl
 
 # The record the kernels' build writes beside the binaries (layout.kernel_build_dir).
 BUILD_RECORD = "build.json"
@@ -110,8 +113,6 @@ def build_dir(config: Campaign, label: str) -> str:
 
 def invalid_records(frame: pl.DataFrame) -> str | None:
     """Why the kernel's own check failed (``valid: false`` on some rank), or None."""
-    import polars as pl
-
     if "valid" not in frame.columns:
         return None
     bad = frame.filter(pl.col("valid") == False)  # noqa: E712 - polars expression, null is not false
@@ -211,10 +212,6 @@ def likwid_problems(frame: pl.DataFrame, sets: list[tuple[int, ...]]) -> list[st
 def with_grid_columns(frame: pl.DataFrame) -> pl.DataFrame:
     """``grid_explicit`` (matsum, jacobi): whether the cell's process grid was asked for
     (``procdims``, a ``-g`` group) or is the stack's MPI_Dims_create choice."""
-    import polars as pl
-
-    from mpiatlas.matrix.kernel_sweeps import group_grid
-
     explicit = group_grid(str(frame["variant_group"][0])) is not None
     return frame.with_columns(pl.lit(explicit).alias("grid_explicit"))
 
@@ -322,7 +319,6 @@ class KernelProgram(Program):
         if listed is not None and self.name not in listed.split():
             raise StackError(f"unavailable: image {Path(facts['image']).name} has no kernel {self.name!r} "
                              f"(mpiatlas.kernels: {listed.strip() or 'none'})")
-        from mpiatlas.stacks import containers
 
         argv = [self.name, *spec["kernel"]["args"]]
         return containers.exec_argv(facts["image"], argv, container_binds(spec))
@@ -336,8 +332,6 @@ class KernelProgram(Program):
 
     def check(self, spec: CellSpec, stdout: str, pins: list[int] | None,
               sets: list[tuple[int, ...]] | None) -> Outcome | Checked:
-        from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_output
-
         try:
             frames = parse_kernel_output(stdout, layout.STDOUT)
         except KernelParseError as exc:
@@ -366,10 +360,6 @@ class KernelProgram(Program):
     def rows(self, cell_dir: Path, row: dict[str, Any], prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
         """One row per rank per record; the record's own ``variant``/``threads`` keep their meaning,
         the cell's are ``variant_group`` and ``cell_threads``."""
-        import polars as pl
-
-        from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_file
-
         if row["status"] not in PARSED_STATUSES:
             return {}
         try:

@@ -11,14 +11,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
 from mpiatlas.matrix.cells import DEFAULT_ALGORITHM, Cell
 from mpiatlas.programs.kernels import DEFAULT_GROUP, KernelProgram, Shape, sweep_args, sweep_work_s
 
 if TYPE_CHECKING:
     from mpiatlas.spine.campaign import Campaign
 
-if TYPE_CHECKING:  # imported where rows are built (see programs.kernels)
-    import polars as pl
 
 # The collectives of the coll kernel: config name (IMB's, as in stacks.<label>.algorithms) -> kernel name.
 COLL_COLLECTIVES: dict[str, str] = {"Bcast": "bcast", "Allreduce": "allreduce", "Alltoall": "alltoall"}
@@ -54,8 +54,6 @@ def coll_group_parts(group: str) -> tuple[str | None, str]:
 
 def with_coll_algorithm(frame: pl.DataFrame) -> pl.DataFrame:
     """``algorithm`` of every coll record: the one its cell forced for that collective, else ``default``."""
-    import polars as pl
-
     try:
         forced, algorithm = coll_group_parts(str(frame["variant_group"][0]))
     except ValueError:

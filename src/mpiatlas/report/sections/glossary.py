@@ -8,7 +8,8 @@ the code cannot drift apart.
 from __future__ import annotations
 
 from mpiatlas.models.asymptote import ASYMPTOTE_SIZES
-from mpiatlas.models.hockney import CI_REL_TOL, MIN_LAUNCHES
+from mpiatlas.models.hockney import MIN_LAUNCHES
+from mpiatlas.models.hockney_trust import CI_REL_TOL
 from mpiatlas.report.blocks import Cell, Section, Table, Text
 from mpiatlas.report.data import ReportData
 from mpiatlas.stats.quality import CI_HALFWIDTH, RESOLUTION_US, SERIES_SPLIT_SHARE, TYPICAL_FACTOR

@@ -15,6 +15,7 @@ and off cache alike, and says so on the axis.
 from __future__ import annotations
 
 from typing import Any
+import math
 
 import altair as alt
 import numpy as np
@@ -22,7 +23,6 @@ import polars as pl
 
 from mpiatlas.stats.aggregate import usable_samples
 from mpiatlas.stats.ratios import ratio_cis
-
 from mpiatlas.report.blocks import ChartBlock, Heading, Section, Table, Text, cell, num_cell
 from mpiatlas.report.charts import CHART_H, CHART_W, chart_spec, color, rounded, size_x, with_size
 from mpiatlas.report.data import ReportData
@@ -139,8 +139,6 @@ def _chart(bench: str, df: pl.DataFrame, caches: dict[str, list[int]], y: str, y
 
 def nearest_size(sizes: list[int], target: int) -> int | None:
     """The measured size closest to ``target`` on a log scale, if within a factor of 2."""
-    import math
-
     best = min(sizes, key=lambda s: abs(math.log2(s / target)), default=None)
     return best if best is not None and abs(math.log2(best / target)) <= 1 else None
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas.models.hockney import latency_on_floor
+from mpiatlas.models.hockney_trust import latency_on_floor
 from mpiatlas.report.blocks import Cell, Details, Notice, Section, Table, Text, cell, num_cell
 from mpiatlas.report.cells import has_columns
 from mpiatlas.report.data import ReportData

@@ -1,0 +1,108 @@
+"""What ``mpiatlas run-cell`` does (:mod:`mpiatlas.commands.run_cell` parses its command line): run every
+cell of one job group in this one process (``--group``), or one cell from its spec (``--spec``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mpiatlas.runner import CellInterrupted, run_cell, run_group
+from mpiatlas.matrix.config import load
+from mpiatlas.programs import cell_spec, expand
+from mpiatlas.campaign.resources import job_groups
+from mpiatlas.campaign.adaptive_rounds import cells_of_round_group, is_later_remeasure, later_launches
+from mpiatlas import files
+from mpiatlas.matrix import layout
+from mpiatlas.runner.quiet import QuietRule
+from mpiatlas.runner.run import Later
+
+if TYPE_CHECKING:
+    from mpiatlas.spine.cell_spec import CellSpec
+    from mpiatlas.spine.campaign import Campaign
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        if args.group:
+            return _run_group(args)
+        return _run_one(args)
+    except CellInterrupted as exc:
+        # Stopped from outside (scancel, time limit, Ctrl-C): no result, no raw directory; the job
+        # fails so that Snakemake runs the group again next time (its sealed cells are skipped).
+        print(f"mpiatlas run-cell: {exc}", file=sys.stderr)
+        return 75  # EX_TEMPFAIL
+
+
+def _run_one(args: argparse.Namespace) -> int:
+    if not args.spec or not args.out:
+        raise SystemExit("mpiatlas run-cell: give --spec JSON --out DIR, or --group ID --config FILE --done FILE")
+
+    outcome = run_cell(json.loads(args.spec), args.out)
+    print(f"{args.out}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else ""))
+    # A failed cell is a result, not a workflow error: the campaign goes on.
+    return 0
+
+
+def group_specs(config_path: Path, group: str, round_cells: Path | None = None) -> tuple[Campaign, list[CellSpec]]:
+    """The campaign config and the specs of the cells of ``group``: re-expanded from the config, or
+    for a later adaptive round's group read from that round's decision (``round_cells``)."""
+    config = load(config_path)
+    if round_cells is not None:
+        return config, [cell_spec(config, cell) for cell in _round_group_cells(round_cells, group)]
+    groups = job_groups(config, expand(config))
+    if group not in groups:
+        raise SystemExit(f"mpiatlas run-cell: {config_path}: no job group {group!r} in this campaign "
+                         f"({len(groups)} groups, e.g. {next(iter(groups), 'none')})")
+    return config, [cell_spec(config, cell) for cell in groups[group]]
+
+
+def _round_group_cells(decision_file: Path, group: str) -> list[Any]:
+    try:
+        decision = json.loads(decision_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"mpiatlas run-cell: --round-cells {decision_file}: not a readable decision ({exc})") from None
+    try:
+        return cells_of_round_group(decision, group)
+    except ValueError as exc:
+        raise SystemExit(f"mpiatlas run-cell: --round-cells {decision_file}: {exc}") from None
+
+
+def _run_group(args: argparse.Namespace) -> int:
+    if not args.config or not args.done:
+        raise SystemExit("mpiatlas run-cell --group needs --config FILE and --done FILE")
+
+    config, specs = group_specs(args.config, args.group, args.round_cells)
+    results = layout.results_dir(config.campaign.name)
+    outs = [Path(layout.raw_dir(results, spec["id"])) for spec in specs]
+    done = run_group(specs, outs, remeasure=config.campaign.remeasure,
+                     later=later_round(config, args.group, args.round_cells))
+    for entry in done:
+        print(f"{entry['cell']}: {entry['status']}" + ("" if entry["ran"] else " (sealed before, skipped)")
+              + _quality_note(entry))
+    files.write_json_atomic(args.done, {"group": args.group, "cells": done})
+    return 0
+
+
+def later_round(config: Campaign, group: str, round_cells: Path | None) -> Any:
+    """The later re-measure round's budget and wait (runner.run.Later) when ``group`` is one of its
+    groups (the decision that created it names it), else None."""
+    if round_cells is None:
+        return None
+
+    if not is_later_remeasure(json.loads(round_cells.read_text()), group):
+        return None
+    return Later(later_launches(config), QuietRule.of_config(config["campaign"]))
+
+
+def _quality_note(entry: dict[str, Any]) -> str:
+    """What the group log says of a cell's re-measures, and of a launch still perturbed."""
+    notes = [f"{entry['remeasured']} perturbed launch(es) set aside and measured again"] if entry.get("remeasured") else []
+    if entry.get("quiet_wait"):
+        notes.append(f"last launch after a wait for a quiet machine: {entry['quiet_wait']}")
+    if entry.get("quality") == "perturbed":
+        notes.append("still perturbed: left out of medians and fits")
+    return f" ({'; '.join(notes)})" if notes else ""
