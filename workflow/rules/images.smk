@@ -9,7 +9,7 @@
 #     enabled: false                  # true: container_image_targets() lists every image below
 #     bootstrap: debootstrap          # debootstrap (Debian mirror) | docker (needs a registry: docker_from)
 #     os_version: bookworm            # Debian suite of the image (debootstrap)
-#     mirror_url: http://deb.debian.org/debian/
+#     mirror_url: (the Debian mirror the host's apt sources name; mpiatlas.stacks.apt_sources)
 #     docker_from: debian:bookworm    # base image when bootstrap: docker
 #     impi_version: 2021.16.1         # impi-rt/impi-devel (Intel MPI image; IMB binaries of the MPICH image)
 #     imb_version: "2021.10"          # the IMB release (label; the impi-rt wheel ships 2021.10)
