@@ -23,7 +23,7 @@ rule kernels_build:
         f"{LOGS}/kernels/{{stack}}.build.log",
     conda:
         "../envs/mpiatlas.yaml"
-    # Before any cell group (groups take every core): installs and builds then run side by side
+    # Before any cell group (a group takes the whole machine): installs and builds then run side by side
     # while no launch is being timed.
     priority: 100
     # Built where Snakemake runs (a cluster's login node shares the compute nodes' file system).
