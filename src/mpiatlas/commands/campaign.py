@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mpiatlas.campaign import snakemake_start
+from mpiatlas.files import shipped
 from mpiatlas.matrix import layout
 
 if TYPE_CHECKING:
@@ -35,7 +36,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("campaign", help="run a campaign end to end (Snakemake) and print the report path")
     p.add_argument("--config", default="config/config.yaml", type=Path, help="campaign config (default: %(default)s)")
     p.add_argument("--profile", default="profiles/local", help="Snakemake profile (default: %(default)s)")
-    p.add_argument("--directory", default=".", type=Path, help="repository root (default: current directory)")
+    p.add_argument("--directory", default=".", type=Path,
+                   help="where the campaign runs and writes results/ (default: current directory)")
     p.add_argument("--verbose", action="store_true", help="show Snakemake's own output instead of the progress line")
     p.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="extra Snakemake arguments after --")
     p.set_defaults(func=_main)
@@ -43,8 +45,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def snakemake_argv(args: argparse.Namespace, *targets: str) -> list[str]:
     extra = [a for a in args.snakemake_args if a != "--"]
-    return snakemake_start.argv("--snakefile", "workflow/Snakefile", "--configfile", str(args.config),
-                                "--profile", args.profile, *extra, *targets)
+    return snakemake_start.workflow_argv(args.config, args.profile, args.directory.resolve(), *extra, *targets)
 
 
 def is_dry_run(args: argparse.Namespace) -> bool:
@@ -145,7 +146,7 @@ def precompile_package() -> None:
     A package directory the user cannot write is left as it is."""
     import compileall
 
-    package = Path(__file__).resolve().parents[1]
+    package = shipped()
     if os.access(package, os.W_OK):
         compileall.compile_dir(package, quiet=2)
 
@@ -320,8 +321,8 @@ def _partial_report(args: argparse.Namespace, root: Path, results: str, env: dic
     target = layout.report_path(results, partial=True)
     # The campaign's profile too: its config (grouping) must be the run's, or Snakemake would see the
     # manifest's params changed and rewrite it.
-    argv = snakemake_start.argv("--snakefile", "workflow/Snakefile", "--configfile", str(args.config), "--profile",
-                                args.profile, "--cores", "1", "--forcerun", "tidy_partial", "--nolock", target)
+    argv = snakemake_start.workflow_argv(args.config, args.profile, root, "--cores", "1", "--forcerun", "tidy_partial",
+                                         "--nolock", target)
     with (log or Path(os.devnull)).open("a") as out:
         done = subprocess.run(argv, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL)

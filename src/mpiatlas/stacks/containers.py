@@ -1,6 +1,6 @@
 """Apptainer images of the campaign's MPI stacks, and the hybrid launch model.
 
-* ``render_def`` turns a Jinja2 template ``containers/<stack>.def`` into a real
+* ``render_def`` turns a Jinja2 template ``containers/<stack>.def`` (package data) into a real
   Apptainer definition file (the DAG writes it to ``results/images/<stack>.def``).
 * ``build_image`` runs ``apptainer build`` (zstd squashfs) into a SIF, logging to a file.
 * ``exec_argv`` is what a cell runs under the *host* launcher in the hybrid model:
@@ -28,12 +28,11 @@ from typing import Any
 import jinja2
 
 from mpiatlas import __version__
-from mpiatlas.files import write_text_atomic
+from mpiatlas.files import IMAGE_TEMPLATES, kernel_sources, shipped, write_text_atomic
 from mpiatlas.stacks import apt_sources
 
-REPO = Path(__file__).resolve().parents[3]
-TEMPLATES_DIR = REPO / "containers"
-KERNELS_DIR = REPO / "src" / "kernels"
+TEMPLATES_DIR = shipped(IMAGE_TEMPLATES)
+KERNELS_DIR = kernel_sources()
 
 STACK_KINDS = ("openmpi", "mpich", "intelmpi")
 BOOTSTRAPS = ("debootstrap", "docker")
@@ -231,7 +230,7 @@ def write_def(stack_kind: str, out: str | Path, **kwargs: Any) -> Path:
 
 
 def kernel_sources(kernels_dir: str | Path = KERNELS_DIR) -> list[Path]:
-    """The files of ``src/kernels`` an image is built from (sources, headers, Makefile)."""
+    """The files of the kernels' sources an image is built from (sources, headers, Makefile)."""
     root = Path(kernels_dir)
     return sorted(p for p in root.rglob("*")
                   if p.is_file() and (p.suffix in (".c", ".h", ".mk") or p.name == "Makefile"))

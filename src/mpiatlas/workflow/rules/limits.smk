@@ -9,7 +9,7 @@
 # Its own job, before the cells (priority) and alone (the whole machine resource: no group runs
 # beside it, as cell_group does): the copy rate of a node that is running benchmarks is not its limit. Under
 # SLURM it asks for as many nodes as the widest cell spans and `mpiatlas limits` runs itself once
-# per node with srun; likwid-bench missing -> mpiatlas's copy kernel (src/kernels/stream.c, needs cc) measures,
+# per node with srun; likwid-bench missing -> mpiatlas's copy kernel (kernels_src/stream.c, needs cc) measures,
 # and failing that the record says unavailable; the job still succeeds.
 
 # YAML reads an unquoted `off` as false; the schema allows both.

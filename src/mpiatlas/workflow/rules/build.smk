@@ -1,11 +1,11 @@
-# The C kernels of src/kernels, built once per stack against its compiler wrapper (the kernel
+# The C kernels (KERNELS_SRC, package data: mpiatlas/kernels_src), built once per stack against its compiler wrapper (the kernel
 # list is mpiatlas.programs.KERNEL_NAMES: one module under programs/kernels per kernel):
 #
 #   stack record --(kernels_build)--> R/kernels/<stack>/{<every kernel>,build.json}
 #
 # With containers.enabled the kernels run from the images instead (on their PATH; host launcher
 # + apptainer exec, like IMB), so nothing is built on the host.
-KERNEL_SOURCES = [str(p) for p in _containers.kernel_sources("src/kernels")] or ["src/kernels/Makefile"]
+# KERNEL_SOURCES (every source file, so an edit rebuilds) is in rules/common.smk.
 
 
 rule kernels_build:
@@ -19,6 +19,7 @@ rule kernels_build:
         source=lambda wc: CAMPAIGN.stacks[wc.stack].source,
         prefix=lambda wc: cell_model.stack_prefix(CAMPAIGN, wc.stack),
         out=lambda wc: layout.kernel_build_dir(R, wc.stack),
+        source_dir=KERNELS_SRC,
     log:
         f"{LOGS}/kernels/{{stack}}.build.log",
     conda:
@@ -30,4 +31,4 @@ rule kernels_build:
     localrule: True
     shell:
         "mpiatlas kernels build --stack-kind {params.kind:q} --prefix {params.prefix:q} --source {params.source:q}"
-        " --source-dir src/kernels --out {params.out:q} > {log:q} 2>&1"
+        " --source-dir {params.source_dir:q} --out {params.out:q} > {log:q} 2>&1"
