@@ -44,7 +44,7 @@ def shipped_profile(name: str) -> Path:
     return shipped(PROFILES, name)
 
 
-def kernel_sources() -> Path:
+def shipped_kernel_sources() -> Path:
     """The C kernels' sources and Makefile."""
     return shipped(KERNEL_SOURCES)
 

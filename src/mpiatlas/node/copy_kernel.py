@@ -41,7 +41,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from mpiatlas.files import kernel_sources, user_cache_dir
+from mpiatlas.files import shipped_kernel_sources, user_cache_dir
 from mpiatlas.node.copy_plan import MEMORY, plan
 
 TOOL = "copy-kernel"
@@ -68,7 +68,7 @@ class CopyKernelError(RuntimeError):
 
 def source_path() -> Path:
     """stream.c among the kernels' sources mpiatlas ships (package data, as for the MPI kernels)."""
-    return kernel_sources() / SOURCE
+    return shipped_kernel_sources() / SOURCE
 
 
 def compiler() -> str | None:

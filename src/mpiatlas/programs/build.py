@@ -24,11 +24,11 @@ if TYPE_CHECKING:
     from mpiatlas.spine.campaign import Campaign
 
 from mpiatlas.matrix import layout
-from mpiatlas.files import kernel_sources, user_cache_dir
+from mpiatlas.files import shipped_kernel_sources, user_cache_dir
 from mpiatlas.programs import KERNEL_NAMES, expand
 from mpiatlas.programs.kernels import BUILD_RECORD
 
-KERNELS_DIR = kernel_sources()
+KERNELS_DIR = shipped_kernel_sources()
 
 
 class KernelBuildError(RuntimeError):

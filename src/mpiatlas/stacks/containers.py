@@ -28,11 +28,11 @@ from typing import Any
 import jinja2
 
 from mpiatlas import __version__
-from mpiatlas.files import IMAGE_TEMPLATES, kernel_sources, shipped, write_text_atomic
+from mpiatlas.files import IMAGE_TEMPLATES, shipped, shipped_kernel_sources, write_text_atomic
 from mpiatlas.stacks import apt_sources
 
 TEMPLATES_DIR = shipped(IMAGE_TEMPLATES)
-KERNELS_DIR = kernel_sources()
+KERNELS_DIR = shipped_kernel_sources()
 
 STACK_KINDS = ("openmpi", "mpich", "intelmpi")
 BOOTSTRAPS = ("debootstrap", "docker")
