@@ -104,9 +104,9 @@ def skips_without_reason(output: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the image
-def fresh_machine_def() -> str:
+def fresh_machine_def(host_root: Path = apt_sources.HOST_ROOT) -> str:
     """The fresh-machine def, rendered with the Debian archives the host's apt sources name."""
-    mirror = apt_sources.image_mirror(None, OS_VERSION)
+    mirror = apt_sources.image_mirror(None, OS_VERSION, host_root)
     template = jinja2.Template(DEF_FILE.read_text(), undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     return template.render(os_version=OS_VERSION, mirror_url=mirror.url, sources_list=mirror.sources_list())
 
@@ -127,6 +127,17 @@ def fresh_machine_image() -> Path:
             if not stale.name.startswith(sif.stem):
                 stale.unlink()
     return sif
+
+
+def test_fresh_machine_installs_from_the_hosts_archives() -> None:
+    """The def names no mirror: a (recorded) site host's archive, -updates and -security are rendered in."""
+    text = fresh_machine_def(REPO / "tests" / "data" / "apt" / "one-line-site")
+    assert "{{" not in text and "{%" not in text
+    assert "MirrorURL: http://apt.site.example/debian\n" in text
+    listed = text.split("cat > /etc/apt/sources.list <<'EOF'\n", 1)[1].split("EOF\n", 1)[0].splitlines()
+    assert listed == ["deb http://apt.site.example/debian bookworm main",
+                      "deb http://apt.site.example/debian bookworm-updates main",
+                      "deb http://apt.site.example/debian-security bookworm-security main"]
 
 
 def in_image(sif: Path, work: Path, program: list[str], cwd: str = HOME) -> list[str]:

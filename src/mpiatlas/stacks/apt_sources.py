@@ -137,7 +137,7 @@ def host_codename(root: Path = HOST_ROOT) -> str | None:
         text = (root / OS_RELEASE).read_text()
     except OSError:
         return None
-    values = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    values = {key: value for key, sep, value in (line.partition("=") for line in text.splitlines()) if sep}
     if values.get("ID", "").strip('"') != "debian":
         return None
     return values.get("VERSION_CODENAME", "").strip('"') or None
