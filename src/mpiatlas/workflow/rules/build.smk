@@ -19,7 +19,8 @@ rule kernels_build:
         source=lambda wc: CAMPAIGN.stacks[wc.stack].source,
         prefix=lambda wc: cell_model.stack_prefix(CAMPAIGN, wc.stack),
         out=lambda wc: layout.kernel_build_dir(R, wc.stack),
-        source_dir=KERNELS_SRC,
+        # The sources' directory, from the input (a param naming it outright is a hard-coded path to lint).
+        source_dir=lambda wildcards, input: os.path.dirname(input.sources[0]),
     log:
         f"{LOGS}/kernels/{{stack}}.build.log",
     conda:

@@ -70,7 +70,7 @@ rule image:
     params:
         # Not used by the command: a change of any rendering value rebuilds the image.
         versions=image_render_json,
-        kernels_dir=KERNELS_SRC,
+        kernels_dir=lambda wildcards, input: os.path.dirname(input.kernels[0]),
     log:
         "results/logs/images/{stack}.build.log",
     conda:
