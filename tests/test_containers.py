@@ -27,16 +27,19 @@ HOST_IMPI = REPO / ".stacks" / "intelmpi"
 IMAGE_CACHE = Path(os.environ.get("MPIATLAS_IMAGE_CACHE", "/tmp/mpiatlas-images"))
 # What the session builds: stack -> render_def keyword arguments.
 TEST_IMAGES = {"intelmpi": {}, "openmpi": {"imb": "skip"}}
+# Rendering tests read a recorded host's apt sources (a site mirror), not this machine's.
+SITE = REPO / "tests" / "data" / "apt" / "one-line-site"
 
 
 # ============================================================================ unit: rendering
 @pytest.mark.parametrize("bootstrap", containers.BOOTSTRAPS)
 @pytest.mark.parametrize("stack", containers.STACK_KINDS)
 def test_render_def_header_and_sections(stack: str, bootstrap: str) -> None:
-    text = containers.render_def(stack, bootstrap, imb="skip")
+    text = containers.render_def(stack, bootstrap, imb="skip", host_root=SITE)
     header = [line for line in text.splitlines() if line and not line.startswith("#")][:3]
     if bootstrap == "debootstrap":
-        assert header == ["Bootstrap: debootstrap", "OSVersion: bookworm", "MirrorURL: http://deb.debian.org/debian/"]
+        # The mirror the recorded host's apt sources name (tests/test_apt_sources.py).
+        assert header == ["Bootstrap: debootstrap", "OSVersion: bookworm", "MirrorURL: http://apt.site.example/debian"]
     else:
         assert header[:2] == ["Bootstrap: docker", "From: debian:bookworm"]
     for section in ("%labels", "%help", "%environment", "%setup", "%files", "%post", "%runscript", "%test"):
@@ -54,7 +57,7 @@ def test_render_def_header_and_sections(stack: str, bootstrap: str) -> None:
 
 def test_render_openmpi_imb_build_downloads_and_verifies() -> None:
     sha = "a" * 64
-    text = containers.render_def("openmpi", imb="build", imb_sha256=sha)
+    text = containers.render_def("openmpi", imb="build", imb_sha256=sha, host_root=SITE)
     post = text.split("%post", 1)[1].split("%runscript", 1)[0]
     assert f"IMB_URL={containers.IMB_UPSTREAM_URL}" in post
     assert f"IMB_SHA256={sha}" in post
@@ -64,12 +67,12 @@ def test_render_openmpi_imb_build_downloads_and_verifies() -> None:
     assert "unavailable" not in text
     assert "IMB-MPI1 PingPong" in text.split("%test", 1)[1]
     # An empty sha256 renders, but the build refuses the unverified download.
-    unpinned = containers.render_def("openmpi", imb="build")
+    unpinned = containers.render_def("openmpi", imb="build", host_root=SITE)
     assert "IMB_SHA256=''" in unpinned and "imb_sha256 is not set" in unpinned
 
 
 def test_render_openmpi_imb_skip_has_no_imb() -> None:
-    text = containers.render_def("openmpi", imb="skip")
+    text = containers.render_def("openmpi", imb="skip", host_root=SITE)
     assert "mpiatlas.imb unavailable: IMB source not reachable at build time" in text
     assert "curl" not in text and "sha256sum" not in text and "IMB-MPI1 CC=" not in text
     assert "imb: skip but an IMB-MPI1 is on PATH" in text.split("%test", 1)[1]
@@ -77,7 +80,7 @@ def test_render_openmpi_imb_skip_has_no_imb() -> None:
 
 @pytest.mark.parametrize("imb", containers.IMB_MODES)
 def test_render_mpich_imb_from_wheel(imb: str) -> None:
-    text = containers.render_def("mpich", imb=imb)
+    text = containers.render_def("mpich", imb=imb, host_root=SITE)
     assert "ln -sf \"$libmpich\" /opt/mpiatlas/mpich-abi/libmpi.so.12" in text
     assert "LD_LIBRARY_PATH=/opt/mpiatlas/mpich-abi:" in text
     if imb == "build":
@@ -91,7 +94,7 @@ def test_render_mpich_imb_from_wheel(imb: str) -> None:
 
 @pytest.mark.parametrize("imb", containers.IMB_MODES)
 def test_render_intelmpi(imb: str) -> None:
-    text = containers.render_def("intelmpi", imb=imb)
+    text = containers.render_def("intelmpi", imb=imb, host_root=SITE)
     assert f'"impi-rt=={containers.IMPI_VERSION}" "impi-devel=={containers.IMPI_VERSION}"' in text
     assert "python3 -m venv /opt/impi" in text
     assert ("mpirun -n 2 IMB-MPI1 PingPong" in text) == (imb == "build")
@@ -101,25 +104,25 @@ def test_render_intelmpi(imb: str) -> None:
 
 def test_render_rejects_bad_values() -> None:
     with pytest.raises(ContainerError, match="64 hex"):
-        containers.render_def("openmpi", imb="build", imb_sha256="1234")
+        containers.render_def("openmpi", imb="build", imb_sha256="1234", host_root=SITE)
     with pytest.raises(ContainerError, match="imb_url"):
-        containers.render_def("openmpi", imb="build", imb_url="https://x/'; rm -rf /")
+        containers.render_def("openmpi", imb="build", imb_url="https://x/'; rm -rf /", host_root=SITE)
     with pytest.raises(ContainerError, match="bootstrap"):
-        containers.render_def("openmpi", "yum")
+        containers.render_def("openmpi", "yum", host_root=SITE)
     with pytest.raises(ContainerError, match="unknown stack"):
-        containers.render_def("lam")
+        containers.render_def("lam", host_root=SITE)
 
 
 def test_render_params_from_config_block() -> None:
     cfg = {"bootstrap": "docker", "stacks": {"openmpi": {"imb": "skip", "imb_sha256": "b" * 64},
                                              "intelmpi": {"impi_version": "2021.16.1"}}}
-    params = containers.render_params("openmpi", cfg)
+    params = containers.render_params("openmpi", cfg, host_root=SITE)
     assert params["bootstrap"] == "docker" and params["imb"] == "skip" and params["imb_sha256"] == "b" * 64
     assert params["mpi_version"] == "4.1.4"
     text = containers.render_def("openmpi", **params)
     assert "Bootstrap: docker" in text
     with pytest.raises(ContainerError, match="unknown keys"):
-        containers.render_params("mpich", {"stacks": {"mpich": {"imb_sah256": "x"}}})
+        containers.render_params("mpich", {"stacks": {"mpich": {"imb_sah256": "x"}}}, host_root=SITE)
 
 
 def test_exec_argv() -> None:

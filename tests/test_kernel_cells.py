@@ -26,7 +26,7 @@ from mpiatlas.node.topology_synthetic import parse_synthetic
 from mpiatlas.programs import cell_spec, cells_of_kind
 from mpiatlas.programs.build import build_labels, build_outputs
 from mpiatlas.programs.kernels.coll import coll_group_parts
-from mpiatlas.campaign.resources import job_groups
+from mpiatlas.campaign.resources import MACHINE_SHARE, MACHINE_WHOLE, job_groups
 from mpiatlas.runner import Outcome, run_cell
 from mpiatlas.runner.judge import judge, set_binding_problems
 from mpiatlas.runner.plan import rank_cpu_sets
@@ -390,6 +390,27 @@ def test_tidy_tags_coll_rows_with_the_forced_algorithm(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------- dry run
+# Jobs that must run alone on the machine (their timings or copy rates are the measurement).
+ALONE = {"cell_group", "limits", "tune_validate"}
+
+
+def assert_machine_fence(dry_run: str, profile: Path) -> None:
+    """The local profile provides the machine as a resource and one share of it per job; every job
+    that must run alone asks for the whole of it (so it excludes the others and they it), the rest
+    for one share; no job is fenced by a thread count."""
+    settings = yaml.safe_load(profile.read_text())
+    assert f"machine={MACHINE_WHOLE}" in settings["resources"]
+    assert settings["default-resources"] == [f"machine={MACHINE_SHARE}"]
+    parts = re.split(r"^(?:local)?(?:rule|checkpoint) (\w+):$", dry_run, flags=re.M)
+    jobs = list(zip(parts[1::2], parts[2::2]))
+    assert {name for name, _ in jobs} >= {"cell_group", "limits", "kernels_build", "stack"}
+    for name, body in jobs:
+        claimed = re.search(r"resources: [^\n]*\bmachine=(\d+)", body)
+        assert claimed, f"{name} asks for no share of the machine"
+        assert int(claimed[1]) == (MACHINE_WHOLE if name in ALONE else MACHINE_SHARE), name
+        assert not re.search(r"^\s+threads: (\d{3,})$", body, re.M), f"{name} is fenced by threads"
+
+
 def test_dry_run_lists_the_kernel_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     work = campaign_workdir(tmp_path, TINY)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
@@ -414,6 +435,7 @@ def test_dry_run_lists_the_kernel_cells(tmp_path: Path, capsys: pytest.CaptureFi
                         rf"[ \t]+resources: [^\n]*cells=(\d+),", text)
         assert job and int(job[1]) == len(groups[group]), group
     assert "rule kernels_build:" in text and "rule fit_full:" in text  # fit_full: every model (rules/fit.smk)
+    assert_machine_fence(text, work / "profiles/local/profile.yaml")
     # `mpiatlas cells` through main(argv) in-process: the same command without another interpreter.
     capsys.readouterr()
     assert main(["cells", "--config", str(work / "config/campaign.yaml")]) == 0

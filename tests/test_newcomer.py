@@ -24,11 +24,14 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import jinja2
 import pytest
 
 from conftest import REPO, require_infra
+from mpiatlas.stacks import apt_sources
 
 DEF_FILE = REPO / "tests" / "data" / "fresh-machine.def"
+OS_VERSION = "bookworm"  # Debian 12, the fresh machine
 SIF_CACHE = REPO / ".cache"
 ARTIFACTS = REPO / "results" / "ci-artifacts"
 CONFIG = "config/test/tiny.yaml"
@@ -101,18 +104,40 @@ def skips_without_reason(output: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the image
+def fresh_machine_def(host_root: Path = apt_sources.HOST_ROOT) -> str:
+    """The fresh-machine def, rendered with the Debian archives the host's apt sources name."""
+    mirror = apt_sources.image_mirror(None, OS_VERSION, host_root)
+    template = jinja2.Template(DEF_FILE.read_text(), undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    return template.render(os_version=OS_VERSION, mirror_url=mirror.url, sources_list=mirror.sources_list())
+
+
 def fresh_machine_image() -> Path:
-    """The fresh-machine SIF, built once per version of its def file (~1.5-3 min)."""
+    """The fresh-machine SIF, built once per rendering of its def file (~1.5-3 min)."""
     from mpiatlas.stacks.containers import build_image
 
-    digest = hashlib.sha256(DEF_FILE.read_bytes()).hexdigest()[:12]
+    text = fresh_machine_def()
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     sif = SIF_CACHE / f"fresh-machine-{digest}.sif"
     if not sif.is_file():
-        build_image(DEF_FILE, sif, SIF_CACHE / f"fresh-machine-{digest}.log", timeout=BUILD_TIMEOUT_S)
+        deffile = SIF_CACHE / f"fresh-machine-{digest}.def"
+        deffile.parent.mkdir(parents=True, exist_ok=True)
+        deffile.write_text(text)
+        build_image(deffile, sif, SIF_CACHE / f"fresh-machine-{digest}.log", timeout=BUILD_TIMEOUT_S)
         for stale in SIF_CACHE.glob("fresh-machine-*"):  # images of older def files (~150 MB each)
             if not stale.name.startswith(sif.stem):
                 stale.unlink()
     return sif
+
+
+def test_fresh_machine_installs_from_the_hosts_archives() -> None:
+    """The def names no mirror: a (recorded) site host's archive, -updates and -security are rendered in."""
+    text = fresh_machine_def(REPO / "tests" / "data" / "apt" / "one-line-site")
+    assert "{{" not in text and "{%" not in text
+    assert "MirrorURL: http://apt.site.example/debian\n" in text
+    listed = text.split("cat > /etc/apt/sources.list <<'EOF'\n", 1)[1].split("EOF\n", 1)[0].splitlines()
+    assert listed == ["deb http://apt.site.example/debian bookworm main",
+                      "deb http://apt.site.example/debian bookworm-updates main",
+                      "deb http://apt.site.example/debian-security bookworm-security main"]
 
 
 def in_image(sif: Path, work: Path, program: list[str], cwd: str = HOME) -> list[str]:

@@ -1,12 +1,52 @@
 """Files mpiatlas writes, at the ground floor: atomic replacement (a reader never sees half a file) and
-the user cache directory. Every package writes through these; :mod:`mpiatlas.matrix.layout` names the files."""
+the user cache directory. Every package writes through these; :mod:`mpiatlas.matrix.layout` names the files.
+
+And the files it ships (:func:`shipped`): package data found through importlib.resources, never by
+walking up from a module, so an installed mpiatlas (``pip install .``, a wheel) runs from any directory.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import secrets
+from importlib import resources
 from pathlib import Path
+
+
+# Package data (pyproject.toml [tool.setuptools.package-data]); the checkout links the old top-level
+# paths (workflow/, profiles/, containers/, src/kernels) to these.
+WORKFLOW = "workflow"
+PROFILES = "profiles"
+IMAGE_TEMPLATES = "containers"
+KERNEL_SOURCES = "kernels_src"
+
+
+class NotOnDisk(RuntimeError):
+    """mpiatlas's package data is not a directory on disk (a zipped install)."""
+
+
+def shipped(*parts: str) -> Path:
+    """A file or directory of mpiatlas's package data, as a path: Snakemake, make and apptainer read
+    them from disk, so mpiatlas must be installed as files (pip's default), not zipped."""
+    root = resources.files("mpiatlas")
+    if not isinstance(root, Path):
+        raise NotOnDisk(f"mpiatlas is installed as {root!r}, not as files: reinstall it with pip")
+    return root.joinpath(*parts)
+
+
+def snakefile() -> Path:
+    return shipped(WORKFLOW, "Snakefile")
+
+
+def shipped_profile(name: str) -> Path:
+    """A Snakemake profile mpiatlas ships (``local``, ``slurm``)."""
+    return shipped(PROFILES, name)
+
+
+def shipped_kernel_sources() -> Path:
+    """The C kernels' sources and Makefile."""
+    return shipped(KERNEL_SOURCES)
 
 
 # Overrides the user cache (tests; a shared cluster home that must not be written to).

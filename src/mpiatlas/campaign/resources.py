@@ -63,6 +63,14 @@ RUNTIME_FLOOR_MIN = 1
 # wrong, the launcher and MPI_Init (~1-2 s for a few ranks here, longer with many) and sealing the cell.
 LAUNCH_S = 2.0
 LAUNCH_PER_RANK_S = 0.02
+# The machine as a Snakemake resource, in thousandths: the local profile provides MACHINE_WHOLE
+# (`resources: [machine=1000]`) and gives every job one thousandth by default; a job that must run
+# alone (a cell group timing launches, the limits job, a validation campaign) asks for all of it, so
+# no other job runs beside it and none starts while it runs. Not threads: under SLURM a job's
+# threads become sbatch --cpus-per-task, and a thread count says nothing about exclusion.
+MACHINE_RESOURCE = "machine"
+MACHINE_WHOLE = 1000
+MACHINE_SHARE = 1
 # Mappings whose placement fits the cores a job is given: `core` packs ranks onto the first of
 # them. Every other mapping places ranks by the whole node's topology (spread over its L3, die,
 # NUMA or package domains, or over nodes; or a pair of cpus in one region, topology.REGION_MAPPINGS),

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from mpiatlas.files import shipped_profile, snakefile
+
 MODULE = "mpiatlas.campaign.snakemake_start"
 BUILTIN_EXECUTORS = ("local", "dryrun", "touch")
 EXECUTOR_FLAGS = ("--executor", "-e")
@@ -29,6 +31,22 @@ PROFILE_FILE = "profile.yaml"
 def argv(*arguments: str) -> list[str]:
     """The command that starts Snakemake with ``arguments`` through this module."""
     return [sys.executable, "-m", MODULE, *arguments]
+
+
+def profile_dir(profile: str, root: Path) -> str:
+    """``profile`` as Snakemake should read it: a directory at that path (relative to ``root``, where
+    Snakemake runs) as it is, else the profile of that name mpiatlas ships (``profiles/local`` and
+    ``local`` alike), so a campaign outside a checkout runs with the shipped profiles."""
+    if (root / profile).is_dir():
+        return profile
+    shipped = shipped_profile(Path(profile).name)
+    return str(shipped) if shipped.is_dir() else profile
+
+
+def workflow_argv(configfile: str | Path, profile: str, root: Path, *arguments: str) -> list[str]:
+    """The command that runs mpiatlas's own workflow (package data) on ``configfile`` in ``root``."""
+    return argv("--snakefile", str(snakefile()), "--configfile", str(configfile),
+                "--profile", profile_dir(profile, root), *arguments)
 
 
 def _option(arguments: list[str], names: tuple[str, ...]) -> str | None:

@@ -38,6 +38,7 @@ from mpiatlas.history.store import DEFAULT_DB
 from mpiatlas.report.formatting import DASH, fmt_bytes, fmt_ci, fmt_num, interval_scope
 from mpiatlas.models.hockney_trust import LATENCY_FLOOR_US, latency_on_floor
 from mpiatlas.commands import COMMAND_HELP
+from mpiatlas.files import shipped
 
 if TYPE_CHECKING:
     from mpiatlas.spine.campaign import Campaign
@@ -50,7 +51,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("campaign", help=COMMAND_HELP["campaign"])
     p.add_argument("--config", default="config/config.yaml", type=Path, help="campaign config (default: %(default)s)")
     p.add_argument("--profile", default="profiles/local", help="Snakemake profile (default: %(default)s)")
-    p.add_argument("--directory", default=".", type=Path, help="repository root (default: current directory)")
+    p.add_argument("--directory", default=".", type=Path,
+                   help="where the campaign runs and writes results/ (default: current directory)")
     p.add_argument("--verbose", action="store_true", help="show Snakemake's own output instead of the progress line")
     p.add_argument("snakemake_args", nargs=argparse.REMAINDER, help="extra Snakemake arguments after --")
     p.set_defaults(func=_main)
@@ -58,8 +60,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def snakemake_argv(args: argparse.Namespace, *targets: str) -> list[str]:
     extra = [a for a in args.snakemake_args if a != "--"]
-    return snakemake_start.argv("--snakefile", "workflow/Snakefile", "--configfile", str(args.config),
-                                "--profile", args.profile, *extra, *targets)
+    return snakemake_start.workflow_argv(args.config, args.profile, args.directory.resolve(), *extra, *targets)
 
 
 def is_dry_run(args: argparse.Namespace) -> bool:
@@ -151,7 +152,7 @@ def precompile_package() -> None:
     clusters' module systems set it) and an editable install never compiled it, each of them
     compiled every module it imports from source, ~0.15 s for run-cell and ~0.5 s for the report.
     A package directory the user cannot write is left as it is."""
-    package = Path(__file__).resolve().parents[1]
+    package = shipped()
     if os.access(package, os.W_OK):
         compileall.compile_dir(package, quiet=2)
 
@@ -305,8 +306,8 @@ def _partial_report(args: argparse.Namespace, root: Path, results: str, env: dic
     target = layout.report_path(results, partial=True)
     # The campaign's profile too: its config (grouping) must be the run's, or Snakemake would see the
     # manifest's params changed and rewrite it.
-    argv = snakemake_start.argv("--snakefile", "workflow/Snakefile", "--configfile", str(args.config), "--profile",
-                                args.profile, "--cores", "1", "--forcerun", "tidy_partial", "--nolock", target)
+    argv = snakemake_start.workflow_argv(args.config, args.profile, root, "--cores", "1", "--forcerun", "tidy_partial",
+                                         "--nolock", target)
     with (log or Path(os.devnull)).open("a") as out:
         done = subprocess.run(argv, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL)

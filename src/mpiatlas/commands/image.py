@@ -31,8 +31,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.add_argument("--imb", choices=containers.IMB_MODES)
     r.add_argument("--imb-url")
     r.add_argument("--imb-sha256")
-    r.add_argument("--template", type=Path, help="default: containers/<stack>.def of this checkout")
-    r.add_argument("--kernels", type=Path, help="kernel sources copied into the image (default src/kernels)")
+    r.add_argument("--template", type=Path, help="default: the containers/<stack>.def mpiatlas ships")
+    r.add_argument("--kernels", type=Path, help="kernel sources copied into the image (default: those mpiatlas ships)")
     r.add_argument("--out", type=Path, help="write here (default: stdout)")
     r.set_defaults(func=_render)
 

@@ -41,7 +41,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from mpiatlas.files import user_cache_dir
+from mpiatlas.files import shipped_kernel_sources, user_cache_dir
 from mpiatlas.node.copy_plan import MEMORY, plan
 
 TOOL = "copy-kernel"
@@ -67,8 +67,8 @@ class CopyKernelError(RuntimeError):
 
 
 def source_path() -> Path:
-    """src/kernels/stream.c of the source tree (the package is installed editable from it, as for the MPI kernels)."""
-    return Path(__file__).resolve().parents[2] / "kernels" / SOURCE
+    """stream.c among the kernels' sources mpiatlas ships (package data, as for the MPI kernels)."""
+    return shipped_kernel_sources() / SOURCE
 
 
 def compiler() -> str | None:

@@ -1,6 +1,6 @@
-"""Build the C kernels of ``src/kernels`` (the registry's kernel programs) against one MPI stack.
+"""Build the C kernels (package data ``mpiatlas/kernels_src``; the registry's kernel programs) against one MPI stack.
 
-``build_kernels(stack, outdir)`` runs ``make -C src/kernels MPICC=<stack's mpicc> OUT=<outdir>``
+``build_kernels(stack, outdir)`` runs ``make -C <kernels_src> MPICC=<stack's mpicc> OUT=<outdir>``
 in the stack's environment and returns ``{kernel name: binary path}``. ``OUT`` holds the
 objects too, so stacks build side by side; the Makefile rebuilds an ``OUT`` when its
 compiler or flags change. Launch a binary with ``stack.launch([str(path), *args], spec)``
@@ -24,11 +24,11 @@ if TYPE_CHECKING:
     from mpiatlas.spine.campaign import Campaign
 
 from mpiatlas.matrix import layout
-from mpiatlas.files import user_cache_dir
+from mpiatlas.files import shipped_kernel_sources, user_cache_dir
 from mpiatlas.programs import KERNEL_NAMES, expand
 from mpiatlas.programs.kernels import BUILD_RECORD
 
-KERNELS_DIR = Path(__file__).resolve().parents[2] / "kernels"
+KERNELS_DIR = shipped_kernel_sources()
 
 
 class KernelBuildError(RuntimeError):
@@ -45,7 +45,7 @@ def kernels_source_dir(source_dir: str | Path | None = None) -> Path:
     src = Path(source_dir) if source_dir is not None else KERNELS_DIR
     src = src.resolve()
     if not (src / "Makefile").is_file():
-        raise KernelBuildError(f"no kernel sources (Makefile) in {src}: the kernels live in the source tree's src/kernels")
+        raise KernelBuildError(f"no kernel sources (Makefile) in {src}: mpiatlas ships them in {KERNELS_DIR}")
     return src
 
 

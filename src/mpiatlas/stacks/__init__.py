@@ -7,6 +7,7 @@
 * :mod:`.collectives` — forced-algorithm tables per stack;
 * :mod:`.fabrics` — InfiniBand/RoCE: ports, UCX evidence;
 * :mod:`.containers` — Apptainer images of the stacks, and the hybrid launch model.
+* :mod:`.apt_sources` — the Debian mirror the images install from (the host's apt sources, or the config's).
 
 ``get_stack(kind, prefix)`` is the single entry point the runner, the kernel
 build and the container layer use.

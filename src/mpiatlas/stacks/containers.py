@@ -1,6 +1,6 @@
 """Apptainer images of the campaign's MPI stacks, and the hybrid launch model.
 
-* ``render_def`` turns a Jinja2 template ``containers/<stack>.def`` into a real
+* ``render_def`` turns a Jinja2 template ``containers/<stack>.def`` (package data) into a real
   Apptainer definition file (the DAG writes it to ``results/images/<stack>.def``).
 * ``build_image`` runs ``apptainer build`` (zstd squashfs) into a SIF, logging to a file.
 * ``exec_argv`` is what a cell runs under the *host* launcher in the hybrid model:
@@ -28,12 +28,11 @@ from typing import Any
 import jinja2
 
 from mpiatlas import __version__
-from mpiatlas.files import write_text_atomic
-from mpiatlas.stacks import LaunchSpec
+from mpiatlas.files import IMAGE_TEMPLATES, shipped, shipped_kernel_sources, write_text_atomic
+from mpiatlas.stacks import LaunchSpec, apt_sources
 
-REPO = Path(__file__).resolve().parents[3]
-TEMPLATES_DIR = REPO / "containers"
-KERNELS_DIR = REPO / "src" / "kernels"
+TEMPLATES_DIR = shipped(IMAGE_TEMPLATES)
+KERNELS_DIR = shipped_kernel_sources()
 
 STACK_KINDS = ("openmpi", "mpich", "intelmpi")
 BOOTSTRAPS = ("debootstrap", "docker")
@@ -51,7 +50,8 @@ MKSQUASHFS_ARGS = "-comp zstd -Xcompression-level 3"
 DEFAULTS: dict[str, Any] = {
     "bootstrap": "debootstrap",
     "os_version": "bookworm",
-    "mirror_url": "http://deb.debian.org/debian/",
+    # None: the Debian mirror the host's apt sources name (mpiatlas.stacks.apt_sources).
+    "mirror_url": None,
     "docker_from": "debian:bookworm",
     "impi_version": IMPI_VERSION,
     "imb_version": IMB_VERSION,
@@ -117,10 +117,12 @@ def _environment(template_dir: Path) -> jinja2.Environment:
     return env
 
 
-def render_params(stack_kind: str, containers_cfg: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def render_params(stack_kind: str, containers_cfg: Mapping[str, Any] | None = None,
+                  host_root: Path = apt_sources.HOST_ROOT) -> dict[str, Any]:
     """The full set of rendering parameters of one stack from a ``containers:`` config block.
 
-    Used as the DAG's ``params`` (a change of any value re-renders and rebuilds).
+    Used as the DAG's ``params`` (a change of any value re-renders and rebuilds): the debootstrap
+    mirror is resolved here (the config's, else the host's), so a new host mirror rebuilds too.
     """
     if stack_kind not in STACK_KINDS:
         raise ContainerError(f"unknown stack kind {stack_kind!r}; images exist for {list(STACK_KINDS)}")
@@ -135,6 +137,8 @@ def render_params(stack_kind: str, containers_cfg: Mapping[str, Any] | None = No
     for key in DEFAULTS:  # per-stack overrides of global values (e.g. impi_version)
         if key in stack_cfg:
             params[key] = stack_cfg[key]
+    if params["bootstrap"] == "debootstrap":
+        params["mirror_url"] = _mirror(params["mirror_url"], params["os_version"], host_root)
     return params
 
 
@@ -150,10 +154,11 @@ def render_def(
     mpi_version: str | None = None,
     impi_version: str = IMPI_VERSION,
     os_version: str = DEFAULTS["os_version"],
-    mirror_url: str = DEFAULTS["mirror_url"],
+    mirror_url: str | None = None,
     docker_from: str = DEFAULTS["docker_from"],
     kernels_src: str | Path | None = None,
     template: str | Path | None = None,
+    host_root: Path = apt_sources.HOST_ROOT,
 ) -> str:
     """Render ``containers/<stack_kind>.def`` into an Apptainer definition file (text)."""
     if stack_kind not in STACK_KINDS:
@@ -172,8 +177,11 @@ def render_def(
             raise ContainerError(f"openmpi: imb: build needs a plain imb_url (http/https/ftp/file), got {imb_url!r}")
         if imb_sha256 and not _SHA256.match(imb_sha256):
             raise ContainerError(f"openmpi: imb_sha256 must be 64 hex digits, got {imb_sha256!r}")
-    for name, value in (("os_version", os_version), ("docker_from", docker_from), ("mirror_url", mirror_url),
-                        ("impi_version", impi_version), ("imb_version", imb_version)):
+    if bootstrap == "debootstrap":
+        mirror_url = _mirror(mirror_url, os_version, host_root)
+    for name, value in (("os_version", os_version), ("docker_from", docker_from),
+                        ("impi_version", impi_version), ("imb_version", imb_version),
+                        *((("mirror_url", mirror_url),) if bootstrap == "debootstrap" else ())):
         if not value or re.search(r"[\s'\"`$\\]", str(value)):
             raise ContainerError(f"{name} must be a plain word, got {value!r}")
     kernels = Path(kernels_src) if kernels_src is not None else KERNELS_DIR
@@ -190,7 +198,7 @@ def render_def(
         "bootstrap": bootstrap,
         "os_version": os_version,
         "os_label": os_label,
-        "mirror_url": mirror_url,
+        "mirror_url": mirror_url or "",
         "docker_from": docker_from,
         "imb": imb,
         "imb_url": imb_url or "",
@@ -209,12 +217,20 @@ def render_def(
         raise ContainerError(f"cannot render {tpl}: {exc}") from exc
 
 
+def _mirror(configured: str | None, suite: str, host_root: Path) -> str:
+    """The debootstrap mirror: ``configured``, else the one the host's apt sources name for ``suite``."""
+    try:
+        return apt_sources.image_mirror(configured, suite, host_root).url
+    except apt_sources.NoDebianMirror as exc:
+        raise ContainerError(str(exc)) from exc
+
+
 def write_def(stack_kind: str, out: str | Path, **kwargs: Any) -> Path:
     return write_text_atomic(out, render_def(stack_kind, **kwargs))
 
 
 def kernel_sources(kernels_dir: str | Path = KERNELS_DIR) -> list[Path]:
-    """The files of ``src/kernels`` an image is built from (sources, headers, Makefile)."""
+    """The files of the kernels' sources an image is built from (sources, headers, Makefile)."""
     root = Path(kernels_dir)
     return sorted(p for p in root.rglob("*")
                   if p.is_file() and (p.suffix in (".c", ".h", ".mk") or p.name == "Makefile"))

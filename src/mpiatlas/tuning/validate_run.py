@@ -44,8 +44,8 @@ def campaign_of(decision: Decision) -> dict[str, Any]:
 def run_campaign(config_path: Path, inside_workflow: bool) -> int:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
     if inside_workflow:
-        argv = snakemake_start.argv("--snakefile", "workflow/Snakefile", "--configfile", str(config_path), "--profile",
-                                    "profiles/local", "--nolock", "--cores", str(os.cpu_count() or 1))
+        argv = snakemake_start.workflow_argv(config_path, "profiles/local", Path.cwd(), "--nolock",
+                                             "--cores", str(os.cpu_count() or 1))
     else:
         # The entry point of this very environment (the one rules call too).
         argv = [str(Path(sys.executable).parent / "mpiatlas"), "campaign", "--config", str(config_path)]

@@ -23,10 +23,11 @@ rule cell_group:
         f"{LOGS}/groups/{{group}}.log",
     conda:
         "../envs/mpiatlas.yaml"
-    # A group takes every core Snakemake has (threads are capped at --cores), so two groups never
-    # run side by side skewing each other's timings; sbatch still gets cpus_per_task per rank.
-    threads: 4096
     resources:
+        # The whole machine (profiles/local: resources machine=1000): two groups, or a group and
+        # any other job, never run side by side skewing each other's timings. Under SLURM the
+        # resource means nothing to sbatch, which gets cpus_per_task per rank.
+        machine=resources.MACHINE_WHOLE,
         # How many cells the group holds: a plain count, shown by `snakemake -n` with the others.
         cells=group_resource("cells"),
         tasks=group_resource("tasks"),

@@ -1,6 +1,6 @@
 # Apptainer images of the MPI stacks (hybrid model: host launcher + `apptainer exec` per rank).
 #
-#   containers/<stack>.def --(image_def)--> results/images/<stack>.def --(image)--> results/images/<stack>.sif
+#   containers/<stack>.def (package data) --(image_def)--> results/images/<stack>.def --(image)--> results/images/<stack>.sif
 #                                                                               + results/images/<stack>.inspect.json
 #
 # Config block (read as config["containers"]; every key optional, defaults shown):
@@ -9,7 +9,7 @@
 #     enabled: false                  # true: container_image_targets() lists every image below
 #     bootstrap: debootstrap          # debootstrap (Debian mirror) | docker (needs a registry: docker_from)
 #     os_version: bookworm            # Debian suite of the image (debootstrap)
-#     mirror_url: http://deb.debian.org/debian/
+#     mirror_url: (the Debian mirror the host's apt sources name; mpiatlas.stacks.apt_sources)
 #     docker_from: debian:bookworm    # base image when bootstrap: docker
 #     impi_version: 2021.16.1         # impi-rt/impi-devel (Intel MPI image; IMB binaries of the MPICH image)
 #     imb_version: "2021.10"          # the IMB release (label; the impi-rt wheel ships 2021.10)
@@ -43,7 +43,7 @@
 
 rule image_def:
     input:
-        template="containers/{stack}.def",
+        template=f"{IMAGE_TEMPLATES_DIR}/{{stack}}.def",
     output:
         f"{IMAGES_DIR}/{{stack}}.def",
     params:
@@ -63,13 +63,14 @@ rule image_def:
 rule image:
     input:
         deffile=f"{IMAGES_DIR}/{{stack}}.def",
-        kernels=lambda wc: [str(p) for p in _containers.kernel_sources("src/kernels")] or ["src/kernels/Makefile"],
+        kernels=KERNEL_SOURCES,
     output:
         sif=f"{IMAGES_DIR}/{{stack}}.sif",
         inspect=f"{IMAGES_DIR}/{{stack}}.inspect.json",
     params:
         # Not used by the command: a change of any rendering value rebuilds the image.
         versions=image_render_json,
+        kernels_dir=lambda wildcards, input: os.path.dirname(input.kernels[0]),
     log:
         "results/logs/images/{stack}.build.log",
     conda:
@@ -83,7 +84,7 @@ rule image:
     localrule: True
     shell:
         "mpiatlas image build {input.deffile:q} {output.sif:q} --log {log:q} --inspect {output.inspect:q}"
-        " --kernels src/kernels"
+        " --kernels {params.kernels_dir:q}"
 
 
 rule image_preflight:

@@ -12,7 +12,7 @@ rule stack:
         f"{LOGS}/stacks/{{stack}}.log",
     conda:
         "../envs/mpiatlas.yaml"
-    # Before any cell group (groups take every core): installs and builds then run side by side
+    # Before any cell group (a group takes the whole machine): installs and builds then run side by side
     # while no launch is being timed.
     priority: 100
     # pip needs a package registry: on a cluster that is the login node, not a compute node.

@@ -37,6 +37,11 @@ ROUNDS = adaptive_rounds.has_rounds(CAMPAIGN)
 ALL_GROUPS = GROUPS if not ROUNDS else adaptive_rounds.RoundGroups(R, GROUPS)
 LOGS = layout.logs_dir(R)
 KERNEL_TABLE_NAMES = [layout.kernel_table(name) for name in programs.KERNEL_NAMES]
+# What mpiatlas ships beside this workflow (package data, mpiatlas.files.shipped): the kernels' C
+# sources and the image templates, wherever mpiatlas is installed; the campaign runs in its own directory.
+KERNELS_SRC = str(kernel_build.KERNELS_DIR)
+KERNEL_SOURCES = [str(p) for p in _containers.kernel_sources(KERNELS_SRC)] or [f"{KERNELS_SRC}/Makefile"]
+IMAGE_TEMPLATES_DIR = str(_containers.TEMPLATES_DIR)
 
 
 wildcard_constraints:

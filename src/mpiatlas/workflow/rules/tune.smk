@@ -41,8 +41,8 @@ if TUNE_TARGETS:
             " --stacks-dir {params.stacks_dir:q} > {log:q} 2>&1"
 
     # The validation campaign is a campaign of its own, run by this workflow from inside this
-    # job (mpiatlas.tuning.validate_run): alone on the machine, as rule limits (threads 4096, the
-    # local "all cores" device), since its cells time collectives. A failing cell fails no job:
+    # job (mpiatlas.tuning.validate_run): alone on the machine, as rule limits (the whole machine
+    # resource), since its cells time collectives. A failing cell fails no job:
     # validation.json says which, and the report shows it.
     rule tune_validate:
         input:
@@ -57,7 +57,8 @@ if TUNE_TARGETS:
             stacks_dir=CAMPAIGN.campaign.stacks_dir,
         log:
             f"{LOGS}/tune_validate.log",
-        threads: 4096
+        resources:
+            machine=resources.MACHINE_WHOLE,
         conda:
             "../envs/mpiatlas.yaml"
         localrule: True

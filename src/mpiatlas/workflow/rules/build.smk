@@ -1,11 +1,11 @@
-# The C kernels of src/kernels, built once per stack against its compiler wrapper (the kernel
+# The C kernels (KERNELS_SRC, package data: mpiatlas/kernels_src), built once per stack against its compiler wrapper (the kernel
 # list is mpiatlas.programs.KERNEL_NAMES: one module under programs/kernels per kernel):
 #
 #   stack record --(kernels_build)--> R/kernels/<stack>/{<every kernel>,build.json}
 #
 # With containers.enabled the kernels run from the images instead (on their PATH; host launcher
 # + apptainer exec, like IMB), so nothing is built on the host.
-KERNEL_SOURCES = [str(p) for p in _containers.kernel_sources("src/kernels")] or ["src/kernels/Makefile"]
+# KERNEL_SOURCES (every source file, so an edit rebuilds) is in rules/common.smk.
 
 
 rule kernels_build:
@@ -19,15 +19,17 @@ rule kernels_build:
         source=lambda wc: CAMPAIGN.stacks[wc.stack].source,
         prefix=lambda wc: cell_model.stack_prefix(CAMPAIGN, wc.stack),
         out=lambda wc: layout.kernel_build_dir(R, wc.stack),
+        # The sources' directory, from the input (a param naming it outright is a hard-coded path to lint).
+        source_dir=lambda wildcards, input: os.path.dirname(input.sources[0]),
     log:
         f"{LOGS}/kernels/{{stack}}.build.log",
     conda:
         "../envs/mpiatlas.yaml"
-    # Before any cell group (groups take every core): installs and builds then run side by side
+    # Before any cell group (a group takes the whole machine): installs and builds then run side by side
     # while no launch is being timed.
     priority: 100
     # Built where Snakemake runs (a cluster's login node shares the compute nodes' file system).
     localrule: True
     shell:
         "mpiatlas kernels build --stack-kind {params.kind:q} --prefix {params.prefix:q} --source {params.source:q}"
-        " --source-dir src/kernels --out {params.out:q} > {log:q} 2>&1"
+        " --source-dir {params.source_dir:q} --out {params.out:q} > {log:q} 2>&1"

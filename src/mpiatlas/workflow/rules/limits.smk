@@ -6,10 +6,10 @@
 # the copy rate does not change within a boot, and measuring costs ~20 s alone on the node every
 # campaign); fresh measures anyway (and refreshes the cache); off leaves the rule out of the DAG.
 #
-# Its own job, before the cells (priority) and alone (every core: no group runs beside it, as
-# cell_group does): the copy rate of a node that is running benchmarks is not its limit. Under
+# Its own job, before the cells (priority) and alone (the whole machine resource: no group runs
+# beside it, as cell_group does): the copy rate of a node that is running benchmarks is not its limit. Under
 # SLURM it asks for as many nodes as the widest cell spans and `mpiatlas limits` runs itself once
-# per node with srun; likwid-bench missing -> mpiatlas's copy kernel (src/kernels/stream.c, needs cc) measures,
+# per node with srun; likwid-bench missing -> mpiatlas's copy kernel (kernels_src/stream.c, needs cc) measures,
 # and failing that the record says unavailable; the job still succeeds.
 
 # YAML reads an unquoted `off` as false; the schema allows both.
@@ -36,13 +36,14 @@ if LIMITS_TARGETS:
             network=LIMITS_NETWORK,
         log:
             f"{LOGS}/limits.log",
-        threads: 4096
         priority: 100
         resources:
+            # The node to itself (a copy rate beside other jobs is not a limit): locally the whole
+            # machine (profiles/local), under SLURM --exclusive (slurm_extra).
+            machine=resources.MACHINE_WHOLE,
             nodes=LIMITS_NODES,
             tasks=LIMITS_NODES,
-            # One likwid thread per node; the node to itself (a copy rate beside other jobs is not a limit).
-            # Set so sbatch does not take threads (4096, the local "alone" device) as --cpus-per-task.
+            # One likwid thread per node.
             cpus_per_task=1,
             slurm_extra="--ntasks-per-node=1 --exclusive",
             runtime=30,
