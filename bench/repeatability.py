@@ -54,8 +54,11 @@ def sealed_count(raw: Path) -> int:
     """Sealed cells under ``raw`` (status.json outside a scratch directory)."""
     if not raw.is_dir():
         return 0
-    return sum(1 for p in raw.rglob("status.json")
-               if not any(part.startswith(".") for part in p.relative_to(raw).parts))
+    try:
+        return sum(1 for p in raw.rglob("status.json")
+                   if not any(part.startswith(".") for part in p.relative_to(raw).parts))
+    except OSError:  # a scratch directory renamed under the walk (pathlib 3.11 raises): look again later
+        return 0
 
 
 def planned_cells(work: Path) -> int:

@@ -166,10 +166,14 @@ def _lose_node2_during_a_second_cell(cluster: Path, raw: Path, campaign: subproc
     while time.monotonic() < deadline and campaign.poll() is None:
         time.sleep(0.2)
         running = _slurm(cluster, "squeue", "-h", "-t", "RUNNING", "-o", "%i").split()
-        cell = _running_launch(raw)
+        try:  # the walk races the campaign's renames (a scratch directory sealed under it): look again
+            cell = _running_launch(raw)
+            sealed = _sealed(raw) if len(running) == 1 and cell is not None else {}
+        except OSError:
+            continue
         if len(running) != 1 or cell is None:
             continue
-        sealed_in_job = [c for c, prov in _sealed(raw).items() if prov.get("slurm_job_id") == running[0]]
+        sealed_in_job = [c for c, prov in sealed.items() if prov.get("slurm_job_id") == running[0]]
         if len(sealed_in_job) == 1:
             time.sleep(0.3)  # ranks are starting: inside the launch, not between two
             _slurm(cluster, "scontrol", "update", "nodename=node2", "state=down", f"reason={DOWN_REASON}")

@@ -49,7 +49,8 @@ HELD = {"remeasure": 1, "remeasure_later": {"launches": 2, "max_wait_s": 20, "wi
 
 # One busy loop on one cpu: waits for raw/ (the group's first cell), spins until `k` cells are sealed
 # there (a status.json outside a `.rep*` scratch directory), then writes when it stopped (epoch
-# seconds) to `stopped` and exits. A deadline guards a stuck run.
+# seconds) to `stopped` and exits. A deadline guards a stuck run. (A walk that lost a directory
+# under it, renamed by the campaign, counts again: CI's fresh-machine run once saw the loop die so.)
 HOG = r"""
 import os, sys, time
 from pathlib import Path
@@ -59,7 +60,12 @@ deadline = time.monotonic() + 900
 while not raw.is_dir() and time.monotonic() < deadline:
     time.sleep(0.01)
 def sealed():
-    return sum(1 for p in raw.rglob("status.json") if not p.parent.name.startswith("."))
+    # A scratch directory the campaign renames while rglob walks it vanishes under the walk
+    # (FileNotFoundError, pathlib 3.11): count again on the next look.
+    try:
+        return sum(1 for p in raw.rglob("status.json") if not p.parent.name.startswith("."))
+    except OSError:
+        return 0
 while sealed() < k and time.monotonic() < deadline:
     end = time.perf_counter() + 0.005
     while time.perf_counter() < end:
