@@ -30,7 +30,7 @@ from mpiatlas.campaign.adaptive_rounds import ADAPTIVE_DIR, final_decision
 CONFIG = "config/test/adaptive.yaml"
 RESULTS = "results/adaptive"
 PINGPONG = "imb/intelmpi/shm/core/np2/PingPong/default"
-# A relative CI half-width no three launches of a 17-size PingPong meet: every series takes exactly
+# A relative CI half-width no three launches of a 17-size PingPong meet: such a series takes exactly
 # two rounds (3 launches, then max = 6).
 UNREACHABLE = {"min": 3, "max": 6, "ci_halfwidth": 0.0001}
 
@@ -62,7 +62,8 @@ def campaign(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def forced(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One rank for Allreduce, and a target no launch meets: two rounds for every series."""
+    """One rank for Allreduce, and a target tighter than the launches' spread (0.01 %): two rounds for
+    every series whose launches differ at that resolution."""
     import yaml
 
     from mpiatlas.stacks import get_stack
@@ -156,12 +157,25 @@ def test_each_series_gets_the_launches_its_measured_spread_asks_for(campaign: Pa
 
 
 @pytest.mark.infra
-def test_a_target_no_launch_meets_takes_every_series_to_max_in_two_rounds(forced: Path) -> None:
+def test_a_target_tighter_than_the_launches_spread_takes_those_series_to_max_in_two_rounds(forced: Path) -> None:
+    """Which series the 0.01 % target holds back is read from the launches, not assumed: a one-rank
+    Allreduce (a local copy) once printed the same times in all three launches, at every size, and
+    so reached it (a CI run, session 14). A series the recorded spread holds above the target asks
+    for more in round 0 and stops at max in round 1; one within it stops at 3. The decisions
+    themselves are recomputed from the sealed launches."""
     results = forced / RESULTS
     history = _check_decisions_follow_the_launches(results)
+    took_two_rounds = 0
     for series, entry in series_entries(results).items():
-        assert history[series] == [(3, adaptive.MORE), (6, adaptive.AT_MAX)], (series, history[series])
-        assert entry["reps"] == 6
+        if history[series][0][1] == adaptive.REACHED:
+            assert history[series] == [(3, adaptive.REACHED)] and entry["reps"] == 3, (series, history[series])
+        else:
+            assert history[series] == [(3, adaptive.MORE), (6, adaptive.AT_MAX)], (series, history[series])
+            assert entry["reps"] == 6
+            took_two_rounds += 1
+    # The later rounds the interruption test needs: a 17-size PingPong whose three launches print
+    # identical times to 0.01 % at every size would be a timer, not a network.
+    assert took_two_rounds >= 1, history
 
 
 @pytest.mark.infra
