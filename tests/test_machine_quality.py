@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -154,6 +155,19 @@ def test_a_large_node_keeps_its_record_small() -> None:
     assert reason.startswith("ranks waited 10 % of the launch for cpus 0-127")
 
 
+def test_colocated_hosts_ranks_unseen_are_not_counted_as_others() -> None:
+    # Two cpus fully busy for 1 s; the launcher's tree used 0.1 s of them. On one node the other 1.9 s
+    # were others'; with the cell's hosts on this machine and no rank found, they may be its ranks.
+    cpus = {c: dict.fromkeys(ms.CPU_FIELDS, 0) for c in (0, 1)}
+    later = {c: {**v, "user": ms.CLK_TCK} for c, v in cpus.items()}
+    tree = ms.PidStat(99, "mpiexec", "Z", 1, 99, 5, 0, 5, 0, 0, 0)
+    snapshots = (ms.NodeSnapshot(cpus, [1.0] * 3, None, None), ms.NodeSnapshot(later, [1.0] * 3, None, None))
+    alone = ms.launch_record(*snapshots, 1.0, [], [], tree, [0, 1], {})
+    shared = ms.launch_record(*snapshots, 1.0, [], [], tree, [0, 1], {}, colocated=True)
+    assert alone["other_cpu_share"] == pytest.approx(0.95) and quality.judge_launch(alone)[0] == "perturbed"
+    assert shared["other_cpu_share"] is None and shared["launch_cpu_s"] is None
+
+
 def test_without_ranks_srun_launches_are_judged_on_node_and_cgroup_figures() -> None:
     machine = {"cpus": [2, 3], "ranks": [], "steal_share": 0.05, "other_cpu_share": 0.01,
                "cgroup_cpu_pressure_share": 0.12}
@@ -209,6 +223,35 @@ def test_the_probe_finds_the_ranks_of_a_launch_and_records_the_machine(tmp_path:
     # The sampler thread keeps off the ranks' planned cpu 0 where the node has another.
     assert machine["probe"]["sampler_cpus"] == (sorted(os.sched_getaffinity(0) - {0}) or [0])
     assert quality.judge_launch(machine)[0] in ("ok", "perturbed")
+
+
+@pytest.mark.parametrize("colocated", [True, False])
+def test_a_colocated_hosts_rank_outside_the_launch_tree_is_counted_as_the_launchs_own(
+        tmp_path: Path, colocated: bool) -> None:
+    """Emulated nodes of one machine: a rank another host's sshd started is not the launcher's
+    descendant. Here the test starts it, 50 ms into the launch; this very process (named alike,
+    started before the launch) is not taken for one."""
+    burn = "import sys; sum(range(2 * 10**7)); sys.exit(0)"
+    python = Path(sys.executable).name
+    probe = Probe(planned_cpus=[0], rank_names=frozenset({python}), colocated=colocated)
+    outside: list[subprocess.Popen[bytes]] = []
+    starter = threading.Timer(0.05, lambda: outside.append(subprocess.Popen([sys.executable, "-c", burn])))
+    starter.start()
+    try:
+        sh = shutil.which("sh") or "/bin/sh"
+        finished = run_launch([sh, "-c", f"'{sys.executable}' -c '{burn}'; true"], dict(os.environ), tmp_path,
+                              tmp_path / "o", tmp_path / "e", 120, probe)
+    finally:
+        starter.join()
+        for proc in outside:
+            proc.wait()
+    machine = finished.machine
+    assert finished.exit_code == 0 and machine is not None
+    pids = {r["pid"] for r in machine["ranks"]}
+    assert (outside[0].pid in pids) is colocated and os.getpid() not in pids
+    assert machine["n_ranks"] == (2 if colocated else 1) and machine["ranks_outside_tree"] == int(colocated)
+    # Its cpu time is the launch's own: the launcher's tree's and the outside rank's.
+    assert machine["launch_cpu_s"] >= sum(r["cpu_s"] for r in machine["ranks"]) - 0.02
 
 
 def test_without_descendant_ranks_only_node_figures_of_the_planned_cpus(tmp_path: Path) -> None:

@@ -25,6 +25,16 @@ is of its *observed* lifetime (``wait_share``; ``wait_share_of_wall`` is of the 
 Others' cpu time on the ranks' cpus is counted between the first and the last sample that saw the
 ranks (``during_ranks``): the launcher's start-up leaves the cpus to anyone, harmlessly.
 
+Nodes that share this machine (emulated hosts of one kernel, ``colocated`` in the cell's plan): the
+launch's ranks on the other hosts are started by their sshd or slurmstepd, not by the launcher, yet
+they run on the same cpus. Counted as others, they made every such launch look perturbed (an ssh
+campaign of 4 ranks on two emulated hosts of a 2-core VM: others used 28-94 % of the ranks' cpus, all
+20 cells re-measured three times). With ``machine_wide`` the sampler also takes, on each sample, the
+processes of the whole machine named like the program that started after the launcher did, and
+counts them with the ranks (their wait, cpu time and cpus): the launch's own ranks wherever a host
+put them. A concurrent launch of the same program on the same machine would be counted too: on
+emulated hosts the machine is the cluster, and one campaign at a time runs there.
+
 Under srun the ranks are children of slurmstepd, not ours: only node-level figures (the cell's
 planned cpus) and a job cgroup's pressure are recorded, and ``ranks_observed`` says so. On several
 nodes the ranks launched on other nodes are not ours either: this record is the launching node's,
@@ -200,6 +210,7 @@ class Seen:
     run_ns: int = 0
     observed_s: float = 0.0  # its lifetime up to the last sample (seconds since it started)
     affinity: list[int] = field(default_factory=list)
+    in_tree: bool = True  # a descendant of the launcher (else found machine-wide: a co-located host's rank)
 
 
 def boot_seconds() -> float:
@@ -228,7 +239,8 @@ def read_process(pid: int, proc: Path = PROC) -> tuple[PidStat, int, int] | None
 class RankSampler:
     """A low-rate thread that finds the session's processes and keeps their last values (see the module)."""
 
-    def __init__(self, rank_names: frozenset[str] = frozenset(), avoid_cpus: list[int] | None = None) -> None:
+    def __init__(self, rank_names: frozenset[str] = frozenset(), avoid_cpus: list[int] | None = None,
+                 machine_wide: bool = False) -> None:
         # Started before the launch, told the launcher's pid by watch(): starting a thread takes ~1 ms
         # (a handshake through the GIL), which would otherwise land inside the launch's wall_s.
         self.session = 0
@@ -241,6 +253,10 @@ class RankSampler:
         self.scans = 0  # process-tree walks (or /proc scans)
         self.cpu_s = 0.0
         self.avoid_cpus = set(avoid_cpus or ())
+        self.machine_wide = machine_wide and bool(self.rank_names)
+        self._outside: set[int] = set()  # pids found machine-wide (not the launcher's descendants)
+        self._tree: set[int] = set()  # pids ever found in the launcher's tree (walk or session scan)
+        self._session_start = 0  # the launcher's start (clock ticks since boot): older processes are not its ranks
         self.error: str | None = None
         self.cpus: list[int] = []  # where the thread ran: off the ranks' planned cpus when others are free
         self._watch = threading.Event()
@@ -270,12 +286,17 @@ class RankSampler:
         if self._stop.is_set():
             return
         walk = (PROC / str(self.session) / "task" / str(self.session) / "children").exists()
+        if self.machine_wide:
+            launcher = read_process(self.session)
+            self._session_start = launcher[0].starttime if launcher else 0
         interval, stable, known = FIRST_INTERVAL_S, 0, frozenset[int]()
         while not self._stop.wait(interval):
             if walk:
                 pids = self._walk()
             else:
                 pids = self._scan() if stable < STABLE_SCANS else list(self.seen)
+            if self.machine_wide:
+                pids = sorted(set(pids) | self._named_elsewhere())
             self._sample(pids)
             current = frozenset(self.seen)
             stable = stable + 1 if current == known and current else 0
@@ -296,6 +317,7 @@ class RankSampler:
                 continue
             for tid in tasks:
                 todo += [int(c) for c in (_read(PROC / str(pid) / "task" / tid / "children") or "").split()]
+        self._tree.update(found)
         return sorted(set(found) | set(self.seen))
 
     def _scan(self) -> list[int]:
@@ -309,7 +331,24 @@ class RankSampler:
             text = _read(PROC / name / "stat")
             if text is not None and parse_pid_stat(text).session == self.session:
                 found.append(int(name))
+        self._tree.update(found)
         return sorted(set(found) | set(self.seen))
+
+    def _named_elsewhere(self) -> set[int]:
+        """Processes of the whole machine named like the program, started after the launcher (a
+        co-located host's ranks); those seen before are kept. One small read per process not yet
+        known: ~1-2 ms for a few hundred processes, on emulated hosts only."""
+        self._outside -= self._tree  # found in the launcher's tree after all (forked between walk and scan)
+        for name in os.listdir(PROC):
+            if not name.isdigit() or int(name) in self.seen or int(name) in self._tree:
+                continue
+            text = _read(PROC / name / "stat")
+            if text is None:
+                continue
+            stat = parse_pid_stat(text)
+            if stat.comm in self.rank_names and stat.starttime >= self._session_start:
+                self._outside.add(stat.pid)
+        return self._outside
 
     def _sample(self, pids: list[int]) -> None:
         self.samples += 1
@@ -323,7 +362,8 @@ class RankSampler:
                 affinity = sorted(os.sched_getaffinity(pid))
             except OSError:
                 affinity = self.seen[pid].affinity if pid in self.seen else []
-            self.seen[pid] = Seen(stat, wait, run, now - stat.starttime / CLK_TCK, affinity)
+            self.seen[pid] = Seen(stat, wait, run, now - stat.starttime / CLK_TCK, affinity,
+                                  in_tree=pid not in self._outside)
         # The window opens when the program's own processes appear (not the launcher's passing helpers).
         ranks = self.ranks(named_only=bool(self.rank_names))
         if ranks:
@@ -430,10 +470,11 @@ def rank_record(rank: Seen) -> dict[str, Any]:
 
 def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, ranks: list[Seen],
                   window: list[Window], tree: PidStat | None, planned_cpus: list[int] | None,
-                  probe: dict[str, Any]) -> dict[str, Any]:
+                  probe: dict[str, Any], colocated: bool = False) -> dict[str, Any]:
     """The ``machine`` block of provenance.json (its shares are read by mpiatlas.stats.quality): node
     snapshots ``before`` and ``after`` the launch, the ``ranks`` as last seen and the ``window`` of
-    their run (RankSampler), the exited launcher's stat (``tree``), the cell's planned cpus."""
+    their run (RankSampler), the exited launcher's stat (``tree``), the cell's planned cpus; ``colocated``:
+    the cell's hosts share this machine."""
     observed = [rank_record(r) | {"wait_share_of_wall": round(r.wait_ns / 1e9 / wall_s, 4) if wall_s > 0 else None}
                 for r in ranks]
     rank_cpus = sorted({c for r in ranks for c in r.affinity})
@@ -443,7 +484,13 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
     # and its reaped descendants'), else the ranks' last seen; what remains was someone else's.
     # Without either (srun: the ranks are slurmstepd's), the ranks' cpu time cannot be told from others'.
     tree_cpu = (tree.utime + tree.stime + tree.cutime + tree.cstime) / CLK_TCK if tree else None
-    own = tree_cpu if tree_cpu is not None else sum(r["cpu_s"] for r in observed) if observed else None
+    # A co-located host's ranks (found machine-wide) are the launch's own too, outside its tree.
+    outside = [r for r in ranks if not r.in_tree]
+    outside_cpu = sum((r.stat.utime + r.stat.stime) / CLK_TCK for r in outside)
+    own = tree_cpu + outside_cpu if tree_cpu is not None else \
+        sum(r["cpu_s"] for r in observed) if observed else None
+    if colocated and not observed:  # the other hosts' ranks ran on these cpus, unseen: not others
+        own = None
     other_s, other_share = others(deltas, own) if own is not None else (None, None)
     during = window_record(window, cpus)
     steal_share, steal_ticks, steal_of = steal(deltas)
@@ -473,6 +520,8 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
         "cgroup_cpu_pressure_share": _share(before.cgroup_pressure_us, after.cgroup_pressure_us, wall_s),
         # Many ranks (a large node): the PER_CPU_DETAIL that waited most are kept, n_ranks counts all.
         "n_ranks": len(observed),
+        # Of them, found machine-wide: a co-located host's ranks, started by its sshd or slurmstepd.
+        "ranks_outside_tree": len(outside),
         "ranks": sorted(observed, key=lambda r: -(r["wait_share"] or 0))[:PER_CPU_DETAIL]
         if len(observed) > PER_CPU_DETAIL else observed,
         "wait_share": max((r["wait_share"] for r in observed if r["wait_share"] is not None), default=None),

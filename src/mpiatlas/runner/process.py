@@ -44,6 +44,8 @@ class Probe:
     ranks_are_descendants: bool = True
     planned_cpus: list[int] | None = None
     rank_names: frozenset[str] = frozenset()  # what the ranks' processes may be called (the program's argv)
+    # The cell's hosts share this machine (emulated nodes): their ranks are looked for machine-wide too.
+    colocated: bool = False
 
 
 class Deadline:
@@ -114,8 +116,8 @@ def run_launch(argv: list[str], env: dict[str, str], cwd: Path, stdout: Path, st
     taken outside ``wall_s``; the sampler thread, started before it, is given the launcher's pid."""
     cgroup = machine_state.own_cgroup() if probe else None
     before, unprobed = _before(cgroup) if probe else (None, None)
-    sampler = machine_state.RankSampler(probe.rank_names, probe.planned_cpus) \
-        if probe and probe.ranks_are_descendants else None
+    sampler = machine_state.RankSampler(probe.rank_names, probe.planned_cpus, machine_wide=probe.colocated) \
+        if probe and (probe.ranks_are_descendants or probe.colocated) else None
     with stdout.open("w") as out, stderr.open("w") as err:
         start = time.perf_counter()
         try:
@@ -182,6 +184,6 @@ def _record(probe: Probe, pid: int, sampler: machine_state.RankSampler | None,
            "sampler_cpus": sampler.cpus if sampler else []}
     record = machine_state.launch_record(before, after, wall_s, sampler.ranks() if sampler else [],
                                          sampler.window if sampler else [], tree[0] if tree else None,
-                                         probe.planned_cpus, own)
+                                         probe.planned_cpus, own, probe.colocated)
     own["snapshot_cpu_s"] = round(time.thread_time() - cost_start, 6)
     return record

@@ -75,15 +75,17 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float,
             finished.wall_s, finished.machine)
 
 
-def launch_probe(spec: LaunchSpec, program: list[str]) -> Probe:
+def launch_probe(spec: LaunchSpec, program: list[str], colocated: bool = False) -> Probe:
     """What the machine probe can see of this launch: its own ranks unless srun starts them; the
     cpus the cell planned for them (on this node: other nodes get runner.remote_nodes); the names the ranks'
-    processes may have (any word of the program's argv, e.g. IMB-MPI1 behind ``apptainer exec``)."""
+    processes may have (any word of the program's argv, e.g. IMB-MPI1 behind ``apptainer exec``);
+    whether its hosts share this machine (``colocated``: their ranks are this launch's, wherever
+    started, runner.machine_state)."""
     planned = spec.pins if spec.pins is not None else \
         sorted({c for s in spec.pin_sets for c in s}) if spec.pin_sets is not None else None
     return Probe(ranks_are_descendants=spec.launcher != "srun",
                  planned_cpus=sorted(set(planned)) if planned else None,
-                 rank_names=frozenset(Path(a).name for a in program))
+                 rank_names=frozenset(Path(a).name for a in program), colocated=colocated)
 
 
 @dataclass
@@ -138,14 +140,14 @@ def prepare_launch(stack: Stack, program: list[str], launch_spec: LaunchSpec, ex
 
 
 def run_prepared(prepared: PreparedLaunch, launch_spec: LaunchSpec, program: list[str], work: Path,
-                 timeout_s: float) -> tuple[int | None, str, str, RunFacts]:
+                 timeout_s: float, colocated: bool = False) -> tuple[int | None, str, str, RunFacts]:
     """Run a prepared launch in ``work`` with the timeout: exit code, stdout, stderr and its facts (a
     multi-node cell's other nodes probed before and after, runner.remote_nodes)."""
     remote = remote_probe(launch_spec)
     if remote is not None:
         remote.start()
     rc, stdout, stderr, wall, machine = _run(prepared.argv, prepared.env, work, timeout_s,
-                                             launch_probe(launch_spec, program))
+                                             launch_probe(launch_spec, program, colocated))
     if remote is not None and machine is not None:
         machine = {**machine, **remote.finish(wall), "scope": "every node of the cell"}
     return rc, stdout, stderr, RunFacts(rc, round(wall, 3), machine)
@@ -239,7 +241,8 @@ def _launch_and_judge(program: Program, stack: Stack, spec: CellSpec, work: Path
     prepared = prepare_launch(stack, argv, launch_spec, extras.env | omp | interface_env(stack, spec),
                               spec.get("knobs"))
     record.merge(prepared.facts)
-    rc, stdout, stderr, ran = run_prepared(prepared, launch_spec, argv, work, spec["timeout_s"])
+    rc, stdout, stderr, ran = run_prepared(prepared, launch_spec, argv, work, spec["timeout_s"],
+                                           colocated=record.colocated is True)
     record.merge(ran)
     if record.ssh is not UNSET:  # mpirun over ssh: judged on whole lines (the raw files stay as launched)
         stdout, stderr = ssh_hosts.rejoin_split_lines(stdout), ssh_hosts.rejoin_split_lines(stderr)
