@@ -230,6 +230,11 @@ class KernelProgram(Program):
 
     kind = "kernel"
     threaded = True
+    # Compiled and linked with OpenMP (the Makefile's OPENMP_KERNELS, from programs.build).
+    openmp: bool = False
+    # The JSON schema of its ``kernels.<name>`` config block, for a kernel the shipped schema
+    # (workflow/schemas/config.schema.yaml) does not describe; added to it by programs.register.
+    config_schema: dict[str, Any] | None = None
 
     @property
     def tables(self) -> tuple[str, ...]:  # type: ignore[override]

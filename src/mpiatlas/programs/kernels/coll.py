@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from mpiatlas.matrix.cells import DEFAULT_ALGORITHM, Cell
+from mpiatlas.programs.base import Reduction
 from mpiatlas.programs.kernels import DEFAULT_GROUP, KernelProgram, Shape, sweep_args, sweep_work_s
 
 if TYPE_CHECKING:
@@ -65,6 +66,10 @@ def with_coll_algorithm(frame: pl.DataFrame) -> pl.DataFrame:
 
 class Coll(KernelProgram):
     name = "coll"
+    report_sections = ("mpiatlas.report.sections.kernel_p2p_coll:section_kernel_p2p_coll",)  # shared with pingpong
+    # Rank 0's time per call averaged over ranks, per collective, algorithm and size.
+    reduction = Reduction({"collective": "variant", "algorithm": "algorithm", "bytes": "bytes"}, "t_avg_usec", False)
+    modelled = True
 
     def shapes(self, config: Campaign, stack: str) -> list[Shape]:
         return [(group, list(self.block(config)["processes"]), 1) for group in coll_groups(config, stack)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mpiatlas.matrix.cells import Cell
+from mpiatlas.programs.base import Reduction
 from mpiatlas.programs.kernels import KernelProgram, Shape, sweep_args, sweep_work_s
 
 if TYPE_CHECKING:
@@ -22,6 +23,11 @@ def pingpong_group(pingpong: dict[str, Any]) -> str:
 
 class Pingpong(KernelProgram):
     name = "pingpong"
+    # The own pingpong and coll kernels share a section (Open MPI's only p2p/collective data).
+    report_sections = ("mpiatlas.report.sections.kernel_p2p_coll:section_kernel_p2p_coll",)
+    # Rank 0's half round trip (as IMB PingPong) per size.
+    reduction = Reduction({"bytes": "bytes"}, "t_usec", False)
+    modelled = True
 
     def shapes(self, config: Campaign, stack: str) -> list[Shape]:
         return [(pingpong_group(self.block(config)), [2], 1)]  # a ping-pong has exactly two ranks
