@@ -21,6 +21,7 @@ An unbound or migrated thread makes the launch ``perturbed``, no thread evidence
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -234,7 +235,7 @@ class KernelProgram(Program):
     openmp: bool = False
     # The JSON schema of its ``kernels.<name>`` config block, for a kernel the shipped schema
     # (workflow/schemas/config.schema.yaml) does not describe; added to it by programs.register.
-    config_schema: dict[str, Any] | None = None
+    config_schema: Mapping[str, Any] | None = None
 
     @property
     def tables(self) -> tuple[str, ...]:  # type: ignore[override]
