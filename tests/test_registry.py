@@ -19,6 +19,7 @@ import yaml
 
 from conftest import REPO
 from toy_program import TOY_BUFFER_B, TOY_TITLE, Toy
+from mpiatlas.campaign.adaptive_rounds import cell_values
 from mpiatlas.campaign.resources import RUNTIME_OVERHEAD_S, RUNTIME_SAFETY, CellCosts, estimate, job_groups
 from mpiatlas.compare.kernels import load_kernel_samples, reductions
 from mpiatlas.evidence.outcome import Outcome
@@ -120,6 +121,8 @@ def test_toy_rows_land_in_its_table_and_its_report_section(toy: Toy, tmp_path: P
     table = pl.read_parquet(tmp_path / "tidy/kernel_toy.parquet")
     assert table.height == 6 and set(table["label"]) == {"intelmpi/shm/core"}
     assert set(pl.read_parquet(tmp_path / "tidy/cells.parquet")["benchmark"]) == {"toy"}
+    # Adaptive repetitions judge its series by its measure: rank 0's time.
+    assert cell_values(dirs[-1]) == {("kernel_toy.parquet", "default"): 4.0}
     # mpiatlas compare reads it through the toy's reduction: one time per launch, the slowest rank's.
     assert "toy" in reductions() and "toy" not in modelled_kernels()
     samples = load_kernel_samples(tmp_path / "tidy")["toy"]

@@ -1,6 +1,6 @@
 """A test-only kernel program, ``toy``, with its whole slice in this one module (plus its C file,
 tests/data/toy.c): axes and cells, argv, cost model, config block schema, tidy table (through the
-shared kernel parser), ``mpiatlas compare`` reduction and report section. It is not part of the
+shared kernel parser), adaptive repetitions' measure, ``mpiatlas compare`` reduction and report section. It is not part of the
 package: tests/test_registry.py adds it with :func:`mpiatlas.programs.registered` and shows that
 the matrix, the resources, tidy, compare, the build and the report take it up unchanged.
 """
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from mpiatlas.matrix.cells import Cell
-from mpiatlas.programs.base import Reduction
+from mpiatlas.programs.base import Measure, Reduction
 from mpiatlas.programs.kernels import DEFAULT_GROUP, MSG_LATENCY_S, KernelProgram, Shape
 from mpiatlas.report.blocks import Section, Table, cell
 from mpiatlas.report.data import ReportData
@@ -40,6 +40,7 @@ class Toy(KernelProgram):
     }
     report_sections = ("toy_program:section_toy",)
     reduction = Reduction({}, "t_usec", True)  # the slowest rank's barrier time, one point per P
+    measure = Measure(("variant_group",), "t_usec", (("rank", 0),))  # adaptive repetitions: rank 0's
 
     def shapes(self, config: Campaign, stack: str) -> list[Shape]:
         return [(DEFAULT_GROUP, list(self.block(config)["processes"]), 1)]

@@ -67,6 +67,17 @@ class Reduction:
     prepare: Callable[[pl.DataFrame], pl.DataFrame] | None = None
 
 
+@dataclass(frozen=True)
+class Measure:
+    """How a program's tidy rows give one time per size of a cell, for adaptive repetitions
+    (:mod:`mpiatlas.campaign.adaptive_rounds`): its rows where ``filters`` hold (column -> required
+    value), grouped by the ``keys`` present, time in ``value``."""
+
+    keys: tuple[str, ...]
+    value: str
+    filters: tuple[tuple[str, Any], ...] = ()
+
+
 class Program(ABC):
     """A benchmark program and its whole slice: cells, spec, argv, check, tidy rows and tables, cost
     model, and what the models, ``mpiatlas compare`` and the report read of it (the attributes below)."""
@@ -82,6 +93,8 @@ class Program(ABC):
     report_sections: tuple[str, ...] = ()
     # How ``mpiatlas compare`` reduces its rows (None: not compared).
     reduction: Reduction | None = None
+    # What adaptive repetitions read of its rows (None: its series are not judged per size).
+    measure: Measure | None = None
     # Its tidy table feeds the kernel models (mpiatlas.models.kernels: loaded, printed by `mpiatlas fit`).
     modelled: bool = False
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mpiatlas.matrix.cells import Cell
-from mpiatlas.programs.base import Reduction
+from mpiatlas.programs.base import Measure, Reduction
 from mpiatlas.programs.kernels import KernelProgram, Shape, sweep_args, sweep_work_s
 
 if TYPE_CHECKING:
@@ -27,6 +27,8 @@ class Pingpong(KernelProgram):
     report_sections = ("mpiatlas.report.sections.kernel_p2p_coll:section_kernel_p2p_coll",)
     # Rank 0's half round trip (as IMB PingPong) per size.
     reduction = Reduction({"bytes": "bytes"}, "t_usec", False)
+    # Adaptive repetitions: rank 0's half round trip, as the OSU/IMB reporter (models.kernel_p2p).
+    measure = Measure(("variant", "bytes"), "t_usec", (("rank", 0), ("valid", True)))
     modelled = True
 
     def shapes(self, config: Campaign, stack: str) -> list[Shape]:
