@@ -25,14 +25,12 @@ from typing import TYPE_CHECKING, Any, cast
 from mpiatlas.matrix import knobs
 from mpiatlas.matrix.cells import (
     DEFAULT_DISTRIBUTION,
-    PAIR_PROGRAMS,
     Cell,
     cell_distribution,
     cell_spec_base,
     check_algorithms,
     check_transports,
     forced_algorithms_max_np,
-    forces_an_algorithm,
     hybrid_fit_problem,
     region_pairs_only,
     sort_cells,
@@ -127,9 +125,9 @@ def expand(config: Campaign) -> list[Cell]:
     check_algorithms(config)
     cells: Iterable[Cell] = chain.from_iterable(program.cells(config) for program in REGISTRY.values())
     if region_pairs_only(config):
-        cells = (c for c in cells if c.mapping not in REGION_MAPPINGS or (c.kind, c.benchmark) in PAIR_PROGRAMS)
+        cells = (c for c in cells if c.mapping not in REGION_MAPPINGS or program_of(c).measures_a_pair(c))
     if (cap := forced_algorithms_max_np(config)) is not None:
-        cells = (c for c in cells if c.np <= cap or not forces_an_algorithm(c))
+        cells = (c for c in cells if c.np <= cap or not program_of(c).forces_an_algorithm(c))
     cells = (c for c in with_node_axes(config, cells) if hybrid_unplanned(config, c) is None)
     return sort_cells(with_knob_sets(config, cells))
 

@@ -102,6 +102,15 @@ class Program(ABC):
     def cells(self, config: Campaign) -> list[Cell]:
         """Every cell of this program in the campaign ([] without its config block)."""
 
+    def measures_a_pair(self, cell: Cell) -> bool:
+        """Whether ``cell`` times one pair of ranks (what a region mapping is for: with
+        ``region_pairs_only`` these are a region mapping's only cells)."""
+        return False
+
+    def forces_an_algorithm(self, cell: Cell) -> bool:
+        """Whether ``cell`` forces a collective algorithm (capped by ``forced_algorithms_max_np``)."""
+        return False
+
     def stack_extras(self, config: Campaign, cell: Cell) -> StackExtras:
         """Entries of the spec's ``stack`` block beyond label, kind, source and prefix."""
         return {}

@@ -196,6 +196,12 @@ class Imb(Program):
     # One row per (benchmark, processes, [group,] bytes); an IMB time-out row has no t_usec.
     measure = Measure(("benchmark", "processes", "group", "bytes"), "t_usec", (("status", "ok"),))
 
+    def measures_a_pair(self, cell: Cell) -> bool:
+        return cell.benchmark in TWO_RANK_BENCHMARKS
+
+    def forces_an_algorithm(self, cell: Cell) -> bool:
+        return cell.algorithm != DEFAULT_ALGORITHM
+
     def cells(self, config: Campaign) -> list[Cell]:
         return cells_of(config, imb_stacks(config))
 

@@ -73,6 +73,9 @@ class Coll(KernelProgram):
     measure = Measure(("collective", "algorithm", "bytes"), "t_avg_usec", (("rank", 0), ("valid", True)))
     modelled = True
 
+    def forces_an_algorithm(self, cell: Cell) -> bool:
+        return cell.algorithm != DEFAULT_ALGORITHM  # a group that forces one (its variant group otherwise)
+
     def shapes(self, config: Campaign, stack: str) -> list[Shape]:
         return [(group, list(self.block(config)["processes"]), 1) for group in coll_groups(config, stack)]
 

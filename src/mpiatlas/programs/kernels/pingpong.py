@@ -23,6 +23,8 @@ def pingpong_group(pingpong: dict[str, Any]) -> str:
 
 class Pingpong(KernelProgram):
     name = "pingpong"
+    pair = True  # one pair of ranks: region mappings keep it under region_pairs_only
+    headline = True  # with IMB PingPong, the point-to-point curves the report opens with
     # The own pingpong and coll kernels share a section (Open MPI's only p2p/collective data).
     report_sections = ("mpiatlas.report.sections.kernel_p2p_coll:section_kernel_p2p_coll",)
     # Rank 0's half round trip (as IMB PingPong) per size.
