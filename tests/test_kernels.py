@@ -23,7 +23,7 @@ import pytest
 
 from conftest import REPO, require_infra
 from mpiatlas.matrix.kernel_sweeps import dims_create
-from mpiatlas.programs import KERNEL_NAMES
+from mpiatlas.programs import kernel_names
 from mpiatlas.programs.build import KernelBuildError, build_kernels, mpicc_make_value
 from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_file, parse_kernel_output
 from mpiatlas.stacks import Launch, LaunchSpec, get_stack
@@ -385,7 +385,7 @@ def test_check_catches_injected_faults(built) -> None:
 def test_mpich_builds_warning_clean_and_runs(built) -> None:
     """The third compiler wrapper: -Werror build and a 2-rank run of each kernel."""
     stack, bins = built("mpich")
-    assert set(bins) == set(KERNEL_NAMES)
+    assert set(bins) == set(kernel_names())
     ring = run_kernel(stack, bins["ring"], ["--variant", "all", "-i", "2", "-w", "0"], 2)
     assert ring["valid"].all() and ring.height == 6
     matsum = run_kernel(stack, bins["matsum"], ["--dims", "9,5,3", "--topo", "1,2,3", "--dist", "all", "-i", "1"], 2)

@@ -25,7 +25,7 @@ has rounds too (:func:`has_rounds`): its series are recorded at state adaptive.F
 decision's ``spec`` is null.
 
 Per-size values come from each sealed cell's own rows (Program.rows, as tidy reads them); a
-program's table says what a size and its time are in :data:`MEASURES`.
+program says what a size and its time are in its ``measure`` (mpiatlas.programs.base.Measure).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import json
 import math
 import re
 from collections import defaultdict
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,27 +55,6 @@ ADAPTIVE_DIR = "adaptive"
 # A round group's id: r<round>.<the id job_groups gives its cells> (static ids hold no '.').
 _ROUND_GROUP = re.compile(r"r(\d+)\.(.+)")
 AGAIN = "again"  # r<round>.again.<id>: a later re-measure group
-
-
-@dataclass(frozen=True)
-class Measure:
-    """How a tidy table gives one time per size of a cell: its rows where ``filters`` hold
-    (column -> required value), grouped by the ``keys`` present, time in ``value``."""
-
-    keys: tuple[str, ...]
-    value: str
-    filters: tuple[tuple[str, Any], ...] = ()
-
-
-MEASURES: dict[str, Measure] = {
-    # IMB: one row per (benchmark, processes, [group,] bytes); an IMB time-out row has no t_usec.
-    layout.IMB_SAMPLES: Measure(("benchmark", "processes", "group", "bytes"), "t_usec", (("status", "ok"),)),
-    # Own ping-pong: rank 0's half round trip, as the OSU/IMB reporter (models.kernel_p2p).
-    layout.kernel_table("pingpong"): Measure(("variant", "bytes"), "t_usec", (("rank", 0), ("valid", True))),
-    # Own collectives: rank 0's per-call time averaged over ranks.
-    layout.kernel_table("coll"): Measure(("collective", "algorithm", "bytes"), "t_avg_usec",
-                                         (("rank", 0), ("valid", True))),
-}
 
 
 # -- file names ----------------------------------------------------------------------------------
@@ -174,7 +153,7 @@ class RoundGroups:
 
 
 def cell_values(cell_dir: Path) -> dict[tuple[Any, ...], float]:
-    """A sealed cell's time per size (its program's rows, :data:`MEASURES`); {} for a failed cell,
+    """A sealed cell's time per size (its program's rows and ``measure``); {} for a failed cell,
     a launch left perturbed (re-measures spent: mpiatlas.stats.quality, the same rule as the medians'), or
     a program without a measure."""
     row, prov = cell_row(cell_dir)
@@ -183,8 +162,8 @@ def cell_values(cell_dir: Path) -> dict[tuple[Any, ...], float]:
     program = program_named(row["kind"], row["benchmark"])
     tables = program.rows(cell_dir, row, prov) if program else {}
     values: dict[tuple[Any, ...], float] = {}
+    measure = program.measure if program else None
     for table, frame in tables.items():
-        measure = MEASURES.get(table)
         if measure is None or measure.value not in frame.columns:
             continue
         for name, wanted in measure.filters:

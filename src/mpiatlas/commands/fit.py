@@ -35,7 +35,7 @@ from mpiatlas.models.fits import FitError, FitOptions, cell_name, fit_all, write
 from mpiatlas.models.fits_files import FitsFileError, MODELS, dumps, read
 from mpiatlas.models.region_latency import RegionTableError, read_region_table
 from mpiatlas.models.hockney import HOCKNEY_BENCHMARKS
-from mpiatlas.programs import KERNEL_NAMES
+from mpiatlas.programs import modelled_kernels
 from mpiatlas.commands import COMMAND_HELP
 
 # Heavy imports (polars, scipy, rich) stay inside the functions: every CLI call imports this module.
@@ -219,7 +219,7 @@ def _print_kernels(result: dict[str, Any]) -> None:
     table.add_column("label")
     table.add_column("result")
     table.add_column("where it fails", overflow="fold")
-    for kernel in KERNEL_NAMES:
+    for kernel in modelled_kernels():
         for fit in result.get(kernel, []):
             label = str(fit.get("label")) + (f" {fit['collective']} P={fit['np']}" if "collective" in fit else "")
             table.add_row(kernel, escape(label), escape(fit.get("headline", "")),

@@ -19,7 +19,7 @@ from typing import Any
 from mpiatlas.files import write_text_atomic
 from mpiatlas.programs.kernels import BUILD_RECORD
 from mpiatlas.evidence.provenance import host_facts, now
-from mpiatlas.programs import KERNEL_NAMES
+from mpiatlas.programs import kernel_names
 from mpiatlas.programs.build import KernelBuildError, build_kernels, build_key, cached_build, compiler_line, kernels_source_dir, wrapper_queries
 from mpiatlas.stacks import StackError, get_stack
 from mpiatlas.commands import COMMAND_HELP
@@ -70,15 +70,15 @@ def _build(args: argparse.Namespace) -> int:
         stack = get_stack(args.stack_kind, args.prefix, source=args.source)
         src = kernels_source_dir(args.source_dir)
         version, queries = stack.version(), wrapper_queries(stack)
-        key = build_key(stack, src, KERNEL_NAMES, version, queries)
+        key = build_key(stack, src, kernel_names(), version, queries)
 
         def build() -> dict[str, Path]:
-            return build_kernels(stack, args.out, source_dir=src, kernels=KERNEL_NAMES)
+            return build_kernels(stack, args.out, source_dir=src, kernels=kernel_names())
 
         if args.no_cache:
             binaries, cached_from = build(), None
         else:
-            binaries, cached_from = cached_build(key, Path(args.out), KERNEL_NAMES, build, cache=args.cache_dir)
+            binaries, cached_from = cached_build(key, Path(args.out), kernel_names(), build, cache=args.cache_dir)
         record = build_record(stack, args, binaries, src, version, compiler_line(queries))
         record.update(build_key=key, cached_from=str(cached_from) if cached_from else None)
     except (KernelBuildError, StackError) as exc:

@@ -1,11 +1,13 @@
-"""Two campaigns' kernel tables compared: ring, matsum and Jacobi time per P, pingpong and coll per size.
+"""Two campaigns' kernel tables compared: ring, matsum and Jacobi time per P, pingpong and coll per size
+(every program of the registry that declares a :class:`mpiatlas.programs.base.Reduction`).
 
 Each tidy ``kernel_<name>.parquet`` (one row per rank per record, programs.kernels) is reduced to one
 time per launch (repetition) and point, the unit IMB's samples already have, then matched and judged
 exactly as IMB cells are (:mod:`mpiatlas.compare.campaigns`, :mod:`mpiatlas.stats.ratios`: the ratio
 of medians B/A with a bootstrap CI, verdicts, the two-level bootstrap with several runs per side).
 
-The time of a launch, per kernel (the one its model in :mod:`mpiatlas.models` reads):
+The time of a launch, per kernel (the one its model in :mod:`mpiatlas.models` reads; declared by its
+program module, ``programs/kernels/<name>.py``):
 
 * ring: the exchange time (``time_us``, P steps), the slowest rank's: the exchange ends with it;
   per variant, streams and message size;
@@ -20,18 +22,18 @@ records. matsum and jacobi have no message size: their ``bytes`` is null, one po
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from mpiatlas.matrix import layout
 from mpiatlas.matrix.cells import PINNER_SEGMENT_PREFIX
+from mpiatlas.programs import REGISTRY
+from mpiatlas.programs.base import Reduction
 from mpiatlas.stats.quality import trusted
 from mpiatlas.stats.ratios import TIME
 from mpiatlas.tables.samples import with_series_axes
 
-KERNELS: tuple[str, ...] = ("ring", "matsum", "jacobi", "pingpong", "coll")
 # Matching axes of the reduced kernel samples, in display order (``bytes`` last, as for IMB).
 KERNEL_AXES: tuple[str, ...] = ("stack", "transport", "mapping", "nodes", "placement", "np", "threads", "knobs",
                                 "pinner", "benchmark", "variant", "streams", "problem", "algorithm", "bytes")
@@ -39,29 +41,16 @@ KERNEL_AXES: tuple[str, ...] = ("stack", "transport", "mapping", "nodes", "place
 CELL_AXES: tuple[str, ...] = ("stack", "transport", "mapping", "nodes", "np", "knobs")
 
 
-@dataclass(frozen=True)
-class Reduction:
-    """How one kernel's rows become one time per launch: the record's own axes (renamed to the
-    comparison's), the time column, and whether the slowest rank's (max) or rank 0's counts."""
-
-    axes: dict[str, str]  # record column -> comparison axis
-    time: str
-    slowest: bool
+def reductions() -> dict[str, Reduction]:
+    """Each compared program's reduction (programs.base.Program.reduction), in registry order."""
+    return {name: p.reduction for name, p in REGISTRY.items() if p.reduction is not None}
 
 
-REDUCTIONS: dict[str, Reduction] = {
-    "ring": Reduction({"variant": "variant", "streams": "streams", "bytes": "bytes"}, "time_us", True),
-    "matsum": Reduction({"dims": "problem", "topo_dist": "variant"}, "total_us", True),
-    "jacobi": Reduction({"variant_group": "variant"}, "iteration_us", True),
-    "pingpong": Reduction({"bytes": "bytes"}, "t_usec", False),
-    "coll": Reduction({"collective": "variant", "algorithm": "algorithm", "bytes": "bytes"}, "t_avg_usec", False),
-}
-
-
-def _prepared(name: str, df: pl.DataFrame) -> pl.DataFrame:
-    """Record columns a reduction needs that the table spells otherwise (matsum's topo × dist as one axis)."""
-    if name == "matsum" and {"topo", "dist"} <= set(df.columns):
-        df = df.with_columns(pl.format("topo{}-{}", pl.col("topo"), pl.col("dist")).alias("topo_dist"))
+def _prepared(reduction: Reduction, df: pl.DataFrame) -> pl.DataFrame:
+    """Record columns a reduction needs that the table spells otherwise (the program's ``prepare``:
+    matsum's topo × dist as one axis), and list-valued ``dims`` as text."""
+    if reduction.prepare is not None:
+        df = reduction.prepare(df)
     if "dims" in df.columns and df.schema["dims"] != pl.String:
         df = df.with_columns(pl.col("dims").cast(pl.List(pl.String)).list.join("x").alias("dims"))
     return df
@@ -80,8 +69,8 @@ def _usable_rows(df: pl.DataFrame) -> pl.DataFrame:
 def kernel_samples(name: str, table: pl.DataFrame) -> pl.DataFrame:
     """One row per launch and point of kernel ``name``: the cell's axes, the kernel's own, ``bytes``
     (null for size-less kernels), ``t_usec``, ``cell`` and ``rep``; empty when nothing is usable."""
-    spec = REDUCTIONS[name]
-    df = _usable_rows(_prepared(name, table))
+    spec = reductions()[name]
+    df = _usable_rows(_prepared(spec, table))
     if not spec.slowest and "rank" in df.columns:
         df = df.filter(pl.col("rank") == 0)  # the OSU/IMB reporter
     own = {col: axis for col, axis in spec.axes.items() if col in df.columns}
@@ -108,7 +97,7 @@ def kernel_samples(name: str, table: pl.DataFrame) -> pl.DataFrame:
 def load_kernel_samples(tidy: Path) -> dict[str, pl.DataFrame]:
     """The reduced samples of every kernel table in ``tidy`` (kernels without usable rows left out)."""
     found: dict[str, pl.DataFrame] = {}
-    for name in KERNELS:
+    for name, reduction in reductions().items():
         path = tidy / layout.kernel_table(name)
         if not path.is_file():
             continue
@@ -116,7 +105,7 @@ def load_kernel_samples(tidy: Path) -> dict[str, pl.DataFrame]:
             table = pl.read_parquet(path)
         except Exception as exc:
             raise ValueError(f"{path}: not a readable parquet table ({exc})") from exc
-        missing = [c for c in ("cell", "rep", REDUCTIONS[name].time) if c not in table.columns]
+        missing = [c for c in ("cell", "rep", reduction.time) if c not in table.columns]
         if table.height and missing:
             raise ValueError(f"{path}: not a {name} kernel table (missing columns: {', '.join(missing)})")
         samples = kernel_samples(name, table) if table.height else pl.DataFrame()
@@ -131,4 +120,4 @@ def stacked_runs(runs: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]
         return pl.concat([r[name].with_columns(pl.lit(i, dtype=pl.Int32).alias("run"))
                           for i, r in enumerate(runs) if name in r], how="diagonal_relaxed")
 
-    return {name: stacked(name) for name in KERNELS if any(name in r for r in runs)}
+    return {name: stacked(name) for name in reductions() if any(name in r for r in runs)}

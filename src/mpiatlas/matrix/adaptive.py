@@ -58,9 +58,8 @@ def spec_of(config: Campaign) -> AdaptiveSpec | None:
 HEADLINE_REPETITIONS = 3
 HEADLINE_KEY = "headline_repetitions"  # under the config's ``auto`` record (mpiatlas.campaign.auto_plan)
 # Which series are the headline: IMB PingPong (the closing lines' λ and bandwidths; PingPing and the
-# collectives keep the campaign's count) and the pingpong kernel.
+# collectives keep the campaign's count) and the kernels whose program says so (pingpong's ``headline``).
 HEADLINE_IMB: tuple[str, ...] = ("PingPong",)
-HEADLINE_KERNEL = "pingpong"
 
 
 def initial_repetitions(config: Campaign, headline: bool = False) -> range:

@@ -387,15 +387,6 @@ def forced_algorithms_max_np(config: Campaign) -> int | None:
     return cap if isinstance(cap, int) else None
 
 
-def forces_an_algorithm(cell: Cell) -> bool:
-    """An IMB or coll-kernel cell that forces a collective algorithm (the other kernels' ``algorithm``
-    is their variant group, not a collective's algorithm)."""
-    return cell.algorithm != DEFAULT_ALGORITHM and (cell.kind == "imb" or cell.benchmark == "coll")
-
-
-# The programs whose cells measure one pair of ranks (what a region mapping is for).
-PAIR_PROGRAMS = frozenset({("imb", "PingPong"), ("imb", "PingPing"), ("kernel", "pingpong")})
-
 
 def cell_from_id(cells: list[Cell], cell_id: str) -> Cell:
     for cell in cells:

@@ -71,6 +71,7 @@ from mpiatlas.models.kernel_common import (
 )
 from mpiatlas.stats.aggregate import scalar
 from mpiatlas.models.kernel_grids import matsum_grids, with_grid_facts
+from mpiatlas.programs import modelled_kernels
 from mpiatlas.models.kernel_jacobi import fit_jacobi
 from mpiatlas.models.region_latency import RegionTable, RegionTableError
 from mpiatlas.models.ring_regions import RegionInputs, RingHops, exchange_time, placement_boundaries
@@ -79,7 +80,6 @@ from mpiatlas.models.kernel_p2p import fit_coll, fit_pingpong
 
 # scipy (~0.5 s to import) is imported by the fits that use it: most campaigns need few of them.
 
-KERNEL_NAMES: tuple[str, ...] = ("ring", "matsum", "jacobi", "pingpong", "coll")
 N_BOOT = 400
 
 RING_FORMULA = {
@@ -98,7 +98,7 @@ def load_kernel_tables(directory: str | Path) -> dict[str, pl.DataFrame | None]:
     rows of perturbed launches left out (mpiatlas.stats.quality.trusted, as samples.load_samples does)."""
     directory = Path(directory)
     out: dict[str, pl.DataFrame | None] = {}
-    for name in KERNEL_NAMES:
+    for name in modelled_kernels():  # the registry's kernels that declare a model (programs.base.Program.modelled)
         files = sorted(directory.rglob(f"kernel_{name}.parquet")) if directory.is_dir() else []
         frames = [pl.read_parquet(f) for f in files]
         frames = [f for f in frames if f.height]

@@ -2,7 +2,9 @@
 
 ``REGISTRY`` maps a program's name to its instance: IMB, and one module per C kernel under
 ``programs/kernels``. Adding a kernel (or another benchmark suite) is one module here plus its
-C file: the matrix, the runner, the workflow, the build and tidy read this registry.
+C file: the matrix, the runner, the workflow, the build (the Makefile's list of kernels), tidy, the
+kernel models' inputs, ``mpiatlas compare`` and the report's kernel sections read this registry;
+:func:`register` adds a program defined elsewhere.
 
 * :mod:`.base` — the Program protocol every benchmark implements;
 * :mod:`.imb` — the Intel MPI Benchmarks; :mod:`.imb_options` — IMB's own options (e.g. ``-off_cache``);
@@ -14,7 +16,8 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from itertools import chain
 from typing import TYPE_CHECKING, Any, cast
@@ -22,14 +25,12 @@ from typing import TYPE_CHECKING, Any, cast
 from mpiatlas.matrix import knobs
 from mpiatlas.matrix.cells import (
     DEFAULT_DISTRIBUTION,
-    PAIR_PROGRAMS,
     Cell,
     cell_distribution,
     cell_spec_base,
     check_algorithms,
     check_transports,
     forced_algorithms_max_np,
-    forces_an_algorithm,
     hybrid_fit_problem,
     region_pairs_only,
     sort_cells,
@@ -47,14 +48,58 @@ from mpiatlas.programs.kernels.pingpong import Pingpong
 from mpiatlas.programs.kernels.ring import Ring
 from mpiatlas.node.topology import REGION_MAPPINGS
 from mpiatlas.node.topology_synthetic import read_topology
+from mpiatlas.spine.campaign import add_kernel_block_schema, remove_kernel_block_schema
 
 if TYPE_CHECKING:
     from mpiatlas.spine.cell_spec import CellSpec
     from mpiatlas.spine.campaign import Campaign
 
 REGISTRY: dict[str, Program] = {p.name: p for p in (Imb(), Ring(), Matsum(), Jacobi(), Pingpong(), Coll(), Loggp())}
-# The C kernels, in the order they are built and tabled.
-KERNEL_NAMES: tuple[str, ...] = tuple(name for name, p in REGISTRY.items() if isinstance(p, KernelProgram))
+
+
+def register(program: Program) -> None:
+    """Add ``program`` to the registry, after the others (the order of the matrix, the build, the
+    tables and the report's sections); a kernel's ``config_schema`` joins the campaign schema's
+    ``kernels`` block. The shipped programs are registered above; this is the entry point for one
+    defined elsewhere (a test's, a site's own kernel)."""
+    if program.name in REGISTRY:
+        raise ValueError(f"a program named {program.name!r} is already registered")
+    REGISTRY[program.name] = program
+    if isinstance(program, KernelProgram) and program.config_schema is not None:
+        add_kernel_block_schema(program.name, program.config_schema)
+
+
+def unregister(name: str) -> Program:
+    """Take the program ``name`` out of the registry (and its kernel block out of the schema)."""
+    program = REGISTRY.pop(name)
+    if isinstance(program, KernelProgram) and program.config_schema is not None:
+        remove_kernel_block_schema(name)
+    return program
+
+
+@contextmanager
+def registered(program: Program) -> Iterator[Program]:
+    """``program`` in the registry for the duration of a ``with`` block."""
+    register(program)
+    try:
+        yield program
+    finally:
+        unregister(program.name)
+
+
+def kernel_names() -> tuple[str, ...]:
+    """The C kernels of the registry, in the order they are built and tabled."""
+    return tuple(name for name, p in REGISTRY.items() if isinstance(p, KernelProgram))
+
+
+def modelled_kernels() -> tuple[str, ...]:
+    """The kernels whose tables the kernel models read (mpiatlas.models.kernels), in registry order."""
+    return tuple(name for name, p in REGISTRY.items() if isinstance(p, KernelProgram) and p.modelled)
+
+
+def kernel_programs() -> list[KernelProgram]:
+    """The registry's C kernels, in registry order."""
+    return [p for p in REGISTRY.values() if isinstance(p, KernelProgram)]
 
 
 def program_named(kind: str, benchmark: str) -> Program | None:
@@ -80,9 +125,9 @@ def expand(config: Campaign) -> list[Cell]:
     check_algorithms(config)
     cells: Iterable[Cell] = chain.from_iterable(program.cells(config) for program in REGISTRY.values())
     if region_pairs_only(config):
-        cells = (c for c in cells if c.mapping not in REGION_MAPPINGS or (c.kind, c.benchmark) in PAIR_PROGRAMS)
+        cells = (c for c in cells if c.mapping not in REGION_MAPPINGS or program_of(c).measures_a_pair(c))
     if (cap := forced_algorithms_max_np(config)) is not None:
-        cells = (c for c in cells if c.np <= cap or not forces_an_algorithm(c))
+        cells = (c for c in cells if c.np <= cap or not program_of(c).forces_an_algorithm(c))
     cells = (c for c in with_node_axes(config, cells) if hybrid_unplanned(config, c) is None)
     return sort_cells(with_knob_sets(config, cells))
 

@@ -11,7 +11,7 @@ mpiatlas.campaign.resources.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,16 +54,62 @@ def container_binds(spec: CellSpec) -> list[str]:
     return list(container.get("binds", [])) if container else []
 
 
+@dataclass(frozen=True)
+class Reduction:
+    """How ``mpiatlas compare`` turns a program's tidy rows into one time per launch
+    (:mod:`mpiatlas.compare.kernels`): the record's own axes (renamed to the comparison's), the time
+    column, whether the slowest rank's (max) or rank 0's counts, and what to derive first."""
+
+    axes: dict[str, str]  # record column -> comparison axis
+    time: str
+    slowest: bool
+    # Record columns the axes need that the table spells otherwise (e.g. matsum's topo x dist as one).
+    prepare: Callable[[pl.DataFrame], pl.DataFrame] | None = None
+
+
+@dataclass(frozen=True)
+class Measure:
+    """How a program's tidy rows give one time per size of a cell, for adaptive repetitions
+    (:mod:`mpiatlas.campaign.adaptive_rounds`): its rows where ``filters`` hold (column -> required
+    value), grouped by the ``keys`` present, time in ``value``."""
+
+    keys: tuple[str, ...]
+    value: str
+    filters: tuple[tuple[str, Any], ...] = ()
+
+
 class Program(ABC):
+    """A benchmark program and its whole slice: cells, spec, argv, check, tidy rows and tables, cost
+    model, and what the models, ``mpiatlas compare`` and the report read of it (the attributes below)."""
+
     name: str
     kind: str  # the first part of its cells' ids: imb | kernel
     tables: tuple[str, ...]  # the tidy tables (layout names) its rows go to
     # Ranks may own several cores (OpenMP threads): the runner records the cores asked for.
     threaded: bool = False
+    # The report sections that show it, as "module:function" (a ``section_<name>(data)`` function),
+    # placed by mpiatlas.report.sections in registry order at the programs' slot; a section two
+    # programs share is named by the first of them only.
+    report_sections: tuple[str, ...] = ()
+    # How ``mpiatlas compare`` reduces its rows (None: not compared).
+    reduction: Reduction | None = None
+    # What adaptive repetitions read of its rows (None: its series are not judged per size).
+    measure: Measure | None = None
+    # Its tidy table feeds the kernel models (mpiatlas.models.kernels: loaded, printed by `mpiatlas fit`).
+    modelled: bool = False
 
     @abstractmethod
     def cells(self, config: Campaign) -> list[Cell]:
         """Every cell of this program in the campaign ([] without its config block)."""
+
+    def measures_a_pair(self, cell: Cell) -> bool:
+        """Whether ``cell`` times one pair of ranks (what a region mapping is for: with
+        ``region_pairs_only`` these are a region mapping's only cells)."""
+        return False
+
+    def forces_an_algorithm(self, cell: Cell) -> bool:
+        """Whether ``cell`` forces a collective algorithm (capped by ``forced_algorithms_max_np``)."""
+        return False
 
     def stack_extras(self, config: Campaign, cell: Cell) -> StackExtras:
         """Entries of the spec's ``stack`` block beyond label, kind, source and prefix."""

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 from mpiatlas.matrix import layout
 from mpiatlas.files import shipped_kernel_sources, user_cache_dir
-from mpiatlas.programs import KERNEL_NAMES, expand
+from mpiatlas.programs import REGISTRY, expand, kernel_names
 from mpiatlas.programs.kernels import BUILD_RECORD
 
 KERNELS_DIR = shipped_kernel_sources()
@@ -62,30 +62,39 @@ def usable_cpus() -> int:
     return len(os.sched_getaffinity(0))
 
 
+def make_kernel_args(kernels: tuple[str, ...] | list[str]) -> list[str]:
+    """The Makefile's kernel lists, from the registry: ``KERNELS`` (built from ``<name>.c`` over
+    util.c) and ``OPENMP_KERNELS`` (those of them compiled and linked with OpenMP)."""
+    unknown = sorted(set(kernels) - set(kernel_names()))
+    if unknown:
+        raise KernelBuildError(f"unknown kernels {unknown}; known: {list(kernel_names())}")
+    openmp = [name for name in kernels if getattr(REGISTRY[name], "openmp", False)]
+    return [f"KERNELS={' '.join(kernels)}", f"OPENMP_KERNELS={' '.join(openmp)}"]
+
+
 def build_kernels(
     stack: _BuildStack,
     outdir: str | Path,
     *,
     source_dir: str | Path | None = None,
-    kernels: tuple[str, ...] | list[str] = KERNEL_NAMES,
+    kernels: tuple[str, ...] | list[str] | None = None,
     jobs: int | None = None,
     timeout: float = 600,
     make: str = "make",
 ) -> dict[str, Path]:
-    """Build ``kernels`` with ``stack``'s compiler wrapper into ``outdir``; return name -> binary.
+    """Build ``kernels`` (default: every kernel of the registry) with ``stack``'s compiler wrapper
+    into ``outdir``; return name -> binary.
 
     Raises :class:`KernelBuildError` with make's output when the build fails (warnings are
     errors: ``-Werror``).
     """
-    unknown = sorted(set(kernels) - set(KERNEL_NAMES))
-    if unknown:
-        raise KernelBuildError(f"unknown kernels {unknown}; known: {list(KERNEL_NAMES)}")
+    kernels = kernel_names() if kernels is None else kernels
     src = kernels_source_dir(source_dir)
     out = Path(outdir).resolve()
     if re.search(r"\s", str(out)):
         raise KernelBuildError(f"make cannot handle whitespace in OUT: {out}")
     out.mkdir(parents=True, exist_ok=True)
-    argv = [make, "-C", str(src), f"-j{int(jobs or usable_cpus())}"]
+    argv = [make, "-C", str(src), f"-j{int(jobs or usable_cpus())}", *make_kernel_args(kernels)]
     argv += [f"MPICC={mpicc_make_value(stack.mpicc())}", f"OUT={out}"]
     argv += [str(out / name) for name in kernels]
     env = stack.env()
@@ -211,4 +220,4 @@ def build_labels(config: Campaign) -> list[str]:
 def build_outputs(config: Campaign, label: str) -> list[str]:
     """The files the build rule of stack ``label`` makes: every kernel binary, then the record."""
     out = layout.kernel_build_dir(layout.results_dir(config.campaign.name), label)
-    return [f"{out}/{name}" for name in KERNEL_NAMES] + [f"{out}/{BUILD_RECORD}"]
+    return [f"{out}/{name}" for name in kernel_names()] + [f"{out}/{BUILD_RECORD}"]

@@ -30,6 +30,7 @@ from mpiatlas.parsers.imb_lines import parse_lines
 from mpiatlas.parsers.imb_shapes import ImbParseError
 from mpiatlas.programs import imb_options
 from mpiatlas.programs.base import (
+    Measure,
     MEM_PER_JOB_MB,
     MEM_PER_RANK_MB,
     Checked,
@@ -192,6 +193,14 @@ class Imb(Program):
     name = "imb"
     kind = "imb"
     tables = (layout.IMB_SAMPLES,)
+    # One row per (benchmark, processes, [group,] bytes); an IMB time-out row has no t_usec.
+    measure = Measure(("benchmark", "processes", "group", "bytes"), "t_usec", (("status", "ok"),))
+
+    def measures_a_pair(self, cell: Cell) -> bool:
+        return cell.benchmark in TWO_RANK_BENCHMARKS
+
+    def forces_an_algorithm(self, cell: Cell) -> bool:
+        return cell.algorithm != DEFAULT_ALGORITHM
 
     def cells(self, config: Campaign) -> list[Cell]:
         return cells_of(config, imb_stacks(config))

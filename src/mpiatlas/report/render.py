@@ -21,7 +21,7 @@ import vl_convert
 from mpiatlas import __version__
 from mpiatlas.report.blocks import ChartBlock, Details, Notice, Pre, Section, Table
 from mpiatlas.report.data import ReportData
-from mpiatlas.report.sections import ORDER, SectionFn
+from mpiatlas.report.sections import SectionFn, order
 from mpiatlas.report.bundle import javascript_bundle
 
 TEMPLATE = "report.html.j2"
@@ -60,9 +60,9 @@ def _error_section(fn: SectionFn, exc: BaseException) -> Section:
 
 
 def build_sections(data: ReportData, sections: Sequence[SectionFn] | None = None) -> list[Section]:
-    """Each section of ``sections`` (default: :data:`ORDER`) that has something to show."""
+    """Each section of ``sections`` (default: :func:`~mpiatlas.report.sections.order`, the registry's programs included) that has something to show."""
     out: list[Section] = []
-    for fn in sections if sections is not None else ORDER:
+    for fn in sections if sections is not None else order():
         try:
             sec = fn(data)
         except Exception as exc:  # noqa: BLE001 - a broken section must not lose the rest of the report

@@ -25,6 +25,20 @@ def _schema() -> dict[str, Any]:
     return loaded
 
 
+def add_kernel_block_schema(name: str, schema: Mapping[str, Any]) -> None:
+    """Describe a ``kernels.<name>`` block the shipped schema does not (a kernel program registered
+    from elsewhere: mpiatlas.programs.register); validating a config reads it from then on."""
+    kernels = _schema()["properties"]["kernels"]["properties"]
+    if name in kernels:
+        raise ValueError(f"the campaign schema already describes kernels.{name}")
+    kernels[name] = copy.deepcopy(dict(schema))
+
+
+def remove_kernel_block_schema(name: str) -> None:
+    """Forget a block :func:`add_kernel_block_schema` added."""
+    _schema()["properties"]["kernels"]["properties"].pop(name, None)
+
+
 # -- The typed campaign ---------------------------------------------------------------------------
 # What the schema validated, as frozen dataclasses: code reads `campaign.imb.msglog`, never a
 # `.get(key, default)` that restates the schema. Defaults come from the schema alone: the loader's

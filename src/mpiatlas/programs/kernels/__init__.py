@@ -21,6 +21,7 @@ An unbound or migrated thread makes the launch ``perturbed``, no thread evidence
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -230,6 +231,15 @@ class KernelProgram(Program):
 
     kind = "kernel"
     threaded = True
+    # Its cells time one pair of ranks (kept under region mappings with ``region_pairs_only``).
+    pair: bool = False
+    # A headline series (adaptive.initial_repetitions keeps the auto plan's floor of repetitions).
+    headline: bool = False
+    # Compiled and linked with OpenMP (the Makefile's OPENMP_KERNELS, from programs.build).
+    openmp: bool = False
+    # The JSON schema of its ``kernels.<name>`` config block, for a kernel the shipped schema
+    # (workflow/schemas/config.schema.yaml) does not describe; added to it by programs.register.
+    config_schema: Mapping[str, Any] | None = None
 
     @property
     def tables(self) -> tuple[str, ...]:  # type: ignore[override]
@@ -272,7 +282,7 @@ class KernelProgram(Program):
         problems = self.problems(self.block(config))
         if problems:
             raise ConfigError("invalid campaign config:\n  " + "\n  ".join(problems))
-        reps = adaptive.initial_repetitions(config, headline=self.name == adaptive.HEADLINE_KERNEL)
+        reps = adaptive.initial_repetitions(config, headline=self.headline)
         pinner = cell_pinner(config)
         cells = {
             Cell("kernel", stack, transport, mapping, np, self.name, group, rep, threads, nodes=nodes, pinner=pinner)
@@ -285,6 +295,9 @@ class KernelProgram(Program):
             for rep in reps
         }
         return sort_cells(cells)
+
+    def measures_a_pair(self, cell: Cell) -> bool:
+        return self.pair
 
     def argv_options(self, config: Campaign, cell: Cell) -> list[str]:
         block = self.block(config)

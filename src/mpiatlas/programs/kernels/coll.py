@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from mpiatlas.matrix.cells import DEFAULT_ALGORITHM, Cell
+from mpiatlas.programs.base import Measure, Reduction
 from mpiatlas.programs.kernels import DEFAULT_GROUP, KernelProgram, Shape, sweep_args, sweep_work_s
 
 if TYPE_CHECKING:
@@ -65,6 +66,15 @@ def with_coll_algorithm(frame: pl.DataFrame) -> pl.DataFrame:
 
 class Coll(KernelProgram):
     name = "coll"
+    report_sections = ("mpiatlas.report.sections.kernel_p2p_coll:section_kernel_p2p_coll",)  # shared with pingpong
+    # Rank 0's time per call averaged over ranks, per collective, algorithm and size.
+    reduction = Reduction({"collective": "variant", "algorithm": "algorithm", "bytes": "bytes"}, "t_avg_usec", False)
+    # Adaptive repetitions: rank 0's per-call time averaged over ranks.
+    measure = Measure(("collective", "algorithm", "bytes"), "t_avg_usec", (("rank", 0), ("valid", True)))
+    modelled = True
+
+    def forces_an_algorithm(self, cell: Cell) -> bool:
+        return cell.algorithm != DEFAULT_ALGORITHM  # a group that forces one (its variant group otherwise)
 
     def shapes(self, config: Campaign, stack: str) -> list[Shape]:
         return [(group, list(self.block(config)["processes"]), 1) for group in coll_groups(config, stack)]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from mpiatlas.matrix.cells import Cell
 from mpiatlas.matrix.config import ConfigError
 from mpiatlas.matrix.kernel_sweeps import JacobiVariant, jacobi_problems, jacobi_variants
+from mpiatlas.programs.base import Reduction
 from mpiatlas.programs.kernels import DOUBLE, MSG_LATENCY_S, POINT_UPDATE_S, KernelProgram, Shape, with_grid_columns
 
 if TYPE_CHECKING:
@@ -37,6 +38,12 @@ def grid_points(variant: JacobiVariant, np: int) -> tuple[float, float]:
 
 class Jacobi(KernelProgram):
     name = "jacobi"
+    openmp = True  # hybrid MPI + OpenMP
+    report_sections = ("mpiatlas.report.sections.kernel_jacobi:section_kernel_jacobi",
+                       "mpiatlas.report.sections.kernel_jacobi_nodes:section_kernel_jacobi_nodes")
+    # One iteration, the slowest rank's, per variant group (mode, size, threads, grid).
+    reduction = Reduction({"variant_group": "variant"}, "iteration_us", True)
+    modelled = True
 
     def problems(self, block: dict[str, Any]) -> list[str]:
         return jacobi_problems(block)

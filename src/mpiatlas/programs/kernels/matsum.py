@@ -10,16 +10,17 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
+
 from mpiatlas.matrix.cells import Cell
 from mpiatlas.matrix.config import ConfigError
 from mpiatlas.matrix.kernel_sweeps import MatsumVariant, matsum_problems, matsum_variants
+from mpiatlas.programs.base import Reduction
 from mpiatlas.programs.kernels import BANDWIDTH_BPS, DOUBLE, MSG_LATENCY_S, KernelProgram, Shape, with_grid_columns
 
 if TYPE_CHECKING:
     from mpiatlas.spine.campaign import Campaign
 
-if TYPE_CHECKING:  # imported where rows are built (see programs.kernels)
-    import polars as pl
 
 
 def matsum_group(matsum: dict[str, Any]) -> str:
@@ -27,8 +28,19 @@ def matsum_group(matsum: dict[str, Any]) -> str:
     return matsum_variants(matsum)[0].group
 
 
+def with_topo_dist(df: pl.DataFrame) -> pl.DataFrame:
+    """matsum's topo x dist as one comparison axis (``topo<t>-<d>``)."""
+    if {"topo", "dist"} <= set(df.columns):
+        df = df.with_columns(pl.format("topo{}-{}", pl.col("topo"), pl.col("dist")).alias("topo_dist"))
+    return df
+
+
 class Matsum(KernelProgram):
     name = "matsum"
+    report_sections = ("mpiatlas.report.sections.kernel_matsum:section_kernel_matsum",)
+    # scatter + compute + gather, the slowest rank's.
+    reduction = Reduction({"dims": "problem", "topo_dist": "variant"}, "total_us", True, with_topo_dist)
+    modelled = True
 
     def problems(self, block: dict[str, Any]) -> list[str]:
         return matsum_problems(block)

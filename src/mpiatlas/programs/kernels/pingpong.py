@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mpiatlas.matrix.cells import Cell
+from mpiatlas.programs.base import Measure, Reduction
 from mpiatlas.programs.kernels import KernelProgram, Shape, sweep_args, sweep_work_s
 
 if TYPE_CHECKING:
@@ -22,6 +23,15 @@ def pingpong_group(pingpong: dict[str, Any]) -> str:
 
 class Pingpong(KernelProgram):
     name = "pingpong"
+    pair = True  # one pair of ranks: region mappings keep it under region_pairs_only
+    headline = True  # with IMB PingPong, the point-to-point curves the report opens with
+    # The own pingpong and coll kernels share a section (Open MPI's only p2p/collective data).
+    report_sections = ("mpiatlas.report.sections.kernel_p2p_coll:section_kernel_p2p_coll",)
+    # Rank 0's half round trip (as IMB PingPong) per size.
+    reduction = Reduction({"bytes": "bytes"}, "t_usec", False)
+    # Adaptive repetitions: rank 0's half round trip, as the OSU/IMB reporter (models.kernel_p2p).
+    measure = Measure(("variant", "bytes"), "t_usec", (("rank", 0), ("valid", True)))
+    modelled = True
 
     def shapes(self, config: Campaign, stack: str) -> list[Shape]:
         return [(pingpong_group(self.block(config)), [2], 1)]  # a ping-pong has exactly two ranks

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 
 from mpiatlas.matrix.cells import Cell
+from mpiatlas.programs.base import Reduction
 from mpiatlas.programs.kernels import BANDWIDTH_BPS, MSG_LATENCY_S, KernelProgram, Shape
 
 if TYPE_CHECKING:
@@ -18,6 +19,10 @@ if TYPE_CHECKING:
 
 class Ring(KernelProgram):
     name = "ring"
+    report_sections = ("mpiatlas.report.sections.kernel_ring:section_kernel_ring",)
+    # The exchange time (P steps), the slowest rank's: the exchange ends with it.
+    reduction = Reduction({"variant": "variant", "streams": "streams", "bytes": "bytes"}, "time_us", True)
+    modelled = True
 
     def shapes(self, config: Campaign, stack: str) -> list[Shape]:
         block = self.block(config)

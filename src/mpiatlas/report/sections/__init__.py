@@ -1,8 +1,10 @@
-"""The report's sections, one module each, and ``ORDER``: the order they appear in the page.
+"""The report's sections, one module each, and :func:`order`: the order they appear in the page.
 
 A section is a function ``section_<name>(data: ReportData) -> Section | None`` (None: nothing to
-show, e.g. a kernel the campaign did not run). To add one, write its module and put its function
-in ``ORDER``. Sections import only the shared modules of :mod:`mpiatlas.report` (blocks, charts,
+show, e.g. a kernel the campaign did not run). A program's own sections are named by its registry
+entry (``Program.report_sections``, "module:function") and placed, in registry order, between the
+IMB sections and the closing ones; any other section's function goes in ``BEFORE_PROGRAMS`` or
+``AFTER_PROGRAMS``. Sections import only the shared modules of :mod:`mpiatlas.report` (blocks, charts,
 data, formatting, cells, imb, findings, kernel_blocks), never each other.
 
 The sections: header, findings, history, parameters, p2p, regions, collectives, predicted, alphabeta, other (the other IMB
@@ -14,7 +16,10 @@ cell_table (every cell and its status), provenance.
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import import_module
+from typing import cast
 
+from mpiatlas.programs import REGISTRY
 from mpiatlas.report.blocks import Section
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.sections.adaptive import section_adaptive
@@ -25,11 +30,6 @@ from mpiatlas.report.sections.findings import section_findings
 from mpiatlas.report.sections.glossary import section_glossary
 from mpiatlas.report.sections.header import section_header
 from mpiatlas.report.sections.history import section_history
-from mpiatlas.report.sections.kernel_jacobi import section_kernel_jacobi
-from mpiatlas.report.sections.kernel_jacobi_nodes import section_kernel_jacobi_nodes
-from mpiatlas.report.sections.kernel_matsum import section_kernel_matsum
-from mpiatlas.report.sections.kernel_p2p_coll import section_kernel_p2p_coll
-from mpiatlas.report.sections.kernel_ring import section_kernel_ring
 from mpiatlas.report.sections.knobs import section_knobs
 from mpiatlas.report.sections.off_cache import section_off_cache
 from mpiatlas.report.sections.other import section_other
@@ -42,7 +42,7 @@ from mpiatlas.report.sections.tuning import section_tuning
 
 SectionFn = Callable[[ReportData], Section | None]
 
-ORDER: list[SectionFn] = [
+BEFORE_PROGRAMS: list[SectionFn] = [
     section_findings,  # what the campaign shows, first
     section_header,  # where and when it ran, what failed
     section_history,  # this campaign beside the earlier ones of the checkout's history store
@@ -56,15 +56,37 @@ ORDER: list[SectionFn] = [
     section_tuning,  # mpiatlas tune: the chosen algorithms, their validation, the files (given --tuning)
     section_alphabeta,
     section_other,
-    section_kernel_ring,  # kernels before the cell list
-    section_kernel_matsum,
-    section_kernel_jacobi,
-    section_kernel_jacobi_nodes,  # hybrid vs pure MPI over 1..N nodes at equal cores
-    section_kernel_p2p_coll,  # the own pingpong/coll kernels: Open MPI's only p2p/collective data
+]
+# Here the programs' own sections, in registry order (the kernels' before the cell list): ring, matsum,
+# jacobi and jacobi over nodes (hybrid vs pure MPI at equal cores), pingpong and coll (Open MPI's only
+# p2p/collective data).
+AFTER_PROGRAMS: list[SectionFn] = [
     section_adaptive,  # how many repetitions each series needed (adaptive campaigns only), beside the cells
     section_glossary,  # the one definition of every figure
     section_cells,
     section_provenance,
 ]
 
-__all__ = ["ORDER", "SectionFn"]
+
+
+def program_section(name: str) -> SectionFn:
+    """The section function a program names as ``"module:function"``."""
+    module, _, function = name.partition(":")
+    return cast(SectionFn, getattr(import_module(module), function))
+
+
+def program_sections() -> list[SectionFn]:
+    """The sections the registry's programs declare, in registry order, each once."""
+    names = dict.fromkeys(name for program in REGISTRY.values() for name in program.report_sections)
+    return [program_section(name) for name in names]
+
+
+def order() -> list[SectionFn]:
+    """Every section, in the order the page shows them, with the programs registered now."""
+    return [*BEFORE_PROGRAMS, *program_sections(), *AFTER_PROGRAMS]
+
+
+# The order with the shipped programs (resolving their sections here: a misspelt name fails at import).
+ORDER: list[SectionFn] = order()
+
+__all__ = ["AFTER_PROGRAMS", "BEFORE_PROGRAMS", "ORDER", "SectionFn", "order"]

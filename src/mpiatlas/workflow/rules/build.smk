@@ -1,5 +1,5 @@
 # The C kernels (KERNELS_SRC, package data: mpiatlas/kernels_src), built once per stack against its compiler wrapper (the kernel
-# list is mpiatlas.programs.KERNEL_NAMES: one module under programs/kernels per kernel):
+# list is mpiatlas.programs.kernel_names(): one module under programs/kernels per kernel):
 #
 #   stack record --(kernels_build)--> R/kernels/<stack>/{<every kernel>,build.json}
 #
@@ -13,7 +13,7 @@ rule kernels_build:
         stack=lambda wc: stack_record(wc.stack),
         sources=KERNEL_SOURCES,
     output:
-        [f"{R}/kernels/{{stack}}/{name}" for name in (*programs.KERNEL_NAMES, kernel_build.BUILD_RECORD)],
+        [f"{R}/kernels/{{stack}}/{name}" for name in (*programs.kernel_names(), kernel_build.BUILD_RECORD)],
     params:
         kind=lambda wc: CAMPAIGN.stacks[wc.stack].kind,
         source=lambda wc: CAMPAIGN.stacks[wc.stack].source,

@@ -36,7 +36,7 @@ ADAPTIVE = adaptive.spec_of(CAMPAIGN)
 ROUNDS = adaptive_rounds.has_rounds(CAMPAIGN)
 ALL_GROUPS = GROUPS if not ROUNDS else adaptive_rounds.RoundGroups(R, GROUPS)
 LOGS = layout.logs_dir(R)
-KERNEL_TABLE_NAMES = [layout.kernel_table(name) for name in programs.KERNEL_NAMES]
+KERNEL_TABLE_NAMES = [layout.kernel_table(name) for name in programs.kernel_names()]
 # What mpiatlas ships beside this workflow (package data, mpiatlas.files.shipped): the kernels' C
 # sources and the image templates, wherever mpiatlas is installed; the campaign runs in its own directory.
 KERNELS_SRC = str(kernel_build.KERNELS_DIR)
