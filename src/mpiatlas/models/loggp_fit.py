@@ -302,7 +302,7 @@ def predict_held_out(
     """Leave one algorithm out: calibrate on every measurement but ``held_out`` = (collective,
     algorithm) — and but the default Bcast's runs where Open MPI's decision calls that algorithm —,
     then predict the held-out measurements; returns the calibration and (measurement, predicted µs)
-    pairs. ``perturbed``: runs not calibrated on (:func:`.perturbed_runs.perturbed`; a held-out one
+    pairs. ``perturbed``: runs not calibrated on (:func:`.perturbed_runs.perturbed_launches`; a held-out one
     is still predicted)."""
     coll, alg = held_out[0].lower(), held_out[1]
     # A default Bcast's run at a P where Open MPI's decision calls the held-out algorithm IS a run of it:

@@ -129,7 +129,7 @@ def compare(measured: pl.DataFrame, inputs: Mapping[str, SeriesInputs], *, calib
             notes: dict[str, list[str]] | None = None) -> Comparison:  # fmt: skip
     """Uncalibrated and leave-one-algorithm-out predictions of ``measured`` (``MEASURED_COLUMNS``,
     one size per group already chosen, ``measured_us`` > 0) from each group's ``inputs``. An optional
-    boolean ``perturbed`` column (:func:`.perturbed_runs.flag_perturbed`) keeps the runs it flags out of
+    boolean ``perturbed`` column (:func:`.perturbed_runs.perturbed_launches`) keeps the runs it flags out of
     every calibration; they are still predicted and compared."""
     notes = {} if notes is None else notes
     lacking = [c for c in MEASURED_COLUMNS if c not in measured.columns]
