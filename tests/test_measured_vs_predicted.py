@@ -8,25 +8,48 @@ the figure test_predict_orfeo states (its tolerances: the figure rounded up to t
 library reproduces today's model exactly: basic_linear core 344 %, socket 210 %, node 370 %; chain 26 / 24
 / 31 %; binary_tree 42 / 51 / 56 %; default 47 / 37 / 53 %.
 
-Calibrated leave-one-algorithm-out (each algorithm predicted by LogGP fitted on the three others, the
-default Bcast's runs where Open MPI's decision calls the held-out algorithm held out too; rank_mean), every
-16th P (P = 16, 32, .., 256: 12 calibrations of ~45 points keep the test short):
+Calibrated (LogGP o, g, h fitted with models/loggp_fit.py: g only between a rank's back-to-back sends, a
+single message costs λ; a robust fit of log ratios; rank_mean, OSU's Avg Latency). **The split, fixed
+before any prediction was looked at**: every 16th P (P = 16, 32, .., 256) of every series, so that
+calibration and evaluation share the P grid and a calibration costs ~45 points;
 
-| algorithm | core | socket | node |
+* leave one algorithm out (LOAO): each algorithm under one mapping predicted by the three others under that
+  mapping (the default Bcast's runs where Open MPI's decision calls the held-out algorithm held out too);
+* leave one mapping out (LOMO): every algorithm under one mapping predicted by every algorithm under the two
+  other mappings (each priced with its own placement);
+* neither calibrates on a **perturbed launch** (models/perturbed_runs.py: its 1..16 B times, latency-bound,
+  spread over 2x; no core-mapped launch spreads more than 1.70x: test_perturbed_launch_rule_comes_from_core).
+  Under socket mapping that is 473 of the 503 launches from P = 128 on: 6 to 9 of a series' 15 or 16
+  points.
+
+Median |error| per held-out cell, over every point / over the unperturbed ones (before: LOAO calibrated on
+every run, perturbed ones included; LOMO did not exist here: test_loggp_orfeo's, every 4th P, perturbed runs
+included, has core 56-104 %, socket 10-39 %, node 19-41 %). ``*``: misses the 25 % goal on unperturbed
+points, its cause in MISSES, tested below.
+
+| LOAO | core | socket | node |
 |---|---|---|---|
-| basic_linear | 365 → 22 % | 218 → 97 % | 397 → 43 % |
-| binary_tree | 30 → 16 % | 41 → 26 % | 53 → 5 % |
-| chain | 23 → 14 % | 24 → 50 % | 37 → 6 % |
-| default | 47 → 12 % | 39 → 46 % | 37 → 11 % |
+| basic_linear | 22 → 22 % | 97 → 35 / 29 %* | 43 → 45 %* |
+| binary_tree | 16 → 16 % | 26 → 27 / 4 % | 5 → 5 % |
+| chain | 14 → 14 % | 50 → 32 / 15 % | 6 → 6 / 7 % |
+| default | 12 → 12 % | 46 → 32 / 18 % | 11 → 11 % |
 
-(models/loggp.py: g only between back-to-back sends, a single message costs λ; a robust fit of log ratios.)
-The misses are the ones tests/test_loggp_orfeo.py explains over every P: under socket mapping the runs above
-P = 128 are perturbed run to run (a third of these 16 points), and a linear root's gap is not determined by
-algorithms that send few messages back to back (4 from a chain root, up to 12 from a knomial one). Tolerances: the figure rounded up to the next 5 %.
+| LOMO | core | socket | node |
+|---|---|---|---|
+| basic_linear | 61 %* | 12 / 10 % | 34 %* |
+| binary_tree | 62 %* | 27 / 24 % | 40 %* |
+| chain | 81 %* | 16 / 13 % | 18 % |
+| default | 53 %* | 38 / 29 %* | 43 %* |
+
+On every point, socket mapping misses in LOAO (27-35 %) and, for binary_tree and default, in LOMO: about
+half its points are perturbed launches, whose 1..16 B times spread 11x at the median, which no model of
+the collective follows.
+Tolerances: the figure rounded up to the next 5 %.
 """
 
 from __future__ import annotations
 
+import statistics
 from functools import cache
 
 import polars as pl
@@ -34,38 +57,85 @@ import pytest
 import test_predict_orfeo as orfeo
 from conftest import require_datasets
 
+from mpiatlas.models.loggp_fit import Calibration, Measured, calibrate, calibrate_groups, predicted
 from mpiatlas.models.measured_vs_predicted import Comparison, SeriesInputs, compare, pick_size
+from mpiatlas.models.perturbed_runs import SPREAD, launch_spread, perturbed_launches
 from mpiatlas.models.region_latency import place
 from mpiatlas.node.topology_synthetic import parse_synthetic
 from mpiatlas.tables.importer import import_files
 
+GOAL = 0.25
+ALGORITHMS = ("basic_linear", "binary_tree", "chain", "default")
+MAPPINGS = ("core", "socket", "node")
 UNCALIBRATED = {  # (mapping, algorithm) -> max median |error|, every P (test_predict_orfeo's tolerances)
     ("core", "basic_linear"): 3.45, ("socket", "basic_linear"): 2.15, ("node", "basic_linear"): 3.75,
     ("core", "chain"): 0.30, ("socket", "chain"): 0.30, ("node", "chain"): 0.35,
     ("core", "binary_tree"): 0.45, ("socket", "binary_tree"): 0.55, ("node", "binary_tree"): 0.60,
     ("core", "default"): 0.50, ("socket", "default"): 0.40, ("node", "default"): 0.55,
 }  # fmt: skip
-CALIBRATED = {  # (mapping, algorithm) -> max median |error| calibrated on the three others, every 16th P
-    ("core", "basic_linear"): 0.25, ("socket", "basic_linear"): 1.00, ("node", "basic_linear"): 0.45,
-    ("core", "chain"): 0.15, ("socket", "chain"): 0.50, ("node", "chain"): 0.10,
-    ("core", "binary_tree"): 0.20, ("socket", "binary_tree"): 0.30, ("node", "binary_tree"): 0.10,
-    ("core", "default"): 0.15, ("socket", "default"): 0.50, ("node", "default"): 0.15,
+# (mapping, algorithm) -> (max median |error| over every point, over the unperturbed points), every 16th P.
+LOAO = {
+    ("core", "basic_linear"): (0.25, 0.25), ("socket", "basic_linear"): (0.35, 0.30), ("node", "basic_linear"): (0.45, 0.45),
+    ("core", "binary_tree"): (0.20, 0.20), ("socket", "binary_tree"): (0.30, 0.05), ("node", "binary_tree"): (0.05, 0.05),
+    ("core", "chain"): (0.15, 0.15), ("socket", "chain"): (0.35, 0.20), ("node", "chain"): (0.10, 0.10),
+    ("core", "default"): (0.15, 0.15), ("socket", "default"): (0.35, 0.20), ("node", "default"): (0.15, 0.15),
 }  # fmt: skip
+LOMO = {
+    ("core", "basic_linear"): (0.65, 0.65), ("socket", "basic_linear"): (0.15, 0.15), ("node", "basic_linear"): (0.35, 0.35),
+    ("core", "binary_tree"): (0.65, 0.65), ("socket", "binary_tree"): (0.30, 0.25), ("node", "binary_tree"): (0.45, 0.45),
+    ("core", "chain"): (0.85, 0.85), ("socket", "chain"): (0.20, 0.15), ("node", "chain"): (0.20, 0.20),
+    ("core", "default"): (0.55, 0.55), ("socket", "default"): (0.40, 0.30), ("node", "default"): (0.45, 0.45),
+}  # fmt: skip
+# The cells whose unperturbed median misses GOAL, each with its cause (tested below from the data).
+_LINEAR_SOCKET = ("under socket mapping a linear root's P - 1 back-to-back sends leave 0.31 µs apart, 1.5x the gap "
+                  "the other algorithms' 2 to 12 show (0.21 µs; each outside the other's 95 % CI, under core each inside): "
+                  "test_linear_roots_gap_is_not_the_other_algorithms")
+_LINEAR_NODE = ("under node mapping the other algorithms fit g 1.5x the linear runs' own (0.64 against 0.43 µs): their "
+                "edge-less excess (test_loggp_orfeo::test_epyc_node_excess_is_in_no_edge) lands in g: "
+                "test_linear_roots_gap_is_not_the_other_algorithms")
+_CORE_FROM_NODE = ("core held out: h fitted with the node-mapped runs (0.72 µs) is 2.2x core's own (0.33 µs), the node "
+                   "mapping's edge-less excess; over-predicted: test_node_runs_carry_an_excess_into_lomo")
+_NODE_FROM_OTHERS = ("node held out: core + socket cannot show the node mapping's edge-less excess; under-predicted: "
+                     "test_node_runs_carry_an_excess_into_lomo")
+_DEFAULT_SOCKET = ("socket default from core + node: over-predicted (+29 %) on its knomial/binomial runs (P < 128), "
+                   "cause not pinned down: test_node_runs_carry_an_excess_into_lomo pins the sign")
+MISSES = {
+    ("LOAO", "socket", "basic_linear"): _LINEAR_SOCKET, ("LOAO", "node", "basic_linear"): _LINEAR_NODE,
+    **{("LOMO", "core", a): _CORE_FROM_NODE for a in ALGORITHMS},
+    **{("LOMO", "node", a): _NODE_FROM_OTHERS for a in ("basic_linear", "binary_tree", "default")},
+    ("LOMO", "socket", "default"): _DEFAULT_SOCKET,
+}  # fmt: skip
+CALIBRATION_P = 16  # every 16th P
+
+
+@cache
+def _samples() -> pl.DataFrame:
+    root = require_datasets() / "valentinis-orfeo-epyc-osu-bcast-barrier/exercise1/results_def"
+    result = import_files(sorted(root.glob("bcast_*_results_wu_*.csv")))
+    assert not result.failed and result.samples is not None
+    return result.samples
 
 
 @cache
 def _measured() -> pl.DataFrame:
     """OSU Avg Latency at 4 B, median per (mapping, algorithm, P), through `mpiatlas import`'s reader."""
-    root = require_datasets() / "valentinis-orfeo-epyc-osu-bcast-barrier/exercise1/results_def"
-    result = import_files(sorted(root.glob("bcast_*_results_wu_*.csv")))
-    assert not result.failed and result.samples is not None
-    samples = result.samples.filter(pl.col("bytes") == 4)
+    samples = _samples().filter(pl.col("bytes") == 4)
     return (
         samples.group_by("mapping", "algorithm", "np", "bytes")
         .agg(pl.col("t_usec").median().alias("measured_us"))
         .select(pl.col("mapping").alias("group"), pl.lit("bcast").alias("collective"), "algorithm",
                 pl.col("np").cast(pl.Int64), pl.col("bytes").cast(pl.Int64), "measured_us")
     )
+
+
+@cache
+def _flagged() -> pl.DataFrame:
+    """:func:`_measured` at every 16th P with each launch's ``perturbed`` flag (models/perturbed_runs.py)."""
+    flags = perturbed_launches(_samples(), ["mapping", "algorithm", "np"]).select(
+        pl.col("mapping").alias("group"), "algorithm", pl.col("np").cast(pl.Int64), "perturbed")
+    out = _measured().filter(pl.col("np") % CALIBRATION_P == 0).join(flags, on=["group", "algorithm", "np"], how="left")
+    assert out.get_column("perturbed").null_count() == 0
+    return out.sort("group", "algorithm", "np")
 
 
 def _inputs() -> dict[str, SeriesInputs]:
@@ -91,7 +161,55 @@ def _uncalibrated() -> Comparison:
 
 @cache
 def _calibrated() -> Comparison:
-    return compare(_measured().filter(pl.col("np") % 16 == 0), _inputs())
+    return compare(_flagged(), _inputs())
+
+
+def _runs(mapping: str, algorithm: str | None = None, *, clean: bool = True) -> list[Measured]:
+    f = _flagged().filter((pl.col("group") == mapping) & (~pl.col("perturbed") if clean else pl.lit(True)))
+    if algorithm is not None:
+        f = f.filter(pl.col("algorithm") == algorithm)
+    return [Measured("bcast", a, n, b, t) for a, n, b, t in f.select("algorithm", "np", "bytes", "measured_us").iter_rows()]
+
+
+@cache
+def _lomo_calibration(held: str) -> Calibration:
+    """Every algorithm's unperturbed runs under the two mappings other than ``held``, each with its placement."""
+    groups = [(_runs(m), _inputs()[m].placement) for m in MAPPINGS if m != held]
+    return calibrate_groups(groups, orfeo.EPYC_TABLE, quantity="rank_mean")
+
+
+@cache
+def _lomo(held: str) -> pl.DataFrame:
+    """(algorithm, np, error, perturbed) of every run under ``held`` predicted by :func:`_lomo_calibration`."""
+    f = _flagged().filter(pl.col("group") == held)
+    runs = _runs(held, clean=False)
+    pred = predicted(_lomo_calibration(held), [(runs, _inputs()[held].placement)], orfeo.EPYC_TABLE, quantity="rank_mean")
+    assert [(x.algorithm, x.np) for x in runs] == list(f.select("algorithm", "np").iter_rows())
+    return f.select("algorithm", "np", "perturbed").with_columns(
+        pl.Series("error", [(p - x.latency_us) / x.latency_us for x, p in zip(runs, pred)]))
+
+
+def _medians(errors: pl.DataFrame) -> tuple[float, float, float]:
+    """(median |error| over every point, over the unperturbed ones, signed median over the unperturbed ones)."""
+    clean = errors.filter(~pl.col("perturbed")).get_column("error").to_list()
+    every = errors.get_column("error").to_list()
+    return (statistics.median(abs(e) for e in every), statistics.median(abs(e) for e in clean),
+            statistics.median(clean))  # fmt: skip
+
+
+def _loao_errors(mapping: str, algorithm: str) -> pl.DataFrame:
+    points = _calibrated().points.filter((pl.col("group") == mapping) & (pl.col("algorithm") == algorithm))
+    flags = _flagged().filter(pl.col("group") == mapping).select("algorithm", "np", "perturbed")
+    return points.join(flags, on=["algorithm", "np"]).select("np", "perturbed", pl.col("calibrated_error").alias("error"))
+
+
+def _check_cell(split: str, mapping: str, algorithm: str, errors: pl.DataFrame, tolerance: tuple[float, float]) -> None:
+    every, clean, signed = _medians(errors)
+    what = f"{split} {mapping}/{algorithm}: median |e| {every:.1%} every point, {clean:.1%} unperturbed ({signed:+.1%})"
+    assert errors.height >= 15 and errors.get_column("error").null_count() == 0, what
+    assert every <= tolerance[0] and clean <= tolerance[1], what
+    # A cell leaves MISSES the day it meets the goal (and a new miss needs its cause).
+    assert (clean > GOAL) == ((split, mapping, algorithm) in MISSES), what
 
 
 @pytest.mark.parametrize(("mapping", "algorithm"), list(UNCALIBRATED))
@@ -105,14 +223,86 @@ def test_region_model_errors_are_todays(mapping: str, algorithm: str) -> None:
         assert 2.0 <= points.get_column("error").median() <= 4.0  # type: ignore[operator]
 
 
-@pytest.mark.parametrize(("mapping", "algorithm"), list(CALIBRATED))
+@pytest.mark.parametrize(("mapping", "algorithm"), list(LOAO))
 def test_leave_one_algorithm_out_errors(mapping: str, algorithm: str) -> None:
-    c = _calibrated()
-    median = _median(c, mapping, algorithm, "calibrated_median_abs")
-    assert median <= CALIBRATED[(mapping, algorithm)], f"{mapping}/{algorithm}: calibrated median |e| {median:.1%}"
-    others = {"basic_linear", "binary_tree", "chain", "default"} - {algorithm}
-    row = c.summary.filter((pl.col("group") == mapping) & (pl.col("algorithm") == algorithm))
-    assert set(row.get_column("calibrated_on").item().split(", ")) == others
+    _check_cell("LOAO", mapping, algorithm, _loao_errors(mapping, algorithm), LOAO[(mapping, algorithm)])
+    row = _calibrated().summary.filter((pl.col("group") == mapping) & (pl.col("algorithm") == algorithm))
+    assert set(row.get_column("calibrated_on").item().split(", ")) == set(ALGORITHMS) - {algorithm}
+
+
+@pytest.mark.parametrize(("mapping", "algorithm"), list(LOMO))
+def test_leave_one_mapping_out_errors(mapping: str, algorithm: str) -> None:
+    _check_cell("LOMO", mapping, algorithm, _lomo(mapping).filter(pl.col("algorithm") == algorithm), LOMO[(mapping, algorithm)])
+
+
+def test_print_the_tables() -> None:
+    """The two tables (run with -s to see them)."""
+    for split in ("LOAO", "LOMO"):
+        print(f"\n| {split} | " + " | ".join(MAPPINGS) + " |")
+        for alg in ALGORITHMS:
+            figures = []
+            for m in MAPPINGS:
+                errors = _loao_errors(m, alg) if split == "LOAO" else _lomo(m).filter(pl.col("algorithm") == alg)
+                every, clean, signed = _medians(errors)
+                figures.append(f"{every:.1%} / {clean:.1%} ({signed:+.1%})")
+            print(f"| {alg} | " + " | ".join(figures) + " |")
+    assert set(LOAO) == set(LOMO) == {(m, a) for m in MAPPINGS for a in ALGORITHMS}
+
+
+def test_perturbed_launch_rule_comes_from_core() -> None:
+    """models/perturbed_runs.py's threshold: no launch bound to its core (map-by core) spreads its 1..16 B times
+    over 1.70x, so SPREAD = 2 flags none; from P = 128 on nearly every socket-mapped launch spreads more."""
+    spread = launch_spread(_samples(), ["mapping", "algorithm", "np"])
+    core = spread.filter(pl.col("mapping") == "core").get_column("spread")
+    assert core.len() >= 1000 and core.max() <= 1.70 < SPREAD  # type: ignore[operator]
+    late = spread.filter((pl.col("mapping") == "socket") & (pl.col("np") >= 128)).get_column("spread")
+    assert (late > SPREAD).sum() >= 0.9 * late.len() and late.median() >= 5  # type: ignore[operator]
+    early = spread.filter((pl.col("mapping") != "core") & (pl.col("np") < 128)).get_column("spread")
+    assert (early > SPREAD).mean() <= 0.05  # type: ignore[operator]
+
+
+def test_calibration_skips_perturbed_launches() -> None:
+    """Scaling the flagged runs' times a hundredfold leaves every calibrated prediction of an unflagged run unchanged."""
+    socket = _flagged().filter(pl.col("group") == "socket")
+    assert socket.get_column("perturbed").sum() >= 30
+    spoiled = socket.with_columns(pl.when(pl.col("perturbed")).then(pl.col("measured_us") * 100)
+                                  .otherwise(pl.col("measured_us")).alias("measured_us"))  # fmt: skip
+    inputs = {"socket": _inputs()["socket"]}
+    a, b = (compare(f, inputs).points for f in (socket, spoiled))
+    keep = ~socket.get_column("perturbed")
+    assert (a.get_column("calibrated_us").filter(keep) - b.get_column("calibrated_us").filter(keep)).abs().max() < 1e-9  # type: ignore[operator]
+
+
+def test_linear_roots_gap_is_not_the_other_algorithms() -> None:
+    """g fitted on the other three algorithms' unperturbed runs against g fitted on the linear runs alone: under
+    core each value lies inside the other's 95 % CI; under socket the linear root's gap is the larger by 1.3x or
+    more, each value outside the other's CI; under node the other algorithms' g is the larger by 1.3x or more."""
+    gap: dict[tuple[str, str], tuple[float, float, float]] = {}
+    for m in MAPPINGS:
+        others = [x for a in ALGORITHMS if a != "basic_linear" for x in _runs(m, a)]
+        for name, runs in (("others", others), ("linear", _runs(m, "basic_linear"))):
+            p = calibrate(runs, _inputs()[m].placement, orfeo.EPYC_TABLE, quantity="rank_mean").parameters[0]
+            assert p.name == "gap_us" and p.fitted
+            gap[(m, name)] = (p.value, p.ci_low, p.ci_high)
+    def inside(a: str, b: str, m: str) -> bool:  # a's value inside b's 95 % CI
+        return gap[(m, b)][1] <= gap[(m, a)][0] <= gap[(m, b)][2]
+
+    assert inside("others", "linear", "core") and inside("linear", "others", "core"), gap
+    assert gap[("socket", "linear")][0] >= 1.3 * gap[("socket", "others")][0], gap
+    assert not inside("others", "linear", "socket") and not inside("linear", "others", "socket"), gap
+    assert gap[("node", "others")][0] >= 1.3 * gap[("node", "linear")][0], gap
+
+
+def test_node_runs_carry_an_excess_into_lomo() -> None:
+    """Core held out: h fitted with the node runs is twice core's own (fitted on core alone), and every core
+    algorithm is over-predicted; node held out: its algorithms are under-predicted; socket's default over-predicted."""
+    own = calibrate_groups([(_runs("core"), _inputs()["core"].placement)], orfeo.EPYC_TABLE, quantity="rank_mean")
+    h = {c.name: c.value for c in _lomo_calibration("core").parameters}["level_us"]
+    assert h >= 2 * {c.name: c.value for c in own.parameters}["level_us"]
+    for alg in ALGORITHMS:
+        assert _medians(_lomo("core").filter(pl.col("algorithm") == alg))[2] > 0.25
+        assert _medians(_lomo("node").filter(pl.col("algorithm") == alg))[2] < -0.15
+    assert _medians(_lomo("socket").filter(pl.col("algorithm") == "default"))[2] > 0.25
 
 
 def test_point_errors_are_relative_to_the_measurement() -> None:

@@ -17,6 +17,7 @@ every model's fitting code and its libraries.
 * :mod:`.loggp_fit` — LogGP calibrated on measured collectives, leave-one-algorithm-out;
 * :mod:`.region_latency` — per-region p2p latencies (and optional o, g);
 * :mod:`.prediction_errors` — predicted vs measured;
+* :mod:`.perturbed_runs` — launches a calibration skips (latency-bound sizes spread over 2x);
 * :mod:`.measured_vs_predicted` — a campaign's collectives against the region model and LogGP, leave-one-algorithm-out;
 * :mod:`.ring_regions` — the ring with every hop priced by its region;
 * :mod:`.kernels` — ring and matsum models;

@@ -30,7 +30,7 @@ import csv
 import dataclasses
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -297,15 +297,18 @@ def predict_held_out(
     segsize: int = 0,
     quantity: str = "completion",
     gap_regions: Sequence[str] = (),
+    perturbed: Collection[Measured] = (),
 ) -> tuple[Calibration, list[tuple[Measured, float]]]:
     """Leave one algorithm out: calibrate on every measurement but ``held_out`` = (collective,
     algorithm) — and but the default Bcast's runs where Open MPI's decision calls that algorithm —,
     then predict the held-out measurements; returns the calibration and (measurement, predicted µs)
-    pairs."""
+    pairs. ``perturbed``: runs not calibrated on (:func:`.perturbed_runs.perturbed_launches`; a held-out one
+    is still predicted)."""
     coll, alg = held_out[0].lower(), held_out[1]
     # A default Bcast's run at a P where Open MPI's decision calls the held-out algorithm IS a run of it:
     # calibrating on it would hand the held-out data back in-sample.
-    train = [m for m in measured if (m.collective, m.algorithm) != (coll, alg) and _ran(m) != (coll, alg)]
+    train = [m for m in measured if (m.collective, m.algorithm) != (coll, alg) and _ran(m) != (coll, alg)
+             and m not in perturbed]
     test = [m for m in measured if (m.collective, m.algorithm) == (coll, alg)]
     if not test:
         raise ValueError(f"no measurements of {coll} {alg} to hold out")

@@ -15,7 +15,7 @@ smallest positive size they share) in two ways:
 * **calibrated** (only where the group measured two modelled algorithms or more):
   :func:`mpiatlas.models.loggp_fit.predict_held_out`, LogGP fitted on the group's *other*
   algorithms (leave-one-algorithm-out), ``rank_mean`` (the mean over ranks, IMB's t_avg and OSU's
-  Avg Latency).
+  Avg Latency); runs a ``perturbed`` column flags (:mod:`.perturbed_runs`) are not calibrated on.
 
 The error at one P is ``(predicted − measured) / measured`` (:mod:`.prediction_errors`).
 :func:`compare` works on any measurements (the ORFEO OSU imports in the tests);
@@ -128,7 +128,9 @@ def _error(predicted: float | None, measured: float) -> float | None:
 def compare(measured: pl.DataFrame, inputs: Mapping[str, SeriesInputs], *, calibrate: bool = True,
             notes: dict[str, list[str]] | None = None) -> Comparison:  # fmt: skip
     """Uncalibrated and leave-one-algorithm-out predictions of ``measured`` (``MEASURED_COLUMNS``,
-    one size per group already chosen, ``measured_us`` > 0) from each group's ``inputs``."""
+    one size per group already chosen, ``measured_us`` > 0) from each group's ``inputs``. An optional
+    boolean ``perturbed`` column (:func:`.perturbed_runs.perturbed_launches`) keeps the runs it flags out of
+    every calibration; they are still predicted and compared."""
     notes = {} if notes is None else notes
     lacking = [c for c in MEASURED_COLUMNS if c not in measured.columns]
     if lacking:
@@ -145,6 +147,7 @@ def _group_rows(group: str, coll: str, g: pl.DataFrame, inputs: SeriesInputs | N
                 notes: dict[str, list[str]]) -> list[dict[str, Any]]:  # fmt: skip
     what = f"{group} {coll}"
     kept: list[Measured] = []
+    flagged = _perturbed_runs(coll, g)
     for (alg,), a in g.group_by(["algorithm"], maintain_order=True):
         name = f"{what} {alg}"
         if a.get_column("np").n_unique() < 2:
@@ -179,13 +182,22 @@ def _group_rows(group: str, coll: str, g: pl.DataFrame, inputs: SeriesInputs | N
         index = {(r["algorithm"], r["np"]): r for r in rows}
         for alg in algorithms:
             try:
-                _, pairs = predict_held_out(kept, place, table, (coll, alg), quantity="rank_mean")
+                _, pairs = predict_held_out(kept, place, table, (coll, alg), quantity="rank_mean",
+                                            perturbed=flagged)
             except ValueError as exc:
                 notes.setdefault(MODEL_FAILED, []).append(f"{what} {alg} calibrated ({exc})")
                 continue
             for m, p in pairs:
                 index[(alg, m.np)].update(calibrated_us=p, calibrated_error=_error(p, m.latency_us))
     return rows
+
+
+def _perturbed_runs(coll: str, g: pl.DataFrame) -> set[Measured]:
+    """The runs of ``g`` its optional boolean ``perturbed`` column flags (:mod:`.perturbed_runs`)."""
+    if "perturbed" not in g.columns:
+        return set()
+    rows = g.filter(pl.col("perturbed").fill_null(False)).select("algorithm", "np", "bytes", "measured_us")
+    return {Measured(coll, str(a), int(n), int(b), float(t)) for a, n, b, t in rows.iter_rows()}
 
 
 def _measured_og(coll: str, m: Measured, inputs: SeriesInputs, what: str,
