@@ -26,14 +26,17 @@ Others' cpu time on the ranks' cpus is counted between the first and the last sa
 ranks (``during_ranks``): the launcher's start-up leaves the cpus to anyone, harmlessly.
 
 Nodes that share this machine (emulated hosts of one kernel, ``colocated`` in the cell's plan): the
-launch's ranks on the other hosts are started by their sshd or slurmstepd, not by the launcher, yet
-they run on the same cpus. Counted as others, they made every such launch look perturbed (an ssh
+launch's ranks on the other hosts are started by their sshd (mpirun over ssh), not by the launcher,
+yet they run on the same cpus. Counted as others, they made every such launch look perturbed (an ssh
 campaign of 4 ranks on two emulated hosts of a 2-core VM: others used 28-94 % of the ranks' cpus, all
 20 cells re-measured three times). With ``machine_wide`` the sampler also takes, on each sample, the
 processes of the whole machine named like the program that started after the launcher did, and
 counts them with the ranks (their wait, cpu time and cpus): the launch's own ranks wherever a host
 put them. A concurrent launch of the same program on the same machine would be counted too: on
-emulated hosts the machine is the cluster, and one campaign at a time runs there.
+emulated hosts the machine is the cluster, and one campaign at a time runs there. Under srun the
+sampler stays off, as below: there its ranks, found so, waited 6-7 % of their launches (1 rank per
+emulated host, TCP over veth; slurmstepd and the network's softirq work share the 2 cpus), which the
+wait rule would call perturbed in every launch of a campaign whose nodes exist only to test function.
 
 Under srun the ranks are children of slurmstepd, not ours: only node-level figures (the cell's
 planned cpus) and a job cgroup's pressure are recorded, and ``ranks_observed`` says so. On several
@@ -520,7 +523,7 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
         "cgroup_cpu_pressure_share": _share(before.cgroup_pressure_us, after.cgroup_pressure_us, wall_s),
         # Many ranks (a large node): the PER_CPU_DETAIL that waited most are kept, n_ranks counts all.
         "n_ranks": len(observed),
-        # Of them, found machine-wide: a co-located host's ranks, started by its sshd or slurmstepd.
+        # Of them, found machine-wide: a co-located host's ranks, started by its sshd.
         "ranks_outside_tree": len(outside),
         "ranks": sorted(observed, key=lambda r: -(r["wait_share"] or 0))[:PER_CPU_DETAIL]
         if len(observed) > PER_CPU_DETAIL else observed,

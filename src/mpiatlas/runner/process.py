@@ -117,7 +117,7 @@ def run_launch(argv: list[str], env: dict[str, str], cwd: Path, stdout: Path, st
     cgroup = machine_state.own_cgroup() if probe else None
     before, unprobed = _before(cgroup) if probe else (None, None)
     sampler = machine_state.RankSampler(probe.rank_names, probe.planned_cpus, machine_wide=probe.colocated) \
-        if probe and (probe.ranks_are_descendants or probe.colocated) else None
+        if probe and probe.ranks_are_descendants else None
     with stdout.open("w") as out, stderr.open("w") as err:
         start = time.perf_counter()
         try:
