@@ -11,11 +11,17 @@ work directory that reuses the checkout's stack installs (.stacks). Reported per
   cells_s       time spent inside the MPI launches (sum of the cells' wall_s)
   jobs          distinct SLURM job ids in the cells' provenance (SLURM_JOB_ID)
   jobs/cell     jobs / cells
+  per_job_s     what SLURM adds per job beyond its launches: (wall_s - cells_s) minus the local
+                profile's (wall_s - cells_s) in the same round, divided by jobs (#38 asks <= 2 s)
+
+With --upstream the SLURM variants also run with upstream's executor plugin (`executor: slurm`,
+its status polls 10 s further apart after each poll that saw no job end) beside profiles/slurm's
+paced one (`executor: mpiatlas-slurm`, mpiatlas.campaign.status_pacing), in the same round.
 
 Profiles are interleaved per round; with --rounds > 1 the median per profile is reported.
 Needs a running SLURM cluster (../shared/tools/local-slurm.sh start) for the slurm rows.
 
-  .venv/bin/python bench/slurm_overhead.py [--cells-per-job 1 4] [--rounds 1] [--json out.json]
+  .venv/bin/python bench/slurm_overhead.py [--cells-per-job 1 4] [--rounds 1] [--upstream] [--json out.json]
 """
 
 from __future__ import annotations
@@ -38,9 +44,23 @@ from mpiatlas.matrix import layout
 REPO = Path(__file__).resolve().parents[1]
 
 
+UPSTREAM_PROFILE = "profiles/slurm-upstream"
+
+
+def upstream_profile(work: Path) -> None:
+    """profiles/slurm as it would read with upstream's plugin: ``executor: slurm``, settings ``slurm-…``."""
+    text = (REPO / "profiles" / "slurm" / "profile.yaml").read_text()
+    text = text.replace("executor: mpiatlas-slurm", "executor: slurm").replace("\nmpiatlas-slurm-", "\nslurm-")
+    (work / UPSTREAM_PROFILE).mkdir(parents=True)
+    (work / UPSTREAM_PROFILE / "profile.yaml").write_text(text)
+
+
 def workdir(tmp: Path, config: Path, cells_per_job: int | None) -> Path:
-    for name in ("workflow", "profiles"):
-        (tmp / name).symlink_to(REPO / name)
+    (tmp / "workflow").symlink_to(REPO / "workflow")
+    (tmp / "profiles").mkdir()
+    for profile in (REPO / "profiles").iterdir():
+        (tmp / "profiles" / profile.name).symlink_to(profile)
+    upstream_profile(tmp)
     data = yaml.safe_load(config.read_text())
     data["campaign"]["stacks_dir"] = str(REPO / ".stacks")
     if cells_per_job is not None:
@@ -83,6 +103,7 @@ def main() -> int:
     ap.add_argument("--cells-per-job", type=int, nargs="+", default=[None],
                     help="campaign.cells_per_job values to run through SLURM (default: the config's)")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--upstream", action="store_true", help="also run upstream's executor plugin, same round")
     ap.add_argument("--timeout", type=float, default=1200, help="per campaign, seconds")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
@@ -92,27 +113,32 @@ def main() -> int:
 
     runs: list[dict[str, object]] = []
     variants: list[tuple[str, str, int | None]] = [("local", "profiles/local", None)]
-    variants += [(f"slurm cells_per_job={n if n is not None else 'config'}", "profiles/slurm", n) for n in args.cells_per_job]
+    profiles = [("slurm", "profiles/slurm")] + ([("upstream", UPSTREAM_PROFILE)] if args.upstream else [])
+    variants += [(f"{label} cells_per_job={n if n is not None else 'config'}", profile, n)
+                 for n in args.cells_per_job for label, profile in profiles]
     for rnd in range(args.rounds):
         order = variants if rnd % 2 == 0 else [variants[0], *reversed(variants[1:])]
-        local_wall = None
+        local_wall = local_cells = None
         for name, profile, per_job in order:
             with tempfile.TemporaryDirectory(prefix="mpiatlas-slurm-bench-") as tmp:
                 work = workdir(Path(tmp), args.config, per_job)
                 wall = run_campaign(work, profile, args.timeout)
                 facts = cell_facts(work)
             if profile == "profiles/local":
-                local_wall = wall
+                local_wall, local_cells = wall, float(facts["cells_s"])
             row = {"round": rnd, "variant": name, "wall_s": round(wall, 1), **facts}
             row["jobs_per_cell"] = round(facts["jobs"] / facts["cells"], 3) if facts["cells"] else None
             row["ratio"] = round(wall / local_wall, 2) if local_wall else None
+            row["per_job_s"] = (round((wall - float(facts["cells_s"]) - (local_wall - local_cells)) / facts["jobs"], 2)
+                                if facts["jobs"] and local_wall is not None and local_cells is not None else None)
             runs.append(row)
             print(f"round {rnd}: {name:28s} wall {wall:6.1f} s  cells {facts['cells']} ok {facts['ok']}  "
-                  f"in launches {facts['cells_s']:5.1f} s  jobs {facts['jobs']}  launcher {','.join(facts['launchers'])}",
+                  f"in launches {facts['cells_s']:5.1f} s  jobs {facts['jobs']}  per job {row['per_job_s']} s  "
+                  f"launcher {','.join(facts['launchers'])}",
                   flush=True)
 
     print()
-    print(f"{'variant':30s} {'wall_s':>8s} {'ratio':>6s} {'jobs':>5s} {'jobs/cell':>9s}")
+    print(f"{'variant':30s} {'wall_s':>8s} {'ratio':>6s} {'jobs':>5s} {'jobs/cell':>9s} {'per_job_s':>9s}")
     summary = []
     for name, _, _ in variants:
         rows = [r for r in runs if r["variant"] == name]
@@ -121,8 +147,12 @@ def main() -> int:
         ratio = statistics.median(ratios) if ratios else None
         jobs = statistics.median(r["jobs"] for r in rows)
         per_cell = statistics.median(r["jobs_per_cell"] for r in rows)
-        summary.append({"variant": name, "wall_s": wall, "ratio_vs_local": ratio, "jobs": jobs, "jobs_per_cell": per_cell})
-        print(f"{name:30s} {wall:8.1f} {ratio if ratio is not None else float('nan'):6.2f} {jobs:5.0f} {per_cell:9.3f}")
+        per_job = [r["per_job_s"] for r in rows if r["per_job_s"] is not None]
+        per_job_s = statistics.median(per_job) if per_job else None
+        summary.append({"variant": name, "wall_s": wall, "ratio_vs_local": ratio, "jobs": jobs, "jobs_per_cell": per_cell,
+                        "per_job_s": per_job_s})
+        print(f"{name:30s} {wall:8.1f} {ratio if ratio is not None else float('nan'):6.2f} {jobs:5.0f} {per_cell:9.3f} "
+              f"{per_job_s if per_job_s is not None else float('nan'):9.2f}")
     if args.json:
         args.json.write_text(json.dumps({"config": str(args.config), "runs": runs, "summary": summary}, indent=1) + "\n")
     return 0

@@ -45,7 +45,7 @@ def write_profile(tmp_path: Path, text: str) -> Path:
 def test_the_executor_is_the_command_lines_then_the_profiles_then_local(tmp_path: Path) -> None:
     slurm = write_profile(tmp_path, "executor: slurm\njobs: 50\n")
     assert snakemake_start.executor_of(["--profile", str(REPO / "profiles" / "local")]) == "local"
-    assert snakemake_start.executor_of(["--profile", str(REPO / "profiles" / "slurm")]) == "slurm"
+    assert snakemake_start.executor_of(["--profile", str(REPO / "profiles" / "slurm")]) == "mpiatlas-slurm"
     assert snakemake_start.executor_of(["-n", f"--profile={slurm}"]) == "slurm"
     assert snakemake_start.executor_of(["--profile", str(slurm), "--executor", "local"]) == "local"
     assert snakemake_start.executor_of(["-e", "slurm"]) == "slurm"

@@ -267,6 +267,12 @@ def check_slurm() -> Iterator[Check]:
                 "is not installed", "" if plugin else "pip install -e '.[slurm]' (no root)")
 
 
+def submits_to_slurm(executor: str) -> bool:
+    """Whether Snakemake's executor of that name submits batch jobs to SLURM: upstream's plugin, or
+    mpiatlas's paced one (``profiles/slurm``)."""
+    return executor in ("slurm", "mpiatlas-slurm")
+
+
 # -- running them --------------------------------------------------------------------------------
 
 

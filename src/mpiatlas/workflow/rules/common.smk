@@ -179,4 +179,4 @@ def image_render_json(wildcards):
 onstart:
     from mpiatlas.campaign import preflight
 
-    preflight.check_once(CAMPAIGN, slurm=getattr(workflow.executor_plugin, "name", "") == "slurm")
+    preflight.check_once(CAMPAIGN, slurm=preflight.submits_to_slurm(getattr(workflow.executor_plugin, "name", "")))
