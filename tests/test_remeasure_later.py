@@ -154,7 +154,7 @@ def test_the_later_group_waits_relaunches_and_records_the_wait(sealed, tmp_path:
     decision_file = tmp_path / "round0.json"
     decision_file.write_text(json.dumps(decision))
     later = later_round(config, group, decision_file)
-    assert later == Later(2, QuietRule.of_config(config["campaign"]))
+    assert later == Later(2, QuietRule.of_config(config.as_dict()["campaign"]))
     assert later_round(config, "intelmpi.imb.0", None) is None
     c = specs[2]["id"]
     script = Script({c: ["perturbed", "ok"]})

@@ -95,7 +95,9 @@ def later_round(config: Campaign, group: str, round_cells: Path | None) -> Any:
 
     if not is_later_remeasure(json.loads(round_cells.read_text()), group):
         return None
-    return Later(later_launches(config), QuietRule.of_config(config["campaign"]))
+    later, perturbation = config.campaign.remeasure_later, config.campaign.perturbation
+    return Later(later_launches(config), QuietRule(later.max_wait_s, later.window_s, later.max_load_per_cpu,
+                                                   perturbation.other_cpu_share, perturbation.steal_share))
 
 
 def _quality_note(entry: dict[str, Any]) -> str:

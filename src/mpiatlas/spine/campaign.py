@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from importlib import resources
-from types import MappingProxyType
 from typing import Any, Literal
 
 import yaml
@@ -60,14 +59,6 @@ def _freeze(value: Any) -> Any:
         return tuple(_freeze(v) for v in value)
     if isinstance(value, dict):
         return {k: _freeze(v) for k, v in value.items()}
-    return value
-
-
-def _read_only(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_read_only(v) for v in value)
-    if isinstance(value, dict):
-        return MappingProxyType({k: _read_only(v) for k, v in value.items()})
     return value
 
 
@@ -179,12 +170,12 @@ class Containers:
 
 
 @dataclass(frozen=True)
-class Campaign(Mapping[str, Any]):
+class Campaign:
     """A validated campaign config with the schema's defaults applied (built by :func:`validate`).
 
-    It is also a read-only mapping of the validated document (``campaign["imb"]`` is the block as
-    the YAML had it, defaults filled): what campaign.json holds and what a config derived from
-    another (tuning validation) copies. Code reads the typed attributes."""
+    Code reads the typed attributes. The validated document (defaults filled) is kept only for
+    :meth:`as_dict`: what campaign.json holds and what a config derived from another (tuning
+    validation) copies; derive a changed campaign with :meth:`revised`."""
 
     grouping: Literal["allocation", "machine"]
     campaign: CampaignSection
@@ -251,14 +242,3 @@ class Campaign(Mapping[str, Any]):
         for key, value in changes.items():
             doc[key] = {**doc[key], **value} if isinstance(value, Mapping) and isinstance(doc.get(key), dict) else value
         return self.validator(doc, source)
-
-    # Mapping: the validated document, read-only (a stale edit of it would change nothing the
-    # typed attributes say, so it raises instead: derive a changed campaign with `revised`).
-    def __getitem__(self, key: str) -> Any:
-        return _read_only(self.document[key])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.document)
-
-    def __len__(self) -> int:
-        return len(self.document)
