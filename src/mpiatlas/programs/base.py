@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from mpiatlas.matrix.cells import Cell, distribution_of_id, mapping_segment, series_label
+from mpiatlas.matrix.cells import Cell, distribution_of_id
+from mpiatlas.spine.series import SeriesKey
 from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.stacks import Stack
 
@@ -181,10 +182,11 @@ def tag_columns(frame: pl.DataFrame, row: dict[str, Any], own: Mapping[str, tupl
     carry, the program's ``own`` after ``np``, and ``at_end`` before ``nodes``."""
     # The label names the placement (node2), the IMB options and the knob set: series over nodes,
     # options or knob sets stay apart in every section that draws one series per label.
-    base = f"{row['stack']}/{row['transport']}/{mapping_segment(row['mapping'], row['nodes'])}"
     knobs = row.get("knobs") or ""
     # The placement over nodes is in the id only (placement=block): block and cyclic series stay apart.
-    label = series_label(base, row.get("options") or "", knobs, distribution_of_id(str(row["cell"])))
+    label = SeriesKey(stack=row["stack"], transport=row["transport"], mapping=row["mapping"], nodes=row["nodes"],
+                      placement=distribution_of_id(str(row["cell"])), options=row.get("options") or "",
+                      knobs=knobs).label
     tags: dict[str, tuple[Any, pl.DataType]] = {
         "cell": (row["cell"], pl.String()), "label": (label, pl.String()), "stack": (row["stack"], pl.String()),
         "stack_kind": (row.get("stack_kind"), pl.String()), "stack_version": (row.get("stack_version"), pl.String()),
