@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from mpiatlas.node import ssh_hosts
 from mpiatlas.spine.campaign import Campaign
@@ -209,7 +209,25 @@ def label_knobs(label: str) -> str:
     return m.group(1) if m else ""
 
 
-def parse_id(cell_id: str) -> dict[str, Any]:
+class IdFields(TypedDict):
+    """What a cell id names (every Cell field but ``threads``, which no id holds)."""
+
+    kind: str
+    stack: str
+    transport: str
+    mapping: str
+    nodes: int
+    np: int
+    benchmark: str
+    algorithm: str
+    rep: int
+    options: str
+    knobs: str
+    pinner: str
+    distribution: str
+
+
+def parse_id(cell_id: str) -> IdFields:
     """The coordinates an id names: kind, stack, transport, mapping, nodes, np, benchmark, algorithm,
     rep, and the IMB ``options``, ``knobs`` set, ``pinner`` and ``distribution`` ("" when the id has none)."""
     parts = cell_id.split("/")

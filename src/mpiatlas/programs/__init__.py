@@ -20,9 +20,10 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from itertools import chain
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from mpiatlas.matrix import knobs
+from mpiatlas.matrix.layout import UnplannedNote
 from mpiatlas.matrix.cells import (
     DEFAULT_DISTRIBUTION,
     Cell,
@@ -148,7 +149,7 @@ def hybrid_unplanned(config: Campaign, cell: Cell) -> str | None:
                               bool(config.campaign.allow_oversubscribe))
 
 
-def unplanned_notes(config: Campaign) -> list[dict[str, Any]]:
+def unplanned_notes(config: Campaign) -> list[UnplannedNote]:
     """What was left out before the run: IMB cells of stacks that cannot run IMB (programs.imb, a note
     per stack), and hybrid cells over nodes the config's ``topology`` cannot hold (one note, its
     distinct reasons in one line)."""
@@ -167,7 +168,7 @@ def unplanned_notes(config: Campaign) -> list[dict[str, Any]]:
                      "why": "; ".join(reasons), "cells": sum(reasons.values())}]
 
 
-def mapping_unplanned_notes(config: Campaign) -> list[dict[str, Any]]:
+def mapping_unplanned_notes(config: Campaign) -> list[UnplannedNote]:
     """A note per reason a mapping plans no cell at a P some program asks for (a region mapping at
     P != 2, the `node` mapping over more nodes than ranks): the cells each program makes at that P
     on one node (under `core`, once per knob set) are the cells left out, so none goes silently."""

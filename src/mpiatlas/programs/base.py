@@ -24,7 +24,8 @@ from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.stacks import Stack
 
 if TYPE_CHECKING:
-    from mpiatlas.spine.cell_spec import CellSpec, StackExtras
+    from mpiatlas.spine.cell_spec import CellSpec, ImageFacts, ProgramBlock, StackExtras
+    from mpiatlas.spine.cell_row import CellRow
     from mpiatlas.spine.campaign import Campaign
 
 
@@ -117,7 +118,7 @@ class Program(ABC):
         return {}
 
     @abstractmethod
-    def spec_block(self, config: Campaign, cell: Cell) -> dict[str, Any]:
+    def spec_block(self, config: Campaign, cell: Cell) -> ProgramBlock:
         """The program's top-level entries of the cell spec (JSON-ready)."""
 
     @abstractmethod
@@ -125,7 +126,7 @@ class Program(ABC):
         """argv of one rank, run from the host."""
 
     @abstractmethod
-    def image_argv(self, spec: CellSpec, facts: dict[str, Any]) -> list[str]:
+    def image_argv(self, spec: CellSpec, facts: ImageFacts) -> list[str]:
         """argv of one rank inside the cell's image (``facts``: runner.lifecycle.image_facts)."""
 
     def launch_extras(self, spec: CellSpec, oversubscribed: bool) -> LaunchExtras:
@@ -141,7 +142,7 @@ class Program(ABC):
         """The transport evidence of a one-rank cell (no peer, so nothing was opened)."""
 
     @abstractmethod
-    def rows(self, cell_dir: Path, row: dict[str, Any], prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
+    def rows(self, cell_dir: Path, row: CellRow, prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
         """Tidy table name -> the sealed cell's rows ({} when it has none)."""
 
     def work_s(self, config: Campaign, cell: Cell) -> float | None:
@@ -176,7 +177,7 @@ def per_cell_mem_mb(np: int, per_rank_mb: float, root_mb: float = 0.0) -> int:
 PARSED_STATUSES = ("ok", "invalid", "failed")
 
 
-def tag_columns(frame: pl.DataFrame, row: dict[str, Any], own: Mapping[str, tuple[Any, pl.DataType]],
+def tag_columns(frame: pl.DataFrame, row: CellRow, own: Mapping[str, tuple[Any, pl.DataType]],
                 at_end: Mapping[str, tuple[Any, pl.DataType]] | None = None) -> pl.DataFrame:
     """``frame`` with the cell's coordinates as constant columns: the ones every program's rows
     carry, the program's ``own`` after ``np``, and ``at_end`` before ``nodes``."""

@@ -48,7 +48,8 @@ from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_file, parse_
 # polars, the kernels' parser and the container layer are imported where they are used, so that
 # importing the program registry (every `mpiatlas` command does) does not load them.
 if TYPE_CHECKING:
-    from mpiatlas.spine.cell_spec import CellSpec
+    from mpiatlas.spine.cell_spec import CellSpec, ImageFacts, ProgramBlock
+    from mpiatlas.spine.cell_row import CellRow
     from mpiatlas.spine.campaign import Campaign
 
 # The record the kernels' build writes beside the binaries (layout.kernel_build_dir).
@@ -303,7 +304,7 @@ class KernelProgram(Program):
         block = self.block(config)
         return [*self.options(config, cell), "--iterations", str(block["iterations"]), "--warmup", str(block["warmup"])]
 
-    def spec_block(self, config: Campaign, cell: Cell) -> dict[str, Any]:
+    def spec_block(self, config: Campaign, cell: Cell) -> ProgramBlock:
         collective, algorithm = self.forced(cell)
         containerized = bool(config.containers.enabled)
         return {"kind": "kernel", "kernel": {
@@ -327,7 +328,7 @@ class KernelProgram(Program):
             raise StackError(f"kernel {self.name} is not built: {binary} (rule kernels_build)")
         return [str(binary), *kernel["args"]]
 
-    def image_argv(self, spec: CellSpec, facts: dict[str, Any]) -> list[str]:
+    def image_argv(self, spec: CellSpec, facts: ImageFacts) -> list[str]:
         listed = facts["labels"].get("mpiatlas.kernels")
         if listed is not None and self.name not in listed.split():
             raise StackError(f"unavailable: image {Path(facts['image']).name} has no kernel {self.name!r} "
@@ -370,7 +371,7 @@ class KernelProgram(Program):
         return {**transport, "transport_ok": None,
                 "transport_note": "not checked: a single rank sends no message to a peer"}
 
-    def rows(self, cell_dir: Path, row: dict[str, Any], prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
+    def rows(self, cell_dir: Path, row: CellRow, prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
         """One row per rank per record; the record's own ``variant``/``threads`` keep their meaning,
         the cell's are ``variant_group`` and ``cell_threads``."""
         if row["status"] not in PARSED_STATUSES:
