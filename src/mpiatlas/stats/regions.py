@@ -252,14 +252,14 @@ def _pair_columns(prefix: str, unit: str, pair: tuple[_Measured, _Measured] | No
 
 
 def _pair_row(stack: str, comparison: str, intra: _Series, inter: _Series, lat_bytes: int,
-              bw_bytes: int) -> dict[str, Any] | None:
+              bw_bytes: int) -> dict[str, str | int | float | None] | None:
     lat_sizes = sorted(b for b in intra.t.keys() & inter.t.keys() if b > 0)
     bw_sizes = sorted(b for b in intra.bw.keys() & inter.bw.keys() if b > 0)
     if not lat_sizes and not bw_sizes:
         return None
-    row: dict[str, Any] = {"stack": stack, "comparison": comparison,
-                           "intra_transport": intra.transport, "intra_region": intra.region,
-                           "inter_transport": inter.transport, "inter_region": inter.region}
+    row: dict[str, str | int | float | None] = {"stack": stack, "comparison": comparison,
+                                                "intra_transport": intra.transport, "intra_region": intra.region,
+                                                "inter_transport": inter.transport, "inter_region": inter.region}
     lat = (lat_bytes if lat_bytes in lat_sizes else lat_sizes[0]) if lat_sizes else None
     bw = (bw_bytes if bw_bytes in bw_sizes else bw_sizes[-1]) if bw_sizes else None
     lat_pair = (intra.t[lat], inter.t[lat]) if lat is not None else None
@@ -301,7 +301,7 @@ def intra_inter(points: pl.DataFrame, benchmark: str = "PingPong", lat_bytes: in
     so both read "how many times worse across nodes"; ``*_low``/``*_high`` bound each ratio by
     the medians' 95 % CIs (conservative: the two CIs' extreme ends).
     """
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, str | int | float | None]] = []
     pts = points.filter(pl.col("benchmark") == benchmark) if "benchmark" in points.columns else points
 
     def fastest(cands: list[_Series]) -> _Series:

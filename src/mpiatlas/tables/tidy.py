@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import polars as pl
 
@@ -127,22 +127,45 @@ def cell_row(cell_dir: Path) -> tuple[CellRow, dict[str, Any]]:
     return row, prov
 
 
-def machine_figures(machine: dict[str, Any] | None) -> MachineFigures:
+# What the cells table reads of status.json's and provenance.json's blocks (the runner writes more).
+class MachineRecord(TypedDict, total=False):
+    """provenance.json ``machine`` (runner.machine_state)."""
+
+    wait_share: float | None
+    steal_share: float | None
+    other_cpu_share: float | None
+    loadavg_before: list[float] | None
+
+
+class PerturbedAttempt(TypedDict, total=False):
+    """One entry of status.json's re-measured launches (runner.run)."""
+
+    quality_reason: str | None
+
+
+class QuietWaitRecord(TypedDict, total=False):
+    """status.json's wait for a quiet machine before a later re-measure (runner.quiet.QuietWait.record)."""
+
+    waited_s: float
+    reason: str
+
+
+def machine_figures(machine: MachineRecord | None) -> MachineFigures:
     """The cells table's figures of a launch's machine record (None where not recorded)."""
     machine = machine or {}
-    load = machine.get("loadavg_before") or [None]
+    load = machine.get("loadavg_before")
     return {"wait_share": machine.get("wait_share"), "steal_share": machine.get("steal_share"),
-            "other_cpu_share": machine.get("other_cpu_share"), "load1": load[0]}
+            "other_cpu_share": machine.get("other_cpu_share"), "load1": load[0] if load else None}
 
 
-def remeasured_columns(attempts: list[dict[str, Any]] | None) -> RemeasuredColumns:
+def remeasured_columns(attempts: list[PerturbedAttempt] | None) -> RemeasuredColumns:
     """``remeasured`` (how many perturbed attempts were set aside) and their reasons, from status.json."""
     attempts = attempts or []
     return {"remeasured": len(attempts),
             "remeasured_reasons": json.dumps([a.get("quality_reason") for a in attempts]) if attempts else None}
 
 
-def quiet_wait_columns(waited: dict[str, Any] | None) -> QuietWaitColumns:
+def quiet_wait_columns(waited: QuietWaitRecord | None) -> QuietWaitColumns:
     """``quiet_wait_s`` and ``quiet_wait`` (why it stopped waiting) of a later re-measure, from status.json."""
     return {"quiet_wait_s": waited.get("waited_s"), "quiet_wait": waited.get("reason")} if waited else \
         {"quiet_wait_s": None, "quiet_wait": None}
