@@ -88,7 +88,7 @@ def _run_group(args: argparse.Namespace) -> int:
     return 0
 
 
-def later_round(config: Campaign, group: str, round_cells: Path | None) -> Any:
+def later_round(config: Campaign, group: str, round_cells: Path | None) -> Later | None:
     """The later re-measure round's budget and wait (runner.run.Later) when ``group`` is one of its
     groups (the decision that created it names it), else None."""
     if round_cells is None:
