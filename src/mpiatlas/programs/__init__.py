@@ -142,7 +142,7 @@ def hybrid_unplanned(config: Campaign, cell: Cell) -> str | None:
     """Why a hybrid cell over nodes cannot run on the nodes the config's ``topology`` describes
     (:func:`mpiatlas.matrix.cells.hybrid_fit_problem`), or None: such cells are not planned. Without a
     ``topology`` the nodes' cores are known only where a cell runs, and the runner refuses it there."""
-    spec = config.document.get("topology")
+    spec = config.topology
     if cell.threads <= 1 or cell.nodes <= 1 or not spec:
         return None
     return hybrid_fit_problem(cell.mapping, cell.nodes, cell.np, cell.threads, _node_cores(str(spec)),
@@ -154,7 +154,7 @@ def unplanned_notes(config: Campaign) -> list[UnplannedNote]:
     per stack), and hybrid cells over nodes the config's ``topology`` cannot hold (one note, its
     distinct reasons in one line)."""
     notes = imb_unplanned_notes(config) + mapping_unplanned_notes(config)
-    if not config.document.get("topology"):
+    if not config.topology:
         return notes
     reasons: dict[str, int] = {}
     every = chain.from_iterable(program.cells(config) for program in REGISTRY.values() if program.threaded)
@@ -164,7 +164,7 @@ def unplanned_notes(config: Campaign) -> list[UnplannedNote]:
             reasons[why] = reasons.get(why, 0) + 1
     if not reasons:
         return notes
-    return [*notes, {"what": f"hybrid cells over nodes of {config.document['topology']}",
+    return [*notes, {"what": f"hybrid cells over nodes of {config.topology}",
                      "why": "; ".join(reasons), "cells": sum(reasons.values())}]
 
 

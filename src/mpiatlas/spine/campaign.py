@@ -194,6 +194,8 @@ class Campaign:
     ppn: tuple[int, ...] | None
     hosts: tuple[str | Mapping[str, Any], ...] | None
     hostfile: str | None
+    # The node `auto` plans for and hybrid cells over nodes are checked against (hwloc XML or synthetic).
+    topology: str | None
     knobs: Mapping[str, Mapping[str, str]]
     # The kernels block as validated (each kernel's own module reads its block: mpiatlas.programs.kernels).
     kernels: Mapping[str, Any]
@@ -225,6 +227,7 @@ class Campaign:
             ppn=_freeze(config.get("ppn")),
             hosts=_freeze(config.get("hosts")),
             hostfile=config.get("hostfile"),
+            topology=config.get("topology"),
             knobs=config.get("knobs") or {},
             kernels=config.get("kernels") or {},
             document=config,
