@@ -380,16 +380,13 @@ def region_pairs_only(config: Campaign) -> bool:
     """Whether the region mappings' cells are the 2-rank measurements only (PingPong, PingPing, the
     pingpong kernel): so under ``mappings: auto`` (mpiatlas.campaign.auto_plan records it), which
     plans one pair per region, not every program again per region."""
-    record = config.document.get("auto")
-    return isinstance(record, Mapping) and record.get("region_cells") == "pairs"
+    return config.auto is not None and config.auto.get("region_cells") == "pairs"
 
 
 def forced_algorithms_max_np(config: Campaign) -> int | None:
     """The largest P at which forced-algorithm cells are planned, None for every P: ``mappings: auto``'s
     time budget (mpiatlas.campaign.auto_plan records it) cuts the algorithm sweeps at large P first."""
-    record = config.document.get("auto")
-    cap = record.get("algorithms_max_np") if isinstance(record, Mapping) else None
-    return cap if isinstance(cap, int) else None
+    return config.auto.get("algorithms_max_np") if config.auto is not None else None
 
 
 

@@ -11,7 +11,7 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import yaml
 
@@ -169,6 +169,23 @@ class Containers:
     stacks: Mapping[str, Mapping[str, str]] | None = None
 
 
+class AutoRecord(TypedDict, total=False):
+    """What ``auto`` planned (the config's ``auto`` key, written by mpiatlas.campaign.auto_plan.resolve):
+    read back by the matrix (region pairs only, the algorithm sweeps' cap, the headline repetitions)."""
+
+    region_cells: Literal["pairs", "all"]
+    resolved: list[str]  # the keys that were auto: mappings, processes
+    topology: dict[str, str | int | None]  # the node planned for (part of Topology.summary)
+    mappings: list[str]
+    processes: list[int]
+    budget_min: float
+    expected_s: float
+    dropped: list[str]  # what the time budget cut, in order
+    fits: bool
+    headline_repetitions: int
+    algorithms_max_np: int
+
+
 @dataclass(frozen=True)
 class Campaign:
     """A validated campaign config with the schema's defaults applied (built by :func:`validate`).
@@ -196,6 +213,8 @@ class Campaign:
     hostfile: str | None
     # The node `auto` plans for and hybrid cells over nodes are checked against (hwloc XML or synthetic).
     topology: str | None
+    # What `auto` planned, None for a config without auto lists.
+    auto: AutoRecord | None
     knobs: Mapping[str, Mapping[str, str]]
     # The kernels block as validated (each kernel's own module reads its block: mpiatlas.programs.kernels).
     kernels: Mapping[str, Any]
@@ -228,6 +247,7 @@ class Campaign:
             hosts=_freeze(config.get("hosts")),
             hostfile=config.get("hostfile"),
             topology=config.get("topology"),
+            auto=config.get("auto"),
             knobs=config.get("knobs") or {},
             kernels=config.get("kernels") or {},
             document=config,
