@@ -29,6 +29,7 @@ from mpiatlas.report.build import build_report
 from mpiatlas.report.data import load_data
 from mpiatlas.report.formatting import fmt_ci, fmt_num
 from mpiatlas.report.render import full_spec
+from mpiatlas.spine.campaign import Network as NetworkBlock
 
 REPO = Path(__file__).resolve().parents[1]
 NOW = load_data(None, None).generated
@@ -251,10 +252,10 @@ def _config() -> dict[str, Any]:
 def test_network_block_defaults() -> None:
     cfg = _config()
     cfg.pop("network", None)
-    net = validate(cfg)["network"]
-    assert net == {"name": "nominal link", "bandwidth_gbit_s": 10}
+    net = validate(cfg).network
+    assert net == NetworkBlock(name="nominal link", bandwidth_gbit_s=10)
     cfg["network"] = {"bandwidth_gbit_s": 100}
-    assert validate(cfg)["network"] == {"name": "nominal link", "bandwidth_gbit_s": 100}
+    assert validate(cfg).network == NetworkBlock(name="nominal link", bandwidth_gbit_s=100)
 
 
 @pytest.mark.parametrize(("network", "expected"), [

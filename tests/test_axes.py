@@ -159,7 +159,7 @@ def test_campaign_selection_skips_sets_a_stack_kind_does_not_read() -> None:
                                                "ucx": {"UCX_RNDV_THRESH": 65536}}, selected=["none", "impi", "ucx"]))
     sets = {(c.stack, c.knobs) for c in expand(config)}
     assert sets == {("intelmpi", ""), ("intelmpi", "impi"), ("ompi", ""), ("ompi", "ucx")}
-    assert config["knobs"]["ucx"] == {"UCX_RNDV_THRESH": "65536"}  # integers become strings
+    assert config.knobs["ucx"] == {"UCX_RNDV_THRESH": "65536"}  # integers become strings
 
 
 def test_a_stack_own_selection_replaces_the_campaign_one() -> None:
@@ -214,7 +214,7 @@ def test_values_real_knobs_use_are_accepted() -> None:
              "b": {"I_MPI_PIN_DOMAIN": "[0x3,0xc]", "I_MPI_ADJUST_ALLREDUCE": "2:0-1024", "FI_PROVIDER": "tcp"},
              "c": {"I_MPI_EAGER_THRESHOLD": 65536, "I_MPI_SHM_CELL_FWD_SIZE": "64k"}}
     config = validate(with_knobs(tiny(), knobs))
-    assert config["knobs"]["c"]["I_MPI_EAGER_THRESHOLD"] == "65536"
+    assert config.knobs["c"]["I_MPI_EAGER_THRESHOLD"] == "65536"
 
 
 # -- the launch: knobs over everything, as argv and environment ------------------------------------

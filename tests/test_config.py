@@ -59,7 +59,7 @@ def test_default_config_is_a_first_look(monkeypatch: pytest.MonkeyPatch, tmp_pat
     # `auto` planned for a node shaped like this 2-core machine (tests/test_auto_plan.py: other nodes).
     this_machine = parse_synthetic("pack:1 l3:1 core:2 pu:1")
     config = without_user_built_imb(load(REPO / "config" / "config.yaml", this_machine), monkeypatch, tmp_path)
-    assert config["campaign"]["name"] == "first-look"
+    assert config.campaign.name == "first-look"
     cells = imb_cells(config)
     # 2 stacks x 2 transports x (PingPong, Allreduce, Alltoall + Bcast x 3 algorithms) x 3 reps, np=2;
     # Open MPI's IMB cells are not planned (see the note).
@@ -71,8 +71,8 @@ def test_default_config_is_a_first_look(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 def test_defaults_are_filled_in() -> None:
     config = plan(default_config())
-    assert config["campaign"]["stacks_dir"] == ".stacks"
-    assert config["campaign"]["allow_oversubscribe"] is True
+    assert config.campaign.stacks_dir == ".stacks"
+    assert config.campaign.allow_oversubscribe is True
 
 
 @pytest.mark.parametrize(

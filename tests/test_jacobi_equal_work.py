@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 import pytest
@@ -21,6 +20,7 @@ from mpiatlas.models.kernels import fit_jacobi, fit_kernels
 from mpiatlas.parsers.kernels import parse_kernel_file
 from mpiatlas.programs import cells_of_kind
 from mpiatlas.programs.kernels.jacobi import grid_points
+from mpiatlas.spine.campaign import Campaign
 
 DATA = Path(__file__).parent / "data" / "kernels"
 HEAD = {"label": "openmpi/ob1-vader/core", "stack": "openmpi", "transport": "ob1-vader", "mapping": "core",
@@ -34,7 +34,7 @@ def test_dims_create_matches_mpi(n: int, dims: tuple[int, ...]) -> None:
     assert dims_create(n) == dims
 
 
-def study_block() -> dict[str, Any]:
+def study_block() -> Campaign:
     config = yaml.safe_load((REPO / "config" / "test" / "tiny.yaml").read_text())
     config["kernels"]["jacobi"].update(mode="weak", L=16, processes=[1, 2, 4], hybrid={"cores": [2, 4]})
     return validate(config)
@@ -42,7 +42,7 @@ def study_block() -> dict[str, Any]:
 
 def test_weak_hybrid_and_pure_cells_of_one_study_plan_equal_global_grids() -> None:
     config = study_block()
-    variants = {v.group: v for v in jacobi_variants(config["kernels"]["jacobi"])}
+    variants = {v.group: v for v in jacobi_variants(config.kernels["jacobi"])}
     by_cores: dict[int, set[tuple[int, int, int]]] = {}
     pairs: dict[int, set[tuple[int, int]]] = {}
     for cell in (c for c in cells_of_kind(config, "kernel") if c.kernel == "jacobi"):

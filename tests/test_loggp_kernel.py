@@ -29,7 +29,7 @@ from mpiatlas.parsers.kernels import parse_kernel_output
 from mpiatlas.parsers.loggp import PARAMETERS, LoggpParseError, loggp_trials, parse_loggp_output
 from mpiatlas.programs import cell_spec, cells_of_kind
 from mpiatlas.models.region_latency import with_loggp
-from mpiatlas.stats.region_loggp import LOGGP_SCHEMA, loggp_by_series, region_loggp
+from mpiatlas.stats.region_loggp import LOGGP_SCHEMA, LoggpRegion, loggp_by_series, region_loggp
 from mpiatlas.stats.regions import LOGGP_COLUMNS, region_fits
 from mpiatlas.tables.tidy import tidy
 
@@ -192,3 +192,5 @@ def test_region_loggp_needs_the_tidy_table() -> None:
     with pytest.raises(LoggpParseError, match=r"lacks column\(s\) stack, transport, region: region_loggp needs"):
         region_loggp(bare)
     assert region_loggp(None).columns == list(LOGGP_SCHEMA) and region_loggp(bare.clear()).height == 0
+    # The typed row (LoggpRegion) names exactly the table's columns, in its order.
+    assert list(LoggpRegion.__annotations__) == list(LOGGP_SCHEMA)

@@ -24,7 +24,8 @@ from conftest import REPO
 from mpiatlas import programs
 from mpiatlas.campaign import resources
 from mpiatlas.evidence.provenance import PlanFacts
-from mpiatlas.matrix.cells import fills_nodes, mapping_segment, parse_id, parse_mapping_segment
+from mpiatlas.matrix.cells import fills_nodes, parse_id, parse_mapping_segment
+from mpiatlas.spine.series import mapping_segment
 from mpiatlas.matrix.config import validate
 from mpiatlas.models.region_latency import RegionTable
 from mpiatlas.models.kernels import fit_ring

@@ -12,6 +12,7 @@ import pytest
 
 from mpiatlas.stats.regions import pair_class_medians
 from mpiatlas.report.build import build_report
+from mpiatlas.spine.cell_row import CellRow
 from mpiatlas.tables.tidy import CELL_SCHEMA, missing_row, pair_class, placement_of
 
 LABEL = "intelmpi/shm+ofi-tcp/node2"
@@ -28,6 +29,8 @@ def test_pair_class_from_hosts_else_from_the_plan() -> None:
     row = missing_row("imb/intelmpi/shm+ofi-tcp/node2/np4/PingPong/default/placement=block/rep0")
     assert (row["placement"], row["pair_class"]) == ("block", None)
     assert set(row) == set(CELL_SCHEMA)
+    # The typed row (spine.cell_row.CellRow) has exactly the cells table's columns.
+    assert CellRow.__required_keys__ == set(CELL_SCHEMA) and not CellRow.__optional_keys__
 
 
 def _tables(tmp_path: Path) -> Path:

@@ -144,7 +144,7 @@ def test_remeasure_zero_is_off(group, monkeypatch) -> None:
 
 def test_the_budget_defaults_to_three_in_both_schema_copies() -> None:
     config = load(ROOT / "config" / "test" / "tiny.yaml")
-    assert config["campaign"]["remeasure"] == 3
+    assert config.campaign.remeasure == 3
     schema = (ROOT / "workflow/schemas/config.schema.yaml").read_text()
     assert (ROOT / "src/mpiatlas/data/config.schema.yaml").read_text() == schema  # the package's copy
     assert schema.count("\n      remeasure:\n") == 1

@@ -27,6 +27,7 @@ from mpiatlas.runner import run as run_module
 from mpiatlas.runner.quiet import QuietRule, look, wait_until_quiet, why_not_quiet
 from mpiatlas.runner.run import Later, run_group
 from mpiatlas.tables.tidy import CELL_SCHEMA, cell_row
+from mpiatlas.spine.campaign import RemeasureLater
 from test_machine_quality import DATA
 from test_remeasure import Script, _specs, _status
 
@@ -106,9 +107,9 @@ def test_the_wait_ends_when_the_node_is_quiet_or_at_its_bound() -> None:
 
 def test_the_rule_takes_the_configured_wait_and_the_perturbation_limits() -> None:
     config = load(ROOT / "config" / "test" / "tiny.yaml")
-    assert config["campaign"]["remeasure_later"] == {"launches": 2, "max_wait_s": 60, "window_s": 2,
-                                                     "max_load_per_cpu": None}
-    campaign = {**config["campaign"], "perturbation": {"other_cpu_share": 0.3},
+    assert config.campaign.remeasure_later == RemeasureLater(launches=2, max_wait_s=60, window_s=2,
+                                                             max_load_per_cpu=None)
+    campaign = {**config.as_dict()["campaign"], "perturbation": {"other_cpu_share": 0.3},
                 "remeasure_later": {"launches": 1, "max_wait_s": 5, "window_s": 0.5, "max_load_per_cpu": 1.5}}
     assert QuietRule.of_config(campaign) == QuietRule(5.0, 0.5, 1.5, 0.3, 0.02)
 
@@ -154,7 +155,7 @@ def test_the_later_group_waits_relaunches_and_records_the_wait(sealed, tmp_path:
     decision_file = tmp_path / "round0.json"
     decision_file.write_text(json.dumps(decision))
     later = later_round(config, group, decision_file)
-    assert later == Later(2, QuietRule.of_config(config["campaign"]))
+    assert later == Later(2, QuietRule.of_config(config.as_dict()["campaign"]))
     assert later_round(config, "intelmpi.imb.0", None) is None
     c = specs[2]["id"]
     script = Script({c: ["perturbed", "ok"]})

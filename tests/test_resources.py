@@ -208,7 +208,7 @@ def test_default_groups_hold_an_allocation_up_to_four_hours_of_budget() -> None:
     one group, so a campaign starts one `run-cell` process per allocation, not one per 20 cells."""
     config = validate({k: v for k, v in campaign().as_dict().items() if k != "campaign"}
                       | {"campaign": {"name": "r", "repetitions": 3, "timeout_s": 300}})
-    assert config["campaign"]["cells_per_job"] == 1000 and config["campaign"]["job_minutes"] == 240
+    assert config.campaign.cells_per_job == 1000 and config.campaign.job_minutes == 240
     cells = programs.expand(config)
     groups = resources.job_groups(config, cells)
     allocations = {resources.allocation(config, c) for c in cells}

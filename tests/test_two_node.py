@@ -24,7 +24,8 @@ from conftest import REPO, campaign_workdir, require_infra, run_campaign
 from mpiatlas import programs, runner
 from mpiatlas.campaign import resources
 from mpiatlas.node import multinode, topology
-from mpiatlas.matrix.cells import mapping_segment, parse_mapping_segment
+from mpiatlas.matrix.cells import parse_mapping_segment
+from mpiatlas.spine.series import mapping_segment
 from mpiatlas.matrix.config import ConfigError, validate
 from mpiatlas.stacks import LaunchSpec, StackError
 from mpiatlas.stacks.base import srun_argv

@@ -4,6 +4,7 @@
 * :mod:`.auto_plan` — ``mappings: auto`` / ``processes: auto`` from the node's topology, within a time budget;
 * :mod:`.cell_groups` — what ``mpiatlas run-cell`` does: the cells of one job group, run in one process;
 * :mod:`.adaptive_rounds` — adaptive repetitions in the DAG: rounds decided from the cells sealed so far;
+* :mod:`.round_decision` — a round's decision (JSON between the workflow's processes) as typed records;
 * :mod:`.preflight` — every prerequisite of a campaign's cells, checked once before anything runs;
 * :mod:`.preflight_cache` — the compiler probe and stack hellos that passed, remembered per host and boot;
 * :mod:`.snakemake_start` — Snakemake's command line without the executor plugins a local run does not use;

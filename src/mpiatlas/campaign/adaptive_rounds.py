@@ -30,19 +30,19 @@ program says what a size and its time are in its ``measure`` (mpiatlas.programs.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import defaultdict
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mpiatlas.programs import expand, program_named
 from mpiatlas.stats.quality import PERTURBED
 from mpiatlas.tables.tidy import cell_row
 from mpiatlas.runner.run import wants_remeasure
 from mpiatlas.campaign.resources import job_groups
+from mpiatlas.campaign.round_decision import CellFields, RoundDecision, SeriesEntry, SpecFields, read_decision
 
 if TYPE_CHECKING:
     from mpiatlas.spine.campaign import Campaign
@@ -76,10 +76,10 @@ def _last_round_file(directory: Path, prefix: str) -> Path | None:
     return rounds[-1][1] if rounds else None
 
 
-def final_decision(results_dir: Path) -> dict[str, Any] | None:
+def final_decision(results_dir: Path) -> RoundDecision | None:
     """The last round's decision under ``results_dir`` (the whole campaign's series), or None."""
     path = _last_round_file(results_dir / ADAPTIVE_DIR, "round")
-    return json.loads(path.read_text()) if path is not None else None
+    return read_decision(path) if path is not None else None
 
 
 def latest_manifest(results_dir: Path) -> Path | None:
@@ -101,7 +101,7 @@ def round_of_group(group: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def cells_of_round_group(decision: dict[str, Any], group: str) -> list[Cell]:
+def cells_of_round_group(decision: RoundDecision, group: str) -> list[Cell]:
     """The cells of ``group`` as the decision that created it lists them."""
     try:
         members = decision["groups"][group]
@@ -117,7 +117,7 @@ class RoundGroups:
     def __init__(self, results: str, static: dict[str, list[Cell]]) -> None:
         self._results = results
         self._static = static
-        self._read: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._read: dict[str, tuple[int, RoundDecision]] = {}
 
     def get(self, group: str, default: list[Cell] | None = None) -> list[Cell] | None:
         found = self._static.get(group)
@@ -137,7 +137,7 @@ class RoundGroups:
             raise KeyError(group)
         return found
 
-    def decision(self, round_: int) -> dict[str, Any] | None:
+    def decision(self, round_: int) -> RoundDecision | None:
         path = Path(decision_path(self._results, round_))
         try:
             mtime = path.stat().st_mtime_ns
@@ -145,7 +145,7 @@ class RoundGroups:
             return None
         cached = self._read.get(str(path))
         if cached is None or cached[0] != mtime:
-            cached = self._read[str(path)] = (mtime, json.loads(path.read_text()))
+            cached = self._read[str(path)] = (mtime, read_decision(path))
         return cached[1]
 
 
@@ -190,7 +190,7 @@ def series_values(raw: Path, cells: list[Cell]) -> dict[tuple[Any, ...], list[fl
 # -- one round's decision --------------------------------------------------------------------------
 
 
-def first_round_series(config: Campaign) -> list[dict[str, Any]]:
+def first_round_series(config: Campaign) -> list[SeriesEntry]:
     """Every series of the campaign's own cells, at state MORE with their initial repetitions."""
     counts: dict[str, int] = {}
     base: dict[str, Cell] = {}
@@ -221,7 +221,7 @@ def still_perturbed(config: Campaign, raw: Path, cells: list[Cell]) -> list[Cell
     return [cell for cell in cells if wants_remeasure(raw / cell.id, cell.id, budget)]
 
 
-def cells_of_round(config: Campaign, round_: int, previous: dict[str, Any] | None) -> list[Cell]:
+def cells_of_round(config: Campaign, round_: int, previous: RoundDecision | None) -> list[Cell]:
     """The cells round ``round_`` ran: the campaign's own (round 0), or those of the groups round - 1 asked for."""
     if previous is None:
         return expand(config)
@@ -229,15 +229,16 @@ def cells_of_round(config: Campaign, round_: int, previous: dict[str, Any] | Non
 
 
 def decide_round(config: Campaign, raw: Path, round_: int,
-                 previous: dict[str, Any] | None) -> dict[str, Any]:
+                 previous: RoundDecision | None) -> RoundDecision:
     """The decision after round ``round_`` (``previous``: round - 1's decision, None for round 0):
     adaptive repetitions (:func:`decide_series`), and the later re-measures of its cells."""
     if not has_rounds(config):
         raise ValueError("campaign.repetitions is a fixed count and remeasure_later is off: no rounds to decide")
     spec = adaptive.spec_of(config)
-    decision: dict[str, Any]
+    decision: RoundDecision
     if spec is None:  # fixed repetitions: the series are what they are
-        series = previous["series"] if previous else [{**e, "state": adaptive.FIXED} for e in first_round_series(config)]
+        series = (previous["series"] if previous
+                  else [SeriesEntry(**{**e, "state": adaptive.FIXED}) for e in first_round_series(config)])
         decision = {"round": round_, "spec": None, "series": series, "groups": {}}
     else:
         decision = decide_series(config, raw, round_, previous, spec)
@@ -248,11 +249,12 @@ def decide_round(config: Campaign, raw: Path, round_: int,
     return decision
 
 
-def decide_series(config: Campaign, raw: Path, round_: int, previous: dict[str, Any] | None,
-                  spec: adaptive.AdaptiveSpec) -> dict[str, Any]:
+def decide_series(config: Campaign, raw: Path, round_: int, previous: RoundDecision | None,
+                  spec: adaptive.AdaptiveSpec) -> RoundDecision:
     """The adaptive part of a decision: every series' state, and round + 1's new repetitions."""
     series = first_round_series(config) if previous is None else previous["series"]
-    decided, new_cells = [], []
+    decided: list[SeriesEntry] = []
+    new_cells: list[Cell] = []
     for entry in series:
         if entry["state"] != adaptive.MORE:
             decided.append(entry)  # final in an earlier round: unchanged
@@ -263,33 +265,34 @@ def decide_series(config: Campaign, raw: Path, round_: int, previous: dict[str, 
         state, wanted = adaptive.decide(n, halfwidth, spec)
         # JSON has no infinity: a size whose spread is unknown (one usable value) is stored as null.
         known = halfwidth if halfwidth is not None and math.isfinite(halfwidth) else None
-        decided.append({**entry, "halfwidth": known, "state": state, "round": round_, "reps": wanted})
+        decided.append(SeriesEntry(**{**entry, "halfwidth": known, "state": state, "round": round_, "reps": wanted}))
         new_cells += [replace(base, rep=r) for r in range(n, wanted)]
-    return {"round": round_, "spec": asdict(spec), "series": decided, "groups": _round_groups(config, round_ + 1, new_cells)}
+    return {"round": round_, "spec": cast(SpecFields, asdict(spec)), "series": decided,
+            "groups": _round_groups(config, round_ + 1, new_cells)}
 
 
-def planned_cell_ids(decision: dict[str, Any]) -> list[str]:
+def planned_cell_ids(decision: RoundDecision) -> list[str]:
     """Every cell id a decision has planned: each series' repetitions 0..reps-1."""
     return sorted(replace(Cell(**entry["cell"]), rep=r).id
                   for entry in decision["series"] for r in range(entry["reps"]))
 
 
-def write_decision(decision: dict[str, Any], decision_file: str | Path, manifest_file: str | Path) -> None:
+def write_decision(decision: RoundDecision, decision_file: str | Path, manifest_file: str | Path) -> None:
     files.write_json_atomic(manifest_file, planned_cell_ids(decision))
     files.write_json_atomic(decision_file, decision)
 
 
 def _round_groups(config: Campaign, round_: int, cells: list[Cell],
-                  kind: str = "") -> dict[str, list[dict[str, Any]]]:
+                  kind: str = "") -> dict[str, list[CellFields]]:
     groups = job_groups(config, cells) if cells else {}
     return {f"r{round_}.{kind}{gid}": [cell_coords(c) for c in members] for gid, members in groups.items()}
 
 
-def is_later_remeasure(decision: dict[str, Any], group: str) -> bool:
+def is_later_remeasure(decision: RoundDecision, group: str) -> bool:
     """Is ``group`` (of the round ``decision`` asked for) a later re-measure group?"""
     return group in (decision.get("later_remeasure") or [])
 
 
-def cell_coords(cell: Cell) -> dict[str, Any]:
+def cell_coords(cell: Cell) -> CellFields:
     """A cell as JSON: every field, so that Cell(**coords) is the cell (threads are not in its id)."""
-    return asdict(cell)
+    return cast(CellFields, asdict(cell))

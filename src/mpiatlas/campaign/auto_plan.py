@@ -37,7 +37,7 @@ from mpiatlas.matrix.config import AUTO, ConfigError, checked_document, read, un
 from mpiatlas.node.topology import REGION_MAPPINGS, MappingUnavailable, Topology, TopologyError, detect, region_pair
 from mpiatlas.node.topology_synthetic import read_topology
 from mpiatlas.programs import expand
-from mpiatlas.spine.campaign import Campaign
+from mpiatlas.spine.campaign import AutoRecord, Campaign
 
 # The key of the config document under which the resolution is recorded.
 RECORD_KEY = "auto"
@@ -251,7 +251,7 @@ def _estimate(doc: dict[str, Any], source: str) -> Estimate:
     return resources.estimate(campaign, expand(campaign))
 
 
-def note(record: Mapping[str, Any] | None) -> str | None:
+def note(record: AutoRecord | None) -> str | None:
     """One line: what ``auto`` planned, for which node, and what the budget dropped; None without auto."""
     if not record or not record.get("resolved"):
         return None

@@ -15,6 +15,7 @@ from mpiatlas.matrix.config import load
 from mpiatlas.programs import cell_spec, expand
 from mpiatlas.campaign.resources import job_groups
 from mpiatlas.campaign.adaptive_rounds import cells_of_round_group, is_later_remeasure, later_launches
+from mpiatlas.campaign.round_decision import read_decision
 from mpiatlas import files
 from mpiatlas.matrix import layout
 from mpiatlas.runner.quiet import QuietRule
@@ -62,8 +63,8 @@ def group_specs(config_path: Path, group: str, round_cells: Path | None = None) 
 
 def _round_group_cells(decision_file: Path, group: str) -> list[Any]:
     try:
-        decision = json.loads(decision_file.read_text())
-    except (OSError, ValueError) as exc:
+        decision = read_decision(decision_file)
+    except ValueError as exc:
         raise SystemExit(f"mpiatlas run-cell: --round-cells {decision_file}: not a readable decision ({exc})") from None
     try:
         return cells_of_round_group(decision, group)
@@ -87,15 +88,17 @@ def _run_group(args: argparse.Namespace) -> int:
     return 0
 
 
-def later_round(config: Campaign, group: str, round_cells: Path | None) -> Any:
+def later_round(config: Campaign, group: str, round_cells: Path | None) -> Later | None:
     """The later re-measure round's budget and wait (runner.run.Later) when ``group`` is one of its
     groups (the decision that created it names it), else None."""
     if round_cells is None:
         return None
 
-    if not is_later_remeasure(json.loads(round_cells.read_text()), group):
+    if not is_later_remeasure(read_decision(round_cells), group):
         return None
-    return Later(later_launches(config), QuietRule.of_config(config["campaign"]))
+    later, perturbation = config.campaign.remeasure_later, config.campaign.perturbation
+    return Later(later_launches(config), QuietRule(later.max_wait_s, later.window_s, later.max_load_per_cpu,
+                                                   perturbation.other_cpu_share, perturbation.steal_share))
 
 
 def _quality_note(entry: dict[str, Any]) -> str:

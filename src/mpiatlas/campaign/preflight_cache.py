@@ -21,7 +21,7 @@ import os
 import shutil
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from mpiatlas.files import user_cache_dir, write_json_atomic
 from mpiatlas.node.limits import read_boot_id
@@ -33,7 +33,37 @@ LAUNCH_ENV_PREFIXES = ("I_MPI_", "FI_", "OMPI_", "PMIX_", "PRTE_", "MPICH_", "MP
 LAUNCH_ENV_NAMES = ("PATH", "LD_LIBRARY_PATH", "LD_PRELOAD")
 
 
-def file_identity(path: str | Path | None) -> dict[str, Any] | None:
+# The keys as JSON (hashed for the file name, stored in the record and compared with it).
+class FileIdentity(TypedDict):
+    path: str
+    size: int
+    mtime_ns: int
+
+
+class BaseKey(TypedDict):
+    host: str
+    boot_id: str
+    compiler: FileIdentity | None
+
+
+class CompilerKey(BaseKey):
+    check: str  # "compiler"
+    env: dict[str, str]
+
+
+class HelloKey(CompilerKey):
+    kind: str
+    source: str
+    prefix: str
+    launcher: FileIdentity
+    mpicc: FileIdentity | None
+    transport: str | None
+
+
+CheckKey = CompilerKey | HelloKey
+
+
+def file_identity(path: str | Path | None) -> FileIdentity | None:
     """(path, size, mtime) of a file, None when it is not there."""
     if path is None:
         return None
@@ -49,7 +79,7 @@ def launch_env(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in sorted(env.items()) if k in LAUNCH_ENV_NAMES or k.startswith(LAUNCH_ENV_PREFIXES)}
 
 
-def base_key() -> dict[str, Any] | None:
+def base_key() -> BaseKey | None:
     """Host, boot and C compiler: the part of every key (None without a boot id: nothing is remembered)."""
     boot = read_boot_id()
     if not boot:
@@ -58,7 +88,7 @@ def base_key() -> dict[str, Any] | None:
     return {"host": socket.gethostname(), "boot_id": boot, "compiler": file_identity(compiler)}
 
 
-def hello_key(stack: Any, transport: str | None) -> dict[str, Any] | None:
+def hello_key(stack: Any, transport: str | None) -> HelloKey | None:
     """The key of ``stack``'s hello on ``transport`` (None: not to be remembered)."""
     base = base_key()
     launcher = file_identity(stack.launcher_path())
@@ -70,17 +100,17 @@ def hello_key(stack: Any, transport: str | None) -> dict[str, Any] | None:
             "env": launch_env(stack.env())}
 
 
-def compiler_key() -> dict[str, Any] | None:
+def compiler_key() -> CompilerKey | None:
     base = base_key()
     return None if base is None else {**base, "check": "compiler", "env": launch_env(dict(os.environ))}
 
 
-def _path(key: dict[str, Any]) -> Path:
+def _path(key: CheckKey) -> Path:
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
     return user_cache_dir(CACHE_DIR, f"{key['check']}-{digest}.json")
 
 
-def remembered(key: dict[str, Any] | None) -> str | None:
+def remembered(key: CheckKey | None) -> str | None:
     """What the check found when it passed under ``key`` this boot; None when it has not."""
     if key is None:
         return None
@@ -94,7 +124,7 @@ def remembered(key: dict[str, Any] | None) -> str | None:
     return found
 
 
-def remember(key: dict[str, Any] | None, found: str) -> None:
+def remember(key: CheckKey | None, found: str) -> None:
     """Remember a check that passed under ``key``; a cache that cannot be written is no error."""
     if key is None:
         return

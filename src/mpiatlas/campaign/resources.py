@@ -43,7 +43,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypedDict
 
 from mpiatlas.matrix.cells import Cell, sort_cells
 from mpiatlas.programs import program_named, program_of
@@ -330,8 +330,21 @@ def mem_mb(config: Campaign, cells: list[Cell], costs: CellCosts | None = None) 
     return max(map((costs or CellCosts(config)).mem_mb, cells))
 
 
+class JobResources(TypedDict):
+    """A group job's Snakemake resources (what :func:`group_resources` returns; comments there)."""
+
+    cells: int
+    tasks: int
+    cpus_per_task: int
+    mpi: str
+    nodes: int
+    slurm_extra: str
+    runtime: int
+    mem_mb: int
+
+
 def group_resources(config: Campaign, cells: list[Cell], attempt: int = 1,
-                    costs: CellCosts | None = None, budget: GroupBudget | None = None) -> dict[str, Any]:
+                    costs: CellCosts | None = None, budget: GroupBudget | None = None) -> JobResources:
     """The Snakemake resources of a group job (under grouping `allocation` every cell of a group
     shares its allocation; under `machine` the largest cell's, though no scheduler reads them);
     whole nodes if any of its cells needs them. ``budget``: what the cells add up to, when known
@@ -377,9 +390,9 @@ class GroupResources:
         self._groups = groups
         self._costs = costs or CellCosts(config)
         self._budgets = budgets or {}
-        self._computed: dict[tuple[str, int], dict[str, Any]] = {}
+        self._computed: dict[tuple[str, int], JobResources] = {}
 
-    def of(self, group: str, attempt: int = 1) -> dict[str, Any]:
+    def of(self, group: str, attempt: int = 1) -> JobResources:
         """The resources of ``group`` at Snakemake ``attempt``; a clear error for an unknown group."""
         found = self._computed.get((group, attempt))
         if found is None:
@@ -392,8 +405,11 @@ class GroupResources:
 
     def resource(self, name: str) -> Callable[..., Any]:
         """A function Snakemake calls for resource ``name`` of a job (its group is a wildcard)."""
-        def value(wildcards: Any, attempt: int) -> Any:
-            return self.of(wildcards.group, attempt)[name]
+        if name not in JobResources.__required_keys__:
+            raise ValueError(f"{name!r} is not a group job resource (one of {sorted(JobResources.__required_keys__)})")
+
+        def value(wildcards: Any, attempt: int) -> object:
+            return self.of(wildcards.group, attempt).get(name)
 
         value.__name__ = f"group_{name}"
         return fixed_signature(value)

@@ -141,7 +141,7 @@ def _main(args: argparse.Namespace) -> int:
 
 def plan_lines(config: Campaign) -> list[str]:
     """What the campaign will run, before it runs: what ``auto`` planned (when it did) and the time estimate."""
-    note = auto_plan.note(config.document.get(auto_plan.RECORD_KEY))
+    note = auto_plan.note(config.auto)
     return [*([note] if note else []), estimate(config, expand(config)).line()]
 
 

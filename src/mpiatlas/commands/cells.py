@@ -47,7 +47,7 @@ def _main(args: argparse.Namespace) -> int:
     print(f"# {len(cells)} cells ({imb} IMB, {len(cells) - imb} kernel)")
     for left_out in unplanned_notes(config):  # one line per reason: no cell is dropped silently
         print(f"# not planned: {left_out['what']}: {left_out['why']} ({left_out['cells']} cells)")
-    note = auto_plan.note(config.document.get(auto_plan.RECORD_KEY))
+    note = auto_plan.note(config.auto)
     if note:
         print(f"# {note}")
     print(f"# {estimate(config, cells).line()}")

@@ -16,7 +16,7 @@ import argparse
 import json
 import re
 import sys
-from typing import Any
+from typing import Any, TypedDict
 
 from rich.console import Console
 from rich.markup import escape
@@ -31,6 +31,16 @@ from mpiatlas.node.topology_synthetic import read_topology
 from mpiatlas.commands import COMMAND_HELP
 
 _RANGE = re.compile(r"^(\d+)\.\.(\d+)(?::(\d+))?$")
+
+
+class PredictionRow(TypedDict):
+    """One process count's prediction, as ``--json`` prints it."""
+
+    np: int
+    bytes: int
+    predicted_us: float
+    rank_mean_us: float
+    algorithm: str
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -111,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"mpiatlas predict: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        out: list[dict[str, Any]] = [
+        out: list[PredictionRow] = [
             {"np": r.np, "bytes": r.bytes, "predicted_us": round(r.completion_us, 6),
              "rank_mean_us": round(r.rank_mean_us, 6), "algorithm": r.algorithm}
             for r in rows

@@ -33,7 +33,7 @@ from mpiatlas.models.fits_files import FitsFileError, read
 from mpiatlas.models.region_latency import RegionTable, RegionTableError, format_region_table, with_loggp
 from mpiatlas.matrix.layout import CELLS_TABLE, HOCKNEY_FIT, PARTIAL, kernel_table
 from mpiatlas.models.ring_regions import pingpong_regions, region_pingpong_fits
-from mpiatlas.stats.region_loggp import loggp_by_series, region_loggp
+from mpiatlas.stats.region_loggp import LoggpRegion, loggp_by_series, region_loggp
 from mpiatlas.models.hockney import model_bandwidth
 from mpiatlas.stats.regions import region_rank
 from mpiatlas.commands import COMMAND_HELP
@@ -106,7 +106,7 @@ def campaign_region_fits(results: Path) -> dict[Series, dict[str, Mapping[str, A
     return found
 
 
-def campaign_loggp(results: Path) -> dict[Series, dict[str, dict[str, Any]]]:
+def campaign_loggp(results: Path) -> dict[Series, dict[str, LoggpRegion]]:
     """Per series and region, LogGP's o and g from the campaign's loggp cells ({} without any)."""
     tidy, _ = _dirs(Path(results))
     path = tidy / kernel_table("loggp")

@@ -11,7 +11,7 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from mpiatlas.node.topology import (
     MAPPINGS,
@@ -48,13 +48,32 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=run)
 
 
+class MappingReport(TypedDict):
+    """Where ``--mapping`` puts the ranks (``--json``'s ``mapping`` object)."""
+
+    mapping: str
+    np: int
+    nodes: int
+    pins: list[int]
+    node_of: list[int]
+    oversubscribed: bool
+    region_0_1: str | None
+    region_counts: dict[str, int]  # region -> rank pairs in it, closest first
+    pair_regions: dict[str, str]  # "i,j" -> region
+
+
+class TopologyReport(TypedDict):
+    summary: dict[str, Any]  # Topology.summary(), as provenance records it
+    mapping: NotRequired[MappingReport]
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         topo = _read_topology(args)
     except TopologyError as exc:
         print(f"mpiatlas topology: {exc}", file=sys.stderr)
         return 1
-    out: dict[str, Any] = {"summary": topo.summary()}
+    out: TopologyReport = {"summary": topo.summary()}
     if args.mapping:
         try:
             out["mapping"] = _mapping_report(topo, args)
@@ -76,7 +95,7 @@ def _read_topology(args: argparse.Namespace) -> Topology:
     return detect()
 
 
-def _mapping_report(topo: Topology, args: argparse.Namespace) -> dict[str, Any]:
+def _mapping_report(topo: Topology, args: argparse.Namespace) -> MappingReport:
     pins = pin_list(topo, args.mapping, args.np, nodes=args.nodes, oversubscribe=args.oversubscribe)
     regions = pair_regions(topo, pins)
     return {
@@ -97,7 +116,7 @@ def _region_counts(regions: Iterable[str]) -> dict[str, int]:
     return {r: counts[r] for r in REGIONS if r in counts}  # closest first
 
 
-def _print_text(out: dict[str, Any]) -> None:
+def _print_text(out: TopologyReport) -> None:
     for key, value in out["summary"].items():
         if key == "cache_sizes":
             value = ", ".join(f"{lvl} {_human(size)}" for lvl, size in value.items()) or "-"

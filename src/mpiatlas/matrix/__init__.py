@@ -6,6 +6,7 @@
   nodes) and its id;
 * :mod:`.knobs` — named knob sets: environment / MCA variables per stack, an axis of every cell;
 * :mod:`.kernel_sweeps` — matsum/jacobi knob lists → variant groups, and their checks;
+* :mod:`.kernel_blocks` — the ``kernels.<name>`` config blocks as typed records;
 * :mod:`.adaptive` — how many launches a series needs for a narrow enough median;
 * :mod:`.layout` — names every path and file of a campaign; atomic writes.
 """

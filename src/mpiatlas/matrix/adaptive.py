@@ -69,8 +69,7 @@ def initial_repetitions(config: Campaign, headline: bool = False) -> range:
     cut the repetitions below it."""
     reps = config.campaign.repetitions
     n = int(reps["min"]) if isinstance(reps, Mapping) else int(reps)
-    record = config.document.get("auto")
-    floor = record.get(HEADLINE_KEY) if headline and isinstance(record, Mapping) else None
+    floor = config.auto.get(HEADLINE_KEY) if headline and config.auto is not None else None
     return range(max(n, int(floor)) if isinstance(floor, int) else n)
 
 

@@ -16,11 +16,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from mpiatlas.node import ssh_hosts
 from mpiatlas.spine.campaign import Campaign
 from mpiatlas.spine.cell_spec import CellSpec, ContainerSpec, Coords
+from mpiatlas.spine.series import (KNOBS_SEGMENT_PREFIX, OVER_NODES_SEPARATOR, PLACEMENT_SEGMENT_PREFIX, SeriesKey,
+                                   mapping_segment)
 from mpiatlas.matrix.config import ConfigError
 from mpiatlas.stacks import STACK_KINDS, collectives
 from mpiatlas.node.topology import REGION_MAPPINGS
@@ -84,9 +86,14 @@ class Cell:
         return mapping_segment(self.mapping, self.nodes)
 
     @property
+    def series(self) -> SeriesKey:
+        return SeriesKey(stack=self.stack, transport=self.transport, mapping=self.mapping, nodes=self.nodes,
+                         placement=self.distribution, options=self.options, knobs=self.knobs,
+                         benchmark=self.benchmark, algorithm=self.algorithm, np=self.np, threads=self.threads)
+
+    @property
     def label(self) -> str:
-        return series_label(f"{self.stack}/{self.transport}/{self.placement}", self.options, self.knobs,
-                            self.distribution)
+        return self.series.label
 
     # A kernel cell's names for its benchmark and algorithm (kept in its provenance's coords).
     @property
@@ -135,22 +142,11 @@ def sort_cells(cells: Iterable[Cell]) -> list[Cell]:
     return unique
 
 
-# A spread mapping over m nodes names its node count after this (``core-n2``, ``l3-n4``): a mapping's
-# own name may end in a digit (l3), so the count cannot follow it directly as it does for ``node2``.
-OVER_NODES_SEPARATOR = "-n"
-
-
 def fills_nodes(mapping: str, nodes: int) -> bool:
     """Does a cell of ``mapping`` over ``nodes`` nodes fill them (a spread mapping such as core,
     socket over several nodes: every P up to nodes x cores, ranks per node not fixed), rather than
     split its ranks evenly (the `node` mapping)?"""
     return nodes > 1 and mapping != "node"
-
-
-def mapping_segment(mapping: str, nodes: int) -> str:
-    if nodes == 1:
-        return mapping
-    return f"{mapping}{nodes}" if mapping == "node" else f"{mapping}{OVER_NODES_SEPARATOR}{nodes}"
 
 
 def parse_mapping_segment(segment: str) -> tuple[str, int]:
@@ -167,13 +163,9 @@ def parse_mapping_segment(segment: str) -> tuple[str, int]:
     return segment, 1
 
 
-# The knob set's id segment: ``knobs=<name>``; an options segment is ``<option>=<value>[,...]``.
-KNOBS_SEGMENT_PREFIX = "knobs="
 # The pinner's id segment (``pinner=likwid``), only for a pinner other than the stack.
 PINNER_SEGMENT_PREFIX = "pinner="
 DEFAULT_PINNER = "stack"
-# The placement over nodes' id segment (``placement=block``), only for a placement other than cyclic.
-PLACEMENT_SEGMENT_PREFIX = "placement="
 DEFAULT_DISTRIBUTION = "cyclic"
 DISTRIBUTIONS = ("cyclic", "block")
 
@@ -205,24 +197,37 @@ def cell_pinner(config: Campaign) -> str:
     return "" if pinner == DEFAULT_PINNER else pinner
 
 
-def series_label(base: str, options: str, knobs: str, distribution: str = "") -> str:
-    """A series' label: ``stack/transport/placement``, then its options, knob set and placement
-    over nodes when it has them, so every section that draws one series per label keeps such cells apart."""
-    parts = (options, knobs and f"{KNOBS_SEGMENT_PREFIX}{knobs}",
-             distribution and f"{PLACEMENT_SEGMENT_PREFIX}{distribution}")
-    return base + "".join(f" [{part}]" for part in parts if part)
-
-
 _LABEL_KNOBS = re.compile(rf" \[{KNOBS_SEGMENT_PREFIX}([^\]]*)\]")
 
 
 def label_knobs(label: str) -> str:
-    """The knob set a series label names (``... [knobs=eager-64k]``, as :func:`series_label` writes it), else ``""``."""
+    """The knob set a series label names (``... [knobs=eager-64k]``, as SeriesKey.label writes it), else ``""``.
+
+    Left for models/ (owned elsewhere), which still keys fits by label: new code carries the SeriesKey
+    or the tables' ``knobs`` column instead of taking a label apart."""
     m = _LABEL_KNOBS.search(label or "")
     return m.group(1) if m else ""
 
 
-def parse_id(cell_id: str) -> dict[str, Any]:
+class IdFields(TypedDict):
+    """What a cell id names (every Cell field but ``threads``, which no id holds)."""
+
+    kind: str
+    stack: str
+    transport: str
+    mapping: str
+    nodes: int
+    np: int
+    benchmark: str
+    algorithm: str
+    rep: int
+    options: str
+    knobs: str
+    pinner: str
+    distribution: str
+
+
+def parse_id(cell_id: str) -> IdFields:
     """The coordinates an id names: kind, stack, transport, mapping, nodes, np, benchmark, algorithm,
     rep, and the IMB ``options``, ``knobs`` set, ``pinner`` and ``distribution`` ("" when the id has none)."""
     parts = cell_id.split("/")
@@ -375,16 +380,13 @@ def region_pairs_only(config: Campaign) -> bool:
     """Whether the region mappings' cells are the 2-rank measurements only (PingPong, PingPing, the
     pingpong kernel): so under ``mappings: auto`` (mpiatlas.campaign.auto_plan records it), which
     plans one pair per region, not every program again per region."""
-    record = config.document.get("auto")
-    return isinstance(record, Mapping) and record.get("region_cells") == "pairs"
+    return config.auto is not None and config.auto.get("region_cells") == "pairs"
 
 
 def forced_algorithms_max_np(config: Campaign) -> int | None:
     """The largest P at which forced-algorithm cells are planned, None for every P: ``mappings: auto``'s
     time budget (mpiatlas.campaign.auto_plan records it) cuts the algorithm sweeps at large P first."""
-    record = config.document.get("auto")
-    cap = record.get("algorithms_max_np") if isinstance(record, Mapping) else None
-    return cap if isinstance(cap, int) else None
+    return config.auto.get("algorithms_max_np") if config.auto is not None else None
 
 
 

@@ -27,7 +27,9 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
+
+from mpiatlas.matrix.kernel_blocks import JacobiBlock, MatsumBlock
 
 Grid = tuple[int, ...]
 Triple = tuple[int, int, int]
@@ -68,7 +70,7 @@ def group_grid(group: str) -> Grid | None:
     return tuple(int(v) for v in match.group(1).split("x")) if match else None
 
 
-def is_flat_triple(value: Any) -> bool:
+def is_flat_triple(value: Any) -> TypeGuard[list[int]]:
     return isinstance(value, list) and len(value) == 3 and all(isinstance(v, int) for v in value)
 
 
@@ -81,21 +83,21 @@ def sizes(value: Any) -> list[Triple]:
     return [triple(v) for v in value]
 
 
-def matsum_dims(block: dict[str, Any]) -> list[Triple]:
+def matsum_dims(block: MatsumBlock) -> list[Triple]:
     dims = block.get("dims", list(MATSUM_DEFAULT_DIMS))
     return [triple(dims)] if is_flat_triple(dims) else [triple(d) for d in dims]
 
 
-def grids(block: dict[str, Any]) -> list[Grid]:
+def grids(block: MatsumBlock | JacobiBlock) -> list[Grid]:
     return [tuple(int(v) for v in g) for g in block.get("procdims") or []]
 
 
-def jacobi_modes(block: dict[str, Any]) -> list[str]:
+def jacobi_modes(block: JacobiBlock) -> list[str]:
     mode = block.get("mode", "weak")
     return [mode] if isinstance(mode, str) else list(mode)
 
 
-def jacobi_thread_counts(block: dict[str, Any]) -> dict[int, list[int]]:
+def jacobi_thread_counts(block: JacobiBlock) -> dict[int, list[int]]:
     """threads per rank -> process counts: pure MPI (1) from ``processes``, hybrid from
     ``hybrid.processes`` × ``hybrid.threads`` and every ranks × threads pair of ``hybrid.cores``."""
     counts: dict[int, set[int]] = {1: set(block.get("processes", []))}
@@ -179,7 +181,7 @@ def split_by_grid(counts: Iterable[int], grid_list: list[Grid]) -> list[tuple[Gr
     return out
 
 
-def matsum_variants(block: dict[str, Any]) -> list[MatsumVariant]:
+def matsum_variants(block: MatsumBlock) -> list[MatsumVariant]:
     dims_list = matsum_dims(block)
     topos = tuple(block.get("topo", [1]))
     dists = tuple(block.get("dist", ["slab"]))
@@ -197,7 +199,7 @@ def matsum_variants(block: dict[str, Any]) -> list[MatsumVariant]:
     return out
 
 
-def jacobi_variants(block: dict[str, Any]) -> list[JacobiVariant]:
+def jacobi_variants(block: JacobiBlock) -> list[JacobiVariant]:
     out = []
     grid_list = grids(block)
     for mode in jacobi_modes(block):
@@ -220,11 +222,11 @@ def _grid_problems(key: str, grid_list: list[Grid], counts: list[int], counts_ke
             for i, g in enumerate(grid_list) if math.prod(g) not in counts]
 
 
-def matsum_problems(block: dict[str, Any], key: str = "kernels.matsum") -> list[str]:
+def matsum_problems(block: MatsumBlock, key: str = "kernels.matsum") -> list[str]:
     return _grid_problems(key, grids(block), sorted(block.get("processes", [])), f"{key}.processes")
 
 
-def jacobi_problems(block: dict[str, Any], key: str = "kernels.jacobi") -> list[str]:
+def jacobi_problems(block: JacobiBlock, key: str = "kernels.jacobi") -> list[str]:
     problems = []
     modes = jacobi_modes(block)
     for mode, size_key in JACOBI_SIZE_KEY.items():

@@ -27,9 +27,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from mpiatlas.files import write_json_atomic
+from mpiatlas.spine.campaign import Campaign
+
+
+class UnplannedNote(TypedDict):
+    """Cells left out before the run (mpiatlas.programs.unplanned_notes), as the notes file holds them."""
+
+    what: str
+    why: str
+    cells: int
 
 RESULTS_ROOT = "results"
 IMAGES_DIR = f"{RESULTS_ROOT}/images"
@@ -148,11 +157,11 @@ def group_done(results: str, group_id: str) -> str:
     return f"{results}/{GROUPS}/{group_id}.json"
 
 
-def write_manifest(manifest: str | Path, notes: str | Path, cell_ids: list[str], unplanned: list[dict[str, Any]],
-                   config: str | Path | None = None, campaign: dict[str, Any] | None = None) -> None:
+def write_manifest(manifest: str | Path, notes: str | Path, cell_ids: list[str], unplanned: list[UnplannedNote],
+                   config: str | Path | None = None, campaign: Campaign | None = None) -> None:
     """The campaign's cell ids (one JSON list), its notes on what was not planned and, for the cell
     groups, its validated config."""
     write_json_atomic(manifest, cell_ids)
     write_json_atomic(notes, unplanned)
-    if config is not None:
-        write_json_atomic(config, campaign)
+    if config is not None and campaign is not None:
+        write_json_atomic(config, campaign.as_dict())

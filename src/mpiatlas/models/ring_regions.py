@@ -36,7 +36,8 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas.matrix.cells import distribution_of_id, fills_nodes, label_knobs, mapping_segment, series_label
+from mpiatlas.matrix.cells import distribution_of_id, fills_nodes, label_knobs
+from mpiatlas.spine.series import SeriesKey
 from mpiatlas.models.hockney import model_bandwidth
 from mpiatlas.models.region_latency import Placement, RegionTable, RegionTableError
 from mpiatlas.node.topology import REGIONS, Topology, TopologyError, detect
@@ -173,10 +174,9 @@ def _series_key(stack: str, transport: str, label: str) -> tuple[str, str, str]:
 def cell_label(row: Mapping[str, Any]) -> str:
     """A cells-table row's series label, as the tables name it (stack/transport/mapping [options]
     [knobs] [placement=block]: the placement over nodes as the cell's id has it)."""
-    nodes = int(row.get("nodes") or 1)
-    base = f"{row['stack']}/{row['transport']}/{mapping_segment(row['mapping'], nodes)}"
-    return series_label(base, row.get("options") or "", row.get("knobs") or "",
-                        distribution_of_id(str(row.get("cell") or "")))
+    return SeriesKey(stack=row["stack"], transport=row["transport"], mapping=row["mapping"], nodes=int(row.get("nodes") or 1),
+                     placement=distribution_of_id(str(row.get("cell") or "")), options=row.get("options") or "",
+                     knobs=row.get("knobs") or "").label
 
 
 def pingpong_regions(cells: pl.DataFrame) -> dict[str, str]:

@@ -55,7 +55,11 @@ class KernelParseError(ValueError):
         super().__init__(f"{source}:{line}: {message}")
 
 
-def _header_value(text: str) -> Any:
+# A ``# key: value`` header's value: an integer, true/false, else the text.
+HeaderValue = int | bool | str
+
+
+def _header_value(text: str) -> HeaderValue:
     text = text.strip()
     if _INT.match(text):
         return int(text)
@@ -69,7 +73,7 @@ class _Run:
         self.index = index
         self.kernel = kernel
         self.line = line
-        self.header: dict[str, Any] = {"kernel": kernel}
+        self.header: dict[str, HeaderValue] = {"kernel": kernel}
         self.rows: list[dict[str, Any]] = []
         self.records_per_rank: dict[int, int] = {}
         self.size: int | None = None

@@ -20,9 +20,10 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from itertools import chain
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from mpiatlas.matrix import knobs
+from mpiatlas.matrix.layout import UnplannedNote
 from mpiatlas.matrix.cells import (
     DEFAULT_DISTRIBUTION,
     Cell,
@@ -141,19 +142,19 @@ def hybrid_unplanned(config: Campaign, cell: Cell) -> str | None:
     """Why a hybrid cell over nodes cannot run on the nodes the config's ``topology`` describes
     (:func:`mpiatlas.matrix.cells.hybrid_fit_problem`), or None: such cells are not planned. Without a
     ``topology`` the nodes' cores are known only where a cell runs, and the runner refuses it there."""
-    spec = config.document.get("topology")
+    spec = config.topology
     if cell.threads <= 1 or cell.nodes <= 1 or not spec:
         return None
     return hybrid_fit_problem(cell.mapping, cell.nodes, cell.np, cell.threads, _node_cores(str(spec)),
                               bool(config.campaign.allow_oversubscribe))
 
 
-def unplanned_notes(config: Campaign) -> list[dict[str, Any]]:
+def unplanned_notes(config: Campaign) -> list[UnplannedNote]:
     """What was left out before the run: IMB cells of stacks that cannot run IMB (programs.imb, a note
     per stack), and hybrid cells over nodes the config's ``topology`` cannot hold (one note, its
     distinct reasons in one line)."""
     notes = imb_unplanned_notes(config) + mapping_unplanned_notes(config)
-    if not config.document.get("topology"):
+    if not config.topology:
         return notes
     reasons: dict[str, int] = {}
     every = chain.from_iterable(program.cells(config) for program in REGISTRY.values() if program.threaded)
@@ -163,11 +164,11 @@ def unplanned_notes(config: Campaign) -> list[dict[str, Any]]:
             reasons[why] = reasons.get(why, 0) + 1
     if not reasons:
         return notes
-    return [*notes, {"what": f"hybrid cells over nodes of {config.document['topology']}",
+    return [*notes, {"what": f"hybrid cells over nodes of {config.topology}",
                      "why": "; ".join(reasons), "cells": sum(reasons.values())}]
 
 
-def mapping_unplanned_notes(config: Campaign) -> list[dict[str, Any]]:
+def mapping_unplanned_notes(config: Campaign) -> list[UnplannedNote]:
     """A note per reason a mapping plans no cell at a P some program asks for (a region mapping at
     P != 2, the `node` mapping over more nodes than ranks): the cells each program makes at that P
     on one node (under `core`, once per knob set) are the cells left out, so none goes silently."""

@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from mpiatlas.matrix.cells import Cell, distribution_of_id, mapping_segment, series_label
+from mpiatlas.matrix.cells import Cell, distribution_of_id
+from mpiatlas.spine.series import SeriesKey
 from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.stacks import Stack
 
 if TYPE_CHECKING:
-    from mpiatlas.spine.cell_spec import CellSpec, StackExtras
+    from mpiatlas.spine.cell_spec import CellSpec, ImageFacts, ProgramBlock, StackExtras
+    from mpiatlas.spine.cell_row import CellRow
     from mpiatlas.spine.campaign import Campaign
 
 
@@ -116,7 +118,7 @@ class Program(ABC):
         return {}
 
     @abstractmethod
-    def spec_block(self, config: Campaign, cell: Cell) -> dict[str, Any]:
+    def spec_block(self, config: Campaign, cell: Cell) -> ProgramBlock:
         """The program's top-level entries of the cell spec (JSON-ready)."""
 
     @abstractmethod
@@ -124,7 +126,7 @@ class Program(ABC):
         """argv of one rank, run from the host."""
 
     @abstractmethod
-    def image_argv(self, spec: CellSpec, facts: dict[str, Any]) -> list[str]:
+    def image_argv(self, spec: CellSpec, facts: ImageFacts) -> list[str]:
         """argv of one rank inside the cell's image (``facts``: runner.lifecycle.image_facts)."""
 
     def launch_extras(self, spec: CellSpec, oversubscribed: bool) -> LaunchExtras:
@@ -140,7 +142,7 @@ class Program(ABC):
         """The transport evidence of a one-rank cell (no peer, so nothing was opened)."""
 
     @abstractmethod
-    def rows(self, cell_dir: Path, row: dict[str, Any], prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
+    def rows(self, cell_dir: Path, row: CellRow, prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
         """Tidy table name -> the sealed cell's rows ({} when it has none)."""
 
     def work_s(self, config: Campaign, cell: Cell) -> float | None:
@@ -175,16 +177,17 @@ def per_cell_mem_mb(np: int, per_rank_mb: float, root_mb: float = 0.0) -> int:
 PARSED_STATUSES = ("ok", "invalid", "failed")
 
 
-def tag_columns(frame: pl.DataFrame, row: dict[str, Any], own: Mapping[str, tuple[Any, pl.DataType]],
+def tag_columns(frame: pl.DataFrame, row: CellRow, own: Mapping[str, tuple[Any, pl.DataType]],
                 at_end: Mapping[str, tuple[Any, pl.DataType]] | None = None) -> pl.DataFrame:
     """``frame`` with the cell's coordinates as constant columns: the ones every program's rows
     carry, the program's ``own`` after ``np``, and ``at_end`` before ``nodes``."""
     # The label names the placement (node2), the IMB options and the knob set: series over nodes,
     # options or knob sets stay apart in every section that draws one series per label.
-    base = f"{row['stack']}/{row['transport']}/{mapping_segment(row['mapping'], row['nodes'])}"
     knobs = row.get("knobs") or ""
     # The placement over nodes is in the id only (placement=block): block and cyclic series stay apart.
-    label = series_label(base, row.get("options") or "", knobs, distribution_of_id(str(row["cell"])))
+    label = SeriesKey(stack=row["stack"], transport=row["transport"], mapping=row["mapping"], nodes=row["nodes"],
+                      placement=distribution_of_id(str(row["cell"])), options=row.get("options") or "",
+                      knobs=knobs).label
     tags: dict[str, tuple[Any, pl.DataType]] = {
         "cell": (row["cell"], pl.String()), "label": (label, pl.String()), "stack": (row["stack"], pl.String()),
         "stack_kind": (row.get("stack_kind"), pl.String()), "stack_version": (row.get("stack_version"), pl.String()),

@@ -43,7 +43,8 @@ from mpiatlas.stacks import Stack, StackError, containers
 from mpiatlas.parsers.imb import parse_imb_text
 
 if TYPE_CHECKING:
-    from mpiatlas.spine.cell_spec import CellSpec, ImbBlock, StackExtras
+    from mpiatlas.spine.cell_row import CellRow
+    from mpiatlas.spine.cell_spec import CellSpec, ImageFacts, ImbBlock, ProgramBlock, StackExtras
     from mpiatlas.spine.campaign import Campaign
 
 # IMB runs these with exactly two active ranks; more processes would only wait.
@@ -98,10 +99,10 @@ def imb_stacks(config: Campaign) -> list[str]:
             if (chosen is None or label in chosen) and imb_unavailable_reason(config, label) is None]
 
 
-def unplanned_notes(config: Campaign) -> list[dict[str, Any]]:
+def unplanned_notes(config: Campaign) -> list[layout.UnplannedNote]:
     """One note per stack whose IMB cells were left out before the run: what, why, how many cells."""
     chosen = config.imb.stacks
-    notes = []
+    notes: list[layout.UnplannedNote] = []
     for label in config.stacks:
         reason = imb_unavailable_reason(config, label)
         if reason is None or (chosen is not None and label not in chosen):
@@ -209,10 +210,10 @@ class Imb(Program):
         # An MPICH stack runs the IMB binaries of the campaign's Intel MPI stack (MPICH ABI).
         return {"imb_from": imb_provider_prefix(config, cell.stack)}
 
-    def spec_block(self, config: Campaign, cell: Cell) -> dict[str, Any]:
+    def spec_block(self, config: Campaign, cell: Cell) -> ProgramBlock:
         imb = config.imb
-        block: dict[str, Any] = {"msglog": list(imb.msglog), "time_s": imb.time_s, "mem_gb": imb.mem_gb,
-                                 "iterations": imb.iterations}
+        block: ImbBlock = {"msglog": list(imb.msglog), "time_s": imb.time_s, "mem_gb": imb.mem_gb,
+                           "iterations": imb.iterations}
         if cell.options:  # a cell without options keeps the spec it always had
             block["options"] = imb_options.parse_segment(cell.options)
         return {"imb": block}
@@ -224,7 +225,7 @@ class Imb(Program):
         cell = spec["cell"]
         return [str(binary), *imb_args(cell["benchmark"], cell["np"], spec["imb"])]
 
-    def image_argv(self, spec: CellSpec, facts: dict[str, Any]) -> list[str]:
+    def image_argv(self, spec: CellSpec, facts: ImageFacts) -> list[str]:
         """Hybrid model: the host launcher starts ``apptainer exec IMAGE IMB-MPI1 ...`` per rank."""
         status = facts["labels"].get("mpiatlas.imb", "")
         if status.startswith("unavailable"):
@@ -253,7 +254,7 @@ class Imb(Program):
         # One rank has no peer: no transport is opened, so there is nothing to show or check.
         return {**transport, "transport_ok": None}
 
-    def rows(self, cell_dir: Path, row: dict[str, Any], prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
+    def rows(self, cell_dir: Path, row: CellRow, prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
         """Every IMB row of a cell that produced output (no averaging here), with the cell's coordinates."""
         if row["status"] not in SAMPLED_STATUSES:
             return {}

@@ -31,7 +31,7 @@ from mpiatlas.runner.scheduler_state import NodeLoss, node_failure_lines, node_l
 from mpiatlas.stacks import StackError
 
 if TYPE_CHECKING:
-    from mpiatlas.spine.cell_spec import CellSpec, ContainerSpec
+    from mpiatlas.spine.cell_spec import CellSpec, ContainerSpec, ImageFacts
 
 
 class CellInterrupted(RuntimeError):
@@ -241,7 +241,7 @@ def error_outcome(exc: topology.MappingUnavailable | StackError) -> Outcome:
         else Outcome("failed", text)
 
 
-def image_facts(container: ContainerSpec) -> dict[str, Any]:
+def image_facts(container: ContainerSpec) -> ImageFacts:
     """Digest and labels of a cell's image, from the record the image rule wrote at build time."""
     record = json.loads(Path(container["inspect"]).read_text())
     labels = record["inspect"]["data"]["attributes"].get("labels", {})

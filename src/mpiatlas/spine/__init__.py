@@ -3,5 +3,7 @@ may name them without an arrow running back up.
 
 * :mod:`.campaign` — the typed ``Campaign``: a validated config as frozen dataclasses per section
   (built by :func:`mpiatlas.matrix.config.validate`);
-* :mod:`.cell_spec` — ``CellSpec``, the TypedDict of what one launch needs (JSON between processes).
+* :mod:`.cell_spec` — ``CellSpec``, the TypedDict of what one launch needs (JSON between processes);
+* :mod:`.cell_row` — ``CellRow``, a cells-table row as tidy builds it and every program tags its rows with;
+* :mod:`.series` — ``SeriesKey``, what tells one series from another, and the one render of its label.
 """

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from importlib import resources
-from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import yaml
 
@@ -60,14 +59,6 @@ def _freeze(value: Any) -> Any:
         return tuple(_freeze(v) for v in value)
     if isinstance(value, dict):
         return {k: _freeze(v) for k, v in value.items()}
-    return value
-
-
-def _read_only(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(_read_only(v) for v in value)
-    if isinstance(value, dict):
-        return MappingProxyType({k: _read_only(v) for k, v in value.items()})
     return value
 
 
@@ -178,13 +169,30 @@ class Containers:
     stacks: Mapping[str, Mapping[str, str]] | None = None
 
 
+class AutoRecord(TypedDict, total=False):
+    """What ``auto`` planned (the config's ``auto`` key, written by mpiatlas.campaign.auto_plan.resolve):
+    read back by the matrix (region pairs only, the algorithm sweeps' cap, the headline repetitions)."""
+
+    region_cells: Literal["pairs", "all"]
+    resolved: list[str]  # the keys that were auto: mappings, processes
+    topology: dict[str, str | int | None]  # the node planned for (part of Topology.summary)
+    mappings: list[str]
+    processes: list[int]
+    budget_min: float
+    expected_s: float
+    dropped: list[str]  # what the time budget cut, in order
+    fits: bool
+    headline_repetitions: int
+    algorithms_max_np: int
+
+
 @dataclass(frozen=True)
-class Campaign(Mapping[str, Any]):
+class Campaign:
     """A validated campaign config with the schema's defaults applied (built by :func:`validate`).
 
-    It is also a read-only mapping of the validated document (``campaign["imb"]`` is the block as
-    the YAML had it, defaults filled): what campaign.json holds and what a config derived from
-    another (tuning validation) copies. Code reads the typed attributes."""
+    Code reads the typed attributes. The validated document (defaults filled) is kept only for
+    :meth:`as_dict`: what campaign.json holds and what a config derived from another (tuning
+    validation) copies; derive a changed campaign with :meth:`revised`."""
 
     grouping: Literal["allocation", "machine"]
     campaign: CampaignSection
@@ -203,6 +211,10 @@ class Campaign(Mapping[str, Any]):
     ppn: tuple[int, ...] | None
     hosts: tuple[str | Mapping[str, Any], ...] | None
     hostfile: str | None
+    # The node `auto` plans for and hybrid cells over nodes are checked against (hwloc XML or synthetic).
+    topology: str | None
+    # What `auto` planned, None for a config without auto lists.
+    auto: AutoRecord | None
     knobs: Mapping[str, Mapping[str, str]]
     # The kernels block as validated (each kernel's own module reads its block: mpiatlas.programs.kernels).
     kernels: Mapping[str, Any]
@@ -234,6 +246,8 @@ class Campaign(Mapping[str, Any]):
             ppn=_freeze(config.get("ppn")),
             hosts=_freeze(config.get("hosts")),
             hostfile=config.get("hostfile"),
+            topology=config.get("topology"),
+            auto=config.get("auto"),
             knobs=config.get("knobs") or {},
             kernels=config.get("kernels") or {},
             document=config,
@@ -251,14 +265,3 @@ class Campaign(Mapping[str, Any]):
         for key, value in changes.items():
             doc[key] = {**doc[key], **value} if isinstance(value, Mapping) and isinstance(doc.get(key), dict) else value
         return self.validator(doc, source)
-
-    # Mapping: the validated document, read-only (a stale edit of it would change nothing the
-    # typed attributes say, so it raises instead: derive a changed campaign with `revised`).
-    def __getitem__(self, key: str) -> Any:
-        return _read_only(self.document[key])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.document)
-
-    def __len__(self) -> int:
-        return len(self.document)

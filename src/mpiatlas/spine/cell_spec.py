@@ -84,6 +84,24 @@ class KernelBlock(TypedDict):
     build_dir: str | None
 
 
+class ProgramBlock(TypedDict, total=False):
+    """A program's own top-level entries of the spec (Program.spec_block): ``imb`` for IMB cells,
+    ``kind`` ("kernel") and ``kernel`` for kernel cells."""
+
+    imb: ImbBlock
+    kind: str
+    kernel: KernelBlock
+
+
+class ImageFacts(TypedDict):
+    """A cell's image as the runner found it (runner.lifecycle.image_facts): its resolved path, digest
+    and the labels the image build set (which programs it carries)."""
+
+    image: str
+    digest: str
+    labels: dict[str, str]
+
+
 class CellSpec(TypedDict):
     """Everything the runner needs for one cell (programs.cell_spec): no config file at run time."""
 

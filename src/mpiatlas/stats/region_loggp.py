@@ -24,7 +24,7 @@ stats, never the other way).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TypedDict, cast
 
 import numpy as np
 import polars as pl
@@ -34,7 +34,7 @@ from mpiatlas.stats.aggregate import median_ci
 from mpiatlas.stats.quality import trusted
 from mpiatlas.stats.regions import region_rank
 
-__all__ = ["LOGGP_BYTES", "LOGGP_SCHEMA", "Series", "loggp_by_series", "region_loggp"]
+__all__ = ["LOGGP_BYTES", "LOGGP_SCHEMA", "LoggpRegion", "Series", "loggp_by_series", "region_loggp"]
 
 LOGGP_BYTES = 4  # LogGP's o and g are the small-message ones: the conventional 4-byte message
 Series = tuple[str, str, str]  # stack, transport, knobs
@@ -53,6 +53,38 @@ LOGGP_SCHEMA: dict[str, pl.DataType] = {
     **{f"{name}_{part}": pl.Float64() for name in _FIGURES for part in ("us", "ci_low", "ci_high")},
     "labels": pl.String(),
 }  # fmt: skip
+
+
+class LoggpRegion(TypedDict):
+    """One row of :func:`region_loggp` (:data:`LOGGP_SCHEMA`'s columns): a series' figures in one region,
+    medians over its trials in microseconds with their 95 % CI."""
+
+    stack: str
+    transport: str
+    knobs: str
+    region: str
+    bytes: int
+    n_cells: int
+    n_trials: int
+    overhead_us: float
+    overhead_ci_low: float | None
+    overhead_ci_high: float | None
+    o_s_us: float
+    o_s_ci_low: float | None
+    o_s_ci_high: float | None
+    o_r_us: float
+    o_r_ci_low: float | None
+    o_r_ci_high: float | None
+    gap_us: float
+    gap_ci_low: float | None
+    gap_ci_high: float | None
+    rtt_us: float
+    rtt_ci_low: float | None
+    rtt_ci_high: float | None
+    L_us: float
+    L_ci_low: float | None
+    L_ci_high: float | None
+    labels: str
 
 
 def _usable(trials: pl.DataFrame) -> pl.DataFrame:
@@ -89,14 +121,14 @@ def region_loggp(table: pl.DataFrame | None) -> pl.DataFrame:
     if "knobs" not in trials.columns:
         trials = trials.with_columns(pl.lit("").alias("knobs"))
     trials = trials.with_columns(pl.col("knobs").fill_null(""), *[e.alias(f"_{n}") for n, e in _FIGURES.items()])
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, str | int | float | None]] = []
     keys = ["stack", "transport", "knobs", "region"]
     for key, g in trials.group_by(keys, maintain_order=True):
         size = _size(g.get_column("bytes").unique().to_list())
         if size is None:
             continue
         at = g.filter(pl.col("bytes") == size)
-        row: dict[str, Any] = dict(zip(keys, key))
+        row: dict[str, str | int | float | None] = dict(zip(keys, key))
         row.update(bytes=size, n_cells=at.get_column("cell").n_unique() if "cell" in at.columns else 1,
                    n_trials=at.height,
                    labels=", ".join(sorted(set(at.get_column("label").to_list()))) if "label" in at.columns else "")
@@ -109,9 +141,12 @@ def region_loggp(table: pl.DataFrame | None) -> pl.DataFrame:
             .sort("stack", "transport", "knobs", "_rank").drop("_rank"))
 
 
-def loggp_by_series(rows: pl.DataFrame) -> dict[Series, dict[str, dict[str, Any]]]:
+def loggp_by_series(rows: pl.DataFrame) -> dict[Series, dict[str, LoggpRegion]]:
     """:func:`region_loggp`'s rows per (stack, transport, knobs), then region."""
-    out: dict[Series, dict[str, dict[str, Any]]] = {}
+    lacking = [c for c in LoggpRegion.__required_keys__ if c not in rows.columns]
+    if lacking:
+        raise ValueError(f"LogGP region rows lack column(s) {', '.join(sorted(lacking))} (region_loggp's table)")
+    out: dict[Series, dict[str, LoggpRegion]] = {}
     for r in rows.iter_rows(named=True):
-        out.setdefault((r["stack"], r["transport"], r["knobs"] or ""), {})[r["region"]] = r
+        out.setdefault((r["stack"], r["transport"], r["knobs"] or ""), {})[r["region"]] = cast(LoggpRegion, r)
     return out

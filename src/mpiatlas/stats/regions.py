@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from mpiatlas.matrix.cells import label_knobs
 from mpiatlas.stats.aggregate import median_ci, usable_samples
 from mpiatlas.node.topology import REGIONS
 
@@ -253,14 +252,14 @@ def _pair_columns(prefix: str, unit: str, pair: tuple[_Measured, _Measured] | No
 
 
 def _pair_row(stack: str, comparison: str, intra: _Series, inter: _Series, lat_bytes: int,
-              bw_bytes: int) -> dict[str, Any] | None:
+              bw_bytes: int) -> dict[str, str | int | float | None] | None:
     lat_sizes = sorted(b for b in intra.t.keys() & inter.t.keys() if b > 0)
     bw_sizes = sorted(b for b in intra.bw.keys() & inter.bw.keys() if b > 0)
     if not lat_sizes and not bw_sizes:
         return None
-    row: dict[str, Any] = {"stack": stack, "comparison": comparison,
-                           "intra_transport": intra.transport, "intra_region": intra.region,
-                           "inter_transport": inter.transport, "inter_region": inter.region}
+    row: dict[str, str | int | float | None] = {"stack": stack, "comparison": comparison,
+                                                "intra_transport": intra.transport, "intra_region": intra.region,
+                                                "inter_transport": inter.transport, "inter_region": inter.region}
     lat = (lat_bytes if lat_bytes in lat_sizes else lat_sizes[0]) if lat_sizes else None
     bw = (bw_bytes if bw_bytes in bw_sizes else bw_sizes[-1]) if bw_sizes else None
     lat_pair = (intra.t[lat], inter.t[lat]) if lat is not None else None
@@ -302,7 +301,7 @@ def intra_inter(points: pl.DataFrame, benchmark: str = "PingPong", lat_bytes: in
     so both read "how many times worse across nodes"; ``*_low``/``*_high`` bound each ratio by
     the medians' 95 % CIs (conservative: the two CIs' extreme ends).
     """
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, str | int | float | None]] = []
     pts = points.filter(pl.col("benchmark") == benchmark) if "benchmark" in points.columns else points
 
     def fastest(cands: list[_Series]) -> _Series:
@@ -352,7 +351,10 @@ def region_fits(samples: pl.DataFrame, hockney: Sequence[Mapping[str, Any]] | No
         return pl.DataFrame(schema=_REGION_FIT_SCHEMA)
     regions = (samples.filter(pl.col("benchmark").is_in(list(REGION_BENCHMARKS)))
                .group_by("label").agg(pl.col("region").fill_null(UNKNOWN_REGION).unique().sort().alias("regions"),
-                                      pl.col("stack").first(), pl.col("transport").first()))
+                                      pl.col("stack").first(), pl.col("transport").first(),
+                                      # The knob set from the samples' own column, not taken out of the label.
+                                      (pl.col("knobs").fill_null("") if "knobs" in samples.columns
+                                       else pl.lit("")).first().alias("knobs")))
     by_label = {r["label"]: r for r in regions.iter_rows(named=True)}
     rows = []
     for fit in hockney:
@@ -362,12 +364,13 @@ def region_fits(samples: pl.DataFrame, hockney: Sequence[Mapping[str, Any]] | No
         lat_ci = fit.get("latency_ci_us") or [None, None]
         bw_ci = fit.get("asymptotic_bandwidth_ci_MBps") or [None, None]
         rows.append({"region": where["regions"][0] if len(where["regions"]) == 1 else "mixed",
-                     "stack": where["stack"], "transport": where["transport"], "label": fit["label"],
+                     "stack": where["stack"], "transport": where["transport"], "knobs": where["knobs"],
+                     "label": fit["label"],
                      "benchmark": fit["benchmark"], "latency_us": fit.get("latency_us"),
                      "latency_ci_low": lat_ci[0], "latency_ci_high": lat_ci[1],
                      "bandwidth_MBps": fit.get("asymptotic_bandwidth_MBps"), "bandwidth_ci_low": bw_ci[0],
                      "bandwidth_ci_high": bw_ci[1], "n_sizes": float(fit.get("n_sizes") or 0)})
-    table = pl.DataFrame(rows, schema=_REGION_FIT_SCHEMA)
+    table = pl.DataFrame(rows, schema={**_REGION_FIT_SCHEMA, "knobs": pl.String})
     table = (table.with_columns(pl.col("region").map_elements(region_rank, return_dtype=pl.Int32).alias("_rank"))
              .sort("benchmark", "_rank", "stack", "transport", "label").drop("_rank"))
     return _with_loggp_columns(table, loggp)
@@ -380,8 +383,7 @@ def _with_loggp_columns(table: pl.DataFrame, loggp: pl.DataFrame | None) -> pl.D
     """``table`` with :data:`LOGGP_COLUMNS` joined on stack, transport, knob set and region; unchanged
     (not even null columns) without LogGP rows, so a campaign without loggp cells keeps its table."""
     if loggp is None or loggp.height == 0:
-        return table
+        return table.drop("knobs")
     keys = ["stack", "transport", "knobs", "region"]
-    keyed = table.with_columns(pl.col("label").map_elements(label_knobs, return_dtype=pl.String).alias("knobs"))
     measured = loggp.select(*keys, *LOGGP_COLUMNS)
-    return keyed.join(measured, on=keys, how="left", nulls_equal=True, maintain_order="left").drop("knobs")
+    return table.join(measured, on=keys, how="left", nulls_equal=True, maintain_order="left").drop("knobs")

@@ -7,7 +7,8 @@ from pathlib import Path
 import polars as pl
 
 from mpiatlas.stats.quality import trusted
-from mpiatlas.matrix.cells import DEFAULT_DISTRIBUTION, PLACEMENT_SEGMENT_PREFIX
+from mpiatlas.matrix.cells import DEFAULT_DISTRIBUTION
+from mpiatlas.spine.series import PLACEMENT_SEGMENT_PREFIX
 
 # Pipeline samples identify a measurement cell by these; imported samples have them null.
 CELL_COLUMNS: tuple[str, ...] = ("stack", "transport", "mapping", "np", "algorithm")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import polars as pl
 
@@ -30,6 +30,7 @@ from mpiatlas.node.topology_record import collect_topologies
 from mpiatlas.matrix.cells import fills_nodes, parse_id
 from mpiatlas.stacks.base import CROSS_NODE, ON_NODE
 from mpiatlas.programs import REGISTRY, program_named
+from mpiatlas.spine.cell_row import CellRow, MachineFigures, QuietWaitColumns, RemeasuredColumns
 
 # The pinner of a cell whose coordinates name none (cells.DEFAULT_PINNER; cells is not imported at
 # module level, see below).
@@ -86,7 +87,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     return record
 
 
-def cell_row(cell_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def cell_row(cell_dir: Path) -> tuple[CellRow, dict[str, Any]]:
     """One cells-table row and the cell's provenance record."""
     status = _read_json(cell_dir / STATUS)
     prov = _read_json(cell_dir / PROVENANCE)
@@ -94,7 +95,7 @@ def cell_row(cell_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     requested, obtained = status.get("requested_transport"), status.get("obtained_transport")
     binding = status.get("obtained_binding")
     pins = prov.get("requested_pins")
-    row = {
+    row: CellRow = {
         "cell": prov["cell"], "stack": coords["stack"], "stack_kind": prov.get("stack_kind"),
         "stack_version": prov.get("stack_version"), "transport": coords["transport"],
         "mapping": coords["mapping"], "np": coords["np"], "benchmark": coords["benchmark"],
@@ -126,22 +127,45 @@ def cell_row(cell_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return row, prov
 
 
-def machine_figures(machine: dict[str, Any] | None) -> dict[str, float | None]:
+# What the cells table reads of status.json's and provenance.json's blocks (the runner writes more).
+class MachineRecord(TypedDict, total=False):
+    """provenance.json ``machine`` (runner.machine_state)."""
+
+    wait_share: float | None
+    steal_share: float | None
+    other_cpu_share: float | None
+    loadavg_before: list[float] | None
+
+
+class PerturbedAttempt(TypedDict, total=False):
+    """One entry of status.json's re-measured launches (runner.run)."""
+
+    quality_reason: str | None
+
+
+class QuietWaitRecord(TypedDict, total=False):
+    """status.json's wait for a quiet machine before a later re-measure (runner.quiet.QuietWait.record)."""
+
+    waited_s: float
+    reason: str
+
+
+def machine_figures(machine: MachineRecord | None) -> MachineFigures:
     """The cells table's figures of a launch's machine record (None where not recorded)."""
     machine = machine or {}
-    load = machine.get("loadavg_before") or [None]
+    load = machine.get("loadavg_before")
     return {"wait_share": machine.get("wait_share"), "steal_share": machine.get("steal_share"),
-            "other_cpu_share": machine.get("other_cpu_share"), "load1": load[0]}
+            "other_cpu_share": machine.get("other_cpu_share"), "load1": load[0] if load else None}
 
 
-def remeasured_columns(attempts: list[dict[str, Any]] | None) -> dict[str, Any]:
+def remeasured_columns(attempts: list[PerturbedAttempt] | None) -> RemeasuredColumns:
     """``remeasured`` (how many perturbed attempts were set aside) and their reasons, from status.json."""
     attempts = attempts or []
     return {"remeasured": len(attempts),
             "remeasured_reasons": json.dumps([a.get("quality_reason") for a in attempts]) if attempts else None}
 
 
-def quiet_wait_columns(waited: dict[str, Any] | None) -> dict[str, Any]:
+def quiet_wait_columns(waited: QuietWaitRecord | None) -> QuietWaitColumns:
     """``quiet_wait_s`` and ``quiet_wait`` (why it stopped waiting) of a later re-measure, from status.json."""
     return {"quiet_wait_s": waited.get("waited_s"), "quiet_wait": waited.get("reason")} if waited else \
         {"quiet_wait_s": None, "quiet_wait": None}
@@ -177,17 +201,25 @@ def is_kernel_row(row: dict[str, Any]) -> bool:
     return row.get("kind") == "kernel" or str(row.get("cell", "")).startswith("kernel/")
 
 
-def missing_row(cell_id: str) -> dict[str, Any]:
+def missing_row(cell_id: str) -> CellRow:
     """A cells-table row for a campaign cell that has no raw directory (status ``missing``)."""
     coords = parse_id(cell_id)
-    row: dict[str, Any] = dict.fromkeys(CELL_SCHEMA)
-    row.update(cell=cell_id, stack=coords["stack"], transport=coords["transport"], mapping=coords["mapping"],
-               np=coords["np"], benchmark=coords["benchmark"], algorithm=coords["algorithm"], rep=coords["rep"],
-               status="missing", reason=MISSING_REASON, kind=coords["kind"], nodes=coords["nodes"],
-               options=coords["options"], knobs=coords["knobs"], pinner=coords["pinner"] or DEFAULT_PINNER)
-    row["ppn"] = ranks_per_node(coords["mapping"], coords["np"], coords["nodes"])
-    row["placement"] = placement_of(coords["distribution"], coords["nodes"])
-    return row
+    # Every column null but the cell's coordinates.
+    return {
+        "cell": cell_id, "stack": coords["stack"], "stack_kind": None, "stack_version": None,
+        "transport": coords["transport"], "mapping": coords["mapping"], "np": coords["np"],
+        "benchmark": coords["benchmark"], "algorithm": coords["algorithm"], "rep": coords["rep"],
+        "status": "missing", "reason": MISSING_REASON, "requested_transport": None, "obtained_transport": None,
+        "transport_ok": None, "requested_pins": None, "obtained_binding": None, "binding_ok": None, "region": None,
+        "oversubscribed": None, "wall_s": None, "containerized": None, "image_digest": None, "launcher": None,
+        "slurm_job_id": None, "kind": coords["kind"], "threads": None, "nodes": coords["nodes"],
+        "ppn": ranks_per_node(coords["mapping"], coords["np"], coords["nodes"]), "hosts": None, "colocated": None,
+        "options": coords["options"], "knobs": coords["knobs"], "pinner": coords["pinner"] or DEFAULT_PINNER,
+        "placement": placement_of(coords["distribution"], coords["nodes"]), "pair_class": None,
+        "mpi_library": None, "libmpi_path": None, "quality": None, "quality_reason": None,
+        "wait_share": None, "steal_share": None, "other_cpu_share": None, "load1": None,
+        "remeasured": None, "remeasured_reasons": None, "quiet_wait_s": None, "quiet_wait": None,
+    }
 
 
 def tidy(cell_dirs: list[Path], out_dir: Path, expected: list[str] | None = None,

@@ -23,7 +23,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import polars as pl
 
@@ -42,13 +42,15 @@ from mpiatlas.programs.base import (
 )
 from mpiatlas.stacks import Stack, StackError, containers
 from mpiatlas.programs.kernels.thread_quality import thread_quality
+from mpiatlas.matrix.kernel_blocks import KernelBlock, SweepBlock
 from mpiatlas.matrix.kernel_sweeps import group_grid
 from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_file, parse_kernel_output
 
 # polars, the kernels' parser and the container layer are imported where they are used, so that
 # importing the program registry (every `mpiatlas` command does) does not load them.
 if TYPE_CHECKING:
-    from mpiatlas.spine.cell_spec import CellSpec
+    from mpiatlas.spine.cell_spec import CellSpec, ImageFacts, ProgramBlock
+    from mpiatlas.spine.cell_row import CellRow
     from mpiatlas.spine.campaign import Campaign
 
 # The record the kernels' build writes beside the binaries (layout.kernel_build_dir).
@@ -72,7 +74,7 @@ Shape = tuple[str, list[int], int]
 SWEEP_MIN_ITERATIONS = 5
 
 
-def sweep_work_s(block: dict[str, Any], steps: float) -> float:
+def sweep_work_s(block: SweepBlock, steps: float) -> float:
     """Pessimistic seconds of one pingpong/coll size sweep whose call at each size costs ``steps``
     messages (a round trip: 2; a tree collective: log2 P): warm-up and timed calls per size, the
     timed ones cut to the time budget (never below KU_MIN_ITERATIONS calls), as util.c does."""
@@ -89,7 +91,7 @@ def sweep_work_s(block: dict[str, Any], steps: float) -> float:
     return total
 
 
-def sweep_args(block: dict[str, Any]) -> list[str]:
+def sweep_args(block: SweepBlock) -> list[str]:
     """The message-size sweep options of pingpong and coll (util.h's KU_SWEEP_LONGOPTS)."""
     lo, hi = block["msglog"]
     return ["--msglog", f"{lo}:{hi}", "--iterations-large", str(block["iterations_large"]),
@@ -255,7 +257,7 @@ class KernelProgram(Program):
     def options(self, config: Campaign, cell: Cell) -> list[str]:
         """The kernel's own options for ``cell`` (before --iterations/--warmup)."""
 
-    def problems(self, block: dict[str, Any]) -> list[str]:
+    def problems(self, config: Campaign) -> list[str]:
         """What is wrong with the kernel's block beyond the schema's types (its sweeps), as
         ``<key>: <why>`` lines; expanding the cells refuses a block with any."""
         return []
@@ -273,13 +275,22 @@ class KernelProgram(Program):
 
     # -- the Program protocol, the same for every kernel --------------------------------------
 
-    def block(self, config: Campaign) -> dict[str, Any]:
-        return config.kernels.get(self.name) or {}
+    def configured(self, config: Campaign) -> bool:
+        """Does the campaign have this kernel's block (``kernels.<name>``)?"""
+        return bool(config.kernels.get(self.name))
+
+    def block(self, config: Campaign) -> KernelBlock:
+        """The kernel's ``kernels.<name>`` block as the schema validated it (defaults filled); each
+        kernel narrows the type to its own block (mpiatlas.matrix.kernel_blocks)."""
+        block = config.kernels.get(self.name)
+        if not block:
+            raise ConfigError(f"kernels.{self.name}: the campaign has no such block")
+        return cast(KernelBlock, block)
 
     def cells(self, config: Campaign) -> list[Cell]:
-        if not self.block(config):
+        if not self.configured(config):
             return []
-        problems = self.problems(self.block(config))
+        problems = self.problems(config)
         if problems:
             raise ConfigError("invalid campaign config:\n  " + "\n  ".join(problems))
         reps = adaptive.initial_repetitions(config, headline=self.headline)
@@ -303,7 +314,7 @@ class KernelProgram(Program):
         block = self.block(config)
         return [*self.options(config, cell), "--iterations", str(block["iterations"]), "--warmup", str(block["warmup"])]
 
-    def spec_block(self, config: Campaign, cell: Cell) -> dict[str, Any]:
+    def spec_block(self, config: Campaign, cell: Cell) -> ProgramBlock:
         collective, algorithm = self.forced(cell)
         containerized = bool(config.containers.enabled)
         return {"kind": "kernel", "kernel": {
@@ -327,7 +338,7 @@ class KernelProgram(Program):
             raise StackError(f"kernel {self.name} is not built: {binary} (rule kernels_build)")
         return [str(binary), *kernel["args"]]
 
-    def image_argv(self, spec: CellSpec, facts: dict[str, Any]) -> list[str]:
+    def image_argv(self, spec: CellSpec, facts: ImageFacts) -> list[str]:
         listed = facts["labels"].get("mpiatlas.kernels")
         if listed is not None and self.name not in listed.split():
             raise StackError(f"unavailable: image {Path(facts['image']).name} has no kernel {self.name!r} "
@@ -370,7 +381,7 @@ class KernelProgram(Program):
         return {**transport, "transport_ok": None,
                 "transport_note": "not checked: a single rank sends no message to a peer"}
 
-    def rows(self, cell_dir: Path, row: dict[str, Any], prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
+    def rows(self, cell_dir: Path, row: CellRow, prov: dict[str, Any]) -> dict[str, pl.DataFrame]:
         """One row per rank per record; the record's own ``variant``/``threads`` keep their meaning,
         the cell's are ``variant_group`` and ``cell_threads``."""
         if row["status"] not in PARSED_STATUSES:

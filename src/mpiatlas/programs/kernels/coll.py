@@ -9,12 +9,13 @@ the stacks of ``forced_algorithms``, ``<collective>-<algorithm>`` per non-defaul
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import polars as pl
 
 from mpiatlas.matrix.cells import DEFAULT_ALGORITHM, Cell
 from mpiatlas.programs.base import Measure, Reduction
+from mpiatlas.matrix.kernel_blocks import CollBlock
 from mpiatlas.programs.kernels import DEFAULT_GROUP, KernelProgram, Shape, sweep_args, sweep_work_s
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 COLL_COLLECTIVES: dict[str, str] = {"Bcast": "bcast", "Allreduce": "allreduce", "Alltoall": "alltoall"}
 
 
-def forces_algorithms(coll: dict[str, Any], stack: str) -> bool:
+def forces_algorithms(coll: CollBlock, stack: str) -> bool:
     forced = coll.get("forced_algorithms", True)
     return stack in forced if isinstance(forced, list) else bool(forced)
 
@@ -72,6 +73,9 @@ class Coll(KernelProgram):
     # Adaptive repetitions: rank 0's per-call time averaged over ranks.
     measure = Measure(("collective", "algorithm", "bytes"), "t_avg_usec", (("rank", 0), ("valid", True)))
     modelled = True
+
+    def block(self, config: Campaign) -> CollBlock:
+        return cast(CollBlock, super().block(config))
 
     def forces_an_algorithm(self, cell: Cell) -> bool:
         return cell.algorithm != DEFAULT_ALGORITHM  # a group that forces one (its variant group otherwise)

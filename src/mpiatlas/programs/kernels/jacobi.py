@@ -10,12 +10,13 @@ mpiatlas.matrix.kernel_sweeps).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from mpiatlas.matrix.cells import Cell
 from mpiatlas.matrix.config import ConfigError
 from mpiatlas.matrix.kernel_sweeps import JacobiVariant, jacobi_problems, jacobi_variants
 from mpiatlas.programs.base import Reduction
+from mpiatlas.matrix.kernel_blocks import JacobiBlock
 from mpiatlas.programs.kernels import DOUBLE, MSG_LATENCY_S, POINT_UPDATE_S, KernelProgram, Shape, with_grid_columns
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:  # imported where rows are built (see programs.kernels)
     import polars as pl
 
 
-def jacobi_group(jacobi: dict[str, Any], threads: int) -> str:
+def jacobi_group(jacobi: JacobiBlock, threads: int) -> str:
     """The group of a block without sweeps (one mode, one size, no explicit grid) at ``threads``."""
     return next(v.group for v in jacobi_variants(jacobi) if v.threads == threads and v.grid is None)
 
@@ -45,8 +46,11 @@ class Jacobi(KernelProgram):
     reduction = Reduction({"variant_group": "variant"}, "iteration_us", True)
     modelled = True
 
-    def problems(self, block: dict[str, Any]) -> list[str]:
-        return jacobi_problems(block)
+    def block(self, config: Campaign) -> JacobiBlock:
+        return cast(JacobiBlock, super().block(config))
+
+    def problems(self, config: Campaign) -> list[str]:
+        return jacobi_problems(self.block(config))
 
     def variant(self, config: Campaign, cell: Cell) -> JacobiVariant:
         for variant in jacobi_variants(self.block(config)):

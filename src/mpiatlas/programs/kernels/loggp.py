@@ -8,22 +8,26 @@ region PingPong cells. The records are parsed into per-trial rows by :mod:`mpiat
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from mpiatlas.matrix.cells import Cell
+from mpiatlas.matrix.kernel_blocks import LoggpBlock
 from mpiatlas.programs.kernels import KernelProgram, Shape, sweep_args
 
 if TYPE_CHECKING:
     from mpiatlas.spine.campaign import Campaign
 
 
-def loggp_group(block: dict[str, Any]) -> str:
+def loggp_group(block: LoggpBlock) -> str:
     lo, hi = block["msglog"]
     return f"m{lo}-{hi}"
 
 
 class Loggp(KernelProgram):
     name = "loggp"
+
+    def block(self, config: Campaign) -> LoggpBlock:
+        return cast(LoggpBlock, super().block(config))
 
     def shapes(self, config: Campaign, stack: str) -> list[Shape]:
         return [(loggp_group(self.block(config)), [2], 1)]  # the parameters of one pair of ranks

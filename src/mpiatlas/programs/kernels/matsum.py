@@ -8,7 +8,7 @@ an explicit process grid of ``procdims`` adds ``-g<grid>`` (``t2-slab-g2x1``, ru
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import polars as pl
 
@@ -16,6 +16,7 @@ from mpiatlas.matrix.cells import Cell
 from mpiatlas.matrix.config import ConfigError
 from mpiatlas.matrix.kernel_sweeps import MatsumVariant, matsum_problems, matsum_variants
 from mpiatlas.programs.base import Reduction
+from mpiatlas.matrix.kernel_blocks import MatsumBlock
 from mpiatlas.programs.kernels import BANDWIDTH_BPS, DOUBLE, MSG_LATENCY_S, KernelProgram, Shape, with_grid_columns
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 
 
-def matsum_group(matsum: dict[str, Any]) -> str:
+def matsum_group(matsum: MatsumBlock) -> str:
     """The group of a block without sweeps (one dims triple, no explicit grid)."""
     return matsum_variants(matsum)[0].group
 
@@ -42,8 +43,11 @@ class Matsum(KernelProgram):
     reduction = Reduction({"dims": "problem", "topo_dist": "variant"}, "total_us", True, with_topo_dist)
     modelled = True
 
-    def problems(self, block: dict[str, Any]) -> list[str]:
-        return matsum_problems(block)
+    def block(self, config: Campaign) -> MatsumBlock:
+        return cast(MatsumBlock, super().block(config))
+
+    def problems(self, config: Campaign) -> list[str]:
+        return matsum_problems(self.block(config))
 
     def variant(self, config: Campaign, cell: Cell) -> MatsumVariant:
         for variant in matsum_variants(self.block(config)):

@@ -6,17 +6,18 @@ its own ``stacks`` (else ``kernels.stacks``): Open MPI, which has no IMB here, i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from mpiatlas.matrix.cells import Cell
 from mpiatlas.programs.base import Measure, Reduction
+from mpiatlas.matrix.kernel_blocks import PingpongBlock
 from mpiatlas.programs.kernels import KernelProgram, Shape, sweep_args, sweep_work_s
 
 if TYPE_CHECKING:
     from mpiatlas.spine.campaign import Campaign
 
 
-def pingpong_group(pingpong: dict[str, Any]) -> str:
+def pingpong_group(pingpong: PingpongBlock) -> str:
     lo, hi = pingpong["msglog"]
     return f"m{lo}-{hi}"
 
@@ -32,6 +33,9 @@ class Pingpong(KernelProgram):
     # Adaptive repetitions: rank 0's half round trip, as the OSU/IMB reporter (models.kernel_p2p).
     measure = Measure(("variant", "bytes"), "t_usec", (("rank", 0), ("valid", True)))
     modelled = True
+
+    def block(self, config: Campaign) -> PingpongBlock:
+        return cast(PingpongBlock, super().block(config))
 
     def shapes(self, config: Campaign, stack: str) -> list[Shape]:
         return [(pingpong_group(self.block(config)), [2], 1)]  # a ping-pong has exactly two ranks

@@ -6,11 +6,11 @@ to run several in one launch); every ``streams`` x ``bytes`` combination runs in
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from typing import TYPE_CHECKING, cast
 
 from mpiatlas.matrix.cells import Cell
 from mpiatlas.programs.base import Reduction
+from mpiatlas.matrix.kernel_blocks import RingBlock
 from mpiatlas.programs.kernels import BANDWIDTH_BPS, MSG_LATENCY_S, KernelProgram, Shape
 
 if TYPE_CHECKING:
@@ -23,6 +23,9 @@ class Ring(KernelProgram):
     # The exchange time (P steps), the slowest rank's: the exchange ends with it.
     reduction = Reduction({"variant": "variant", "streams": "streams", "bytes": "bytes"}, "time_us", True)
     modelled = True
+
+    def block(self, config: Campaign) -> RingBlock:
+        return cast(RingBlock, super().block(config))
 
     def shapes(self, config: Campaign, stack: str) -> list[Shape]:
         block = self.block(config)

@@ -17,6 +17,7 @@ import polars as pl
 
 from mpiatlas.matrix import adaptive
 from mpiatlas.campaign.adaptive_rounds import final_decision
+from mpiatlas.campaign.round_decision import RoundDecision, SeriesEntry
 from mpiatlas.report.blocks import Section, Text, num_cell, table
 from mpiatlas.report.data import ReportData
 
@@ -29,9 +30,8 @@ STATE_TEXT = {adaptive.REACHED: "target reached", adaptive.AT_MAX: "max reached,
 
 def section_adaptive(data: ReportData) -> Section | None:
     decision = _decision_near(data.tidy_dir)
-    if decision is None or decision.get("spec") is None:  # fixed repetitions (rounds of later re-measures only)
+    if decision is None or (spec := decision["spec"]) is None:  # fixed repetitions (rounds of later re-measures only)
         return None
-    spec = decision["spec"]
     series = decision["series"]
     launches = _ok_launches(data.cells)
     counts = Counter(entry["state"] for entry in series)
@@ -50,7 +50,7 @@ def section_adaptive(data: ReportData) -> Section | None:
         "same bootstrap CI as the summary's; ok launches: from the cells table."))], id=SECTION_ID)
 
 
-def _halfwidth_cell(entry: dict[str, Any]) -> Any:
+def _halfwidth_cell(entry: SeriesEntry) -> Any:
     """The worst half-width in %; unbounded where a size had a single usable launch (no spread to
     bootstrap: the decision stores null), a dash where the series has no times at all."""
     if entry["halfwidth"] is not None:
@@ -58,7 +58,7 @@ def _halfwidth_cell(entry: dict[str, Any]) -> Any:
     return "—" if entry["state"] == adaptive.NO_DATA else "∞ (a size with one usable launch)"
 
 
-def _decision_near(tidy_dir: Path | None) -> dict[str, Any] | None:
+def _decision_near(tidy_dir: Path | None) -> RoundDecision | None:
     """The campaign's last adaptive decision: beside tidy/ (full view) or beside partial/ (partial view)."""
     if tidy_dir is None:
         return None

@@ -26,7 +26,7 @@ TITLE = "Knob sets"
 SECTION_ID = "knobs"
 NO_SET = "none"
 _ROW_HEADER = alt.Header(labelAngle=0, labelAlign="left", labelLimit=320)
-# The knob set's part of a label (cells.series_label): what tells a knob series from its baseline.
+# The knob set's part of a label (SeriesKey.label): what tells a knob series from its baseline.
 _KNOB_SUFFIX = r" \[knobs=[^\]]*\]$"
 
 

@@ -33,7 +33,7 @@ TITLE = "In and out of cache"
 SECTION_ID = "off-cache"
 IN_CACHE = "in cache"
 CACHE_LEVELS = ("L2", "L3")
-# The label's options part (cells.series_label): " [off_cache=-1,sync=off]".
+# The label's options part (SeriesKey.label): " [off_cache=-1,sync=off]".
 _OPTIONS_PART = r" \[[^\]]*=[^\]]*\]"
 
 

@@ -155,7 +155,7 @@ _GROUP_DONE_FILES = [layout.group_done(R, group) for group in GROUPS]
 
 
 # -- Apptainer images (rules/images.smk; the config block is described there) --------------------
-IMAGES_CONFIG = dict(CAMPAIGN.get("containers") or {})  # the block as written: the images' render params
+IMAGES_CONFIG = CAMPAIGN.as_dict().get("containers") or {}  # the block as written: the images' render params
 IMAGES_DIR = CAMPAIGN.containers.images_dir.rstrip("/")
 IMAGE_STACKS = sorted(CAMPAIGN.containers.stacks or _containers.STACK_KINDS)
 

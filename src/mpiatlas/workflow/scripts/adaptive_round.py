@@ -6,10 +6,10 @@ campaign's validated config and the raw cells; a script, not a ``run:`` block, s
 Snakemake process parses the workflow again.
 """
 
-import json
 from pathlib import Path
 
 from mpiatlas.campaign import adaptive_rounds
+from mpiatlas.campaign.round_decision import read_decision
 from mpiatlas.matrix.config import load
 
 sm = snakemake  # noqa: F821 -- injected by Snakemake's script directive
@@ -20,7 +20,7 @@ config = load(sm.input.campaign)
 previous = None
 if round_ > 0:
     named = sm.input.previous  # one file: a string or a one-item list, depending on Snakemake's version
-    previous = json.loads(Path(named if isinstance(named, str) else named[0]).read_text())
+    previous = read_decision(Path(named if isinstance(named, str) else named[0]))
 decision = adaptive_rounds.decide_round(config, Path(sm.params.raw), round_, previous)
 adaptive_rounds.write_decision(decision, sm.output.decision, sm.output.manifest)
 with open(sm.log[0], "w") as log:

@@ -13,7 +13,8 @@ sm = snakemake  # noqa: F821 -- injected by Snakemake's script directive
 
 with open(sm.log[0], "w") as log:
     # The same cells as the workflow's (programs.expand of the same validated config, sorted).
-    cell_ids = [cell.id for cell in programs.expand(Campaign.of(sm.params.campaign, validate))]
+    campaign = Campaign.of(sm.params.campaign, validate)
+    cell_ids = [cell.id for cell in programs.expand(campaign)]
     layout.write_manifest(sm.output.manifest, sm.output.notes, cell_ids, sm.params.notes,
-                          sm.output.campaign, sm.params.campaign)
+                          sm.output.campaign, campaign)
     print(f"{len(cell_ids)} cells -> {sm.output.manifest}", file=log)
