@@ -260,7 +260,7 @@ class OpenMPI(Stack):
             found.setdefault(match[1], set()).add(match[2])
         return found
 
-    def algorithm_table(self, collective: str) -> dict[str, Any]:
+    def algorithm_table(self, collective: str) -> collectives.AlgorithmIds:
         """name -> coll_tuned id: read from ``ompi_info --all --level 9``, else the packaged table."""
         text = self._ompi_info_all
         if text:
