@@ -62,6 +62,7 @@ from mpiatlas.runner.machine_record import MachineRecord, with_nodes
 from mpiatlas.runner.process import Probe, run_launch
 from mpiatlas.runner.quiet import QuietRule, QuietWaitRecord, wait_until_quiet
 from mpiatlas.runner.remote_nodes import RemoteNodes
+from mpiatlas.runner.scheduler_state import NodeLossFacts
 from mpiatlas.stacks import LaunchSpec, Stack, StackError, get_stack
 
 if TYPE_CHECKING:
@@ -428,8 +429,9 @@ def _entry(spec: CellSpec, status: dict[str, Any], ran: bool) -> dict[str, Any]:
     return entry
 
 
-def set_aside_lost(out: Path, cell_id: str, lost: dict[str, Any]) -> Path:
+def set_aside_lost(out: Path, cell_id: str, lost: NodeLossFacts) -> Path:
     """Move a node-lost attempt out of raw/ (whole, by rename) so that the cell can run again."""
+    # Read back from status.json: get, as before, so that an older file without the key still moves.
     aside = layout.lost_attempt(out, cell_id, str(lost.get("slurm_job_id")))
     aside.parent.mkdir(parents=True, exist_ok=True)
     out.rename(aside)
