@@ -250,7 +250,7 @@ class Provenance(PlanFacts):
     image_digest: str | None = None
     removed_stale_attempts: list[str] | Unset = UNSET
     pinner: str | Unset = UNSET
-    likwid_topology: LikwidTopology | None | Unset = UNSET
+    likwid_topology: LikwidTopology | Unset = UNSET
     # The node's NICs and RDMA ports (name, kind, rate, link layer; mpiatlas.node.link_rate.node_nics).
     nics: list[Nic] | Unset = UNSET
     launcher: str | Unset = UNSET

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Literal, NotRequired, TypedDict, get_args
+from typing import Literal, NotRequired, TypedDict, get_args
 
 from mpiatlas.node import topology_sysfs
 from mpiatlas.node.topology_sysfs import cpu_list

@@ -42,7 +42,7 @@ import os
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from mpiatlas.files import user_cache_dir
 from mpiatlas.stacks import collectives, fabrics

@@ -26,7 +26,7 @@ import tempfile
 from functools import cached_property
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from mpiatlas.stacks import collectives, fabrics
 from mpiatlas.stacks.base import Launch, CROSS_NODE, ON_NODE, LaunchSpec, PairEvidence, Stack, StackError, Transport
