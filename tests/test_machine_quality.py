@@ -27,7 +27,7 @@ from conftest import REPO, require_infra
 from mpiatlas.stats import quality
 from mpiatlas.stats.aggregate import summarize
 from mpiatlas.runner import machine_state as ms
-from mpiatlas.runner.lifecycle import launch_quality
+from mpiatlas.runner.lifecycle import Trust, launch_quality
 from mpiatlas.runner.process import Probe, run_launch
 from mpiatlas.tables.samples import load_samples
 from mpiatlas.tables.tidy import cell_row
@@ -191,11 +191,12 @@ def test_tick_counted_shares_are_judged_beyond_their_counting_error() -> None:
 
 def test_status_gets_quality_from_the_machine_record_and_the_configured_limits() -> None:
     machine = recorded_launch("busy_loop")
-    status = launch_quality({"perturbation": None}, machine, False)
-    assert status["quality"] == "perturbed" and "cpu 1" in status["quality_reason"]
+    trust = launch_quality({"perturbation": None}, machine, False)
+    assert trust is not None and trust.quality == "perturbed" and "cpu 1" in (trust.reason or "")
+    assert trust.status_fields() == {"quality": "perturbed", "quality_reason": trust.reason}
     assert launch_quality({"perturbation": {"wait_share": 0.99, "other_cpu_share": 0.99}}, machine, False) == \
-        {"quality": "ok", "quality_reason": None}
-    assert launch_quality({}, None, False) == {}
+        Trust("ok", None)
+    assert launch_quality({}, None, False) is None
 
 
 # -- the probe on real processes (no MPI: a shell starting two cpu-bound "ranks") ----------------

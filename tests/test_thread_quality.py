@@ -11,7 +11,7 @@ from mpiatlas.parsers.kernels import parse_kernel_file
 from mpiatlas.programs.base import Checked
 from mpiatlas.programs.kernels.jacobi import Jacobi
 from mpiatlas.programs.kernels.thread_quality import NO_EVIDENCE, UNKNOWN, thread_quality
-from mpiatlas.runner.lifecycle import launch_quality
+from mpiatlas.runner.lifecycle import Trust, launch_quality
 
 DATA = Path(__file__).parent / "data" / "kernels"
 ONE_RANK_TWO_CPUS = [(0, 1)]  # the plan of a 1 x 2 rank on this 2-core machine: thread 0 on cpu 0, 1 on 1
@@ -60,8 +60,8 @@ def test_the_kernel_check_and_the_sealed_quality_carry_the_verdict() -> None:
         assert bool(checked.binding_problems) == (expected == "perturbed")
     # Without a machine record the threads' verdict alone is the launch's quality, unknown included.
     unknown = launch_quality({"perturbation": {}}, None, False, (UNKNOWN, NO_EVIDENCE))
-    assert unknown == {"quality": "unknown", "quality_reason": NO_EVIDENCE}
-    assert launch_quality({"perturbation": {}}, None, False, (None, None)) == {}
+    assert unknown == Trust("unknown", NO_EVIDENCE)
+    assert launch_quality({"perturbation": {}}, None, False, (None, None)) is None
 
 
 def test_the_report_says_which_launches_are_of_unknown_quality() -> None:

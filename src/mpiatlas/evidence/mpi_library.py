@@ -38,7 +38,7 @@ import subprocess
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from mpiatlas.stacks import Stack
 
@@ -149,48 +149,89 @@ def same_version(seen: str, expected: str) -> bool:
     return a[:n] == b[:n]
 
 
-def expectation(stack: Stack) -> dict[str, Any]:
+class Expected(TypedDict):
+    """The library a launch on a stack must show: kind, version, prefix, its own libmpi files."""
+
+    kind: str
+    version: str | None
+    prefix: str
+    libmpi: list[str]
+
+
+class BannerSeen(TypedDict):
+    line: str
+    source: str
+
+
+class LibraryRecord(TypedDict):
+    """What a launch showed of its MPI library (provenance.json ``mpi_library``): the first banner,
+    every banner when there are more, and the loader's answer (``libmpi_path`` None and a
+    ``libmpi_note`` when not resolved); ``expected``: its stack's."""
+
+    banner: str | None
+    banner_source: str | None
+    vendor: str | None
+    version: str | None
+    banners: NotRequired[list[BannerSeen]]
+    libmpi_path: str | None
+    libmpi_real_path: NotRequired[str | None]
+    libmpi_soname: NotRequired[str | None]
+    resolved_for: NotRequired[str]
+    ld_library_path: NotRequired[str | None]
+    libmpi_note: NotRequired[str]
+    expected: NotRequired[Expected]
+
+
+def expectation(stack: Stack) -> Expected:
     """What a launch on ``stack`` must show: its kind, version, prefix and own libmpi files (real paths)."""
     return {"kind": stack.kind, "version": expected_version(stack), "prefix": str(stack.prefix),
             "libmpi": sorted(stack.libmpi_files())}
 
 
 def evidence(stack: Stack, program: list[str], ld_library_path: str | None, output: str,
-             containerized: bool = False) -> dict[str, Any]:
+             containerized: bool = False) -> LibraryRecord:
     """What the launch of ``program`` on ``stack`` shows of its library, for provenance (``mpi_library``)
     and the judge (``problems``). The program's libmpi is resolved unless its ranks run in an image."""
     resolved = None if containerized or not program else resolve_libmpi(program[0], ld_library_path)
-    return observed(output, resolved) | {"expected": expectation(stack)}
+    record = observed(output, resolved)
+    record["expected"] = expectation(stack)
+    return record
 
 
-def observed(output: str, resolved: Resolved | None) -> dict[str, Any]:
+def observed(output: str, resolved: Resolved | None) -> LibraryRecord:
     """The banners in ``output`` and the loader's answer (None: not resolved, the ranks ran in an image)."""
     found = banners(output)
     first = found[0] if found else None
-    record: dict[str, Any] = {
+    record: LibraryRecord = {
         "banner": first.line if first else None, "banner_source": first.source if first else None,
         "vendor": first.vendor if first else None, "version": first.version if first else None,
+        "libmpi_path": None,
     }
     if len(found) > 1:
         record["banners"] = [{"line": b.line, "source": b.source} for b in found]
     if resolved is None:
-        return record | {"libmpi_path": None, "libmpi_note": "not resolved: the ranks run inside the image"}
-    record.update(libmpi_path=resolved.path, libmpi_real_path=resolved.real_path, libmpi_soname=resolved.soname,
-                  resolved_for=resolved.program, ld_library_path=resolved.ld_library_path)
+        record["libmpi_note"] = "not resolved: the ranks run inside the image"
+        return record
+    record.update({"libmpi_path": resolved.path, "libmpi_real_path": resolved.real_path,
+                   "libmpi_soname": resolved.soname, "resolved_for": resolved.program,
+                   "ld_library_path": resolved.ld_library_path})
     if resolved.note:
         record["libmpi_note"] = resolved.note
     return record
 
 
-def problems(seen: dict[str, Any]) -> list[str]:
+def problems(seen: LibraryRecord) -> list[str]:
     """Why the library a launch shows (``evidence``) is not its stack's (``seen["expected"]``), in words:
     what was expected, what was seen."""
+    if "expected" not in seen:
+        raise ValueError("mpi_library record without 'expected': its stack's library is not known")
     wanted = seen["expected"]
     kind = wanted["kind"]
     label = f"{kind} {wanted['version'] or '(version unknown)'} at {wanted['prefix']}"
     found: list[str] = []
-    for banner in seen.get("banners") or ([{"line": seen["banner"], "source": seen["banner_source"]}]
-                                         if seen.get("banner") else []):
+    first: list[BannerSeen] = ([{"line": seen["banner"], "source": seen["banner_source"] or "?"}]
+                               if seen["banner"] else [])
+    for banner in seen.get("banners") or first:
         vendor, version = identify(banner["line"])
         if vendor != kind:
             found.append(f"the ranks' {banner['source']} banner {banner['line'][:200]!r} names "
@@ -201,19 +242,19 @@ def problems(seen: dict[str, Any]) -> list[str]:
     real, own, ld_library_path = seen.get("libmpi_real_path"), set(wanted["libmpi"]), seen.get("ld_library_path")
     where = f"under LD_LIBRARY_PATH={ld_library_path!r}" if ld_library_path else "with LD_LIBRARY_PATH unset"
     if real and own and real not in own:
-        found.append(f"the dynamic loader resolves {Path(seen['resolved_for']).name}'s {seen['libmpi_soname']} to "
+        found.append(f"the dynamic loader resolves {Path(seen.get('resolved_for', '?')).name}'s {seen['libmpi_soname']} to "
                      f"{seen['libmpi_path']} (real path {real}) {where}, not to the stack's own "
                      f"{' or '.join(sorted(own))} ({label})")
     elif seen.get("libmpi_soname") and not seen.get("libmpi_path"):
         found.append(f"the dynamic loader finds no {seen['libmpi_soname']} for "
-                     f"{Path(seen['resolved_for']).name} {where} (expected {label})")
+                     f"{Path(seen.get('resolved_for', '?')).name} {where} (expected {label})")
     return found
 
 
-def label(seen: dict[str, Any] | None) -> str | None:
+def label(seen: LibraryRecord | None) -> str | None:
     """The library seen, in one short text for the cells table: 'mpich 5.0.2', else the banner, else None."""
     if not seen:
         return None
-    if seen.get("vendor"):
-        return f"{seen['vendor']} {seen['version']}" if seen.get("version") else seen["vendor"]
-    return seen.get("banner")
+    if vendor := seen["vendor"]:
+        return f"{vendor} {seen['version']}" if seen["version"] else vendor
+    return seen["banner"]

@@ -13,9 +13,17 @@ import socket
 import subprocess
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
+    # The records the stages write into this one, each kept by the module that makes it.
+    from mpiatlas.evidence.mpi_library import LibraryRecord
+    from mpiatlas.node.link_rate import Nic
+    from mpiatlas.node.multinode import NodeFactsRecord
+    from mpiatlas.node.ssh_hosts import SshRecord
+    from mpiatlas.node.topology import TopologySummary
+    from mpiatlas.runner.machine_record import MachineRecord
+    from mpiatlas.runner.quiet import QuietWaitRecord
     from mpiatlas.spine.cell_spec import Coords
 
 from mpiatlas import __version__
@@ -80,7 +88,27 @@ _LIKWID_FIELDS = {("Info", "CPU name:"): "cpu_name", ("Info", "CPU type:"): "cpu
                   ("Hardware Thread Topology", "Threads per core:"): "threads_per_core"}
 
 
-def likwid_topology() -> dict[str, Any] | None:
+class LikwidCache(TypedDict, total=False):
+    size: str
+    groups: int  # the cache's instances
+
+
+class LikwidTopology(TypedDict, total=False):
+    """likwid's view of the node (provenance.json ``likwid_topology``); ``error`` when it failed."""
+
+    version: str | None
+    error: str
+    caches: dict[str, LikwidCache]  # by level ("Level 1", ...)
+    cpu_name: int | str
+    cpu_type: int | str
+    sockets: int | str
+    cores_per_socket: int | str
+    threads_per_core: int | str
+    numa_domains: int | str
+    hwthreads: int
+
+
+def likwid_topology() -> LikwidTopology | None:
     """likwid's view of this node (``likwid-topology -O``), beside hwloc's: cpu, sockets, cores per
     socket, threads per core, hardware threads, each cache's size and number of instances, NUMA
     domains, likwid's version (a summary, like hwloc's: the full table grows with the node);
@@ -90,7 +118,7 @@ def likwid_topology() -> dict[str, Any] | None:
 
 
 @cache
-def _likwid_topology() -> dict[str, Any] | None:
+def _likwid_topology() -> LikwidTopology | None:
     # Asked once per process (~0.1 s): a cell group records it for every cell, and a node's topology
     # does not change under a running group.
     exe = shutil.which("likwid-topology")
@@ -104,12 +132,15 @@ def _likwid_topology() -> dict[str, Any] | None:
     if out.returncode != 0:
         return {"error": f"likwid-topology -O exited {out.returncode}: {out.stderr.strip()[-300:]}", "caches": {}}
     match = re.search(r"Version\s+(\S+)", version.stdout + version.stderr)
-    return {"version": match[1] if match else None, **parse_likwid_topology(out.stdout)}
+    facts = parse_likwid_topology(out.stdout)
+    facts["version"] = match[1] if match else None
+    return facts
 
 
-def parse_likwid_topology(csv: str) -> dict[str, Any]:
+def parse_likwid_topology(csv: str) -> LikwidTopology:
     """The node's facts from ``likwid-topology -O`` (see likwid_topology)."""
-    facts: dict[str, Any] = {"caches": {}}
+    caches: dict[str, LikwidCache] = {}
+    facts: LikwidTopology = {"caches": caches}
     block, cache_level, hwthreads, in_table = "", "", 0, False
     for line in csv.splitlines():
         cells = [c.strip() for c in line.split(",")]
@@ -122,17 +153,30 @@ def parse_likwid_topology(csv: str) -> dict[str, Any]:
             continue
         key, value = cells[0], cells[1] if len(cells) > 1 else ""
         if (block, key) in _LIKWID_FIELDS:
-            name = _LIKWID_FIELDS[(block, key)]
-            facts[name] = int(value) if value.isdigit() else value
+            _set_likwid_field(facts, _LIKWID_FIELDS[(block, key)], int(value) if value.isdigit() else value)
         elif cache_level and key == "Size:":
-            facts["caches"][cache_level] = {"size": value}
+            caches[cache_level] = {"size": value}
         elif cache_level and key == "Cache groups:":
             # groups are comma-separated, the cpus of one group space-separated: "0,1" is two, "0 1," one.
-            facts["caches"][cache_level]["groups"] = sum(1 for c in cells[1:] if c)
+            caches.setdefault(cache_level, {})["groups"] = sum(1 for c in cells[1:] if c)
         elif key == "NUMA domains:":
             facts["numa_domains"] = int(value) if value.isdigit() else value
     facts["hwthreads"] = hwthreads
     return facts
+
+
+def _set_likwid_field(facts: LikwidTopology, name: str, value: int | str) -> None:
+    # One branch per field of _LIKWID_FIELDS: a TypedDict's keys are named, not computed.
+    if name == "cpu_name":
+        facts["cpu_name"] = value
+    elif name == "cpu_type":
+        facts["cpu_type"] = value
+    elif name == "sockets":
+        facts["sockets"] = value
+    elif name == "cores_per_socket":
+        facts["cores_per_socket"] = value
+    elif name == "threads_per_core":
+        facts["threads_per_core"] = value
 
 
 # -- One launch's record (provenance.json) ----------------------------------------------------------
@@ -152,6 +196,21 @@ def set_fields(facts: Any) -> dict[str, Any]:
     return {f.name: value for f in dataclasses.fields(facts) if (value := getattr(facts, f.name)) is not UNSET}
 
 
+class KnobsRecord(TypedDict):
+    """The cell's knob set as provenance.json keeps it (``knobs``): what it set and what it replaced."""
+
+    name: str
+    env: dict[str, str]
+    replaced: dict[str, str]  # variable -> the value the knob replaced
+
+
+class LikwidPin(TypedDict):
+    """The likwid pinner a cell ran under (``likwid``): its path and version."""
+
+    pin: str
+    version: str | None
+
+
 @dataclasses.dataclass
 class PlanFacts:
     """What planning found, as provenance.json keeps it (:class:`Provenance` inherits these names);
@@ -159,14 +218,14 @@ class PlanFacts:
 
     oversubscribed: bool | Unset = UNSET
     cores_requested: int | Unset = UNSET
-    requested_pins: list[Any] | Unset | None = UNSET
+    requested_pins: list[int] | list[list[int]] | Unset | None = UNSET  # a cpu per rank, or a set
     wanted_cpu_sets: list[list[int]] | Unset = UNSET
     region: str | Unset | None = UNSET
-    node_facts: list[dict[str, Any]] | Unset = UNSET
+    node_facts: list[NodeFactsRecord] | Unset = UNSET
     colocated: bool | Unset = UNSET
     distribution: str | Unset = UNSET
     planned_nodes: list[int] | Unset = UNSET
-    ssh: dict[str, Any] | Unset = UNSET
+    ssh: SshRecord | Unset = UNSET
     launch_hosts: list[str] | Unset = UNSET
 
 
@@ -191,27 +250,27 @@ class Provenance(PlanFacts):
     image_digest: str | None = None
     removed_stale_attempts: list[str] | Unset = UNSET
     pinner: str | Unset = UNSET
-    likwid_topology: dict[str, Any] | Unset = UNSET
+    likwid_topology: LikwidTopology | Unset = UNSET
     # The node's NICs and RDMA ports (name, kind, rate, link layer; mpiatlas.node.link_rate.node_nics).
-    nics: list[dict[str, Any]] | Unset = UNSET
+    nics: list[Nic] | Unset = UNSET
     launcher: str | Unset = UNSET
-    topology: dict[str, Any] | Unset = UNSET
+    topology: TopologySummary | Unset = UNSET
     threads: int | Unset = UNSET
     # runner.plan's facts: the fields of PlanFacts, inherited
     # the launch (runner.run)
     stack_version: str | Unset = UNSET
     image: str | Unset = UNSET
-    likwid: dict[str, Any] | Unset = UNSET
+    likwid: LikwidPin | Unset = UNSET
     argv: list[str] | Unset = UNSET
     env: dict[str, str] | Unset = UNSET
-    knobs: dict[str, Any] | Unset = UNSET
+    knobs: KnobsRecord | Unset = UNSET
     exit_code: int | Unset | None = UNSET
     wall_s: float | Unset = UNSET
-    machine: dict[str, Any] | Unset | None = UNSET
-    mpi_library: dict[str, Any] | Unset = UNSET
+    machine: MachineRecord | Unset | None = UNSET
+    mpi_library: LibraryRecord | Unset = UNSET
     rank_hosts: dict[str, str] | Unset = UNSET
     # the later re-measure round's wait for a quiet machine (runner.quiet), when the launch was one of it
-    quiet_wait: dict[str, Any] | Unset = UNSET
+    quiet_wait: QuietWaitRecord | Unset = UNSET
     # the cell's end (runner.lifecycle)
     interrupted_by: str | Unset | None = UNSET
     end: str | Unset = UNSET

@@ -25,7 +25,7 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas.history.store import Entry, Figure, HistoryError
+from mpiatlas.history.store import Entry, EntryTrust, Figure, HistoryError
 from mpiatlas.matrix import layout
 from mpiatlas.tables.samples import load_samples
 from mpiatlas.stats.aggregate import summarize
@@ -242,9 +242,9 @@ def _date(view: View, given: str | None) -> tuple[str, str | None]:
             "date: the samples table's modification time (no cell start recorded; give --date)")
 
 
-def _trust(view: View, summary: pl.DataFrame, fits: list[dict[str, Any]]) -> dict[str, Any]:
+def _trust(view: View, summary: pl.DataFrame, fits: list[dict[str, Any]]) -> EntryTrust:
     """How far the entry's figures can be trusted: cells by status, perturbed launches, noisy sizes, fit warnings."""
-    out: dict[str, Any] = {"noisy_sizes": summary.filter(pl.col("quality") == "noisy").height
+    out: EntryTrust = {"noisy_sizes": summary.filter(pl.col("quality") == "noisy").height
                            if "quality" in summary.columns else None,
                            "fit_warnings": sum(1 for f in fits if f.get("ci_warning"))}
     cells_path = view.tidy / layout.CELLS_TABLE

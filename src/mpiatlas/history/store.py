@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from mpiatlas.matrix.layout import RESULTS_ROOT
 
@@ -91,6 +91,17 @@ class Figure:
     n: int | None
 
 
+class EntryTrust(TypedDict, total=False):
+    """How far an entry's figures can be trusted (the entries table's ``trust`` JSON): sizes left
+    noisy, fits with a warning, and where the campaign has a cells table, its cells by status and
+    its perturbed launches (None: the table has no such column)."""
+
+    noisy_sizes: int | None
+    fit_warnings: int
+    cells: dict[str, int] | None
+    perturbed: int | None
+
+
 @dataclass
 class Entry:
     """What one campaign (or import) adds: its identity, what it ran on, and its figures."""
@@ -103,7 +114,7 @@ class Entry:
     config_hash: str | None = None
     topology_hash: str | None = None
     stack_versions: dict[str, str | None] | None = None
-    trust: dict[str, Any] | None = None
+    trust: EntryTrust | None = None
     notes: list[str] | None = None
     figures: list[Figure] | None = None
 

@@ -9,5 +9,6 @@
 * :mod:`.limits` — the node's copy rate per cache level and from memory (likwid-bench);
 * :mod:`.copy_kernel` — the same from mpiatlas's own copy kernel (src/kernels/stream.c) without likwid-bench;
 * :mod:`.copy_plan` — the working sets both measure on: half of each cache level, and memory;
+* :mod:`.limits_record` — the typed records of limits.json (a node's copy rates, its levels, the cache key);
 * :mod:`.link_rate` — the node's network links and the rate of the one a campaign uses.
 """

@@ -39,10 +39,10 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 from mpiatlas.files import shipped_kernel_sources, user_cache_dir
 from mpiatlas.node.copy_plan import MEMORY, plan
+from mpiatlas.node.limits_record import KernelRun, LevelEntry, LimitsRecord, WorkingSet, level_entry_of
 
 TOOL = "copy-kernel"
 SOURCE = "stream.c"
@@ -149,11 +149,12 @@ def memory_available() -> int | None:
     return None
 
 
-def working_sets(caches: dict[str, int], available: int | None) -> list[dict[str, Any]]:
+def working_sets(caches: dict[str, int], available: int | None) -> list[WorkingSet]:
     """(level, cache size, working set) per cache level and memory, as likwid-bench's plan."""
-    runs: dict[str, dict[str, Any]] = {}
+    runs: dict[str, WorkingSet] = {}
     for run in plan(caches, ""):
-        runs.setdefault(run["level"], {k: run[k] for k in ("level", "cache_bytes", "working_set_bytes")})
+        runs.setdefault(run["level"], {"level": run["level"], "cache_bytes": run["cache_bytes"],
+                                       "working_set_bytes": run["working_set_bytes"]})
     memory = runs[MEMORY]
     if available:
         cap = available // MEMORY_SHARE
@@ -171,10 +172,10 @@ def argv(binary: Path, sizes: list[int], cpu: int, repeats: int = REPEATS, min_t
             "--min-time-ms", str(min_time_ms), *chosen]
 
 
-def parse(output: str) -> tuple[dict[str, str], list[dict[str, Any]]]:
+def parse(output: str) -> tuple[dict[str, str], list[KernelRun]]:
     """(header, records) of the kernel's output; CopyKernelError naming what is wrong."""
     header: dict[str, str] = {}
-    records: list[dict[str, Any]] = []
+    records: list[KernelRun] = []
     for number, line in enumerate(output.splitlines(), 1):
         if line.startswith("#"):
             key, sep, value = line[1:].partition(":")
@@ -192,40 +193,61 @@ def parse(output: str) -> tuple[dict[str, str], list[dict[str, Any]]]:
                 or not all(isinstance(r, (int, float)) and math.isfinite(r) and r > 0 for r in runs)):
             raise CopyKernelError(f"copy kernel output line {number}: copy_MBps_runs must be positive numbers, "
                                   f"got {runs!r}")
-        if not isinstance(record.get("working_set_bytes"), int):
+        if not isinstance(working_set := record.get("working_set_bytes"), int):
             raise CopyKernelError(f"copy kernel output line {number}: no working_set_bytes")
-        records.append({"variant": LEGACY_VARIANT, **record})
+        records.append(_kernel_run(record, working_set, runs))
     if header.get("kernel") != "stream":
         raise CopyKernelError("copy kernel output has no '# kernel: stream' header")
     return header, records
 
 
-def level_entry(run: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+def _kernel_run(line: dict[str, object], working_set: int, runs: list[float]) -> KernelRun:
+    """An output line, its runs and working set checked, as its record: every field the kernel
+    prints, the variant defaulted for recordings of the one-variant kernel."""
+    valid = line.get("valid")
+    run: KernelRun = {"variant": str(line.get("variant", LEGACY_VARIANT)), "working_set_bytes": working_set,
+                      "copy_MBps_runs": runs, "valid": valid if isinstance(valid, bool) else None}
+    if isinstance(kernel := line.get("kernel"), str):
+        run["kernel"] = kernel
+    if isinstance(cpu := line.get("cpu"), int):
+        run["cpu"] = cpu
+    if isinstance(array_bytes := line.get("array_bytes"), int):
+        run["array_bytes"] = array_bytes
+    if isinstance(passes := line.get("passes"), int):
+        run["passes"] = passes
+    return run
+
+
+def level_entry(run: WorkingSet, record: KernelRun) -> LevelEntry:
     """A ``levels`` entry of the limits record from one variant's record: best run, median and spread
     (max - min over the median), and the variant that measured it."""
     runs = sorted(float(r) for r in record["copy_MBps_runs"])
     median = runs[len(runs) // 2] if len(runs) % 2 else (runs[len(runs) // 2 - 1] + runs[len(runs) // 2]) / 2
-    variant = str(record.get("variant", LEGACY_VARIANT))
-    return {**run, "kernel": f"stream {variant}", "variant": variant, "runs_copy_MBps": record["copy_MBps_runs"],
-            "copy_MBps": runs[-1], "median_copy_MBps": median, "spread": (runs[-1] - runs[0]) / median,
-            "valid": record.get("valid")}
+    variant = record["variant"]
+    entry = level_entry_of(run)
+    entry.update({"kernel": f"stream {variant}", "variant": variant, "runs_copy_MBps": record["copy_MBps_runs"],
+                  "copy_MBps": runs[-1], "median_copy_MBps": median, "spread": (runs[-1] - runs[0]) / median,
+                  "valid": record["valid"]})
+    return entry
 
 
-def best_level_entry(run: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+def best_level_entry(run: WorkingSet, records: list[KernelRun]) -> LevelEntry:
     """The level's entry from the variant with the highest best run among its valid ones (an invalid
     copy is never the limit; with none valid, the best invalid one, so the record says why), with
     every variant's best run beside it."""
     entries = [level_entry(run, record) for record in records]
     valid = [e for e in entries if e["valid"] is True] or entries
-    best = max(valid, key=lambda e: e["copy_MBps"])
-    return {**best, "variants_copy_MBps": {e["variant"]: e["copy_MBps"] for e in entries}}
+    best = max(valid, key=lambda e: e["copy_MBps"] or 0.0)
+    chosen = best.copy()
+    chosen["variants_copy_MBps"] = {e["variant"]: e["copy_MBps"] or 0.0 for e in entries}
+    return chosen
 
 
 def measure(caches: dict[str, int], cpu: int | None = None, cache_dir: Path | None = None,
-            repeats: int = REPEATS, min_time_ms: int = MIN_TIME_MS) -> dict[str, Any]:
+            repeats: int = REPEATS, min_time_ms: int = MIN_TIME_MS) -> LimitsRecord:
     """The copy-rate part of a limits record (``available``, ``levels``, ...), or ``available: false``
     and why. ``cpu``: the cpu to pin to (default: the first this process may run on)."""
-    base: dict[str, Any] = {"tool": TOOL, "source": f"src/kernels/{SOURCE}", "repeats": repeats, "caches": caches}
+    base: LimitsRecord = {"tool": TOOL, "source": f"src/kernels/{SOURCE}", "repeats": repeats, "caches": caches}
     try:
         binary = build(cache_dir)
     except (CopyKernelError, OSError) as exc:
@@ -240,7 +262,7 @@ def measure(caches: dict[str, int], cpu: int | None = None, cache_dir: Path | No
         header, records = parse(done.stdout)
     except (CopyKernelError, OSError, subprocess.SubprocessError) as exc:
         return {**base, "available": False, "reason": str(exc)}
-    by_size: dict[int, list[dict[str, Any]]] = {}
+    by_size: dict[int, list[KernelRun]] = {}
     for r in records:
         by_size.setdefault(r["working_set_bytes"], []).append(r)
     levels = [best_level_entry(run, by_size[run["working_set_bytes"]]) for run in sets

@@ -11,7 +11,7 @@ and neither module has to import the other for it.
 
 from __future__ import annotations
 
-from typing import Any
+from mpiatlas.node.limits_record import PlannedRun
 
 MIN_MEMORY_WS = 256 * 2**20
 MEMORY_WS_FACTOR = 8
@@ -24,10 +24,10 @@ def memory_working_set(caches: dict[str, int]) -> int:
     return max(MIN_MEMORY_WS, MEMORY_WS_FACTOR * max(caches.values(), default=0))
 
 
-def plan(caches: dict[str, int], suffix: str) -> list[dict[str, Any]]:
+def plan(caches: dict[str, int], suffix: str) -> list[PlannedRun]:
     """(level, cache size, working set, likwid kernel) of every run: half of each cache, then memory
     with ``copy`` and ``copy_mem`` (non-temporal stores) in the SIMD variant ``suffix``."""
-    runs = [{"level": name, "cache_bytes": size, "working_set_bytes": size // 2, "kernel": f"copy{suffix}"}
+    runs: list[PlannedRun] = [{"level": name, "cache_bytes": size, "working_set_bytes": size // 2, "kernel": f"copy{suffix}"}
             for name, size in caches.items()]
     mem_ws = memory_working_set(caches)
     for kernel in (f"copy{suffix}", f"copy_mem{suffix}"):

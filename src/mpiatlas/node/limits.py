@@ -55,10 +55,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, UTC
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mpiatlas.node import copy_kernel, link_rate
 from mpiatlas.node.copy_plan import MEMORY as MEMORY, plan as plan  # re-exported: the record readers use them
+from mpiatlas.node.limits_record import CacheKey, LevelEntry, LimitsRecord, PlannedRun, level_entry_of
 from mpiatlas.files import user_cache_dir, write_json_atomic
 
 LIKWID_BENCH = "likwid-bench"
@@ -139,12 +140,12 @@ def run_command(argv: list[str]) -> str:
 
 
 def measure(runner: Runner = run_command, caches: dict[str, int] | None = None,
-            cpuinfo: str | None = None, hostname: str | None = None) -> dict[str, Any]:
+            cpuinfo: str | None = None, hostname: str | None = None) -> LimitsRecord:
     """This node's record: every planned run, best of REPEATS, or ``available: false`` and why."""
     hostname = socket.gethostname() if hostname is None else hostname
-    record: dict[str, Any] = {"node": hostname.split(".")[0], "tool": LIKWID_BENCH,
-                              "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                              "threads": 1, "repeats": REPEATS}
+    record: LimitsRecord = {"node": hostname.split(".")[0], "tool": LIKWID_BENCH,
+                            "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                            "threads": 1, "repeats": REPEATS}
     if runner is run_command and shutil.which(LIKWID_BENCH) is None:
         return measure_with_copy_kernel(record, caches)
     if cpuinfo is None:
@@ -156,34 +157,40 @@ def measure(runner: Runner = run_command, caches: dict[str, int] | None = None,
         return {**record, "available": False, "reason": str(exc)}
     record["version"] = version.group(1) if version else None
     record["caches"] = caches
-    record["levels"] = [_measure_one(runner, run) for run in plan(caches, simd_suffix(cpuinfo))]
-    ok = [lv for lv in record["levels"] if lv.get("copy_MBps") is not None]
+    levels = record["levels"] = [_measure_one(runner, run) for run in plan(caches, simd_suffix(cpuinfo))]
+    ok = [lv for lv in levels if lv.get("copy_MBps") is not None]
     record["available"] = bool(ok)
     if not ok:
-        record["reason"] = "every likwid-bench run failed: " + str(record["levels"][0].get("error"))
+        record["reason"] = "every likwid-bench run failed: " + str(levels[0].get("error"))
     return record
 
 
-def measure_with_copy_kernel(record: dict[str, Any], caches: dict[str, int] | None = None) -> dict[str, Any]:
+def measure_with_copy_kernel(record: LimitsRecord, caches: dict[str, int] | None = None) -> LimitsRecord:
     """The record from mpiatlas's own copy kernel (:mod:`mpiatlas.node.copy_kernel`), for a node
     without likwid-bench; ``available: false`` names both when that fails too."""
     measured = copy_kernel.measure(cache_sizes() if caches is None else caches)
-    out = {**record, **measured, "likwid_bench": f"{LIKWID_BENCH} not found on PATH (package likwid)"}
+    out: LimitsRecord = {**record, **measured, "likwid_bench": f"{LIKWID_BENCH} not found on PATH (package likwid)"}
     if not measured.get("available"):
-        out["reason"] = f"{LIKWID_BENCH} not found on PATH (package likwid), and the copy kernel: {measured['reason']}"
+        out["reason"] = (f"{LIKWID_BENCH} not found on PATH (package likwid), and the copy kernel: "
+                         f"{measured.get('reason')}")
     return out
 
 
-def _measure_one(runner: Runner, run: dict[str, Any]) -> dict[str, Any]:
+def _measure_one(runner: Runner, run: PlannedRun) -> LevelEntry:
     argv = bench_argv(run["kernel"], run["working_set_bytes"])
     values: list[float] = []
     try:
         for _ in range(REPEATS):
             values.append(parse_mbytes(runner(argv)))
     except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as exc:
-        return {**run, "argv": argv, "error": str(exc), "copy_MBps": None}
+        entry = level_entry_of(run)
+        entry.update({"kernel": run["kernel"], "argv": argv, "error": str(exc), "copy_MBps": None})
+        return entry
     best = max(values)
-    return {**run, "argv": argv, "likwid_MByte_s": best, "runs_MByte_s": values, "copy_MBps": best / 2.0}
+    entry = level_entry_of(run)
+    entry.update({"kernel": run["kernel"], "argv": argv, "likwid_MByte_s": best, "runs_MByte_s": values,
+                  "copy_MBps": best / 2.0})
+    return entry
 
 
 # -- reading a record back ------------------------------------------------------------------------
@@ -240,7 +247,7 @@ def level_for_size(record: dict[str, Any], size_bytes: float) -> str:
     return MEMORY
 
 
-def write_records(records: list[dict[str, Any]], out: Path) -> None:
+def write_records(records: list[LimitsRecord], out: Path) -> None:
     """The campaign's limits file: one record per node."""
     out.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out, {"nodes": sorted(records, key=lambda r: str(r.get("node")))})
@@ -307,7 +314,7 @@ def default_cache_dir() -> Path:
 
 
 def cache_key(hostname: str, boot_id: str, version: str | None, cpuinfo: str,
-              caches: dict[str, int]) -> dict[str, Any] | None:
+              caches: dict[str, int]) -> CacheKey | None:
     """The facts a cached record must match; None (nothing cached) without a boot id or a
     likwid-bench version: a record could not be told from one of another boot or tool."""
     if not boot_id or not version:
@@ -316,14 +323,14 @@ def cache_key(hostname: str, boot_id: str, version: str | None, cpuinfo: str,
             "caches": dict(sorted(caches.items()))}
 
 
-def cache_path(cache_dir: Path, key: dict[str, Any]) -> Path:
+def cache_path(cache_dir: Path, key: CacheKey) -> Path:
     """``<host>-<digest of the key>.json``: the host in the name for a person listing the dir."""
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    host = re.sub(r"[^A-Za-z0-9_.-]", "_", str(key["host"])) or "host"
+    host = re.sub(r"[^A-Za-z0-9_.-]", "_", key["host"]) or "host"
     return cache_dir / f"{host}-{digest}.json"
 
 
-def read_cached(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
+def read_cached(path: Path, key: CacheKey) -> LimitsRecord | None:
     """The record cached at ``path`` for ``key``; None when there is none, and None with a warning
     when the file is not a usable record of that key (it is measured again and overwritten)."""
     if not path.is_file():
@@ -335,10 +342,11 @@ def read_cached(path: Path, key: dict[str, Any]) -> dict[str, Any] | None:
     except (OSError, ValueError) as exc:  # JSONDecodeError and LimitsError are ValueErrors
         log.warning("%s: cached limits record ignored (%s); measuring again", path, exc)
         return None
-    return record
+    # Checked above as an available record of this key, which only store_cached writes: passed on as read.
+    return cast(LimitsRecord, record)
 
 
-def store_cached(path: Path, record: dict[str, Any]) -> None:
+def store_cached(path: Path, record: LimitsRecord) -> None:
     """Write aside under a name of this process's own, then rename: concurrent writers (two
     campaigns on one node) each replace the file whole, and a reader never sees half of one."""
     try:
@@ -365,7 +373,7 @@ def _measuring_alone(path: Path) -> Iterator[None]:
 
 
 def measure_cached(cache_dir: Path | None = None, *, fresh: bool = False, runner: Runner = run_command,
-                   sources: KeySources = KeySources()) -> dict[str, Any]:
+                   sources: KeySources = KeySources()) -> LimitsRecord:
     """This node's record from the cache when it holds one for this node, boot and likwid-bench
     (marked ``cached_from``, its ``measured_at`` the original one), else measured and, when
     available, cached. ``fresh`` measures (and caches) even when the cache holds a record."""
@@ -396,8 +404,10 @@ def measure_cached(cache_dir: Path | None = None, *, fresh: bool = False, runner
 
 
 def node_record(cache_dir: Path | None = None, *, fresh: bool = False, tcp_interfaces: Sequence[str] = (),
-                config_gbit_s: float | None = None, config_name: str | None = None) -> dict[str, Any]:
+                config_gbit_s: float | None = None, config_name: str | None = None) -> LimitsRecord:
     """This node's limits record: the copy rates (:func:`measure_cached`, cached) and, read now,
     its ``links`` and the ``network_link`` the campaign's inter-node traffic uses (:mod:`mpiatlas.node.link_rate`)."""
     record = measure_cached(cache_dir, fresh=fresh)
-    return {**record, **link_rate.network_record(tcp_interfaces, config_gbit_s, config_name)}
+    net = link_rate.network_record(tcp_interfaces, config_gbit_s, config_name)
+    return {**record, "links": net["links"], "rdma_ports": net["rdma_ports"], "default_route": net["default_route"],
+            "network_link": net["network_link"]}

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 SYS_NET = Path("/sys/class/net")
 SYS_INFINIBAND = Path("/sys/class/infiniband")
@@ -43,6 +43,97 @@ IB_ENCODING = {"SDR": 0.8, "DDR": 0.8, "QDR": 0.8, "FDR": 14.0625 * 64 / 66 / 14
 _IB_LANE_SPEED = {2.5: "SDR", 5.0: "DDR", 10.0: "QDR"}  # older kernels print "(4X)" for SDR
 _IB_RATE = re.compile(r"^\s*([0-9.]+)\s*Gb/sec(?:\s*\((\d+)X\s*([A-Za-z0-9]*)\))?")
 _SPEED_UNKNOWN = 2**31  # the kernel's SPEED_UNKNOWN (-1) printed unsigned by some drivers
+
+
+# The records below are TypedDicts: they are written as they are into the limits JSON and
+# provenance.json, and the checker knows every key.
+
+class Link(TypedDict):
+    """One network interface (lo left out)."""
+
+    name: str
+    kind: str
+    virtual: bool
+    operstate: str
+    speed_mbit_s: int | None
+    rdma_ports: list[str]  # the ``<dev>/<port>`` ids behind it
+
+
+class IbRate(TypedDict):
+    """An RDMA port's rate text, parsed."""
+
+    rate_gbit_s: float
+    lanes: int | None
+    speed: str | None
+    data_gbit_s: float  # after line coding
+
+
+class RdmaPort(TypedDict):
+    """One port of an RDMA device; the rate figures when its rate text parses, else ``error``."""
+
+    id: str
+    rate: str | None
+    link_layer: str
+    state: str | None
+    phys_state: str | None
+    netdevs: list[str]
+    rate_gbit_s: NotRequired[float]
+    lanes: NotRequired[int | None]
+    speed: NotRequired[str | None]
+    data_gbit_s: NotRequired[float]
+    error: NotRequired[str]
+
+
+class LinkChoice(TypedDict):
+    """Which interface the stacks' TCP traffic takes, and why (``note`` when none)."""
+
+    interface: str | None
+    chosen_by: str | None
+    note: NotRequired[str]
+
+
+class LinkRate(TypedDict):
+    """A link's data rate and its source, or gbit_s None and a ``note`` saying why."""
+
+    gbit_s: float | None
+    source: str | None
+    note: NotRequired[str]
+
+
+class NetworkLink(LinkChoice):
+    """The chosen link and its rate, as a node's limits record keeps it (``network_link``)."""
+
+    gbit_s: float | None
+    source: str | None
+    config_name: NotRequired[str | None]
+    MBps: NotRequired[float]
+    other_rdma: NotRequired[list[str]]
+
+
+class NetworkRecord(TypedDict):
+    links: list[Link]
+    rdma_ports: list[RdmaPort]
+    default_route: str | None
+    network_link: NetworkLink
+
+
+class PortSummary(TypedDict):
+    id: str
+    rate: str | None
+    data_gbit_s: float | None
+    link_layer: str
+    state: str | None
+
+
+class Nic(TypedDict):
+    """One of the node's NICs as a cell's provenance records it."""
+
+    name: str
+    kind: str
+    operstate: str | None
+    speed_mbit_s: int | None
+    link_layer: str | None
+    rdma_ports: list[PortSummary]
 
 
 def _read(path: Path) -> str | None:
@@ -85,10 +176,10 @@ def speed_mbit_s(iface: Path) -> int | None:
     return value if 0 < value < _SPEED_UNKNOWN else None
 
 
-def read_links(sys_net: Path = SYS_NET, ports: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+def read_links(sys_net: Path = SYS_NET, ports: Sequence[RdmaPort] = ()) -> list[Link]:
     """Every interface but lo: name, kind, virtual, operstate, speed (Mbit/s or None), and the
     RDMA ports (``<dev>/<port>``) behind it."""
-    links = []
+    links: list[Link] = []
     for iface in sorted(sys_net.iterdir()) if sys_net.is_dir() else []:
         if iface.name == "lo":
             continue
@@ -99,7 +190,7 @@ def read_links(sys_net: Path = SYS_NET, ports: Sequence[dict[str, Any]] = ()) ->
     return links
 
 
-def _rdma_ports_of(iface: Path, ports: Sequence[dict[str, Any]]) -> list[str]:
+def _rdma_ports_of(iface: Path, ports: Sequence[RdmaPort]) -> list[str]:
     """The RDMA ports an interface rides on: IPoIB and RoCE interfaces share the PCI device of their
     HCA (``device/infiniband/<dev>``, port = dev_port + 1); RoCE ports also name their netdevs."""
     out = [p["id"] for p in ports if iface.name in p.get("netdevs", ())]
@@ -115,7 +206,7 @@ def _rdma_ports_of(iface: Path, ports: Sequence[dict[str, Any]]) -> list[str]:
 # -- InfiniBand / RoCE ports ----------------------------------------------------------------------
 
 
-def parse_ib_rate(text: str, link_layer: str = "InfiniBand") -> dict[str, Any]:
+def parse_ib_rate(text: str, link_layer: str = "InfiniBand") -> IbRate:
     """``100 Gb/sec (4X EDR)`` -> rate, lanes, speed and the data rate after line coding (Gbit/s).
     ValueError when the text is no rate."""
     m = _IB_RATE.match(text)
@@ -129,28 +220,31 @@ def parse_ib_rate(text: str, link_layer: str = "InfiniBand") -> dict[str, Any]:
     return {"rate_gbit_s": rate, "lanes": lanes, "speed": speed, "data_gbit_s": rate * factor}
 
 
-def read_rdma_ports(sys_ib: Path = SYS_INFINIBAND) -> list[dict[str, Any]]:
+def read_rdma_ports(sys_ib: Path = SYS_INFINIBAND) -> list[RdmaPort]:
     """Every port of every RDMA device: id ``<dev>/<port>``, rate text and figures, state,
     link layer (InfiniBand or Ethernet = RoCE), the netdevs a RoCE port names."""
-    ports = []
+    ports: list[RdmaPort] = []
     for dev in sorted(sys_ib.iterdir()) if sys_ib.is_dir() else []:
         for port in sorted((dev / "ports").glob("*"), key=lambda p: (len(p.name), p.name)):
             text = _read(port / "rate")
             layer = _read(port / "link_layer") or "InfiniBand"
-            entry: dict[str, Any] = {"id": f"{dev.name}/{port.name}", "rate": text, "link_layer": layer,
-                                     "state": _read(port / "state"), "phys_state": _read(port / "phys_state"),
-                                     "netdevs": sorted({n for f in (port / "gid_attrs" / "ndevs").glob("*")
-                                                        if (n := _read(f))})}
+            entry: RdmaPort = {"id": f"{dev.name}/{port.name}", "rate": text, "link_layer": layer,
+                               "state": _read(port / "state"), "phys_state": _read(port / "phys_state"),
+                               "netdevs": sorted({n for f in (port / "gid_attrs" / "ndevs").glob("*")
+                                                  if (n := _read(f))})}
             try:
-                entry.update(parse_ib_rate(text or "", layer))
+                rate = parse_ib_rate(text or "", layer)
+                entry |= {"rate_gbit_s": rate["rate_gbit_s"], "lanes": rate["lanes"], "speed": rate["speed"],
+                          "data_gbit_s": rate["data_gbit_s"]}
             except ValueError as exc:
                 entry["error"] = str(exc)
             ports.append(entry)
     return ports
 
 
-def port_active(port: dict[str, Any]) -> bool:
-    return "ACTIVE" in str(port.get("state") or "").upper()
+def port_active(state: object) -> bool:
+    """Whether a port's ``state`` (sysfs text such as ``4: ACTIVE``, or None) says active."""
+    return "ACTIVE" in str(state or "").upper()
 
 
 # -- which link, and its rate ---------------------------------------------------------------------
@@ -182,8 +276,7 @@ def _rows(path: Path) -> list[list[str]]:
     return [line.split() for line in (_read(path) or "").splitlines()]
 
 
-def choose_link(links: Sequence[dict[str, Any]], configured: Sequence[str], default_route: str | None
-                ) -> dict[str, Any]:
+def choose_link(links: Sequence[Link], configured: Sequence[str], default_route: str | None) -> LinkChoice:
     """``{interface, chosen_by}`` (interface None and a ``note`` when there is none): the first
     configured interface, else the default route's. A configured interface missing on this node
     gives none: the stacks' traffic does not take the default route then either."""
@@ -199,21 +292,21 @@ def choose_link(links: Sequence[dict[str, Any]], configured: Sequence[str], defa
     return {"interface": None, "chosen_by": None, "note": "no tcp_interface configured and no default route"}
 
 
-def link_rate(link: dict[str, Any] | None, ports: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def link_rate(link: Link | None, ports: Sequence[RdmaPort]) -> LinkRate:
     """``{gbit_s, source}`` of a link, or gbit_s None and a ``note`` saying why it is unknown."""
     if link is None:
         return {"gbit_s": None, "source": None, "note": "no such interface"}
     name = link["name"]
-    for port in (p for p in ports if p["id"] in link.get("rdma_ports", ())):
-        if port_active(port) and port.get("data_gbit_s"):
-            return {"gbit_s": port["data_gbit_s"], "source": f"infiniband:{port['id']}"}
-    speed = link.get("speed_mbit_s")
-    if link.get("virtual"):
+    for port in (p for p in ports if p["id"] in link["rdma_ports"]):
+        if port_active(port["state"]) and (data := port.get("data_gbit_s")):
+            return {"gbit_s": data, "source": f"infiniband:{port['id']}"}
+    speed = link["speed_mbit_s"]
+    if link["virtual"]:
         shown = f" ({speed} Mbit/s is a kernel default)" if speed else ""
         return {"gbit_s": None, "source": None,
-                "note": f"{name} is a {link.get('kind')} interface, not a hardware link{shown}: rate unknown"}
+                "note": f"{name} is a {link['kind']} interface, not a hardware link{shown}: rate unknown"}
     if speed is None:
-        state = link.get("operstate")
+        state = link["operstate"]
         why = f"link {state}" if state not in ("up", "unknown") else "the NIC reports none, as a VM's virtio NIC does"
         return {"gbit_s": None, "source": None, "note": f"{name}: speed unknown ({why})"}
     return {"gbit_s": speed / 1000, "source": f"sysfs:{name}"}
@@ -221,28 +314,33 @@ def link_rate(link: dict[str, Any] | None, ports: Sequence[dict[str, Any]]) -> d
 
 def network_record(configured: Sequence[str] = (), config_gbit_s: float | None = None, config_name: str | None = None,
                    *, sys_net: Path = SYS_NET, sys_ib: Path = SYS_INFINIBAND, route: Path = PROC_ROUTE,
-                   route6: Path = PROC_ROUTE6) -> dict[str, Any]:
+                   route6: Path = PROC_ROUTE6) -> NetworkRecord:
     """This node's ``links``, ``rdma_ports``, ``default_route`` and ``network_link``: the chosen
     interface, its rate (Gbit/s of data, and MB/s), where that came from (``sysfs:<iface>``,
     ``infiniband:<dev>/<port>`` or ``config``) and, when the link's own rate is unknown, why."""
     ports = read_rdma_ports(sys_ib)
     links = read_links(sys_net, ports)
     default = default_route_interface(route, route6)
-    net: dict[str, Any] = choose_link(links, configured, default)
+    choice = choose_link(links, configured, default)
+    net: NetworkLink = {"interface": choice["interface"], "chosen_by": choice["chosen_by"], "gbit_s": None,
+                        "source": None}
+    if "note" in choice:
+        net["note"] = choice["note"]
     chosen = next((link for link in links if link["name"] == net["interface"]), None)
     if chosen is not None:
-        net.update(link_rate(chosen, ports))
-    else:
-        net.update(gbit_s=None, source=None)
-        if net["interface"] is not None:
-            net["note"] = f"{net['interface']} (the default route's) is not in {sys_net}"
+        rate = link_rate(chosen, ports)
+        net |= {"gbit_s": rate["gbit_s"], "source": rate["source"]}
+        if "note" in rate:
+            net["note"] = rate["note"]
+    elif net["interface"] is not None:
+        net["note"] = f"{net['interface']} (the default route's) is not in {sys_net}"
     if net["gbit_s"] is None and config_gbit_s is not None:
-        net.update(gbit_s=float(config_gbit_s), source="config", config_name=config_name)
+        net |= {"gbit_s": float(config_gbit_s), "source": "config", "config_name": config_name}
     if net["gbit_s"] is not None:
         net["MBps"] = gbit_to_MBps(net["gbit_s"])
     used = set(chosen["rdma_ports"]) if chosen else set()
-    others = [f"{p['id']} ({p['data_gbit_s']:g} Gbit/s)" for p in ports
-              if port_active(p) and p["id"] not in used and p.get("data_gbit_s")]
+    others = [f"{p['id']} ({data:g} Gbit/s)" for p in ports
+              if port_active(p["state"]) and p["id"] not in used and (data := p.get("data_gbit_s"))]
     if others:
         net["other_rdma"] = others
     return {"links": links, "rdma_ports": ports, "default_route": default, "network_link": net}
@@ -254,22 +352,23 @@ def network_record(configured: Sequence[str] = (), config_gbit_s: float | None =
 _ARPHRD = {"1": "Ethernet", "32": "InfiniBand"}
 
 
-def _nic_link_layer(iface: Path, rdma: Sequence[dict[str, Any]]) -> str | None:
+def _nic_link_layer(iface: Path, rdma: Sequence[RdmaPort]) -> str | None:
     """The RDMA port's link layer behind the interface (InfiniBand, or Ethernet for RoCE), else the
     interface's own ARP hardware type; None when neither says."""
     if rdma:
-        return str(rdma[0].get("link_layer") or "") or None
+        return rdma[0]["link_layer"] or None
     return _ARPHRD.get(_read(iface / "type") or "")
 
 
-def node_nics(sys_net: Path = SYS_NET, sys_ib: Path = SYS_INFINIBAND) -> list[dict[str, Any]]:
+def node_nics(sys_net: Path = SYS_NET, sys_ib: Path = SYS_INFINIBAND) -> list[Nic]:
     """The node's network interfaces (lo left out) and its RDMA ports: per interface its name, kind,
     state, rate (``speed_mbit_s`` from sysfs; None where the kernel reports none or -1) and link layer,
     with the RDMA ports behind it (id, rate text, data rate, state); an RDMA port behind no interface
     (InfiniBand without IPoIB) is an entry of its own, named by its port id."""
     ports = read_rdma_ports(sys_ib)
     by_id = {p["id"]: p for p in ports}
-    nics, used = [], set()
+    nics: list[Nic] = []
+    used: set[str] = set()
     for link in read_links(sys_net, ports):
         rdma = [by_id[p] for p in link["rdma_ports"]]
         used.update(link["rdma_ports"])
@@ -277,11 +376,12 @@ def node_nics(sys_net: Path = SYS_NET, sys_ib: Path = SYS_INFINIBAND) -> list[di
                      "speed_mbit_s": link["speed_mbit_s"],
                      "link_layer": _nic_link_layer(sys_net / link["name"], rdma),
                      "rdma_ports": [_port_summary(p) for p in rdma]})
-    nics += [{"name": p["id"], "kind": "rdma", "operstate": p.get("state"), "speed_mbit_s": None,
-              "link_layer": p.get("link_layer"), "rdma_ports": [_port_summary(p)]}
+    nics += [{"name": p["id"], "kind": "rdma", "operstate": p["state"], "speed_mbit_s": None,
+              "link_layer": p["link_layer"], "rdma_ports": [_port_summary(p)]}
              for p in ports if p["id"] not in used]
     return nics
 
 
-def _port_summary(port: dict[str, Any]) -> dict[str, Any]:
-    return {k: port.get(k) for k in ("id", "rate", "data_gbit_s", "link_layer", "state")}
+def _port_summary(port: RdmaPort) -> PortSummary:
+    return {"id": port["id"], "rate": port["rate"], "data_gbit_s": port.get("data_gbit_s"),
+            "link_layer": port["link_layer"], "state": port["state"]}

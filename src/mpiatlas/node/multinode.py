@@ -16,7 +16,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
 from mpiatlas.node import topology
 from mpiatlas.stacks import fabrics
@@ -187,6 +187,15 @@ def machine_oversubscribed(np: int, facts: Sequence[NodeFacts]) -> bool:
     return any(n > next(f.cpus for f in facts if f.boot_id == b) for b, n in per_machine.items())
 
 
-def facts_record(facts: Sequence[NodeFacts]) -> list[dict[str, Any]]:
+class NodeFactsRecord(TypedDict):
+    """A node's facts as provenance.json keeps them (``node_facts``)."""
+
+    host: str
+    boot_id: str
+    cpus: int
+    rdma_ports: list[str] | None  # stacks.fabrics.Port.describe of each
+
+
+def facts_record(facts: Sequence[NodeFacts]) -> list[NodeFactsRecord]:
     return [{"host": f.host, "boot_id": f.boot_id, "cpus": f.cpus,
              "rdma_ports": None if f.rdma_ports is None else [p.describe() for p in f.rdma_ports]} for f in facts]

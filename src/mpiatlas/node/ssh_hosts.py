@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     from mpiatlas.spine.cell_spec import CellSpec, HostSpec, SshSpec
@@ -48,6 +48,13 @@ class Host:
     slots: int | None = None  # ranks the host takes at most (None: as many as a cell puts there)
 
 
+class SshRecord(TypedDict):
+    """The remote shell as provenance.json keeps it (``ssh``)."""
+
+    agent: str
+    args: list[str]
+
+
 @dataclass(frozen=True)
 class Ssh:
     """The remote shell every launcher and the probe use: ``agent`` (a program) and its options."""
@@ -55,7 +62,7 @@ class Ssh:
     agent: str
     args: tuple[str, ...] = ()
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> SshRecord:
         return {"agent": self.agent, "args": list(self.args)}
 
 

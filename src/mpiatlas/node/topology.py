@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Literal, NotRequired, TypedDict, get_args
 
 from mpiatlas.node import topology_sysfs
 from mpiatlas.node.topology_sysfs import cpu_list
@@ -57,6 +57,27 @@ _INFO_KEYS = {
     "hwlocVersion": "hwloc_version",
     "SyntheticDescription": "synthetic",
 }
+
+
+class TopologySummary(TypedDict):
+    """A node's topology as provenance.json keeps it (``topology``)."""
+
+    source: str
+    hostname: str | None
+    cpu_model: str | None
+    packages: int
+    numa_nodes: int
+    l3_domains: int
+    cores: int
+    pus: int
+    smt: int
+    cache_sizes: dict[str, int]
+    cpu_vendor: NotRequired[str]
+    architecture: NotRequired[str]
+    os_name: NotRequired[str]
+    os_release: NotRequired[str]
+    hwloc_version: NotRequired[str]
+    synthetic: NotRequired[str]
 
 
 class TopologyError(RuntimeError):
@@ -197,9 +218,9 @@ class Topology:
                 groups.setdefault(key, []).append(core)
         return [groups[k] for k in sorted(groups)]
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> TopologySummary:
         """JSON-ready description for run provenance."""
-        out: dict[str, Any] = {
+        out: TopologySummary = {
             "source": self.source,
             "hostname": self.hostname,
             "cpu_model": self.cpu_model,
@@ -211,7 +232,20 @@ class Topology:
             "smt": self.n_pus // self.n_cores if self.n_cores else 0,
             "cache_sizes": dict(self.cache_sizes),
         }
-        out.update({_INFO_KEYS[k]: v for k, v in self.info.items() if k in _INFO_KEYS})
+        # hwloc's info attributes, under their names in _INFO_KEYS
+        info = self.info
+        if "CPUVendor" in info:
+            out["cpu_vendor"] = info["CPUVendor"]
+        if "Architecture" in info:
+            out["architecture"] = info["Architecture"]
+        if "OSName" in info:
+            out["os_name"] = info["OSName"]
+        if "OSRelease" in info:
+            out["os_release"] = info["OSRelease"]
+        if "hwlocVersion" in info:
+            out["hwloc_version"] = info["hwlocVersion"]
+        if "SyntheticDescription" in info:
+            out["synthetic"] = info["SyntheticDescription"]
         return out
 
 

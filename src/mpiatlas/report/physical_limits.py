@@ -149,7 +149,7 @@ def transport_class(fit: dict[str, Any]) -> str:
 
 def rdma_link(ports: list[dict[str, Any]]) -> dict[str, Any]:
     """A node's RDMA link, shaped like a ``network_link``: its fastest active port with a rate."""
-    active = [p for p in ports if port_active(p) and _gbit(p.get("data_gbit_s")) is not None]
+    active = [p for p in ports if port_active(p.get("state")) and _gbit(p.get("data_gbit_s")) is not None]
     if not active:
         return {"interface": None, "chosen_by": None, "gbit_s": None, "source": None,
                 "note": "no active InfiniBand/RoCE port with a rate recorded"}

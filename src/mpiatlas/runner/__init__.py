@@ -6,6 +6,7 @@
 * :mod:`.judge` — a cell's status from exit, transport, binding, placement, library;
 * :mod:`.process` — one launch: blocking wait, timeout kill of the process group, ``wall_s``;
 * :mod:`.machine_state` — what the machine did during a launch: run-queue wait, steal, others' cpu;
+* :mod:`.machine_record` — the typed ``machine`` record of provenance.json that machine_state writes;
 * :mod:`.remote_nodes` — the other nodes of a multi-node cell probed before and after (srun or ssh);
 * :mod:`.quiet` — the later re-measure round's bounded wait for a quiet machine;
 * :mod:`.run` — ``run_cell``, ``run_group`` (with re-measures of perturbed launches);

@@ -206,7 +206,7 @@ def judge_placement(outcome: Outcome, spec: CellSpec, pin_sets: list[tuple[int, 
     return Outcome(outcome.status, outcome.reason, details)
 
 
-def judge_library(outcome: Outcome, seen: dict[str, Any]) -> Outcome:
+def judge_library(outcome: Outcome, seen: mpi_library.LibraryRecord) -> Outcome:
     """A cell is only ``ok`` if the library its ranks ran is its stack's (mpiatlas.evidence.mpi_library): the
     banner they printed names the stack's kind and version, the libmpi the loader resolves for its
     program is one of the stack's own files. A launch that failed or timed out keeps its status

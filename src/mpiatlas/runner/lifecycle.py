@@ -18,7 +18,8 @@ import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from mpiatlas.evidence import provenance
 from mpiatlas.node import link_rate, topology
@@ -27,6 +28,7 @@ from mpiatlas.stats.quality import UNKNOWN
 from mpiatlas.matrix.layout import NODE_LOST, PROVENANCE, STATUS, STDERR, STDOUT
 from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.evidence.provenance import UNSET, Provenance
+from mpiatlas.runner.machine_record import MachineRecord
 from mpiatlas.runner.scheduler_state import NodeLoss, node_failure_lines, node_loss
 from mpiatlas.stacks import StackError
 
@@ -111,7 +113,15 @@ def interruption(record: Provenance) -> str | None:
     return None
 
 
-def scheduler_facts(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+class SchedulerFacts(TypedDict):
+    """The batch job a cell ran in, as provenance.json keeps it."""
+
+    scheduler: str | None
+    slurm_job_id: str | None
+    slurm: dict[str, str] | None  # every SLURM_ variable
+
+
+def scheduler_facts(environ: Mapping[str, str] | None = None) -> SchedulerFacts:
     """The batch job a cell ran in (SLURM), or nulls outside a scheduler."""
     environ = os.environ if environ is None else environ
     slurm = {k: v for k, v in sorted(environ.items()) if k.startswith("SLURM_")}
@@ -187,13 +197,26 @@ def _seal_cell(work: Path, out: Path, spec: CellSpec, record: Provenance, outcom
     machine = None if record.machine is UNSET else record.machine
     details = outcome.details or {}
     threads = (details.get("thread_quality"), details.get("thread_quality_reason"))
+    trust = launch_quality(spec, machine, record.oversubscribed is True, threads)
     _write_json(work / STATUS, {"cell": spec["id"], "status": outcome.status, "reason": outcome.reason,
-                                **details, **launch_quality(spec, machine, record.oversubscribed is True, threads)})
+                                **details, **(trust.status_fields() if trust else {})})
     _seal(work, Path(out))
 
 
-def launch_quality(spec: CellSpec, machine: dict[str, Any] | None, oversubscribed: bool,
-                   threads: tuple[str | None, str | None] = (None, None)) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Trust:
+    """How far a launch's numbers are the machine's own: ``quality`` ok | perturbed | unknown (None:
+    the machine record could not be judged) and why (status.json ``quality``, ``quality_reason``)."""
+
+    quality: str | None
+    reason: str | None
+
+    def status_fields(self) -> dict[str, str | None]:
+        return {"quality": self.quality, "quality_reason": self.reason}
+
+
+def launch_quality(spec: CellSpec, machine: MachineRecord | None, oversubscribed: bool,
+                   threads: tuple[str | None, str | None] = (None, None)) -> Trust | None:
     """``quality`` (ok | perturbed | unknown) and ``quality_reason`` of the launch, from its machine
     record (mpiatlas.stats.quality) and its OpenMP threads' evidence (``threads``: the program's
     (quality, reason), mpiatlas.programs.kernels.thread_quality); nothing for a cell that never
@@ -203,13 +226,13 @@ def launch_quality(spec: CellSpec, machine: dict[str, Any] | None, oversubscribe
                       else (None, None))
     thread_judged, thread_reason = threads
     if thread_judged is None:
-        return {"quality": judged, "quality_reason": reason} if machine else {}
+        return Trust(judged, reason) if machine else None
     if quality.PERTURBED in (judged, thread_judged):
         reasons = [r for q, r in ((judged, reason), (thread_judged, thread_reason)) if q == quality.PERTURBED and r]
-        return {"quality": quality.PERTURBED, "quality_reason": "; ".join(reasons)}
+        return Trust(quality.PERTURBED, "; ".join(reasons))
     if thread_judged == UNKNOWN:
-        return {"quality": UNKNOWN, "quality_reason": thread_reason}
-    return {"quality": judged or thread_judged, "quality_reason": reason}
+        return Trust(UNKNOWN, thread_reason)
+    return Trust(judged or thread_judged, reason)
 
 
 def _node_loss(work: Path, record: Provenance, why: str | None) -> NodeLoss | None:

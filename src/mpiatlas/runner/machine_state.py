@@ -63,7 +63,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from mpiatlas.runner.machine_record import LaunchMachine, ProbeCost, RankRecord, WindowRecord
 
 PROC = Path("/proc")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -435,7 +436,7 @@ def steal(deltas: dict[str, dict[str, float]]) -> tuple[float, int, int]:
     return round(share, 4), ticks(steal_s) or 0, ticks(total_s) or 0
 
 
-def window_record(window: list[Window], cpus: list[int]) -> dict[str, Any] | None:
+def window_record(window: list[Window], cpus: list[int]) -> WindowRecord | None:
     """The cpus' use between the first and the last sample that saw ranks, less the ranks' own."""
     if len(window) < 2 or window[0] is window[1]:
         return None
@@ -463,7 +464,7 @@ def cpu_list(cpus: list[int]) -> list[int] | str:
     return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in runs)
 
 
-def rank_record(rank: Seen) -> dict[str, Any]:
+def rank_record(rank: Seen) -> RankRecord:
     return {"pid": rank.stat.pid, "comm": rank.stat.comm, "cpus": cpu_list(rank.affinity),
             "last_cpu": rank.stat.processor,
             "observed_s": round(rank.observed_s, 4), "wait_s": round(rank.wait_ns / 1e9, 6),
@@ -473,13 +474,12 @@ def rank_record(rank: Seen) -> dict[str, Any]:
 
 def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, ranks: list[Seen],
                   window: list[Window], tree: PidStat | None, planned_cpus: list[int] | None,
-                  probe: dict[str, Any], colocated: bool = False) -> dict[str, Any]:
+                  probe: ProbeCost, colocated: bool = False) -> LaunchMachine:
     """The ``machine`` block of provenance.json (its shares are read by mpiatlas.stats.quality): node
     snapshots ``before`` and ``after`` the launch, the ``ranks`` as last seen and the ``window`` of
     their run (RankSampler), the exited launcher's stat (``tree``), the cell's planned cpus; ``colocated``:
     the cell's hosts share this machine."""
-    observed = [rank_record(r) | {"wait_share_of_wall": round(r.wait_ns / 1e9 / wall_s, 4) if wall_s > 0 else None}
-                for r in ranks]
+    observed = [_with_share_of_wall(rank_record(r), r, wall_s) for r in ranks]
     rank_cpus = sorted({c for r in ranks for c in r.affinity})
     cpus = rank_cpus or sorted(planned_cpus or []) or sorted(after.cpus)
     deltas = cpu_deltas(before.cpus, after.cpus, cpus)
@@ -497,8 +497,8 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
     other_s, other_share = others(deltas, own) if own is not None else (None, None)
     during = window_record(window, cpus)
     steal_share, steal_ticks, steal_of = steal(deltas)
-    judged_on = during or {"other_cpu_s": other_s, "cpu": deltas}
-    record: dict[str, Any] = {
+    judged_on_other_s, judged_on_cpu = (during["other_cpu_s"], during["cpu"]) if during else (other_s, deltas)
+    record: LaunchMachine = {
         "scope": "local node",
         # The launch's wall time: what mpiatlas.stats.quality sets the ranks' run-queue wait against.
         "wall_s": round(wall_s, 4),
@@ -513,8 +513,8 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
         # idle for anyone: over the whole launch that share says little); over the launch without ranks.
         "other_cpu_share": during["other_cpu_share"] if during else other_share,
         # ... and the ticks it was counted from (others', all of the cpus'): its counting resolution.
-        "other_cpu_ticks": ticks(judged_on["other_cpu_s"]),
-        "cpu_ticks": ticks(sum(d["total_s"] for d in judged_on["cpu"].values())),
+        "other_cpu_ticks": ticks(judged_on_other_s),
+        "cpu_ticks": ticks(sum(d["total_s"] for d in judged_on_cpu.values())),
         "other_cpu_share_launch": other_share,
         "during_ranks": during,
         # The most stolen of the ranks' cpus over the launch, and its stolen and total ticks.
@@ -535,6 +535,11 @@ def launch_record(before: NodeSnapshot, after: NodeSnapshot, wall_s: float, rank
                              "(srun starts them under slurmstepd, or the launch ended before the first sample)"
                              + ("" if own is not None else "; others' cpu time on the ranks' cpus: the ranks' own "
                                 "cpu time is not ours to read"))
+    return record
+
+
+def _with_share_of_wall(record: RankRecord, rank: Seen, wall_s: float) -> RankRecord:
+    record["wait_share_of_wall"] = round(rank.wait_ns / 1e9 / wall_s, 4) if wall_s > 0 else None
     return record
 
 

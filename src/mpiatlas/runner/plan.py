@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from mpiatlas.node import multinode, ssh_hosts, topology
 from mpiatlas.evidence.provenance import PlanFacts
@@ -243,7 +243,15 @@ def _probe_ssh_hosts(spec: CellSpec, nodes: int, ppn: int, record: PlanFacts) ->
     return ssh_hosts.probe_hosts(hosts, ssh)
 
 
-def launch_hosts(spec: CellSpec, launcher: str, nodes: int) -> dict[str, Any]:
+class SshLaunch(TypedDict, total=False):
+    """The LaunchSpec fields of mpirun over ssh (none on one node or under srun)."""
+
+    hosts: list[str]
+    rsh_agent: str
+    rsh_args: tuple[str, ...]
+
+
+def launch_hosts(spec: CellSpec, launcher: str, nodes: int) -> SshLaunch:
     """LaunchSpec fields of mpirun over ssh (hosts, rsh agent and its options); {} otherwise."""
     if launcher == "srun" or nodes == 1 or not spec.get("hosts"):
         return {}

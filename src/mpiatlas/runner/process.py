@@ -18,9 +18,8 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
 from mpiatlas.runner import machine_state
+from mpiatlas.runner.machine_record import LaunchMachine, MachineRecord, ProbeCost, ProbeFailed
 
 # Seconds between SIGTERM and SIGKILL: srun passes TERM on to the step and needs a moment.
 TERM_GRACE_S = 10.0
@@ -33,7 +32,7 @@ class Finished:
 
     exit_code: int | None
     wall_s: float
-    machine: dict[str, Any] | None = None
+    machine: MachineRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -149,7 +148,7 @@ def run_launch(argv: list[str], env: dict[str, str], cwd: Path, stdout: Path, st
     return Finished(None if timed_out else exit_code, wall_s, machine)
 
 
-def _before(cgroup: Path | None) -> tuple[machine_state.NodeSnapshot | None, dict[str, Any] | None]:
+def _before(cgroup: Path | None) -> tuple[machine_state.NodeSnapshot | None, ProbeFailed | None]:
     """The node before the launch; a probe that cannot read /proc never stops the launch (its
     record then says why: judged neither ok nor perturbed)."""
     try:
@@ -159,7 +158,7 @@ def _before(cgroup: Path | None) -> tuple[machine_state.NodeSnapshot | None, dic
 
 
 def _machine(probe: Probe, pid: int, sampler: machine_state.RankSampler | None,
-             before: machine_state.NodeSnapshot, cgroup: Path | None, wall_s: float) -> dict[str, Any]:
+             before: machine_state.NodeSnapshot, cgroup: Path | None, wall_s: float) -> MachineRecord:
     """The launch's machine record, read while the launcher is still an unreaped zombie (its stat
     then holds the cpu time of every descendant reaped below it)."""
     cost_start = time.thread_time()
@@ -173,13 +172,13 @@ def _machine(probe: Probe, pid: int, sampler: machine_state.RankSampler | None,
 
 def _record(probe: Probe, pid: int, sampler: machine_state.RankSampler | None,
             before: machine_state.NodeSnapshot, cgroup: Path | None, wall_s: float,
-            cost_start: float) -> dict[str, Any]:
+            cost_start: float) -> LaunchMachine:
     if sampler and sampler.error:
         raise ValueError(f"sampler: {sampler.error}")
     # srun's own stat holds none of the ranks' cpu time (slurmstepd starts them): not the launch tree.
     tree = machine_state.read_process(pid) if probe.ranks_are_descendants else None
     after = machine_state.node_snapshot(cgroup)
-    own = {"sampler_cpu_s": round(sampler.cpu_s, 6) if sampler else 0.0,
+    own: ProbeCost = {"sampler_cpu_s": round(sampler.cpu_s, 6) if sampler else 0.0,
            "samples": sampler.samples if sampler else 0, "tree_walks": sampler.scans if sampler else 0,
            "sampler_cpus": sampler.cpus if sampler else []}
     record = machine_state.launch_record(before, after, wall_s, sampler.ranks() if sampler else [],

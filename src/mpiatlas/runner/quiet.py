@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from mpiatlas.stats import quality
 from mpiatlas.runner.machine_state import CPU_FIELDS, IDLE_FIELDS, NodeSnapshot, node_snapshot
@@ -87,6 +87,13 @@ def why_not_quiet(seen: Look, rule: QuietRule) -> str | None:
     return "; ".join(reasons) or None
 
 
+# provenance.json's ``quiet_wait``: the wait (QuietWait), and which pass of the later round it was
+# and how many cells that pass held (runner.run). The functional form: "pass" is a keyword.
+QuietWaitRecord = TypedDict("QuietWaitRecord", {
+    "waited_s": float, "looks": int, "quiet": bool, "reason": str, "last": dict[str, float],
+    "pass": NotRequired[int], "cells_in_pass": NotRequired[int]})
+
+
 @dataclass(frozen=True)
 class QuietWait:
     """What a relaunch waited for (provenance.json ``quiet_wait``)."""
@@ -97,8 +104,9 @@ class QuietWait:
     reason: str  # why it stopped waiting, in words
     last: dict[str, float]  # the last look's figures
 
-    def record(self) -> dict[str, Any]:
-        return asdict(self)
+    def record(self) -> QuietWaitRecord:
+        return {"waited_s": self.waited_s, "looks": self.looks, "quiet": self.quiet, "reason": self.reason,
+                "last": dict(self.last)}
 
 
 def wait_until_quiet(rule: QuietRule, snapshot: Callable[[], NodeSnapshot] = node_snapshot,

@@ -29,9 +29,8 @@ import shutil
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
-from typing import Any
 
+from mpiatlas.runner.machine_record import NodeRecord, OtherNodes, RemoteCost
 from mpiatlas.runner.machine_state import NodeSnapshot, parse_loadavg, parse_pressure, parse_proc_stat
 from mpiatlas.runner.quiet import look
 
@@ -131,18 +130,18 @@ class RemoteNodes:
     def start(self) -> None:
         self.before = self._snapshots()
 
-    def finish(self, wall_s: float) -> dict[str, Any]:
+    def finish(self, wall_s: float) -> OtherNodes:
         """The ``nodes`` list (and the probe's cost) to add to the launch's machine record."""
         after = self._snapshots() if self.before is not None else None
-        cost = {"remote_s": round(self.remote_s, 3), "remote_commands": 2}
+        cost: RemoteCost = {"remote_s": round(self.remote_s, 3), "remote_commands": 2}
         if self.before is None or after is None:
             return {"remote_error": self.error or "no snapshot", "remote_probe": cost}
         return {"nodes": nodes_record(self.before, after, wall_s), "remote_probe": cost}
 
 
-def nodes_record(before: dict[str, NodeSnapshot], after: dict[str, NodeSnapshot], wall_s: float) -> list[dict[str, Any]]:
+def nodes_record(before: dict[str, NodeSnapshot], after: dict[str, NodeSnapshot], wall_s: float) -> list[NodeRecord]:
     """One entry per node seen both before and after (mpiatlas.stats.quality reads ``steal_*``)."""
-    out = []
+    out: list[NodeRecord] = []
     for host in sorted(set(before) & set(after)):
         seen = look(before[host], after[host])
         pressure = None
@@ -151,6 +150,7 @@ def nodes_record(before: dict[str, NodeSnapshot], after: dict[str, NodeSnapshot]
             pressure = round((end - start) / 1e6 / wall_s, 4)
         out.append({"host": host, "cpus": len(after[host].cpus),
                     "loadavg_before": before[host].loadavg, "loadavg_after": after[host].loadavg,
-                    **{k: v for k, v in asdict(seen).items() if k != "load_per_cpu"},
+                    "busy_share": seen.busy_share, "busy_ticks": seen.busy_ticks, "steal_share": seen.steal_share,
+                    "steal_ticks": seen.steal_ticks, "total_ticks": seen.total_ticks,
                     "cpu_pressure_share": pressure})
     return out

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from mpiatlas.evidence import mpi_library, provenance
 from mpiatlas.matrix import layout
@@ -41,7 +41,7 @@ from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.programs import program_of_spec
 from mpiatlas.programs.base import Program
 from mpiatlas.programs.kernels import thread_binding_env
-from mpiatlas.evidence.provenance import UNSET, Provenance, Unset
+from mpiatlas.evidence.provenance import UNSET, KnobsRecord, LikwidPin, Provenance, Unset
 from mpiatlas.stats.quality import PERTURBED
 from mpiatlas.runner import likwid_pin
 from mpiatlas.runner.judge import judge, judge_library, judge_placement
@@ -58,9 +58,11 @@ from mpiatlas.runner.plan import (
     plan,
     resolve_launcher,
 )
+from mpiatlas.runner.machine_record import MachineRecord, with_nodes
 from mpiatlas.runner.process import Probe, run_launch
-from mpiatlas.runner.quiet import QuietRule, wait_until_quiet
+from mpiatlas.runner.quiet import QuietRule, QuietWaitRecord, wait_until_quiet
 from mpiatlas.runner.remote_nodes import RemoteNodes
+from mpiatlas.runner.scheduler_state import NodeLossFacts
 from mpiatlas.stacks import LaunchSpec, Stack, StackError, get_stack
 
 if TYPE_CHECKING:
@@ -68,7 +70,7 @@ if TYPE_CHECKING:
 
 
 def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout_s: float,
-         probe: Probe | None = None) -> tuple[int | None, str, str, float, dict[str, Any] | None]:
+         probe: Probe | None = None) -> tuple[int | None, str, str, float, MachineRecord | None]:
     """Run the launch (see runner.process for how its wall time is measured) and read its output."""
     finished = run_launch(argv, env, cwd, cwd / STDOUT, cwd / STDERR, timeout_s, probe)
     return (finished.exit_code, (cwd / STDOUT).read_text(errors="replace"), (cwd / STDERR).read_text(errors="replace"),
@@ -95,7 +97,7 @@ class LaunchFacts:
 
     argv: list[str]
     env: dict[str, str]
-    knobs: dict[str, Any] | Unset = UNSET
+    knobs: KnobsRecord | Unset = UNSET
 
 
 @dataclass
@@ -106,7 +108,7 @@ class RunFacts:
 
     exit_code: int | None
     wall_s: float
-    machine: dict[str, Any] | None
+    machine: MachineRecord | None
 
 
 @dataclass
@@ -149,7 +151,7 @@ def run_prepared(prepared: PreparedLaunch, launch_spec: LaunchSpec, program: lis
     rc, stdout, stderr, wall, machine = _run(prepared.argv, prepared.env, work, timeout_s,
                                              launch_probe(launch_spec, program, colocated))
     if remote is not None and machine is not None:
-        machine = {**machine, **remote.finish(wall), "scope": "every node of the cell"}
+        machine = with_nodes(machine, remote.finish(wall))
     return rc, stdout, stderr, RunFacts(rc, round(wall, 3), machine)
 
 
@@ -268,17 +270,17 @@ def _launch_and_judge(program: Program, stack: Stack, spec: CellSpec, work: Path
 
 
 def _likwid_argvs(placed: Plan, argv: list[str],
-                  stack: Stack) -> tuple[list[list[str]] | None, dict[str, Any] | None]:
+                  stack: Stack) -> tuple[list[list[str]] | None, LikwidPin | None]:
     """Under the likwid pinner, each rank's argv (runner.likwid_pin) and what provenance keeps of it;
     (None, None) otherwise. The program sees the launch's own LD_LIBRARY_PATH, which likwid-pin would change."""
     if placed.likwid_sets is None or placed.likwid_pin is None:
         return None, None
-    facts = {"pin": placed.likwid_pin, "version": likwid_pin.likwid_version(placed.likwid_pin)}
+    facts: LikwidPin = {"pin": placed.likwid_pin, "version": likwid_pin.likwid_version(placed.likwid_pin)}
     return likwid_pin.rank_argvs(placed.likwid_pin, placed.likwid_sets, argv, stack.env().get("LD_LIBRARY_PATH")), facts
 
 
 def run_cell(spec: CellSpec, out: Path, shared: Shared | None = None,
-             remeasured: list[dict[str, Any]] | None = None, quiet_wait: dict[str, Any] | None = None) -> Outcome:
+             remeasured: list[SetAside] | None = None, quiet_wait: QuietWaitRecord | None = None) -> Outcome:
     """Run the cell described by ``spec`` (programs.cell_spec) into directory ``out``;
     ``remeasured``: its perturbed attempts set aside before (:func:`remeasured_record`), recorded
     in its status; ``quiet_wait``: what the later round waited for before this launch (runner.quiet)."""
@@ -298,11 +300,13 @@ def run_cell(spec: CellSpec, out: Path, shared: Shared | None = None,
     except (topology.MappingUnavailable, StackError) as exc:
         outcome = error_outcome(exc)
     finally:
-        extra: dict[str, Any] = {REMEASURED: remeasured} if remeasured else {}
-        if quiet_wait is not None:
-            extra[QUIET_WAIT] = quiet_wait
-        if extra:
-            outcome = Outcome(outcome.status, outcome.reason, {**(outcome.details or {}), **extra})
+        if remeasured or quiet_wait is not None:
+            details = dict(outcome.details or {})
+            if remeasured:
+                details[REMEASURED] = remeasured
+            if quiet_wait is not None:
+                details[QUIET_WAIT] = quiet_wait
+            outcome = Outcome(outcome.status, outcome.reason, details)
         close_cell(work, out, spec, record, outcome)
     return outcome
 
@@ -355,7 +359,8 @@ def _remeasured_later(specs: list[CellSpec], outs: list[Path], budget: int, rule
     passes = 0
     while todo := [i for i, (spec, out) in enumerate(zip(specs, outs)) if wants_remeasure(out, spec["id"], budget)]:
         passes += 1
-        waited = wait_until_quiet(rule).record() | {"pass": passes, "cells_in_pass": len(todo)}
+        waited = wait_until_quiet(rule).record()
+        waited["pass"], waited["cells_in_pass"] = passes, len(todo)
         for i in todo:
             set_aside_perturbed(outs[i], specs[i]["id"])
             run_cell(specs[i], outs[i], shared, remeasured_record(outs[i], specs[i]["id"]), waited)
@@ -393,16 +398,24 @@ def set_aside_perturbed(out: Path, cell_id: str) -> Path:
     return aside
 
 
-def remeasured_record(out: Path, cell_id: str) -> list[dict[str, Any]]:
+class SetAside(TypedDict):
+    """A perturbed attempt set aside, as the cell's next status.json records it (``remeasured``)."""
+
+    path: str  # relative to the campaign's results directory
+    quality_reason: str | None
+    quiet_wait: NotRequired[QuietWaitRecord]  # an attempt of the later round: what it had waited for
+
+
+def remeasured_record(out: Path, cell_id: str) -> list[SetAside]:
     """The cell's attempts set aside as perturbed, as its next status.json records them: each one's
     path (relative to the campaign's results directory) and why it was judged perturbed."""
     results = layout.results_of(out, cell_id)
-    attempts = []
+    attempts: list[SetAside] = []
     for attempt in layout.perturbed_attempts(out, cell_id):
         status = read_status(attempt)
-        entry = {"path": str(attempt.relative_to(results)), "quality_reason": status.get("quality_reason")}
-        if status.get(QUIET_WAIT) is not None:  # an attempt of the later round: what it had waited for
-            entry[QUIET_WAIT] = status[QUIET_WAIT]
+        entry: SetAside = {"path": str(attempt.relative_to(results)), "quality_reason": status.get("quality_reason")}
+        if status.get(QUIET_WAIT) is not None:
+            entry["quiet_wait"] = status[QUIET_WAIT]
         attempts.append(entry)
     return attempts
 
@@ -416,8 +429,9 @@ def _entry(spec: CellSpec, status: dict[str, Any], ran: bool) -> dict[str, Any]:
     return entry
 
 
-def set_aside_lost(out: Path, cell_id: str, lost: dict[str, Any]) -> Path:
+def set_aside_lost(out: Path, cell_id: str, lost: NodeLossFacts) -> Path:
     """Move a node-lost attempt out of raw/ (whole, by rename) so that the cell can run again."""
+    # Read back from status.json: get, as before, so that an older file without the key still moves.
     aside = layout.lost_attempt(out, cell_id, str(lost.get("slurm_job_id")))
     aside.parent.mkdir(parents=True, exist_ok=True)
     out.rename(aside)

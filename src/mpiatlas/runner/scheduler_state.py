@@ -18,7 +18,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 # srun 22.05: "srun: error: Node failure on node2"; slurmstepd: "*** STEP 2.0 ON node1 CANCELLED
 # AT ... DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***".
@@ -39,6 +39,16 @@ class JobState:
     reason: str
 
 
+class NodeLossFacts(TypedDict):
+    """A node loss as status.json keeps it (``node_lost``)."""
+
+    slurm_job_id: str
+    nodes: list[str]
+    job_state: str | None
+    job_reason: str | None
+    evidence: list[str]  # the launch's lines that said so
+
+
 @dataclass(frozen=True)
 class NodeLoss:
     """Why a cell's job ended: the nodes srun named, and the job's state from SLURM."""
@@ -55,7 +65,7 @@ class NodeLoss:
                  else "state unknown (scontrol did not answer)")
         return f"node lost: {where} failed under SLURM job {self.job_id} ({state})"
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> NodeLossFacts:
         return {"slurm_job_id": self.job_id, "nodes": list(self.nodes),
                 "job_state": self.job.state if self.job else None, "job_reason": self.job.reason if self.job else None,
                 "evidence": list(self.evidence)}

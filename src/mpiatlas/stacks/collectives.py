@@ -18,7 +18,8 @@ import re
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import Any
+from collections.abc import Mapping
+from typing import TypedDict
 
 from mpiatlas.stacks.base import StackError
 
@@ -46,29 +47,60 @@ def _version_matches(table_version: str, version: str) -> bool:
     return version.startswith(table_version) and not version[len(table_version)].isdigit()
 
 
+# An algorithm's name -> the id its knob takes: a number (Open MPI, Intel MPI) or the name (MPICH).
+AlgorithmIds = Mapping[str, str | int]
+
+
+class AlgorithmRules(TypedDict, total=False):
+    """Where an algorithm works: at most ``max_np`` ranks, at least ``min_nodes`` nodes, and why."""
+
+    max_np: int
+    min_nodes: int
+    note: str
+
+
+class CollectiveTable(TypedDict, total=False):
+    """A packaged table (data/collectives_<kind>_<version>.json), as it is in the file."""
+
+    kind: str
+    version: str
+    source: str
+    knob: str
+    note: str
+    ranges: dict[str, list[int]]
+    unverified: list[str]
+    # collective -> its algorithms: names (MPICH: name == id) or name -> id
+    collectives: dict[str, list[str] | dict[str, int]]
+    constraints: dict[str, dict[str, AlgorithmRules]]  # collective -> algorithm -> rules
+    applied_np: dict[str, dict[str, list[str]]]  # collective -> np -> the names that took effect
+
+
 @cache
-def load_table(kind: str, version: str) -> dict[str, Any]:
+def load_table(kind: str, version: str) -> CollectiveTable:
     """The packaged table of ``kind`` whose version is a prefix of ``version``."""
     versions = available_tables().get(kind, [])
     # Longest matching prefix wins ("5.0" over "5").
     for table_version in sorted(versions, key=len, reverse=True):
         if _version_matches(table_version, version):
-            text = (_data_dir() / f"collectives_{kind}_{table_version}.json").read_text(encoding="utf-8")
-            table: dict[str, Any] = json.loads(text)
+            name = f"collectives_{kind}_{table_version}.json"
+            # The file is the record; its one key every reader needs is checked here.
+            table: CollectiveTable = json.loads((_data_dir() / name).read_text(encoding="utf-8"))
+            if not isinstance(table, dict) or not isinstance(table.get("collectives"), dict):
+                raise StackError(f"{name}: expected a JSON object with a 'collectives' object")
             return table
     raise StackError(
         f"{kind}: no collective-algorithm table for version {version!r}; packaged versions: {versions or 'none'}"
     )
 
 
-def _as_mapping(entries: Any) -> dict[str, Any]:
+def _as_mapping(entries: list[str] | dict[str, int]) -> dict[str, str | int]:
     # A list means name == id (MPICH); a dict maps name -> id.
     if isinstance(entries, list):
         return {str(name): str(name) for name in entries}
     return dict(entries)
 
 
-def algorithms(kind: str, version: str, collective: str) -> dict[str, Any]:
+def algorithms(kind: str, version: str, collective: str) -> dict[str, str | int]:
     """name -> id of every algorithm ``kind``/``version`` accepts for ``collective``.
 
     Empty when the table does not know the collective.
@@ -83,10 +115,10 @@ def resolve(
     collective: str,
     name: str,
     *,
-    table: dict[str, Any] | None = None,
+    table: AlgorithmIds | None = None,
     np: int | None = None,
     nodes: int = 1,
-) -> Any:
+) -> str | int:
     """The knob value for algorithm ``name``; StackError listing the valid names otherwise.
 
     ``table`` (name -> id) overrides the packaged one, e.g. when read live from
@@ -104,7 +136,7 @@ def resolve(
     try:
         packaged = load_table(kind, version)
     except StackError:
-        packaged = {}
+        packaged = CollectiveTable()
     rules = packaged.get("constraints", {}).get(coll, {}).get(name, {})
     # Where it was measured per rank count which ids really took effect (Intel MPI
     # silently falls back otherwise), an id outside that list would mislabel the cell.
@@ -126,7 +158,7 @@ def resolve(
     return names[name]
 
 
-def _ordered(names: dict[str, Any]) -> list[str]:
+def _ordered(names: AlgorithmIds) -> list[str]:
     """Names by numeric id where ids are numbers (Open MPI, Intel MPI), else alphabetically."""
     return sorted(names, key=lambda n: (0, names[n], n) if isinstance(names[n], int) else (1, 0, n))
 

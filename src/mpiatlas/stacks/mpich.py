@@ -42,7 +42,7 @@ import os
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from mpiatlas.files import user_cache_dir
 from mpiatlas.stacks import collectives, fabrics
@@ -222,7 +222,7 @@ class MPICH(Stack):
     def _mpivars(self) -> str | None:
         return self._tool_output("mpivars")
 
-    def algorithm_table(self, collective: str) -> dict[str, Any]:
+    def algorithm_table(self, collective: str) -> collectives.AlgorithmIds:
         """name -> name: read from ``mpivars``, else the packaged table."""
         if self._mpivars:
             live = collectives.parse_mpivars(self._mpivars).get(collective.lower())

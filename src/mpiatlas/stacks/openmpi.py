@@ -26,7 +26,7 @@ import tempfile
 from functools import cached_property
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from mpiatlas.stacks import collectives, fabrics
 from mpiatlas.stacks.base import Launch, CROSS_NODE, ON_NODE, LaunchSpec, PairEvidence, Stack, StackError, Transport
@@ -260,7 +260,7 @@ class OpenMPI(Stack):
             found.setdefault(match[1], set()).add(match[2])
         return found
 
-    def algorithm_table(self, collective: str) -> dict[str, Any]:
+    def algorithm_table(self, collective: str) -> collectives.AlgorithmIds:
         """name -> coll_tuned id: read from ``ompi_info --all --level 9``, else the packaged table."""
         text = self._ompi_info_all
         if text:
