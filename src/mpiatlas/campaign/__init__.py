@@ -8,6 +8,7 @@
 * :mod:`.preflight` — every prerequisite of a campaign's cells, checked once before anything runs;
 * :mod:`.preflight_cache` — the compiler probe and stack hellos that passed, remembered per host and boot;
 * :mod:`.snakemake_start` — Snakemake's command line without the executor plugins a local run does not use;
+* :mod:`.status_pacing` — how often a SLURM campaign polls its jobs: a wait that grows with the time waited;
 * :mod:`.progress` — cells done and ETA; the progress bar of long commands;
 * :mod:`.runlock` — one campaign per checkout; recovery from a killed run, stale Snakemake locks.
 """

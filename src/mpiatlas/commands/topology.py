@@ -11,7 +11,7 @@ import json
 import sys
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 from mpiatlas.node.topology import (
     MAPPINGS,
@@ -20,6 +20,7 @@ from mpiatlas.node.topology import (
     OversubscriptionError,
     Topology,
     TopologyError,
+    TopologySummary,
     detect,
     pair_regions,
     pin_list,
@@ -63,7 +64,7 @@ class MappingReport(TypedDict):
 
 
 class TopologyReport(TypedDict):
-    summary: dict[str, Any]  # Topology.summary(), as provenance records it
+    summary: TopologySummary  # Topology.summary(), as provenance records it
     mapping: NotRequired[MappingReport]
 
 
@@ -117,9 +118,10 @@ def _region_counts(regions: Iterable[str]) -> dict[str, int]:
 
 
 def _print_text(out: TopologyReport) -> None:
-    for key, value in out["summary"].items():
+    summary = out["summary"]
+    for key, value in summary.items():
         if key == "cache_sizes":
-            value = ", ".join(f"{lvl} {_human(size)}" for lvl, size in value.items()) or "-"
+            value = ", ".join(f"{lvl} {_human(size)}" for lvl, size in summary["cache_sizes"].items()) or "-"
         print(f"{key:>14}: {value if value is not None else '-'}")
     rep = out.get("mapping")
     if not rep:
