@@ -62,7 +62,8 @@ def test_guided_tune_writes_decisions_rules_and_explanation(tmp_path: Path, caps
     # A block for a communicator size the campaign never measured (> 16) whose rules name chain (id 2).
     starts = [int(line.split()[0]) for line in rules if "# from comm size" in line]
     assert 17 in starts, rules
-    assert any(line.split()[1:2] == ["2"] for line in rules if "# chain" in line), rules
+    # Written with the fanout the forced chain ran with (4): a chain rule with fanout 0 runs the pipeline.
+    assert [line.split()[1:4] for line in rules if "# chain" in line] == [["2", "4", "0"]] * 2, rules
     text = (out / "tuning.md").read_text()
     assert "| 17 | 1 B | chain |" in text and "binary_tree predicted faster, but not with 90% confidence" in text
     assert "Default kept at" in text and "o = " in text
