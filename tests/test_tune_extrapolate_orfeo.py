@@ -12,37 +12,42 @@ fixed before the split was scored; the one design change made after a first look
 numbers is disclosed: the gate compares the *paired* ratio t_a / t_default (its interval from the
 forward validation of that ratio) instead of two separate time intervals, because the errors of two
 algorithms' predictions at one point are strongly correlated (the gate of plain `mpiatlas tune` is
-the same ratio). Figures (mean / worst / median regret), all complete points:
+the same ratio). A second change came from reading where the held-out regret was (issue 35, regret35):
+the default is predicted as the forced algorithm it runs where it runs one (tuning.same_code); it made
+the held-out figures worse on core, and is kept because the gap it removed was between identical code.
+
+Figures (mean / worst regret, all complete points), the model before -> after that change, and the
+baselines (unchanged):
 
 | rule | core | socket | node |
 |---|---|---|---|
-| model (MPI features) | 2.9 % / 59.8 % / 0 | 366.7 % / 61995 % / 0 | 38.5 % / 17529 % / 0 |
-| black box (no MPI features) | 10.1 % / 79.7 % / 0 | 558.4 % / 168927 % / 0 | 33.0 % / 17529 % / 0 |
-| winner at P = 16, same size | 80.0 % / 650 % / 70.9 % | 468.0 % / 161228 % / 1.6 % | 39.9 % / 18302 % / 0 |
-| log-log per algorithm | 37.9 % / 642 % / 2.9 % | 440.6 % / 168927 % / 0 | 33.0 % / 17529 % / 0 |
-| always default | 10.1 % / 79.7 % / 0 | 558.4 % / 168927 % / 0 | 33.0 % / 17529 % / 0 |
+| model (MPI features), before | 6.7 % / 76.3 % | 546.6 % / 168927 % | 33.0 % / 17529 % |
+| model (MPI features), now | 10.0 % / 79.7 % | 558.4 % / 168927 % | 33.0 % / 17529 % |
+| black box (no MPI features) | 10.1 % / 79.7 % | 558.4 % / 168927 % | 33.0 % / 17529 % |
+| winner at P = 16, same size | 80.0 % / 650 % | 468.0 % / 161228 % | 39.9 % / 18302 % |
+| log-log per algorithm | 37.9 % / 642 % | 440.6 % / 168927 % | 33.0 % / 17529 % |
+| always default | 10.1 % / 79.7 % | 558.4 % / 168927 % | 33.0 % / 17529 % |
 
-The issue's goal (mean <= 3 % and worst <= 50 % per mapping) is met on core for the mean only
-(2.9 %). It cannot be met on socket and node with this data whatever the rule: single runs there
-are perturbed by up to 1700x (e.g. node binary_tree at P = 235, 512 B: 3353 µs between 14 and
-22 µs), so the best measured time at a point can be an unrepeatable low and the chosen one an
-unrepeatable high. Even choosing, with the held-out data in hand, the algorithm with the lowest
-median over P +- 2 leaves socket at 2.0 % mean / 1435x worst and node at 0.6 % ... 0.5 % / 215x.
-The mean is therefore also reported over the points where no algorithm's measurement is 5x the
-median of its neighbours (regret.perturbed; the same points for every rule), mean / worst:
+Where the regret is. Open MPI 4.1's fixed decision runs binary_tree for 128 <= P < 256 and 2 B <= size
+< 16 KiB: 1408 of the 2880 core points. There the default and the forced binary_tree are the same code,
+but their two single-run sweeps drift apart with P (default / binary_tree 1.0 at P = 129, 1.4-1.6 at
+P = 240-255; at P <= 16, on the 70 points where the default ran binary_tree, 1.014). Those points hold
+9.5 of the default's 10.1 points of mean regret on core, 554 of its 558 on socket, 31 of its 33 on node.
+Forcing binary_tree there would give core 1.7 % / 41 % (the goal) and node 83.5 % (worse than the
+default): which of two runs of the same code is faster is not in the P <= 16 data, nor in any model.
+The model before this change did force binary_tree at 129 <= P <= 192 (it scaled the default by its
+measured/model ratio at P = 16, where the default runs knomial, and binary_tree by binary_tree's: a 20 %
+gap between identical code), which the held-out drift rewarded. Outside the same-code points the default
+is within 0.6 points of the best on core (binomial and knomial points). Node and socket beyond that are
+perturbed single runs (up to 1700x, e.g. node binary_tree at P = 235, 512 B: 3353 µs between 14 and
+22 µs): the mean is therefore also reported over the points where no algorithm's measurement is 5x the
+median of its neighbours (regret.perturbed; the same points for every rule): now core 10.0 % (2880),
+socket 140.9 % (2387; = the default), node 2.7 % (2685; = the default).
 
-| rule | core (2880, none removed) | socket (2387) | node (2685) |
-|---|---|---|---|
-| model (MPI features) | 2.9 % / 59.8 % | 118.5 % / 30649 % | 2.6 % / 77.8 % |
-| black box | 10.1 % / 79.7 % | 140.9 % / 78585 % | 2.7 % / 77.8 % |
-| winner at P = 16 | 80.0 % / 650 % | 120.9 % / 78585 % | 2.8 % / 77.8 % |
-| log-log | 37.9 % / 642 % | 103.1 % / 59109 % | 2.7 % / 77.8 % |
-| always default | 10.1 % / 79.7 % | 140.9 % / 78585 % | 2.7 % / 77.8 % |
-
-Node: the model's loss to the default on all points (38.5 % against 33.0 %) is that single perturbed
-binary_tree run (152x alone, 5.5 points of the mean). Socket above P = 128 is perturbed throughout
-(a run's neighbours too), which the 5x rule does not remove. The black box never leaves the
-default: without the structure its forward-validated ratio intervals are too wide.
+The issue's goal (mean <= 3 % and worst <= 50 % per mapping) is not met by any rule without leakage on
+this data: the remaining regret is run-to-run variation between identical code (core) and perturbed
+single runs (socket, node). Repeated runs per point (the project's own campaigns take several) would
+make it measurable.
 """
 
 from __future__ import annotations
@@ -56,7 +61,9 @@ import test_predict_orfeo as orfeo
 from mpiatlas.models.region_latency import place
 from mpiatlas.node.topology_synthetic import parse_synthetic
 from mpiatlas.parsers.osu_csv import parse_osu_csv_file
+from mpiatlas.models.ompi_decision import bcast_default_algorithm
 from mpiatlas.tuning.extrapolate import Structure
+from mpiatlas.tuning.same_code import offsets
 from mpiatlas.tuning.regret import Regret, evaluate, perturbed, regret
 
 # The stack's own names (coll_tuned) for the files' algorithm labels.
@@ -97,29 +104,70 @@ def _baselines(table: dict[str, Regret]) -> list[Regret]:
     return [r for name, r in table.items() if name != MODEL]
 
 
-# After issue #34's LogGP change (a rank pays g only between its own back-to-back sends; L no longer clipped)
-# the predictor's structure moved, and with it these figures (all points; before it: core 2.9 % / 59.8 %,
-# socket 366.7 %, node 38.5 %). Now core 7.5 % / 76.3 %, socket 546.6 %, node 33.0 % (the default kept
-# everywhere). The issue's goal (mean <= 3 %, worst <= 50 % per mapping) is not met; re-tuning the
-# predictor on the new structure is open. What still holds is asserted.
+# Figures, all complete points (mean / worst), before -> after tuning.same_code (the default predicted as the
+# forced algorithm it runs, where it runs one):
+#   core   model 6.7 % / 76.3 % -> 10.0 % / 79.7 % (default 10.1 % / 79.7 %, black box 10.1 %, log-log 37.9 %,
+#          winner at 16 80.0 %)
+#   socket model 546.6 % -> 558.4 % (= the default; log-log 440.6 %, winner at 16 468.0 %)
+#   node   model 33.0 % -> 33.0 % (the default everywhere, as before)
+# The 6.7 % before came from predicting binary_tree ~20 % faster than the default at 129 <= P <= 255, where the
+# default *runs* binary_tree: a gap between identical code, which the held-out runs happened to show (the
+# default's sweep drifts to 1.5x the forced binary_tree's by P = 255) and P <= 16 does not. The issue's goal
+# (mean <= 3 %, worst <= 50 % per mapping) is not met; see test_regret_is_where_the_default_runs_binary_tree.
 
 
 def test_core_model_beats_every_baseline() -> None:
     every, _ = scored("core")
     model = every[MODEL]
     assert model.points == 2880
-    assert model.mean == pytest.approx(0.075, abs=0.01), model.row()
+    assert model.mean == pytest.approx(0.100, abs=0.005), model.row()
     assert all(model.mean < b.mean for b in _baselines(every)), "\n".join(r.row() for r in every.values())
-    assert model.worst == pytest.approx(0.763, abs=0.02) and all(model.worst < b.worst for b in _baselines(every))
+    # The worst point is one where the default runs binary_tree and the model keeps it: the default's own worst.
+    assert model.worst == pytest.approx(every[DEFAULT_RULE].worst, abs=1e-9) == pytest.approx(0.797, abs=0.005)
+    assert all(model.worst <= b.worst for b in _baselines(every))
 
 
-def test_socket_model_beats_the_default_and_the_black_box() -> None:
+def test_socket_model_keeps_the_default() -> None:
     every, _ = scored("socket")
     model = every[MODEL]
-    assert model.mean == pytest.approx(5.466, abs=0.1), model.row()  # far from 3 %: perturbed single runs
-    assert model.mean < every[DEFAULT_RULE].mean and model.mean < every[BLACK_BOX].mean
-    # log-log (440.6 %) and the winner at P = 16 (468.0 %) do better here since the LogGP change.
+    assert model.mean == pytest.approx(5.584, abs=0.01), model.row()  # far from 3 %: perturbed single runs
+    assert model.mean <= every[DEFAULT_RULE].mean + 1e-9 and model.mean <= every[BLACK_BOX].mean + 1e-9
+    # log-log (440.6 %) and the winner at P = 16 (468.0 %) do better on socket: both leave the default at
+    # points where its single run (P > 128, perturbed throughout) is the slow one.
     assert model.mean > every["log-log per algorithm"].mean
+
+
+def _same_code_regret(mapping: str) -> tuple[float, float, float]:
+    """(default's mean regret, its share from points where it runs binary_tree, the mean were forced
+    binary_tree chosen there instead): the held-out points, all algorithms measured."""
+    data = measurements(mapping).filter(pl.col("np") > TRAIN_MAX_P)
+    wide = data.pivot(on="algorithm", index=["np", "bytes"], values="latency_us").drop_nulls()
+    runs = [bcast_default_algorithm(n, b) for n, b in wide.select("np", "bytes").iter_rows()]
+    wide = wide.with_columns(pl.Series("runs", runs), pl.min_horizontal(*STEMS).alias("best"))
+    r_default = (wide["default"] / wide["best"] - 1).to_numpy()
+    r_tree = (wide["binary_tree"] / wide["best"] - 1).to_numpy()
+    same = (wide["runs"] == "binary_tree").to_numpy()
+    n = wide.height
+    return float(r_default.mean()), float(r_default[same].sum() / n), float((r_default[~same].sum() + r_tree[same].sum()) / n)
+
+
+def test_regret_is_where_the_default_runs_binary_tree() -> None:
+    """Where the regret comes from: Open MPI 4.1's fixed decision runs binary_tree for 128 <= P < 256 and
+    2 B <= size < 16 KiB (1408 of the 2880 core points). There the default and the forced binary_tree are the
+    same code, yet the two single-run sweeps drift apart with P (default / binary_tree 1.0 at P = 129, 1.4-1.6
+    at P = 240-255). That is 9.5 of the default's 10.1 points of mean regret on core. Choosing forced
+    binary_tree there would give 1.7 % on core (the goal) but 83.5 % on node (default 33.0 %): a coin, not a
+    signal. In training (P <= 16) the same pair, at the 70 points where the default ran binary_tree, differs
+    by a ratio of 0.986 (forced / default), under the 5 % minimum gain and within noise, so the default stays."""
+    mean, share, forced = _same_code_regret("core")
+    assert mean == pytest.approx(0.101, abs=0.002) and share == pytest.approx(0.095, abs=0.002)
+    assert forced == pytest.approx(0.017, abs=0.002)
+    node_mean, _, node_forced = _same_code_regret("node")
+    assert node_forced == pytest.approx(0.835, abs=0.01) and node_forced > node_mean
+    data = measurements("core")
+    offset = offsets(data.filter(pl.col("np") <= TRAIN_MAX_P), lambda c, a, n, b: (
+        bcast_default_algorithm(n, b) if a == "default" else a))["binary_tree"]
+    assert offset.points == 70 and 1 / offset.ratio == pytest.approx(0.986, abs=0.002)
 
 
 def test_node_model_keeps_the_default() -> None:

@@ -6,7 +6,8 @@
 else the coll kernel's rank-0 times). The validation campaign: :mod:`.validation_config` builds it (default,
 exported file as a knob set, forced winner), :mod:`.validate_run` runs it, :mod:`.validation` judges each cell.
 For process counts and sizes never measured: :mod:`.extrapolate` predicts each algorithm's time with an interval
-(the project's models + a learned correction) and chooses, :mod:`.guided` turns that into decisions.csv, the
+(the project's models + a learned correction; where the default runs a forced algorithm, :mod:`.same_code`
+predicts it as that algorithm) and chooses, :mod:`.guided` turns that into decisions.csv, the
 stack's file and tuning.md, :mod:`.regret` scores rules on held-out measurements, :mod:`.adaptive_tune` measures
 only the cells whose decision is uncertain, round by round.
 """

@@ -3,8 +3,8 @@
 A tuning grid is every algorithm at every target (np, bytes). Round 0 measures every algorithm at
 the smallest process counts (``seed_nps``) and every size. Then, round after round: fit
 :class:`.extrapolate.Predictor` on what is measured, decide every point (:func:`decisions`), and
-measure, at the ``per_round`` most uncertain points not measured yet, the default and the
-algorithm predicted fastest there -- until the budget of cells is spent or no decision is
+measure, at the ``per_round`` most uncertain points not measured yet, the default, the
+algorithm predicted fastest there and any other whose interval of t / t_default reaches below 1 -- until the budget of cells is spent or no decision is
 uncertain.
 
 A point's decision is *uncertain* when the interval of t_candidate / t_default (the candidate: the
@@ -61,8 +61,13 @@ def decisions(predicted: pl.DataFrame, measured: pl.DataFrame) -> pl.DataFrame:
     fastest = (predicted.filter(pl.col("algorithm") != DEFAULT).sort("predicted_us").group_by(list(POINT)).first()
                .select(*POINT, pl.min_horizontal(pl.col("ratio_hi").log(), -pl.col("ratio_lo").log())
                        .clip(lower_bound=0.0).alias("uncertainty"), pl.col("algorithm").alias("candidate_")))
-    out = model.select(*POINT, "algorithm").join(fastest, on=list(POINT), how="left").with_columns(
-        pl.col("uncertainty").fill_null(0.0), pl.lit("model").alias("decided_by"))
+    # Every forced algorithm that may beat the default there (its ratio interval reaches below 1): measured
+    # with the candidate, so a point settled on measurements is not settled on the candidate alone.
+    contenders = (predicted.filter((pl.col("algorithm") != DEFAULT) & (pl.col("ratio_lo") < 1.0))
+                  .group_by(list(POINT)).agg(pl.col("algorithm").sort().alias("contenders_")))
+    out = (model.select(*POINT, "algorithm").join(fastest, on=list(POINT), how="left")
+           .join(contenders, on=list(POINT), how="left").with_columns(
+        pl.col("uncertainty").fill_null(0.0), pl.col("contenders_").fill_null([]), pl.lit("model").alias("decided_by")))
     pairs = measured.join(fastest.select(*POINT, pl.col("candidate_").alias("algorithm")), on=[*POINT, "algorithm"])
     settled = measured.filter(pl.col("algorithm") == DEFAULT).select(POINT).join(pairs.select(POINT), on=list(POINT))
     by_measure = measured_choice(measured.join(settled, on=list(POINT)))
@@ -74,14 +79,19 @@ def decisions(predicted: pl.DataFrame, measured: pl.DataFrame) -> pl.DataFrame:
     ).drop("measured_algorithm").sort(list(POINT))
 
 
-def next_cells(current: pl.DataFrame, measured: pl.DataFrame, points: int) -> pl.DataFrame:
-    """The cells (KEYS) to measure next: the default and the predicted candidate at the ``points`` most
-    uncertain points of ``current`` (:func:`decisions`), less those measured already."""
+def next_cells(current: pl.DataFrame, measured: pl.DataFrame, points: int, max_cells: int | None = None) -> pl.DataFrame:
+    """The cells (KEYS) to measure next: the default, the predicted candidate and the other contenders at
+    the ``points`` most uncertain points of ``current`` (:func:`decisions`), less those measured already;
+    at most ``max_cells``, the most uncertain points' first."""
     uncertain = current.filter(pl.col("uncertainty") > 0)
     picks = uncertain.sort("uncertainty", *POINT, descending=[True, False, False, False]).head(points)
+    order = picks.select(*POINT).with_row_index("rank_")
+    contenders = picks.select(*POINT, pl.col("contenders_").alias("algorithm")).explode("algorithm").drop_nulls("algorithm")
     wanted = pl.concat([picks.select(*POINT, pl.lit(DEFAULT).alias("algorithm")),
-                        picks.select(*POINT, pl.col("candidate_").alias("algorithm"))]).select(KEYS)
-    return wanted.join(measured.select(KEYS), on=list(KEYS), how="anti").unique().sort(list(KEYS))
+                        picks.select(*POINT, pl.col("candidate_").alias("algorithm")), contenders.select(*POINT, "algorithm")])
+    fresh = wanted.join(measured.select(KEYS), on=list(KEYS), how="anti").unique().join(order, on=list(POINT))
+    kept = fresh.sort("rank_", *KEYS).head(max_cells) if max_cells is not None else fresh
+    return kept.select(KEYS).sort(list(KEYS))
 
 
 def _grid(collective: str, algorithms: Sequence[str], nps: Sequence[int], sizes: Sequence[int]) -> pl.DataFrame:
@@ -117,7 +127,7 @@ def tune(collective: str, algorithms: Sequence[str], nps: Sequence[int], sizes: 
         left = budget - measured.height
         if uncertain.height == 0 or left < 2:
             return current, rounds, measured
-        wanted = next_cells(current, measured, min(per_round, left // 2))
+        wanted = next_cells(current, measured, min(per_round, left // 2), max_cells=left)
         if wanted.height == 0:
             return current, rounds, measured
         measured = pl.concat([measured, measure(wanted).select(*KEYS, "latency_us")])

@@ -13,7 +13,9 @@ times a learned correction: a random forest (scikit-learn) on log P, log size, t
 the algorithm the default resolves to, log structural time, that ratio and the log distance to
 the nearest measured P, fitted to log(measured / scaled structural). Trees extrapolate flat, so
 beyond the measured P the correction stays what it was at the edge: the structure carries the
-growth.
+growth. Where the default runs one of the forced algorithms (Open MPI's fixed decision), it is the same
+code: its time is that algorithm's prediction times the default/forced offset measured where the
+default ran it (:mod:`.same_code`), not a separate extrapolation that would invent a gap between them.
 
 **Black box** (``mpi=False``): the same forest on log P, log size and the algorithm only, fitted
 to log(measured).
@@ -41,6 +43,7 @@ from mpiatlas.models.loggp import LogGP, predict as loggp_predict
 from mpiatlas.models.loggp_fit import Measured, calibrate
 from mpiatlas.models.ompi_decision import bcast_default_algorithm
 from mpiatlas.models.region_latency import Placement, RegionTable
+from mpiatlas.tuning import same_code
 
 # One measured point per (collective, algorithm, np, bytes): the median of its repetitions.
 KEYS = ("collective", "algorithm", "np", "bytes")
@@ -125,6 +128,7 @@ class Predictor:
     _forest: Any = None  # a fitted sklearn forest (untyped library)
     _bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
     _ratio_bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
+    _same_offsets: dict[str, same_code.Offset] = field(default_factory=dict)
 
     def _index(self, train: pl.DataFrame) -> None:
         self._train = {}
@@ -163,6 +167,7 @@ class Predictor:
 
     def _fit_forest(self, train: pl.DataFrame) -> None:
         self._index(train)
+        self._same_offsets = same_code.offsets(train, self.structure.resolved) if self.structure is not None and self.mpi else {}
         x, base = self._rows(train, training=True)
         y = np.log(train["latency_us"].to_numpy()) - base
         forest = RandomForestRegressor(**FOREST)
@@ -173,7 +178,23 @@ class Predictor:
         x, base = self._rows(frame, training=False)
         correction: np.ndarray = np.asarray(self._forest.predict(x), dtype=np.float64)
         total: np.ndarray = base + correction
-        return total
+        return self._same_code(frame, total)
+
+    def _same_code(self, frame: pl.DataFrame, log_t: np.ndarray) -> np.ndarray:
+        """The default's log time where it runs a forced algorithm of the frame (same code): that algorithm's
+        prediction plus the default/forced offset measured where the default ran it (see :mod:`.same_code`)."""
+        if self.structure is None or not self.mpi:
+            return log_t
+        at = {(r["collective"], r["algorithm"], r["np"], r["bytes"]): i for i, r in enumerate(frame.iter_rows(named=True))}
+        out = log_t.copy()
+        for (coll, alg, n, b), i in at.items():
+            if alg != DEFAULT:
+                continue
+            runs = self.structure.resolved(coll, alg, n, b)
+            j = at.get((coll, runs, n, b))
+            if j is not None and runs in self._same_offsets:
+                out[i] = log_t[j] + self._same_offsets[runs].log_offset
+        return out
 
     def fit(self, train: pl.DataFrame) -> Predictor:
         if train.height == 0:

@@ -37,6 +37,11 @@ COLL_IDS: dict[str, int] = {
 # Collectives whose lookup size is known per IMB size: count x type size, x P for these two.
 TIMES_P = frozenset({"allgather", "alltoall"})
 SUPPORTED = frozenset({"allreduce", "bcast", "reduce", "barrier"}) | TIMES_P
+# A forced algorithm runs with coll_tuned's chain fanout (ompi_coll_tuned_*_intra_dec_dynamic passes
+# user_forced[...].chain_fanout, whose default is ompi_coll_tuned_init_chain_fanout = 4), a file rule with the
+# rule's own fan in/out. Only the chain algorithms read it, and a chain of fanout 0 is raised to 1 (the
+# pipeline: coll_base_topo.c), so a chain rule written with 0 would run another algorithm than the one measured.
+FORCED_CHAIN_FANOUT = 4
 
 Rule = tuple[int, int, str]  # (size, algorithm id, name for the comment)
 
@@ -111,8 +116,13 @@ def rules_text(series_list: list[SeriesDecision]) -> str:
         lines += [f"{COLL_IDS[s.collective]}  # {s.collective}", f"{len(rules)}  # communicator sizes"]
         for size, msgs in rules:
             lines.append(f"{size} {len(msgs)}  # from comm size {size}: message sizes")
-            lines += [f"{m} {alg} 0 0  # {name}" for m, alg, name in msgs]
+            lines += [f"{m} {alg} {_fanout(name)} 0  # {name}" for m, alg, name in msgs]
     return "\n".join(lines) + "\n"
+
+
+def _fanout(algorithm: str) -> int:
+    """The fan in/out a rule needs to run ``algorithm`` as it ran when forced."""
+    return FORCED_CHAIN_FANOUT if algorithm == "chain" else 0
 
 
 def mca_args(path: str) -> list[str]:
