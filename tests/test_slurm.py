@@ -57,7 +57,7 @@ def require_slurm() -> None:
 
 def results(work: Path) -> Path:
     """Where the campaign in ``work`` writes everything: results/<campaign name>."""
-    return work / "results" / load(work / "config" / "campaign.yaml")["campaign"]["name"]
+    return work / "results" / load(work / "config" / "campaign.yaml").campaign.name
 
 
 def cell_dirs(work: Path) -> dict[str, Path]:
@@ -110,7 +110,7 @@ def test_runtime_is_sizes_times_imb_time_with_a_floor_and_the_timeout_as_ceiling
     assert runtime_min(config, cell) == -(-int(300 + resources.RUNTIME_OVERHEAD_S) // 60)
     config = config.revised(imb={"time_s": 0.1, "msglog": [0, 1]})
     assert runtime_min(config, cell) == resources.RUNTIME_FLOOR_MIN
-    assert message_sizes("Barrier", config["imb"]["msglog"]) == 1
+    assert message_sizes("Barrier", config.imb.msglog) == 1
     assert resources.mem_mb(config, [cell]) > cell.np * MEM_PER_RANK_MB
 
 
@@ -360,7 +360,7 @@ def test_dry_run_packs_kernel_cells_into_batch_jobs_and_a_resume_plans_only_the_
     # file, so the re-run plans that group again (its run-cell skips the sealed cells, see
     # test_a_group_skips_its_sealed_cells); a group that finished (its file written) is not planned.
     config = load(work / "config" / "campaign.yaml")
-    assert config["campaign"]["name"] == "k"  # kernel_campaign(): its outputs go to results/k
+    assert config.campaign.name == "k"  # kernel_campaign(): its outputs go to results/k
     for path in ["results/k/stacks/intelmpi.json", *build_outputs(config, "intelmpi"), "results/k/cells.json",
                  "results/k/notes.json", "results/k/campaign.json"]:
         (work / path).parent.mkdir(parents=True, exist_ok=True)
