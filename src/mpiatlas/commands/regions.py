@@ -34,6 +34,7 @@ from mpiatlas.models.region_latency import RegionTable, RegionTableError, format
 from mpiatlas.matrix.layout import CELLS_TABLE, HOCKNEY_FIT, PARTIAL, kernel_table
 from mpiatlas.models.ring_regions import pingpong_regions, region_pingpong_fits
 from mpiatlas.stats.region_loggp import loggp_by_series, region_loggp
+from mpiatlas.models.fit_records import HockneyRecord, hockney_records
 from mpiatlas.models.hockney import model_bandwidth
 from mpiatlas.stats.regions import region_rank
 from mpiatlas.commands import COMMAND_HELP
@@ -94,16 +95,17 @@ def campaign_region_fits(results: Path) -> dict[Series, dict[str, Mapping[str, A
     if not region_of:
         raise RegionsError(f"{tidy / CELLS_TABLE}: no ok PingPong cell recorded a region "
                            "(a campaign with `mappings: [regions]` measures one per region)")
-    hockney: list[dict[str, Any]]
+    hockney: list[HockneyRecord]
     if (fits_dir / HOCKNEY_FIT).is_file():
-        hockney = read(fits_dir / HOCKNEY_FIT, "hockney")
+        hockney = hockney_records(read(fits_dir / HOCKNEY_FIT, "hockney"), str(fits_dir / HOCKNEY_FIT))
     else:  # fitted here, as the fit rule would
         hockney = fit_all(tidy, FitOptions(models=("hockney",), hockney_benchmarks=("PingPong",))).hockney or []
     found = region_pingpong_fits(hockney, region_of)
     if not found:
         raise RegionsError(f"{results}: no PingPong Hockney fit of a region's cells "
                            f"(regions measured: {', '.join(sorted(set(region_of.values())))})")
-    return found
+    # This command prints the fits' file view (key by key, as hockney.json names them).
+    return {series: {r: f.to_json() for r, f in regions.items()} for series, regions in found.items()}
 
 
 def campaign_loggp(results: Path) -> dict[Series, dict[str, dict[str, Any]]]:
