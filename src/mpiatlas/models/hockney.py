@@ -49,7 +49,7 @@ Units: sizes in bytes, times in µs, so 1/B in µs per byte and B in bytes/µs =
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -668,17 +668,6 @@ def launch_ids(group: pl.DataFrame) -> list[str] | None:
         if column in group.columns and group[column].null_count() == 0:
             return group[column].cast(pl.String).to_list()
     return None
-
-
-def model_bandwidth(fit: Mapping[str, Any]) -> float | None:
-    """The model's B of a fit entry: its last segment's 1/slope (what t(m) = λ + m/B prices a large
-    message with, in the kernel models, the region tables and predict), None when unbounded or absent.
-    Not the asymptotic bandwidth: that is a measured s/t, which already holds the last segment's λ.
-    A fit without segments is one regime: its ``asymptotic_bandwidth_MBps`` (as :meth:`HockneyFit.from_dict`)."""
-    segments = fit.get("segments") or []
-    last = segments[-1] if segments and isinstance(segments[-1], dict) else {}
-    value = _finite_or_none(last.get("bandwidth_MBps") if segments else fit.get("asymptotic_bandwidth_MBps"))
-    return value if value is not None and value > 0 else None
 
 
 def _segment_from_dict(i: int, seg: Any) -> dict[str, Any]:
