@@ -140,51 +140,17 @@ class HockneyFit:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HockneyFit:
-        """The fit back from its JSON view (:meth:`to_dict`, e.g. an entry of hockney.json).
-
-        A null bandwidth is an unbounded one (JSON has no inf). A fit without ``segments`` (one
-        regime) is its ``latency_us`` / ``asymptotic_bandwidth_MBps``. Raises ValueError naming the key
-        when the model itself (the segments, the bandwidth figures) is unusable; missing statistics
-        (CIs, residuals) are NaN/empty.
-        """
+        """The fit back from its JSON view (:meth:`to_dict`, or an entry of hockney.json): read as a
+        :class:`HockneyRecord` (errors name the key), then :meth:`from_record`. A file written before
+        the two bandwidth estimands is refused by name, not guessed at."""
         if not isinstance(d, dict):
             raise ValueError(f"a Hockney fit must be a JSON object, got {type(d).__name__}")
-        if d.get("error") is not None:
-            raise ValueError(f"not fitted: {d['error']}")
-        if "asymptotic_bandwidth_MBps" not in d:
+        if d.get("error") is None and "asymptotic_bandwidth_MBps" not in d:
             old = " (it has 'bandwidth_MBps': written before the two fixed estimands; fit again)" \
                 if "bandwidth_MBps" in d else ""
             raise ValueError(f"a Hockney fit needs 'asymptotic_bandwidth_MBps'{old}")
-        raw = d.get("segments")
-        if raw is None or raw == []:
-            raw = [{"from_bytes": 0, "to_bytes": None, "latency_us": d.get("latency_us"),
-                    "bandwidth_MBps": d.get("asymptotic_bandwidth_MBps"), "n_sizes": d.get("n_sizes")}]
-        if not isinstance(raw, list):
-            raise ValueError(f"'segments' must be a list, got {type(raw).__name__}")
-        segments = sorted((_segment_from_dict(i, seg) for i, seg in enumerate(raw)), key=lambda g: g["from_bytes"])
-        asymptotic = _finite_or_none(d.get("asymptotic_bandwidth_MBps"))
-        peak = _finite_or_none(d.get("peak_bandwidth_MBps"))
-        return cls(
-            latency_us=segments[0]["latency_us"],
-            latency_ci_us=_pair(d.get("latency_ci_us")),
-            asymptotic_bandwidth_MBps=math.inf if asymptotic is None else asymptotic,
-            asymptotic_bandwidth_ci_MBps=_pair(d.get("asymptotic_bandwidth_ci_MBps"), null=math.inf),
-            peak_bandwidth_MBps=math.inf if peak is None else peak,
-            peak_bandwidth_ci_MBps=_pair(d.get("peak_bandwidth_ci_MBps"), null=math.inf),
-            breakpoints_bytes=[int(g["from_bytes"]) for g in segments[1:]],
-            segments=segments,
-            n_sizes=int(d.get("n_sizes") or 0),
-            residuals=[r for r in d.get("residuals") or [] if isinstance(r, dict)],
-            peak_bytes=_int_or_none(d.get("peak_bytes")),
-            asymptotic_bytes=_int_or_none(d.get("asymptotic_bytes")),
-            zero_byte_us=_finite_or_none(d.get("zero_byte_us")),
-            excluded_bytes=[int(b) for b in d.get("excluded_bytes") or [] if _finite_or_none(b) is not None],
-            ci_method=str(d.get("ci_method") or "residuals"),
-            n_launches=int(_finite_or_none(d.get("n_launches")) or 0),
-            ci_warning=d.get("ci_warning") if isinstance(d.get("ci_warning"), str) else None,
-            plateau_from_bytes=_int_or_none(d.get("plateau_from_bytes")),
-            plateau_n_sizes=_int_or_none(d.get("plateau_n_sizes")),
-        )
+        # to_dict's view names no cell: the benchmark is not the model's business here.
+        return cls.from_record(HockneyRecord.from_json({"benchmark": "", **d}, "Hockney fit"))
 
     @classmethod
     def from_record(cls, r: HockneyRecord) -> HockneyFit:
@@ -670,21 +636,6 @@ def launch_ids(group: pl.DataFrame) -> list[str] | None:
     return None
 
 
-def _segment_from_dict(i: int, seg: Any) -> dict[str, Any]:
-    if not isinstance(seg, dict):
-        raise ValueError(f"segment {i}: expected a JSON object, got {type(seg).__name__}")
-    lam, bw, start = seg.get("latency_us"), seg.get("bandwidth_MBps"), seg.get("from_bytes")
-    latency = _finite_or_none(lam)
-    if latency is None or latency <= 0:
-        raise ValueError(f"segment {i}: 'latency_us' must be a finite number > 0, got {lam!r}")
-    if bw is not None and (_finite_or_none(bw) is None or bw <= 0):
-        raise ValueError(f"segment {i}: 'bandwidth_MBps' must be > 0 or null (unbounded), got {bw!r}")
-    if start is not None and _finite_or_none(start) is None:
-        raise ValueError(f"segment {i}: 'from_bytes' must be a number or null, got {start!r}")
-    return {**seg, "from_bytes": 0 if start is None else start, "latency_us": latency,
-            "bandwidth_MBps": math.inf if bw is None else float(bw)}
-
-
 def _usable_segment(i: int, seg: HockneySegment) -> dict[str, Any]:
     """A record's segment as the model evaluates it (an unbounded bandwidth is inf)."""
     if not (math.isfinite(seg.latency_us) and seg.latency_us > 0):
@@ -694,24 +645,6 @@ def _usable_segment(i: int, seg: HockneySegment) -> dict[str, Any]:
         raise ValueError(f"segment {i}: 'bandwidth_MBps' must be > 0 or null (unbounded), got {bw!r}")
     return {"from_bytes": seg.from_bytes or 0, "to_bytes": seg.to_bytes, "latency_us": seg.latency_us,
             "bandwidth_MBps": math.inf if bw is None else bw, "n_sizes": seg.n_sizes}
-
-
-def _finite_or_none(v: Any) -> float | None:
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-    return float(v) if ok else None
-
-
-def _int_or_none(v: Any) -> int | None:
-    f = _finite_or_none(v)
-    return None if f is None else int(f)
-
-
-def _pair(v: Any, null: float = math.nan) -> tuple[float, float]:
-    """A JSON [lo, hi] pair; a null bound is ``null`` (an unbounded bandwidth bound is stored as null)."""
-    if not (isinstance(v, (list, tuple)) and len(v) == 2):
-        return (math.nan, math.nan)
-    lo, hi = (_finite_or_none(x) for x in v)
-    return (null if lo is None else lo, null if hi is None else hi)
 
 
 def _inverse(g: float) -> float:
