@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from mpiatlas.models.fit_records import HockneyRecord, Interval, JsonValue
+from mpiatlas.models.fit_records import HockneyRecord, Interval, JsonValue, Scalar
 
 # One row of the differences table (COLUMNS): text, figures and the significance flag.
 Row = dict[str, str | float | bool]
@@ -52,7 +52,7 @@ class ComparedFit:
     by key name as its fits file names them) and each parameter's estimate and 95 % interval
     (NaN: no finite estimate; a None bound: unbounded)."""
 
-    keys: dict[str, JsonValue]
+    keys: dict[str, Scalar]
     params: dict[str, tuple[float, Interval]]
 
 
@@ -67,7 +67,7 @@ def hockney_compared(fit: HockneyRecord) -> ComparedFit:
 def alphabeta_compared(entry: dict[str, JsonValue]) -> ComparedFit:
     """An entry of alphabeta.json's ``fits`` (read and checked against its schema): α and β,
     identified by its scalar keys (series axes, benchmark, ppn)."""
-    keys: dict[str, JsonValue] = {k: v for k, v in entry.items() if not isinstance(v, (list, dict))}
+    keys: dict[str, Scalar] = {k: v for k, v in entry.items() if not isinstance(v, (list, dict))}
     return ComparedFit(keys, {"alpha": (_num(entry.get("alpha")), _interval(entry.get("alpha_ci"))),
                               "beta_us": (_num(entry.get("beta_us")), _interval(entry.get("beta_ci_us")))})
 

@@ -23,7 +23,9 @@ from typing import ClassVar
 # the region its ranks sat in when a fit is placed by region rather than by mapping.
 CELL_KEYS: tuple[str, ...] = ("label", "stack", "transport", "mapping", "np", "algorithm", "region")
 
-JsonValue = str | int | float | bool | None | list["JsonValue"] | dict[str, "JsonValue"]
+# A JSON value as json.loads gives it: what from_json reads and to_json gives back, at the file boundary.
+Scalar = str | int | float | bool | None
+JsonValue = Scalar | list["JsonValue"] | dict[str, "JsonValue"]
 Interval = tuple[float | None, float | None]
 
 
@@ -124,9 +126,9 @@ class Fit:
     def fitted(self) -> bool:
         return self.error is None
 
-    def cell_json(self) -> dict[str, JsonValue]:
+    def cell_json(self) -> dict[str, Scalar]:
         """The entry's cell key and benchmark, as the file writes them."""
-        head: dict[str, JsonValue] = {k: getattr(self, k) for k in self.cell_keys}
+        head: dict[str, Scalar] = {k: getattr(self, k) for k in self.cell_keys}
         head["benchmark"] = self.benchmark
         return head
 
@@ -306,4 +308,4 @@ def hockney_document(records: list[HockneyRecord]) -> list[JsonValue]:
 
 
 __all__ = ["CELL_KEYS", "Fit", "FitRecordError", "HockneyRecord", "HockneyResidual", "HockneySegment",
-           "JsonValue", "hockney_document", "hockney_records"]
+           "Interval", "JsonValue", "Scalar", "hockney_document", "hockney_records"]
