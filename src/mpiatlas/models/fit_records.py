@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, TypedDict
 
 # A fits entry's cell key, in the order a fit writes it (label, then tables.samples.CELL_COLUMNS), and
 # the region its ranks sat in when a fit is placed by region rather than by mapping.
@@ -66,6 +66,8 @@ def _integer(obj: dict[str, JsonValue], key: str, where: str, path: str) -> int 
     value = obj.get(key)
     if value is None:
         return None
+    if isinstance(value, float) and value.is_integer():  # JSON Schema's integer: 2.0 is one
+        return int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise FitRecordError(f"{_where(where, f'{path}.{key}')}: expected an integer or null, got {value!r}")
     return value
@@ -133,15 +135,31 @@ class Fit:
         return head
 
     @staticmethod
-    def cell_fields(obj: dict[str, JsonValue], where: str, path: str) -> dict[str, str | int | tuple[str, ...] | None]:
+    def cell_fields(obj: dict[str, JsonValue], where: str, path: str) -> CellFields:
         """The :class:`Fit` fields of a JSON entry (its cell key, benchmark and error)."""
         benchmark = _text(obj, "benchmark", where, path)
         if benchmark is None:
             raise FitRecordError(f"{_where(where, f'{path}.benchmark')}: required, a string")
-        found: dict[str, str | int | tuple[str, ...] | None] = {
-            k: (_integer if k == "np" else _text)(obj, k, where, path) for k in CELL_KEYS if k in obj}
-        return {**found, "cell_keys": tuple(k for k in CELL_KEYS if k in obj), "benchmark": benchmark,
-                "error": _text(obj, "error", where, path)}
+        return CellFields(benchmark=benchmark, label=_text(obj, "label", where, path),
+                          stack=_text(obj, "stack", where, path), transport=_text(obj, "transport", where, path),
+                          mapping=_text(obj, "mapping", where, path), np=_integer(obj, "np", where, path),
+                          algorithm=_text(obj, "algorithm", where, path), region=_text(obj, "region", where, path),
+                          cell_keys=tuple(k for k in CELL_KEYS if k in obj), error=_text(obj, "error", where, path))
+
+
+class CellFields(TypedDict):
+    """:class:`Fit`'s fields, as keyword arguments of a record's constructor."""
+
+    benchmark: str
+    label: str | None
+    stack: str | None
+    transport: str | None
+    mapping: str | None
+    np: int | None
+    algorithm: str | None
+    region: str | None
+    cell_keys: tuple[str, ...]
+    error: str | None
 
 
 @dataclass(frozen=True)
@@ -268,9 +286,9 @@ class HockneyRecord(Fit):
         obj = _object(value, where, path)
         cell = Fit.cell_fields(obj, where, path)
         if cell["error"] is not None:
-            return cls(**cell)  # type: ignore[arg-type]  # cell_fields holds exactly Fit's fields
+            return cls(**cell)
         return cls(
-            **cell,  # type: ignore[arg-type]
+            **cell,
             latency_us=_number(obj, "latency_us", where, path),
             latency_ci_us=_interval(obj, "latency_ci_us", where, path),
             peak_bandwidth_MBps=_number(obj, "peak_bandwidth_MBps", where, path),

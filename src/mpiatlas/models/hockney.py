@@ -50,14 +50,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from mpiatlas.models.fit_records import CELL_KEYS, HockneyRecord, HockneyResidual, HockneySegment
+from mpiatlas.models.fit_records import (CELL_KEYS, CellFields, Fit, HockneyRecord, HockneyResidual, HockneySegment,
+                                         JsonValue)
 from mpiatlas.models.asymptote import Asymptote, asymptotic_window, bandwidth_figures, find_asymptote
 from mpiatlas.models.hockney_trust import LATENCY_FLOOR_US, trust_warnings
 
@@ -585,22 +586,23 @@ def fit_hockney_table(
             fit = fit_hockney(group["bytes"].to_list(), group["t_usec"].to_list(), launches=launch_ids(group),
                               seed=seed)
         except ValueError as exc:
-            out.append(HockneyRecord(**cell, error=str(exc)))
+            out.append(replace(HockneyRecord(**cell), error=str(exc)))
             continue
         out.append(record_of(fit, cell))
     return out
 
 
-def _cell(keys: Sequence[str], values: Sequence[object]) -> dict[str, Any]:
+def _cell(keys: Sequence[str], values: Sequence[object]) -> CellFields:
     """The :class:`Fit` cell fields of a group key (the cell key columns, then the benchmark)."""
-    found = dict(zip([*keys, "benchmark"], values))
     unknown = [k for k in keys if k not in CELL_KEYS]
     if unknown:
         raise ValueError(f"not cell key columns: {', '.join(unknown)}; expected some of {', '.join(CELL_KEYS)}")
-    return {**found, "benchmark": str(found["benchmark"]), "cell_keys": tuple(k for k in CELL_KEYS if k in keys)}
+    found: dict[str, JsonValue] = {k: v if v is None or isinstance(v, (str, int, float)) else str(v)
+                                   for k, v in zip([*keys, "benchmark"], values)}
+    return Fit.cell_fields(found, "samples table", "$." + "/".join(map(str, values)))
 
 
-def record_of(fit: HockneyFit, cell: dict[str, Any]) -> HockneyRecord:
+def record_of(fit: HockneyFit, cell: CellFields) -> HockneyRecord:
     """The fits file's record of ``fit`` for ``cell`` (:func:`_cell`): NaN and infinite figures are
     None, as the file holds them (JSON has neither)."""
     def pair(v: tuple[float, float]) -> tuple[float | None, float | None]:
