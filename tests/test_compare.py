@@ -26,7 +26,9 @@ from mpiatlas.compare.campaigns import ONE_RUN_NOTE, CompareError, Side, compare
 from mpiatlas.stats.ratios import FASTER, MIN_REPS, SAME, SLOWER, TOO_FEW, TOO_FEW_RUNS, ratio_cis, regressions
 from mpiatlas.stats.two_level import draw_counts, expansion, two_level_percentiles
 from mpiatlas.compare.fits import TOO_FEW_RUNS as FIT_TOO_FEW_RUNS
-from mpiatlas.compare.fits import fit_differences, fit_differences_over_runs, mover_difference
+from mpiatlas.compare.fits import (ComparedFit, alphabeta_compared, fit_differences, fit_differences_over_runs,
+                                   hockney_compared, mover_difference)
+from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.compare.report import render
 from mpiatlas.compare.summary import summary_lines
 
@@ -220,6 +222,16 @@ def hockney_fit(transport: str, latency: float, ci: list[float], bw: float, bw_c
             "peak_bandwidth_MBps": bw * PEAK_OVER_ASYMPTOTE, "peak_bandwidth_ci_MBps": peak_ci, "peak_bytes": 1 << 20}
 
 
+def _h(entries: list[dict]) -> list[ComparedFit]:
+    """hockney.json entries as compare reads them."""
+    return [hockney_compared(HockneyRecord.from_json(e)) for e in entries]
+
+
+def _ab(entries: list[dict]) -> list[ComparedFit]:
+    """alphabeta.json ``fits`` entries as compare reads them."""
+    return [alphabeta_compared(e) for e in entries]
+
+
 def test_alphabeta_fits_pair_by_knob_set_options_and_placement() -> None:
     """α-β fits of one stack/transport at two knob sets (and another placement) pair with their own partner."""
     def fit(knobs: str, placement: str, alpha: float) -> dict:
@@ -230,7 +242,7 @@ def test_alphabeta_fits_pair_by_knob_set_options_and_placement() -> None:
     fa = [fit("", "cyclic", 1.2), fit("eager", "cyclic", 3.0), fit("", "block", 1.5)]
     fb = [fit("", "block", 1.5), fit("eager", "cyclic", 3.3), fit("", "cyclic", 1.2)]
     axes = ["stack", "transport", "algorithm", "options", "knobs", "placement", "benchmark"]
-    alpha = fit_differences(([], []), (fa, fb), axes).filter(pl.col("parameter") == "α")
+    alpha = fit_differences(([], []), (_ab(fa), _ab(fb)), axes).filter(pl.col("parameter") == "α")
     assert alpha.height == 3
     by_series = {r["series"]: r for r in alpha.to_dicts()}
     eager = by_series["stack=intelmpi · transport=ofi-tcp · algorithm=default · knobs=eager · placement=cyclic · "
@@ -242,7 +254,7 @@ def test_alphabeta_fits_pair_by_knob_set_options_and_placement() -> None:
 def test_hockney_differences_across_the_compared_setting() -> None:
     fa = [hockney_fit("shm", 0.5, [0.45, 0.55], 6000.0, [5000.0, None])]
     fb = [hockney_fit("ofi-tcp", 11.0, [10.5, 12.0], 1200.0, [1100.0, 1300.0])]
-    fits = fit_differences((fa, fb), ([], []), ["stack", "mapping", "np", "benchmark", "algorithm"])
+    fits = fit_differences((_h(fa), _h(fb)), ([], []), ["stack", "mapping", "np", "benchmark", "algorithm"])
     lat = fits.filter(pl.col("parameter") == "latency λ").row(0, named=True)
     assert lat["diff"] == pytest.approx(10.5) and lat["significant"] and lat["direction"] == "slower"
     assert lat["diff_ci_low"] == pytest.approx(10.5 - math.hypot(0.5, 0.05))
@@ -256,7 +268,7 @@ def test_hockney_differences_across_the_compared_setting() -> None:
     assert peak["diff_ci_low"] == -math.inf and peak["diff_ci_high"] == pytest.approx(-6000 + math.hypot(125, 1250))
     # A fit of another np is not paired.
     other = [dict(fb[0], np=4)]
-    assert fit_differences((fa, other), ([], []), ["stack", "np"]).height == 0
+    assert fit_differences((_h(fa), _h(other)), ([], []), ["stack", "np"]).height == 0
 
 
 def _welch_by_hand(xa: list[float], xb: list[float], confidence: float = 0.95) -> tuple[float, float]:
@@ -279,7 +291,8 @@ def test_fits_over_runs_compare_each_sides_spread_of_estimates() -> None:
     runs_b = [[hockney_fit("shm", lb, [lb - 0.01, lb + 0.01], bb, [bb - 50, bb + 50])] for lb, bb in zip(lat_b, bw_b)]
     runs_b[0].append(hockney_fit("ofi-tcp", 11.0, [10.0, 12.0], 1200.0, [1100.0, 1300.0]))  # one run only
     runs_a[1].append(hockney_fit("ofi-tcp", 10.0, [9.0, 11.0], 1300.0, [1200.0, 1400.0]))
-    fits = fit_differences_over_runs((runs_a, runs_b), ([], []), ["stack", "transport", "mapping", "np", "benchmark"])
+    fits = fit_differences_over_runs(([_h(r) for r in runs_a], [_h(r) for r in runs_b]), ([], []),
+                                     ["stack", "transport", "mapping", "np", "benchmark"])
     lat = fits.filter(pl.col("parameter") == "latency λ", pl.col("series").str.contains("shm")).row(0, named=True)
     assert lat["a"] == pytest.approx(0.5) and lat["b"] == pytest.approx(0.85) and lat["diff"] == pytest.approx(0.35)
     assert (lat["diff_ci_low"], lat["diff_ci_high"]) == pytest.approx(_welch_by_hand(lat_a, lat_b), rel=1e-9)

@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from conftest import require_datasets
+from mpiatlas.models.fit_records import HockneyRecord, hockney_records
 from mpiatlas.cli import main
 from mpiatlas.report.build import build_report
 from mpiatlas.report import findings as F
@@ -246,6 +247,11 @@ def _bw(asymptotic: float, asymptotic_ci: list[float], peak: float, peak_ci: lis
             "peak_bytes": 256 << 10}
 
 
+def _recs(imb: list[dict], kernel: list[dict]) -> tuple[list[HockneyRecord], list[HockneyRecord]]:
+    """The IMB fits and the kernel fits' Hockney part as the report reads them."""
+    return hockney_records(imb), hockney_records(kernel)
+
+
 def _cross_fits(imb_b: float, imb_b_ci: list[float]) -> tuple[list[dict], list[dict]]:
     """Issue #23's pair: IMB's asymptotic B 2,396 MB/s [2,334, 25,618] against the kernel's 22,505
     [21,529, 25,345]; their peaks agree (24,000 and 25,000 MB/s)."""
@@ -263,34 +269,34 @@ def _cross_fits(imb_b: float, imb_b_ci: list[float]) -> tuple[list[dict], list[d
 
 def test_imb_and_kernel_disagreeing_beyond_30_percent_is_a_finding() -> None:
     imb, kernel = _cross_fits(2_396.0, [2_334.0, 25_618.0])
-    assert F.cross_check(imb, kernel) == [
+    assert F.cross_check(*_recs(imb, kernel)) == [
         "IMB PingPong and the pingpong kernel disagree on intelmpi/shm/core: asymptotic B 2,396 MB/s "
         "[2,334, 25,618] (IMB) vs 22,505 MB/s [21,529, 25,345] (kernel), the kernel's 9.39× IMB's. Two programs "
         "measuring the same thing should agree within 30 %: one of these figures is not a result (a perturbed "
         "launch, a slow repetition, or a fit with a warning)."]
-    pair, = F.imb_vs_kernel(imb, kernel)  # mpich has no IMB fit; IMB's np=2 fit is the one compared
-    assert pair["disagree"] == ["asymptotic B"] and pair["ratio"]["λ"] == pytest.approx(1.2)
-    assert pair["ratio"]["peak B"] == pytest.approx(25_000 / 24_000)  # the peaks agree: not named
-    assert F.findings(None, None, None, None, hockney=imb, kernel_fits=kernel) == F.cross_check(imb, kernel)
+    pair, = F.imb_vs_kernel(*_recs(imb, kernel))  # mpich has no IMB fit; IMB's np=2 fit is the one compared
+    assert pair.disagree == ["asymptotic B"] and pair.ratio["λ"] == pytest.approx(1.2)
+    assert pair.ratio["peak B"] == pytest.approx(25_000 / 24_000)  # the peaks agree: not named
+    assert F.findings(None, None, None, None, hockney=hockney_records(imb), kernel_fits=hockney_records(kernel)) == F.cross_check(*_recs(imb, kernel))
 
 
 def test_imb_and_kernel_within_30_percent_agree_and_lambda_is_compared_too() -> None:
     imb, kernel = _cross_fits(18_000.0, [17_000.0, 19_000.0])  # 22,505 / 18,000 = 1.25
-    assert F.cross_check(imb, kernel) == []
+    assert F.cross_check(*_recs(imb, kernel)) == []
     kernel[0]["latency_us"] = 0.30 * 1.31
     kernel[0]["asymptotic_bandwidth_MBps"] = 18_000.0 * 1.5
-    text, = F.cross_check(imb, kernel)
+    text, = F.cross_check(*_recs(imb, kernel))
     assert "λ 0.300 µs [0.290, 0.310] (IMB) vs 0.393 µs [0.350, 0.370] (kernel), the kernel's 1.31× IMB's; " \
            "asymptotic B 18,000 MB/s [17,000, 19,000] (IMB) vs 27,000 MB/s" in text
     assert "peak B" not in text
     # Like for like: the kernel's asymptotic B equal to IMB's peak still disagrees with IMB's asymptotic
     # B, and a kernel peak 1.5× IMB's is named as the peak's disagreement.
     kernel[0].update(latency_us=0.30, asymptotic_bandwidth_MBps=24_000.0, peak_bandwidth_MBps=36_000.0)
-    pair, = F.imb_vs_kernel(imb, kernel)
-    assert pair["disagree"] == ["asymptotic B", "peak B"]
-    assert pair["ratio"]["asymptotic B"] == pytest.approx(24_000 / 18_000)
-    assert pair["ratio"]["peak B"] == pytest.approx(1.5)
-    text, = F.cross_check(imb, kernel)
+    pair, = F.imb_vs_kernel(*_recs(imb, kernel))
+    assert pair.disagree == ["asymptotic B", "peak B"]
+    assert pair.ratio["asymptotic B"] == pytest.approx(24_000 / 18_000)
+    assert pair.ratio["peak B"] == pytest.approx(1.5)
+    text, = F.cross_check(*_recs(imb, kernel))
     assert "; peak B 24,000 MB/s [23,000, 25,000] (IMB) vs 36,000 MB/s [24,500, 25,500] (kernel), " \
            "the kernel's 1.50× IMB's." in text
     assert F.apart(1.0, 1.3) == pytest.approx(0.3) and F.apart(None, 1.0) is None and F.apart(0.0, 1.0) is None
@@ -300,7 +306,7 @@ def test_kernel_table_shows_both_ratios_and_marks_the_disagreement() -> None:
     from mpiatlas.report.sections.kernel_p2p_coll import _fit_table
 
     imb, kernel = _cross_fits(2_396.0, [2_334.0, 25_618.0])
-    table = _fit_table(kernel, imb)
+    table = _fit_table(hockney_records(kernel), hockney_records(imb))
     col = {name: i for i, name in enumerate(table.columns)}
     row = {r[0].text: r for r in table.rows}["intelmpi/shm/core"]
     assert row[col["IMB asymptotic B (MB/s) [95 % CI]"]].text == "2,396 [2,334, 25,618]"

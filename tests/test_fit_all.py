@@ -5,6 +5,7 @@ fits files written from it and checked against their schemas, and `mpiatlas fit 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -82,7 +83,7 @@ def juno_tidy(tmp_path: Path) -> Path:
 def test_fit_all_on_recorded_juno_data_recovers_the_published_figures(tmp_path: Path) -> None:
     fits = fit_all(juno_tidy(tmp_path), FitOptions(bandwidth_gbit_s=1.0, network_name="1GbE"))
     assert fits.hockney is not None and fits.kernels is not None and fits.alphabeta is not None
-    pingpong = {r["label"]: r for r in fits.hockney if r["benchmark"] == "PingPong"}
+    pingpong = {r.label: r.to_json() for r in fits.hockney if r.benchmark == "PingPong"}
     assert sorted(pingpong) == ["ompi165/tcp/core", "ompi165/tcp/node", "ompi165/unimem/node"]
     # readme: intranode "~2–4 µs", internode ~150 µs; 108.3 MiB/s = 113.6 MB/s at 4 MiB, B within 3 %.
     assert 2.0 <= pingpong["ompi165/tcp/core"]["latency_us"] <= 4.0
@@ -114,11 +115,12 @@ def test_fit_all_takes_loaded_tables_and_fits_the_kernels_on_its_hockney(tmp_pat
     fits = fit_all(tables, FitOptions(bandwidth_gbit_s=10.0, network_name="veth"))
     assert fits.hockney is not None and fits.kernels is not None and fits.alphabeta is not None
     (imb,) = fits.hockney
-    assert imb["latency_us"] == pytest.approx(LAMBDA, rel=0.05)
-    assert imb["segments"][-1]["bandwidth_MBps"] == pytest.approx(BW, rel=0.05)  # the model's B
-    assert imb["asymptotic_bandwidth_MBps"] == pytest.approx(ASYMPTOTIC, rel=0.03)
+    assert imb.latency_us == pytest.approx(LAMBDA, rel=0.05)
+    assert imb.segments[-1].bandwidth_MBps == pytest.approx(BW, rel=0.05)  # the model's B
+    assert imb.model_bandwidth_MBps == imb.segments[-1].bandwidth_MBps
+    assert imb.asymptotic_bandwidth_MBps == pytest.approx(ASYMPTOTIC, rel=0.03)
     (pingpong,) = fits.kernel("pingpong")
-    assert pingpong["imb_latency_us"] == imb["latency_us"]  # the Hockney fit of the same call
+    assert pingpong["imb_latency_us"] == imb.latency_us  # the Hockney fit of the same call
     assert pingpong["latency_us"] == pytest.approx(0.8 * LAMBDA, rel=0.05)
     assert fits.alphabeta["fits"] == [] and fits.alphabeta["network"]["name"] == "veth"
     for model, document in fits.documents().items():
@@ -167,7 +169,7 @@ def test_every_field_of_every_fits_schema_is_described() -> None:
 def test_a_bad_fits_file_is_named_with_its_key(tmp_path: Path) -> None:
     fits = fit_all(tidy_dir(tmp_path), FitOptions(models=("hockney",)))
     assert fits.hockney is not None
-    bad = [{**fits.hockney[0], "latency_us": "1.0"}]
+    bad = [{**fits.hockney[0].to_json(), "latency_us": "1.0"}]
     path = tmp_path / "hockney.json"
     path.write_text(json.dumps(bad))
     with pytest.raises(FitsFileError) as err:
@@ -183,8 +185,10 @@ def test_a_bad_fits_file_is_named_with_its_key(tmp_path: Path) -> None:
     with pytest.raises(FitsFileError, match=r"kernels.json: not JSON"):
         read(tmp_path / "kernels.json")
     # The writer checks before it writes: a bad document leaves no file.
-    fits.hockney = bad
-    with pytest.raises(FitsFileError, match=r"\$\[0\].latency_us"):
+    # A typed record holds no string λ; a size that is not a whole number of bytes is what a bad
+    # producer can still hand the writer.
+    fits.hockney = [dataclasses.replace(fits.hockney[0], breakpoints_bytes=(1.5,))]
+    with pytest.raises(FitsFileError, match=r"\$\[0\].breakpoints_bytes\[0\]"):
         write_fits(fits, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 

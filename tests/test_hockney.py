@@ -181,11 +181,12 @@ def test_fit_table_groups_and_skips_bandwidth_only_benchmarks() -> None:
     rows.append({"label": "a", "benchmark": "PingPong", "bytes": 8388608, "t_usec": None, "status": "time-out"})
     rows += [{"label": "c", "benchmark": "PingPing", "bytes": s, "t_usec": 1.0, "status": "ok"} for s in (1, 2)]
     out = fit_hockney_table(pl.DataFrame(rows), ["label"])
-    assert [(r["label"], r["benchmark"]) for r in out] == [("a", "PingPong"), ("b", "PingPong"), ("c", "PingPing")]
-    assert out[0]["latency_us"] == pytest.approx(1.0) and out[1]["latency_us"] == pytest.approx(2.0)
-    assert out[0]["segments"][-1]["bandwidth_MBps"] == pytest.approx(5000.0) and out[0]["n_sizes"] == 23
-    assert "at least 3" in out[2]["error"]
-    json.dumps(out, allow_nan=False)  # JSON-ready
+    assert [(r.label, r.benchmark) for r in out] == [("a", "PingPong"), ("b", "PingPong"), ("c", "PingPing")]
+    assert out[0].latency_us == pytest.approx(1.0) and out[1].latency_us == pytest.approx(2.0)
+    assert out[0].segments[-1].bandwidth_MBps == pytest.approx(5000.0) and out[0].n_sizes == 23
+    assert out[2].error is not None and "at least 3" in out[2].error and out[2].to_json() == {
+        "label": "c", "benchmark": "PingPing", "error": out[2].error}
+    json.dumps([r.to_json() for r in out], allow_nan=False)  # JSON-ready
 
 
 # -- real data: import + fit through the CLI ----------------------------------------------------

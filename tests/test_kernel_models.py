@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from mpiatlas.models.fit_records import hockney_records
 from mpiatlas.cli import main
 from mpiatlas.models import kernels as kernel_models
 from mpiatlas.models.fits_files import problems
@@ -92,7 +93,7 @@ def test_ring_phases_follow_the_odd_even_derivation() -> None:
 
 def test_ring_fit_recovers_lambda_and_predicts_every_variant() -> None:
     df = ring_table(P2P(LAMBDA, BW, "PingPong"), noise=0.01)
-    (fit,) = fit_ring(df, [hockney_entry()])
+    (fit,) = fit_ring(df, hockney_records([hockney_entry()]))
     assert fit["lambda_source"] == "PingPong" and fit["pingpong_latency_us"] == LAMBDA
     # ring-implied λ within 5 % of the true λ (1 % noise), its CI covers it
     assert fit["ring_latency_us"] == pytest.approx(LAMBDA, rel=0.05)
@@ -110,7 +111,7 @@ def test_ring_fit_recovers_lambda_and_predicts_every_variant() -> None:
 
 def test_ring_without_pingpong_fits_lambda_from_the_ring_and_says_so(few_bootstraps: None) -> None:
     df = ring_table(P2P(2.0, 1000.0, "x"))
-    (fit,) = fit_ring(df, [hockney_entry(label="other/label/core")])
+    (fit,) = fit_ring(df, hockney_records([hockney_entry(label="other/label/core")]))
     assert fit["lambda_source"] == "ring" and "no IMB PingPong" in fit["lambda_note"]
     assert fit["pingpong_latency_us"] is None and fit["ring_vs_pingpong_latency"] is None
     assert fit["latency_us"] == pytest.approx(2.0, rel=1e-6)
@@ -125,7 +126,7 @@ def test_ring_failure_statement_names_the_worst_point() -> None:
     # oversubscribed P=4 runs 10x slower than the model
     df = df.with_columns(pl.when(pl.col("np") == 4).then(pl.col("time_us") * 10).otherwise(pl.col("time_us"))
                          .alias("time_us"))
-    (fit,) = fit_ring(df, [hockney_entry()])
+    (fit,) = fit_ring(df, hockney_records([hockney_entry()]))
     assert "P=4" in fit["fails_where"] and "oversubscribed" in fit["fails_where"]
     assert "10× the model" in fit["fails_where"]
     # the ring λ comes from P ≤ cores only, so it is not spoilt by the oversubscribed cells
@@ -136,9 +137,9 @@ def test_ring_failure_statement_names_the_worst_point() -> None:
 def test_failed_cells_do_not_enter_the_models() -> None:
     df = ring_table(P2P(LAMBDA, BW, "PingPong"), nps=(2,))
     bad = df.with_columns(pl.lit("failed").alias("cell_status"), pl.col("time_us") * 100)
-    (fit,) = fit_ring(pl.concat([df, bad]), [hockney_entry()])
+    (fit,) = fit_ring(pl.concat([df, bad]), hockney_records([hockney_entry()]))
     assert all(abs(p["rel_err"]) < 1e-9 for p in fit["points"])
-    assert fit_ring(bad, [hockney_entry()]) == []
+    assert fit_ring(bad, hockney_records([hockney_entry()])) == []
 
 
 # ----------------------------------------------------------------------------------------- matsum
@@ -229,7 +230,7 @@ def jacobi_table(lam: float = 1.0, bw: float = 1000.0, L: int = 20) -> pl.DataFr
 
 
 def test_jacobi_halo_model_scaling_and_hybrid_comparison() -> None:
-    (fit,) = fit_jacobi(jacobi_table(), [hockney_entry(lam=1.0, bw=1000.0)])
+    (fit,) = fit_jacobi(jacobi_table(), hockney_records([hockney_entry(lam=1.0, bw=1000.0)]))
     assert fit["lambda_source"] == "PingPong"
     pts = {(p["np"], p["threads"]): p for p in fit["points"]}
     # the least-waiting rank (rank 0 here; the others wait 5 µs more) matches c/B + k·λ exactly
@@ -286,7 +287,7 @@ def test_pingpong_fit_recovers_lambda_and_bandwidth_and_cross_checks_imb() -> No
     broken = pingpong_table(lam=50.0, seed=9).with_columns(pl.lit(False).alias("valid"))  # failed own check
     imb = {**hockney_entry(lam=0.5, bw=5000.0), "latency_ci_us": [0.45, 0.55],
            "asymptotic_bandwidth_ci_MBps": [4800, 5200]}
-    (fit,) = fit_pingpong(pl.concat([df, broken]), [imb, hockney_entry(label="other/x/core")])
+    (fit,) = fit_pingpong(pl.concat([df, broken]), hockney_records([imb, hockney_entry(label="other/x/core")]))
     assert fit["benchmark"] == "pingpong" and "not IMB" in fit["source"] and fit["n_reps"] == 3
     # 1 % noise on 3 repetitions: λ within 5 %, the model's B within 5 %, the CIs cover the truth
     assert fit["latency_us"] == pytest.approx(0.4, rel=0.05)
@@ -312,7 +313,7 @@ def test_pingpong_fit_recovers_lambda_and_bandwidth_and_cross_checks_imb() -> No
     assert fit["kernel_vs_imb_asymptotic_bandwidth"] == pytest.approx(1.2, rel=0.05)
     assert fit["kernel_vs_imb_peak_bandwidth"] == pytest.approx(1.2, rel=0.05)
     assert [p["bytes"] for p in fit["points"]] == SIZES and all(p["n_reps"] == 3 for p in fit["points"])
-    (alone,) = fit_pingpong(pingpong_table(label="openmpi/ob1-sm/core"), [imb])
+    (alone,) = fit_pingpong(pingpong_table(label="openmpi/ob1-sm/core"), hockney_records([imb]))
     assert alone["imb_latency_us"] is None and alone["kernel_vs_imb_latency"] is None
     assert alone["kernel_vs_imb_asymptotic_bandwidth"] is None and alone["kernel_vs_imb_peak_bandwidth"] is None
     assert "no IMB PingPong" in alone["headline"]
@@ -416,7 +417,7 @@ def test_report_shows_each_kernel_with_its_model(tmp_path: Path, few_bootstraps:
     for name, table in tables.items():
         table.write_parquet(tidy / f"kernel_{name}.parquet")
     (fits / "hockney.json").write_text(json.dumps([hockney_entry()]))
-    (fits / "kernels.json").write_text(json.dumps(fit_kernels(tables, [hockney_entry()]), allow_nan=False))
+    (fits / "kernels.json").write_text(json.dumps(fit_kernels(tables, hockney_records([hockney_entry()])), allow_nan=False))
     html = report.build_report(tidy, fits, tmp_path / "report.html").read_text()
     for sid in ("kernel-ring", "kernel-matsum", "kernel-jacobi"):
         assert f'<section id="{sid}">' in html
@@ -446,7 +447,7 @@ def test_report_shows_own_pingpong_and_collectives_apart_from_imb(tmp_path: Path
         table.write_parquet(tidy / f"kernel_{name}.parquet")
     hockney = [{**hockney_entry(lam=0.5, bw=5000.0), "latency_ci_us": [0.45, 0.55]}]
     (fits / "hockney.json").write_text(json.dumps(hockney))
-    (fits / "kernels.json").write_text(json.dumps(fit_kernels(tables, hockney), allow_nan=False))
+    (fits / "kernels.json").write_text(json.dumps(fit_kernels(tables, hockney_records(hockney)), allow_nan=False))
     html = report.build_report(tidy, fits, tmp_path / "report.html").read_text()
     start = html.index('<section id="kernel-p2p-coll">')
     section = html[start:html.index("</section>", start)]
@@ -473,5 +474,5 @@ def test_one_table_gives_one_kernels_json(few_bootstraps: None) -> None:
     """Fitting the same tables again gives the same document byte for byte: the repetitions reach
     the seeded bootstrap in the table's order, not in a hash table's."""
     tables = {"ring": ring_table(P2P(2.0, 1000.0, "x"), noise=0.05), "matsum": matsum_table(noise=0.05)}
-    runs = {json.dumps(fit_kernels(tables, [hockney_entry()]), sort_keys=True, default=str) for _ in range(3)}
+    runs = {json.dumps(fit_kernels(tables, hockney_records([hockney_entry()])), sort_keys=True, default=str) for _ in range(3)}
     assert len(runs) == 1

@@ -16,6 +16,7 @@ from altair.utils.schemapi import validate_jsonschema
 from altair.vegalite.v6.schema.core import load_schema
 
 from conftest import REPO
+from mpiatlas.models.fit_records import hockney_records
 from mpiatlas.matrix.config import ConfigError, load, validate
 from mpiatlas.matrix.kernel_sweeps import group_grid, jacobi_problems, jacobi_variants, kernel_sweep_problems, sizes
 from mpiatlas.models.kernel_grids import matsum_grids
@@ -253,7 +254,7 @@ def jacobi_sweep_table() -> pl.DataFrame:
 def test_jacobi_keeps_problems_apart_and_compares_grids() -> None:
     hockney = [{"label": HEAD["label"], "benchmark": "PingPong", "latency_us": 1.0,
                 "asymptotic_bandwidth_MBps": 1000.0, "peak_bandwidth_MBps": 1000.0}]
-    (fit,) = fit_jacobi(jacobi_sweep_table(), hockney)
+    (fit,) = fit_jacobi(jacobi_sweep_table(), hockney_records(hockney))
     assert fit["problems"] == ["strong N=32", "weak L=16"]
     pts = {(p["problem"], p["np"], p["threads"], tuple(p["procdims"])): p for p in fit["points"]}
     # strong scaling within its own problem: 400·1 / (2·250); the weak grids (explicit) get none

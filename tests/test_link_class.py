@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mpiatlas.models.fit_records import Fit
 from mpiatlas.node.link_rate import parse_ib_rate
 from mpiatlas.report.blocks import Table
 from mpiatlas.report.data import load_data
@@ -49,12 +50,12 @@ def _table(tmp_path: Path, nodes: list[dict]) -> tuple[dict[str, list], list, Ta
 
 
 def test_transport_classes() -> None:
-    assert transport_class({"label": "ompi/ucx-rc/node2"}) == RDMA_CLASS
-    assert transport_class({"label": "impi/ofi-verbs/node2"}) == RDMA_CLASS
-    assert transport_class({"label": "ompi/ob1-openib/node2"}) == RDMA_CLASS
-    assert transport_class({"transport": "shm+ofi-tcp", "label": "x"}) == TCP_CLASS
-    assert transport_class({"label": "ompi/ucx/node2"}) == TCP_CLASS  # UCX's own choice: the named link, as before
-    assert transport_class({"label": "ompi/ob1-tcp/node2"}) == TCP_CLASS
+    assert transport_class(Fit("PingPong", label="ompi/ucx-rc/node2")) == RDMA_CLASS
+    assert transport_class(Fit("PingPong", label="impi/ofi-verbs/node2")) == RDMA_CLASS
+    assert transport_class(Fit("PingPong", label="ompi/ob1-openib/node2")) == RDMA_CLASS
+    assert transport_class(Fit("PingPong", transport="shm+ofi-tcp", label="x")) == TCP_CLASS
+    assert transport_class(Fit("PingPong", label="ompi/ucx/node2")) == TCP_CLASS  # UCX's own choice: the named link, as before
+    assert transport_class(Fit("PingPong", label="ompi/ob1-tcp/node2")) == TCP_CLASS
 
 
 def test_rdma_b_is_set_against_the_ib_port_and_tcp_b_against_the_tcp_link(tmp_path: Path) -> None:

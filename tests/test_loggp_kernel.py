@@ -131,7 +131,8 @@ def test_region_table_gains_o_and_g_from_recorded_cells(tmp_path: Path, capsys: 
 
     # stats.regions.region_fits: the same λ/B rows, plus o and g only when LogGP rows are given.
     samples = pl.read_parquet(with_og / "tidy/imb_samples.parquet")
-    hockney = fit_all(with_og / "tidy", FitOptions(models=("hockney",), hockney_benchmarks=("PingPong",))).hockney
+    hockney = [f.to_json() for f in fit_all(with_og / "tidy", FitOptions(models=("hockney",),
+                                                                        hockney_benchmarks=("PingPong",))).hockney or []]
     plain_fits = region_fits(samples, hockney)
     assert region_fits(samples, hockney, pl.DataFrame(schema=LOGGP_SCHEMA)).equals(plain_fits)
     gained = region_fits(samples, hockney, og)

@@ -204,8 +204,8 @@ def test_hockney_latency_of_osu_latency_matches_published_minima() -> None:
         path = root / partition / "omb/Osu_latency/rfm_Osu_latency_job.out"
         samples = parse_osu_file(path).with_columns(pl.lit(partition).alias("label"))
         (fit,) = fit_hockney_table(samples, ["label"])  # as `mpiatlas fit` runs it on imported samples
-        assert fit["benchmark"] == "PingPong" and "error" not in fit
-        assert fit["latency_us"] == pytest.approx(published, rel=0.15), partition
+        assert fit.benchmark == "PingPong" and fit.error is None
+        assert fit.latency_us == pytest.approx(published, rel=0.15), partition
 
 
 def test_mpiatlas_fit_reads_osu_samples(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -217,7 +217,7 @@ def test_region_fits_file_each_hockney_fit_under_its_region() -> None:
         rows += [{**r, "label": "impi/shm/mixed", "region": region, "rep": rep}
                  for r in rows if r["label"] == "impi/shm/same_l3" and r["rep"] == 0]
     samples = pl.DataFrame(rows)
-    table = regions.region_fits(samples, fit_hockney_table(samples, ["label"]))
+    table = regions.region_fits(samples, [f.to_json() for f in fit_hockney_table(samples, ["label"])])
     assert table["region"].to_list() == ["same_l3", "other_socket", "other_node", "mixed"]
     for r in table.filter(pl.col("region") != "mixed").iter_rows(named=True):
         lam, bw = truth[r["region"]]

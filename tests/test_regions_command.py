@@ -10,6 +10,7 @@ written as the runner writes it.
 from __future__ import annotations
 
 import json
+from typing import Any
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -42,9 +43,10 @@ def campaign(tmp_path: Path) -> Path:
     return results
 
 
-def _pingpong_fit(results: Path, transport: str) -> dict[str, float]:
+def _pingpong_fit(results: Path, transport: str) -> dict[str, Any]:
+    """The PingPong fit of a transport as hockney.json holds it."""
     hockney = fit_all(results / "tidy", FitOptions(models=("hockney",), hockney_benchmarks=("PingPong",))).hockney
-    (fit,) = [f for f in hockney or [] if f["label"] == f"intelmpi/{transport}/core"]
+    (fit,) = [f.to_json() for f in hockney or [] if f.label == f"intelmpi/{transport}/core"]
     return fit
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 import pytest
 
+from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.cli import main
 from mpiatlas.models.best_algorithm import best_algorithms
 from mpiatlas.report.build import build_report
@@ -383,7 +384,7 @@ def test_formatting() -> None:
 
 
 @pytest.fixture(scope="module")
-def real_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path, list[dict[str, Any]]]:
+def real_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path, list[HockneyRecord]]:
     """make_inputs' samples summarised by mpiatlas.stats.aggregate and fitted by mpiatlas.models.hockney,
     the page built by ``mpiatlas report`` (main(argv) in-process): (exit status, page, fits). One
     build (~1.5 s) serves the CLI test and the test that the report reads what those modules write."""
@@ -395,7 +396,7 @@ def real_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path, li
     samples = pl.read_parquet(tidy / "imb_samples.parquet")
     aggregate.summarize(samples).write_parquet(tidy / "imb_summary.parquet")
     fits = hockney.fit_hockney_table(samples, ["label", "stack", "transport", "mapping", "np", "algorithm"])
-    (fits_dir / "hockney.json").write_text(json.dumps(fits))
+    (fits_dir / "hockney.json").write_text(json.dumps([f.to_json() for f in fits]))
     out = root / "results" / "report.html"
     status = main(["report", "--tidy", str(tidy), "--fits", str(fits_dir), "--out", str(out), "--title", "T"])
     return status, out, fits
@@ -414,15 +415,15 @@ def test_unfitted_benchmark_is_said(built: tuple[str, list, Path]) -> None:
     assert "The Hockney fit failed for these series" in p2p
 
 
-def test_with_the_real_aggregate_and_fit(real_report: tuple[int, Path, list[dict[str, Any]]]) -> None:
+def test_with_the_real_aggregate_and_fit(real_report: tuple[int, Path, list[HockneyRecord]]) -> None:
     """The report reads what mpiatlas.stats.aggregate and mpiatlas.models.hockney actually write."""
     _, out, fits = real_report
     html = out.read_text(encoding="utf-8")
     params = _section(html, "parameters")
     assert "could not be built" not in html
     for f in fits:
-        if "error" not in f:
-            assert fmt_num(f["latency_us"]) in params
+        if f.error is None:
+            assert fmt_num(f.latency_us) in params
     assert len(_specs(html)) == 12
 
 

@@ -40,6 +40,7 @@ import polars as pl
 import pytest
 
 from conftest import require_datasets
+from mpiatlas.models.fit_records import hockney_records
 from mpiatlas.models.fits import FitOptions, fit_all
 from mpiatlas.models.kernels import fit_ring, ring_phases
 from mpiatlas.models.region_latency import RegionTable, place
@@ -182,7 +183,7 @@ def _tidy(tmp: Path, hostname: str | None = None) -> tuple[Path, pl.DataFrame, l
     hockney = [{"label": f"ompi/shm/{m}", "stack": "ompi", "transport": "shm", "mapping": m, "benchmark": "PingPong",
                 "latency_us": LAMBDA[r], "asymptotic_bandwidth_MBps": BW[r], "peak_bandwidth_MBps": BW[r]}
                for m, r in (("core", "same_socket"), ("socket", "other_socket"))]
-    return tmp, pl.DataFrame(ring), hockney
+    return tmp, pl.DataFrame(ring), hockney_records(hockney)
 
 
 def test_fit_ring_adds_the_region_prediction_from_the_placement(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ import pytest
 from campaign_fixtures import announced_report
 from conftest import PYPI_STACKS, campaign_workdir, require_infra, run_campaign
 from mpiatlas.models.fits import FitOptions, fit_all
-from mpiatlas.models.hockney import model_bandwidth
+from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.models.region_latency import read_region_table
 from mpiatlas.node.topology import Topology
 from mpiatlas.node.topology_record import read_topologies, topology_from_record
@@ -81,7 +81,7 @@ def test_a_fit_under_another_host_name_applies_the_region_model(tmp_path: Path) 
     pps = [f for f in hockney if f["label"] == "intelmpi/shm/same_l3" and f["benchmark"] == "PingPong"]
     assert len(pps) == 1, [(f["label"], f["benchmark"]) for f in hockney]
     pp = pps[0]
-    lam, bw = pp["latency_us"], model_bandwidth(pp)  # the region table's B: the model's (its last segment's)
+    lam, bw = pp["latency_us"], HockneyRecord.from_json(pp).model_bandwidth_MBps  # the region table's B: the model's (its last segment's)
 
     def expected_us(nbytes: int) -> float:  # P · m · φ · (λ + s/B), P = 2, m = 2 streams, φ = 1 (nonblocking)
         return 2 * 2 * 1 * (lam + nbytes / bw)

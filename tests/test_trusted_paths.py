@@ -100,7 +100,7 @@ def test_the_report_reads_only_trusted_rows_and_its_findings_follow(sides) -> No
 
     def said(d) -> list[str]:  # type: ignore[no-untyped-def]
         return findings(d.summary, pingpong_medians(d.kernel_table("pingpong")), coll_medians(d.kernel_table("coll")),
-                        None, hockney=d.hockney, kernel_fits=d.kernel_fits("pingpong"))
+                        None, hockney=d.hockney, kernel_fits=d.kernel_hockney_fits("pingpong"))
 
     assert said(da) and said(da) == said(db)
 

@@ -31,7 +31,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from mpiatlas.models.fits import FitError, FitOptions, cell_name, fit_all, write_fits
+from mpiatlas.models.fit_records import HockneyRecord, hockney_records
+from mpiatlas.models.fits import FitError, FitOptions, fit_all, series_name, write_fits
 from mpiatlas.models.fits_files import FitsFileError, MODELS, dumps, read
 from mpiatlas.models.region_latency import RegionTableError, read_region_table
 from mpiatlas.models.hockney import HOCKNEY_BENCHMARKS
@@ -132,13 +133,12 @@ def _options(args: argparse.Namespace) -> FitOptions:
     return FitOptions(**given)
 
 
-def _read_hockney(path: Path) -> list[dict[str, Any]]:
+def _read_hockney(path: Path) -> list[HockneyRecord]:
     """``--hockney FILE``: its entries, checked against the schema; no file: no IMB λ (said)."""
     if not path.is_file():
         print(f"mpiatlas fit: {path}: no such Hockney fits file; kernel models use their own λ", file=sys.stderr)
         return []
-    entries: list[dict[str, Any]] = read(path, "hockney")
-    return entries
+    return hockney_records(read(path, "hockney"), str(path))
 
 
 def _select_benchmarks(requested: list[str] | None) -> list[str]:
@@ -177,13 +177,13 @@ def _print_table(results: list[dict[str, Any]]) -> None:
     table.add_column("sizes", justify="right")
     for r in results:
         if "error" in r:
-            table.add_row(escape(cell_name(r)), r["benchmark"], "-", "-", "-", escape(r["error"]), "-")
+            table.add_row(escape(series_name(r)), r["benchmark"], "-", "-", "-", escape(r["error"]), "-")
             continue
         lo, hi = r["latency_ci_us"]
         blo, bhi = r["asymptotic_bandwidth_ci_MBps"]
         plo, phi = r["peak_bandwidth_ci_MBps"]
         table.add_row(
-            escape(cell_name(r)),
+            escape(series_name(r)),
             r["benchmark"],
             f"{_fmt(r['latency_us'], 3)} ({_fmt(lo, 3)}–{_fmt(hi, 3)})",
             f"{_fmt(r['asymptotic_bandwidth_MBps'], 0)} ({_fmt(blo, 0)}–{_fmt(bhi, 0)})",
@@ -201,7 +201,7 @@ def _print_alphabeta(result: dict[str, Any]) -> None:
     for col in ("cell", "benchmark", "k", "nodes", "α (CI)", "β µs (CI)", "points", "R²", "rel RMS"):
         table.add_column(col, justify="right" if col in ("k", "points", "R²", "rel RMS") else "left")
     for f in result["fits"]:
-        ident = [escape(cell_name(f)), f["benchmark"], str(f["ppn"])]
+        ident = [escape(series_name(f)), f["benchmark"], str(f["ppn"])]
         if "error" in f:
             table.add_row(*ident, "-", escape(f"not fitted: {f['error']}"), "-", "-", "-", "-")
             continue

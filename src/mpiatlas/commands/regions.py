@@ -34,7 +34,7 @@ from mpiatlas.models.region_latency import RegionTable, RegionTableError, format
 from mpiatlas.matrix.layout import CELLS_TABLE, HOCKNEY_FIT, PARTIAL, kernel_table
 from mpiatlas.models.ring_regions import pingpong_regions, region_pingpong_fits
 from mpiatlas.stats.region_loggp import LoggpRegion, loggp_by_series, region_loggp
-from mpiatlas.models.hockney import model_bandwidth
+from mpiatlas.models.fit_records import HockneyRecord, Interval, hockney_records
 from mpiatlas.stats.regions import region_rank
 from mpiatlas.commands import COMMAND_HELP
 
@@ -85,7 +85,7 @@ def _dirs(results: Path) -> tuple[Path, Path]:
                        "(run the campaign, or mpiatlas tidy, first)")
 
 
-def campaign_region_fits(results: Path) -> dict[Series, dict[str, Mapping[str, Any]]]:
+def campaign_region_fits(results: Path) -> dict[Series, dict[str, HockneyRecord]]:
     """Per series and region, the PingPong Hockney fit that prices the region."""
     tidy, fits_dir = _dirs(Path(results))
     if not (tidy / CELLS_TABLE).is_file():
@@ -94,9 +94,9 @@ def campaign_region_fits(results: Path) -> dict[Series, dict[str, Mapping[str, A
     if not region_of:
         raise RegionsError(f"{tidy / CELLS_TABLE}: no ok PingPong cell recorded a region "
                            "(a campaign with `mappings: [regions]` measures one per region)")
-    hockney: list[dict[str, Any]]
+    hockney: list[HockneyRecord]
     if (fits_dir / HOCKNEY_FIT).is_file():
-        hockney = read(fits_dir / HOCKNEY_FIT, "hockney")
+        hockney = hockney_records(read(fits_dir / HOCKNEY_FIT, "hockney"), str(fits_dir / HOCKNEY_FIT))
     else:  # fitted here, as the fit rule would
         hockney = fit_all(tidy, FitOptions(models=("hockney",), hockney_benchmarks=("PingPong",))).hockney or []
     found = region_pingpong_fits(hockney, region_of)
@@ -130,22 +130,23 @@ def _choose(fits: Mapping[Series, Any], wanted: str | None) -> Series:
     return names[wanted]
 
 
-def _ci(fit: Mapping[str, Any], key: str, unit: str, digits: int) -> str:
-    lo, hi = fit.get(key) or (None, None)
+def _ci(ci: Interval, unit: str, digits: int) -> str:
+    lo, hi = ci
     return f"95 % CI {lo:.{digits}f}–{hi:.{digits}f} {unit}" if lo is not None and hi is not None else "no CI"
 
 
-def region_csv(series: Series, fits: Mapping[str, Mapping[str, Any]], results: Path,
+def region_csv(series: Series, fits: Mapping[str, HockneyRecord], results: Path,
                loggp: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """The series' region table as predict's CSV, each region's CIs and fit in a comment; with
     ``loggp`` (region -> :func:`mpiatlas.stats.region_loggp.region_loggp` row), its o and g too."""
     source = f"mpiatlas regions {results} --series {_name(series)}"
-    table = RegionTable({r: float(f["latency_us"]) for r, f in fits.items()},
-                        {r: bw for r, f in fits.items() if (bw := model_bandwidth(f))}, source)
+    # region_pingpong_fits keeps only fits with a λ.
+    table = RegionTable({r: float(f.latency_us or 0.0) for r, f in fits.items()},
+                        {r: bw for r, f in fits.items() if (bw := f.model_bandwidth_MBps)}, source)
     comments = [f"{source}: PingPong Hockney fits, λ (µs) and the model's B (MB/s: its last segment's 1/slope) "
                 "per region; B∞ below is the asymptotic bandwidth, s/t at the largest size"]
-    comments += [f"{r}: λ {float(f['latency_us']):.3f} µs ({_ci(f, 'latency_ci_us', 'µs', 3)}), "
-                 f"B∞ {_bw(f)} ({_ci(f, 'asymptotic_bandwidth_ci_MBps', 'MB/s', 0)}), from {f.get('label')}"
+    comments += [f"{r}: λ {float(f.latency_us or 0.0):.3f} µs ({_ci(f.latency_ci_us, 'µs', 3)}), "
+                 f"B∞ {_bw(f)} ({_ci(f.asymptotic_bandwidth_ci_MBps, 'MB/s', 0)}), from {f.label}"
                  for r, f in fits.items()]
     measured = {r: v for r, v in (loggp or {}).items() if r in fits}
     if measured:
@@ -164,24 +165,23 @@ def _og(row: Mapping[str, Any], name: str) -> str:
     return f"{float(row[f'{name}_us']):.3f} µs ({ci})"
 
 
-def _bw(fit: Mapping[str, Any]) -> str:
-    bw = fit.get("asymptotic_bandwidth_MBps")
+def _bw(fit: HockneyRecord) -> str:
+    bw = fit.asymptotic_bandwidth_MBps
     return f"{float(bw):.0f} MB/s" if bw else "no bandwidth (latency-bound fit)"
 
 
-def _ci_text(fit: Mapping[str, Any], value: str, ci: str, digits: int) -> str:
-    lo, hi = fit.get(ci) or (None, None)
-    v = fit.get(value)
+def _ci_text(v: float | None, ci: Interval, digits: int) -> str:
+    lo, hi = ci
     if v is None:
         return "-"
     return f"{float(v):.{digits}f}" + (f" ({lo:.{digits}f}–{hi:.{digits}f})" if lo is not None and hi is not None else "")
 
 
 def _og_text(row: Mapping[str, Any], name: str) -> str:
-    return _ci_text({"v": row[f"{name}_us"], "ci": (row[f"{name}_ci_low"], row[f"{name}_ci_high"])}, "v", "ci", 3)
+    return _ci_text(row[f"{name}_us"], (row[f"{name}_ci_low"], row[f"{name}_ci_high"]), 3)
 
 
-def _print_table(fits: Mapping[Series, Mapping[str, Mapping[str, Any]]],
+def _print_table(fits: Mapping[Series, Mapping[str, HockneyRecord]],
                  loggp: Mapping[Series, Mapping[str, Mapping[str, Any]]] | None = None) -> None:
     table = Table(title="Per-region PingPong Hockney fits, 95 % CI (B∞: the asymptotic bandwidth, s/t at the "
                         "largest size)")
@@ -193,8 +193,8 @@ def _print_table(fits: Mapping[Series, Mapping[str, Mapping[str, Any]]],
     for series in sorted(fits):
         for region in sorted(fits[series], key=region_rank):
             f = fits[series][region]
-            table.add_row(escape(_name(series)), region, _ci_text(f, "latency_us", "latency_ci_us", 3),
-                          _ci_text(f, "asymptotic_bandwidth_MBps", "asymptotic_bandwidth_ci_MBps", 0), escape(str(f.get("label"))))
+            table.add_row(escape(_name(series)), region, _ci_text(f.latency_us, f.latency_ci_us, 3),
+                          _ci_text(f.asymptotic_bandwidth_MBps, f.asymptotic_bandwidth_ci_MBps, 0), escape(str(f.label)))
     Console().print(table)
     if loggp:  # a table of its own: beside λ and B it would not fit a terminal's width
         sizes = sorted({f"{r['bytes']} B" for regions in loggp.values() for r in regions.values()})

@@ -29,7 +29,9 @@ import polars as pl
 
 from mpiatlas.matrix import layout
 from mpiatlas.stats.aggregate import CONFIDENCE, N_RESAMPLES, SEED, usable_samples
-from mpiatlas.compare.fits import fit_differences, fit_differences_over_runs
+from mpiatlas.compare.fits import (ComparedFit, alphabeta_compared, fit_differences, fit_differences_over_runs,
+                                   hockney_compared)
+from mpiatlas.models.fit_records import FitRecordError, JsonValue, hockney_records
 from mpiatlas.compare.kernels import KERNEL_AXES, load_kernel_samples, stacked_runs
 from mpiatlas.tables.samples import SERIES_AXES, with_series_axes
 from mpiatlas.stats.ratios import MIN_REPS, MIN_RUNS, TIME, grouped_times, size_table
@@ -60,13 +62,13 @@ class Side:
     path: Path
     samples: pl.DataFrame
     cells: pl.DataFrame | None = None
-    hockney: list[dict[str, Any]] = field(default_factory=list)
-    alphabeta: list[dict[str, Any]] = field(default_factory=list)
+    hockney: list[ComparedFit] = field(default_factory=list)  # its fitted Hockney fits, as compared
+    alphabeta: list[ComparedFit] = field(default_factory=list)  # its fitted α-β fits, as compared
     paths: list[Path] = field(default_factory=list)  # every run's directory; [path] when empty
     # Each run's fits (several runs: hockney and alphabeta above stay empty, since no run's fits
     # stand for the side).
-    hockney_runs: list[list[dict[str, Any]]] = field(default_factory=list)
-    alphabeta_runs: list[list[dict[str, Any]]] = field(default_factory=list)
+    hockney_runs: list[list[ComparedFit]] = field(default_factory=list)
+    alphabeta_runs: list[list[ComparedFit]] = field(default_factory=list)
     # Each kernel's samples, one time per launch and point (mpiatlas.compare.kernels; ``run`` with several runs).
     kernels: dict[str, pl.DataFrame] = field(default_factory=dict)
 
@@ -148,17 +150,35 @@ def _locate(path: Path) -> tuple[Path, Path | None]:
                        "(expected a finished campaign's results directory or a tidy/imported directory)")
 
 
-def _read_json_list(path: Path, key: str | None) -> list[dict[str, Any]]:
+def _read_fits_file(path: Path) -> JsonValue:
+    """A fits file's document, checked against its schema (a bad one is named with its key); None
+    when there is no such file."""
     if not path.is_file():
-        return []
+        return None
     try:
-        data = read(path)  # checked against the file's schema: a bad one is named with its key
+        document: JsonValue = read(path)
     except FitsFileError as exc:
         raise CompareError(str(exc)) from exc
-    items = data.get(key, []) if key and isinstance(data, dict) else data
+    return document
+
+
+def _hockney_fits(path: Path) -> list[ComparedFit]:
+    """The fitted entries of a hockney.json, as compared."""
+    document = _read_fits_file(path)
+    try:
+        records = hockney_records(document, str(path)) if document is not None else []
+    except FitRecordError as exc:
+        raise CompareError(str(exc)) from exc
+    return [hockney_compared(r) for r in records if r.fitted]
+
+
+def _alphabeta_fits(path: Path) -> list[ComparedFit]:
+    """The fitted entries of an alphabeta.json's ``fits``, as compared."""
+    document = _read_fits_file(path)
+    items = document.get("fits", []) if isinstance(document, dict) else []
     if not isinstance(items, list):
-        raise CompareError(f"{path}: expected a list of fits{f' under {key!r}' if key else ''}")
-    return [f for f in items if isinstance(f, dict) and "error" not in f]
+        raise CompareError(f"{path}: expected a list of fits under 'fits'")
+    return [alphabeta_compared(f) for f in items if isinstance(f, dict) and "error" not in f]
 
 
 def load_side(path: str | Path, name: str) -> Side:
@@ -183,8 +203,8 @@ def load_side(path: str | Path, name: str) -> Side:
     except ValueError as exc:
         raise CompareError(str(exc)) from exc
     if fits is not None:
-        side.hockney = _read_json_list(fits / layout.HOCKNEY_FIT, None)
-        side.alphabeta = _read_json_list(fits / layout.ALPHABETA_FIT, "fits")
+        side.hockney = _hockney_fits(fits / layout.HOCKNEY_FIT)
+        side.alphabeta = _alphabeta_fits(fits / layout.ALPHABETA_FIT)
     return side
 
 
@@ -379,7 +399,7 @@ def _kernels_only(a: Side, b: Side, kernels: list[KernelComparison]) -> Comparis
         fit_differences(([], []), ([], []), []), none, none, kernels)
 
 
-def _fit_runs(side: Side, model: str) -> list[list[dict[str, Any]]]:
+def _fit_runs(side: Side, model: str) -> list[list[ComparedFit]]:
     """A side's fits of ``model`` per run (a one-run side: its one run)."""
     runs = side.hockney_runs if model == "hockney" else side.alphabeta_runs
     return runs or [side.hockney if model == "hockney" else side.alphabeta]

@@ -20,17 +20,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 from scipy import stats
 
-# (model, parameter, its value key, its CI key, unit, slower when the parameter grows?)
-HOCKNEY_PARAMS = (("latency λ", "latency_us", "latency_ci_us", "µs", True),
-                  ("asymptotic bandwidth B", "asymptotic_bandwidth_MBps", "asymptotic_bandwidth_ci_MBps", "MB/s", False),
-                  ("peak bandwidth B", "peak_bandwidth_MBps", "peak_bandwidth_ci_MBps", "MB/s", False))
-ALPHABETA_PARAMS = (("α", "alpha", "alpha_ci", "", True), ("β", "beta_us", "beta_ci_us", "µs", True))
+from mpiatlas.models.fit_records import HockneyRecord, Interval, JsonValue, Scalar
+
+# One row of the differences table (COLUMNS): text, figures and the significance flag.
+Row = dict[str, str | float | bool]
+
+# (model parameter, its key in a ComparedFit, unit, slower when the parameter grows?)
+Param = tuple[str, str, str, bool]
+HOCKNEY_PARAMS: tuple[Param, ...] = (("latency λ", "latency_us", "µs", True),
+                                     ("asymptotic bandwidth B", "asymptotic_bandwidth_MBps", "MB/s", False),
+                                     ("peak bandwidth B", "peak_bandwidth_MBps", "MB/s", False))
+ALPHABETA_PARAMS: tuple[Param, ...] = (("α", "alpha", "", True), ("β", "beta_us", "µs", True))
 # Keys a fit entry may be identified by, besides the matching axes: α-β fits are per ranks per node.
 # (Their IMB options, knob set and placement are matching axes: paired when both sides' entries carry them.)
 EXTRA_FIT_KEYS = ("ppn",)
@@ -40,11 +46,45 @@ COLUMNS = ["model", "series", "parameter", "unit", "a", "a_ci_low", "a_ci_high",
            "diff", "diff_ci_low", "diff_ci_high", "rel_diff", "significant", "direction"]
 
 
-def _num(x: Any) -> float:
-    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else math.nan
+@dataclass(frozen=True)
+class ComparedFit:
+    """One fit as two campaigns' fits are compared: the keys its entry carries (its cell or series,
+    by key name as its fits file names them) and each parameter's estimate and 95 % interval
+    (NaN: no finite estimate; a None bound: unbounded)."""
+
+    keys: dict[str, Scalar]
+    params: dict[str, tuple[float, Interval]]
 
 
-def mover_difference(a: float, a_ci: Sequence[float], b: float, b_ci: Sequence[float]) -> tuple[float, float, float]:
+def hockney_compared(fit: HockneyRecord) -> ComparedFit:
+    """A Hockney fit's λ and its two bandwidths, identified by its cell key."""
+    return ComparedFit(fit.cell_json(), {
+        "latency_us": (_num(fit.latency_us), fit.latency_ci_us),
+        "asymptotic_bandwidth_MBps": (_num(fit.asymptotic_bandwidth_MBps), fit.asymptotic_bandwidth_ci_MBps),
+        "peak_bandwidth_MBps": (_num(fit.peak_bandwidth_MBps), fit.peak_bandwidth_ci_MBps)})
+
+
+def alphabeta_compared(entry: dict[str, JsonValue]) -> ComparedFit:
+    """An entry of alphabeta.json's ``fits`` (read and checked against its schema): α and β,
+    identified by its scalar keys (series axes, benchmark, ppn)."""
+    keys: dict[str, Scalar] = {k: v for k, v in entry.items() if not isinstance(v, (list, dict))}
+    return ComparedFit(keys, {"alpha": (_num(entry.get("alpha")), _interval(entry.get("alpha_ci"))),
+                              "beta_us": (_num(entry.get("beta_us")), _interval(entry.get("beta_ci_us")))})
+
+
+def _interval(v: JsonValue) -> Interval:
+    if not (isinstance(v, list) and len(v) == 2):
+        return (None, None)
+    lo, hi = _num(v[0]), _num(v[1])
+    return (None if math.isnan(lo) else lo, None if math.isnan(hi) else hi)
+
+
+def _num(x: object) -> float:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else math.nan
+
+
+def mover_difference(a: float, a_ci: Sequence[float | None], b: float, b_ci: Sequence[float | None]
+                     ) -> tuple[float, float, float]:
     """B − A and its MOVER CI from two estimates and their (independent) CIs.
 
     A missing CI end is unbounded (a fit reports none where the data cannot bound it, e.g. a
@@ -56,7 +96,7 @@ def mover_difference(a: float, a_ci: Sequence[float], b: float, b_ci: Sequence[f
     return d, d - math.hypot(b_down, a_up), d + math.hypot(b_up, a_down)
 
 
-def _half_widths(x: float, ci: Sequence[Any]) -> tuple[float, float]:
+def _half_widths(x: float, ci: Sequence[float | None]) -> tuple[float, float]:
     """(x − low, high − x); an interval that does not contain its own estimate (a degenerate
     bootstrap, e.g. [1e-06, 1e-06] around λ = 11 µs) is not trusted as to its shape: the larger
     distance is used on both sides, which keeps the verdict conservative."""
@@ -67,22 +107,26 @@ def _half_widths(x: float, ci: Sequence[Any]) -> tuple[float, float]:
     return down, up
 
 
-def _bound(x: Any, missing: float) -> float:
+def _bound(x: float | None, missing: float) -> float:
     value = _num(x)
     return missing if math.isnan(value) else value
 
 
-def _identity(entry: dict[str, Any], keys: list[str]) -> tuple[Any, ...]:
-    return tuple(str(entry.get(k)) for k in keys)
+def _identity(fit: ComparedFit, keys: list[str]) -> tuple[str, ...]:
+    return tuple(str(fit.keys.get(k)) for k in keys)
 
 
-def _carried(fit_a: dict[str, Any], fit_b: dict[str, Any], axes: list[str]) -> list[str]:
+def _carried(fit_a: ComparedFit, fit_b: ComparedFit, axes: list[str]) -> list[str]:
     """The keys a fit is identified by: the matched axes (and EXTRA_FIT_KEYS) both sides' fits carry."""
-    return [k for k in (*axes, *EXTRA_FIT_KEYS) if k in fit_a and k in fit_b]
+    return [k for k in (*axes, *EXTRA_FIT_KEYS) if k in fit_a.keys and k in fit_b.keys]
 
 
-def _pair_up(fits_a: list[dict[str, Any]], fits_b: list[dict[str, Any]],
-             axes: list[str]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+def _series(fit: ComparedFit, carried: list[str]) -> str:
+    return " · ".join(f"{k}={fit.keys.get(k)}" for k in carried if fit.keys.get(k) not in (None, ""))
+
+
+def _pair_up(fits_a: Sequence[ComparedFit], fits_b: Sequence[ComparedFit],
+             axes: list[str]) -> list[tuple[str, ComparedFit, ComparedFit]]:
     """Fits present on both sides with equal values on the axes both entries carry."""
     if not fits_a or not fits_b:
         return []
@@ -92,18 +136,15 @@ def _pair_up(fits_a: list[dict[str, Any]], fits_b: list[dict[str, Any]],
     for fa in fits_a:
         fb = by_key.get(_identity(fa, carried))
         if fb is not None:
-            series = " · ".join(f"{k}={fa.get(k)}" for k in carried if fa.get(k) not in (None, ""))
-            pairs.append((series, fa, fb))
+            pairs.append((_series(fa, carried), fa, fb))
     return pairs
 
 
-def _rows(model: str, pairs: list[tuple[str, dict[str, Any], dict[str, Any]]],
-          params: tuple[tuple[str, str, str, str, bool], ...]) -> list[dict[str, Any]]:
-    rows = []
+def _rows(model: str, pairs: list[tuple[str, ComparedFit, ComparedFit]], params: tuple[Param, ...]) -> list[Row]:
+    rows: list[Row] = []
     for series, fa, fb in pairs:
-        for name, key, ci_key, unit, up_is_slower in params:
-            a, b = _num(fa.get(key)), _num(fb.get(key))
-            a_ci, b_ci = fa.get(ci_key) or [None, None], fb.get(ci_key) or [None, None]
+        for name, key, unit, up_is_slower in params:
+            (a, a_ci), (b, b_ci) = fa.params[key], fb.params[key]
             if not (math.isfinite(a) and math.isfinite(b)):
                 continue
             d, low, high = mover_difference(a, a_ci, b, b_ci)
@@ -118,15 +159,17 @@ def _rows(model: str, pairs: list[tuple[str, dict[str, Any], dict[str, Any]]],
     return rows
 
 
-def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+def _frame(rows: list[Row]) -> pl.DataFrame:
     schema = {c: (pl.Boolean if c == "significant" else pl.String if c in ("model", "series", "parameter", "unit",
                                                                            "direction") else pl.Float64)
               for c in COLUMNS}
     return pl.DataFrame(rows, schema=schema)
 
 
-def fit_differences(hockney: tuple[list[dict[str, Any]], list[dict[str, Any]]],
-                    alphabeta: tuple[list[dict[str, Any]], list[dict[str, Any]]], axes: list[str]) -> pl.DataFrame:
+Side = Sequence[ComparedFit]  # a side's fits of one model
+
+
+def fit_differences(hockney: tuple[Side, Side], alphabeta: tuple[Side, Side], axes: list[str]) -> pl.DataFrame:
     """One row per parameter of every Hockney and α-β fit both sides have (matched on ``axes``)."""
     return _frame([*_rows("Hockney", _pair_up(*hockney, axes), HOCKNEY_PARAMS),
                    *_rows("α-β", _pair_up(*alphabeta, axes), ALPHABETA_PARAMS)])
@@ -134,7 +177,7 @@ def fit_differences(hockney: tuple[list[dict[str, Any]], list[dict[str, Any]]],
 
 # -- several runs per side -------------------------------------------------------------------------
 
-Runs = list[list[dict[str, Any]]]  # a side's fits, one list per run
+Runs = Sequence[Side]  # a side's fits of one model, one list per run
 
 
 def fit_differences_over_runs(hockney: tuple[Runs, Runs], alphabeta: tuple[Runs, Runs], axes: list[str],
@@ -145,7 +188,7 @@ def fit_differences_over_runs(hockney: tuple[Runs, Runs], alphabeta: tuple[Runs,
                    *_run_rows("α-β", _group_runs(*alphabeta, axes), ALPHABETA_PARAMS, confidence)])
 
 
-def _group_runs(runs_a: Runs, runs_b: Runs, axes: list[str]) -> list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]]:
+def _group_runs(runs_a: Runs, runs_b: Runs, axes: list[str]) -> list[tuple[str, list[ComparedFit], list[ComparedFit]]]:
     """(series, its fit in each run of A, in each run of B) for the series both sides have."""
     first_a = next((f for run in runs_a for f in run), None)
     first_b = next((f for run in runs_b for f in run), None)
@@ -153,16 +196,15 @@ def _group_runs(runs_a: Runs, runs_b: Runs, axes: list[str]) -> list[tuple[str, 
         return []
     carried = _carried(first_a, first_b, axes)
 
-    def by_series(runs: Runs) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
-        found: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    def by_series(runs: Runs) -> dict[tuple[str, ...], list[ComparedFit]]:
+        found: dict[tuple[str, ...], list[ComparedFit]] = {}
         for run in runs:
             for fit in run:
                 found.setdefault(_identity(fit, carried), []).append(fit)
         return found
 
     a, b = by_series(runs_a), by_series(runs_b)
-    return [(" · ".join(f"{k}={fits[0].get(k)}" for k in carried if fits[0].get(k) not in (None, "")), fits, b[key])
-            for key, fits in a.items() if key in b]
+    return [(_series(fits[0], carried), fits, b[key]) for key, fits in a.items() if key in b]
 
 
 def _mean_interval(x: np.ndarray, confidence: float) -> tuple[float, float, float]:
@@ -186,12 +228,12 @@ def _welch_interval(xa: np.ndarray, xb: np.ndarray, confidence: float) -> tuple[
     return float(ci.low), float(ci.high)
 
 
-def _run_rows(model: str, groups: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]],
-              params: tuple[tuple[str, str, str, str, bool], ...], confidence: float) -> list[dict[str, Any]]:
-    rows = []
+def _run_rows(model: str, groups: list[tuple[str, list[ComparedFit], list[ComparedFit]]],
+              params: tuple[Param, ...], confidence: float) -> list[Row]:
+    rows: list[Row] = []
     for series, fits_a, fits_b in groups:
-        for name, key, _, unit, up_is_slower in params:
-            xa, xb = (np.array([v for v in (_num(f.get(key)) for f in fits) if math.isfinite(v)])
+        for name, key, unit, up_is_slower in params:
+            xa, xb = (np.array([v for v in (f.params[key][0] for f in fits) if math.isfinite(v)])
                       for fits in (fits_a, fits_b))
             if not (xa.size and xb.size):
                 continue

@@ -126,7 +126,7 @@ def _hockney_fits(view: View, notes: list[str]) -> list[dict[str, Any]]:
         notes.append(f"fitted here (no fits before): {path}")
     except (OSError, FitsFileError) as exc:
         notes.append(f"fitted here, but {path} could not be written ({exc})")
-    return list(made.hockney or [])
+    return [f.to_json() for f in made.hockney or []]  # the file's view, as read above
 
 
 def _system_name(view: View, config: Any) -> str | None:

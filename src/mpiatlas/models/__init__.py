@@ -4,6 +4,7 @@ Nothing is imported here: a module that needs one model (the runner reads region
 every model's fitting code and its libraries.
 
 * :mod:`.fits` — ``fit_all``: every model of a campaign in one call, the ``Fits`` it returns, ``write_fits``;
+* :mod:`.fit_records` — the typed records of the fits files' entries (``HockneyRecord``), JSON only at the file boundary;
 * :mod:`.fits_files` — the fits files written, read and checked against ``data/schemas/fits-<model>.schema.json``;
 * :mod:`.hockney` — piecewise λ + s/B, ``predict``, ``ci_warning``;
 * :mod:`.hockney_trust` — how sure a Hockney fit is, in words: the λ floor, intervals too wide to quote;

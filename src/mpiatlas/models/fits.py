@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from mpiatlas.models.fit_records import Fit, HockneyRecord, JsonValue, hockney_document, hockney_records
 from mpiatlas.models.fits_files import FILES, FitsFileError, MODELS, read
 from mpiatlas.models.fits_files import write as write_documents
 from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE, TOPOLOGIES_TABLE
@@ -58,7 +59,7 @@ class FitOptions:
     alphabeta_benchmarks: tuple[str, ...] | None = None
     # λ and B for the kernel models when Hockney is not fitted in the same call (a hockney.json's
     # entries); None: fit the PingPong samples for them.
-    hockney_fits: tuple[dict[str, Any], ...] | None = None
+    hockney_fits: tuple[HockneyRecord, ...] | None = None
     # A region latency table (mpiatlas predict's CSV) pricing every ring hop instead of the
     # campaign's per-region PingPong fits; None: those fits.
     region_table: RegionTable | None = None
@@ -98,14 +99,18 @@ class Fits:
     """Each model's fit, as its fits file holds it (None: that model was not asked for), and what a
     reader of the run should be told (groups not fitted, fallbacks), one line each."""
 
-    hockney: list[dict[str, Any]] | None = None
+    hockney: list[HockneyRecord] | None = None
     kernels: dict[str, Any] | None = None
     alphabeta: dict[str, Any] | None = None
     problems: list[str] = field(default_factory=list)
 
-    def documents(self) -> dict[str, Any]:
-        """model -> the document of its fits file, for every model fitted, in fitting order."""
-        return {m: doc for m in MODELS if (doc := getattr(self, m)) is not None}
+    def documents(self) -> dict[str, JsonValue]:
+        """model -> the document of its fits file, for every model fitted, in fitting order (the
+        typed records become JSON here, at the file boundary)."""
+        found: dict[str, JsonValue] = {
+            "hockney": None if self.hockney is None else hockney_document(self.hockney),
+            "kernels": self.kernels, "alphabeta": self.alphabeta}
+        return {m: found[m] for m in MODELS if found[m] is not None}
 
     def kernel(self, name: str) -> list[dict[str, Any]]:
         """One kernel model's entries (ring, matsum, matsum_grids, jacobi, pingpong, coll); none
@@ -116,8 +121,10 @@ class Fits:
 def read_fits(fits_dir: str | Path) -> Fits:
     """The fits files under ``fits_dir`` back as :class:`Fits`, each checked against its schema
     (a model whose file is absent is None; a bad file raises FitsFileError naming file and key)."""
-    found = {m: read(Path(fits_dir) / FILES[m], m) for m in MODELS if (Path(fits_dir) / FILES[m]).is_file()}
-    return Fits(**found)
+    paths = {m: Path(fits_dir) / FILES[m] for m in MODELS}
+    found = {m: read(path, m) for m, path in paths.items() if path.is_file()}
+    hockney = found.pop("hockney", None)
+    return Fits(hockney=None if hockney is None else hockney_records(hockney, str(paths["hockney"])), **found)
 
 
 def fit_all(tidy: str | Path | TidyTables, options: FitOptions | None = None) -> Fits:
@@ -169,7 +176,7 @@ def _cell_keys(samples: pl.DataFrame) -> list[str]:
     return ["label", *(c for c in CELL_COLUMNS if c in samples.columns)]
 
 
-def _fit_hockney(tables: TidyTables, options: FitOptions, problems: list[str]) -> list[dict[str, Any]]:
+def _fit_hockney(tables: TidyTables, options: FitOptions, problems: list[str]) -> list[HockneyRecord]:
     samples = tables.samples
     assert samples is not None  # fit_all checked
     if samples.height == 0:
@@ -180,11 +187,11 @@ def _fit_hockney(tables: TidyTables, options: FitOptions, problems: list[str]) -
     if not results:
         # Samples exist but none to fit (e.g. a collectives-only campaign): an empty, valid answer.
         problems.append(f"no {'/'.join(benchmarks)} samples under {tables.where}: nothing fitted")
-    problems += [f"{cell_name(r)} {r['benchmark']}: not fitted: {r['error']}" for r in results if "error" in r]
+    problems += [f"{cell_name(r)} {r.benchmark}: not fitted: {r.error}" for r in results if r.error is not None]
     return results
 
 
-def _hockney_for_kernels(tables: TidyTables, options: FitOptions) -> list[dict[str, Any]]:
+def _hockney_for_kernels(tables: TidyTables, options: FitOptions) -> list[HockneyRecord]:
     """λ and B of the kernel models when Hockney is not fitted in the same call."""
     if options.hockney_fits is not None:
         return list(options.hockney_fits)
@@ -194,7 +201,7 @@ def _hockney_for_kernels(tables: TidyTables, options: FitOptions) -> list[dict[s
     return fit_hockney_table(tables.samples, _cell_keys(tables.samples), benchmarks=["PingPong"], seed=options.seed)
 
 
-def _fit_kernels(tables: TidyTables, hockney: list[dict[str, Any]], options: FitOptions,
+def _fit_kernels(tables: TidyTables, hockney: list[HockneyRecord], options: FitOptions,
                  problems: list[str]) -> dict[str, Any]:
     if not any(t is not None and t.height for t in tables.kernels.values()):
         problems.append(f"no kernel_*.parquet rows under {tables.where}: nothing fitted")
@@ -222,21 +229,41 @@ def _fit_alphabeta(tables: TidyTables, network: Any, benchmarks: list[str], opti
     assert tables.samples is not None  # fit_all checked
     result = fit_alphabeta_table(tables.samples, network, benchmarks=benchmarks, seed=options.seed)
     problems += [f"alphabeta: {note}" for note in result["notes"]]
-    problems += [f"alphabeta: {cell_name(f)} {f['benchmark']} ppn={f['ppn']}: not fitted: {f['error']}"
+    problems += [f"alphabeta: {series_name(f)} {f['benchmark']} ppn={f['ppn']}: not fitted: {f['error']}"
                  for f in result["fits"] if "error" in f]
     if not result["fits"]:
         problems.append(f"no multi-node {'/'.join(benchmarks)} samples under {tables.where}: nothing fitted")
     return result
 
 
-def cell_name(r: dict[str, Any]) -> str:
+def cell_name(fit: Fit) -> str:
     """How a fit's cell is named in messages: its label (with np and algorithm, which a pipeline
     label leaves out), else its cell columns."""
+    if fit.label is None:
+        return "/".join(f"{c}={v}" for c in CELL_COLUMNS if (v := getattr(fit, c)) is not None) or "(unlabelled)"
+    extra = [f"{c}={v}" for c in ("np", "algorithm") if (v := getattr(fit, c)) is not None]
+    return " ".join([fit.label, *extra])
+
+
+def series_name(r: dict[str, Any]) -> str:
+    """:func:`cell_name` of an α-β fits entry (a JSON object still: its series keys)."""
     if r.get("label") is None:
         return "/".join(f"{c}={r[c]}" for c in CELL_COLUMNS if r.get(c) is not None) or "(unlabelled)"
     extra = [f"{c}={r[c]}" for c in ("np", "algorithm") if r.get(c) is not None]
     return " ".join([str(r["label"]), *extra])
 
 
-__all__ = ["FILES", "MODELS", "FitError", "FitOptions", "Fits", "FitsFileError", "TidyTables", "cell_name",
-           "fit_all", "read_fits", "write_fits"]
+__all__ = [
+    "FILES",
+    "MODELS",
+    "FitError",
+    "FitOptions",
+    "Fits",
+    "FitsFileError",
+    "TidyTables",
+    "cell_name",
+    "fit_all",
+    "read_fits",
+    "series_name",
+    "write_fits",
+]

@@ -49,14 +49,16 @@ Units: sizes in bytes, times in µs, so 1/B in µs per byte and B in bytes/µs =
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from mpiatlas.models.fit_records import (CELL_KEYS, CellFields, Fit, HockneyRecord, HockneyResidual, HockneySegment,
+                                         JsonValue)
 from mpiatlas.models.asymptote import Asymptote, asymptotic_window, bandwidth_figures, find_asymptote
 from mpiatlas.models.hockney_trust import LATENCY_FLOOR_US, trust_warnings
 
@@ -139,51 +141,45 @@ class HockneyFit:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> HockneyFit:
-        """The fit back from its JSON view (:meth:`to_dict`, e.g. an entry of hockney.json).
-
-        A null bandwidth is an unbounded one (JSON has no inf). A fit without ``segments`` (one
-        regime) is its ``latency_us`` / ``asymptotic_bandwidth_MBps``. Raises ValueError naming the key
-        when the model itself (the segments, the bandwidth figures) is unusable; missing statistics
-        (CIs, residuals) are NaN/empty.
-        """
+        """The fit back from its JSON view (:meth:`to_dict`, or an entry of hockney.json): read as a
+        :class:`HockneyRecord` (errors name the key), then :meth:`from_record`. A file written before
+        the two bandwidth estimands is refused by name, not guessed at."""
         if not isinstance(d, dict):
             raise ValueError(f"a Hockney fit must be a JSON object, got {type(d).__name__}")
-        if d.get("error") is not None:
-            raise ValueError(f"not fitted: {d['error']}")
-        if "asymptotic_bandwidth_MBps" not in d:
+        if d.get("error") is None and "asymptotic_bandwidth_MBps" not in d:
             old = " (it has 'bandwidth_MBps': written before the two fixed estimands; fit again)" \
                 if "bandwidth_MBps" in d else ""
             raise ValueError(f"a Hockney fit needs 'asymptotic_bandwidth_MBps'{old}")
-        raw = d.get("segments")
-        if raw is None or raw == []:
-            raw = [{"from_bytes": 0, "to_bytes": None, "latency_us": d.get("latency_us"),
-                    "bandwidth_MBps": d.get("asymptotic_bandwidth_MBps"), "n_sizes": d.get("n_sizes")}]
-        if not isinstance(raw, list):
-            raise ValueError(f"'segments' must be a list, got {type(raw).__name__}")
-        segments = sorted((_segment_from_dict(i, seg) for i, seg in enumerate(raw)), key=lambda g: g["from_bytes"])
-        asymptotic = _finite_or_none(d.get("asymptotic_bandwidth_MBps"))
-        peak = _finite_or_none(d.get("peak_bandwidth_MBps"))
+        # to_dict's view names no cell: the benchmark is not the model's business here.
+        return cls.from_record(HockneyRecord.from_json({"benchmark": "", **d}, "Hockney fit"))
+
+    @classmethod
+    def from_record(cls, r: HockneyRecord) -> HockneyFit:
+        """The model of a fits record (:func:`record_of`'s inverse): a null bandwidth is an unbounded
+        one; a record without segments is one regime (its λ and asymptotic bandwidth). Raises
+        ValueError naming the segment when the model itself is unusable."""
+        if r.error is not None:
+            raise ValueError(f"not fitted: {r.error}")
+        raw = r.segments or (HockneySegment(latency_us=r.latency_us if r.latency_us is not None else math.nan,
+                                            bandwidth_MBps=r.asymptotic_bandwidth_MBps, from_bytes=0,
+                                            n_sizes=r.n_sizes),)
+        segments = sorted((_usable_segment(i, g) for i, g in enumerate(raw)), key=lambda g: g["from_bytes"])
+
+        def pair(v: tuple[float | None, float | None], null: float) -> tuple[float, float]:
+            return (null if v[0] is None else v[0], null if v[1] is None else v[1])
+
         return cls(
-            latency_us=segments[0]["latency_us"],
-            latency_ci_us=_pair(d.get("latency_ci_us")),
-            asymptotic_bandwidth_MBps=math.inf if asymptotic is None else asymptotic,
-            asymptotic_bandwidth_ci_MBps=_pair(d.get("asymptotic_bandwidth_ci_MBps"), null=math.inf),
-            peak_bandwidth_MBps=math.inf if peak is None else peak,
-            peak_bandwidth_ci_MBps=_pair(d.get("peak_bandwidth_ci_MBps"), null=math.inf),
-            breakpoints_bytes=[int(g["from_bytes"]) for g in segments[1:]],
-            segments=segments,
-            n_sizes=int(d.get("n_sizes") or 0),
-            residuals=[r for r in d.get("residuals") or [] if isinstance(r, dict)],
-            peak_bytes=_int_or_none(d.get("peak_bytes")),
-            asymptotic_bytes=_int_or_none(d.get("asymptotic_bytes")),
-            zero_byte_us=_finite_or_none(d.get("zero_byte_us")),
-            excluded_bytes=[int(b) for b in d.get("excluded_bytes") or [] if _finite_or_none(b) is not None],
-            ci_method=str(d.get("ci_method") or "residuals"),
-            n_launches=int(_finite_or_none(d.get("n_launches")) or 0),
-            ci_warning=d.get("ci_warning") if isinstance(d.get("ci_warning"), str) else None,
-            plateau_from_bytes=_int_or_none(d.get("plateau_from_bytes")),
-            plateau_n_sizes=_int_or_none(d.get("plateau_n_sizes")),
-        )
+            latency_us=segments[0]["latency_us"], latency_ci_us=pair(r.latency_ci_us, math.nan),
+            asymptotic_bandwidth_MBps=math.inf if r.asymptotic_bandwidth_MBps is None else r.asymptotic_bandwidth_MBps,
+            asymptotic_bandwidth_ci_MBps=pair(r.asymptotic_bandwidth_ci_MBps, math.inf),
+            peak_bandwidth_MBps=math.inf if r.peak_bandwidth_MBps is None else r.peak_bandwidth_MBps,
+            peak_bandwidth_ci_MBps=pair(r.peak_bandwidth_ci_MBps, math.inf),
+            breakpoints_bytes=[int(g["from_bytes"]) for g in segments[1:]], segments=segments, n_sizes=r.n_sizes,
+            residuals=[{"bytes": x.bytes, "measured_us": x.measured_us, "predicted_us": x.predicted_us,
+                        "rel_err": math.nan if x.rel_err is None else x.rel_err} for x in r.residuals],
+            peak_bytes=r.peak_bytes, asymptotic_bytes=r.asymptotic_bytes, zero_byte_us=r.zero_byte_us,
+            excluded_bytes=list(r.excluded_bytes), ci_method=r.ci_method or "residuals", n_launches=r.n_launches or 0,
+            ci_warning=r.ci_warning, plateau_from_bytes=r.plateau_from_bytes, plateau_n_sizes=r.plateau_n_sizes)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready view (no NaN/inf: an unbounded bandwidth becomes None)."""
@@ -568,11 +564,12 @@ def fit_hockney_table(
     *,
     benchmarks: Sequence[str] = HOCKNEY_BENCHMARKS,
     seed: int = 0,
-) -> list[dict[str, Any]]:
+) -> list[HockneyRecord]:
     """Fit every (keys…, benchmark) group of a samples table (columns bytes, t_usec, benchmark).
 
     Rows with a non-"ok" status or no time are ignored; benchmarks outside ``benchmarks`` are
-    skipped (see HOCKNEY_BENCHMARKS). Groups too small to fit are returned with an ``error``.
+    skipped (see HOCKNEY_BENCHMARKS). Groups too small to fit are returned with an ``error``
+    (typed records: :class:`mpiatlas.models.fit_records.HockneyRecord`).
     """
     usable = df.filter(
         pl.col("benchmark").is_in(list(benchmarks)) & pl.col("t_usec").is_not_null() & pl.col("bytes").is_not_null()
@@ -582,17 +579,50 @@ def fit_hockney_table(
     if "cell_status" in usable.columns:
         # Raw rows of invalid cells (wrong transport, mis-pinned ranks) are kept, never fitted.
         usable = usable.filter(pl.col("cell_status") == "ok")
-    out: list[dict[str, Any]] = []
+    out: list[HockneyRecord] = []
     for key, group in usable.group_by([*keys, "benchmark"], maintain_order=True):
-        head: dict[str, Any] = dict(zip([*keys, "benchmark"], key))
+        cell = _cell(keys, key)
         try:
             fit = fit_hockney(group["bytes"].to_list(), group["t_usec"].to_list(), launches=launch_ids(group),
                               seed=seed)
         except ValueError as exc:
-            out.append({**head, "error": str(exc)})
+            out.append(replace(HockneyRecord(**cell), error=str(exc)))
             continue
-        out.append({**head, **fit.to_dict()})
+        out.append(record_of(fit, cell))
     return out
+
+
+def _cell(keys: Sequence[str], values: Sequence[object]) -> CellFields:
+    """The :class:`Fit` cell fields of a group key (the cell key columns, then the benchmark)."""
+    unknown = [k for k in keys if k not in CELL_KEYS]
+    if unknown:
+        raise ValueError(f"not cell key columns: {', '.join(unknown)}; expected some of {', '.join(CELL_KEYS)}")
+    found: dict[str, JsonValue] = {k: v if v is None or isinstance(v, (str, int, float)) else str(v)
+                                   for k, v in zip([*keys, "benchmark"], values)}
+    return Fit.cell_fields(found, "samples table", "$." + "/".join(map(str, values)))
+
+
+def record_of(fit: HockneyFit, cell: CellFields) -> HockneyRecord:
+    """The fits file's record of ``fit`` for ``cell`` (:func:`_cell`): NaN and infinite figures are
+    None, as the file holds them (JSON has neither)."""
+    def pair(v: tuple[float, float]) -> tuple[float | None, float | None]:
+        return (_json_float(v[0]), _json_float(v[1]))
+
+    return HockneyRecord(
+        **cell,
+        latency_us=_json_float(fit.latency_us), latency_ci_us=pair(fit.latency_ci_us),
+        peak_bandwidth_MBps=_json_float(fit.peak_bandwidth_MBps), peak_bandwidth_ci_MBps=pair(fit.peak_bandwidth_ci_MBps),
+        peak_bytes=fit.peak_bytes, asymptotic_bandwidth_MBps=_json_float(fit.asymptotic_bandwidth_MBps),
+        asymptotic_bandwidth_ci_MBps=pair(fit.asymptotic_bandwidth_ci_MBps), asymptotic_bytes=fit.asymptotic_bytes,
+        breakpoints_bytes=tuple(fit.breakpoints_bytes),
+        segments=tuple(HockneySegment(latency_us=float(g["latency_us"]), bandwidth_MBps=_json_float(g["bandwidth_MBps"]),
+                                      from_bytes=g["from_bytes"], to_bytes=g["to_bytes"], n_sizes=g["n_sizes"])
+                       for g in fit.segments),
+        n_sizes=fit.n_sizes, zero_byte_us=_json_float(fit.zero_byte_us), excluded_bytes=tuple(fit.excluded_bytes),
+        ci_method=fit.ci_method, n_launches=fit.n_launches, ci_warning=fit.ci_warning,
+        plateau_from_bytes=fit.plateau_from_bytes, plateau_n_sizes=fit.plateau_n_sizes,
+        residuals=tuple(HockneyResidual(int(r["bytes"]), r["measured_us"], r["predicted_us"], r["rel_err"])
+                        for r in fit.residuals))
 
 
 # The column that names a sample's launch, most specific first: the raw file (a cell's repetition, or
@@ -608,48 +638,15 @@ def launch_ids(group: pl.DataFrame) -> list[str] | None:
     return None
 
 
-def model_bandwidth(fit: Mapping[str, Any]) -> float | None:
-    """The model's B of a fit entry: its last segment's 1/slope (what t(m) = λ + m/B prices a large
-    message with, in the kernel models, the region tables and predict), None when unbounded or absent.
-    Not the asymptotic bandwidth: that is a measured s/t, which already holds the last segment's λ.
-    A fit without segments is one regime: its ``asymptotic_bandwidth_MBps`` (as :meth:`HockneyFit.from_dict`)."""
-    segments = fit.get("segments") or []
-    last = segments[-1] if segments and isinstance(segments[-1], dict) else {}
-    value = _finite_or_none(last.get("bandwidth_MBps") if segments else fit.get("asymptotic_bandwidth_MBps"))
-    return value if value is not None and value > 0 else None
-
-
-def _segment_from_dict(i: int, seg: Any) -> dict[str, Any]:
-    if not isinstance(seg, dict):
-        raise ValueError(f"segment {i}: expected a JSON object, got {type(seg).__name__}")
-    lam, bw, start = seg.get("latency_us"), seg.get("bandwidth_MBps"), seg.get("from_bytes")
-    latency = _finite_or_none(lam)
-    if latency is None or latency <= 0:
-        raise ValueError(f"segment {i}: 'latency_us' must be a finite number > 0, got {lam!r}")
-    if bw is not None and (_finite_or_none(bw) is None or bw <= 0):
+def _usable_segment(i: int, seg: HockneySegment) -> dict[str, Any]:
+    """A record's segment as the model evaluates it (an unbounded bandwidth is inf)."""
+    if not (math.isfinite(seg.latency_us) and seg.latency_us > 0):
+        raise ValueError(f"segment {i}: 'latency_us' must be a finite number > 0, got {seg.latency_us!r}")
+    bw = seg.bandwidth_MBps
+    if bw is not None and not (math.isfinite(bw) and bw > 0):
         raise ValueError(f"segment {i}: 'bandwidth_MBps' must be > 0 or null (unbounded), got {bw!r}")
-    if start is not None and _finite_or_none(start) is None:
-        raise ValueError(f"segment {i}: 'from_bytes' must be a number or null, got {start!r}")
-    return {**seg, "from_bytes": 0 if start is None else start, "latency_us": latency,
-            "bandwidth_MBps": math.inf if bw is None else float(bw)}
-
-
-def _finite_or_none(v: Any) -> float | None:
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-    return float(v) if ok else None
-
-
-def _int_or_none(v: Any) -> int | None:
-    f = _finite_or_none(v)
-    return None if f is None else int(f)
-
-
-def _pair(v: Any, null: float = math.nan) -> tuple[float, float]:
-    """A JSON [lo, hi] pair; a null bound is ``null`` (an unbounded bandwidth bound is stored as null)."""
-    if not (isinstance(v, (list, tuple)) and len(v) == 2):
-        return (math.nan, math.nan)
-    lo, hi = (_finite_or_none(x) for x in v)
-    return (null if lo is None else lo, null if hi is None else hi)
+    return {"from_bytes": seg.from_bytes or 0, "to_bytes": seg.to_bytes, "latency_us": seg.latency_us,
+            "bandwidth_MBps": math.inf if bw is None else bw, "n_sizes": seg.n_sizes}
 
 
 def _inverse(g: float) -> float:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from mpiatlas.models.hockney import model_bandwidth
+from mpiatlas.models.fit_records import HockneyRecord, HockneySegment
 
 CONFIDENCE = 0.95
 LABEL_COLUMNS = ("label", "stack", "transport", "mapping")
@@ -39,29 +39,36 @@ class P2P:
     latency_us: float
     bandwidth_MBps: float | None  # None: no per-byte cost known
     source: str  # "PingPong" | "ring"
-    segments: list[dict[str, Any]] = field(default_factory=list)
+    segments: tuple[HockneySegment, ...] = ()
 
     def time(self, size: float) -> float:
         if self.segments:
             seg = self.segments[0]
             for candidate in self.segments:
-                if candidate.get("from_bytes", 0) <= size:
+                if (candidate.from_bytes or 0) <= size:
                     seg = candidate
-            bw = seg.get("bandwidth_MBps")
-            return float(seg["latency_us"]) + (size / bw if bw else 0.0)
+            bw = seg.bandwidth_MBps
+            return seg.latency_us + (size / bw if bw else 0.0)
         return self.latency_us + (size / self.bandwidth_MBps if self.bandwidth_MBps else 0.0)
 
     def per_byte(self) -> float:
         return 1.0 / self.bandwidth_MBps if self.bandwidth_MBps else 0.0
 
 
-def pingpong_params(hockney: Sequence[dict[str, Any]] | None, label: str) -> P2P | None:
-    """The PingPong Hockney fit of ``label`` (stack/transport/mapping), if there is one."""
+def imb_pingpong_fit(hockney: Sequence[HockneyRecord] | None, label: str | None) -> HockneyRecord | None:
+    """The first fitted IMB PingPong Hockney fit of ``label`` (stack/transport/mapping), if there is one."""
     for fit in hockney or []:
-        if fit.get("benchmark") == "PingPong" and fit.get("label") == label and "error" not in fit \
-                and fit.get("latency_us") is not None:
-            return P2P(float(fit["latency_us"]), model_bandwidth(fit), "PingPong", list(fit.get("segments") or []))
+        if fit.benchmark == "PingPong" and fit.label == label and fit.fitted and fit.latency_us is not None:
+            return fit
     return None
+
+
+def pingpong_params(hockney: Sequence[HockneyRecord] | None, label: str) -> P2P | None:
+    """t(s) of the PingPong Hockney fit of ``label`` (stack/transport/mapping), if there is one."""
+    fit = imb_pingpong_fit(hockney, label)
+    if fit is None or fit.latency_us is None:
+        return None
+    return P2P(fit.latency_us, fit.model_bandwidth_MBps, "PingPong", fit.segments)
 
 
 # --------------------------------------------------------------------------------------- helpers

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.models.kernel_common import (
     LABEL_COLUMNS,
     P2P,
@@ -188,7 +189,7 @@ def headline(rows: list[dict[str, Any]]) -> str:
     return text
 
 
-def fit_jacobi(df: pl.DataFrame | None, hockney: Sequence[dict[str, Any]] | None,
+def fit_jacobi(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None,
                ring_p2p: dict[str, P2P] | None = None, *, seed: int = 0) -> list[dict[str, Any]]:
     df = usable(df)
     if df is None:

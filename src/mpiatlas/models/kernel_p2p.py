@@ -27,6 +27,8 @@ from typing import Any
 import polars as pl
 
 from mpiatlas.models.best_algorithm import best_algorithms as rank_algorithms
+from mpiatlas.models.fit_records import HockneyRecord
+from mpiatlas.models.kernel_common import imb_pingpong_fit
 from mpiatlas.models.hockney import BANDWIDTH_FIGURES, fit_hockney
 
 LABEL_COLUMNS = ("label", "stack", "transport", "mapping")
@@ -59,15 +61,6 @@ def _ok_rows(df: pl.DataFrame | None) -> pl.DataFrame | None:
     return df if df.height else None
 
 
-def _imb_pingpong(hockney: Sequence[dict[str, Any]] | None, label: str) -> dict[str, Any] | None:
-    """The IMB PingPong Hockney fit of ``label``, if hockney.json has one."""
-    for fit in hockney or []:
-        if (fit.get("benchmark") == "PingPong" and fit.get("label") == label and "error" not in fit
-                and fit.get("latency_us") is not None):
-            return fit
-    return None
-
-
 def _median_at(points: list[dict[str, Any]], size: int, key: str) -> float | None:
     return next((p[key] for p in points if p["bytes"] == size), None)
 
@@ -94,7 +87,7 @@ def pingpong_medians(df: pl.DataFrame | None) -> pl.DataFrame | None:
     return pingpong_points(ok) if ok.height else None
 
 
-def fit_pingpong(df: pl.DataFrame | None, hockney: Sequence[dict[str, Any]] | None = None, *,
+def fit_pingpong(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None = None, *,
                  seed: int = 0) -> list[dict[str, Any]]:
     """One entry per stack/transport/mapping: Hockney λ, B (95 % CIs), 4 B latency, 4 MiB bandwidth,
     and IMB PingPong's λ, B beside them when that fit exists."""
@@ -115,12 +108,13 @@ def fit_pingpong(df: pl.DataFrame | None, hockney: Sequence[dict[str, Any]] | No
             "bandwidth_4MiB_MBps": _num(_median_at(points, BANDWIDTH_BYTES, "MBps")),
             "points": points,
         }
-        imb = _imb_pingpong(hockney, head["label"])
-        entry.update(imb_latency_us=_num(imb.get("latency_us")) if imb else None,
-                     imb_latency_ci_us=list(imb.get("latency_ci_us") or []) if imb else None)
+        imb = imb_pingpong_fit(hockney, head["label"])
+        entry.update(imb_latency_us=_num(imb.latency_us) if imb else None,
+                     imb_latency_ci_us=list(imb.latency_ci_us) if imb else None)
         for figure in BANDWIDTH_FIGURES:
-            entry[f"imb_{figure}_MBps"] = _num(imb.get(f"{figure}_MBps")) if imb else None
-            entry[f"imb_{figure}_ci_MBps"] = list(imb.get(f"{figure}_ci_MBps") or []) if imb else None
+            value, ci = imb.bandwidth(figure) if imb else (None, None)
+            entry[f"imb_{figure}_MBps"] = _num(value)
+            entry[f"imb_{figure}_ci_MBps"] = None if ci is None else list(ci)
         try:
             fit = fit_hockney(grp["bytes"].to_list(), grp["t_usec"].to_list(),
                               launches=grp["rep"].cast(pl.String).to_list(), seed=seed)

@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.models.kernel_common import (
     LABEL_COLUMNS,
     P2P,
@@ -183,7 +184,7 @@ def ring_range_fits(points: pl.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def fit_ring(df: pl.DataFrame | None, hockney: Sequence[dict[str, Any]] | None, *,
+def fit_ring(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None, *,
              seed: int = 0, regions: RegionInputs | None = None) -> list[dict[str, Any]]:
     """One fit per stack/transport/mapping; with ``regions`` every point also carries the
     region-aware prediction (:mod:`mpiatlas.models.ring_regions`): hops of the cell's placement,
@@ -477,7 +478,7 @@ def fit_matsum(df: pl.DataFrame | None, *, seed: int = 0) -> list[dict[str, Any]
 # ------------------------------------------------------------------------------------------- all
 
 
-def fit_kernels(tables: dict[str, pl.DataFrame | None], hockney: Sequence[dict[str, Any]] | None, *,
+def fit_kernels(tables: dict[str, pl.DataFrame | None], hockney: Sequence[HockneyRecord] | None, *,
                 seed: int = 0, ring_regions: RegionInputs | None = None) -> dict[str, Any]:
     """Every kernel model: ``{"ring": [...], "matsum": [...], "matsum_grids": [...], "jacobi": [...],
     "pingpong": [...], "coll": [...], "notes": [...]}``, one entry per stack/transport/mapping (matsum:

@@ -39,6 +39,7 @@ import polars as pl
 
 from mpiatlas.models import collective_regions as latency_only
 from mpiatlas.models import loggp
+from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.models.loggp_fit import Measured, predict_held_out
 from mpiatlas.models.prediction_errors import error_summary
 from mpiatlas.matrix.cells import fills_nodes, label_knobs
@@ -342,7 +343,7 @@ def series_placements(cells: pl.DataFrame, topologies: Mapping[str, Topology], t
 
 
 def campaign_comparison(summary: pl.DataFrame, cells: pl.DataFrame | None, provenance: Sequence[Mapping[str, Any]],
-                        hockney: Sequence[Mapping[str, Any]] | None,
+                        hockney: Sequence[HockneyRecord] | None,
                         topo: Topology | Callable[[], Topology | None] | None, *,
                         calibrate: bool = True, loggp_rows: pl.DataFrame | None = None,
                         topologies: Mapping[str, Topology] | None = None) -> Comparison:  # fmt: skip

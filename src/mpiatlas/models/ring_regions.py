@@ -38,7 +38,7 @@ import polars as pl
 
 from mpiatlas.matrix.cells import distribution_of_id, fills_nodes, label_knobs
 from mpiatlas.spine.series import SeriesKey
-from mpiatlas.models.hockney import model_bandwidth
+from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.models.region_latency import Placement, RegionTable, RegionTableError
 from mpiatlas.node.topology import REGIONS, Topology, TopologyError, detect
 from mpiatlas.node.topology_record import UNKNOWN_HOST, read_topologies
@@ -188,34 +188,40 @@ def pingpong_regions(cells: pl.DataFrame) -> dict[str, str]:
     return region_of
 
 
-def region_pingpong_fits(hockney: Iterable[Mapping[str, Any]], region_of_label: Mapping[str, str],
-                         ) -> dict[tuple[str, str, str], dict[str, Mapping[str, Any]]]:
-    """Per (stack, transport, knobs) and region, the PingPong Hockney fit that prices the region:
-    where two mappings measured one region, the first fit (lowest λ)."""
-    found: dict[tuple[str, str, str], dict[str, Mapping[str, Any]]] = {}
+def region_pingpong_fits(hockney: Iterable[HockneyRecord], region_of_label: Mapping[str, str],
+                         ) -> dict[tuple[str, str, str], dict[str, HockneyRecord]]:
+    """Per (stack, transport, knobs) and region, the PingPong Hockney fit that prices the region
+    (one with a λ): where two mappings measured one region, the first fit (lowest λ)."""
+    found: dict[tuple[str, str, str], dict[str, HockneyRecord]] = {}
     for fit in hockney:
-        label = fit.get("label") or ""
+        label = fit.label or ""
         region = region_of_label.get(label)
-        if fit.get("benchmark") != "PingPong" or "error" in fit or fit.get("latency_us") is None or region is None:
+        if fit.benchmark != "PingPong" or not fit.fitted or fit.latency_us is None or region is None:
             continue
-        key = _series_key(fit.get("stack") or label.split("/")[0], fit.get("transport") or label.split("/")[1], label)
+        key = _series_key(fit.stack or label.split("/")[0], fit.transport or label.split("/")[1], label)
         held = found.setdefault(key, {})
-        if region not in held or float(fit["latency_us"]) < float(held[region]["latency_us"]):
+        if region not in held or fit.latency_us < _latency(held[region]):
             held[region] = fit
     return found
 
 
-def table_from_hockney(hockney: Iterable[Mapping[str, Any]], region_of_label: Mapping[str, str],
+def _latency(fit: HockneyRecord) -> float:
+    """λ of a fit :func:`region_pingpong_fits` kept (it keeps only fits with one)."""
+    assert fit.latency_us is not None
+    return fit.latency_us
+
+
+def table_from_hockney(hockney: Iterable[HockneyRecord], region_of_label: Mapping[str, str],
                        ) -> tuple[dict[tuple[str, str, str], RegionTable], list[str]]:
     """Per (stack, transport, knobs): λ (first segment) and asymptotic B of each region's PingPong
     Hockney fit (:func:`region_pingpong_fits`)."""
     tables = {}
     notes: list[str] = []
     for key, regions in region_pingpong_fits(hockney, region_of_label).items():
-        source = "PingPong Hockney fits " + ", ".join(f"{r}: {f['label']}" for r, f in regions.items())
+        source = "PingPong Hockney fits " + ", ".join(f"{r}: {f.label}" for r, f in regions.items())
         try:
-            tables[key] = RegionTable({r: float(f["latency_us"]) for r, f in regions.items()},
-                                      {r: bw for r, f in regions.items() if (bw := model_bandwidth(f))}, source)
+            tables[key] = RegionTable({r: _latency(f) for r, f in regions.items()},
+                                      {r: bw for r, f in regions.items() if (bw := f.model_bandwidth_MBps)}, source)
         except RegionTableError as exc:  # a zero λ (an unusable fit): say so, keep the others
             notes.append(f"{'/'.join(key[:2])}: no region table: {exc}")
     return tables, notes
@@ -245,7 +251,7 @@ def topology_mismatch(topo: Topology, summaries: Iterable[Mapping[str, Any]]) ->
     return None
 
 
-def region_inputs(tidy_dir: str | Path, hockney: Sequence[Mapping[str, Any]] | None, *,
+def region_inputs(tidy_dir: str | Path, hockney: Sequence[HockneyRecord] | None, *,
                   topo: Topology | None = None, table: RegionTable | None = None) -> RegionInputs:
     """Ring hops and region tables from a tidy directory (``cells.parquet``, ``provenance.json``,
     ``topologies.json``): :func:`region_inputs_from` on what the directory holds."""
@@ -276,7 +282,7 @@ def _fallback_topology(topo: Topology | None, summaries: Sequence[Mapping[str, A
     return topo
 
 
-def region_inputs_from(cells: pl.DataFrame | None, records: Sequence[Mapping[str, Any]], hockney: Sequence[Mapping[str, Any]] | None,
+def region_inputs_from(cells: pl.DataFrame | None, records: Sequence[Mapping[str, Any]], hockney: Sequence[HockneyRecord] | None,
                        *, topo: Topology | None = None, table: RegionTable | None = None,
                        missing: str = "no cells table given",
                        topologies: Mapping[str, Topology] | None = None) -> RegionInputs:

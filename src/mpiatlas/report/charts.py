@@ -14,6 +14,7 @@ import altair as alt
 import numpy as np
 import polars as pl
 
+from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.models.hockney import HockneyFit
 from mpiatlas.report.formatting import finite, fmt_bytes
 
@@ -124,14 +125,14 @@ def size_tip() -> alt.Tooltip:
 # -- the Hockney model ---------------------------------------------------------------------------
 
 
-def hockney_curve(fit: dict[str, Any], lo: float, hi: float, points: int = 24) -> list[dict[str, Any]]:
+def hockney_curve(fit: HockneyRecord, lo: float, hi: float, points: int = 24) -> list[dict[str, Any]]:
     """Points of a fitted (piecewise) Hockney model t(m) = λ + m/B on a log grid, per segment.
 
     Segment i is drawn over [from_bytes_i, from_bytes_{i+1}] (the first from ``lo``, the last up
     to ``hi``) with its own line, so the curve breaks at the breakpoints. The values come from
     :meth:`HockneyFit.predict`; raises ValueError when the fit's segments are unusable.
     """
-    model = HockneyFit.from_dict(fit)
+    model = HockneyFit.from_record(fit)
     out: list[dict[str, Any]] = []
     starts = [float(seg["from_bytes"]) for seg in model.segments]
     for i in range(len(starts)):

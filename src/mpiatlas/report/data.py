@@ -22,6 +22,7 @@ from mpiatlas.stats.quality import UnjudgedTableError, trusted
 from mpiatlas.node.topology import TopologyError, detect
 from mpiatlas.node.topology_synthetic import read_topology
 from mpiatlas.stats.aggregate import summarize
+from mpiatlas.models.fit_records import FitRecordError, HockneyRecord
 from mpiatlas.models.fits_files import FILES, problems, schema_name
 
 KERNEL_PREFIX, KERNEL_SUFFIX = layout.KERNEL_TABLE.split("{name}")
@@ -65,7 +66,8 @@ class ReportData:
     kernels: dict[str, pl.DataFrame] = field(default_factory=dict)  # kernel name -> its trusted rows
     kernels_all: dict[str, pl.DataFrame] = field(default_factory=dict)  # kernel name -> its (non-empty) table
     planned: list[PlannedNote] = field(default_factory=list)
-    fits: dict[str, Any] = field(default_factory=dict)
+    fits: dict[str, Any] = field(default_factory=dict)  # fits file stem -> its document, but hockney.json:
+    hockney_fits: list[HockneyRecord] | None = None  # its entries as typed records (None: no such file)
     inputs: list[InputFile] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # input-level problems for the header
     summary_derived: bool = False
@@ -88,13 +90,27 @@ class ReportData:
         return self._topology[1] if self._topology is not None else None
 
     @property
-    def hockney(self) -> list[dict[str, Any]] | None:
-        fits = self.fits.get("hockney")
-        return fits if isinstance(fits, list) else None
+    def hockney(self) -> list[HockneyRecord] | None:
+        return self.hockney_fits
 
     def kernel_table(self, name: str) -> pl.DataFrame | None:
         """The trusted rows of ``kernel_<name>.parquet`` when it exists and has rows."""
         return self.kernels.get(name)
+
+    def kernel_hockney_fits(self, name: str) -> list[HockneyRecord] | None:
+        """The Hockney part of fits/kernels.json's ``name`` entries (pingpong: the kernel's λ and B,
+        fitted as IMB PingPong's are); an entry not of that shape is left out (the schema check on
+        load names it)."""
+        entries = self.kernel_fits(name)
+        if entries is None:
+            return None
+        out = []
+        for i, entry in enumerate(entries):
+            try:
+                out.append(HockneyRecord.from_json(entry, f"fits/{layout.KERNELS_FIT}", f"$.{name}[{i}]"))
+            except FitRecordError:
+                continue
+        return out
 
     def kernel_fits(self, name: str) -> list[dict[str, Any]] | None:
         """The ``name`` entries of fits/kernels.json (None when the file or the key is absent)."""
@@ -246,18 +262,22 @@ def _load_fits(fits_dir: Path, data: ReportData) -> None:
         if obj is not None:
             data.fits[f.stem] = obj
             _check_fits_schema(f, obj, data)
-    hock = data.fits.get("hockney")
+    hock = data.fits.pop("hockney", None)
     if hock is None:
         return
     if not isinstance(hock, list):
         data.notes.append(f"fits/{layout.HOCKNEY_FIT} is not a JSON array: ignored.")
-        data.fits.pop("hockney")
         return
     good = [h for h in hock if isinstance(h, dict) and h.get("label") is not None and h.get("benchmark")]
     if len(good) != len(hock):
         data.notes.append(f"fits/{layout.HOCKNEY_FIT}: {len(hock) - len(good)} entries without label/benchmark "
                           "ignored.")
-    data.fits["hockney"] = good
+    data.hockney_fits = []
+    for i, entry in enumerate(good):
+        try:
+            data.hockney_fits.append(HockneyRecord.from_json(entry, f"fits/{layout.HOCKNEY_FIT}", f"$[{i}]"))
+        except FitRecordError as exc:  # shown as far as it goes: the other entries
+            data.notes.append(f"{exc}: entry ignored.")
 
 
 def _check_fits_schema(path: Path, obj: Any, data: ReportData) -> None:

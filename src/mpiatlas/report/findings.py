@@ -29,11 +29,13 @@ Frames:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from mpiatlas.models.best_algorithm import best_algorithms
+from mpiatlas.models.fit_records import HockneyRecord, Interval
 from mpiatlas.report.formatting import finite, fmt_bytes, fmt_ci, fmt_num
 from mpiatlas.stacks.base import SHM, TCP, medium
 
@@ -208,18 +210,36 @@ def fastest_p2p(medians: pl.DataFrame | None, what: str) -> list[str]:
 
 # -- 2. IMB PingPong vs the pingpong kernel -----------------------------------------------------------
 
-# (name, value key, interval key, unit, significant digits) of the parameters compared: each the same
-# estimand on both sides (the asymptotic B against the asymptotic B, the peak against the peak).
-CROSS_PARAMS = (("λ", "latency_us", "latency_ci_us", "µs", 3),
-                ("asymptotic B", "asymptotic_bandwidth_MBps", "asymptotic_bandwidth_ci_MBps", "MB/s", 4),
-                ("peak B", "peak_bandwidth_MBps", "peak_bandwidth_ci_MBps", "MB/s", 4))
+# (name, figure, unit, significant digits) of the parameters compared: each the same estimand on both
+# sides (the asymptotic B against the asymptotic B, the peak against the peak); the figure is
+# "latency" or a BANDWIDTH_FIGURES name (:func:`figure_of`).
+CROSS_PARAMS = (("λ", "latency", "µs", 3), ("asymptotic B", "asymptotic_bandwidth", "MB/s", 4),
+                ("peak B", "peak_bandwidth", "MB/s", 4))
 
 
-def imb_fit_of(hockney: Sequence[dict[str, Any]] | None, label: Any) -> dict[str, Any] | None:
+def figure_of(fit: HockneyRecord, figure: str) -> tuple[float | None, Interval]:
+    """A fit's λ ("latency") or one of its bandwidths, with its interval."""
+    return (fit.latency_us, fit.latency_ci_us) if figure == "latency" else fit.bandwidth(figure)
+
+
+@dataclass(frozen=True)
+class CrossCheck:
+    """A pingpong kernel fit against the IMB PingPong fit of its label: ``ratio`` (kernel / IMB per
+    parameter name of CROSS_PARAMS, None where either is not a finite figure > 0) and ``disagree``
+    (the names more than DISAGREE apart)."""
+
+    label: str | None
+    kernel: HockneyRecord
+    imb: HockneyRecord
+    ratio: dict[str, float | None]
+    disagree: list[str]
+
+
+def imb_fit_of(hockney: Sequence[HockneyRecord] | None, label: str | None) -> HockneyRecord | None:
     """The IMB PingPong Hockney fit of ``label`` (its smallest np: PingPong is a 2-rank test)."""
-    fits = [f for f in hockney or [] if isinstance(f, dict) and f.get("benchmark") == "PingPong"
-            and f.get("label") == label and f.get("error") is None and f.get("latency_us") is not None]
-    return min(fits, key=lambda f: f.get("np") or 0) if fits else None
+    fits = [f for f in hockney or [] if f.benchmark == "PingPong" and f.label == label and f.fitted
+            and f.latency_us is not None]
+    return min(fits, key=lambda f: f.np or 0) if fits else None
 
 
 def apart(a: Any, b: Any) -> float | None:
@@ -229,47 +249,46 @@ def apart(a: Any, b: Any) -> float | None:
     return max(a, b) / min(a, b) - 1.0
 
 
-def imb_vs_kernel(hockney: Sequence[dict[str, Any]] | None,
-                  kernel_fits: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    """Per pingpong kernel fit whose label has an IMB PingPong fit: ``label``, ``kernel``, ``imb``
-    (the two fits), ``ratio`` (kernel / IMB per parameter name of CROSS_PARAMS) and ``disagree`` (the
-    names more than DISAGREE apart)."""
+def imb_vs_kernel(hockney: Sequence[HockneyRecord] | None,
+                  kernel_fits: Sequence[HockneyRecord] | None) -> list[CrossCheck]:
+    """Per pingpong kernel fit (its Hockney part) whose label has an IMB PingPong fit: the two, compared."""
     out = []
     for k in kernel_fits or []:
-        if not isinstance(k, dict) or k.get("error") is not None:
+        if not k.fitted:
             continue
-        imb = imb_fit_of(hockney, k.get("label"))
+        imb = imb_fit_of(hockney, k.label)
         if imb is None:
             continue
-        ratio, disagree = {}, []
-        for name, key, _, _, _ in CROSS_PARAMS:
-            kv, iv = k.get(key), imb.get(key)
+        ratio: dict[str, float | None] = {}
+        disagree = []
+        for name, figure, _, _ in CROSS_PARAMS:
+            kv, iv = figure_of(k, figure)[0], figure_of(imb, figure)[0]
             ratio[name] = kv / iv if finite(kv) and finite(iv) and iv > 0 else None
             gap = apart(kv, iv)
             if gap is not None and round(gap, 3) > DISAGREE:  # compared as printed
                 disagree.append(name)
-        out.append({"label": k.get("label"), "kernel": k, "imb": imb, "ratio": ratio, "disagree": disagree})
+        out.append(CrossCheck(k.label, k, imb, ratio, disagree))
     return out
 
 
-def _figure(fit: dict[str, Any], key: str, ci_key: str, unit: str, digits: int) -> str:
-    return f"{fmt_num(fit.get(key), digits)} {unit} {fmt_ci(fit.get(ci_key), digits, unbounded='∞')}"
+def _figure(fit: HockneyRecord, figure: str, unit: str, digits: int) -> str:
+    value, ci = figure_of(fit, figure)
+    return f"{fmt_num(value, digits)} {unit} {fmt_ci(ci, digits, unbounded='∞')}"
 
 
-def cross_check(hockney: Sequence[dict[str, Any]] | None, kernel_fits: Sequence[dict[str, Any]] | None) -> list[str]:
+def cross_check(hockney: Sequence[HockneyRecord] | None, kernel_fits: Sequence[HockneyRecord] | None) -> list[str]:
     """A sentence per label whose IMB PingPong and pingpong kernel fits disagree beyond DISAGREE in λ or B."""
     out = []
     for pair in imb_vs_kernel(hockney, kernel_fits):
-        if not pair["disagree"]:
+        if not pair.disagree:
             continue
         parts = []
-        for name, key, ci_key, unit, digits in CROSS_PARAMS:
-            if name in pair["disagree"]:
-                ratio = pair["ratio"][name]
-                parts.append(f"{name} {_figure(pair['imb'], key, ci_key, unit, digits)} (IMB) vs "
-                             f"{_figure(pair['kernel'], key, ci_key, unit, digits)} (kernel), the kernel's "
-                             f"{_ratio(ratio)} IMB's")
-        out.append(f"{IMB_PINGPONG} and the {KERNEL_PINGPONG} disagree on {pair['label']}: {'; '.join(parts)}. Two "
+        for name, figure, unit, digits in CROSS_PARAMS:
+            if name in pair.disagree:
+                parts.append(f"{name} {_figure(pair.imb, figure, unit, digits)} (IMB) vs "
+                             f"{_figure(pair.kernel, figure, unit, digits)} (kernel), the kernel's "
+                             f"{_ratio(pair.ratio[name] or 0.0)} IMB's")  # disagreeing: a ratio
+        out.append(f"{IMB_PINGPONG} and the {KERNEL_PINGPONG} disagree on {pair.label}: {'; '.join(parts)}. Two "
                    f"programs measuring the same thing should agree within {100 * DISAGREE:.0f} %: one of these "
                    "figures is not a result (a perturbed launch, a slow repetition, or a fit with a warning).")
     return out
@@ -440,14 +459,14 @@ def failures(cells: pl.DataFrame | None) -> list[str]:
 
 
 def findings(summary: pl.DataFrame | None, pingpong: pl.DataFrame | None, coll: pl.DataFrame | None,
-             cells: pl.DataFrame | None, *, hockney: Sequence[dict[str, Any]] | None = None,
-             kernel_fits: Sequence[dict[str, Any]] | None = None) -> list[str]:
+             cells: pl.DataFrame | None, *, hockney: Sequence[HockneyRecord] | None = None,
+             kernel_fits: Sequence[HockneyRecord] | None = None) -> list[str]:
     """Every finding, in the module's order.
 
     ``summary``: the IMB summary; ``pingpong``: the pingpong kernel's medians
     (:func:`mpiatlas.models.kernel_p2p.pingpong_medians`); ``coll``: the coll kernel's
     (:func:`mpiatlas.models.kernel_p2p.coll_medians`); ``cells``: the cells table; ``hockney``:
-    hockney.json's fits; ``kernel_fits``: kernels.json's pingpong fits.
+    hockney.json's fits; ``kernel_fits``: kernels.json's pingpong fits (their Hockney part).
     """
     imb = imb_pingpong(summary)
     imb_labels = imb.get_column("label").unique().to_list() if imb is not None else []

@@ -7,6 +7,7 @@ from typing import Any
 import polars as pl
 
 from mpiatlas.matrix import layout
+from mpiatlas.models.fit_records import Fit
 from mpiatlas.report.cells import has_columns
 from mpiatlas.report.data import ReportData
 
@@ -87,11 +88,10 @@ def series_name(label: Any, np_: Any = None, algorithm: Any = None, *, multi_np:
     return s
 
 
-def fit_matches(fit: dict[str, Any], label: Any, np_: Any, algorithm: Any) -> bool:
+def fit_matches(fit: Fit, label: Any, np_: Any, algorithm: Any) -> bool:
     """A fit belongs to a summary series when every key the fit carries agrees."""
-    if fit.get("label") != label:
+    if fit.label != label:
         return False
-    if fit.get("np") is not None and np_ is not None and fit["np"] != np_:
+    if fit.np is not None and np_ is not None and fit.np != np_:
         return False
-    fa = fit.get("algorithm")
-    return fa is None or algorithm is None or fa == algorithm
+    return fit.algorithm is None or algorithm is None or fit.algorithm == algorithm

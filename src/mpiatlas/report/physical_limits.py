@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mpiatlas.models.fit_records import Fit, HockneyRecord
 from mpiatlas.node.limits import MEMORY, LimitsError, level_for_size, level_kernels, level_limits
 from mpiatlas.node.link_rate import gbit_to_MBps, port_active
 from mpiatlas.stacks.base import RDMA, TCP, medium
@@ -92,24 +93,21 @@ def load_limits(path: Path) -> PhysicalLimits:
     return out
 
 
-def is_intra_node(fit: dict[str, Any]) -> bool:
+def is_intra_node(fit: Fit) -> bool:
     """A fit of ranks on one node (its copies are what the memory limit bounds): it names a mapping
     and that mapping does not spread the ranks over nodes (``node``, ``node2``, …)."""
-    mapping = fit.get("mapping")
-    return isinstance(mapping, str) and bool(mapping) and not is_inter_node(fit)
+    return bool(fit.mapping) and not is_inter_node(fit)
 
 
-def limit_cells(fit: dict[str, Any], limits: PhysicalLimits) -> tuple[float | None, str, float | None, str]:
+def limit_cells(fit: HockneyRecord, limits: PhysicalLimits) -> tuple[float | None, str, float | None, str]:
     """(asymptotic B / copy rate of the level that holds the largest measured message, that level,
     peak B / copy rate of the level the peak size fits in, that level): each figure against the copy
     of the same working set, never an in-cache figure against memory or the reverse."""
-    peak_bytes = fit.get("peak_bytes")
-    peak_level = limits.level_of(peak_bytes) if isinstance(peak_bytes, (int, float)) else MEMORY
-    largest = max((r["bytes"] for r in fit.get("residuals") or [] if isinstance(r, dict)
-                   and isinstance(r.get("bytes"), (int, float))), default=fit.get("asymptotic_bytes"))
-    asym_level = limits.level_of(largest) if isinstance(largest, (int, float)) else MEMORY
-    return (limits.fraction(fit.get("asymptotic_bandwidth_MBps"), asym_level), asym_level,
-            limits.fraction(fit.get("peak_bandwidth_MBps"), peak_level), peak_level)
+    peak_level = limits.level_of(fit.peak_bytes) if fit.peak_bytes is not None else MEMORY
+    largest = max((r.bytes for r in fit.residuals), default=fit.asymptotic_bytes)
+    asym_level = limits.level_of(largest) if largest is not None else MEMORY
+    return (limits.fraction(fit.asymptotic_bandwidth_MBps, asym_level), asym_level,
+            limits.fraction(fit.peak_bandwidth_MBps, peak_level), peak_level)
 
 
 @dataclass(frozen=True)
@@ -139,11 +137,11 @@ def _gbit(value: Any) -> float | None:
     return float(value) if ok else None
 
 
-def transport_class(fit: dict[str, Any]) -> str:
+def transport_class(fit: Fit) -> str:
     """RDMA_CLASS for a fit of a transport that needs an InfiniBand/RoCE port (the network part of a
     mixed one, after ``+``), else TCP_CLASS; the transport is the fit's, else its label's second part."""
-    label = str(fit.get("label") or "")
-    transport = str(fit.get("transport") or (label.split("/")[1] if label.count("/") >= 1 else ""))
+    label = fit.label or ""
+    transport = fit.transport or (label.split("/")[1] if label.count("/") >= 1 else "")
     return RDMA_CLASS if medium(transport.split("+")[-1]) == RDMA else TCP_CLASS
 
 
@@ -202,8 +200,7 @@ def _link_text(net: dict[str, Any]) -> str:
     return f"{iface}{how}, {net.get('gbit_s'):g} Gbit/s from {src}{named}"
 
 
-def is_inter_node(fit: dict[str, Any]) -> bool:
+def is_inter_node(fit: Fit) -> bool:
     """A fit whose ranks are on different nodes: its region is ``other_node``, or its mapping spreads
     the ranks over nodes (``node``, ``node2``, …)."""
-    mapping = fit.get("mapping")
-    return fit.get("region") == "other_node" or (isinstance(mapping, str) and mapping.startswith("node"))
+    return fit.region == "other_node" or (fit.mapping is not None and fit.mapping.startswith("node"))

@@ -7,6 +7,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.stats.aggregate import scalar
 from mpiatlas.models.kernel_p2p import BANDWIDTH_BYTES, LATENCY_BYTES, fit_coll, pingpong_medians
 from mpiatlas.report.blocks import Cell, ChartBlock, Details, Heading, Notice, Section, Table, Text, cell, num_cell
@@ -24,7 +25,7 @@ from mpiatlas.report.charts import (
     with_size,
 )
 from mpiatlas.report.data import ReportData
-from mpiatlas.report.findings import DISAGREE, imb_vs_kernel
+from mpiatlas.report.findings import DISAGREE, CrossCheck, figure_of, imb_vs_kernel
 from mpiatlas.report.formatting import DASH, fmt_bytes, fmt_ci, fmt_num
 from mpiatlas.report.kernel_blocks import over_cell, status_notice
 
@@ -46,48 +47,51 @@ INTRO = (
 
 def _imb_labels(data: ReportData) -> set[str]:
     """Stack/transport/mapping labels with an IMB PingPong fit (results/fits/hockney.json)."""
-    return {f["label"] for f in data.fits.get("hockney") or [] if isinstance(f, dict)
-            and isinstance(f.get("label"), str) and f.get("benchmark") == "PingPong" and "error" not in f}
+    return {f.label for f in data.hockney or [] if f.label is not None and f.benchmark == "PingPong" and f.fitted}
 
 
 def _bw(value: Any) -> str:
     return fmt_num(value, 4) if value else "∞"
 
 
-def _ratio_cell(pair: dict[str, Any] | None, name: str) -> Cell:
+def _ratio_cell(pair: CrossCheck | None, name: str) -> Cell:
     """kernel / IMB of one parameter, marked when the two are more than DISAGREE apart."""
-    if pair is None or pair["ratio"].get(name) is None:
+    if pair is None or pair.ratio.get(name) is None:
         return Cell(DASH, cls="num")
-    bad = name in pair["disagree"]
-    return Cell(fmt_num(pair["ratio"][name]), cls="num bad" if bad else "num",
+    bad = name in pair.disagree
+    return Cell(fmt_num(pair.ratio[name]), cls="num bad" if bad else "num",
                 title=f"more than {100 * DISAGREE:.0f} % apart: see Findings" if bad else None)
 
 
-def _imb_cell(imb: dict[str, Any] | None, key: str, ci_key: str, digits: int) -> Cell:
+def _imb_cell(imb: HockneyRecord | None, figure: str, digits: int) -> Cell:
     if imb is None:
         return Cell("no IMB", cls="num")
-    text = f"{fmt_num(imb.get(key), digits)} {fmt_ci(imb.get(ci_key), digits, unbounded='∞')}"
-    return Cell(text, cls="num bad" if imb.get("ci_warning") else "num", title=imb.get("ci_warning"))
+    value, ci = figure_of(imb, figure)
+    text = f"{fmt_num(value, digits)} {fmt_ci(ci, digits, unbounded='∞')}"
+    return Cell(text, cls="num bad" if imb.ci_warning else "num", title=imb.ci_warning)
 
 
-def _fit_table(good: list[dict[str, Any]], hockney: list[dict[str, Any]] | None) -> Table:
-    pairs = {p["label"]: p for p in imb_vs_kernel(hockney, good)}
+def _fit_table(good: list[HockneyRecord], hockney: list[HockneyRecord] | None,
+               reps: dict[str | None, int | None] | None = None) -> Table:
+    """The pingpong kernel's Hockney fits (``reps``: label -> repetitions) beside IMB PingPong's."""
+    pairs = {p.label: p for p in imb_vs_kernel(hockney, good)}
     rows = []
     for f in good:
-        pair = pairs.get(f["label"])
-        imb = pair["imb"] if pair else None
+        pair = pairs.get(f.label)
+        imb = pair.imb if pair else None
         rows.append([
-            cell(f["label"]),
-            Cell(f"{fmt_num(f.get('latency_us'))} {fmt_ci(f.get('latency_ci_us'))}",
-                 cls="num bad" if f.get("ci_warning") else "num", title=f.get("ci_warning")),
+            cell(f.label),
+            Cell(f"{fmt_num(f.latency_us)} {fmt_ci(f.latency_ci_us)}",
+                 cls="num bad" if f.ci_warning else "num", title=f.ci_warning),
             *(cells for figure in ("asymptotic", "peak") for cells in (
-                Cell(f"{_bw(f.get(f'{figure}_bandwidth_MBps'))} {fmt_ci(f.get(f'{figure}_bandwidth_ci_MBps'), 4, unbounded='∞')}",
-                     cls="num bad" if f.get("ci_warning") else "num", title=f.get("ci_warning")),
-                _imb_cell(imb, f"{figure}_bandwidth_MBps", f"{figure}_bandwidth_ci_MBps", 4),
+                Cell(f"{_bw(f.bandwidth(f'{figure}_bandwidth')[0])} "
+                     f"{fmt_ci(f.bandwidth(f'{figure}_bandwidth')[1], 4, unbounded='∞')}",
+                     cls="num bad" if f.ci_warning else "num", title=f.ci_warning),
+                _imb_cell(imb, f"{figure}_bandwidth", 4),
                 _ratio_cell(pair, f"{figure} B"))),
-            cell(", ".join(fmt_bytes(b) for b in f.get("breakpoints_bytes") or []) or DASH),
-            _imb_cell(imb, "latency_us", "latency_ci_us", 3), _ratio_cell(pair, "λ"),
-            cell(f.get("n_reps"))])
+            cell(", ".join(fmt_bytes(b) for b in f.breakpoints_bytes) or DASH),
+            _imb_cell(imb, "latency", 3), _ratio_cell(pair, "λ"),
+            cell((reps or {}).get(f.label))])
     return Table(
         ["Stack / transport / mapping", "kernel λ (µs) [95 % CI]",
          "kernel asymptotic B (MB/s) [95 % CI]", "IMB asymptotic B (MB/s) [95 % CI]", "kernel / IMB asymptotic B",
@@ -121,7 +125,7 @@ def _headline_rows(good: list[dict[str, Any]], med: pl.DataFrame | None) -> list
     return rows
 
 
-def _pingpong_chart(med: pl.DataFrame, fits: list[dict[str, Any]]) -> ChartBlock:
+def _pingpong_chart(med: pl.DataFrame, fits: list[HockneyRecord]) -> ChartBlock:
     """Latency and bandwidth vs size per stack/transport/mapping, the Hockney model dashed."""
     pos = med.filter(pl.col("bytes") > 0)
     meas = rounded(with_size(pos.select(pl.col("label").alias("series"), "bytes",
@@ -134,7 +138,7 @@ def _pingpong_chart(med: pl.DataFrame, fits: list[dict[str, Any]]) -> ChartBlock
             curve = hockney_curve(f, lo, hi)
         except ValueError:
             continue  # segments unusable: the fit table above shows what the fit holds
-        model += [{**p, "series": f["label"], "bw_model_MBps": p["bytes"] / p["t_model_usec"]
+        model += [{**p, "series": f.label, "bw_model_MBps": p["bytes"] / p["t_model_usec"]
                    if p["t_model_usec"] > 0 else None} for p in curve]
     chart = p2p_chart(meas, "pingpong", latency_title="half round trip t (µs)",
                       model=with_size(rounded(pl.DataFrame(model, infer_schema_length=None))) if model else None)
@@ -157,12 +161,13 @@ def _pingpong_blocks(data: ReportData, df: pl.DataFrame | None, fits: list[dict[
     labels = sorted({f["label"] for f in fits or []} | (set(df["label"].unique().to_list()) if df is not None else
                                                          set()))
     # Without hockney.json nothing is known about IMB: say nothing rather than "no IMB".
-    without = [lab for lab in labels if lab not in imb] if "hockney" in data.fits else []
+    without = [lab for lab in labels if lab not in imb] if data.hockney is not None else []
     if without:
         blocks.append(Notice("No IMB PingPong for these stack/transport/mapping series: the pingpong kernel is "
                              "their only point-to-point measurement.", "info", without))
+    records = [f for f in data.kernel_hockney_fits("pingpong") or [] if f.fitted]
     if good:
-        blocks.append(_fit_table(good, data.hockney))
+        blocks.append(_fit_table(records, data.hockney, {f.get("label"): f.get("n_reps") for f in good}))
     med = pingpong_medians(df)
     rows = _headline_rows(good, med)
     if rows:
@@ -173,7 +178,7 @@ def _pingpong_blocks(data: ReportData, df: pl.DataFrame | None, fits: list[dict[
                     "4 MiB (a dash: that size was not in the sweep).",
         ))
     if med is not None:
-        blocks.append(_pingpong_chart(med, good))
+        blocks.append(_pingpong_chart(med, records))
     return blocks
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.models.hockney import HockneyFit
 from mpiatlas.report.blocks import ChartBlock, Heading, Notice, Section, Text
 from mpiatlas.report.charts import (
@@ -45,7 +46,7 @@ def bw_factor(df: pl.DataFrame) -> float | None:
     return float(k) if finite(k) and k > 0 else None
 
 
-def _model_rows(fits: list[tuple[dict[str, Any], str]], ranges: dict[str, tuple[float, float]],
+def _model_rows(fits: list[tuple[HockneyRecord, str]], ranges: dict[str, tuple[float, float]],
                 factor: float | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """Model curve, breakpoint and residual rows of the fits drawn over each series' measured sizes."""
     model, bps, res = [], [], []
@@ -54,7 +55,7 @@ def _model_rows(fits: list[tuple[dict[str, Any], str]], ranges: dict[str, tuple[
             lo, hi = ranges[name]
         else:
             # Fit for a series without summary rows: draw over the fit's own residual sizes.
-            sizes = [r["bytes"] for r in f.get("residuals") or [] if finite(r.get("bytes")) and r["bytes"] > 0]
+            sizes = [r.bytes for r in f.residuals if r.bytes > 0]
             if not sizes:
                 continue
             lo, hi = min(sizes), max(sizes)
@@ -62,18 +63,17 @@ def _model_rows(fits: list[tuple[dict[str, Any], str]], ranges: dict[str, tuple[
             p["series"] = name
             p["bw_model_MBps"] = factor * p["bytes"] / p["t_model_usec"] if factor and p["t_model_usec"] > 0 else None
             model.append(p)
-        for b in f.get("breakpoints_bytes") or []:
-            if finite(b) and b > 0:
+        for b in f.breakpoints_bytes:
+            if b > 0:
                 bps.append({"series": name, "bytes": b, "size": fmt_bytes(b)})
-        for r in f.get("residuals") or []:
-            if finite(r.get("bytes")) and r["bytes"] > 0 and finite(r.get("rel_err")):
-                res.append({"series": name, "bytes": r["bytes"], "size": fmt_bytes(r["bytes"]),
-                            "rel_err": r["rel_err"], "measured_us": r.get("measured_us"),
-                            "predicted_us": r.get("predicted_us")})
+        for r in f.residuals:
+            if r.bytes > 0 and finite(r.rel_err):
+                res.append({"series": name, "bytes": r.bytes, "size": fmt_bytes(r.bytes), "rel_err": r.rel_err,
+                            "measured_us": r.measured_us, "predicted_us": r.predicted_us})
     return model, bps, res
 
 
-def bench_blocks(bench: str, df: pl.DataFrame, fits: list[tuple[dict[str, Any], str]]) -> list[Any]:
+def bench_blocks(bench: str, df: pl.DataFrame, fits: list[tuple[HockneyRecord, str]]) -> list[Any]:
     pos = with_size(df.filter(pl.col("bytes") > 0).sort("series", "bytes"))
     if pos.height == 0:
         return [Notice(f"{bench}: no positive message sizes to plot.", "info")]
@@ -104,20 +104,20 @@ def bench_blocks(bench: str, df: pl.DataFrame, fits: list[tuple[dict[str, Any], 
     return out
 
 
-def _fits_of(bench: str, measured: list[tuple[Any, ...]], fits: list[dict[str, Any]] | None, multi_np: bool,
-             multi_alg: bool) -> tuple[list[tuple[dict[str, Any], str]], list[str], list[str]]:
+def _fits_of(bench: str, measured: list[tuple[Any, ...]], fits: list[HockneyRecord] | None, multi_np: bool,
+             multi_alg: bool) -> tuple[list[tuple[HockneyRecord, str]], list[str], list[str]]:
     """(fit, series name) of the benchmark's usable fits; failed fits; measured series without a fit."""
-    bench_fits = [f for f in (fits or []) if f.get("benchmark") == bench]
+    bench_fits = [f for f in (fits or []) if f.benchmark == bench]
     named, failed = [], []
     for f in bench_fits:
         match = [sr for lab, n, a, sr in measured if fit_matches(f, lab, n, a)]
         name = match[0] if len(match) == 1 else series_name(
-            f.get("label"), f.get("np"), f.get("algorithm"), multi_np=multi_np, multi_alg=multi_alg)
-        if f.get("error") is not None:
-            failed.append(f"{bench}: {name}: {f['error']}")
+            f.label, f.np, f.algorithm, multi_np=multi_np, multi_alg=multi_alg)
+        if f.error is not None:
+            failed.append(f"{bench}: {name}: {f.error}")
             continue
         try:
-            HockneyFit.from_dict(f)  # the model's segments are usable
+            HockneyFit.from_record(f)  # the model's segments are usable
         except ValueError as exc:
             failed.append(f"{bench}: {name}: model unusable: {exc}")
             continue
@@ -152,7 +152,7 @@ def section_p2p(data: ReportData) -> Section:
         failed_fits += failed
         unfitted += missing
         blocks.append(Heading(bench))
-        if fits is not None and not any(f.get("benchmark") == bench for f in fits):
+        if fits is not None and not any(f.benchmark == bench for f in fits):
             blocks.append(Text(f"hockney.json has no fit for {bench}: measurements only.", cls="muted"))
         blocks.extend(bench_blocks(bench, df, named))
     if failed_fits:

@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.models.hockney_trust import latency_on_floor
 from mpiatlas.report.blocks import Cell, Details, Notice, Section, Table, Text, cell, num_cell
 from mpiatlas.report.cells import has_columns
@@ -46,42 +47,41 @@ def _zero_byte_medians(data: ReportData) -> dict[tuple[Any, Any, Any], float]:
     return zero
 
 
-def _bw_text(f: dict[str, Any], v: Any) -> str:
+def _bw_text(f: HockneyRecord, v: float | None) -> str:
     # The fit stores an unbounded (flat) bandwidth as null.
-    return "∞" if v is None and f.get("error") is None and f.get("segments") else fmt_num(v)
+    return "∞" if v is None and f.fitted and f.segments else fmt_num(v)
 
 
-def _sort_key(f: dict[str, Any]) -> tuple[Any, ...]:
-    return (bench_sort_key(str(f.get("benchmark"))), str(f.get("label")), f.get("np") or 0, str(f.get("algorithm")))
+def _sort_key(f: HockneyRecord) -> tuple[Any, ...]:
+    return (bench_sort_key(f.benchmark), str(f.label), f.np or 0, str(f.algorithm))
 
 
-def _bandwidth_cells(f: dict[str, Any]) -> list[Cell]:
+def _bandwidth_cells(f: HockneyRecord) -> list[Cell]:
     """Asymptotic B, its CI and its size; peak B, its CI and its size; the model's plateau."""
-    plateau = f.get("plateau_from_bytes")
-    n = f.get("plateau_n_sizes")
-    return [Cell(_bw_text(f, f.get("asymptotic_bandwidth_MBps")), cls="num"),
-            _ci_cell(f, fmt_ci(f.get("asymptotic_bandwidth_ci_MBps"), unbounded="∞")),
-            Cell(fmt_bytes(f.get("asymptotic_bytes"))),
-            Cell(_bw_text(f, f.get("peak_bandwidth_MBps")), cls="num"),
-            _ci_cell(f, fmt_ci(f.get("peak_bandwidth_ci_MBps"), unbounded="∞")),
-            Cell(fmt_bytes(f.get("peak_bytes"))),
+    plateau, n = f.plateau_from_bytes, f.plateau_n_sizes
+    return [Cell(_bw_text(f, f.asymptotic_bandwidth_MBps), cls="num"),
+            _ci_cell(f, fmt_ci(list(f.asymptotic_bandwidth_ci_MBps), unbounded="∞")),
+            Cell(fmt_bytes(f.asymptotic_bytes)),
+            Cell(_bw_text(f, f.peak_bandwidth_MBps), cls="num"),
+            _ci_cell(f, fmt_ci(list(f.peak_bandwidth_ci_MBps), unbounded="∞")),
+            Cell(fmt_bytes(f.peak_bytes)),
             Cell(f"from {fmt_bytes(plateau)} ({n} sizes)" if finite(plateau) and finite(n) else
                  f"from {fmt_bytes(plateau)}" if finite(plateau) else DASH)]
 
 
-def _latency_cell(f: dict[str, Any]) -> Cell:
+def _latency_cell(f: HockneyRecord) -> Cell:
     """λ, or why it is not a result (pinned on the fit's lower bound)."""
-    if finite(f.get("latency_us")) and latency_on_floor(f["latency_us"]):
-        return Cell("not resolved", cls="num bad", title=f"λ pinned on its lower bound ({f['latency_us']:g} µs)")
-    return num_cell(f.get("latency_us"))
+    if f.latency_us is not None and finite(f.latency_us) and latency_on_floor(f.latency_us):
+        return Cell("not resolved", cls="num bad", title=f"λ pinned on its lower bound ({f.latency_us:g} µs)")
+    return num_cell(f.latency_us)
 
 
-def _limit_cells(f: dict[str, Any], limits: PhysicalLimits | None, links: dict[str, LinkLimit | None]) -> list[Cell]:
+def _limit_cells(f: HockneyRecord, limits: PhysicalLimits | None, links: dict[str, LinkLimit | None]) -> list[Cell]:
     if limits is None and not any(links.values()):
         return []
     if is_inter_node(f):
         link = links.get(transport_class(f))
-        frac = link.fraction(f.get("asymptotic_bandwidth_MBps")) if link is not None else None
+        frac = link.fraction(f.asymptotic_bandwidth_MBps) if link is not None else None
         if link is None or link.MBps is None:
             why = "; ".join(link.notes) if link is not None else "no link rate: no limits record or α-β fits name one"
             return [Cell("link rate unknown", title=why), Cell(DASH)]
@@ -105,53 +105,49 @@ def _limit_cells(f: dict[str, Any], limits: PhysicalLimits | None, links: dict[s
                  title=f"peak / {p_level} copy rate: the smallest cache that holds the peak's message")]
 
 
-def _fit_rows(fits: list[dict[str, Any]], zero: dict[tuple[Any, Any, Any], float], show_alg: bool,
+def _fit_rows(fits: list[HockneyRecord], zero: dict[tuple[Any, Any, Any], float], show_alg: bool,
               show_method: bool, limits: PhysicalLimits | None = None,
               links: dict[str, LinkLimit | None] | None = None) -> tuple[list[list[Cell]], list[list[Cell]]]:
     links = links or {}
     rows: list[list[Cell]] = []
     seg_rows: list[list[Cell]] = []
     for f in sorted(fits, key=_sort_key):
-        ident = [cell(f.get("benchmark")), cell(f.get("label")), cell(f.get("np"))]
+        ident = [cell(f.benchmark), cell(f.label), cell(f.np)]
         if show_alg:
-            ident.append(cell(f.get("algorithm")))
-        res = [abs(r["rel_err"]) for r in f.get("residuals") or [] if isinstance(r, dict) and finite(r.get("rel_err"))]
-        bps = [b for b in f.get("breakpoints_bytes") or [] if finite(b)]
-        excl = [b for b in f.get("excluded_bytes") or [] if finite(b)]
-        if finite(f.get("zero_byte_us")):
-            z = num_cell(f["zero_byte_us"], title="zero_byte_us from the fit")
+            ident.append(cell(f.algorithm))
+        res = [abs(r.rel_err) for r in f.residuals if r.rel_err is not None and finite(r.rel_err)]
+        bps, excl = f.breakpoints_bytes, f.excluded_bytes
+        if finite(f.zero_byte_us):
+            z = num_cell(f.zero_byte_us, title="zero_byte_us from the fit")
         else:
-            zs = zero.get((f.get("label"), f.get("np"), f.get("benchmark")))
+            zs = zero.get((f.label, f.np, f.benchmark))
             z = num_cell(zs, title="median of the 0-byte rows in the summary" if zs is not None else None)
-        if f.get("error") is not None:
+        if f.error is not None:
             span = 14 + show_method + (2 if limits is not None or any(links.values()) else 0)
-            rows.append([*ident, Cell(f"not fitted: {f['error']}", cls="bad wrap", colspan=span), z])
+            rows.append([*ident, Cell(f"not fitted: {f.error}", cls="bad wrap", colspan=span), z])
             continue
         bp_text = ", ".join(fmt_bytes(b) for b in bps) or "none"
         if excl:
             bp_text += f" (spikes excluded: {', '.join(fmt_bytes(b) for b in excl)})"
         rows.append([
             *ident,
-            _latency_cell(f), _ci_cell(f, fmt_ci(f.get("latency_ci_us"))),
+            _latency_cell(f), _ci_cell(f, fmt_ci(list(f.latency_ci_us))),
             *_bandwidth_cells(f), *_limit_cells(f, limits, links),
             Cell(bp_text, title=", ".join(f"{int(b)} B" for b in bps) or None),
-            cell(len(f.get("segments") or []) or 1), cell(f.get("n_sizes")),
+            cell(len(f.segments) or 1), cell(f.n_sizes),
             Cell(fmt_pct(max(res)) if res else DASH, cls="num"),
-            *([cell(interval_scope(f.get("ci_method"), f.get("n_launches")))] if show_method else []),
+            *([cell(interval_scope(f.ci_method, f.n_launches))] if show_method else []),
             z,
         ])
-        for i, seg in enumerate(f.get("segments") or []):
-            if isinstance(seg, dict):
-                seg_rows.append([*ident, cell(i), Cell(fmt_bytes(seg.get("from_bytes"))),
-                                 Cell(fmt_bytes(seg.get("to_bytes"))), cell(seg.get("n_sizes")),
-                                 num_cell(seg.get("latency_us")),
-                                 Cell(_bw_text(f, seg.get("bandwidth_MBps")), cls="num")])
+        for i, seg in enumerate(f.segments):
+            seg_rows.append([*ident, cell(i), Cell(fmt_bytes(seg.from_bytes)), Cell(fmt_bytes(seg.to_bytes)),
+                             cell(seg.n_sizes), num_cell(seg.latency_us), Cell(_bw_text(f, seg.bandwidth_MBps), cls="num")])
     return rows, seg_rows
 
 
-def _ci_cell(fit: dict[str, Any], text: str) -> Cell:
+def _ci_cell(fit: HockneyRecord, text: str) -> Cell:
     """A CI, marked when the fit found it untrustworthy (its ``ci_warning`` says why, on hover)."""
-    warning = fit.get("ci_warning")
+    warning = fit.ci_warning
     if not warning:
         return Cell(text, cls="num")
     return Cell(f"{text} unreliable", cls="num bad", title=str(warning))
@@ -165,8 +161,8 @@ def section_parameters(data: ReportData) -> Section:
                        id=SECTION_ID)
     if not fits:
         return Section(TITLE, [Notice("fits/hockney.json holds no fits.", "warn")], id=SECTION_ID)
-    show_alg = any(f.get("algorithm") not in (None, "default") for f in fits)
-    show_method = any(f.get("ci_method") for f in fits)
+    show_alg = any(f.algorithm not in (None, "default") for f in fits)
+    show_method = any(f.ci_method for f in fits)
     blocks: list[Any] = []
     limits = data.limits
     if data.limits_error is not None:

@@ -220,7 +220,9 @@ def section_p2p_regions(data: ReportData) -> Section:
         chart, caption = region_chart(bench, pts, lines)
         blocks.append(Heading(bench))
         blocks.append(ChartBlock(chart_spec(chart), caption))
-    blocks.extend(region_fit_blocks(region_fits(smp, data.hockney, region_loggp(data.kernel_table("loggp")))))
+    # stats/ does not import models/: region_fits reads the fits file's JSON view of each record.
+    hockney = [f.to_json() for f in data.hockney or []]
+    blocks.extend(region_fit_blocks(region_fits(smp, hockney, region_loggp(data.kernel_table("loggp")))))
     blocks.extend(intra_inter_blocks(points, data.cells))
     if data.cells is not None:
         blocks.extend(pair_class_blocks(pair_class_medians(smp, data.cells)))
