@@ -11,6 +11,10 @@ work directory that reuses the checkout's stack installs (.stacks). Reported per
   cells_s       time spent inside the MPI launches (sum of the cells' wall_s)
   jobs          distinct SLURM job ids in the cells' provenance (SLURM_JOB_ID)
   jobs/cell     jobs / cells
+  seen_s        how long after a batch job's `mpiatlas run-cell --group` ended (its log's last write)
+                Snakemake logged the job finished: the job's own end (its Snakemake jobstep exits)
+                plus the status polls' delay, median over jobs (the log has 1 s resolution);
+                much less sensitive to the machine's load than the walls
   per_job_s     what SLURM adds per job beyond its launches: (wall_s - cells_s) minus the local
                 profile's (wall_s - cells_s) in the same round, divided by jobs (#38 asks <= 2 s)
 
@@ -27,8 +31,10 @@ Needs a running SLURM cluster (../shared/tools/local-slurm.sh start) for the slu
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -88,6 +94,32 @@ def run_campaign(work: Path, profile: str, timeout: float) -> float:
     return wall
 
 
+LOG_TIME = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
+
+
+def seen_delays(work: Path) -> list[float]:
+    """Per cell_group job: Snakemake's "Finished jobid" time minus the last write of the group's log
+    (its group file cannot tell: Snakemake touches a job's outputs when it sees it finish)."""
+    log = results_dir(work) / "logs" / "snakemake.log"
+    group_of: dict[str, str] = {}
+    finished: dict[str, float] = {}
+    stamp, in_group_rule, jobid = None, False, None
+    for line in log.read_text().splitlines():
+        if m := LOG_TIME.match(line):
+            stamp = datetime.datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y").timestamp()
+        elif line.startswith(("rule ", "localrule ")):
+            in_group_rule = line.strip() == "rule cell_group:"
+        elif in_group_rule and line.strip().startswith("jobid:"):
+            jobid = line.split(":", 1)[1].strip()
+        elif in_group_rule and jobid and line.strip().startswith("wildcards: group="):
+            group_of[jobid] = line.split("group=", 1)[1].strip()
+        elif (m2 := re.match(r"Finished jobid: (\d+) \(Rule: cell_group\)", line)) and stamp is not None:
+            finished[m2.group(1)] = stamp
+    logs = results_dir(work) / "logs" / "groups"
+    return [finished[j] - (logs / f"{g}.log").stat().st_mtime
+            for j, g in group_of.items() if j in finished and (logs / f"{g}.log").is_file()]
+
+
 def cell_facts(work: Path) -> dict[str, object]:
     raw = results_dir(work) / "raw"
     provs = [json.loads(p.read_text()) for p in raw.rglob("provenance.json")]
@@ -111,6 +143,11 @@ def main() -> int:
         print("no running SLURM cluster (sbatch/sinfo): start one with ../shared/tools/local-slurm.sh start", file=sys.stderr)
         return 2
 
+    # One local campaign first, not counted: the per-boot caches (node limits, preflight's compiler
+    # probe and stack hellos) are filled once, or the first variant pays them (196 s against 14 s).
+    with tempfile.TemporaryDirectory(prefix="mpiatlas-slurm-bench-") as tmp:
+        print(f"warm-up: local wall {run_campaign(workdir(Path(tmp), args.config, None), 'profiles/local', args.timeout):.1f} s",
+              flush=True)
     runs: list[dict[str, object]] = []
     variants: list[tuple[str, str, int | None]] = [("local", "profiles/local", None)]
     profiles = [("slurm", "profiles/slurm")] + ([("upstream", UPSTREAM_PROFILE)] if args.upstream else [])
@@ -124,9 +161,11 @@ def main() -> int:
                 work = workdir(Path(tmp), args.config, per_job)
                 wall = run_campaign(work, profile, args.timeout)
                 facts = cell_facts(work)
+                seen = seen_delays(work) if profile != "profiles/local" else []
             if profile == "profiles/local":
                 local_wall, local_cells = wall, float(facts["cells_s"])
-            row = {"round": rnd, "variant": name, "wall_s": round(wall, 1), **facts}
+            row = {"round": rnd, "variant": name, "wall_s": round(wall, 1), **facts,
+                   "seen_s": [round(s, 1) for s in sorted(seen)]}
             row["jobs_per_cell"] = round(facts["jobs"] / facts["cells"], 3) if facts["cells"] else None
             row["ratio"] = round(wall / local_wall, 2) if local_wall else None
             row["per_job_s"] = (round((wall - float(facts["cells_s"]) - (local_wall - local_cells)) / facts["jobs"], 2)
@@ -134,11 +173,12 @@ def main() -> int:
             runs.append(row)
             print(f"round {rnd}: {name:28s} wall {wall:6.1f} s  cells {facts['cells']} ok {facts['ok']}  "
                   f"in launches {facts['cells_s']:5.1f} s  jobs {facts['jobs']}  per job {row['per_job_s']} s  "
+                  f"seen after {statistics.median(seen) if seen else float('nan'):.1f} s (max {max(seen, default=float('nan')):.1f})  "
                   f"launcher {','.join(facts['launchers'])}",
                   flush=True)
 
     print()
-    print(f"{'variant':30s} {'wall_s':>8s} {'ratio':>6s} {'jobs':>5s} {'jobs/cell':>9s} {'per_job_s':>9s}")
+    print(f"{'variant':30s} {'wall_s':>8s} {'ratio':>6s} {'jobs':>5s} {'jobs/cell':>9s} {'per_job_s':>9s} {'seen_s':>7s}")
     summary = []
     for name, _, _ in variants:
         rows = [r for r in runs if r["variant"] == name]
@@ -148,11 +188,14 @@ def main() -> int:
         jobs = statistics.median(r["jobs"] for r in rows)
         per_cell = statistics.median(r["jobs_per_cell"] for r in rows)
         per_job = [r["per_job_s"] for r in rows if r["per_job_s"] is not None]
+        seen_all = [s for r in rows for s in r["seen_s"]]
+        seen_s = statistics.median(seen_all) if seen_all else None
         per_job_s = statistics.median(per_job) if per_job else None
         summary.append({"variant": name, "wall_s": wall, "ratio_vs_local": ratio, "jobs": jobs, "jobs_per_cell": per_cell,
-                        "per_job_s": per_job_s})
+                        "per_job_s": per_job_s, "seen_s": seen_s})
         print(f"{name:30s} {wall:8.1f} {ratio if ratio is not None else float('nan'):6.2f} {jobs:5.0f} {per_cell:9.3f} "
-              f"{per_job_s if per_job_s is not None else float('nan'):9.2f}")
+              f"{per_job_s if per_job_s is not None else float('nan'):9.2f} "
+              f"{seen_s if seen_s is not None else float('nan'):7.1f}")
     if args.json:
         args.json.write_text(json.dumps({"config": str(args.config), "runs": runs, "summary": summary}, indent=1) + "\n")
     return 0
