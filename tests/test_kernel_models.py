@@ -20,6 +20,8 @@ from mpiatlas.cli import main
 from mpiatlas.models import kernels as kernel_models
 from mpiatlas.models.fits_files import problems
 from mpiatlas.models.kernel_p2p import fit_coll, fit_pingpong
+from mpiatlas.models.fit_records import FitRecordError
+from mpiatlas.models.kernel_records import CollFit, KernelFits
 from mpiatlas.models.kernels import (
     P2P,
     binomial_subtree,
@@ -117,7 +119,7 @@ def test_ring_without_pingpong_fits_lambda_from_the_ring_and_says_so(few_bootstr
     assert fit["latency_us"] == pytest.approx(2.0, rel=1e-6)
     assert fit["bandwidth_MBps"] == pytest.approx(1000.0, rel=1e-6)
     result = fit_kernels({"ring": df}, [])
-    assert any("no IMB PingPong" in n for n in result["notes"])
+    assert any("no IMB PingPong" in n for n in result.notes)
 
 
 def test_ring_failure_statement_names_the_worst_point() -> None:
@@ -253,7 +255,7 @@ def test_jacobi_halo_model_scaling_and_hybrid_comparison() -> None:
 
 def test_jacobi_takes_lambda_from_the_ring_without_pingpong() -> None:
     result = fit_kernels({"ring": ring_table(P2P(1.0, 1000.0, "x")), "jacobi": jacobi_table()}, [])
-    (fit,) = result["jacobi"]
+    (fit,) = result.jacobi
     assert fit["lambda_source"] == "ring" and fit["latency_us"] == pytest.approx(1.0, rel=1e-6)
     assert all(p["rel_err"] is None or abs(p["rel_err"]) < 1e-6 for p in fit["points"])
 
@@ -351,31 +353,44 @@ def coll_table(reps: int = 3, seed: int = 4) -> pl.DataFrame:
 
 
 def test_coll_best_algorithm_per_size_and_p() -> None:
-    fits = {f["np"]: f for f in fit_coll(coll_table())}
+    fits = {f.np: f for f in fit_coll(coll_table())}
     assert set(fits) == {2, 4}
     four = fits[4]
-    assert four["collective"] == "bcast" and four["algorithms"] == ["default", "binomial", "pipeline"]
-    assert four["oversubscribed"] and not fits[2]["oversubscribed"]
-    best = {b["bytes"]: b for b in four["best"]}
+    assert four.collective == "bcast" and four.algorithms == ("default", "binomial", "pipeline")
+    assert four.oversubscribed and not fits[2].oversubscribed
+    best = {b.bytes: b for b in four.best}
     # P=4: binomial 2·(1 + s/1000) beats pipeline 3 + s/3000 below 600 B; the default ties binomial there
-    assert best[16]["algorithm"] in ("binomial", "default") and best[16]["t_avg_usec"] == pytest.approx(2.032, rel=0.01)
-    assert best[1024]["algorithm"] == "pipeline" and best[1024]["runner_up"] in ("binomial", "default")
+    assert best[16].algorithm in ("binomial", "default") and best[16].t_avg_usec == pytest.approx(2.032, rel=0.01)
+    assert best[1024].algorithm == "pipeline" and best[1024].runner_up in ("binomial", "default")
     binomial_1k, pipeline_1k = 2 * (1 + 1.024), 3 + 1024 / 3000
-    assert best[1024]["default_over_best"] == pytest.approx(binomial_1k / pipeline_1k, rel=0.01)
-    assert best[1024]["margin"] == pytest.approx(binomial_1k / pipeline_1k - 1, abs=0.01)
-    assert best[1024]["candidates"] == 3
+    assert best[1024].default_over_best == pytest.approx(binomial_1k / pipeline_1k, rel=0.01)
+    assert best[1024].margin == pytest.approx(binomial_1k / pipeline_1k - 1, abs=0.01)
+    assert best[1024].candidates == 3
     # above 4 KiB the default is the pipeline: no gain from forcing it
-    assert best[262144]["algorithm"] in ("pipeline", "default")
-    assert best[262144]["default_over_best"] == pytest.approx(1.0, abs=0.01)
+    assert best[262144].algorithm in ("pipeline", "default")
+    assert best[262144].default_over_best == pytest.approx(1.0, abs=0.01)
     # P=2: the crossover moves to 3000 B
-    two = {b["bytes"]: b for b in fits[2]["best"]}
-    assert two[1024]["algorithm"] in ("binomial", "default") and two[16384]["algorithm"] in ("pipeline", "default")
-    pt = next(p for p in four["points"] if p["algorithm"] == "pipeline" and p["bytes"] == 16384)
-    assert pt["t_min_usec"] == pytest.approx(0.9 * pt["t_avg_usec"], rel=0.01) and pt["n_reps"] == 3
-    assert sum(four["wins"].values()) == 5
+    two = {b.bytes: b for b in fits[2].best}
+    assert two[1024].algorithm in ("binomial", "default") and two[16384].algorithm in ("pipeline", "default")
+    pt = next(p for p in four.points if p.algorithm == "pipeline" and p.bytes == 16384)
+    assert pt.t_avg_usec is not None and pt.t_min_usec == pytest.approx(0.9 * pt.t_avg_usec, rel=0.01)
+    assert pt.n_reps == 3
+    assert sum(four.wins.values()) == 5
+    # the record is the file's entry: to_json and back gives the same record
+    assert CollFit.from_json(json.loads(json.dumps(four.to_json()))) == four
     bad = coll_table().with_columns(pl.lit("failed").alias("cell_status"))
     assert fit_coll(bad) == []
 
+
+
+def test_a_coll_entry_of_the_wrong_shape_is_named_by_file_and_key() -> None:
+    entry = fit_coll(coll_table())[0].to_json()
+    points = entry["points"]
+    assert isinstance(points, list) and isinstance(points[1], dict)
+    points[1]["bytes"] = "16 B"
+    with pytest.raises(FitRecordError, match=r"fits/kernels\.json: \$\.coll\[0\]\.points\[1\]\.bytes: "
+                                             r"expected an integer or null, got '16 B'"):
+        KernelFits.from_json({"coll": [entry]}, "fits/kernels.json")
 
 def test_json_is_strict_and_the_cli_writes_kernels_json(tmp_path: Path, few_bootstraps: None,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
@@ -417,7 +432,7 @@ def test_report_shows_each_kernel_with_its_model(tmp_path: Path, few_bootstraps:
     for name, table in tables.items():
         table.write_parquet(tidy / f"kernel_{name}.parquet")
     (fits / "hockney.json").write_text(json.dumps([hockney_entry()]))
-    (fits / "kernels.json").write_text(json.dumps(fit_kernels(tables, hockney_records([hockney_entry()])), allow_nan=False))
+    (fits / "kernels.json").write_text(json.dumps(fit_kernels(tables, hockney_records([hockney_entry()])).to_json(), allow_nan=False))
     html = report.build_report(tidy, fits, tmp_path / "report.html").read_text()
     for sid in ("kernel-ring", "kernel-matsum", "kernel-jacobi"):
         assert f'<section id="{sid}">' in html
@@ -447,7 +462,7 @@ def test_report_shows_own_pingpong_and_collectives_apart_from_imb(tmp_path: Path
         table.write_parquet(tidy / f"kernel_{name}.parquet")
     hockney = [{**hockney_entry(lam=0.5, bw=5000.0), "latency_ci_us": [0.45, 0.55]}]
     (fits / "hockney.json").write_text(json.dumps(hockney))
-    (fits / "kernels.json").write_text(json.dumps(fit_kernels(tables, hockney_records(hockney)), allow_nan=False))
+    (fits / "kernels.json").write_text(json.dumps(fit_kernels(tables, hockney_records(hockney)).to_json(), allow_nan=False))
     html = report.build_report(tidy, fits, tmp_path / "report.html").read_text()
     start = html.index('<section id="kernel-p2p-coll">')
     section = html[start:html.index("</section>", start)]
@@ -474,5 +489,5 @@ def test_one_table_gives_one_kernels_json(few_bootstraps: None) -> None:
     """Fitting the same tables again gives the same document byte for byte: the repetitions reach
     the seeded bootstrap in the table's order, not in a hash table's."""
     tables = {"ring": ring_table(P2P(2.0, 1000.0, "x"), noise=0.05), "matsum": matsum_table(noise=0.05)}
-    runs = {json.dumps(fit_kernels(tables, hockney_records([hockney_entry()])), sort_keys=True, default=str) for _ in range(3)}
+    runs = {json.dumps(fit_kernels(tables, hockney_records([hockney_entry()])).to_json(), sort_keys=True, default=str) for _ in range(3)}
     assert len(runs) == 1

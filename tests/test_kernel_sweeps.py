@@ -278,7 +278,7 @@ def test_report_shows_each_grid_and_problem_with_valid_charts(tmp_path: Path) ->
     tables = {"matsum": matsum_sweep_table(), "jacobi": jacobi_sweep_table()}
     for name, table in tables.items():
         table.write_parquet(tidy / f"kernel_{name}.parquet")
-    (fits / "kernels.json").write_text(json.dumps(fit_kernels(tables, None), allow_nan=False))
+    (fits / "kernels.json").write_text(json.dumps(fit_kernels(tables, None).to_json(), allow_nan=False))
     html = report.build_report(tidy, fits, tmp_path / "report.html").read_text()
     matsum = html[html.index('<section id="kernel-matsum">'):html.index('<section id="kernel-jacobi">')]
     assert "Process grids at equal P" in matsum and "asked for (procdims)" in matsum

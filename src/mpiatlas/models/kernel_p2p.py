@@ -29,6 +29,7 @@ import polars as pl
 from mpiatlas.models.best_algorithm import best_algorithms as rank_algorithms
 from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.models.kernel_common import imb_pingpong_fit
+from mpiatlas.models.kernel_records import CollBest, CollFit, CollPoint
 from mpiatlas.models.hockney import BANDWIDTH_FIGURES, fit_hockney
 
 LABEL_COLUMNS = ("label", "stack", "transport", "mapping")
@@ -151,23 +152,22 @@ def coll_points(df: pl.DataFrame) -> pl.DataFrame:
             .sort([*LABEL_COLUMNS, "collective", "np", "algorithm", "bytes"]))
 
 
-def best_algorithms(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def best_algorithms(points: Sequence[CollPoint]) -> list[CollBest]:
     """Per size: the algorithm with the smallest median time, the runner-up's margin and the default's
     time; the criterion is :func:`mpiatlas.models.best_algorithm.best_algorithms`' (shared with the report)."""
-    timed = [p for p in points if p["t_avg_usec"] is not None]
+    timed = [p for p in points if p.t_avg_usec is not None]
     if not timed:
         return []
-    frame = pl.DataFrame({"bytes": [p["bytes"] for p in timed], "algorithm": [p["algorithm"] for p in timed],
-                          "t_avg_usec": [p["t_avg_usec"] for p in timed]},
+    frame = pl.DataFrame({"bytes": [p.bytes for p in timed], "algorithm": [p.algorithm for p in timed],
+                          "t_avg_usec": [p.t_avg_usec for p in timed]},
                          schema={"bytes": pl.Int64, "algorithm": pl.String, "t_avg_usec": pl.Float64})
     best = rank_algorithms(frame, ["bytes"], time="t_avg_usec", ci_low=None, ci_high=None)
-    return [{
-        "bytes": int(r["bytes"]), "algorithm": r["best"], "t_avg_usec": r["t_best"],
-        "candidates": int(r["n_algorithms"]), "runner_up": r["runner_up"],
+    return [CollBest(
+        bytes=int(r["bytes"]), algorithm=r["best"], t_avg_usec=r["t_best"], candidates=int(r["n_algorithms"]),
+        runner_up=r["runner_up"],
         # how decisive: the runner-up's time over the best's, minus one (0.02 = 2 % slower)
-        "margin": _num(r["margin"]), "default_usec": _num(r["t_default"]),
-        "default_over_best": _num(r["speedup"]),
-    } for r in best.iter_rows(named=True)]
+        margin=_num(r["margin"]), default_usec=_num(r["t_default"]), default_over_best=_num(r["speedup"]),
+    ) for r in best.iter_rows(named=True)]
 
 
 def coll_medians(df: pl.DataFrame | None) -> pl.DataFrame | None:
@@ -181,7 +181,7 @@ def coll_medians(df: pl.DataFrame | None) -> pl.DataFrame | None:
     return coll_points(df)
 
 
-def fit_coll(df: pl.DataFrame | None) -> list[dict[str, Any]]:
+def fit_coll(df: pl.DataFrame | None) -> list[CollFit]:
     """One entry per stack/transport/mapping x collective x P: points per algorithm and size, and the
     best algorithm per size."""
     pts = coll_medians(df)
@@ -189,24 +189,24 @@ def fit_coll(df: pl.DataFrame | None) -> list[dict[str, Any]]:
         return []
     out = []
     keys = [*LABEL_COLUMNS, "collective", "np"]
-    for key, grp in pts.group_by(keys, maintain_order=True):
-        head = dict(zip(keys, key))
-        points = [{"algorithm": r["algorithm"], "bytes": int(r["bytes"]), "t_avg_usec": _num(r["t_avg_usec"]),
-                   "t_min_usec": _num(r["t_min_usec"]), "t_max_usec": _num(r["t_max_usec"]),
-                   "n_reps": int(r["n_reps"]), "reps_us": [_num(v) for v in r["reps_us"]]}
-                  for r in grp.iter_rows(named=True)]
+    for (label, stack, transport, mapping, collective, np_), grp in pts.group_by(keys, maintain_order=True):
+        points = tuple(CollPoint(algorithm=r["algorithm"], bytes=int(r["bytes"]), t_avg_usec=_num(r["t_avg_usec"]),
+                                 t_min_usec=_num(r["t_min_usec"]), t_max_usec=_num(r["t_max_usec"]),
+                                 n_reps=int(r["n_reps"]), reps_us=tuple(_num(v) for v in r["reps_us"]))
+                       for r in grp.iter_rows(named=True))
         best = best_algorithms(points)
-        algorithms = sorted({p["algorithm"] for p in points}, key=lambda a: (a != "default", a))
+        algorithms = sorted({p.algorithm for p in points}, key=lambda a: (a != "default", a))
         wins: dict[str, int] = {}
         for b in best:
-            wins[b["algorithm"]] = wins.get(b["algorithm"], 0) + 1
+            wins[b.algorithm] = wins.get(b.algorithm, 0) + 1
         top = max(wins, key=lambda a: wins[a]) if wins else None
-        out.append({
-            **head, "np": int(head["np"]), "source": COLL_SOURCE, "algorithms": algorithms,
-            "oversubscribed": bool(grp["oversubscribed"].any()), "points": points, "best": best, "wins": wins,
-            "headline": (f"{len(algorithms)} algorithm(s); fastest at most sizes: {top} "
-                         f"({wins[top]} of {len(best)} sizes)") if top else "no timed sizes",
-        })
+        out.append(CollFit(
+            label=label, stack=stack, transport=transport, mapping=mapping, collective=str(collective),
+            np=int(np_), source=COLL_SOURCE, algorithms=tuple(algorithms),
+            oversubscribed=bool(grp["oversubscribed"].any()), points=points, best=tuple(best), wins=wins,
+            headline=(f"{len(algorithms)} algorithm(s); fastest at most sizes: {top} "
+                      f"({wins[top]} of {len(best)} sizes)") if top else "no timed sizes",
+        ))
     return out
 
 

@@ -10,6 +10,7 @@ import polars as pl
 from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.stats.aggregate import scalar
 from mpiatlas.models.kernel_p2p import BANDWIDTH_BYTES, LATENCY_BYTES, fit_coll, pingpong_medians
+from mpiatlas.models.kernel_records import CollFit
 from mpiatlas.report.blocks import Cell, ChartBlock, Details, Heading, Notice, Section, Table, Text, cell, num_cell
 from mpiatlas.report.charts import (
     CHART_H,
@@ -182,11 +183,11 @@ def _pingpong_blocks(data: ReportData, df: pl.DataFrame | None, fits: list[dict[
     return blocks
 
 
-def _coll_chart(fits: list[dict[str, Any]]) -> ChartBlock | None:
-    rows = [{"series": p["algorithm"], "facet": f"{f['label']} · {f['collective']} · P={f['np']}",
-             "bytes": p["bytes"], "t_avg_usec": p["t_avg_usec"], "t_min_usec": p["t_min_usec"],
-             "t_max_usec": p["t_max_usec"], "n_reps": p["n_reps"]}
-            for f in fits for p in f["points"] if p["bytes"] > 0 and p["t_avg_usec"]]
+def _coll_chart(fits: list[CollFit]) -> ChartBlock | None:
+    rows = [{"series": p.algorithm, "facet": f"{f.label} · {f.collective} · P={f.np}",
+             "bytes": p.bytes, "t_avg_usec": p.t_avg_usec, "t_min_usec": p.t_min_usec,
+             "t_max_usec": p.t_max_usec, "n_reps": p.n_reps}
+            for f in fits for p in f.points if p.bytes > 0 and p.t_avg_usec]
     if not rows:
         return None
     pts = rounded(with_size(pl.DataFrame(rows)))
@@ -205,19 +206,19 @@ def _coll_chart(fits: list[dict[str, Any]]) -> ChartBlock | None:
                                          "algorithm; click a legend entry to highlight it.")
 
 
-def _best_table(fits: list[dict[str, Any]]) -> Details | None:
+def _best_table(fits: list[CollFit]) -> Details | None:
     # Only where algorithms compete (a stack measured with its default alone has nothing to rank).
-    best = [(f, b) for f in fits for b in f.get("best", []) if b["candidates"] > 1]
+    best = [(f, b) for f in fits for b in f.best if b.candidates > 1]
     if not best:
         return None
     return Details("Best algorithm per (collective, P, size)", [Table(
         ["Stack / transport / mapping", "collective", "P", "size", "best algorithm", "time (µs)",
          "runner-up", "margin", "default (µs)", "default / best", "candidates"],
-        [[cell(f["label"]), cell(f["collective"]), cell(f["np"]), Cell(fmt_bytes(b["bytes"])),
-          cell(b["algorithm"]), num_cell(b["t_avg_usec"]), cell(b.get("runner_up")),
-          Cell(f"{100 * b['margin']:.0f} %" if b.get("margin") is not None else DASH, cls="num",
+        [[cell(f.label), cell(f.collective), cell(f.np), Cell(fmt_bytes(b.bytes)),
+          cell(b.algorithm), num_cell(b.t_avg_usec), cell(b.runner_up),
+          Cell(f"{100 * b.margin:.0f} %" if b.margin is not None else DASH, cls="num",
                title="runner-up's median time / best's − 1"),
-          num_cell(b.get("default_usec")), num_cell(b.get("default_over_best")), cell(b["candidates"])]
+          num_cell(b.default_usec), num_cell(b.default_over_best), cell(b.candidates)]
          for f, b in best],
         filterable=True, scroll=len(best) > 30,
         caption="Best = smallest median (over repetitions) time per call averaged over ranks, among the "
@@ -225,7 +226,7 @@ def _best_table(fits: list[dict[str, Any]]) -> Details | None:
                 "within run-to-run noise.")], open=True)
 
 
-def _coll_blocks(df: pl.DataFrame | None, fits: list[dict[str, Any]] | None) -> list[Any]:
+def _coll_blocks(df: pl.DataFrame | None, fits: list[CollFit] | None) -> list[Any]:
     blocks: list[Any] = [Heading("coll (Bcast, Allreduce, Alltoall per algorithm)")]
     if df is not None:
         blocks += status_notice(df, "coll")
@@ -235,8 +236,8 @@ def _coll_blocks(df: pl.DataFrame | None, fits: list[dict[str, Any]] | None) -> 
         return blocks + [Notice("No coll measurements of ok cells.", "info")]
     blocks.append(Table(
         ["Stack / transport / mapping", "collective", "P", "oversubscribed", "algorithms measured", "summary"],
-        [[cell(f["label"]), cell(f["collective"]), cell(f["np"]), over_cell(f.get("oversubscribed")),
-          cell(", ".join(f["algorithms"])), cell(f.get("headline"))] for f in fits],
+        [[cell(f.label), cell(f.collective), cell(f.np), over_cell(f.oversubscribed),
+          cell(", ".join(f.algorithms)), cell(f.headline)] for f in fits],
         caption="One row per stack/transport/mapping, collective and process count P. Only the stacks listed in "
                 "kernels.coll.forced_algorithms run forced algorithms; the others run their default only."))
     return blocks + [b for b in (_coll_chart(fits), _best_table(fits)) if b is not None]
@@ -244,7 +245,7 @@ def _coll_blocks(df: pl.DataFrame | None, fits: list[dict[str, Any]] | None) -> 
 
 def section_kernel_p2p_coll(data: ReportData) -> Section | None:
     pp, coll = data.kernel_table("pingpong"), data.kernel_table("coll")
-    pp_fits, coll_fits = data.kernel_fits("pingpong"), data.kernel_fits("coll")
+    pp_fits, coll_fits = data.kernel_fits("pingpong"), data.coll_fits()
     if pp is None and coll is None and not pp_fits and not coll_fits:
         return None
     blocks: list[Any] = [Text(INTRO)]

@@ -1,0 +1,223 @@
+"""Typed records of the kernel models' entries of ``fits/kernels.json`` (``fits-kernels.schema.json``):
+what a coll fit *is*, so the report reads fields, not keys it must learn from the code that wrote them.
+
+As :mod:`mpiatlas.models.fit_records`: a figure the file stores as ``null`` is ``None`` here,
+``record.to_json()`` gives the entry back byte for byte (key order included), and JSON is read only
+at the file boundary: :meth:`CollFit.from_json` raises :class:`FitRecordError` naming the file and
+the key path when an entry is not of its shape.
+
+A coll entry has no ``benchmark`` key (its collective names what was measured), so it is not a
+:class:`~mpiatlas.models.fit_records.Fit`: it carries its cell key itself.
+
+Standard library only, as fit_records: the report reads these without the numerical models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mpiatlas.models.fit_records import (
+    FitRecordError,
+    JsonValue,
+    _integer,
+    _list,
+    _number,
+    _object,
+    _text,
+    _where,
+)
+
+KERNELS_FILE = "kernels.json"
+
+
+def _required_text(obj: dict[str, JsonValue], key: str, where: str, path: str) -> str:
+    value = _text(obj, key, where, path)
+    if value is None:
+        raise FitRecordError(_where(where, f"{path}.{key}") + ": required, a string")
+    return value
+
+
+def _required_integer(obj: dict[str, JsonValue], key: str, where: str, path: str) -> int:
+    value = _integer(obj, key, where, path)
+    if value is None:
+        raise FitRecordError(_where(where, f"{path}.{key}") + ": required, an integer")
+    return value
+
+
+def _numbers(obj: dict[str, JsonValue], key: str, where: str, path: str) -> tuple[float | None, ...]:
+    """An array of numbers or nulls (a repetition's time the file could not hold is null)."""
+    items = _list(obj, key, where, path)
+    return tuple(_number({"v": v}, "v", where, f"{path}.{key}[{i}]") for i, v in enumerate(items))
+
+
+@dataclass(frozen=True)
+class CollPoint:
+    """One algorithm at one size: medians over repetitions of the time per call averaged over ranks
+    (rank 0's ``t_avg_usec``) and of its min and max over ranks, µs."""
+
+    algorithm: str
+    bytes: int
+    t_avg_usec: float | None
+    t_min_usec: float | None
+    t_max_usec: float | None
+    n_reps: int
+    reps_us: tuple[float | None, ...] = ()
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"algorithm": self.algorithm, "bytes": self.bytes, "t_avg_usec": self.t_avg_usec,
+                "t_min_usec": self.t_min_usec, "t_max_usec": self.t_max_usec, "n_reps": self.n_reps,
+                "reps_us": list(self.reps_us)}
+
+    @classmethod
+    def from_json(cls, value: JsonValue, where: str, path: str) -> CollPoint:
+        obj = _object(value, where, path)
+        return cls(algorithm=_required_text(obj, "algorithm", where, path),
+                   bytes=_required_integer(obj, "bytes", where, path),
+                   t_avg_usec=_number(obj, "t_avg_usec", where, path),
+                   t_min_usec=_number(obj, "t_min_usec", where, path),
+                   t_max_usec=_number(obj, "t_max_usec", where, path),
+                   n_reps=_required_integer(obj, "n_reps", where, path),
+                   reps_us=_numbers(obj, "reps_us", where, path))
+
+
+@dataclass(frozen=True)
+class CollBest:
+    """The fastest algorithm at one size (:func:`mpiatlas.models.best_algorithm.best_algorithms`'
+    criterion): its time, the runner-up, ``margin`` = runner-up's time / best's − 1, and the stack
+    default's time and its ratio to the best's."""
+
+    bytes: int
+    algorithm: str
+    t_avg_usec: float | None
+    candidates: int
+    runner_up: str | None
+    margin: float | None
+    default_usec: float | None
+    default_over_best: float | None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"bytes": self.bytes, "algorithm": self.algorithm, "t_avg_usec": self.t_avg_usec,
+                "candidates": self.candidates, "runner_up": self.runner_up, "margin": self.margin,
+                "default_usec": self.default_usec, "default_over_best": self.default_over_best}
+
+    @classmethod
+    def from_json(cls, value: JsonValue, where: str, path: str) -> CollBest:
+        obj = _object(value, where, path)
+        return cls(bytes=_required_integer(obj, "bytes", where, path),
+                   algorithm=_required_text(obj, "algorithm", where, path),
+                   t_avg_usec=_number(obj, "t_avg_usec", where, path),
+                   candidates=_required_integer(obj, "candidates", where, path),
+                   runner_up=_text(obj, "runner_up", where, path), margin=_number(obj, "margin", where, path),
+                   default_usec=_number(obj, "default_usec", where, path),
+                   default_over_best=_number(obj, "default_over_best", where, path))
+
+
+@dataclass(frozen=True)
+class CollFit:
+    """One entry of kernels.json's ``coll``: one stack/transport/mapping, collective and P; its points
+    per algorithm and size, the best algorithm per size and how many sizes each algorithm won."""
+
+    label: str | None
+    stack: str | None
+    transport: str | None
+    mapping: str | None
+    collective: str
+    np: int
+    source: str
+    algorithms: tuple[str, ...]
+    oversubscribed: bool
+    points: tuple[CollPoint, ...]
+    best: tuple[CollBest, ...]
+    wins: dict[str, int]
+    headline: str
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The entry as kernels.json holds it (the key order fit_coll has always written)."""
+        return {"label": self.label, "stack": self.stack, "transport": self.transport, "mapping": self.mapping,
+                "collective": self.collective, "np": self.np, "source": self.source,
+                "algorithms": list(self.algorithms), "oversubscribed": self.oversubscribed,
+                "points": [p.to_json() for p in self.points], "best": [b.to_json() for b in self.best],
+                "wins": dict(self.wins), "headline": self.headline}
+
+    @classmethod
+    def from_json(cls, value: JsonValue, where: str = KERNELS_FILE, path: str = "$") -> CollFit:
+        obj = _object(value, where, path)
+        algorithms = []
+        for i, a in enumerate(_list(obj, "algorithms", where, path)):
+            if not isinstance(a, str):
+                raise FitRecordError(_where(where, f"{path}.algorithms[{i}]") + f": expected a string, got {a!r}")
+            algorithms.append(a)
+        wins = _object(obj.get("wins", {}), where, f"{path}.wins")
+        over = obj.get("oversubscribed", False)
+        if not isinstance(over, bool):
+            raise FitRecordError(_where(where, f"{path}.oversubscribed") + f": expected true or false, got {over!r}")
+        return cls(label=_text(obj, "label", where, path), stack=_text(obj, "stack", where, path),
+                   transport=_text(obj, "transport", where, path), mapping=_text(obj, "mapping", where, path),
+                   collective=_required_text(obj, "collective", where, path),
+                   np=_required_integer(obj, "np", where, path), source=_text(obj, "source", where, path) or "",
+                   algorithms=tuple(algorithms), oversubscribed=over,
+                   points=tuple(CollPoint.from_json(p, where, f"{path}.points[{i}]")
+                                for i, p in enumerate(_list(obj, "points", where, path))),
+                   best=tuple(CollBest.from_json(b, where, f"{path}.best[{i}]")
+                              for i, b in enumerate(_list(obj, "best", where, path))),
+                   wins={k: _required_integer(wins, k, where, f"{path}.wins") for k in wins},
+                   headline=_text(obj, "headline", where, path) or "")
+
+
+def coll_records(entries: JsonValue, where: str = KERNELS_FILE, path: str = "$.coll") -> list[CollFit]:
+    """Every entry of kernels.json's ``coll`` array."""
+    if not isinstance(entries, list):
+        raise FitRecordError(_where(where, path) + f": expected an array of coll fits, got {type(entries).__name__}")
+    return [CollFit.from_json(e, where, f"{path}[{i}]") for i, e in enumerate(entries)]
+
+
+@dataclass(frozen=True)
+class KernelFits:
+    """The ``fits/kernels.json`` document: every kernel model's entries (``KERNEL_MODELS`` names
+    them, in the file's key order) and the notes a reader must be told. coll is typed
+    (:class:`CollFit`); ring, matsum, matsum_grids, jacobi and pingpong are still the entries as
+    their fits write them (issue 37: typed next)."""
+
+    ring: list[dict[str, Any]] = field(default_factory=list)
+    matsum: list[dict[str, Any]] = field(default_factory=list)
+    matsum_grids: list[dict[str, Any]] = field(default_factory=list)
+    jacobi: list[dict[str, Any]] = field(default_factory=list)
+    pingpong: list[dict[str, Any]] = field(default_factory=list)
+    coll: tuple[CollFit, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def entries(self, name: str) -> list[JsonValue]:
+        """One kernel model's entries as the file holds them (``name`` one of KERNEL_MODELS)."""
+        if name not in KERNEL_MODELS:
+            raise KeyError(f"no kernel model {name!r}; models: {', '.join(KERNEL_MODELS)}")
+        if name == "coll":
+            return [c.to_json() for c in self.coll]
+        untyped: list[JsonValue] = list(getattr(self, name))
+        return untyped
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The document, in the key order kernels.json has always had."""
+        doc: dict[str, JsonValue] = {name: self.entries(name) for name in KERNEL_MODELS}
+        doc["notes"] = list(self.notes)
+        return doc
+
+    @classmethod
+    def from_json(cls, value: JsonValue, where: str = KERNELS_FILE) -> KernelFits:
+        """A kernels.json document (a missing model is one without entries)."""
+        obj = _object(value, where, "$")
+        untyped: dict[str, list[dict[str, Any]]] = {}
+        for name in ("ring", "matsum", "matsum_grids", "jacobi", "pingpong"):
+            untyped[name] = [_object(e, where, f"$.{name}[{i}]") for i, e in enumerate(_list(obj, name, where, "$"))]
+        notes = []
+        for i, n in enumerate(_list(obj, "notes", where, "$")):
+            if not isinstance(n, str):
+                raise FitRecordError(_where(where, f"$.notes[{i}]") + f": expected a string, got {n!r}")
+            notes.append(n)
+        return cls(**untyped, coll=tuple(coll_records(obj.get("coll", []), where)), notes=tuple(notes))
+
+
+KERNEL_MODELS: tuple[str, ...] = ("ring", "matsum", "matsum_grids", "jacobi", "pingpong", "coll")
+
+
+__all__ = ["KERNELS_FILE", "KERNEL_MODELS", "CollBest", "CollFit", "CollPoint", "KernelFits", "coll_records"]
