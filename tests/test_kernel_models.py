@@ -21,7 +21,7 @@ from mpiatlas.models import kernels as kernel_models
 from mpiatlas.models.fits_files import problems
 from mpiatlas.models.kernel_p2p import fit_coll, fit_pingpong
 from mpiatlas.models.fit_records import FitRecordError
-from mpiatlas.models.kernel_records import CollFit, KernelFits
+from mpiatlas.models.kernel_records import CollFit, KernelFits, PingpongFit
 from mpiatlas.models.kernels import (
     P2P,
     binomial_subtree,
@@ -290,37 +290,47 @@ def test_pingpong_fit_recovers_lambda_and_bandwidth_and_cross_checks_imb() -> No
     imb = {**hockney_entry(lam=0.5, bw=5000.0), "latency_ci_us": [0.45, 0.55],
            "asymptotic_bandwidth_ci_MBps": [4800, 5200]}
     (fit,) = fit_pingpong(pl.concat([df, broken]), hockney_records([imb, hockney_entry(label="other/x/core")]))
-    assert fit["benchmark"] == "pingpong" and "not IMB" in fit["source"] and fit["n_reps"] == 3
+    assert fit.benchmark == "pingpong" and "not IMB" in fit.source and fit.n_reps == 3
+    model = fit.hockney
+    assert model is not None and model.label == fit.label
     # 1 % noise on 3 repetitions: λ within 5 %, the model's B within 5 %, the CIs cover the truth
-    assert fit["latency_us"] == pytest.approx(0.4, rel=0.05)
-    assert fit["segments"][-1]["bandwidth_MBps"] == pytest.approx(6000.0, rel=0.05)
-    lo, hi = fit["latency_ci_us"]
+    assert model.latency_us == pytest.approx(0.4, rel=0.05)
+    assert model.segments[-1].bandwidth_MBps == pytest.approx(6000.0, rel=0.05)
+    lo, hi = model.latency_ci_us
     # Each repetition is a launch of its own (a cell's rep): 3 launches, the intervals are over them.
-    assert lo <= 0.4 <= hi and fit["ci_method"] == "launches" and fit["n_launches"] == 3
+    assert lo is not None and hi is not None and lo <= 0.4 <= hi
+    assert model.ci_method == "launches" and model.n_launches == 3
     # The asymptotic B is s/t at the largest size, 4 MiB; the curve rises all the way, so the peak
     # is within the noise of it.
     four_mib = 2**22 / (0.4 + 2**22 / 6000.0)
-    assert fit["asymptotic_bytes"] == 2**22
-    assert fit["asymptotic_bandwidth_MBps"] == pytest.approx(four_mib, rel=0.03)
-    lo, hi = fit["asymptotic_bandwidth_ci_MBps"]
-    assert lo <= fit["asymptotic_bandwidth_MBps"] <= hi
-    assert fit["peak_bandwidth_MBps"] == pytest.approx(four_mib, rel=0.03) and fit["peak_bytes"] >= 2**21
-    assert fit["latency_4B_us"] == pytest.approx(0.4 + 4 / 6000.0, rel=0.03)
-    assert fit["bandwidth_4MiB_MBps"] == pytest.approx(2**22 / (0.4 + 2**22 / 6000.0), rel=0.03)
+    assert model.asymptotic_bytes == 2**22
+    assert model.asymptotic_bandwidth_MBps == pytest.approx(four_mib, rel=0.03)
+    lo, hi = model.asymptotic_bandwidth_ci_MBps
+    assert lo is not None and hi is not None and model.asymptotic_bandwidth_MBps is not None
+    assert lo <= model.asymptotic_bandwidth_MBps <= hi
+    assert model.peak_bandwidth_MBps == pytest.approx(four_mib, rel=0.03)
+    assert model.peak_bytes is not None and model.peak_bytes >= 2**21
+    assert fit.latency_4B_us == pytest.approx(0.4 + 4 / 6000.0, rel=0.03)
+    assert fit.bandwidth_4MiB_MBps == pytest.approx(2**22 / (0.4 + 2**22 / 6000.0), rel=0.03)
     # IMB PingPong of the same stack/transport/mapping, next to the kernel's
-    assert fit["imb_latency_us"] == 0.5 and fit["imb_latency_ci_us"] == [0.45, 0.55]
-    assert fit["kernel_vs_imb_latency"] == pytest.approx(0.8, rel=0.05)
+    assert fit.imb_latency_us == 0.5 and fit.imb_latency_ci_us == (0.45, 0.55)
+    assert fit.kernel_vs_imb_latency == pytest.approx(0.8, rel=0.05)
     # Like for like: the kernel's asymptotic B against IMB's asymptotic B, its peak against IMB's peak.
-    assert fit["imb_asymptotic_bandwidth_MBps"] == 5000.0 and fit["imb_asymptotic_bandwidth_ci_MBps"] == [4800, 5200]
-    assert fit["kernel_vs_imb_asymptotic_bandwidth"] == pytest.approx(1.2, rel=0.05)
-    assert fit["kernel_vs_imb_peak_bandwidth"] == pytest.approx(1.2, rel=0.05)
-    assert [p["bytes"] for p in fit["points"]] == SIZES and all(p["n_reps"] == 3 for p in fit["points"])
+    assert fit.imb_asymptotic_bandwidth_MBps == 5000.0 and fit.imb_asymptotic_bandwidth_ci_MBps == (4800, 5200)
+    assert fit.kernel_vs_imb_asymptotic_bandwidth == pytest.approx(1.2, rel=0.05)
+    assert fit.kernel_vs_imb_peak_bandwidth == pytest.approx(1.2, rel=0.05)
+    assert [p.bytes for p in fit.points] == SIZES and all(p.n_reps == 3 for p in fit.points)
+    # The file's entry: the Hockney figures flat beside the kernel's, and back to the same record.
+    entry = fit.to_json()
+    assert entry["latency_us"] == model.latency_us and entry["imb_latency_ci_us"] == [0.45, 0.55]
+    assert PingpongFit.from_json(json.loads(json.dumps(entry))) == fit
     (alone,) = fit_pingpong(pingpong_table(label="openmpi/ob1-sm/core"), hockney_records([imb]))
-    assert alone["imb_latency_us"] is None and alone["kernel_vs_imb_latency"] is None
-    assert alone["kernel_vs_imb_asymptotic_bandwidth"] is None and alone["kernel_vs_imb_peak_bandwidth"] is None
-    assert "no IMB PingPong" in alone["headline"]
+    assert alone.imb_latency_us is None and alone.kernel_vs_imb_latency is None
+    assert alone.kernel_vs_imb_asymptotic_bandwidth is None and alone.kernel_vs_imb_peak_bandwidth is None
+    assert alone.headline is not None and "no IMB PingPong" in alone.headline
     (short,) = fit_pingpong(pingpong_table().filter(pl.col("bytes") <= 2), [])
-    assert "need at least 3 distinct non-zero sizes" in short["error"]
+    assert short.error is not None and "need at least 3 distinct non-zero sizes" in short.error
+    assert short.hockney is None and "latency_us" not in short.to_json()
     assert fit_pingpong(None) == [] and fit_pingpong(broken) == []
 
 

@@ -18,9 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mpiatlas.models.fit_records import (
+    Fit,
     FitRecordError,
+    HockneyRecord,
+    Interval,
     JsonValue,
     _integer,
+    _interval,
     _list,
     _number,
     _object,
@@ -173,17 +177,119 @@ def coll_records(entries: JsonValue, where: str = KERNELS_FILE, path: str = "$.c
 
 
 @dataclass(frozen=True)
+class PingpongPoint:
+    """One message size of the pingpong kernel: medians over repetitions of rank 0's half round trip
+    (``t_usec``, and its fastest iteration ``t_min_usec``) and of its bandwidth, MB/s."""
+
+    bytes: int
+    t_usec: float | None
+    t_min_usec: float | None
+    MBps: float | None
+    n_reps: int
+    iterations_min: int | None
+    reps_us: tuple[float | None, ...] = ()
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"bytes": self.bytes, "t_usec": self.t_usec, "t_min_usec": self.t_min_usec, "MBps": self.MBps,
+                "n_reps": self.n_reps, "iterations_min": self.iterations_min, "reps_us": list(self.reps_us)}
+
+    @classmethod
+    def from_json(cls, value: JsonValue, where: str, path: str) -> PingpongPoint:
+        obj = _object(value, where, path)
+        return cls(bytes=_required_integer(obj, "bytes", where, path), t_usec=_number(obj, "t_usec", where, path),
+                   t_min_usec=_number(obj, "t_min_usec", where, path), MBps=_number(obj, "MBps", where, path),
+                   n_reps=_required_integer(obj, "n_reps", where, path),
+                   iterations_min=_integer(obj, "iterations_min", where, path),
+                   reps_us=_numbers(obj, "reps_us", where, path))
+
+
+def _pair(v: Interval | None) -> JsonValue:
+    return None if v is None else [v[0], v[1]]
+
+
+def _optional_interval(obj: dict[str, JsonValue], key: str, where: str, path: str) -> Interval | None:
+    return None if obj.get(key) is None else _interval(obj, key, where, path)
+
+
+@dataclass(frozen=True)
+class PingpongFit(Fit):
+    """One entry of kernels.json's ``pingpong`` (benchmark "pingpong"): the kernel's medians per
+    size, the 4 B latency and 4 MiB bandwidth, its piecewise Hockney fit (``hockney``, None when it
+    failed: then ``error`` says why), and IMB PingPong's λ and bandwidths of the same
+    stack/transport/mapping beside it (None: no IMB fit) with the kernel / IMB ratios."""
+
+    source: str = ""
+    n_reps: int = 0
+    latency_4B_us: float | None = None
+    bandwidth_4MiB_MBps: float | None = None
+    points: tuple[PingpongPoint, ...] = ()
+    imb_latency_us: float | None = None
+    imb_latency_ci_us: Interval | None = None
+    imb_asymptotic_bandwidth_MBps: float | None = None
+    imb_asymptotic_bandwidth_ci_MBps: Interval | None = None
+    imb_peak_bandwidth_MBps: float | None = None
+    imb_peak_bandwidth_ci_MBps: Interval | None = None
+    hockney: HockneyRecord | None = None
+    kernel_vs_imb_latency: float | None = None
+    kernel_vs_imb_asymptotic_bandwidth: float | None = None
+    kernel_vs_imb_peak_bandwidth: float | None = None
+    headline: str | None = None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The entry as kernels.json holds it (the key order fit_pingpong has always written: the
+        Hockney figures after IMB's, the ratios and the headline last)."""
+        head = self.cell_json()
+        entry: dict[str, JsonValue] = {
+            **head, "source": self.source, "n_reps": self.n_reps, "latency_4B_us": self.latency_4B_us,
+            "bandwidth_4MiB_MBps": self.bandwidth_4MiB_MBps, "points": [p.to_json() for p in self.points],
+            "imb_latency_us": self.imb_latency_us, "imb_latency_ci_us": _pair(self.imb_latency_ci_us),
+            "imb_asymptotic_bandwidth_MBps": self.imb_asymptotic_bandwidth_MBps,
+            "imb_asymptotic_bandwidth_ci_MBps": _pair(self.imb_asymptotic_bandwidth_ci_MBps),
+            "imb_peak_bandwidth_MBps": self.imb_peak_bandwidth_MBps,
+            "imb_peak_bandwidth_ci_MBps": _pair(self.imb_peak_bandwidth_ci_MBps)}
+        if self.error is not None or self.hockney is None:
+            return {**entry, "error": self.error}
+        figures = {k: v for k, v in self.hockney.to_json().items() if k not in head}
+        return {**entry, **figures, "kernel_vs_imb_latency": self.kernel_vs_imb_latency,
+                "kernel_vs_imb_asymptotic_bandwidth": self.kernel_vs_imb_asymptotic_bandwidth,
+                "kernel_vs_imb_peak_bandwidth": self.kernel_vs_imb_peak_bandwidth, "headline": self.headline}
+
+    @classmethod
+    def from_json(cls, value: JsonValue, where: str = KERNELS_FILE, path: str = "$") -> PingpongFit:
+        obj = _object(value, where, path)
+        cell = Fit.cell_fields(obj, where, path)
+        return cls(
+            **cell, source=_text(obj, "source", where, path) or "",
+            n_reps=_integer(obj, "n_reps", where, path) or 0,
+            latency_4B_us=_number(obj, "latency_4B_us", where, path),
+            bandwidth_4MiB_MBps=_number(obj, "bandwidth_4MiB_MBps", where, path),
+            points=tuple(PingpongPoint.from_json(p, where, f"{path}.points[{i}]")
+                         for i, p in enumerate(_list(obj, "points", where, path))),
+            imb_latency_us=_number(obj, "imb_latency_us", where, path),
+            imb_latency_ci_us=_optional_interval(obj, "imb_latency_ci_us", where, path),
+            imb_asymptotic_bandwidth_MBps=_number(obj, "imb_asymptotic_bandwidth_MBps", where, path),
+            imb_asymptotic_bandwidth_ci_MBps=_optional_interval(obj, "imb_asymptotic_bandwidth_ci_MBps", where, path),
+            imb_peak_bandwidth_MBps=_number(obj, "imb_peak_bandwidth_MBps", where, path),
+            imb_peak_bandwidth_ci_MBps=_optional_interval(obj, "imb_peak_bandwidth_ci_MBps", where, path),
+            hockney=None if cell["error"] is not None else HockneyRecord.from_json(obj, where, path),
+            kernel_vs_imb_latency=_number(obj, "kernel_vs_imb_latency", where, path),
+            kernel_vs_imb_asymptotic_bandwidth=_number(obj, "kernel_vs_imb_asymptotic_bandwidth", where, path),
+            kernel_vs_imb_peak_bandwidth=_number(obj, "kernel_vs_imb_peak_bandwidth", where, path),
+            headline=_text(obj, "headline", where, path))
+
+
+@dataclass(frozen=True)
 class KernelFits:
     """The ``fits/kernels.json`` document: every kernel model's entries (``KERNEL_MODELS`` names
-    them, in the file's key order) and the notes a reader must be told. coll is typed
-    (:class:`CollFit`); ring, matsum, matsum_grids, jacobi and pingpong are still the entries as
+    them, in the file's key order) and the notes a reader must be told. coll and pingpong
+    are typed (:class:`CollFit`, :class:`PingpongFit`); ring, matsum, matsum_grids and jacobi are still the entries as
     their fits write them (issue 37: typed next)."""
 
     ring: list[dict[str, Any]] = field(default_factory=list)
     matsum: list[dict[str, Any]] = field(default_factory=list)
     matsum_grids: list[dict[str, Any]] = field(default_factory=list)
     jacobi: list[dict[str, Any]] = field(default_factory=list)
-    pingpong: list[dict[str, Any]] = field(default_factory=list)
+    pingpong: tuple[PingpongFit, ...] = ()
     coll: tuple[CollFit, ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -193,6 +299,8 @@ class KernelFits:
             raise KeyError(f"no kernel model {name!r}; models: {', '.join(KERNEL_MODELS)}")
         if name == "coll":
             return [c.to_json() for c in self.coll]
+        if name == "pingpong":
+            return [p.to_json() for p in self.pingpong]
         untyped: list[JsonValue] = list(getattr(self, name))
         return untyped
 
@@ -207,17 +315,21 @@ class KernelFits:
         """A kernels.json document (a missing model is one without entries)."""
         obj = _object(value, where, "$")
         untyped: dict[str, list[dict[str, Any]]] = {}
-        for name in ("ring", "matsum", "matsum_grids", "jacobi", "pingpong"):
+        for name in ("ring", "matsum", "matsum_grids", "jacobi"):
             untyped[name] = [_object(e, where, f"$.{name}[{i}]") for i, e in enumerate(_list(obj, name, where, "$"))]
         notes = []
         for i, n in enumerate(_list(obj, "notes", where, "$")):
             if not isinstance(n, str):
                 raise FitRecordError(_where(where, f"$.notes[{i}]") + f": expected a string, got {n!r}")
             notes.append(n)
-        return cls(**untyped, coll=tuple(coll_records(obj.get("coll", []), where)), notes=tuple(notes))
+        pingpong = tuple(PingpongFit.from_json(e, where, f"$.pingpong[{i}]")
+                         for i, e in enumerate(_list(obj, "pingpong", where, "$")))
+        return cls(**untyped, pingpong=pingpong, coll=tuple(coll_records(obj.get("coll", []), where)),
+                   notes=tuple(notes))
 
 
 KERNEL_MODELS: tuple[str, ...] = ("ring", "matsum", "matsum_grids", "jacobi", "pingpong", "coll")
 
 
-__all__ = ["KERNELS_FILE", "KERNEL_MODELS", "CollBest", "CollFit", "CollPoint", "KernelFits", "coll_records"]
+__all__ = ["KERNELS_FILE", "KERNEL_MODELS", "CollBest", "CollFit", "CollPoint", "KernelFits", "PingpongFit", "PingpongPoint",
+           "coll_records"]

@@ -498,11 +498,12 @@ def fit_kernels(tables: dict[str, pl.DataFrame | None], hockney: Sequence[Hockne
     jacobi = fit_jacobi(tables.get("jacobi"), hockney, ring_p2p)
     pingpong = fit_pingpong(tables.get("pingpong"), hockney, seed=seed)
     coll = fit_coll(tables.get("coll"))
-    for name, fits in (("ring", ring), ("matsum", matsum), ("jacobi", jacobi), ("pingpong", pingpong)):
+    for name, fits in (("ring", ring), ("matsum", matsum), ("jacobi", jacobi)):
         for f in fits:
             if "error" in f:
                 notes.append(f"{name} {f.get('label')}: not fitted: {f['error']}")
-    return KernelFits(ring=ring, matsum=matsum, matsum_grids=grids, jacobi=jacobi, pingpong=pingpong,
+    notes += [f"pingpong {f.label}: not fitted: {f.error}" for f in pingpong if f.error is not None]
+    return KernelFits(ring=ring, matsum=matsum, matsum_grids=grids, jacobi=jacobi, pingpong=tuple(pingpong),
                       coll=tuple(coll), notes=tuple(notes))
 
 

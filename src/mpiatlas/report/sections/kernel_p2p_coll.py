@@ -8,9 +8,10 @@ import altair as alt
 import polars as pl
 
 from mpiatlas.models.fit_records import HockneyRecord
+from mpiatlas.spine.series import mapping_segment
 from mpiatlas.stats.aggregate import scalar
 from mpiatlas.models.kernel_p2p import BANDWIDTH_BYTES, LATENCY_BYTES, fit_coll, pingpong_medians
-from mpiatlas.models.kernel_records import CollFit
+from mpiatlas.models.kernel_records import CollFit, PingpongFit
 from mpiatlas.report.blocks import Cell, ChartBlock, Details, Heading, Notice, Section, Table, Text, cell, num_cell
 from mpiatlas.report.charts import (
     CHART_H,
@@ -108,21 +109,36 @@ def _fit_table(good: list[HockneyRecord], hockney: list[HockneyRecord] | None,
     )
 
 
-def _headline_rows(good: list[dict[str, Any]], med: pl.DataFrame | None) -> list[tuple[Any, ...]]:
+def _placements(df: pl.DataFrame | None) -> dict[str, str]:
+    """label -> its placement (``node2``: the mapping over its nodes), from the table's own columns."""
+    if df is None or not {"label", "mapping", "nodes"} <= set(df.columns):
+        return {}
+    pairs = df.select("label", "mapping", "nodes").unique().drop_nulls(["label", "mapping"])
+    return {r["label"]: mapping_segment(r["mapping"], r["nodes"] or 1) for r in pairs.iter_rows(named=True)}
+
+
+# stack, transport, placement, 4 B latency (µs), 4 MiB bandwidth (MB/s), repetitions
+HeadlineRow = tuple[str | None, str | None, str | None, float | None, float | None, int | None]
+
+
+def _headline_rows(good: list[PingpongFit], med: pl.DataFrame | None,
+                   placements: dict[str, str]) -> list[HeadlineRow]:
     """(stack, transport, placement, 4 B latency, 4 MiB bandwidth, reps) per series: the fits' or the medians'."""
-    rows = []
+    rows: list[HeadlineRow] = []
     for f in good:
         # The label's placement (node2), not the bare mapping: one row per node count.
-        rows.append((f["stack"], f["transport"], str(f["label"]).split("/")[-1], f.get("latency_4B_us"),
-                     f.get("bandwidth_4MiB_MBps"), f.get("n_reps")))
+        rows.append((f.stack, f.transport, placements.get(f.label or "", f.mapping), f.latency_4B_us,
+                     f.bandwidth_4MiB_MBps, f.n_reps))
     if rows or med is None:
         return rows
     for lab in med["label"].unique().sort().to_list():
         part = med.filter(pl.col("label") == lab)
         at4, at4m = part.filter(pl.col("bytes") == LATENCY_BYTES), part.filter(pl.col("bytes") == BANDWIDTH_BYTES)
-        stack, transport, mapping = (lab.split("/") + [None, None, None])[:3]
-        rows.append((stack, transport, mapping, at4["t_usec"][0] if at4.height else None,
-                     at4m["MBps"][0] if at4m.height else None, part["n_reps"].max()))
+        first = part.row(0, named=True)
+        n_reps = part["n_reps"].max()
+        rows.append((first["stack"], first["transport"], placements.get(lab, first["mapping"]),
+                     at4["t_usec"][0] if at4.height else None, at4m["MBps"][0] if at4m.height else None,
+                     int(scalar(n_reps)) if n_reps is not None else None))
     return rows
 
 
@@ -147,30 +163,31 @@ def _pingpong_chart(med: pl.DataFrame, fits: list[HockneyRecord]) -> ChartBlock:
                                          "(dashed) per stack/transport/mapping; 0 bytes is left out of the log axis.")
 
 
-def _pingpong_blocks(data: ReportData, df: pl.DataFrame | None, fits: list[dict[str, Any]] | None) -> list[Any]:
+def _pingpong_blocks(data: ReportData, df: pl.DataFrame | None, fits: list[PingpongFit] | None) -> list[Any]:
     blocks: list[Any] = [Heading("pingpong (2 ranks, half round trip)")]
     if df is not None:
         blocks += status_notice(df, "pingpong")
     if fits is None:
         blocks.append(Notice("No pingpong fit (fits/kernels.json missing or without 'pingpong'): medians only.",
                              "warn"))
-    good = [f for f in fits or [] if "error" not in f]
-    errors = [f"{f.get('label')}: {f['error']}" for f in fits or [] if "error" in f]
+    good = [f for f in fits or [] if f.fitted]
+    errors = [f"{f.label}: {f.error}" for f in fits or [] if not f.fitted]
     if errors:
         blocks.append(Notice("The Hockney fit failed for these pingpong series:", "warn", errors))
     imb = _imb_labels(data)
-    labels = sorted({f["label"] for f in fits or []} | (set(df["label"].unique().to_list()) if df is not None else
-                                                         set()))
+    labels = sorted({f.label for f in fits or [] if f.label is not None} |
+                    (set(df["label"].unique().to_list()) if df is not None else set()))
     # Without hockney.json nothing is known about IMB: say nothing rather than "no IMB".
     without = [lab for lab in labels if lab not in imb] if data.hockney is not None else []
     if without:
         blocks.append(Notice("No IMB PingPong for these stack/transport/mapping series: the pingpong kernel is "
                              "their only point-to-point measurement.", "info", without))
-    records = [f for f in data.kernel_hockney_fits("pingpong") or [] if f.fitted]
+    records = [f.hockney for f in good if f.hockney is not None]
     if good:
-        blocks.append(_fit_table(records, data.hockney, {f.get("label"): f.get("n_reps") for f in good}))
+        reps: dict[str | None, int | None] = {f.label: f.n_reps for f in good}
+        blocks.append(_fit_table(records, data.hockney, reps))
     med = pingpong_medians(df)
-    rows = _headline_rows(good, med)
+    rows = _headline_rows(good, med, _placements(df))
     if rows:
         blocks.append(Table(
             ["Stack", "Transport", "Mapping", "4 B latency (µs)", "4 MiB bandwidth (MB/s)", "reps"],
@@ -245,7 +262,7 @@ def _coll_blocks(df: pl.DataFrame | None, fits: list[CollFit] | None) -> list[An
 
 def section_kernel_p2p_coll(data: ReportData) -> Section | None:
     pp, coll = data.kernel_table("pingpong"), data.kernel_table("coll")
-    pp_fits, coll_fits = data.kernel_fits("pingpong"), data.coll_fits()
+    pp_fits, coll_fits = data.pingpong_fits(), data.coll_fits()
     if pp is None and coll is None and not pp_fits and not coll_fits:
         return None
     blocks: list[Any] = [Text(INTRO)]
