@@ -23,6 +23,7 @@ from mpiatlas.models.fit_records import (
     HockneyRecord,
     Interval,
     JsonValue,
+    Scalar,
     _integer,
     _interval,
     _list,
@@ -278,16 +279,100 @@ class PingpongFit(Fit):
             headline=_text(obj, "headline", where, path))
 
 
+# What a grid comparison's entry holds beside its coordinates (the rest of its keys).
+_COMPARISON_FIELDS = ("value", "grids", "best", "spread", "headline")
+_GRID_FIELDS = ("grid", "procdims", "explicit", "measured_us", "ci_us", "n_reps", "reps_us", "vs_best")
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One process grid of a comparison at equal P: the median over repetitions of the slowest
+    rank's time (µs), its bootstrap CI, its time over the fastest grid's, and ``extras``: the
+    kernel's per-grid medians beside the time (matsum's phases, jacobi's halo and MLUP/s)."""
+
+    grid: str
+    procdims: tuple[int, ...]
+    explicit: bool  # asked for (procdims), else MPI_Dims_create's
+    measured_us: float | None
+    ci_us: Interval
+    n_reps: int
+    reps_us: tuple[float | None, ...]
+    vs_best: float | None
+    extras: dict[str, float | None] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"grid": self.grid, "procdims": list(self.procdims), "explicit": self.explicit,
+                "measured_us": self.measured_us, "ci_us": [self.ci_us[0], self.ci_us[1]], "n_reps": self.n_reps,
+                "reps_us": list(self.reps_us), "vs_best": self.vs_best, **self.extras}
+
+    @classmethod
+    def from_json(cls, value: JsonValue, where: str, path: str) -> GridPoint:
+        obj = _object(value, where, path)
+        explicit = obj.get("explicit", False)
+        if not isinstance(explicit, bool):
+            raise FitRecordError(_where(where, f"{path}.explicit") + f": expected true or false, got {explicit!r}")
+        procdims = tuple(_required_integer({"v": v}, "v", where, f"{path}.procdims[{i}]")
+                         for i, v in enumerate(_list(obj, "procdims", where, path)))
+        return cls(grid=_required_text(obj, "grid", where, path), procdims=procdims, explicit=explicit,
+                   measured_us=_number(obj, "measured_us", where, path), ci_us=_interval(obj, "ci_us", where, path),
+                   n_reps=_required_integer(obj, "n_reps", where, path), reps_us=_numbers(obj, "reps_us", where, path),
+                   vs_best=_number(obj, "vs_best", where, path),
+                   extras={k: _number(obj, k, where, path) for k in obj if k not in _GRID_FIELDS})
+
+
+@dataclass(frozen=True)
+class GridComparison:
+    """Process grids compared at one P (:mod:`mpiatlas.models.kernel_grids`): ``key`` the comparison's
+    coordinates in the file's order (matsum: label, stack, transport, mapping, dims, dist, np; jacobi:
+    problem, threads, np), ``value`` the time column compared, every grid fastest first, the fastest's
+    name and ``spread`` = the slowest grid's time over it."""
+
+    key: dict[str, Scalar]
+    value: str
+    grids: tuple[GridPoint, ...]
+    best: str
+    spread: float | None
+    headline: str
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {**self.key, "value": self.value, "grids": [g.to_json() for g in self.grids], "best": self.best,
+                "spread": self.spread, "headline": self.headline}
+
+    @classmethod
+    def from_json(cls, value: JsonValue, where: str, path: str) -> GridComparison:
+        obj = _object(value, where, path)
+        key: dict[str, Scalar] = {}
+        for k, v in obj.items():
+            if k in _COMPARISON_FIELDS:
+                continue
+            if isinstance(v, (list, dict)):
+                raise FitRecordError(_where(where, f"{path}.{k}") + f": expected a coordinate (a scalar), got {v!r}")
+            key[k] = v
+        return cls(key=key, value=_required_text(obj, "value", where, path),
+                   grids=tuple(GridPoint.from_json(g, where, f"{path}.grids[{i}]")
+                               for i, g in enumerate(_list(obj, "grids", where, path))),
+                   best=_required_text(obj, "best", where, path), spread=_number(obj, "spread", where, path),
+                   headline=_text(obj, "headline", where, path) or "")
+
+
+def grid_comparisons(entries: JsonValue, where: str, path: str) -> list[GridComparison]:
+    """A JSON array of grid comparisons (kernels.json's ``matsum_grids``, a jacobi entry's ``grids``)."""
+    if not isinstance(entries, list):
+        raise FitRecordError(_where(where, path) + f": expected an array of grid comparisons, got {entries!r}")
+    return [GridComparison.from_json(e, where, f"{path}[{i}]") for i, e in enumerate(entries)]
+
+
 @dataclass(frozen=True)
 class KernelFits:
     """The ``fits/kernels.json`` document: every kernel model's entries (``KERNEL_MODELS`` names
-    them, in the file's key order) and the notes a reader must be told. coll and pingpong
-    are typed (:class:`CollFit`, :class:`PingpongFit`); ring, matsum, matsum_grids and jacobi are still the entries as
+    them, in the file's key order) and the notes a reader must be told. coll, pingpong
+    and matsum_grids are typed (:class:`CollFit`, :class:`PingpongFit`, :class:`GridComparison`); ring,
+    matsum and jacobi are still the entries as
     their fits write them (issue 37: typed next)."""
 
     ring: list[dict[str, Any]] = field(default_factory=list)
     matsum: list[dict[str, Any]] = field(default_factory=list)
-    matsum_grids: list[dict[str, Any]] = field(default_factory=list)
+    matsum_grids: tuple[GridComparison, ...] = ()
     jacobi: list[dict[str, Any]] = field(default_factory=list)
     pingpong: tuple[PingpongFit, ...] = ()
     coll: tuple[CollFit, ...] = ()
@@ -301,6 +386,8 @@ class KernelFits:
             return [c.to_json() for c in self.coll]
         if name == "pingpong":
             return [p.to_json() for p in self.pingpong]
+        if name == "matsum_grids":
+            return [g.to_json() for g in self.matsum_grids]
         untyped: list[JsonValue] = list(getattr(self, name))
         return untyped
 
@@ -315,7 +402,7 @@ class KernelFits:
         """A kernels.json document (a missing model is one without entries)."""
         obj = _object(value, where, "$")
         untyped: dict[str, list[dict[str, Any]]] = {}
-        for name in ("ring", "matsum", "matsum_grids", "jacobi"):
+        for name in ("ring", "matsum", "jacobi"):
             untyped[name] = [_object(e, where, f"$.{name}[{i}]") for i, e in enumerate(_list(obj, name, where, "$"))]
         notes = []
         for i, n in enumerate(_list(obj, "notes", where, "$")):
@@ -324,12 +411,13 @@ class KernelFits:
             notes.append(n)
         pingpong = tuple(PingpongFit.from_json(e, where, f"$.pingpong[{i}]")
                          for i, e in enumerate(_list(obj, "pingpong", where, "$")))
-        return cls(**untyped, pingpong=pingpong, coll=tuple(coll_records(obj.get("coll", []), where)),
+        grids = tuple(grid_comparisons(obj.get("matsum_grids", []), where, "$.matsum_grids"))
+        return cls(**untyped, matsum_grids=grids, pingpong=pingpong, coll=tuple(coll_records(obj.get("coll", []), where)),
                    notes=tuple(notes))
 
 
 KERNEL_MODELS: tuple[str, ...] = ("ring", "matsum", "matsum_grids", "jacobi", "pingpong", "coll")
 
 
-__all__ = ["KERNELS_FILE", "KERNEL_MODELS", "CollBest", "CollFit", "CollPoint", "KernelFits", "PingpongFit", "PingpongPoint",
-           "coll_records"]
+__all__ = ["KERNELS_FILE", "KERNEL_MODELS", "CollBest", "CollFit", "CollPoint", "GridComparison", "GridPoint", "KernelFits", "PingpongFit", "PingpongPoint",
+           "coll_records", "grid_comparisons"]

@@ -503,7 +503,7 @@ def fit_kernels(tables: dict[str, pl.DataFrame | None], hockney: Sequence[Hockne
             if "error" in f:
                 notes.append(f"{name} {f.get('label')}: not fitted: {f['error']}")
     notes += [f"pingpong {f.label}: not fitted: {f.error}" for f in pingpong if f.error is not None]
-    return KernelFits(ring=ring, matsum=matsum, matsum_grids=grids, jacobi=jacobi, pingpong=tuple(pingpong),
+    return KernelFits(ring=ring, matsum=matsum, matsum_grids=tuple(grids), jacobi=jacobi, pingpong=tuple(pingpong),
                       coll=tuple(coll), notes=tuple(notes))
 
 
