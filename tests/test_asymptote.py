@@ -59,7 +59,7 @@ def test_shm_curves_of_this_machine_get_the_plateau_as_b(mode: str) -> None:
     assert fit.asymptotic_bandwidth_MBps == pytest.approx(largest, rel=0.05)  # it is on the plateau (here +4 %)
     # The model ends on the plateau: its last segment's B is the plateau's median bandwidth.
     assert fit.plateau_from_bytes is not None and fit.plateau_from_bytes >= 16 * MiB
-    assert fit.segments[-1]["bandwidth_MBps"] == pytest.approx(largest, rel=PLATEAU_TOL_TEST)
+    assert fit.segments[-1].bandwidth_MBps == pytest.approx(largest, rel=PLATEAU_TOL_TEST)
     # The in-cache peak: a size that fits the 512 KiB L2 / 32 MiB L3, well above the plateau.
     assert fit.peak_bytes is not None and 64 * 1024 <= fit.peak_bytes <= 32 * MiB
     assert fit.peak_bandwidth_MBps > 1.5 * fit.asymptotic_bandwidth_MBps
@@ -175,7 +175,7 @@ def test_slow_last_sizes_move_the_asymptote_not_its_meaning() -> None:
     assert fit.plateau_from_bytes is None  # two slow sizes are no plateau for the model
     slow_end[-3] = sizes[-3] / 2400.0  # 1 MiB too: now 3 sizes agree, a (slow) plateau for the model
     three = fit_hockney(sizes, slow_end)
-    assert three.plateau_n_sizes == 3 and three.segments[-1]["bandwidth_MBps"] == pytest.approx(2400.0, rel=0.01)
+    assert three.plateau_n_sizes == 3 and three.segments[-1].bandwidth_MBps == pytest.approx(2400.0, rel=0.01)
     assert three.asymptotic_bandwidth_MBps == pytest.approx(2400.0, rel=1e-9)
 
 

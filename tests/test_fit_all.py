@@ -100,7 +100,7 @@ def test_fit_all_on_recorded_juno_data_recovers_the_published_figures(tmp_path: 
     assert fits.alphabeta["network"] == {"name": "1GbE", "bandwidth_gbit_s": 1.0, "bandwidth_bytes_per_s": 1.25e8}
     assert any("measured on one node only" in p for p in fits.problems)
     # No kernel tables: a kernels file with every list empty, and the reason among the problems.
-    assert all(fits.kernels[k] == [] for k in ("ring", "matsum", "jacobi", "pingpong", "coll"))
+    assert all(fits.kernel(k) == [] for k in ("ring", "matsum", "jacobi", "pingpong", "coll"))
     assert any("no kernel_*.parquet rows" in p for p in fits.problems)
 
     written = write_fits(fits, tmp_path / "fits")

@@ -75,7 +75,7 @@ def test_an_unbounded_bandwidth_is_none_in_the_record_and_inf_in_the_model() -> 
                                                 "t_usec": np.full(sizes.shape, 2.0)}), ["label"])
     assert record.segments[-1].bandwidth_MBps is None and record.model_bandwidth_MBps is None
     assert record.to_json()["segments"][-1]["bandwidth_MBps"] is None  # type: ignore[index,call-overload]
-    assert math.isinf(HockneyFit.from_record(record).segments[-1]["bandwidth_MBps"])
+    assert math.isinf(HockneyFit.from_record(record).segments[-1].bandwidth_MBps or 0.0)
 
 
 @pytest.mark.parametrize(("entry", "said"), [

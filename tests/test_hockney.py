@@ -58,7 +58,7 @@ BW_TOL_5REP = 0.03  # B within 3 %
 
 def _model_b(fit: HockneyFit) -> float:
     """The model's B: its last (asymptotic) segment's fitted 1/slope."""
-    return float(fit.segments[-1]["bandwidth_MBps"])
+    return float(fit.segments[-1].bandwidth_MBps or 0.0)
 
 
 def _asymptotic_truth(t_true: np.ndarray, sizes: np.ndarray = SIZES) -> float:
@@ -127,8 +127,8 @@ def test_two_regimes_eager_rendezvous(seed: int) -> None:
     assert fit.latency_us == pytest.approx(1.5, rel=LAT_TOL_1REP)  # λ from the eager segment
     assert _model_b(fit) == pytest.approx(12_000.0, rel=0.06)  # B from the rendezvous segment: 6 %
     eager, rendezvous = fit.segments
-    assert (eager["from_bytes"], eager["to_bytes"], rendezvous["to_bytes"]) == (1, fit.breakpoints_bytes[0] // 2, 4194304)
-    assert rendezvous["latency_us"] > eager["latency_us"]
+    assert (eager.from_bytes, eager.to_bytes, rendezvous.to_bytes) == (1, fit.breakpoints_bytes[0] // 2, 4194304)
+    assert rendezvous.latency_us > eager.latency_us
 
 
 def test_two_regimes_exact_breakpoint_without_noise() -> None:
@@ -137,10 +137,10 @@ def test_two_regimes_exact_breakpoint_without_noise() -> None:
     assert fit.latency_us == pytest.approx(1.5, rel=1e-9)
     assert _model_b(fit) == pytest.approx(12_000.0, rel=1e-9)
     assert fit.asymptotic_bandwidth_MBps == pytest.approx(_asymptotic_truth(_eager_rendezvous(SIZES)), rel=1e-12)
-    assert fit.segments[1]["latency_us"] == pytest.approx(8.0, rel=1e-9)
+    assert fit.segments[1].latency_us == pytest.approx(8.0, rel=1e-9)
     assert fit.latency_ci_us == pytest.approx((1.5, 1.5), rel=1e-6)
     np.testing.assert_allclose(fit.predict(SIZES), _eager_rendezvous(SIZES), rtol=1e-9)
-    assert max(abs(r["rel_err"]) for r in fit.residuals) < 1e-9
+    assert max(abs(r.rel_err or 0.0) for r in fit.residuals) < 1e-9
 
 
 def test_zero_byte_rows_are_dropped_but_reported() -> None:

@@ -115,7 +115,7 @@ def test_communication_share_per_configuration_in_the_report(tmp_path: Path) -> 
     tidy.mkdir()
     fits.mkdir()
     table.drop("residuals").write_parquet(tidy / "kernel_jacobi.parquet")
-    (fits / "kernels.json").write_text(json.dumps(fit_kernels({"jacobi": table}, None), allow_nan=False))
+    (fits / "kernels.json").write_text(json.dumps(fit_kernels({"jacobi": table}, None).to_json(), allow_nan=False))
     html = report.build_report(tidy, fits, tmp_path / "report.html").read_text()
     section = html[html.index('<section id="kernel-jacobi">'):]
     section = section[:section.index("</section>")]

@@ -20,6 +20,8 @@ from mpiatlas.cli import main
 from mpiatlas.models import kernels as kernel_models
 from mpiatlas.models.fits_files import problems
 from mpiatlas.models.kernel_p2p import fit_coll, fit_pingpong
+from mpiatlas.models.fit_records import FitRecordError
+from mpiatlas.models.kernel_records import CollFit, KernelFits, PingpongFit
 from mpiatlas.models.kernels import (
     P2P,
     binomial_subtree,
@@ -117,7 +119,7 @@ def test_ring_without_pingpong_fits_lambda_from_the_ring_and_says_so(few_bootstr
     assert fit["latency_us"] == pytest.approx(2.0, rel=1e-6)
     assert fit["bandwidth_MBps"] == pytest.approx(1000.0, rel=1e-6)
     result = fit_kernels({"ring": df}, [])
-    assert any("no IMB PingPong" in n for n in result["notes"])
+    assert any("no IMB PingPong" in n for n in result.notes)
 
 
 def test_ring_failure_statement_names_the_worst_point() -> None:
@@ -253,7 +255,7 @@ def test_jacobi_halo_model_scaling_and_hybrid_comparison() -> None:
 
 def test_jacobi_takes_lambda_from_the_ring_without_pingpong() -> None:
     result = fit_kernels({"ring": ring_table(P2P(1.0, 1000.0, "x")), "jacobi": jacobi_table()}, [])
-    (fit,) = result["jacobi"]
+    (fit,) = result.jacobi
     assert fit["lambda_source"] == "ring" and fit["latency_us"] == pytest.approx(1.0, rel=1e-6)
     assert all(p["rel_err"] is None or abs(p["rel_err"]) < 1e-6 for p in fit["points"])
 
@@ -288,37 +290,47 @@ def test_pingpong_fit_recovers_lambda_and_bandwidth_and_cross_checks_imb() -> No
     imb = {**hockney_entry(lam=0.5, bw=5000.0), "latency_ci_us": [0.45, 0.55],
            "asymptotic_bandwidth_ci_MBps": [4800, 5200]}
     (fit,) = fit_pingpong(pl.concat([df, broken]), hockney_records([imb, hockney_entry(label="other/x/core")]))
-    assert fit["benchmark"] == "pingpong" and "not IMB" in fit["source"] and fit["n_reps"] == 3
+    assert fit.benchmark == "pingpong" and "not IMB" in fit.source and fit.n_reps == 3
+    model = fit.hockney
+    assert model is not None and model.label == fit.label
     # 1 % noise on 3 repetitions: λ within 5 %, the model's B within 5 %, the CIs cover the truth
-    assert fit["latency_us"] == pytest.approx(0.4, rel=0.05)
-    assert fit["segments"][-1]["bandwidth_MBps"] == pytest.approx(6000.0, rel=0.05)
-    lo, hi = fit["latency_ci_us"]
+    assert model.latency_us == pytest.approx(0.4, rel=0.05)
+    assert model.segments[-1].bandwidth_MBps == pytest.approx(6000.0, rel=0.05)
+    lo, hi = model.latency_ci_us
     # Each repetition is a launch of its own (a cell's rep): 3 launches, the intervals are over them.
-    assert lo <= 0.4 <= hi and fit["ci_method"] == "launches" and fit["n_launches"] == 3
+    assert lo is not None and hi is not None and lo <= 0.4 <= hi
+    assert model.ci_method == "launches" and model.n_launches == 3
     # The asymptotic B is s/t at the largest size, 4 MiB; the curve rises all the way, so the peak
     # is within the noise of it.
     four_mib = 2**22 / (0.4 + 2**22 / 6000.0)
-    assert fit["asymptotic_bytes"] == 2**22
-    assert fit["asymptotic_bandwidth_MBps"] == pytest.approx(four_mib, rel=0.03)
-    lo, hi = fit["asymptotic_bandwidth_ci_MBps"]
-    assert lo <= fit["asymptotic_bandwidth_MBps"] <= hi
-    assert fit["peak_bandwidth_MBps"] == pytest.approx(four_mib, rel=0.03) and fit["peak_bytes"] >= 2**21
-    assert fit["latency_4B_us"] == pytest.approx(0.4 + 4 / 6000.0, rel=0.03)
-    assert fit["bandwidth_4MiB_MBps"] == pytest.approx(2**22 / (0.4 + 2**22 / 6000.0), rel=0.03)
+    assert model.asymptotic_bytes == 2**22
+    assert model.asymptotic_bandwidth_MBps == pytest.approx(four_mib, rel=0.03)
+    lo, hi = model.asymptotic_bandwidth_ci_MBps
+    assert lo is not None and hi is not None and model.asymptotic_bandwidth_MBps is not None
+    assert lo <= model.asymptotic_bandwidth_MBps <= hi
+    assert model.peak_bandwidth_MBps == pytest.approx(four_mib, rel=0.03)
+    assert model.peak_bytes is not None and model.peak_bytes >= 2**21
+    assert fit.latency_4B_us == pytest.approx(0.4 + 4 / 6000.0, rel=0.03)
+    assert fit.bandwidth_4MiB_MBps == pytest.approx(2**22 / (0.4 + 2**22 / 6000.0), rel=0.03)
     # IMB PingPong of the same stack/transport/mapping, next to the kernel's
-    assert fit["imb_latency_us"] == 0.5 and fit["imb_latency_ci_us"] == [0.45, 0.55]
-    assert fit["kernel_vs_imb_latency"] == pytest.approx(0.8, rel=0.05)
+    assert fit.imb_latency_us == 0.5 and fit.imb_latency_ci_us == (0.45, 0.55)
+    assert fit.kernel_vs_imb_latency == pytest.approx(0.8, rel=0.05)
     # Like for like: the kernel's asymptotic B against IMB's asymptotic B, its peak against IMB's peak.
-    assert fit["imb_asymptotic_bandwidth_MBps"] == 5000.0 and fit["imb_asymptotic_bandwidth_ci_MBps"] == [4800, 5200]
-    assert fit["kernel_vs_imb_asymptotic_bandwidth"] == pytest.approx(1.2, rel=0.05)
-    assert fit["kernel_vs_imb_peak_bandwidth"] == pytest.approx(1.2, rel=0.05)
-    assert [p["bytes"] for p in fit["points"]] == SIZES and all(p["n_reps"] == 3 for p in fit["points"])
+    assert fit.imb_asymptotic_bandwidth_MBps == 5000.0 and fit.imb_asymptotic_bandwidth_ci_MBps == (4800, 5200)
+    assert fit.kernel_vs_imb_asymptotic_bandwidth == pytest.approx(1.2, rel=0.05)
+    assert fit.kernel_vs_imb_peak_bandwidth == pytest.approx(1.2, rel=0.05)
+    assert [p.bytes for p in fit.points] == SIZES and all(p.n_reps == 3 for p in fit.points)
+    # The file's entry: the Hockney figures flat beside the kernel's, and back to the same record.
+    entry = fit.to_json()
+    assert entry["latency_us"] == model.latency_us and entry["imb_latency_ci_us"] == [0.45, 0.55]
+    assert PingpongFit.from_json(json.loads(json.dumps(entry))) == fit
     (alone,) = fit_pingpong(pingpong_table(label="openmpi/ob1-sm/core"), hockney_records([imb]))
-    assert alone["imb_latency_us"] is None and alone["kernel_vs_imb_latency"] is None
-    assert alone["kernel_vs_imb_asymptotic_bandwidth"] is None and alone["kernel_vs_imb_peak_bandwidth"] is None
-    assert "no IMB PingPong" in alone["headline"]
+    assert alone.imb_latency_us is None and alone.kernel_vs_imb_latency is None
+    assert alone.kernel_vs_imb_asymptotic_bandwidth is None and alone.kernel_vs_imb_peak_bandwidth is None
+    assert alone.headline is not None and "no IMB PingPong" in alone.headline
     (short,) = fit_pingpong(pingpong_table().filter(pl.col("bytes") <= 2), [])
-    assert "need at least 3 distinct non-zero sizes" in short["error"]
+    assert short.error is not None and "need at least 3 distinct non-zero sizes" in short.error
+    assert short.hockney is None and "latency_us" not in short.to_json()
     assert fit_pingpong(None) == [] and fit_pingpong(broken) == []
 
 
@@ -351,31 +363,44 @@ def coll_table(reps: int = 3, seed: int = 4) -> pl.DataFrame:
 
 
 def test_coll_best_algorithm_per_size_and_p() -> None:
-    fits = {f["np"]: f for f in fit_coll(coll_table())}
+    fits = {f.np: f for f in fit_coll(coll_table())}
     assert set(fits) == {2, 4}
     four = fits[4]
-    assert four["collective"] == "bcast" and four["algorithms"] == ["default", "binomial", "pipeline"]
-    assert four["oversubscribed"] and not fits[2]["oversubscribed"]
-    best = {b["bytes"]: b for b in four["best"]}
+    assert four.collective == "bcast" and four.algorithms == ("default", "binomial", "pipeline")
+    assert four.oversubscribed and not fits[2].oversubscribed
+    best = {b.bytes: b for b in four.best}
     # P=4: binomial 2·(1 + s/1000) beats pipeline 3 + s/3000 below 600 B; the default ties binomial there
-    assert best[16]["algorithm"] in ("binomial", "default") and best[16]["t_avg_usec"] == pytest.approx(2.032, rel=0.01)
-    assert best[1024]["algorithm"] == "pipeline" and best[1024]["runner_up"] in ("binomial", "default")
+    assert best[16].algorithm in ("binomial", "default") and best[16].t_avg_usec == pytest.approx(2.032, rel=0.01)
+    assert best[1024].algorithm == "pipeline" and best[1024].runner_up in ("binomial", "default")
     binomial_1k, pipeline_1k = 2 * (1 + 1.024), 3 + 1024 / 3000
-    assert best[1024]["default_over_best"] == pytest.approx(binomial_1k / pipeline_1k, rel=0.01)
-    assert best[1024]["margin"] == pytest.approx(binomial_1k / pipeline_1k - 1, abs=0.01)
-    assert best[1024]["candidates"] == 3
+    assert best[1024].default_over_best == pytest.approx(binomial_1k / pipeline_1k, rel=0.01)
+    assert best[1024].margin == pytest.approx(binomial_1k / pipeline_1k - 1, abs=0.01)
+    assert best[1024].candidates == 3
     # above 4 KiB the default is the pipeline: no gain from forcing it
-    assert best[262144]["algorithm"] in ("pipeline", "default")
-    assert best[262144]["default_over_best"] == pytest.approx(1.0, abs=0.01)
+    assert best[262144].algorithm in ("pipeline", "default")
+    assert best[262144].default_over_best == pytest.approx(1.0, abs=0.01)
     # P=2: the crossover moves to 3000 B
-    two = {b["bytes"]: b for b in fits[2]["best"]}
-    assert two[1024]["algorithm"] in ("binomial", "default") and two[16384]["algorithm"] in ("pipeline", "default")
-    pt = next(p for p in four["points"] if p["algorithm"] == "pipeline" and p["bytes"] == 16384)
-    assert pt["t_min_usec"] == pytest.approx(0.9 * pt["t_avg_usec"], rel=0.01) and pt["n_reps"] == 3
-    assert sum(four["wins"].values()) == 5
+    two = {b.bytes: b for b in fits[2].best}
+    assert two[1024].algorithm in ("binomial", "default") and two[16384].algorithm in ("pipeline", "default")
+    pt = next(p for p in four.points if p.algorithm == "pipeline" and p.bytes == 16384)
+    assert pt.t_avg_usec is not None and pt.t_min_usec == pytest.approx(0.9 * pt.t_avg_usec, rel=0.01)
+    assert pt.n_reps == 3
+    assert sum(four.wins.values()) == 5
+    # the record is the file's entry: to_json and back gives the same record
+    assert CollFit.from_json(json.loads(json.dumps(four.to_json()))) == four
     bad = coll_table().with_columns(pl.lit("failed").alias("cell_status"))
     assert fit_coll(bad) == []
 
+
+
+def test_a_coll_entry_of_the_wrong_shape_is_named_by_file_and_key() -> None:
+    entry = fit_coll(coll_table())[0].to_json()
+    points = entry["points"]
+    assert isinstance(points, list) and isinstance(points[1], dict)
+    points[1]["bytes"] = "16 B"
+    with pytest.raises(FitRecordError, match=r"fits/kernels\.json: \$\.coll\[0\]\.points\[1\]\.bytes: "
+                                             r"expected an integer or null, got '16 B'"):
+        KernelFits.from_json({"coll": [entry]}, "fits/kernels.json")
 
 def test_json_is_strict_and_the_cli_writes_kernels_json(tmp_path: Path, few_bootstraps: None,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
@@ -417,7 +442,7 @@ def test_report_shows_each_kernel_with_its_model(tmp_path: Path, few_bootstraps:
     for name, table in tables.items():
         table.write_parquet(tidy / f"kernel_{name}.parquet")
     (fits / "hockney.json").write_text(json.dumps([hockney_entry()]))
-    (fits / "kernels.json").write_text(json.dumps(fit_kernels(tables, hockney_records([hockney_entry()])), allow_nan=False))
+    (fits / "kernels.json").write_text(json.dumps(fit_kernels(tables, hockney_records([hockney_entry()])).to_json(), allow_nan=False))
     html = report.build_report(tidy, fits, tmp_path / "report.html").read_text()
     for sid in ("kernel-ring", "kernel-matsum", "kernel-jacobi"):
         assert f'<section id="{sid}">' in html
@@ -447,7 +472,7 @@ def test_report_shows_own_pingpong_and_collectives_apart_from_imb(tmp_path: Path
         table.write_parquet(tidy / f"kernel_{name}.parquet")
     hockney = [{**hockney_entry(lam=0.5, bw=5000.0), "latency_ci_us": [0.45, 0.55]}]
     (fits / "hockney.json").write_text(json.dumps(hockney))
-    (fits / "kernels.json").write_text(json.dumps(fit_kernels(tables, hockney_records(hockney)), allow_nan=False))
+    (fits / "kernels.json").write_text(json.dumps(fit_kernels(tables, hockney_records(hockney)).to_json(), allow_nan=False))
     html = report.build_report(tidy, fits, tmp_path / "report.html").read_text()
     start = html.index('<section id="kernel-p2p-coll">')
     section = html[start:html.index("</section>", start)]
@@ -474,5 +499,5 @@ def test_one_table_gives_one_kernels_json(few_bootstraps: None) -> None:
     """Fitting the same tables again gives the same document byte for byte: the repetitions reach
     the seeded bootstrap in the table's order, not in a hash table's."""
     tables = {"ring": ring_table(P2P(2.0, 1000.0, "x"), noise=0.05), "matsum": matsum_table(noise=0.05)}
-    runs = {json.dumps(fit_kernels(tables, hockney_records([hockney_entry()])), sort_keys=True, default=str) for _ in range(3)}
+    runs = {json.dumps(fit_kernels(tables, hockney_records([hockney_entry()])).to_json(), sort_keys=True, default=str) for _ in range(3)}
     assert len(runs) == 1

@@ -20,6 +20,7 @@ from mpiatlas.models.fit_records import hockney_records
 from mpiatlas.matrix.config import ConfigError, load, validate
 from mpiatlas.matrix.kernel_sweeps import group_grid, jacobi_problems, jacobi_variants, kernel_sweep_problems, sizes
 from mpiatlas.models.kernel_grids import matsum_grids
+from mpiatlas.models.kernel_records import GridComparison
 from mpiatlas.models.kernels import fit_jacobi, fit_kernels, fit_matsum
 from mpiatlas.programs import cell_spec, cells_of_kind
 from test_report import _specs
@@ -214,17 +215,22 @@ def matsum_sweep_table() -> pl.DataFrame:
 
 def test_matsum_grids_are_compared_at_their_p_and_kept_out_of_the_amdahl_series() -> None:
     table = matsum_sweep_table()
-    comparisons = {c["dims"]: c for c in matsum_grids(table)}
+    comparisons = {c.key["dims"]: c for c in matsum_grids(table)}
     assert set(comparisons) == {"96×40×40", "40×96×40"}
     first = comparisons["96×40×40"]
-    assert first["np"] == 2 and first["best"] == "2×1" and first["spread"] == pytest.approx(3.0)
-    grids = {g["grid"]: g for g in first["grids"]}
-    assert grids["2×1"]["measured_us"] == 110.0 and grids["1×2"]["measured_us"] == 330.0
-    assert grids["1×2"]["vs_best"] == pytest.approx(3.0) and grids["2×1"]["explicit"]
-    assert sorted(grids["2×1"]["reps_us"]) == [100.0, 110.0, 120.0] and grids["2×1"]["n_reps"] == 3
-    low, high = grids["2×1"]["ci_us"]
-    assert 100.0 <= low <= 110.0 <= high <= 120.0
-    assert comparisons["40×96×40"]["best"] == "1×2"
+    assert first.key["np"] == 2 and first.best == "2×1" and first.spread == pytest.approx(3.0)
+    grids = {g.grid: g for g in first.grids}
+    assert grids["2×1"].measured_us == 110.0 and grids["1×2"].measured_us == 330.0
+    assert grids["1×2"].vs_best == pytest.approx(3.0) and grids["2×1"].explicit
+    assert sorted(v or 0.0 for v in grids["2×1"].reps_us) == [100.0, 110.0, 120.0] and grids["2×1"].n_reps == 3
+    low, high = grids["2×1"].ci_us
+    assert low is not None and high is not None and 100.0 <= low <= 110.0 <= high <= 120.0
+    assert comparisons["40×96×40"].best == "1×2"
+    # The file's entry: coordinates first, the phases beside each grid's time, and back to the same record.
+    entry = first.to_json()
+    assert list(entry)[:7] == ["label", "stack", "transport", "mapping", "dims", "dist", "np"]
+    assert set(grids["2×1"].extras) == {"scatter_us", "gather_us"}  # the phases this table has
+    assert GridComparison.from_json(json.loads(json.dumps(entry)), "kernels.json", "$.matsum_grids[0]") == first
     # The Amdahl series of dims 96x40x40 has only its MPI_Dims_create cells (P = 1, 3): too few to fit.
     (series,) = fit_matsum(table)
     assert series["dims"] == "96×40×40" and "P = [1, 3]" in series["error"]
@@ -278,7 +284,7 @@ def test_report_shows_each_grid_and_problem_with_valid_charts(tmp_path: Path) ->
     tables = {"matsum": matsum_sweep_table(), "jacobi": jacobi_sweep_table()}
     for name, table in tables.items():
         table.write_parquet(tidy / f"kernel_{name}.parquet")
-    (fits / "kernels.json").write_text(json.dumps(fit_kernels(tables, None), allow_nan=False))
+    (fits / "kernels.json").write_text(json.dumps(fit_kernels(tables, None).to_json(), allow_nan=False))
     html = report.build_report(tidy, fits, tmp_path / "report.html").read_text()
     matsum = html[html.index('<section id="kernel-matsum">'):html.index('<section id="kernel-jacobi">')]
     assert "Process grids at equal P" in matsum and "asked for (procdims)" in matsum

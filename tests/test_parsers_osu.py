@@ -234,7 +234,7 @@ def test_osu_bw_asymptote_matches_published_maxima() -> None:
         df = parse_osu_file(root / partition / "omb/Osu_bw/rfm_Osu_bw_job.out")
         fit = fit_hockney(df["bytes"].to_list(), (df["bytes"] / df["bandwidth_MBps"]).to_list())
         assert fit.peak_bandwidth_MBps == pytest.approx(published, rel=1e-9), partition
-        assert fit.segments[-1]["bandwidth_MBps"] == pytest.approx(published, rel=0.05), partition
+        assert fit.segments[-1].bandwidth_MBps == pytest.approx(published, rel=0.05), partition
         assert fit.asymptotic_bytes == df["bytes"].max(), partition
         assert fit.asymptotic_bandwidth_MBps <= fit.peak_bandwidth_MBps, partition
 

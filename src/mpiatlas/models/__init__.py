@@ -27,5 +27,6 @@ every model's fitting code and its libraries.
 * :mod:`.kernel_grids` — process grids at equal P;
 * :mod:`.kernel_common` — what the kernel models share;
 * :mod:`.kernel_p2p` — pingpong and coll kernel fits;
+* :mod:`.kernel_records` — the typed records of kernels.json (``KernelFits``: coll, pingpong, grid comparisons);
 * :mod:`.best_algorithm` — the fastest algorithm per size.
 """

@@ -27,6 +27,7 @@ from mpiatlas.models.fits_files import FILES, FitsFileError, MODELS, read
 from mpiatlas.models.fits_files import write as write_documents
 from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE, TOPOLOGIES_TABLE
 from mpiatlas.models.kernels import fit_kernels, load_kernel_tables
+from mpiatlas.models.kernel_records import KernelFits
 from mpiatlas.node.topology import TopologyError, Topology
 from mpiatlas.node.topology_record import read_topologies
 from mpiatlas.tables.samples import CELL_COLUMNS, load_samples
@@ -100,7 +101,7 @@ class Fits:
     reader of the run should be told (groups not fitted, fallbacks), one line each."""
 
     hockney: list[HockneyRecord] | None = None
-    kernels: dict[str, Any] | None = None
+    kernels: KernelFits | None = None
     alphabeta: dict[str, Any] | None = None
     problems: list[str] = field(default_factory=list)
 
@@ -109,13 +110,13 @@ class Fits:
         typed records become JSON here, at the file boundary)."""
         found: dict[str, JsonValue] = {
             "hockney": None if self.hockney is None else hockney_document(self.hockney),
-            "kernels": self.kernels, "alphabeta": self.alphabeta}
+            "kernels": None if self.kernels is None else self.kernels.to_json(), "alphabeta": self.alphabeta}
         return {m: found[m] for m in MODELS if found[m] is not None}
 
-    def kernel(self, name: str) -> list[dict[str, Any]]:
-        """One kernel model's entries (ring, matsum, matsum_grids, jacobi, pingpong, coll); none
-        when the kernel models were not fitted."""
-        return list((self.kernels or {}).get(name, []))
+    def kernel(self, name: str) -> list[JsonValue]:
+        """One kernel model's entries (ring, matsum, matsum_grids, jacobi, pingpong, coll) as its file
+        holds them; none when the kernel models were not fitted."""
+        return [] if self.kernels is None else self.kernels.entries(name)
 
 
 def read_fits(fits_dir: str | Path) -> Fits:
@@ -123,8 +124,9 @@ def read_fits(fits_dir: str | Path) -> Fits:
     (a model whose file is absent is None; a bad file raises FitsFileError naming file and key)."""
     paths = {m: Path(fits_dir) / FILES[m] for m in MODELS}
     found = {m: read(path, m) for m, path in paths.items() if path.is_file()}
-    hockney = found.pop("hockney", None)
-    return Fits(hockney=None if hockney is None else hockney_records(hockney, str(paths["hockney"])), **found)
+    hockney, kernels = found.pop("hockney", None), found.pop("kernels", None)
+    return Fits(hockney=None if hockney is None else hockney_records(hockney, str(paths["hockney"])),
+                kernels=None if kernels is None else KernelFits.from_json(kernels, str(paths["kernels"])), **found)
 
 
 def fit_all(tidy: str | Path | TidyTables, options: FitOptions | None = None) -> Fits:
@@ -202,7 +204,7 @@ def _hockney_for_kernels(tables: TidyTables, options: FitOptions) -> list[Hockne
 
 
 def _fit_kernels(tables: TidyTables, hockney: list[HockneyRecord], options: FitOptions,
-                 problems: list[str]) -> dict[str, Any]:
+                 problems: list[str]) -> KernelFits:
     if not any(t is not None and t.height for t in tables.kernels.values()):
         problems.append(f"no kernel_*.parquet rows under {tables.where}: nothing fitted")
     ring_regions = None
@@ -212,7 +214,7 @@ def _fit_kernels(tables: TidyTables, hockney: list[HockneyRecord], options: FitO
                                           missing=f"no {CELLS_TABLE} under {tables.where}",
                                           topologies=tables.topologies)
     result = fit_kernels(tables.kernels, hockney, seed=options.seed, ring_regions=ring_regions)
-    problems += [f"kernels: {note}" for note in result.get("notes", [])]
+    problems += [f"kernels: {note}" for note in result.notes]
     return result
 
 

@@ -101,9 +101,10 @@ class HockneyFit:
     peak_bandwidth_MBps: float
     peak_bandwidth_ci_MBps: tuple[float, float]
     breakpoints_bytes: list[int]
-    segments: list[dict[str, Any]]
+    # The model's view: an unbounded (flat) segment's bandwidth is inf; to_dict writes it null.
+    segments: tuple[HockneySegment, ...]
     n_sizes: int
-    residuals: list[dict[str, float]]
+    residuals: tuple[HockneyResidual, ...]
     peak_bytes: int | None = None
     asymptotic_bytes: int | None = None
     zero_byte_us: float | None = None
@@ -122,7 +123,7 @@ class HockneyFit:
         """Index of the segment that models each size: the last one starting at or below it (the
         first segment also covers the sizes below its first fitted size)."""
         s = np.atleast_1d(np.asarray(sizes, dtype=float))
-        starts = np.array([seg["from_bytes"] for seg in self.segments], dtype=float)
+        starts = np.array([seg.from_bytes or 0 for seg in self.segments], dtype=float)
         return np.clip(np.searchsorted(starts, s, side="right") - 1, 0, len(starts) - 1)
 
     def predict(self, sizes: npt.ArrayLike, segment: int | None = None) -> FloatArray:
@@ -133,14 +134,15 @@ class HockneyFit:
         residuals, the kernel models and the report's model curves all come through here.
         """
         s = np.atleast_1d(np.asarray(sizes, dtype=float))
-        lam = np.array([seg["latency_us"] for seg in self.segments], dtype=float)
-        bw = np.array([seg["bandwidth_MBps"] for seg in self.segments], dtype=float)
+        lam = np.array([seg.latency_us for seg in self.segments], dtype=float)
+        bw = np.array([math.inf if seg.bandwidth_MBps is None else seg.bandwidth_MBps for seg in self.segments],
+                      dtype=float)
         inv_b = 1.0 / bw  # 1/inf = 0: a flat (pure latency) segment
         idx = self.segment_of(s) if segment is None else np.full(s.shape, segment, dtype=np.intp)
         return lam[idx] + s * inv_b[idx]
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> HockneyFit:
+    def from_dict(cls, d: JsonValue) -> HockneyFit:
         """The fit back from its JSON view (:meth:`to_dict`, or an entry of hockney.json): read as a
         :class:`HockneyRecord` (errors name the key), then :meth:`from_record`. A file written before
         the two bandwidth estimands is refused by name, not guessed at."""
@@ -163,25 +165,24 @@ class HockneyFit:
         raw = r.segments or (HockneySegment(latency_us=r.latency_us if r.latency_us is not None else math.nan,
                                             bandwidth_MBps=r.asymptotic_bandwidth_MBps, from_bytes=0,
                                             n_sizes=r.n_sizes),)
-        segments = sorted((_usable_segment(i, g) for i, g in enumerate(raw)), key=lambda g: g["from_bytes"])
+        segments = sorted((_usable_segment(i, g) for i, g in enumerate(raw)), key=lambda g: g.from_bytes or 0)
 
         def pair(v: tuple[float | None, float | None], null: float) -> tuple[float, float]:
             return (null if v[0] is None else v[0], null if v[1] is None else v[1])
 
         return cls(
-            latency_us=segments[0]["latency_us"], latency_ci_us=pair(r.latency_ci_us, math.nan),
+            latency_us=segments[0].latency_us, latency_ci_us=pair(r.latency_ci_us, math.nan),
             asymptotic_bandwidth_MBps=math.inf if r.asymptotic_bandwidth_MBps is None else r.asymptotic_bandwidth_MBps,
             asymptotic_bandwidth_ci_MBps=pair(r.asymptotic_bandwidth_ci_MBps, math.inf),
             peak_bandwidth_MBps=math.inf if r.peak_bandwidth_MBps is None else r.peak_bandwidth_MBps,
             peak_bandwidth_ci_MBps=pair(r.peak_bandwidth_ci_MBps, math.inf),
-            breakpoints_bytes=[int(g["from_bytes"]) for g in segments[1:]], segments=segments, n_sizes=r.n_sizes,
-            residuals=[{"bytes": x.bytes, "measured_us": x.measured_us, "predicted_us": x.predicted_us,
-                        "rel_err": math.nan if x.rel_err is None else x.rel_err} for x in r.residuals],
+            breakpoints_bytes=[g.from_bytes or 0 for g in segments[1:]], segments=tuple(segments), n_sizes=r.n_sizes,
+            residuals=tuple(replace(x, rel_err=math.nan if x.rel_err is None else x.rel_err) for x in r.residuals),
             peak_bytes=r.peak_bytes, asymptotic_bytes=r.asymptotic_bytes, zero_byte_us=r.zero_byte_us,
             excluded_bytes=list(r.excluded_bytes), ci_method=r.ci_method or "residuals", n_launches=r.n_launches or 0,
             ci_warning=r.ci_warning, plateau_from_bytes=r.plateau_from_bytes, plateau_n_sizes=r.plateau_n_sizes)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, JsonValue]:
         """JSON-ready view (no NaN/inf: an unbounded bandwidth becomes None)."""
         return {
             "latency_us": _json_float(self.latency_us),
@@ -193,7 +194,7 @@ class HockneyFit:
             "asymptotic_bandwidth_ci_MBps": [_json_float(v) for v in self.asymptotic_bandwidth_ci_MBps],
             "asymptotic_bytes": self.asymptotic_bytes,
             "breakpoints_bytes": list(self.breakpoints_bytes),
-            "segments": [{k: _json_float(v) if isinstance(v, float) else v for k, v in seg.items()} for seg in self.segments],
+            "segments": [seg.to_json() for seg in self.segments],
             "n_sizes": self.n_sizes,
             "zero_byte_us": _json_float(self.zero_byte_us),
             "excluded_bytes": list(self.excluded_bytes),
@@ -202,7 +203,8 @@ class HockneyFit:
             "ci_warning": self.ci_warning,
             "plateau_from_bytes": self.plateau_from_bytes,
             "plateau_n_sizes": self.plateau_n_sizes,
-            "residuals": self.residuals,
+            "residuals": [{"bytes": r.bytes, "measured_us": r.measured_us, "predicted_us": r.predicted_us,
+                           "rel_err": r.rel_err} for r in self.residuals],
         }
 
 
@@ -461,18 +463,13 @@ def fit_hockney(sizes: Iterable[float], times: Iterable[float], *, launches: Ite
         peak_bandwidth_MBps=figures.peak_MBps,
         peak_bandwidth_ci_MBps=peak_ci,
         breakpoints_bytes=[int(s[i]) for i in starts[1:]],
-        segments=[
-            {
-                "from_bytes": int(s[i]),
-                "to_bytes": int(s[j - 1]),
-                "latency_us": lam,
-                "bandwidth_MBps": _inverse(g),
-                "n_sizes": j - i,
-            }
+        segments=tuple(
+            HockneySegment(from_bytes=int(s[i]), to_bytes=int(s[j - 1]), latency_us=lam, bandwidth_MBps=_inverse(g),
+                           n_sizes=j - i)
             for (i, j), (lam, g) in zip(zip(starts, ends), params)
-        ],
+        ),
         n_sizes=len(s),
-        residuals=[],
+        residuals=(),
         peak_bytes=int(s[peak]),
         asymptotic_bytes=int(s[figures.asymptotic_index]),
         zero_byte_us=float(np.median(zero)) if zero.size else None,
@@ -482,10 +479,9 @@ def fit_hockney(sizes: Iterable[float], times: Iterable[float], *, launches: Ite
         plateau_from_bytes=int(s[asym.plateau_start]) if plateau is not None else None,
         plateau_n_sizes=asym.plateau_n_sizes if plateau is not None else None,
     )
-    fit.residuals = [
-        {"bytes": int(v), "measured_us": float(m), "predicted_us": float(p), "rel_err": float(p / m - 1.0)}
-        for v, m, p in zip(s, t_med, fit.predict(s))
-    ]
+    fit.residuals = tuple(HockneyResidual(bytes=int(v), measured_us=float(m), predicted_us=float(p),
+                                          rel_err=float(p / m - 1.0))
+                          for v, m, p in zip(s, t_med, fit.predict(s)))
     fit.ci_warning = "; ".join(trust_warnings(fit)) or None
     return fit
 
@@ -615,14 +611,11 @@ def record_of(fit: HockneyFit, cell: CellFields) -> HockneyRecord:
         peak_bytes=fit.peak_bytes, asymptotic_bandwidth_MBps=_json_float(fit.asymptotic_bandwidth_MBps),
         asymptotic_bandwidth_ci_MBps=pair(fit.asymptotic_bandwidth_ci_MBps), asymptotic_bytes=fit.asymptotic_bytes,
         breakpoints_bytes=tuple(fit.breakpoints_bytes),
-        segments=tuple(HockneySegment(latency_us=float(g["latency_us"]), bandwidth_MBps=_json_float(g["bandwidth_MBps"]),
-                                      from_bytes=g["from_bytes"], to_bytes=g["to_bytes"], n_sizes=g["n_sizes"])
-                       for g in fit.segments),
+        segments=tuple(replace(g, bandwidth_MBps=_json_float(g.bandwidth_MBps)) for g in fit.segments),
         n_sizes=fit.n_sizes, zero_byte_us=_json_float(fit.zero_byte_us), excluded_bytes=tuple(fit.excluded_bytes),
         ci_method=fit.ci_method, n_launches=fit.n_launches, ci_warning=fit.ci_warning,
         plateau_from_bytes=fit.plateau_from_bytes, plateau_n_sizes=fit.plateau_n_sizes,
-        residuals=tuple(HockneyResidual(int(r["bytes"]), r["measured_us"], r["predicted_us"], r["rel_err"])
-                        for r in fit.residuals))
+        residuals=tuple(replace(r, rel_err=_json_float(r.rel_err)) for r in fit.residuals))
 
 
 # The column that names a sample's launch, most specific first: the raw file (a cell's repetition, or
@@ -638,15 +631,14 @@ def launch_ids(group: pl.DataFrame) -> list[str] | None:
     return None
 
 
-def _usable_segment(i: int, seg: HockneySegment) -> dict[str, Any]:
+def _usable_segment(i: int, seg: HockneySegment) -> HockneySegment:
     """A record's segment as the model evaluates it (an unbounded bandwidth is inf)."""
     if not (math.isfinite(seg.latency_us) and seg.latency_us > 0):
         raise ValueError(f"segment {i}: 'latency_us' must be a finite number > 0, got {seg.latency_us!r}")
     bw = seg.bandwidth_MBps
     if bw is not None and not (math.isfinite(bw) and bw > 0):
         raise ValueError(f"segment {i}: 'bandwidth_MBps' must be > 0 or null (unbounded), got {bw!r}")
-    return {"from_bytes": seg.from_bytes or 0, "to_bytes": seg.to_bytes, "latency_us": seg.latency_us,
-            "bandwidth_MBps": math.inf if bw is None else bw, "n_sizes": seg.n_sizes}
+    return replace(seg, from_bytes=seg.from_bytes or 0, bandwidth_MBps=math.inf if bw is None else bw)
 
 
 def _inverse(g: float) -> float:

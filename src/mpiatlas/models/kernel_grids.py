@@ -10,12 +10,11 @@ the rows) says whether it was asked for.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import polars as pl
 
 from mpiatlas.models.kernel_common import LABEL_COLUMNS, bootstrap_medians, json_num, percentile_ci, size_text
+from mpiatlas.models.kernel_records import GridComparison, GridPoint
 
 N_BOOT_GRIDS = 400
 
@@ -36,7 +35,7 @@ def with_grid_facts(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def compare_grids(cells: pl.DataFrame, keys: list[str], value: str, extras: list[str], *,
-                  seed: int = 0) -> list[dict[str, Any]]:
+                  seed: int = 0) -> list[GridComparison]:
     """``cells``: one row per cell and grid, with ``keys``, ``grid``, ``explicit``, ``procdims``,
     ``value`` and ``extras``. Per key with several grids (or an explicit one): every grid, fastest first."""
     rng = np.random.default_rng(seed)
@@ -53,23 +52,23 @@ def compare_grids(cells: pl.DataFrame, keys: list[str], value: str, extras: list
         grids = []
         for r in per_grid.iter_rows(named=True):
             boots = np.fromiter((b[0] for b in bootstrap_medians([r["reps"]], rng, N_BOOT_GRIDS)), dtype=float)
-            grids.append({
-                "grid": r["grid"], "procdims": list(r["procdims"] or []), "explicit": bool(r["explicit"]),
-                "measured_us": json_num(r["measured"]), "ci_us": percentile_ci(boots) if len(r["reps"]) > 1
-                else [None, None], "n_reps": len(r["reps"]), "reps_us": [json_num(v) for v in r["reps"]],
-                "vs_best": json_num(r["measured"] / best["measured"]) if best["measured"] else None,
-                **{c: json_num(r[c]) for c in extras},
-            })
+            low, high = percentile_ci(boots) if len(r["reps"]) > 1 else [None, None]
+            grids.append(GridPoint(
+                grid=r["grid"], procdims=tuple(r["procdims"] or ()), explicit=bool(r["explicit"]),
+                measured_us=json_num(r["measured"]), ci_us=(low, high), n_reps=len(r["reps"]),
+                reps_us=tuple(json_num(v) for v in r["reps"]),
+                vs_best=json_num(r["measured"] / best["measured"]) if best["measured"] else None,
+                extras={c: json_num(r[c]) for c in extras}))
         slowest = grids[-1]
-        out.append({**dict(zip(keys, key)), "value": value, "grids": grids, "best": best["grid"],
-                    "spread": slowest["vs_best"],
-                    "headline": f"fastest grid {best['grid']}" + (
-                        f"; {slowest['grid']} takes {slowest['vs_best']:.2f}×" if len(grids) > 1 and
-                        slowest["vs_best"] is not None else "")})
+        out.append(GridComparison(
+            key=dict(zip(keys, key)), value=value, grids=tuple(grids), best=best["grid"], spread=slowest.vs_best,
+            headline=f"fastest grid {best['grid']}" + (
+                f"; {slowest.grid} takes {slowest.vs_best:.2f}×" if len(grids) > 1 and slowest.vs_best is not None
+                else "")))
     return out
 
 
-def matsum_grids(df: pl.DataFrame | None, *, seed: int = 0) -> list[dict[str, Any]]:
+def matsum_grids(df: pl.DataFrame | None, *, seed: int = 0) -> list[GridComparison]:
     """Grid comparisons of matsum: per stack/transport/mapping, dims, dist and P; the time is the
     slowest rank's ``total_us`` (scatter + compute + gather), phases beside it."""
     if df is None or df.height == 0:
@@ -85,7 +84,7 @@ def matsum_grids(df: pl.DataFrame | None, *, seed: int = 0) -> list[dict[str, An
     return compare_grids(cells, keys, "total_us", phases, seed=seed)
 
 
-def jacobi_grids(cells: pl.DataFrame, *, seed: int = 0) -> list[dict[str, Any]]:
+def jacobi_grids(cells: pl.DataFrame, *, seed: int = 0) -> list[GridComparison]:
     """Grid comparisons of one stack/transport/mapping's jacobi cells (kernel_jacobi's per-cell
     rows): per problem (mode and size), threads and P; the time is the slowest rank's iteration."""
     cells = cells.with_columns(grid_expr().alias("grid"))

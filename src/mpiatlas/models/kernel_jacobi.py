@@ -219,7 +219,7 @@ def fit_jacobi(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None,
             "latency_us": json_num(p2p.latency_us) if p2p else None,
             "bandwidth_MBps": json_num(p2p.bandwidth_MBps) if p2p else None,
             "problems": sorted({r["problem"] for r in rows}),
-            "points": rows, "hybrid_vs_pure": hybrid_vs_pure(rows), "grids": jacobi_grids(cells, seed=seed),
+            "points": rows, "hybrid_vs_pure": hybrid_vs_pure(rows), "grids": [g.to_json() for g in jacobi_grids(cells, seed=seed)],
             "headline": headline(rows), "fails_where": fails,
         })
     return out

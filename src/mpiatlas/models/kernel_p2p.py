@@ -21,15 +21,17 @@ be any of the forced ones; "best" is over what was measured, at these repetition
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, TypedDict
 
 import polars as pl
 
 from mpiatlas.models.best_algorithm import best_algorithms as rank_algorithms
-from mpiatlas.models.fit_records import HockneyRecord
+from mpiatlas.models.fit_records import Fit, HockneyRecord
 from mpiatlas.models.kernel_common import imb_pingpong_fit
-from mpiatlas.models.hockney import BANDWIDTH_FIGURES, fit_hockney
+from mpiatlas.models.kernel_records import CollBest, CollFit, CollPoint, PingpongFit, PingpongPoint
+from mpiatlas.models.hockney import fit_hockney, record_of
 
 LABEL_COLUMNS = ("label", "stack", "transport", "mapping")
 SOURCE = "mpiatlas pingpong kernel (src/kernels/pingpong.c, OSU shape), not IMB"
@@ -61,8 +63,8 @@ def _ok_rows(df: pl.DataFrame | None) -> pl.DataFrame | None:
     return df if df.height else None
 
 
-def _median_at(points: list[dict[str, Any]], size: int, key: str) -> float | None:
-    return next((p[key] for p in points if p["bytes"] == size), None)
+def _median_at(points: Sequence[PingpongPoint], size: int, figure: Callable[[PingpongPoint], float | None]) -> float | None:
+    return next((figure(p) for p in points if p.bytes == size), None)
 
 
 # -------------------------------------------------------------------------------------- pingpong
@@ -88,7 +90,7 @@ def pingpong_medians(df: pl.DataFrame | None) -> pl.DataFrame | None:
 
 
 def fit_pingpong(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None = None, *,
-                 seed: int = 0) -> list[dict[str, Any]]:
+                 seed: int = 0) -> list[PingpongFit]:
     """One entry per stack/transport/mapping: Hockney λ, B (95 % CIs), 4 B latency, 4 MiB bandwidth,
     and IMB PingPong's λ, B beside them when that fit exists."""
     df = _ok_rows(df)
@@ -97,42 +99,56 @@ def fit_pingpong(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | Non
     df = df.filter(pl.col("rank") == 0)  # the OSU/IMB reporter; rank 1 times the same round trips
     out = []
     for key, grp in df.group_by(list(LABEL_COLUMNS), maintain_order=True):
-        head = dict(zip(LABEL_COLUMNS, key))
-        pts = pingpong_points(grp)
-        points = [{"bytes": int(r["bytes"]), "t_usec": _num(r["t_usec"]), "t_min_usec": _num(r["t_min_usec"]),
-                   "MBps": _num(r["MBps"]), "n_reps": int(r["n_reps"]), "iterations_min": r["iterations_min"],
-                   "reps_us": [_num(v) for v in r["reps_us"]]} for r in pts.iter_rows(named=True)]
-        entry: dict[str, Any] = {
-            **head, "benchmark": "pingpong", "source": SOURCE, "n_reps": int(grp["rep"].n_unique()),
-            "latency_4B_us": _num(_median_at(points, LATENCY_BYTES, "t_usec")),
-            "bandwidth_4MiB_MBps": _num(_median_at(points, BANDWIDTH_BYTES, "MBps")),
-            "points": points,
-        }
-        imb = imb_pingpong_fit(hockney, head["label"])
-        entry.update(imb_latency_us=_num(imb.latency_us) if imb else None,
-                     imb_latency_ci_us=list(imb.latency_ci_us) if imb else None)
-        for figure in BANDWIDTH_FIGURES:
-            value, ci = imb.bandwidth(figure) if imb else (None, None)
-            entry[f"imb_{figure}_MBps"] = _num(value)
-            entry[f"imb_{figure}_ci_MBps"] = None if ci is None else list(ci)
+        cell = Fit.cell_fields({**dict(zip(LABEL_COLUMNS, key)), "benchmark": "pingpong"}, "kernel_pingpong table",
+                               "$." + "/".join(map(str, key)))
+        points = tuple(PingpongPoint(bytes=int(r["bytes"]), t_usec=_num(r["t_usec"]), t_min_usec=_num(r["t_min_usec"]),
+                                     MBps=_num(r["MBps"]), n_reps=int(r["n_reps"]), iterations_min=r["iterations_min"],
+                                     reps_us=tuple(_num(v) for v in r["reps_us"]))
+                       for r in pingpong_points(grp).iter_rows(named=True))
+        imb = imb_pingpong_fit(hockney, cell["label"])
+        entry = PingpongFit(
+            **cell, source=SOURCE, n_reps=int(grp["rep"].n_unique()),
+            latency_4B_us=_median_at(points, LATENCY_BYTES, lambda p: p.t_usec),
+            bandwidth_4MiB_MBps=_median_at(points, BANDWIDTH_BYTES, lambda p: p.MBps), points=points,
+            imb_latency_us=_num(imb.latency_us) if imb else None, imb_latency_ci_us=imb.latency_ci_us if imb else None,
+            imb_asymptotic_bandwidth_MBps=_num(imb.asymptotic_bandwidth_MBps) if imb else None,
+            imb_asymptotic_bandwidth_ci_MBps=imb.asymptotic_bandwidth_ci_MBps if imb else None,
+            imb_peak_bandwidth_MBps=_num(imb.peak_bandwidth_MBps) if imb else None,
+            imb_peak_bandwidth_ci_MBps=imb.peak_bandwidth_ci_MBps if imb else None)
         try:
             fit = fit_hockney(grp["bytes"].to_list(), grp["t_usec"].to_list(),
                               launches=grp["rep"].cast(pl.String).to_list(), seed=seed)
         except ValueError as exc:
-            out.append({**entry, "error": str(exc)})
+            out.append(replace(entry, error=str(exc)))
             continue
-        entry.update(fit.to_dict())
-        lam, imb_lam = entry["latency_us"], entry["imb_latency_us"]
-        entry["kernel_vs_imb_latency"] = _num(lam / imb_lam) if lam and imb_lam else None
-        # The same estimand on both sides: the kernel's asymptotic B against IMB's, its peak against IMB's.
-        for figure in BANDWIDTH_FIGURES:
-            bw, imb_bw = entry[f"{figure}_MBps"], entry[f"imb_{figure}_MBps"]
-            entry[f"kernel_vs_imb_{figure}"] = _num(bw / imb_bw) if bw and imb_bw else None
-        bw = entry["asymptotic_bandwidth_MBps"]
-        entry["headline"] = (f"λ {lam:.3g} µs, asymptotic B {bw:.4g} MB/s" if bw else f"λ {lam:.3g} µs, B unbounded") + \
-            (f"; IMB PingPong λ {imb_lam:.3g} µs" if imb_lam else "; no IMB PingPong for this stack/transport")
-        out.append(entry)
+        record = record_of(fit, cell)
+        out.append(replace(entry, hockney=record, **_against_imb(record, entry)))
     return out
+
+
+def _ratio(kernel: float | None, imb: float | None) -> float | None:
+    return _num(kernel / imb) if kernel and imb else None
+
+
+def _against_imb(kernel: HockneyRecord, entry: PingpongFit) -> _AgainstImb:
+    """The kernel's λ and bandwidths over IMB PingPong's (the same estimand on both sides: asymptotic
+    against asymptotic, peak against peak), and the entry's one-line headline."""
+    lam, imb_lam = kernel.latency_us, entry.imb_latency_us
+    bw = kernel.asymptotic_bandwidth_MBps
+    head = f"λ {lam:.3g} µs, asymptotic B {bw:.4g} MB/s" if bw else f"λ {lam:.3g} µs, B unbounded"
+    return _AgainstImb(
+        kernel_vs_imb_latency=_ratio(lam, imb_lam),
+        kernel_vs_imb_asymptotic_bandwidth=_ratio(bw, entry.imb_asymptotic_bandwidth_MBps),
+        kernel_vs_imb_peak_bandwidth=_ratio(kernel.peak_bandwidth_MBps, entry.imb_peak_bandwidth_MBps),
+        headline=head + (f"; IMB PingPong λ {imb_lam:.3g} µs" if imb_lam else
+                         "; no IMB PingPong for this stack/transport"))
+
+
+class _AgainstImb(TypedDict):
+    kernel_vs_imb_latency: float | None
+    kernel_vs_imb_asymptotic_bandwidth: float | None
+    kernel_vs_imb_peak_bandwidth: float | None
+    headline: str
 
 
 # ------------------------------------------------------------------------------------------ coll
@@ -151,23 +167,22 @@ def coll_points(df: pl.DataFrame) -> pl.DataFrame:
             .sort([*LABEL_COLUMNS, "collective", "np", "algorithm", "bytes"]))
 
 
-def best_algorithms(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def best_algorithms(points: Sequence[CollPoint]) -> list[CollBest]:
     """Per size: the algorithm with the smallest median time, the runner-up's margin and the default's
     time; the criterion is :func:`mpiatlas.models.best_algorithm.best_algorithms`' (shared with the report)."""
-    timed = [p for p in points if p["t_avg_usec"] is not None]
+    timed = [p for p in points if p.t_avg_usec is not None]
     if not timed:
         return []
-    frame = pl.DataFrame({"bytes": [p["bytes"] for p in timed], "algorithm": [p["algorithm"] for p in timed],
-                          "t_avg_usec": [p["t_avg_usec"] for p in timed]},
+    frame = pl.DataFrame({"bytes": [p.bytes for p in timed], "algorithm": [p.algorithm for p in timed],
+                          "t_avg_usec": [p.t_avg_usec for p in timed]},
                          schema={"bytes": pl.Int64, "algorithm": pl.String, "t_avg_usec": pl.Float64})
     best = rank_algorithms(frame, ["bytes"], time="t_avg_usec", ci_low=None, ci_high=None)
-    return [{
-        "bytes": int(r["bytes"]), "algorithm": r["best"], "t_avg_usec": r["t_best"],
-        "candidates": int(r["n_algorithms"]), "runner_up": r["runner_up"],
+    return [CollBest(
+        bytes=int(r["bytes"]), algorithm=r["best"], t_avg_usec=r["t_best"], candidates=int(r["n_algorithms"]),
+        runner_up=r["runner_up"],
         # how decisive: the runner-up's time over the best's, minus one (0.02 = 2 % slower)
-        "margin": _num(r["margin"]), "default_usec": _num(r["t_default"]),
-        "default_over_best": _num(r["speedup"]),
-    } for r in best.iter_rows(named=True)]
+        margin=_num(r["margin"]), default_usec=_num(r["t_default"]), default_over_best=_num(r["speedup"]),
+    ) for r in best.iter_rows(named=True)]
 
 
 def coll_medians(df: pl.DataFrame | None) -> pl.DataFrame | None:
@@ -181,7 +196,7 @@ def coll_medians(df: pl.DataFrame | None) -> pl.DataFrame | None:
     return coll_points(df)
 
 
-def fit_coll(df: pl.DataFrame | None) -> list[dict[str, Any]]:
+def fit_coll(df: pl.DataFrame | None) -> list[CollFit]:
     """One entry per stack/transport/mapping x collective x P: points per algorithm and size, and the
     best algorithm per size."""
     pts = coll_medians(df)
@@ -189,24 +204,24 @@ def fit_coll(df: pl.DataFrame | None) -> list[dict[str, Any]]:
         return []
     out = []
     keys = [*LABEL_COLUMNS, "collective", "np"]
-    for key, grp in pts.group_by(keys, maintain_order=True):
-        head = dict(zip(keys, key))
-        points = [{"algorithm": r["algorithm"], "bytes": int(r["bytes"]), "t_avg_usec": _num(r["t_avg_usec"]),
-                   "t_min_usec": _num(r["t_min_usec"]), "t_max_usec": _num(r["t_max_usec"]),
-                   "n_reps": int(r["n_reps"]), "reps_us": [_num(v) for v in r["reps_us"]]}
-                  for r in grp.iter_rows(named=True)]
+    for (label, stack, transport, mapping, collective, np_), grp in pts.group_by(keys, maintain_order=True):
+        points = tuple(CollPoint(algorithm=r["algorithm"], bytes=int(r["bytes"]), t_avg_usec=_num(r["t_avg_usec"]),
+                                 t_min_usec=_num(r["t_min_usec"]), t_max_usec=_num(r["t_max_usec"]),
+                                 n_reps=int(r["n_reps"]), reps_us=tuple(_num(v) for v in r["reps_us"]))
+                       for r in grp.iter_rows(named=True))
         best = best_algorithms(points)
-        algorithms = sorted({p["algorithm"] for p in points}, key=lambda a: (a != "default", a))
+        algorithms = sorted({p.algorithm for p in points}, key=lambda a: (a != "default", a))
         wins: dict[str, int] = {}
         for b in best:
-            wins[b["algorithm"]] = wins.get(b["algorithm"], 0) + 1
+            wins[b.algorithm] = wins.get(b.algorithm, 0) + 1
         top = max(wins, key=lambda a: wins[a]) if wins else None
-        out.append({
-            **head, "np": int(head["np"]), "source": COLL_SOURCE, "algorithms": algorithms,
-            "oversubscribed": bool(grp["oversubscribed"].any()), "points": points, "best": best, "wins": wins,
-            "headline": (f"{len(algorithms)} algorithm(s); fastest at most sizes: {top} "
-                         f"({wins[top]} of {len(best)} sizes)") if top else "no timed sizes",
-        })
+        out.append(CollFit(
+            label=label, stack=stack, transport=transport, mapping=mapping, collective=str(collective),
+            np=int(np_), source=COLL_SOURCE, algorithms=tuple(algorithms),
+            oversubscribed=bool(grp["oversubscribed"].any()), points=points, best=tuple(best), wins=wins,
+            headline=(f"{len(algorithms)} algorithm(s); fastest at most sizes: {top} "
+                      f"({wins[top]} of {len(best)} sizes)") if top else "no timed sizes",
+        ))
     return out
 
 

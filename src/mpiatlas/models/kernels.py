@@ -78,6 +78,7 @@ from mpiatlas.models.region_latency import RegionTable, RegionTableError
 from mpiatlas.models.ring_regions import RegionInputs, RingHops, exchange_time, placement_boundaries
 from mpiatlas.stats.quality import trusted
 from mpiatlas.models.kernel_p2p import fit_coll, fit_pingpong
+from mpiatlas.models.kernel_records import KernelFits
 
 # scipy (~0.5 s to import) is imported by the fits that use it: most campaigns need few of them.
 
@@ -479,7 +480,7 @@ def fit_matsum(df: pl.DataFrame | None, *, seed: int = 0) -> list[dict[str, Any]
 
 
 def fit_kernels(tables: dict[str, pl.DataFrame | None], hockney: Sequence[HockneyRecord] | None, *,
-                seed: int = 0, ring_regions: RegionInputs | None = None) -> dict[str, Any]:
+                seed: int = 0, ring_regions: RegionInputs | None = None) -> KernelFits:
     """Every kernel model: ``{"ring": [...], "matsum": [...], "matsum_grids": [...], "jacobi": [...],
     "pingpong": [...], "coll": [...], "notes": [...]}``, one entry per stack/transport/mapping (matsum:
     also per dims/topo/dist; matsum_grids: per dims/dist/P that ran several grids, :mod:`kernel_grids`;
@@ -497,12 +498,13 @@ def fit_kernels(tables: dict[str, pl.DataFrame | None], hockney: Sequence[Hockne
     jacobi = fit_jacobi(tables.get("jacobi"), hockney, ring_p2p)
     pingpong = fit_pingpong(tables.get("pingpong"), hockney, seed=seed)
     coll = fit_coll(tables.get("coll"))
-    for name, fits in (("ring", ring), ("matsum", matsum), ("jacobi", jacobi), ("pingpong", pingpong)):
+    for name, fits in (("ring", ring), ("matsum", matsum), ("jacobi", jacobi)):
         for f in fits:
             if "error" in f:
                 notes.append(f"{name} {f.get('label')}: not fitted: {f['error']}")
-    return {"ring": ring, "matsum": matsum, "matsum_grids": grids, "jacobi": jacobi, "pingpong": pingpong,
-            "coll": coll, "notes": notes}
+    notes += [f"pingpong {f.label}: not fitted: {f.error}" for f in pingpong if f.error is not None]
+    return KernelFits(ring=ring, matsum=matsum, matsum_grids=tuple(grids), jacobi=jacobi, pingpong=tuple(pingpong),
+                      coll=tuple(coll), notes=tuple(notes))
 
 
 __all__ = [

@@ -134,7 +134,7 @@ def hockney_curve(fit: HockneyRecord, lo: float, hi: float, points: int = 24) ->
     """
     model = HockneyFit.from_record(fit)
     out: list[dict[str, Any]] = []
-    starts = [float(seg["from_bytes"]) for seg in model.segments]
+    starts = [float(seg.from_bytes or 0) for seg in model.segments]
     for i in range(len(starts)):
         a = max(starts[i] if i > 0 else lo, 1.0)
         b = starts[i + 1] if i + 1 < len(starts) else hi

@@ -22,6 +22,7 @@ from mpiatlas.stats.quality import UnjudgedTableError, trusted
 from mpiatlas.node.topology import TopologyError, detect
 from mpiatlas.node.topology_synthetic import read_topology
 from mpiatlas.stats.aggregate import summarize
+from mpiatlas.models.kernel_records import CollFit, GridComparison, PingpongFit
 from mpiatlas.models.fit_records import FitRecordError, HockneyRecord
 from mpiatlas.models.fits_files import FILES, problems, schema_name
 
@@ -108,6 +109,48 @@ class ReportData:
         for i, entry in enumerate(entries):
             try:
                 out.append(HockneyRecord.from_json(entry, f"fits/{layout.KERNELS_FIT}", f"$.{name}[{i}]"))
+            except FitRecordError:
+                continue
+        return out
+
+    def pingpong_fits(self) -> list[PingpongFit] | None:
+        """fits/kernels.json's pingpong entries (None when the file or the key is absent); an entry not
+        of that shape is left out (the schema check on load names it)."""
+        entries = self.kernel_fits("pingpong")
+        if entries is None:
+            return None
+        out = []
+        for i, entry in enumerate(entries):
+            try:
+                out.append(PingpongFit.from_json(entry, f"fits/{layout.KERNELS_FIT}", f"$.pingpong[{i}]"))
+            except FitRecordError:
+                continue
+        return out
+
+    def matsum_grids(self) -> list[GridComparison] | None:
+        """fits/kernels.json's matsum_grids (None when the file or the key is absent); an entry not of
+        that shape is left out (the schema check on load names it)."""
+        entries = self.kernel_fits("matsum_grids")
+        if entries is None:
+            return None
+        out = []
+        for i, entry in enumerate(entries):
+            try:
+                out.append(GridComparison.from_json(entry, f"fits/{layout.KERNELS_FIT}", f"$.matsum_grids[{i}]"))
+            except FitRecordError:
+                continue
+        return out
+
+    def coll_fits(self) -> list[CollFit] | None:
+        """fits/kernels.json's coll entries (None when the file or the key is absent); an entry not of
+        that shape is left out (the schema check on load names it)."""
+        entries = self.kernel_fits("coll")
+        if entries is None:
+            return None
+        out = []
+        for i, entry in enumerate(entries):
+            try:
+                out.append(CollFit.from_json(entry, f"fits/{layout.KERNELS_FIT}", f"$.coll[{i}]"))
             except FitRecordError:
                 continue
         return out

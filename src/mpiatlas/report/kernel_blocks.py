@@ -12,6 +12,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
+from mpiatlas.models.kernel_records import GridComparison
 from mpiatlas.stats.quality import trusted
 from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Notice, Table, Text, cell
 from mpiatlas.report.charts import CHART_H, OVER, chart_spec, rounded
@@ -113,28 +114,27 @@ GRID_EXPLICIT = "asked for (procdims)"
 GRID_DEFAULT = "MPI_Dims_create"
 
 
-def grid_blocks(entries: list[dict[str, Any]], facet_keys: list[tuple[str, str, str]], value_title: str,
+def grid_blocks(entries: list[GridComparison], facet_keys: list[tuple[str, str, str]], value_title: str,
                 extras: list[tuple[str, str]], title: str) -> list[Any]:
     """A table of every grid (fastest first per comparison) and a chart of their times with the
-    95 % CI of the median and every repetition, one facet per comparison. ``facet_keys``: (entry
-    key, column title, prefix in the facet's title) naming a comparison; ``extras``: (grid key, column title) of the per-grid
-    numbers beside the time."""
+    95 % CI of the median and every repetition, one facet per comparison. ``facet_keys``: (coordinate
+    of the comparison's key, column title, prefix in the facet's title) naming a comparison; ``extras``:
+    (grid extra, column title) of the per-grid numbers beside the time."""
     if not entries:
         return []
     rows, points, reps = [], [], []
     for entry in entries:
-        facet = " · ".join(f"{prefix}{entry.get(key)}" for key, _, prefix in facet_keys)
-        for g in entry["grids"]:
-            lo, hi = g.get("ci_us") or [None, None]
-            rows.append([cell(entry.get(key)) for key, _, _ in facet_keys] + [
-                cell(g["grid"]), cell(GRID_EXPLICIT if g["explicit"] else GRID_DEFAULT),
-                Cell(f"{fmt_num(g['measured_us'])} {fmt_ci(g.get('ci_us'))}", cls="num"),
-                Cell(f"{fmt_num(g.get('vs_best'))}×", cls="ok" if g["grid"] == entry["best"] else "num"),
-                *(Cell(fmt_num(g.get(key)), cls="num") for key, _ in extras), cell(g["n_reps"])])
-            points.append({"comparison": facet, "grid": g["grid"], "measured_us": g["measured_us"], "ci_low_us": lo,
-                           "ci_high_us": hi, "source": GRID_EXPLICIT if g["explicit"] else GRID_DEFAULT,
-                           "vs_best": g.get("vs_best"), "n_reps": g["n_reps"]})
-            reps += [{"comparison": facet, "grid": g["grid"], "rep_us": v} for v in g.get("reps_us") or []]
+        facet = " · ".join(f"{prefix}{entry.key.get(key)}" for key, _, prefix in facet_keys)
+        for g in entry.grids:
+            lo, hi = g.ci_us
+            source = GRID_EXPLICIT if g.explicit else GRID_DEFAULT
+            rows.append([cell(entry.key.get(key)) for key, _, _ in facet_keys] + [
+                cell(g.grid), cell(source), Cell(f"{fmt_num(g.measured_us)} {fmt_ci(g.ci_us)}", cls="num"),
+                Cell(f"{fmt_num(g.vs_best)}×", cls="ok" if g.grid == entry.best else "num"),
+                *(Cell(fmt_num(g.extras.get(key)), cls="num") for key, _ in extras), cell(g.n_reps)])
+            points.append({"comparison": facet, "grid": g.grid, "measured_us": g.measured_us, "ci_low_us": lo,
+                           "ci_high_us": hi, "source": source, "vs_best": g.vs_best, "n_reps": g.n_reps})
+            reps += [{"comparison": facet, "grid": g.grid, "rep_us": v} for v in g.reps_us]
     table = Table([*(name for _, name, _ in facet_keys), "grid", "grid from", f"{value_title} [95 % CI]",
                    "vs fastest", *(name for _, name in extras), "reps"], rows, filterable=True,
                   scroll=len(rows) > 25,

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import polars as pl
 
+from mpiatlas.matrix.layout import KERNELS_FIT
+from mpiatlas.models.fit_records import FitRecordError
+from mpiatlas.models.kernel_records import GridComparison, grid_comparisons
 from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Section, Table, cell
 from mpiatlas.report.charts import FITTED, OVER, chart_spec, measured_vs_model
 from mpiatlas.report.data import ReportData
@@ -145,7 +149,7 @@ def section_kernel_jacobi(data: ReportData) -> Section | None:
             ))
         blocks += _share_blocks(rows)
         blocks += grid_blocks(
-            [{**g, "label": f["label"]} for f in good for g in f.get("grids", [])],
+            _grid_comparisons(good),
             [("label", "Stack / transport / mapping", ""), ("problem", "Problem", ""),
              ("threads", "threads", "threads "), ("np", "P", "P=")], "iteration (µs)",
             [("halo_us", "halo mean (µs)"), ("bytes_per_rank", "bytes/rank"), ("mlups_total", "MLUP/s")],
@@ -155,3 +159,17 @@ def section_kernel_jacobi(data: ReportData) -> Section | None:
     return Section(KERNEL_TITLES["jacobi"], blocks, id="kernel-jacobi")
 
 
+
+
+def _grid_comparisons(good: list[dict[str, Any]]) -> list[GridComparison]:
+    """Every fit's grid comparisons, each keyed by its label too (a comparison names only its
+    problem, threads and P); a fit whose grids are not of that shape shows none (the schema check
+    on load names it)."""
+    out = []
+    for f in good:
+        try:
+            found = grid_comparisons(f.get("grids", []), f"fits/{KERNELS_FIT}", f"$.jacobi[label={f['label']}].grids")
+        except FitRecordError:
+            continue
+        out += [replace(g, key={"label": f["label"], **g.key}) for g in found]
+    return out

@@ -79,7 +79,7 @@ def section_kernel_matsum(data: ReportData) -> Section | None:
                   cell(r["n_reps"])] for r in rows],
                 filterable=True, caption="Phases: slowest rank, median over repetitions.")], open=True))
     blocks += grid_blocks(
-        data.kernel_fits("matsum_grids") or [],
+        data.matsum_grids() or [],
         [("label", "Stack / transport / mapping", ""), ("dims", "dims", "dims "), ("dist", "dist", ""),
          ("np", "P", "P=")], "time per iteration (µs)",
         [("scatter_us", "scatter (µs)"), ("compute_us", "compute (µs)"), ("gather_us", "gather (µs)")],
@@ -113,7 +113,7 @@ def section_kernel_matsum(data: ReportData) -> Section | None:
             filterable=True, scroll=len(per_rank) > 25,
             caption="Each rank's own times (medians over repetitions): the root's scatter and gather are the "
                     "sends and receives of every block; a rank's gather time includes its wait for the root."))
-    if not good and not data.kernel_fits("matsum_grids") and df is not None:
+    if not good and not data.matsum_grids() and df is not None:
         blocks.append(raw_table(df, ["label", "dims", "variant_group", "np", "topo", "dist", "oversubscribed"],
                                 "total_us"))
     return Section(KERNEL_TITLES["matsum"], blocks, id="kernel-matsum")

@@ -8,8 +8,10 @@ import altair as alt
 import polars as pl
 
 from mpiatlas.models.fit_records import HockneyRecord
+from mpiatlas.spine.series import mapping_segment
 from mpiatlas.stats.aggregate import scalar
 from mpiatlas.models.kernel_p2p import BANDWIDTH_BYTES, LATENCY_BYTES, fit_coll, pingpong_medians
+from mpiatlas.models.kernel_records import CollFit, PingpongFit
 from mpiatlas.report.blocks import Cell, ChartBlock, Details, Heading, Notice, Section, Table, Text, cell, num_cell
 from mpiatlas.report.charts import (
     CHART_H,
@@ -107,21 +109,36 @@ def _fit_table(good: list[HockneyRecord], hockney: list[HockneyRecord] | None,
     )
 
 
-def _headline_rows(good: list[dict[str, Any]], med: pl.DataFrame | None) -> list[tuple[Any, ...]]:
+def _placements(df: pl.DataFrame | None) -> dict[str, str]:
+    """label -> its placement (``node2``: the mapping over its nodes), from the table's own columns."""
+    if df is None or not {"label", "mapping", "nodes"} <= set(df.columns):
+        return {}
+    pairs = df.select("label", "mapping", "nodes").unique().drop_nulls(["label", "mapping"])
+    return {r["label"]: mapping_segment(r["mapping"], r["nodes"] or 1) for r in pairs.iter_rows(named=True)}
+
+
+# stack, transport, placement, 4 B latency (µs), 4 MiB bandwidth (MB/s), repetitions
+HeadlineRow = tuple[str | None, str | None, str | None, float | None, float | None, int | None]
+
+
+def _headline_rows(good: list[PingpongFit], med: pl.DataFrame | None,
+                   placements: dict[str, str]) -> list[HeadlineRow]:
     """(stack, transport, placement, 4 B latency, 4 MiB bandwidth, reps) per series: the fits' or the medians'."""
-    rows = []
+    rows: list[HeadlineRow] = []
     for f in good:
         # The label's placement (node2), not the bare mapping: one row per node count.
-        rows.append((f["stack"], f["transport"], str(f["label"]).split("/")[-1], f.get("latency_4B_us"),
-                     f.get("bandwidth_4MiB_MBps"), f.get("n_reps")))
+        rows.append((f.stack, f.transport, placements.get(f.label or "", f.mapping), f.latency_4B_us,
+                     f.bandwidth_4MiB_MBps, f.n_reps))
     if rows or med is None:
         return rows
     for lab in med["label"].unique().sort().to_list():
         part = med.filter(pl.col("label") == lab)
         at4, at4m = part.filter(pl.col("bytes") == LATENCY_BYTES), part.filter(pl.col("bytes") == BANDWIDTH_BYTES)
-        stack, transport, mapping = (lab.split("/") + [None, None, None])[:3]
-        rows.append((stack, transport, mapping, at4["t_usec"][0] if at4.height else None,
-                     at4m["MBps"][0] if at4m.height else None, part["n_reps"].max()))
+        first = part.row(0, named=True)
+        n_reps = part["n_reps"].max()
+        rows.append((first["stack"], first["transport"], placements.get(lab, first["mapping"]),
+                     at4["t_usec"][0] if at4.height else None, at4m["MBps"][0] if at4m.height else None,
+                     int(scalar(n_reps)) if n_reps is not None else None))
     return rows
 
 
@@ -146,30 +163,31 @@ def _pingpong_chart(med: pl.DataFrame, fits: list[HockneyRecord]) -> ChartBlock:
                                          "(dashed) per stack/transport/mapping; 0 bytes is left out of the log axis.")
 
 
-def _pingpong_blocks(data: ReportData, df: pl.DataFrame | None, fits: list[dict[str, Any]] | None) -> list[Any]:
+def _pingpong_blocks(data: ReportData, df: pl.DataFrame | None, fits: list[PingpongFit] | None) -> list[Any]:
     blocks: list[Any] = [Heading("pingpong (2 ranks, half round trip)")]
     if df is not None:
         blocks += status_notice(df, "pingpong")
     if fits is None:
         blocks.append(Notice("No pingpong fit (fits/kernels.json missing or without 'pingpong'): medians only.",
                              "warn"))
-    good = [f for f in fits or [] if "error" not in f]
-    errors = [f"{f.get('label')}: {f['error']}" for f in fits or [] if "error" in f]
+    good = [f for f in fits or [] if f.fitted]
+    errors = [f"{f.label}: {f.error}" for f in fits or [] if not f.fitted]
     if errors:
         blocks.append(Notice("The Hockney fit failed for these pingpong series:", "warn", errors))
     imb = _imb_labels(data)
-    labels = sorted({f["label"] for f in fits or []} | (set(df["label"].unique().to_list()) if df is not None else
-                                                         set()))
+    labels = sorted({f.label for f in fits or [] if f.label is not None} |
+                    (set(df["label"].unique().to_list()) if df is not None else set()))
     # Without hockney.json nothing is known about IMB: say nothing rather than "no IMB".
     without = [lab for lab in labels if lab not in imb] if data.hockney is not None else []
     if without:
         blocks.append(Notice("No IMB PingPong for these stack/transport/mapping series: the pingpong kernel is "
                              "their only point-to-point measurement.", "info", without))
-    records = [f for f in data.kernel_hockney_fits("pingpong") or [] if f.fitted]
+    records = [f.hockney for f in good if f.hockney is not None]
     if good:
-        blocks.append(_fit_table(records, data.hockney, {f.get("label"): f.get("n_reps") for f in good}))
+        reps: dict[str | None, int | None] = {f.label: f.n_reps for f in good}
+        blocks.append(_fit_table(records, data.hockney, reps))
     med = pingpong_medians(df)
-    rows = _headline_rows(good, med)
+    rows = _headline_rows(good, med, _placements(df))
     if rows:
         blocks.append(Table(
             ["Stack", "Transport", "Mapping", "4 B latency (µs)", "4 MiB bandwidth (MB/s)", "reps"],
@@ -182,11 +200,11 @@ def _pingpong_blocks(data: ReportData, df: pl.DataFrame | None, fits: list[dict[
     return blocks
 
 
-def _coll_chart(fits: list[dict[str, Any]]) -> ChartBlock | None:
-    rows = [{"series": p["algorithm"], "facet": f"{f['label']} · {f['collective']} · P={f['np']}",
-             "bytes": p["bytes"], "t_avg_usec": p["t_avg_usec"], "t_min_usec": p["t_min_usec"],
-             "t_max_usec": p["t_max_usec"], "n_reps": p["n_reps"]}
-            for f in fits for p in f["points"] if p["bytes"] > 0 and p["t_avg_usec"]]
+def _coll_chart(fits: list[CollFit]) -> ChartBlock | None:
+    rows = [{"series": p.algorithm, "facet": f"{f.label} · {f.collective} · P={f.np}",
+             "bytes": p.bytes, "t_avg_usec": p.t_avg_usec, "t_min_usec": p.t_min_usec,
+             "t_max_usec": p.t_max_usec, "n_reps": p.n_reps}
+            for f in fits for p in f.points if p.bytes > 0 and p.t_avg_usec]
     if not rows:
         return None
     pts = rounded(with_size(pl.DataFrame(rows)))
@@ -205,19 +223,19 @@ def _coll_chart(fits: list[dict[str, Any]]) -> ChartBlock | None:
                                          "algorithm; click a legend entry to highlight it.")
 
 
-def _best_table(fits: list[dict[str, Any]]) -> Details | None:
+def _best_table(fits: list[CollFit]) -> Details | None:
     # Only where algorithms compete (a stack measured with its default alone has nothing to rank).
-    best = [(f, b) for f in fits for b in f.get("best", []) if b["candidates"] > 1]
+    best = [(f, b) for f in fits for b in f.best if b.candidates > 1]
     if not best:
         return None
     return Details("Best algorithm per (collective, P, size)", [Table(
         ["Stack / transport / mapping", "collective", "P", "size", "best algorithm", "time (µs)",
          "runner-up", "margin", "default (µs)", "default / best", "candidates"],
-        [[cell(f["label"]), cell(f["collective"]), cell(f["np"]), Cell(fmt_bytes(b["bytes"])),
-          cell(b["algorithm"]), num_cell(b["t_avg_usec"]), cell(b.get("runner_up")),
-          Cell(f"{100 * b['margin']:.0f} %" if b.get("margin") is not None else DASH, cls="num",
+        [[cell(f.label), cell(f.collective), cell(f.np), Cell(fmt_bytes(b.bytes)),
+          cell(b.algorithm), num_cell(b.t_avg_usec), cell(b.runner_up),
+          Cell(f"{100 * b.margin:.0f} %" if b.margin is not None else DASH, cls="num",
                title="runner-up's median time / best's − 1"),
-          num_cell(b.get("default_usec")), num_cell(b.get("default_over_best")), cell(b["candidates"])]
+          num_cell(b.default_usec), num_cell(b.default_over_best), cell(b.candidates)]
          for f, b in best],
         filterable=True, scroll=len(best) > 30,
         caption="Best = smallest median (over repetitions) time per call averaged over ranks, among the "
@@ -225,7 +243,7 @@ def _best_table(fits: list[dict[str, Any]]) -> Details | None:
                 "within run-to-run noise.")], open=True)
 
 
-def _coll_blocks(df: pl.DataFrame | None, fits: list[dict[str, Any]] | None) -> list[Any]:
+def _coll_blocks(df: pl.DataFrame | None, fits: list[CollFit] | None) -> list[Any]:
     blocks: list[Any] = [Heading("coll (Bcast, Allreduce, Alltoall per algorithm)")]
     if df is not None:
         blocks += status_notice(df, "coll")
@@ -235,8 +253,8 @@ def _coll_blocks(df: pl.DataFrame | None, fits: list[dict[str, Any]] | None) -> 
         return blocks + [Notice("No coll measurements of ok cells.", "info")]
     blocks.append(Table(
         ["Stack / transport / mapping", "collective", "P", "oversubscribed", "algorithms measured", "summary"],
-        [[cell(f["label"]), cell(f["collective"]), cell(f["np"]), over_cell(f.get("oversubscribed")),
-          cell(", ".join(f["algorithms"])), cell(f.get("headline"))] for f in fits],
+        [[cell(f.label), cell(f.collective), cell(f.np), over_cell(f.oversubscribed),
+          cell(", ".join(f.algorithms)), cell(f.headline)] for f in fits],
         caption="One row per stack/transport/mapping, collective and process count P. Only the stacks listed in "
                 "kernels.coll.forced_algorithms run forced algorithms; the others run their default only."))
     return blocks + [b for b in (_coll_chart(fits), _best_table(fits)) if b is not None]
@@ -244,7 +262,7 @@ def _coll_blocks(df: pl.DataFrame | None, fits: list[dict[str, Any]] | None) -> 
 
 def section_kernel_p2p_coll(data: ReportData) -> Section | None:
     pp, coll = data.kernel_table("pingpong"), data.kernel_table("coll")
-    pp_fits, coll_fits = data.kernel_fits("pingpong"), data.kernel_fits("coll")
+    pp_fits, coll_fits = data.pingpong_fits(), data.coll_fits()
     if pp is None and coll is None and not pp_fits and not coll_fits:
         return None
     blocks: list[Any] = [Text(INTRO)]

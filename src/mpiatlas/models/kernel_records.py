@@ -1,0 +1,423 @@
+"""Typed records of the kernel models' entries of ``fits/kernels.json`` (``fits-kernels.schema.json``):
+what a coll fit *is*, so the report reads fields, not keys it must learn from the code that wrote them.
+
+As :mod:`mpiatlas.models.fit_records`: a figure the file stores as ``null`` is ``None`` here,
+``record.to_json()`` gives the entry back byte for byte (key order included), and JSON is read only
+at the file boundary: :meth:`CollFit.from_json` raises :class:`FitRecordError` naming the file and
+the key path when an entry is not of its shape.
+
+A coll entry has no ``benchmark`` key (its collective names what was measured), so it is not a
+:class:`~mpiatlas.models.fit_records.Fit`: it carries its cell key itself.
+
+Standard library only, as fit_records: the report reads these without the numerical models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mpiatlas.models.fit_records import (
+    Fit,
+    FitRecordError,
+    HockneyRecord,
+    Interval,
+    JsonValue,
+    Scalar,
+    _integer,
+    _interval,
+    _list,
+    _number,
+    _object,
+    _text,
+    _where,
+)
+
+KERNELS_FILE = "kernels.json"
+
+
+def _required_text(obj: dict[str, JsonValue], key: str, where: str, path: str) -> str:
+    value = _text(obj, key, where, path)
+    if value is None:
+        raise FitRecordError(_where(where, f"{path}.{key}") + ": required, a string")
+    return value
+
+
+def _required_integer(obj: dict[str, JsonValue], key: str, where: str, path: str) -> int:
+    value = _integer(obj, key, where, path)
+    if value is None:
+        raise FitRecordError(_where(where, f"{path}.{key}") + ": required, an integer")
+    return value
+
+
+def _numbers(obj: dict[str, JsonValue], key: str, where: str, path: str) -> tuple[float | None, ...]:
+    """An array of numbers or nulls (a repetition's time the file could not hold is null)."""
+    items = _list(obj, key, where, path)
+    return tuple(_number({"v": v}, "v", where, f"{path}.{key}[{i}]") for i, v in enumerate(items))
+
+
+@dataclass(frozen=True)
+class CollPoint:
+    """One algorithm at one size: medians over repetitions of the time per call averaged over ranks
+    (rank 0's ``t_avg_usec``) and of its min and max over ranks, µs."""
+
+    algorithm: str
+    bytes: int
+    t_avg_usec: float | None
+    t_min_usec: float | None
+    t_max_usec: float | None
+    n_reps: int
+    reps_us: tuple[float | None, ...] = ()
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"algorithm": self.algorithm, "bytes": self.bytes, "t_avg_usec": self.t_avg_usec,
+                "t_min_usec": self.t_min_usec, "t_max_usec": self.t_max_usec, "n_reps": self.n_reps,
+                "reps_us": list(self.reps_us)}
+
+    @classmethod
+    def from_json(cls, value: JsonValue, where: str, path: str) -> CollPoint:
+        obj = _object(value, where, path)
+        return cls(algorithm=_required_text(obj, "algorithm", where, path),
+                   bytes=_required_integer(obj, "bytes", where, path),
+                   t_avg_usec=_number(obj, "t_avg_usec", where, path),
+                   t_min_usec=_number(obj, "t_min_usec", where, path),
+                   t_max_usec=_number(obj, "t_max_usec", where, path),
+                   n_reps=_required_integer(obj, "n_reps", where, path),
+                   reps_us=_numbers(obj, "reps_us", where, path))
+
+
+@dataclass(frozen=True)
+class CollBest:
+    """The fastest algorithm at one size (:func:`mpiatlas.models.best_algorithm.best_algorithms`'
+    criterion): its time, the runner-up, ``margin`` = runner-up's time / best's − 1, and the stack
+    default's time and its ratio to the best's."""
+
+    bytes: int
+    algorithm: str
+    t_avg_usec: float | None
+    candidates: int
+    runner_up: str | None
+    margin: float | None
+    default_usec: float | None
+    default_over_best: float | None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"bytes": self.bytes, "algorithm": self.algorithm, "t_avg_usec": self.t_avg_usec,
+                "candidates": self.candidates, "runner_up": self.runner_up, "margin": self.margin,
+                "default_usec": self.default_usec, "default_over_best": self.default_over_best}
+
+    @classmethod
+    def from_json(cls, value: JsonValue, where: str, path: str) -> CollBest:
+        obj = _object(value, where, path)
+        return cls(bytes=_required_integer(obj, "bytes", where, path),
+                   algorithm=_required_text(obj, "algorithm", where, path),
+                   t_avg_usec=_number(obj, "t_avg_usec", where, path),
+                   candidates=_required_integer(obj, "candidates", where, path),
+                   runner_up=_text(obj, "runner_up", where, path), margin=_number(obj, "margin", where, path),
+                   default_usec=_number(obj, "default_usec", where, path),
+                   default_over_best=_number(obj, "default_over_best", where, path))
+
+
+@dataclass(frozen=True)
+class CollFit:
+    """One entry of kernels.json's ``coll``: one stack/transport/mapping, collective and P; its points
+    per algorithm and size, the best algorithm per size and how many sizes each algorithm won."""
+
+    label: str | None
+    stack: str | None
+    transport: str | None
+    mapping: str | None
+    collective: str
+    np: int
+    source: str
+    algorithms: tuple[str, ...]
+    oversubscribed: bool
+    points: tuple[CollPoint, ...]
+    best: tuple[CollBest, ...]
+    wins: dict[str, int]
+    headline: str
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The entry as kernels.json holds it (the key order fit_coll has always written)."""
+        return {"label": self.label, "stack": self.stack, "transport": self.transport, "mapping": self.mapping,
+                "collective": self.collective, "np": self.np, "source": self.source,
+                "algorithms": list(self.algorithms), "oversubscribed": self.oversubscribed,
+                "points": [p.to_json() for p in self.points], "best": [b.to_json() for b in self.best],
+                "wins": dict(self.wins), "headline": self.headline}
+
+    @classmethod
+    def from_json(cls, value: JsonValue, where: str = KERNELS_FILE, path: str = "$") -> CollFit:
+        obj = _object(value, where, path)
+        algorithms = []
+        for i, a in enumerate(_list(obj, "algorithms", where, path)):
+            if not isinstance(a, str):
+                raise FitRecordError(_where(where, f"{path}.algorithms[{i}]") + f": expected a string, got {a!r}")
+            algorithms.append(a)
+        wins = _object(obj.get("wins", {}), where, f"{path}.wins")
+        over = obj.get("oversubscribed", False)
+        if not isinstance(over, bool):
+            raise FitRecordError(_where(where, f"{path}.oversubscribed") + f": expected true or false, got {over!r}")
+        return cls(label=_text(obj, "label", where, path), stack=_text(obj, "stack", where, path),
+                   transport=_text(obj, "transport", where, path), mapping=_text(obj, "mapping", where, path),
+                   collective=_required_text(obj, "collective", where, path),
+                   np=_required_integer(obj, "np", where, path), source=_text(obj, "source", where, path) or "",
+                   algorithms=tuple(algorithms), oversubscribed=over,
+                   points=tuple(CollPoint.from_json(p, where, f"{path}.points[{i}]")
+                                for i, p in enumerate(_list(obj, "points", where, path))),
+                   best=tuple(CollBest.from_json(b, where, f"{path}.best[{i}]")
+                              for i, b in enumerate(_list(obj, "best", where, path))),
+                   wins={k: _required_integer(wins, k, where, f"{path}.wins") for k in wins},
+                   headline=_text(obj, "headline", where, path) or "")
+
+
+def coll_records(entries: JsonValue, where: str = KERNELS_FILE, path: str = "$.coll") -> list[CollFit]:
+    """Every entry of kernels.json's ``coll`` array."""
+    if not isinstance(entries, list):
+        raise FitRecordError(_where(where, path) + f": expected an array of coll fits, got {type(entries).__name__}")
+    return [CollFit.from_json(e, where, f"{path}[{i}]") for i, e in enumerate(entries)]
+
+
+@dataclass(frozen=True)
+class PingpongPoint:
+    """One message size of the pingpong kernel: medians over repetitions of rank 0's half round trip
+    (``t_usec``, and its fastest iteration ``t_min_usec``) and of its bandwidth, MB/s."""
+
+    bytes: int
+    t_usec: float | None
+    t_min_usec: float | None
+    MBps: float | None
+    n_reps: int
+    iterations_min: int | None
+    reps_us: tuple[float | None, ...] = ()
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"bytes": self.bytes, "t_usec": self.t_usec, "t_min_usec": self.t_min_usec, "MBps": self.MBps,
+                "n_reps": self.n_reps, "iterations_min": self.iterations_min, "reps_us": list(self.reps_us)}
+
+    @classmethod
+    def from_json(cls, value: JsonValue, where: str, path: str) -> PingpongPoint:
+        obj = _object(value, where, path)
+        return cls(bytes=_required_integer(obj, "bytes", where, path), t_usec=_number(obj, "t_usec", where, path),
+                   t_min_usec=_number(obj, "t_min_usec", where, path), MBps=_number(obj, "MBps", where, path),
+                   n_reps=_required_integer(obj, "n_reps", where, path),
+                   iterations_min=_integer(obj, "iterations_min", where, path),
+                   reps_us=_numbers(obj, "reps_us", where, path))
+
+
+def _pair(v: Interval | None) -> JsonValue:
+    return None if v is None else [v[0], v[1]]
+
+
+def _optional_interval(obj: dict[str, JsonValue], key: str, where: str, path: str) -> Interval | None:
+    return None if obj.get(key) is None else _interval(obj, key, where, path)
+
+
+@dataclass(frozen=True)
+class PingpongFit(Fit):
+    """One entry of kernels.json's ``pingpong`` (benchmark "pingpong"): the kernel's medians per
+    size, the 4 B latency and 4 MiB bandwidth, its piecewise Hockney fit (``hockney``, None when it
+    failed: then ``error`` says why), and IMB PingPong's λ and bandwidths of the same
+    stack/transport/mapping beside it (None: no IMB fit) with the kernel / IMB ratios."""
+
+    source: str = ""
+    n_reps: int = 0
+    latency_4B_us: float | None = None
+    bandwidth_4MiB_MBps: float | None = None
+    points: tuple[PingpongPoint, ...] = ()
+    imb_latency_us: float | None = None
+    imb_latency_ci_us: Interval | None = None
+    imb_asymptotic_bandwidth_MBps: float | None = None
+    imb_asymptotic_bandwidth_ci_MBps: Interval | None = None
+    imb_peak_bandwidth_MBps: float | None = None
+    imb_peak_bandwidth_ci_MBps: Interval | None = None
+    hockney: HockneyRecord | None = None
+    kernel_vs_imb_latency: float | None = None
+    kernel_vs_imb_asymptotic_bandwidth: float | None = None
+    kernel_vs_imb_peak_bandwidth: float | None = None
+    headline: str | None = None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The entry as kernels.json holds it (the key order fit_pingpong has always written: the
+        Hockney figures after IMB's, the ratios and the headline last)."""
+        head = self.cell_json()
+        entry: dict[str, JsonValue] = {
+            **head, "source": self.source, "n_reps": self.n_reps, "latency_4B_us": self.latency_4B_us,
+            "bandwidth_4MiB_MBps": self.bandwidth_4MiB_MBps, "points": [p.to_json() for p in self.points],
+            "imb_latency_us": self.imb_latency_us, "imb_latency_ci_us": _pair(self.imb_latency_ci_us),
+            "imb_asymptotic_bandwidth_MBps": self.imb_asymptotic_bandwidth_MBps,
+            "imb_asymptotic_bandwidth_ci_MBps": _pair(self.imb_asymptotic_bandwidth_ci_MBps),
+            "imb_peak_bandwidth_MBps": self.imb_peak_bandwidth_MBps,
+            "imb_peak_bandwidth_ci_MBps": _pair(self.imb_peak_bandwidth_ci_MBps)}
+        if self.error is not None or self.hockney is None:
+            return {**entry, "error": self.error}
+        figures = {k: v for k, v in self.hockney.to_json().items() if k not in head}
+        return {**entry, **figures, "kernel_vs_imb_latency": self.kernel_vs_imb_latency,
+                "kernel_vs_imb_asymptotic_bandwidth": self.kernel_vs_imb_asymptotic_bandwidth,
+                "kernel_vs_imb_peak_bandwidth": self.kernel_vs_imb_peak_bandwidth, "headline": self.headline}
+
+    @classmethod
+    def from_json(cls, value: JsonValue, where: str = KERNELS_FILE, path: str = "$") -> PingpongFit:
+        obj = _object(value, where, path)
+        cell = Fit.cell_fields(obj, where, path)
+        return cls(
+            **cell, source=_text(obj, "source", where, path) or "",
+            n_reps=_integer(obj, "n_reps", where, path) or 0,
+            latency_4B_us=_number(obj, "latency_4B_us", where, path),
+            bandwidth_4MiB_MBps=_number(obj, "bandwidth_4MiB_MBps", where, path),
+            points=tuple(PingpongPoint.from_json(p, where, f"{path}.points[{i}]")
+                         for i, p in enumerate(_list(obj, "points", where, path))),
+            imb_latency_us=_number(obj, "imb_latency_us", where, path),
+            imb_latency_ci_us=_optional_interval(obj, "imb_latency_ci_us", where, path),
+            imb_asymptotic_bandwidth_MBps=_number(obj, "imb_asymptotic_bandwidth_MBps", where, path),
+            imb_asymptotic_bandwidth_ci_MBps=_optional_interval(obj, "imb_asymptotic_bandwidth_ci_MBps", where, path),
+            imb_peak_bandwidth_MBps=_number(obj, "imb_peak_bandwidth_MBps", where, path),
+            imb_peak_bandwidth_ci_MBps=_optional_interval(obj, "imb_peak_bandwidth_ci_MBps", where, path),
+            hockney=None if cell["error"] is not None else HockneyRecord.from_json(obj, where, path),
+            kernel_vs_imb_latency=_number(obj, "kernel_vs_imb_latency", where, path),
+            kernel_vs_imb_asymptotic_bandwidth=_number(obj, "kernel_vs_imb_asymptotic_bandwidth", where, path),
+            kernel_vs_imb_peak_bandwidth=_number(obj, "kernel_vs_imb_peak_bandwidth", where, path),
+            headline=_text(obj, "headline", where, path))
+
+
+# What a grid comparison's entry holds beside its coordinates (the rest of its keys).
+_COMPARISON_FIELDS = ("value", "grids", "best", "spread", "headline")
+_GRID_FIELDS = ("grid", "procdims", "explicit", "measured_us", "ci_us", "n_reps", "reps_us", "vs_best")
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One process grid of a comparison at equal P: the median over repetitions of the slowest
+    rank's time (µs), its bootstrap CI, its time over the fastest grid's, and ``extras``: the
+    kernel's per-grid medians beside the time (matsum's phases, jacobi's halo and MLUP/s)."""
+
+    grid: str
+    procdims: tuple[int, ...]
+    explicit: bool  # asked for (procdims), else MPI_Dims_create's
+    measured_us: float | None
+    ci_us: Interval
+    n_reps: int
+    reps_us: tuple[float | None, ...]
+    vs_best: float | None
+    extras: dict[str, float | None] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"grid": self.grid, "procdims": list(self.procdims), "explicit": self.explicit,
+                "measured_us": self.measured_us, "ci_us": [self.ci_us[0], self.ci_us[1]], "n_reps": self.n_reps,
+                "reps_us": list(self.reps_us), "vs_best": self.vs_best, **self.extras}
+
+    @classmethod
+    def from_json(cls, value: JsonValue, where: str, path: str) -> GridPoint:
+        obj = _object(value, where, path)
+        explicit = obj.get("explicit", False)
+        if not isinstance(explicit, bool):
+            raise FitRecordError(_where(where, f"{path}.explicit") + f": expected true or false, got {explicit!r}")
+        procdims = tuple(_required_integer({"v": v}, "v", where, f"{path}.procdims[{i}]")
+                         for i, v in enumerate(_list(obj, "procdims", where, path)))
+        return cls(grid=_required_text(obj, "grid", where, path), procdims=procdims, explicit=explicit,
+                   measured_us=_number(obj, "measured_us", where, path), ci_us=_interval(obj, "ci_us", where, path),
+                   n_reps=_required_integer(obj, "n_reps", where, path), reps_us=_numbers(obj, "reps_us", where, path),
+                   vs_best=_number(obj, "vs_best", where, path),
+                   extras={k: _number(obj, k, where, path) for k in obj if k not in _GRID_FIELDS})
+
+
+@dataclass(frozen=True)
+class GridComparison:
+    """Process grids compared at one P (:mod:`mpiatlas.models.kernel_grids`): ``key`` the comparison's
+    coordinates in the file's order (matsum: label, stack, transport, mapping, dims, dist, np; jacobi:
+    problem, threads, np), ``value`` the time column compared, every grid fastest first, the fastest's
+    name and ``spread`` = the slowest grid's time over it."""
+
+    key: dict[str, Scalar]
+    value: str
+    grids: tuple[GridPoint, ...]
+    best: str
+    spread: float | None
+    headline: str
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {**self.key, "value": self.value, "grids": [g.to_json() for g in self.grids], "best": self.best,
+                "spread": self.spread, "headline": self.headline}
+
+    @classmethod
+    def from_json(cls, value: JsonValue, where: str, path: str) -> GridComparison:
+        obj = _object(value, where, path)
+        key: dict[str, Scalar] = {}
+        for k, v in obj.items():
+            if k in _COMPARISON_FIELDS:
+                continue
+            if isinstance(v, (list, dict)):
+                raise FitRecordError(_where(where, f"{path}.{k}") + f": expected a coordinate (a scalar), got {v!r}")
+            key[k] = v
+        return cls(key=key, value=_required_text(obj, "value", where, path),
+                   grids=tuple(GridPoint.from_json(g, where, f"{path}.grids[{i}]")
+                               for i, g in enumerate(_list(obj, "grids", where, path))),
+                   best=_required_text(obj, "best", where, path), spread=_number(obj, "spread", where, path),
+                   headline=_text(obj, "headline", where, path) or "")
+
+
+def grid_comparisons(entries: JsonValue, where: str, path: str) -> list[GridComparison]:
+    """A JSON array of grid comparisons (kernels.json's ``matsum_grids``, a jacobi entry's ``grids``)."""
+    if not isinstance(entries, list):
+        raise FitRecordError(_where(where, path) + f": expected an array of grid comparisons, got {entries!r}")
+    return [GridComparison.from_json(e, where, f"{path}[{i}]") for i, e in enumerate(entries)]
+
+
+@dataclass(frozen=True)
+class KernelFits:
+    """The ``fits/kernels.json`` document: every kernel model's entries (``KERNEL_MODELS`` names
+    them, in the file's key order) and the notes a reader must be told. coll, pingpong
+    and matsum_grids are typed (:class:`CollFit`, :class:`PingpongFit`, :class:`GridComparison`); ring,
+    matsum and jacobi are still the entries as
+    their fits write them (issue 37: typed next)."""
+
+    ring: list[dict[str, Any]] = field(default_factory=list)
+    matsum: list[dict[str, Any]] = field(default_factory=list)
+    matsum_grids: tuple[GridComparison, ...] = ()
+    jacobi: list[dict[str, Any]] = field(default_factory=list)
+    pingpong: tuple[PingpongFit, ...] = ()
+    coll: tuple[CollFit, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def entries(self, name: str) -> list[JsonValue]:
+        """One kernel model's entries as the file holds them (``name`` one of KERNEL_MODELS)."""
+        if name not in KERNEL_MODELS:
+            raise KeyError(f"no kernel model {name!r}; models: {', '.join(KERNEL_MODELS)}")
+        if name == "coll":
+            return [c.to_json() for c in self.coll]
+        if name == "pingpong":
+            return [p.to_json() for p in self.pingpong]
+        if name == "matsum_grids":
+            return [g.to_json() for g in self.matsum_grids]
+        untyped: list[JsonValue] = list(getattr(self, name))
+        return untyped
+
+    def to_json(self) -> dict[str, JsonValue]:
+        """The document, in the key order kernels.json has always had."""
+        doc: dict[str, JsonValue] = {name: self.entries(name) for name in KERNEL_MODELS}
+        doc["notes"] = list(self.notes)
+        return doc
+
+    @classmethod
+    def from_json(cls, value: JsonValue, where: str = KERNELS_FILE) -> KernelFits:
+        """A kernels.json document (a missing model is one without entries)."""
+        obj = _object(value, where, "$")
+        untyped: dict[str, list[dict[str, Any]]] = {}
+        for name in ("ring", "matsum", "jacobi"):
+            untyped[name] = [_object(e, where, f"$.{name}[{i}]") for i, e in enumerate(_list(obj, name, where, "$"))]
+        notes = []
+        for i, n in enumerate(_list(obj, "notes", where, "$")):
+            if not isinstance(n, str):
+                raise FitRecordError(_where(where, f"$.notes[{i}]") + f": expected a string, got {n!r}")
+            notes.append(n)
+        pingpong = tuple(PingpongFit.from_json(e, where, f"$.pingpong[{i}]")
+                         for i, e in enumerate(_list(obj, "pingpong", where, "$")))
+        grids = tuple(grid_comparisons(obj.get("matsum_grids", []), where, "$.matsum_grids"))
+        return cls(**untyped, matsum_grids=grids, pingpong=pingpong, coll=tuple(coll_records(obj.get("coll", []), where)),
+                   notes=tuple(notes))
+
+
+KERNEL_MODELS: tuple[str, ...] = ("ring", "matsum", "matsum_grids", "jacobi", "pingpong", "coll")
+
+
+__all__ = ["KERNELS_FILE", "KERNEL_MODELS", "CollBest", "CollFit", "CollPoint", "GridComparison", "GridPoint", "KernelFits", "PingpongFit", "PingpongPoint",
+           "coll_records", "grid_comparisons"]
