@@ -38,7 +38,7 @@ from typing import TypedDict
 import polars as pl
 
 from mpiatlas.matrix import layout
-from mpiatlas.stats.ratios import FASTER, MIN_REPS, grouped_times, size_table
+from mpiatlas.stats.ratios import FASTER, MIN_REPS, RatioRow, grouped_times, ratio_rows, size_table
 from mpiatlas.models.best_algorithm import DEFAULT
 from mpiatlas.tuning import intelmpi_env, mpich_json, samples
 from mpiatlas.tuning.decide import Point, SeriesDecision, TuneError
@@ -131,26 +131,9 @@ def _tables(df: pl.DataFrame, series: SeriesDecision) -> tuple[pl.DataFrame, pl.
     return _file_vs_default(rows, series), size_table(forced, exported, keys)
 
 
-@dataclass(frozen=True)
-class RatioRow:
-    """The figures a check reads from one row of :func:`mpiatlas.stats.ratios.size_table` (side A against
-    side B at one P and size): repetitions per side, the ratio B/A, its CI and the verdict."""
-
-    n_a: int
-    n_b: int
-    ratio: float
-    ratio_ci_low: float
-    ratio_ci_high: float
-    verdict: str
-
-
 def _lookup(table: pl.DataFrame, np_: int, nbytes: int) -> RatioRow | None:
-    hit = table.filter((pl.col("np") == np_) & (pl.col("bytes") == nbytes))
-    if not hit.height:
-        return None
-    row = hit.row(0, named=True)
-    return RatioRow(int(row["n_a"]), int(row["n_b"]), float(row["ratio"]), float(row["ratio_ci_low"]),
-                    float(row["ratio_ci_high"]), str(row["verdict"]))
+    rows = ratio_rows(table.filter((pl.col("np") == np_) & (pl.col("bytes") == nbytes)))
+    return rows[0] if rows else None
 
 
 def _check(series: SeriesDecision, point: Point, gain_row: RatioRow | None, match_row: RatioRow | None
