@@ -67,6 +67,42 @@ class CheckedCell:
     bytes: int
 
 
+class CheckedCellRecord(TypedDict):
+    stack: str
+    kind: str
+    transport: str
+    collective: str
+    np: int
+    bytes: int
+
+
+class CellCheckRecord(CheckedCellRecord):
+    """A tuned cell's check as ``validation.json`` keeps it (``cells``)."""
+
+    algorithm: str
+    claimed_gain: float | None
+    n: list[int]
+    gain: float | None
+    gain_ci: list[float | None]
+    match_ratio: float | None
+    match_ci: list[float | None]
+    matches: bool
+    beats: bool
+    reason: str
+    passed: bool
+
+
+class UntunedCheckRecord(CheckedCellRecord):
+    """An untuned size's check as ``validation.json`` keeps it (``untuned``)."""
+
+    n: list[int]
+    ratio: float | None
+    ratio_ci: list[float | None]
+    slower: bool
+    reason: str
+    passed: bool
+
+
 @dataclass(frozen=True)
 class CellCheck(CheckedCell):
     algorithm: str  # the winner the file names
@@ -84,6 +120,13 @@ class CellCheck(CheckedCell):
     def passed(self) -> bool:
         return self.matches and self.beats
 
+    def to_json(self) -> CellCheckRecord:
+        return {"stack": self.stack, "kind": self.kind, "transport": self.transport, "collective": self.collective,
+                "np": self.np, "bytes": self.bytes, "algorithm": self.algorithm, "claimed_gain": self.claimed_gain,
+                "n": list(self.n), "gain": self.gain, "gain_ci": list(self.gain_ci), "match_ratio": self.match_ratio,
+                "match_ci": list(self.match_ci), "matches": self.matches, "beats": self.beats, "reason": self.reason,
+                "passed": self.passed}
+
 
 @dataclass(frozen=True)
 class UntunedCheck(CheckedCell):
@@ -98,6 +141,11 @@ class UntunedCheck(CheckedCell):
     @property
     def passed(self) -> bool:
         return not self.slower and min(self.n) >= MIN_REPS
+
+    def to_json(self) -> UntunedCheckRecord:
+        return {"stack": self.stack, "kind": self.kind, "transport": self.transport, "collective": self.collective,
+                "np": self.np, "bytes": self.bytes, "n": list(self.n), "ratio": self.ratio,
+                "ratio_ci": list(self.ratio_ci), "slower": self.slower, "reason": self.reason, "passed": self.passed}
 
 
 def _rows(df: pl.DataFrame, series: SeriesDecision) -> pl.DataFrame:
