@@ -95,7 +95,7 @@ def section_cells(data: ReportData) -> Section:
                            Table(COLUMNS, rows, filterable=True, scroll=True, caption=caption)], id=SECTION_ID)
 
 
-def unknown_quality_blocks(cells: pl.DataFrame) -> list[Any]:
+def unknown_quality_blocks(cells: pl.DataFrame) -> list[Notice]:
     """The launches whose quality could not be judged (``unknown``: no evidence of where their OpenMP
     threads ran), how many and why, each distinct reason once: not judged good, and said so."""
     if "quality" not in cells.columns:
@@ -113,7 +113,7 @@ REMEASURED_TITLE = "Re-measured launches"
 REMEASURED_COLUMNS = ["Cell", "Set aside", "Why", "Final launch"]
 
 
-def remeasured_blocks(cells: pl.DataFrame) -> list[Any]:
+def remeasured_blocks(cells: pl.DataFrame) -> list[Heading | Text | Table]:
     """The cells whose launch the machine disturbed: those measured again (their perturbed attempts
     kept under perturbed/<cell id>/) and those whose final launch is still perturbed; nothing when none."""
     count = pl.col("remeasured") if "remeasured" in cells.columns else pl.lit(0)
