@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.models.hockney import fit_hockney
 from mpiatlas.report.blocks import Bullets, Text
 from mpiatlas.report.data import load_data
@@ -106,7 +107,8 @@ def test_fit_intervals_name_the_widest_first() -> None:
     noisy_t = (1.5 + SIZES / 10_000.0) * np.where(SIZES >= 2**16, rng.lognormal(0, 0.6, SIZES.size), 1.0)
     noisy = _fit("b/shm/core", noisy_t)
     assert clean["ci_warning"] is None and noisy["ci_warning"] is not None
-    warned, widest = fit_intervals([clean, noisy])
+    # fit_intervals reads typed records: the entries as fits/hockney.json holds them.
+    warned, widest = fit_intervals([HockneyRecord.from_json(json.loads(json.dumps(f))) for f in (clean, noisy)])
     assert warned == "1 of 2 fits carry a warning (see Model parameters): IMB PingPong b/shm/core np=2."
     assert widest.startswith("Widest 95 % intervals (")
     first = widest.split(": ", 1)[1].split("; ")[0]
@@ -117,7 +119,8 @@ def test_fit_intervals_name_the_widest_first() -> None:
     assert f"{hi / noisy[f'{figure}_bandwidth_MBps'] - 1:+.0%}".replace("%", " %") in first.replace("−", "-")
     other = "asymptotic" if figure == "peak" else "peak"
     assert f"{other} B of IMB PingPong b/shm/core np=2: " in widest
-    assert fit_intervals([]) == [] and fit_intervals([{"label": "x", "error": "too few sizes"}]) == []
+    assert fit_intervals([]) == [] and fit_intervals(
+        [HockneyRecord(benchmark="PingPong", label="x", error="too few sizes")]) == []
 
 
 def test_findings_section_opens_with_trust(tmp_path: Path) -> None:

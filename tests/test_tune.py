@@ -166,3 +166,17 @@ def test_cli_writes_rules_and_tuning_md(tmp_path: Path) -> None:
     assert "1024 6 0 0  # binomial" in (out / "openmpi.shm.rules").read_text()
     md = (out / "tuning.md").read_text()
     assert "| 1 KiB–262143 B | 2–4 | binomial |" in md and "coll_tuned_dynamic_rules_filename" in md
+
+
+def test_mpich_builtin_tree_that_is_not_a_csel_tree_names_the_key(tmp_path: Path) -> None:
+    """A csel tree is objects all the way down: an embedded tree with any other value is refused at
+    the library, naming it and the key path, before a tuning file is built on it."""
+    lib = tmp_path / "libmpi.so"
+    good = b'{"collective=bcast": {"comm_type=intra": {"algorithm=MPIR_Bcast_intra_binomial": {}}}}'
+    lib.write_bytes(b"\x7fELF\0" + good + b"\0" + b'{"collective=barrier": {"comm_type=intra": 3}}\0')
+    with pytest.raises(TuneError, match=r"libmpi\.so: embedded tree at byte \d+: "
+                                        r"collective=barrier/comm_type=intra: expected a JSON object.*got int"):
+        mpich_json.builtin_trees(lib)
+    lib.write_bytes(b"\x7fELF\0" + good + b"\0")
+    with pytest.raises(TuneError, match=r"no built-in CH4 composition collective-selection JSON"):
+        mpich_json.builtin_trees(lib)  # the MPIR tree alone: parsed, and the CH4 one is missing

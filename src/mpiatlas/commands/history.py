@@ -14,14 +14,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 import polars as pl
 
-from mpiatlas.history.store import DEFAULT_DB, HistoryError, open_store
+from mpiatlas.history.store import DEFAULT_DB, SERIES_FIELDS, EntryTrust, HistoryError, SeriesIdentity, open_store
 from mpiatlas.history.entry import build_entry
 from mpiatlas.history.check import MIN_CHANGE, alarm_lines, alarm_record, check, figures_frame, series_name, size_text
 from mpiatlas.commands import COMMAND_HELP
@@ -105,17 +104,19 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _trust_text(trust: dict[str, Any]) -> str:
+def _trust_text(trust: EntryTrust) -> str:
     parts = []
-    if trust.get("cells"):
-        parts.append(", ".join(f"{n} {status}" for status, n in trust["cells"].items()))
-    for key, noun in (("perturbed", "perturbed"), ("noisy_sizes", "noisy sizes"), ("fit_warnings", "fit warnings")):
-        if trust.get(key):
-            parts.append(f"{trust[key]} {noun}")
+    cells = trust.get("cells")
+    if cells:
+        parts.append(", ".join(f"{n} {status}" for status, n in cells.items()))
+    for count, noun in ((trust.get("perturbed"), "perturbed"), (trust.get("noisy_sizes"), "noisy sizes"),
+                        (trust.get("fit_warnings"), "fit warnings")):
+        if count:
+            parts.append(f"{count} {noun}")
     return "; ".join(parts) or "-"
 
 
-def _stored_figures(db: Path) -> Any:
+def _stored_figures(db: Path) -> pl.DataFrame:
     """Every figure of the store ``db`` as one table (history.check.figures_frame); HistoryError when the
     store cannot be read."""
     with open_store(db, create=False) as store:
@@ -127,8 +128,8 @@ def _show(args: argparse.Namespace) -> int:
         figures = _stored_figures(args.db)
     except HistoryError as exc:
         return _fail(exc)
-    names = {key: series_name(dict(zip(figures.columns, row))) for key, row in
-             zip(figures["series"], figures.iter_rows())}
+    names = {key: series_name(SeriesIdentity(*row)) for key, row in
+             zip(figures["series"], figures.select(SERIES_FIELDS).iter_rows())}
     wanted = sorted({key for key, name in names.items() if args.series.lower() in name.lower()}, key=names.__getitem__)
     if not wanted:
         print(f"mpiatlas history: no series name contains {args.series!r} ({len(set(names))} series in {args.db})",

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 import polars as pl
 from scipy import stats
 
 from mpiatlas.history.entry import HIGHER_IS_BETTER, PARAMETER_TEXT
-from mpiatlas.history.store import SERIES_FIELDS
+from mpiatlas.history.store import SERIES_FIELDS, FigureRow, SeriesIdentity
 
 ALPHA = 0.01
 MIN_CHANGE = 0.05
@@ -58,7 +58,7 @@ class Point:
 
 @dataclass
 class Alarm:
-    series: dict[str, Any]
+    series: SeriesIdentity
     entry_id: int
     entry_label: str | None
     entry_date: str
@@ -94,19 +94,24 @@ def size_text(n: int) -> str:
     return f"{n} B"
 
 
-def series_name(series: dict[str, Any]) -> str:
+def series_name(series: SeriesIdentity) -> str:
     """system stack-version/transport/mapping benchmark [algorithm] [knobs] np=N parameter."""
     stack = "/".join(str(v) for v in (
-        f"{series['stack']}-{series['stack_version']}" if series.get("stack_version") else series.get("stack"),
-        series.get("transport"), series.get("mapping")) if v)
-    parts = [series.get("system"), stack, series.get("benchmark"),
-             series.get("algorithm") if series.get("algorithm") not in (None, "default") else None,
-             series.get("knobs"), f"np={series['np']}" if series.get("np") is not None else None,
-             PARAMETER_TEXT.get(str(series["parameter"]), series["parameter"])]
+        f"{series.stack}-{series.stack_version}" if series.stack_version else series.stack,
+        series.transport, series.mapping) if v)
+    parts = [series.system, stack, series.benchmark,
+             series.algorithm if series.algorithm not in (None, "default") else None,
+             series.knobs, f"np={series.np}" if series.np is not None else None,
+             PARAMETER_TEXT.get(str(series.parameter), series.parameter)]
     return " ".join(str(p) for p in parts if p)
 
 
-def figures_frame(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
+def series_of(frame: pl.DataFrame, row: int = 0) -> SeriesIdentity:
+    """The identity of the series of ``frame``'s ``row`` (a frame with the :data:`SERIES_FIELDS` columns)."""
+    return SeriesIdentity(*frame.select(SERIES_FIELDS).row(row))
+
+
+def figures_frame(rows: list[FigureRow]) -> pl.DataFrame:
     schema = {"entry_id": pl.Int64, "date": pl.String, "label": pl.String, "system": pl.String, "stack": pl.String,
               "stack_version": pl.String, "transport": pl.String, "mapping": pl.String, "benchmark": pl.String,
               "algorithm": pl.String, "knobs": pl.String, "np": pl.Int64, "parameter": pl.String,
@@ -181,11 +186,9 @@ def _alarm(group: pl.DataFrame) -> Alarm | None:
             return None
     else:
         chosen = [0]
-    rows = group.to_dicts()
-    first = rows[0]
-    series = {f: first[f] for f in SERIES_FIELDS}
-    return Alarm(series, int(first["entry_id"]), first["label"], str(first["date"]),
-                 [_point(rows[i]) for i in chosen])
+    label = group["label"][0]
+    return Alarm(series_of(group), int(group["entry_id"][0]), None if label is None else str(label),
+                 str(group["date"][0]), [_point(group, i) for i in chosen])
 
 
 def _adjacent_runs(flags: list[bool]) -> list[list[int]]:
@@ -198,16 +201,50 @@ def _adjacent_runs(flags: list[bool]) -> list[list[int]]:
     return runs
 
 
-def _point(row: dict[str, Any]) -> Point:
-    spread = row["crit"] * math.sqrt(row["s2"] * (1 + 1 / row["k"]))
-    return Point(row["bytes"], math.exp(row["mean_y"]), math.exp(row["mean_y"] - spread),
-                 math.exp(row["mean_y"] + spread), row["value"], row["ci_low"], row["ci_high"], float(row["z"]),
-                 int(row["k"]))
+def _point(group: pl.DataFrame, i: int) -> Point:
+    """The test's figures at row ``i`` of one series' judged sizes."""
+    def at(column: str) -> float:
+        return float(group[column][i])
+
+    def optional(column: str) -> float | None:
+        value = group[column][i]
+        return None if value is None else float(value)
+
+    size = group["bytes"][i]
+    mean_y, k = at("mean_y"), int(group["k"][i])
+    spread = at("crit") * math.sqrt(at("s2") * (1 + 1 / k))
+    return Point(None if size is None else int(size), math.exp(mean_y), math.exp(mean_y - spread),
+                 math.exp(mean_y + spread), at("value"), optional("ci_low"), optional("ci_high"), at("z"), k)
 
 
-def alarm_record(alarm: Alarm) -> dict[str, Any]:
+class AlarmPointRecord(TypedDict):
+    """One worse size of an alarm, as ``history check --json`` writes it."""
+
+    bytes: int | None
+    old: float
+    old_interval: list[float]
+    new: float
+    new_ci: list[float | None]
+    ratio: float
+    z: float
+    history: int
+
+
+class AlarmRecord(TypedDict):
+    """An alarm as ``history check --json`` writes it: the series (by field), its name, the entry and the worse sizes."""
+
+    series: dict[str, str | int | None]
+    name: str
+    entry: int
+    entry_label: str | None
+    entry_date: str
+    sizes: str
+    points: list[AlarmPointRecord]
+
+
+def alarm_record(alarm: Alarm) -> AlarmRecord:
     """An alarm as JSON (``history check --json``)."""
-    return {"series": alarm.series, "name": series_name(alarm.series), "entry": alarm.entry_id,
+    return {"series": dict(zip(SERIES_FIELDS, alarm.series)), "name": series_name(alarm.series), "entry": alarm.entry_id,
             "entry_label": alarm.entry_label, "entry_date": alarm.entry_date, "sizes": alarm.sizes_text(),
             "points": [{"bytes": p.bytes, "old": p.old, "old_interval": [p.old_low, p.old_high], "new": p.new,
                         "new_ci": [p.new_low, p.new_high], "ratio": p.new / p.old, "z": p.z, "history": p.history}

@@ -21,15 +21,16 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 import polars as pl
 
-from mpiatlas.history.store import Entry, EntryTrust, Figure, HistoryError
+from mpiatlas.history.store import Entry, EntryTrust, Figure, HistoryError, SeriesIdentity
 from mpiatlas.matrix import layout
 from mpiatlas.tables.samples import load_samples
 from mpiatlas.stats.aggregate import summarize
 from mpiatlas.models.fits import FitError, FitOptions, fit_all, write_fits
+from mpiatlas.models.fit_records import FitRecordError, HockneyRecord, JsonValue, hockney_records
 from mpiatlas.models.fits_files import FitsFileError, read
 
 TIME = "t_median_usec"
@@ -104,15 +105,14 @@ def _summary(view: View, samples: pl.DataFrame) -> pl.DataFrame:
     return summarize(samples)
 
 
-def _hockney_fits(view: View, notes: list[str]) -> list[dict[str, Any]]:
+def _hockney_fits(view: View, notes: list[str]) -> list[HockneyRecord]:
     """The Hockney fits of the view; an import without them is fitted now (and the file written beside it)."""
     path = view.fits / layout.HOCKNEY_FIT
     if path.is_file():
         try:
-            fits: list[dict[str, Any]] = read(path, "hockney")
-        except FitsFileError as exc:
+            return hockney_records(read(path, "hockney"), str(path))
+        except (FitsFileError, FitRecordError) as exc:
             raise HistoryError(str(exc)) from exc
-        return fits
     if not view.imported:
         notes.append(f"no {path}: no Hockney figures")
         return []
@@ -126,16 +126,17 @@ def _hockney_fits(view: View, notes: list[str]) -> list[dict[str, Any]]:
         notes.append(f"fitted here (no fits before): {path}")
     except (OSError, FitsFileError) as exc:
         notes.append(f"fitted here, but {path} could not be written ({exc})")
-    return [f.to_json() for f in made.hockney or []]  # the file's view, as read above
+    return list(made.hockney or [])
 
 
-def _system_name(view: View, config: Any) -> str | None:
+def _system_name(view: View, config: JsonValue) -> str | None:
     """A campaign's system: its config's campaign name (one config re-run is one system); an import's:
     None here (each row's own label names it)."""
     if view.imported:
         return None
-    if isinstance(config, dict) and isinstance(config.get("campaign"), dict) and config["campaign"].get("name"):
-        return str(config["campaign"]["name"])
+    campaign = config.get("campaign") if isinstance(config, dict) else None
+    if isinstance(campaign, dict) and campaign.get("name"):
+        return str(campaign["name"])
     return view.root.name
 
 
@@ -152,66 +153,97 @@ def _stack_versions(tidy: Path) -> dict[str, str | None]:
     return {str(stack): (None if version is None else str(version)) for stack, version in rows.iter_rows()}
 
 
-def _text(row: dict[str, Any], key: str) -> str | None:
-    value = row.get(key)
+class CellText(NamedTuple):
+    """The cell fields a series identity takes from a summary row or a fit (None: not recorded)."""
+
+    label: str | None
+    stack: str | None
+    transport: str | None
+    mapping: str | None
+    benchmark: str
+    algorithm: str | None
+    knobs: str | None  # the knob set and the IMB options, joined
+    ranks: int | None
+
+
+def _text(value: object) -> str | None:
     return None if value is None or value == "" else str(value)
 
 
-def _identity(row: dict[str, Any], system: str | None, versions: dict[str, str | None], imported: bool,
-              parameter: str) -> tuple[Any, ...]:
-    stack = _text(row, "stack")
-    knobs = "; ".join(v for v in (_text(row, "knobs"), _text(row, "options")) if v) or None
-    ranks = row.get("processes") if row.get("processes") is not None else row.get("np")
-    name = _text(row, "label") if imported and system is None else system
-    return (name, stack, versions.get(stack) if stack else None, _text(row, "transport"), _text(row, "mapping"),
-            str(row["benchmark"]), _text(row, "algorithm"), knobs, None if ranks is None else int(ranks), parameter)
+def _identity(cell: CellText, system: str | None, versions: dict[str, str | None], imported: bool,
+              parameter: str) -> SeriesIdentity:
+    name = cell.label if imported and system is None else system
+    return SeriesIdentity(name, cell.stack, versions.get(cell.stack) if cell.stack else None, cell.transport,
+                          cell.mapping, cell.benchmark, cell.algorithm, cell.knobs, cell.ranks, parameter)
 
 
-def _finite(value: Any) -> float | None:
+def _finite(value: float | None) -> float | None:
     return float(value) if value is not None and math.isfinite(float(value)) else None
+
+
+def _column(frame: pl.DataFrame, name: str, dtype: type[pl.DataType]) -> pl.Expr:
+    """``name`` as ``dtype``; all null when the table has no such column (an older or imported table)."""
+    return pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype=dtype).alias(name)
 
 
 def _size_figures(summary: pl.DataFrame, system: str | None, versions: dict[str, str | None],
                   imported: bool) -> list[Figure]:
     if summary.height == 0 or TIME not in summary.columns:
         return []
+    rows = summary.filter(pl.col(TIME).is_not_null() & pl.col(TIME).is_finite() & (pl.col(TIME) > 0)).select(
+        *(_column(summary, c, pl.String) for c in ("label", "stack", "transport", "mapping")),
+        pl.col("benchmark").cast(pl.String),  # every summary row has one
+        *(_column(summary, c, pl.String) for c in ("algorithm", "knobs", "options")),
+        pl.coalesce(_column(summary, "processes", pl.Int64), _column(summary, "np", pl.Int64)).alias("ranks"),
+        _column(summary, "bytes", pl.Int64), pl.col(TIME).cast(pl.Float64),
+        *(_column(summary, c, pl.Float64) for c in ("t_ci_low_usec", "t_ci_high_usec")),
+        _column(summary, "n_reps", pl.Int64))
     out = []
-    for row in summary.filter(pl.col(TIME).is_not_null() & pl.col(TIME).is_finite() & (pl.col(TIME) > 0)).iter_rows(named=True):
-        out.append(Figure(_identity(row, system, versions, imported, TIME), row.get("bytes"), float(row[TIME]),
-                          _finite(row.get("t_ci_low_usec")), _finite(row.get("t_ci_high_usec")), row.get("n_reps")))
+    for label, stack, transport, mapping, benchmark, algorithm, knobs, options, ranks, size, t, low, high, n \
+            in rows.iter_rows():
+        joined = "; ".join(v for v in (_text(knobs), _text(options)) if v) or None
+        cell = CellText(_text(label), _text(stack), _text(transport), _text(mapping), str(benchmark), _text(algorithm),
+                        joined, ranks)
+        out.append(Figure(_identity(cell, system, versions, imported, TIME), size, t, _finite(low), _finite(high), n))
     return out
 
 
-def _fit_figures(fits: list[dict[str, Any]], system: str | None, versions: dict[str, str | None],
+def _fit_cell(fit: HockneyRecord) -> CellText:
+    # A fit's cell key has no knob set or options: the Hockney fit groups by the cell columns only.
+    return CellText(_text(fit.label), _text(fit.stack), _text(fit.transport), _text(fit.mapping), fit.benchmark,
+                    _text(fit.algorithm), None, fit.np)
+
+
+def _fit_figures(fits: list[HockneyRecord], system: str | None, versions: dict[str, str | None],
                  imported: bool) -> list[Figure]:
     out = []
     for fit in fits:
-        if "error" in fit:
+        if not fit.fitted:
             continue
         # Each figure under its own fixed name: a fits file written before the two bandwidth estimands has
         # no asymptotic_bandwidth_MBps, and its one bandwidth_MBps (peak or plateau by the curve's shape)
         # is never filed under either (issue #33): such a campaign adds its times and λ only.
-        for parameter, value, ci in ((LATENCY, fit.get(LATENCY), fit.get("latency_ci_us")),
-                                     (BANDWIDTH, fit.get(BANDWIDTH), fit.get("asymptotic_bandwidth_ci_MBps")),
-                                     (PEAK, fit.get(PEAK), fit.get("peak_bandwidth_ci_MBps"))):
+        for parameter, value, (low, high) in ((LATENCY, fit.latency_us, fit.latency_ci_us),
+                                              (BANDWIDTH, fit.asymptotic_bandwidth_MBps, fit.asymptotic_bandwidth_ci_MBps),
+                                              (PEAK, fit.peak_bandwidth_MBps, fit.peak_bandwidth_ci_MBps)):
             if value is None or not value > 0:
                 continue  # an unresolved λ or an unbounded B is no figure to follow
-            low, high = (ci if isinstance(ci, list) and len(ci) == 2 else (None, None))
-            out.append(Figure(_identity(fit, system, versions, imported, parameter), None, float(value),
-                              _finite(low), _finite(high), fit.get("n_sizes")))
+            out.append(Figure(_identity(_fit_cell(fit), system, versions, imported, parameter), None, float(value),
+                              _finite(low), _finite(high), fit.n_sizes))
     return out
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path) -> JsonValue:
     try:
-        return json.loads(path.read_text())
+        document: JsonValue = json.loads(path.read_text())
+        return document
     except FileNotFoundError:
         return None
     except (OSError, json.JSONDecodeError) as exc:
         raise HistoryError(f"{path}: not readable JSON ({exc})") from exc
 
 
-def _json_hash(document: Any) -> str | None:
+def _json_hash(document: JsonValue) -> str | None:
     if document is None:
         return None
     return hashlib.sha256(json.dumps(document, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
@@ -234,7 +266,7 @@ def _date(view: View, given: str | None) -> tuple[str, str | None]:
         except ValueError as exc:
             raise HistoryError(f"--date {given!r}: expected an ISO date such as 2026-11-30 ({exc})") from exc
     records = _read_json(view.tidy / layout.PROVENANCE_TABLE)
-    starts = [r["start"] for r in records if isinstance(r, dict) and r.get("start")] if isinstance(records, list) else []
+    starts = [str(r["start"]) for r in records if isinstance(r, dict) and r.get("start")] if isinstance(records, list) else []
     if starts:
         return min(starts), None
     mtime = (view.tidy / layout.IMB_SAMPLES).stat().st_mtime
@@ -242,11 +274,11 @@ def _date(view: View, given: str | None) -> tuple[str, str | None]:
             "date: the samples table's modification time (no cell start recorded; give --date)")
 
 
-def _trust(view: View, summary: pl.DataFrame, fits: list[dict[str, Any]]) -> EntryTrust:
+def _trust(view: View, summary: pl.DataFrame, fits: list[HockneyRecord]) -> EntryTrust:
     """How far the entry's figures can be trusted: cells by status, perturbed launches, noisy sizes, fit warnings."""
     out: EntryTrust = {"noisy_sizes": summary.filter(pl.col("quality") == "noisy").height
                            if "quality" in summary.columns else None,
-                           "fit_warnings": sum(1 for f in fits if f.get("ci_warning"))}
+                           "fit_warnings": sum(1 for f in fits if f.ci_warning)}
     cells_path = view.tidy / layout.CELLS_TABLE
     if cells_path.is_file():
         cells = pl.read_parquet(cells_path)

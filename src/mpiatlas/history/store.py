@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import NamedTuple, TypedDict
 
 from mpiatlas.matrix.layout import RESULTS_ROOT
 
@@ -36,9 +36,25 @@ BUSY_TIMEOUT_S = 60.0
 # Figures inserted per executemany call; the progress callback runs between batches.
 BATCH = 500
 
-# The identity of a series, in this order (its key is the JSON list of these values).
-SERIES_FIELDS = ("system", "stack", "stack_version", "transport", "mapping", "benchmark", "algorithm", "knobs",
-                 "np", "parameter")
+
+class SeriesIdentity(NamedTuple):
+    """The identity of a series, in the series table's column order (its key is the JSON list of these
+    values): where it ran (system, stack and version, transport, mapping), what (benchmark, algorithm,
+    knobs, ranks) and which figure (``parameter``: a median time or a fitted λ or B)."""
+
+    system: str | None
+    stack: str | None
+    stack_version: str | None
+    transport: str | None
+    mapping: str | None
+    benchmark: str
+    algorithm: str | None
+    knobs: str | None
+    np: int | None
+    parameter: str
+
+
+SERIES_FIELDS: tuple[str, ...] = SeriesIdentity._fields
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -83,7 +99,7 @@ class HistoryError(Exception):
 class Figure:
     """One value of one series in one entry: at a message size, or (bytes None) a fitted parameter."""
 
-    series: tuple[Any, ...]  # the SERIES_FIELDS values
+    series: SeriesIdentity
     bytes: int | None
     value: float
     ci_low: float | None
@@ -100,6 +116,48 @@ class EntryTrust(TypedDict, total=False):
     fit_warnings: int
     cells: dict[str, int] | None
     perturbed: int | None
+
+
+class StoredEntry(TypedDict):
+    """One row of the entries table as :meth:`Store.entries` gives it (JSON columns decoded), with its figure count."""
+
+    id: int
+    label: str | None
+    source: str
+    date: str
+    added: str
+    partial: bool
+    config_hash: str | None
+    topology_hash: str | None
+    stack_versions: dict[str, str | None]
+    trust: EntryTrust
+    notes: list[str]
+    source_key: str
+    figures: int
+
+
+class FigureRow(NamedTuple):
+    """One stored figure with its entry's id, date and label and its series' identity (the columns of
+    :func:`mpiatlas.history.check.figures_frame`, in order)."""
+
+    entry_id: int
+    date: str
+    label: str | None
+    system: str | None
+    stack: str | None
+    stack_version: str | None
+    transport: str | None
+    mapping: str | None
+    benchmark: str
+    algorithm: str | None
+    knobs: str | None
+    np: int | None
+    parameter: str
+    bytes: int | None
+    value: float
+    ci_low: float | None
+    ci_high: float | None
+    n: int | None
 
 
 @dataclass
@@ -127,7 +185,7 @@ class AddResult:
     replaced_partial: int = 0  # partial entries of the same source replaced by this one
 
 
-def series_key(values: tuple[Any, ...]) -> str:
+def series_key(values: SeriesIdentity) -> str:
     return json.dumps(list(values), separators=(",", ":"))
 
 
@@ -191,36 +249,31 @@ class Store:
         return AddResult(entry_id, added=True, figures=len(figures), replaced_partial=replaced)
 
     @staticmethod
-    def _series_ids(db: sqlite3.Connection, identities: set[tuple[Any, ...]]) -> dict[tuple[Any, ...], int]:
+    def _series_ids(db: sqlite3.Connection, identities: set[SeriesIdentity]) -> dict[SeriesIdentity, int]:
         placeholders = ", ".join("?" * (len(SERIES_FIELDS) + 1))
         db.executemany(f"INSERT OR IGNORE INTO series (key, {', '.join(SERIES_FIELDS)}) VALUES ({placeholders})",
                        [(series_key(s), *s) for s in identities])
         return {s: int(db.execute("SELECT id FROM series WHERE key = ?", (series_key(s),)).fetchone()[0])
                 for s in identities}
 
-    def entries(self) -> list[dict[str, Any]]:
+    def entries(self) -> list[StoredEntry]:
         """Every entry, oldest first (by date, then by when it was added), with its figure count."""
         rows = self.conn.execute(
             "SELECT e.id, e.label, e.source, e.date, e.added, e.partial, e.config_hash, e.topology_hash,"
             " e.stack_versions, e.trust, e.notes, e.source_key, (SELECT count(*) FROM figures f WHERE f.entry_id = e.id)"
             " FROM entries e ORDER BY e.date, e.id").fetchall()
-        names = ("id", "label", "source", "date", "added", "partial", "config_hash", "topology_hash",
-                 "stack_versions", "trust", "notes", "source_key", "figures")
-        out = []
-        for row in rows:
-            record = dict(zip(names, row))
-            for field in ("stack_versions", "trust", "notes"):
-                record[field] = json.loads(record[field])
-            record["partial"] = bool(record["partial"])
-            out.append(record)
-        return out
+        return [StoredEntry(id=int(row[0]), label=row[1], source=str(row[2]), date=str(row[3]), added=str(row[4]),
+                            partial=bool(row[5]), config_hash=row[6], topology_hash=row[7],
+                            stack_versions=json.loads(row[8]), trust=json.loads(row[9]), notes=json.loads(row[10]),
+                            source_key=str(row[11]), figures=int(row[12]))
+                for row in rows]
 
-    def figures(self) -> list[tuple[Any, ...]]:
+    def figures(self) -> list[FigureRow]:
         """(entry id, entry date, entry label, series fields…, bytes, value, ci_low, ci_high, n) of every figure."""
-        return self.conn.execute(
+        return [FigureRow(*row) for row in self.conn.execute(
             f"SELECT e.id, e.date, e.label, {', '.join('s.' + f for f in SERIES_FIELDS)},"
             " f.bytes, f.value, f.ci_low, f.ci_high, f.n"
-            " FROM figures f JOIN entries e ON e.id = f.entry_id JOIN series s ON s.id = f.series_id").fetchall()
+            " FROM figures f JOIN entries e ON e.id = f.entry_id JOIN series s ON s.id = f.series_id").fetchall()]
 
 
 def open_store(path: str | Path, *, create: bool = True) -> Store:

@@ -19,11 +19,11 @@ import polars as pl
 from mpiatlas.matrix import layout
 from mpiatlas.report.physical_limits import PhysicalLimits, load_limits
 from mpiatlas.stats.quality import UnjudgedTableError, trusted
-from mpiatlas.node.topology import TopologyError, detect
+from mpiatlas.node.topology import Topology, TopologyError, detect
 from mpiatlas.node.topology_synthetic import read_topology
 from mpiatlas.stats.aggregate import summarize
 from mpiatlas.models.kernel_records import CollFit, GridComparison, PingpongFit
-from mpiatlas.models.fit_records import FitRecordError, HockneyRecord
+from mpiatlas.models.fit_records import FitRecordError, HockneyRecord, JsonValue
 from mpiatlas.models.fits_files import FILES, problems, schema_name
 
 KERNEL_PREFIX, KERNEL_SUFFIX = layout.KERNEL_TABLE.split("{name}")
@@ -73,9 +73,9 @@ class ReportData:
     notes: list[str] = field(default_factory=list)  # input-level problems for the header
     summary_derived: bool = False
     topology_spec: str | None = None  # mpiatlas report --topology (XML or synthetic); None: this machine's
-    _topology: tuple[Any, str | None] | None = None  # (Topology | None, why none), read on first use
+    _topology: tuple[Topology | None, str | None] | None = None  # (topology, why none), read on first use
 
-    def node_topology(self) -> Any:
+    def node_topology(self) -> Topology | None:
         """The measured node's topology (:class:`mpiatlas.node.topology.Topology`) or None: the one
         given (``topology_spec``), else this machine's, detected once on first use (the models check
         that the cells ran on it). ``topology_problem`` says why there is none."""
@@ -180,12 +180,12 @@ def _read_parquet(path: Path, name: str, data: ReportData) -> pl.DataFrame | Non
     return df
 
 
-def _read_json(path: Path, name: str, data: ReportData) -> Any:
+def _read_json(path: Path, name: str, data: ReportData) -> JsonValue:
     if not path.is_file():
         data.inputs.append(InputFile(name, str(path), "missing"))
         return None
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj: JsonValue = json.loads(path.read_text(encoding="utf-8"))
     except Exception as exc:  # noqa: BLE001
         data.inputs.append(InputFile(name, str(path), "error", f"{type(exc).__name__}: {exc}"))
         return None
@@ -194,7 +194,7 @@ def _read_json(path: Path, name: str, data: ReportData) -> Any:
     return obj
 
 
-def planned_notes(obj: Any, source: str = layout.NOTES) -> tuple[list[PlannedNote], list[str]]:
+def planned_notes(obj: JsonValue, source: str = layout.NOTES) -> tuple[list[PlannedNote], list[str]]:
     """``notes.json`` -> the notes, merged by (what, why), and one message per malformed entry.
 
     Expected: a JSON list of ``{"what": str, "why": str, "cells": int >= 0}``.
@@ -204,25 +204,27 @@ def planned_notes(obj: Any, source: str = layout.NOTES) -> tuple[list[PlannedNot
     cells: dict[tuple[str, str], int] = {}
     errors: list[str] = []
     for i, entry in enumerate(obj):
-        problem = _note_problem(entry)
-        if problem:
-            errors.append(f"{source}: entry {i}: {problem}; ignored.")
+        note = _note(entry)
+        if isinstance(note, str):
+            errors.append(f"{source}: entry {i}: {note}; ignored.")
             continue
-        key = (entry["what"], entry["why"])
-        cells[key] = cells.get(key, 0) + entry["cells"]
+        key = (note.what, note.why)
+        cells[key] = cells.get(key, 0) + note.cells
     return [PlannedNote(what, why, n) for (what, why), n in cells.items()], errors
 
 
-def _note_problem(entry: Any) -> str | None:
+def _note(entry: JsonValue) -> PlannedNote | str:
+    """One entry of notes.json as a note, or what is wrong with it."""
     if not isinstance(entry, dict):
         return f"expected an object, got {type(entry).__name__}"
-    for key in ("what", "why"):
-        if not isinstance(entry.get(key), str) or not entry[key].strip():
-            return f"'{key}' must be a non-empty string, got {entry.get(key)!r}"
-    n = entry.get("cells")
+    what, why, n = entry.get("what"), entry.get("why"), entry.get("cells")
+    if not isinstance(what, str) or not what.strip():
+        return f"'what' must be a non-empty string, got {what!r}"
+    if not isinstance(why, str) or not why.strip():
+        return f"'why' must be a non-empty string, got {why!r}"
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         return f"'cells' must be an integer >= 0, got {n!r}"
-    return None
+    return PlannedNote(what, why, n)
 
 
 def _trusted_view(df: pl.DataFrame, path: Path, data: ReportData) -> pl.DataFrame | None:
@@ -323,7 +325,7 @@ def _load_fits(fits_dir: Path, data: ReportData) -> None:
             data.notes.append(f"{exc}: entry ignored.")
 
 
-def _check_fits_schema(path: Path, obj: Any, data: ReportData) -> None:
+def _check_fits_schema(path: Path, obj: JsonValue, data: ReportData) -> None:
     """A fits file that departs from its schema is still shown as far as it goes (the sections
     read what they can); the page says where it departs."""
     model = next((m for m, name in FILES.items() if name == path.name), None)

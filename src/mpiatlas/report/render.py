@@ -10,7 +10,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypedDict
 
 import altair as alt
 import polars as pl
@@ -19,6 +19,7 @@ from markupsafe import Markup
 import vl_convert
 
 from mpiatlas import __version__
+from mpiatlas.models.fit_records import JsonValue
 from mpiatlas.report.blocks import ChartBlock, Details, Notice, Pre, Section, Table
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.sections import SectionFn, order
@@ -72,44 +73,69 @@ def build_sections(data: ReportData, sections: Sequence[SectionFn] | None = None
     return out
 
 
-def pack_dataset(records: list[Any]) -> Any:
-    """Records -> columnar form (``{"n": rows, "c": {col: {"v": [...]} | {"d": uniques, "i": codes}}}``).
+# A chart spec (``dict[str, Any]`` below) is Vega-Lite as altair's ``to_dict`` types it: it stays altair's
+# document. What this module adds to it, the packed datasets, is typed here.
+DataRow = dict[str, JsonValue]
+
+
+class PackedColumn(TypedDict, total=False):
+    """One column of a packed dataset: its values (``v``), or its distinct strings (``d``) and each
+    row's index into them (``i``, -1 for null)."""
+
+    v: list[JsonValue]
+    d: list[str]
+    i: list[int]
+
+
+class PackedDataset(TypedDict):
+    """A chart's dataset by column (:func:`pack_dataset`): ``n`` rows, the columns by name."""
+
+    n: int
+    c: dict[str, PackedColumn]
+
+
+def pack_dataset(records: list[JsonValue]) -> PackedDataset | None:
+    """Records -> columnar form (``{"n": rows, "c": {col: {"v": [...]} | {"d": uniques, "i": codes}}}``);
+    None when the dataset is not a list of records (then it stays as it is).
 
     Chart data repeats long labels on every row; stored by column, with repeated strings
     dictionary-encoded, it is several times smaller. The page's script (and
     :func:`unpack_dataset`) turns it back into records before Vega sees it.
     """
-    if not records or not all(isinstance(r, dict) for r in records):
+    rows = [r for r in records if isinstance(r, dict)]
+    if not records or len(rows) != len(records):
         return None
     cols: list[str] = []
-    for r in records:
+    for r in rows:
         for k in r:
             if k not in cols:
                 cols.append(k)
-    out: dict[str, Any] = {}
+    out: dict[str, PackedColumn] = {}
     for k in cols:
-        vals = [r.get(k) for r in records]
-        if all(v is None or isinstance(v, str) for v in vals):
+        vals = [r.get(k) for r in rows]
+        texts = [v for v in vals if isinstance(v, str)]
+        if len(texts) == sum(v is not None for v in vals):
             uniq: dict[str, int] = {}
-            codes = [-1 if v is None else uniq.setdefault(v, len(uniq)) for v in vals]
+            codes = [uniq.setdefault(v, len(uniq)) if isinstance(v, str) else -1 for v in vals]
             if len(uniq) * 2 <= len(vals):
                 out[k] = {"d": list(uniq), "i": codes}
                 continue
         out[k] = {"v": vals}
-    return {"n": len(records), "c": out}
+    return {"n": len(rows), "c": out}
 
 
-def unpack_dataset(packed: dict[str, Any]) -> list[dict[str, Any]]:
+def unpack_dataset(packed: PackedDataset) -> list[DataRow]:
     """Inverse of :func:`pack_dataset` (the page does the same in JavaScript)."""
-    rows: list[dict[str, Any]] = [{} for _ in range(packed["n"])]
+    rows: list[DataRow] = [{} for _ in range(packed["n"])]
     for k, col in packed["c"].items():
-        vals = col["v"] if "v" in col else [None if j < 0 else col["d"][j] for j in col["i"]]
+        vals: list[JsonValue] = (col["v"] if "v" in col else
+                                 [None if j < 0 else col["d"][j] for j in col.get("i", [])])
         for row, v in zip(rows, vals):
             row[k] = v
     return rows
 
 
-def full_spec(spec: dict[str, Any], store: dict[str, Any]) -> dict[str, Any]:
+def full_spec(spec: dict[str, Any], store: dict[str, PackedDataset]) -> dict[str, Any]:
     """A chart spec with its datasets restored from the page's shared store."""
     out = dict(spec)
     if "datasets" in spec:
@@ -117,21 +143,21 @@ def full_spec(spec: dict[str, Any], store: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _assign_ids(sections: list[Section]) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+def _assign_ids(sections: list[Section]) -> tuple[dict[str, dict[str, Any]], dict[str, PackedDataset]]:
     """Give sections, charts and tables ids; move chart datasets into one shared, packed store."""
     specs: dict[str, dict[str, Any]] = {}
-    store: dict[str, Any] = {}
+    store: dict[str, PackedDataset] = {}
     used: set[str] = set()
     n_tables = 0
 
-    def walk(blocks: list[Any], prefix: str) -> None:
+    def walk(blocks: Sequence[object], prefix: str) -> None:
         nonlocal n_tables
         for b in blocks:
             if isinstance(b, ChartBlock):
                 b.id = f"chart-{len(specs) + 1}"
                 spec = dict(b.spec)
                 if isinstance(spec.get("datasets"), dict):
-                    refs: dict[str, Any] = {}
+                    refs: dict[str, list[JsonValue] | None] = {}
                     for name, records in spec["datasets"].items():
                         # altair names a dataset by its content hash: equal data is stored once.
                         packed = store.get(name) or pack_dataset(records)

@@ -17,11 +17,11 @@ lack them, and the paragraph then says the checks were not recorded instead of c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import polars as pl
 
+from mpiatlas.models.fit_records import HockneyRecord, Interval
 from mpiatlas.models.hockney_trust import CI_REL_TOL, relative_ci_spread
 from mpiatlas.stats.aggregate import scalar
 from mpiatlas.stats.quality import SERIES_SPLIT_PREFIX, SERIES_SPLIT_SHARE
@@ -35,12 +35,20 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
-def _first_reasons(rows: pl.DataFrame, name: Any, reason_col: str) -> str:
-    """'first: a (why); b (why)' for up to MAX_EXAMPLES rows, '… and N more' for the rest."""
-    parts = []
-    for r in rows.head(MAX_EXAMPLES).iter_rows(named=True):
-        why = r.get(reason_col) or "no reason recorded"
-        parts.append(f"{name(r)} ({why})")
+def _values(rows: pl.DataFrame, column: str) -> list[object]:
+    """``column``'s values, all None when the table has no such column (tables written before it)."""
+    return rows[column].to_list() if column in rows.columns else [None] * rows.height
+
+
+def _cell_names(rows: pl.DataFrame) -> list[str]:
+    return [str(c or "?") for c in _values(rows, "cell")]
+
+
+def _first_reasons(rows: pl.DataFrame, names: Callable[[pl.DataFrame], list[str]], reason_col: str) -> str:
+    """'first: a (why); b (why)' for up to MAX_EXAMPLES rows (``names``: each row's name), '… and N more'
+    for the rest."""
+    head = rows.head(MAX_EXAMPLES)
+    parts = [f"{name} ({why or 'no reason recorded'})" for name, why in zip(names(head), _values(head, reason_col))]
     more = f"; … and {rows.height - MAX_EXAMPLES} more" if rows.height > MAX_EXAMPLES else ""
     return "; ".join(parts) + more
 
@@ -82,7 +90,7 @@ def launches(cells: pl.DataFrame | None) -> list[str]:
         reason = "quality_reason" if "quality_reason" in still.columns else "quality"
         out.append(f"Still perturbed: {still.height} of the {_plural(judged_cells.height, 'final launch', 'final launches')}, "
                    "left out of every median, fit and finding: "
-                   f"{_first_reasons(still, lambda r: r.get('cell') or '?', reason)}.")
+                   f"{_first_reasons(still, _cell_names, reason)}.")
     else:
         out.append("Still perturbed: none of the final launches.")
     if unknown.height:
@@ -106,11 +114,11 @@ def later_round(cells: pl.DataFrame) -> list[str]:
     verb = "was" if waited.height == 1 else "were"
     return [f"{_plural(waited.height, 'cell')} still perturbed after the group's own re-measures {verb} launched "
             f"again in the campaign's later round, after a wait for a quiet machine (longest {longest:.1f} s): "
-            f"{_first_reasons(waited, lambda r: r.get('cell') or '?', 'quiet_wait')}."]
+            f"{_first_reasons(waited, _cell_names, 'quiet_wait')}."]
 
 
-def _point_name(r: dict[str, Any]) -> str:
-    return f"{_series_name(r)} at {fmt_bytes(r.get('bytes'))}"
+def _point_names(rows: pl.DataFrame) -> list[str]:
+    return [f"{series} at {fmt_bytes(size)}" for series, size in zip(_series_names(rows), _values(rows, "bytes"))]
 
 
 def noisy_points(summary: pl.DataFrame | None) -> list[str]:
@@ -127,7 +135,7 @@ def noisy_points(summary: pl.DataFrame | None) -> list[str]:
         noisy = noisy.sort(keys, nulls_last=True)
         reason = "quality_reason" if "quality_reason" in noisy.columns else "quality"
         out = [f"{noisy.height} of {total} (series, size) points stayed noisy: "
-               f"{_first_reasons(noisy, _point_name, reason)}."]
+               f"{_first_reasons(noisy, _point_names, reason)}."]
     return out + spread_series(summary, [k for k in keys if k != "bytes"])
 
 
@@ -142,39 +150,43 @@ def spread_series(summary: pl.DataFrame, series: list[str]) -> list[str]:
               .filter(pl.col("split") > 0).sort(series, nulls_last=True))
     if counts.height == 0:
         return []
-    named = [f"{_series_name(r)} ({r['split']} of {r['sizes']} sizes)" for r in counts.head(MAX_EXAMPLES).iter_rows(named=True)]
+    head = counts.head(MAX_EXAMPLES)
+    named = [f"{name} ({split} of {sizes} sizes)"
+             for name, split, sizes in zip(_series_names(head), head["split"], head["sizes"])]
     more = f"; … and {counts.height - MAX_EXAMPLES} more" if counts.height > MAX_EXAMPLES else ""
     return [f"{_plural(counts.height, 'series', 'series')} whose launches split into two modes at "
             f"{100 * SERIES_SPLIT_SHARE:.0f} % of their sizes or more (launches that disagree as a whole: not "
             f"flagged point by point; the fits' intervals over launches carry it): {'; '.join(named)}{more}."]
 
 
-def _series_name(r: dict[str, Any]) -> str:
-    np_ = f" np={r['np']}" if r.get("np") is not None else ""
-    alg = f" {r['algorithm']}" if r.get("algorithm") not in (None, "default") else ""
-    return f"{r.get('benchmark') or '?'} {r.get('label') or '?'}{np_}{alg}"
+def _series_names(rows: pl.DataFrame) -> list[str]:
+    """Each row's series: benchmark, label, np and a forced algorithm."""
+    out = []
+    for bench, label, np_, alg in zip(*(_values(rows, c) for c in ("benchmark", "label", "np", "algorithm"))):
+        ranks = f" np={np_}" if np_ is not None else ""
+        forced = f" {alg}" if alg not in (None, "default") else ""
+        out.append(f"{bench or '?'} {label or '?'}{ranks}{forced}")
+    return out
 
 
-def _fit_name(f: dict[str, Any]) -> str:
-    bench = f.get("benchmark")
-    what = "pingpong kernel" if bench == "pingpong" else f"IMB {bench}"
-    np_ = f" np={f['np']}" if f.get("np") is not None and bench != "pingpong" else ""
-    return f"{what} {f.get('label') or '?'}{np_}"
+def _fit_name(f: HockneyRecord) -> str:
+    what = "pingpong kernel" if f.benchmark == "pingpong" else f"IMB {f.benchmark}"
+    np_ = f" np={f.np}" if f.np is not None and f.benchmark != "pingpong" else ""
+    return f"{what} {f.label or '?'}{np_}"
 
 
-def _intervals(fits: Sequence[dict[str, Any]]) -> list[tuple[float, str]]:
+def _intervals(fits: Sequence[HockneyRecord]) -> list[tuple[float, str]]:
     """(spread, text) of every λ and B interval of the fits."""
     out = []
     for f in fits:
-        if not isinstance(f, dict) or f.get("error") is not None:
+        if not f.fitted:
             continue
-        for name, key, ci_key, unit in (("λ", "latency_us", "latency_ci_us", "µs"),
-                                        ("asymptotic B", "asymptotic_bandwidth_MBps", "asymptotic_bandwidth_ci_MBps", "MB/s"),
-                                        ("peak B", "peak_bandwidth_MBps", "peak_bandwidth_ci_MBps", "MB/s")):
-            est, ci = f.get(key), f.get(ci_key)
+        for name, est, ci, unit in (("λ", f.latency_us, f.latency_ci_us, "µs"),
+                                    ("asymptotic B", *f.bandwidth("asymptotic_bandwidth"), "MB/s"),
+                                    ("peak B", *f.bandwidth("peak_bandwidth"), "MB/s")):
             pair = _ci_pair(ci)
             spread = relative_ci_spread(est, pair)
-            if spread is None or est is None or pair is None:  # a spread implies both
+            if spread is None or est is None:  # a spread implies an estimate
                 continue
             lo, hi = pair
             pct = f"{_signed(lo, est)} to {_signed(hi, est)}"
@@ -184,10 +196,8 @@ def _intervals(fits: Sequence[dict[str, Any]]) -> list[tuple[float, str]]:
     return out
 
 
-def _ci_pair(ci: Any) -> tuple[float | None, float | None] | None:
+def _ci_pair(ci: Interval) -> tuple[float | None, float | None]:
     """A stored [lo, hi] with null meaning unbounded above (a bandwidth) or unknown."""
-    if not (isinstance(ci, (list, tuple)) and len(ci) == 2):
-        return None
     lo, hi = ci
     return (float(lo) if lo is not None else None, float(hi) if hi is not None else float("inf"))
 
@@ -200,13 +210,13 @@ def _signed(bound: float | None, estimate: float) -> str:
     return "+∞ %" if x == float("inf") else f"{x:+.0%}".replace("%", " %").replace("-", "−")
 
 
-def fit_intervals(fits: Sequence[dict[str, Any]] | None) -> list[str]:
+def fit_intervals(fits: Sequence[HockneyRecord] | None) -> list[str]:
     """How many fits carry a warning, and the widest intervals of λ and B."""
-    fits = [f for f in fits or [] if isinstance(f, dict) and f.get("error") is None]
+    fits = [f for f in fits or [] if f.fitted]
     if not fits:
         return []
     out = []
-    warned = [f for f in fits if f.get("ci_warning")]
+    warned = [f for f in fits if f.ci_warning]
     if warned:
         out.append(f"{len(warned)} of {_plural(len(fits), 'fit')} carry a warning (see Model parameters): "
                    f"{', '.join(_fit_name(f) for f in warned[:MAX_EXAMPLES])}"
@@ -222,7 +232,7 @@ def fit_intervals(fits: Sequence[dict[str, Any]] | None) -> list[str]:
 
 
 def trust(cells: pl.DataFrame | None, summary: pl.DataFrame | None,
-          fits: Sequence[dict[str, Any]] | None) -> list[str]:
+          fits: Sequence[HockneyRecord] | None) -> list[str]:
     """The trust paragraph's sentences (module docstring order); empty when there is nothing to judge.
 
     ``fits``: the IMB Hockney fits (hockney.json) and the pingpong kernel's (kernels.json).

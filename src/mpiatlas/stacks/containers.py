@@ -23,13 +23,16 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, Unpack
 
 import jinja2
 
 from mpiatlas import __version__
 from mpiatlas.files import IMAGE_TEMPLATES, shipped, shipped_kernel_sources, write_text_atomic
-from mpiatlas.stacks import LaunchSpec, apt_sources
+from mpiatlas.stacks import LaunchSpec, Stack, apt_sources
+
+if TYPE_CHECKING:
+    from mpiatlas.models.fit_records import JsonValue  # the type of a JSON document only
 
 TEMPLATES_DIR = shipped(IMAGE_TEMPLATES)
 KERNELS_DIR = shipped_kernel_sources()
@@ -47,7 +50,33 @@ IMB_UPSTREAM_URL = "https://github.com/intel/mpi-benchmarks/archive/refs/tags/IM
 # `apptainer build` compresses the SIF with zstd: ~6 s instead of 40-60 s of gzip.
 MKSQUASHFS_ARGS = "-comp zstd -Xcompression-level 3"
 
-DEFAULTS: dict[str, Any] = {
+class ImageDefaults(TypedDict):
+    """The rendering parameters every image has (a ``containers:`` block may set each)."""
+
+    bootstrap: str
+    os_version: str
+    mirror_url: str | None  # None: the Debian mirror the host's apt sources name
+    docker_from: str
+    impi_version: str
+    imb_version: str
+
+
+class StackImageDefaults(TypedDict):
+    """A stack's own rendering parameters (``containers.stacks.<kind>`` may set each)."""
+
+    mpi_version: str
+    imb: str  # IMB_MODES
+    imb_url: NotRequired[str]  # only the Open MPI image compiles IMB from upstream
+    imb_sha256: NotRequired[str]
+    imb_skip_reason: str
+
+
+class ImageParams(ImageDefaults, StackImageDefaults):
+    """The full set of one image's rendering parameters (:func:`render_params`): the keyword arguments
+    of :func:`render_def`, and the DAG's ``params`` of the image rules."""
+
+
+DEFAULTS: ImageDefaults = {
     "bootstrap": "debootstrap",
     "os_version": "bookworm",
     # None: the Debian mirror the host's apt sources name (mpiatlas.stacks.apt_sources).
@@ -58,7 +87,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 # Per stack: the MPI version the image must contain (checked in %post) and IMB's origin.
-STACK_DEFAULTS: dict[str, dict[str, Any]] = {
+STACK_DEFAULTS: dict[str, StackImageDefaults] = {
     "openmpi": {"mpi_version": "4.1.4", "imb": "build", "imb_url": IMB_UPSTREAM_URL, "imb_sha256": "",
                 "imb_skip_reason": "IMB source not reachable at build time"},
     "mpich": {"mpi_version": "4.0.2", "imb": "build",
@@ -118,7 +147,7 @@ def _environment(template_dir: Path) -> jinja2.Environment:
 
 
 def render_params(stack_kind: str, containers_cfg: Mapping[str, Any] | None = None,
-                  host_root: Path = apt_sources.HOST_ROOT) -> dict[str, Any]:
+                  host_root: Path = apt_sources.HOST_ROOT) -> ImageParams:
     """The full set of rendering parameters of one stack from a ``containers:`` config block.
 
     Used as the DAG's ``params`` (a change of any value re-renders and rebuilds): the debootstrap
@@ -127,16 +156,28 @@ def render_params(stack_kind: str, containers_cfg: Mapping[str, Any] | None = No
     if stack_kind not in STACK_KINDS:
         raise ContainerError(f"unknown stack kind {stack_kind!r}; images exist for {list(STACK_KINDS)}")
     cfg = dict(containers_cfg or {})
-    params: dict[str, Any] = {k: cfg.get(k, v) for k, v in DEFAULTS.items()}
     stack_cfg = dict((cfg.get("stacks") or {}).get(stack_kind) or {})
-    for key, default in STACK_DEFAULTS[stack_kind].items():
-        params[key] = stack_cfg.get(key, default)
-    unknown = set(stack_cfg) - set(STACK_DEFAULTS[stack_kind]) - set(DEFAULTS)
+    own = STACK_DEFAULTS[stack_kind]
+    unknown = set(stack_cfg) - set(own) - set(DEFAULTS)
     if unknown:
         raise ContainerError(f"containers.stacks.{stack_kind}: unknown keys {sorted(unknown)}")
-    for key in DEFAULTS:  # per-stack overrides of global values (e.g. impi_version)
-        if key in stack_cfg:
-            params[key] = stack_cfg[key]
+    # A stack's value, else (a global parameter) the block's, else the default: per-stack overrides of
+    # global values (e.g. impi_version) win.
+    params: ImageParams = {
+        "bootstrap": stack_cfg.get("bootstrap", cfg.get("bootstrap", DEFAULTS["bootstrap"])),
+        "os_version": stack_cfg.get("os_version", cfg.get("os_version", DEFAULTS["os_version"])),
+        "mirror_url": stack_cfg.get("mirror_url", cfg.get("mirror_url", DEFAULTS["mirror_url"])),
+        "docker_from": stack_cfg.get("docker_from", cfg.get("docker_from", DEFAULTS["docker_from"])),
+        "impi_version": stack_cfg.get("impi_version", cfg.get("impi_version", DEFAULTS["impi_version"])),
+        "imb_version": stack_cfg.get("imb_version", cfg.get("imb_version", DEFAULTS["imb_version"])),
+        "mpi_version": stack_cfg.get("mpi_version", own["mpi_version"]),
+        "imb": stack_cfg.get("imb", own["imb"]),
+        "imb_skip_reason": stack_cfg.get("imb_skip_reason", own["imb_skip_reason"]),
+    }
+    if "imb_url" in own:
+        params["imb_url"] = stack_cfg.get("imb_url", own["imb_url"])
+    if "imb_sha256" in own:
+        params["imb_sha256"] = stack_cfg.get("imb_sha256", own["imb_sha256"])
     if params["bootstrap"] == "debootstrap":
         params["mirror_url"] = _mirror(params["mirror_url"], params["os_version"], host_root)
     return params
@@ -225,8 +266,8 @@ def _mirror(configured: str | None, suite: str, host_root: Path) -> str:
         raise ContainerError(str(exc)) from exc
 
 
-def write_def(stack_kind: str, out: str | Path, **kwargs: Any) -> Path:
-    return write_text_atomic(out, render_def(stack_kind, **kwargs))
+def write_def(stack_kind: str, out: str | Path, **params: Unpack[ImageParams]) -> Path:
+    return write_text_atomic(out, render_def(stack_kind, **params))
 
 
 def kernel_sources(kernels_dir: str | Path = KERNELS_DIR) -> list[Path]:
@@ -318,13 +359,13 @@ def image_digest(sif: str | Path) -> str:
     return h.hexdigest()
 
 
-def inspect_image(sif: str | Path, *, apptainer: str | None = None) -> dict[str, Any]:
+def inspect_image(sif: str | Path, *, apptainer: str | None = None) -> JsonValue:
     """``apptainer inspect --all --json`` (labels, help, environment, runscript, test, deffile)."""
     cmd = [apptainer or apptainer_binary(), "inspect", "--all", "--json", str(sif)]
     out = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
     if out.returncode != 0:
         raise ContainerError(f"{shlex.join(cmd)} failed: {out.stderr.strip()}")
-    inspected: dict[str, Any] = json.loads(out.stdout)
+    inspected: JsonValue = json.loads(out.stdout)  # apptainer's own document, kept as it is
     return inspected
 
 
@@ -337,11 +378,29 @@ def image_labels(sif: str | Path, *, apptainer: str | None = None) -> dict[str, 
     return dict(data.get("data", {}).get("attributes", {}).get("labels", {}) or {})
 
 
+class InspectExtra(TypedDict, total=False):
+    """What a caller adds to ``<stack>.inspect.json``."""
+
+    inputs_digest: str  # inputs_digest() of the def and kernel sources the image was built from
+
+
+class InspectRecord(InspectExtra):
+    """``<stack>.inspect.json``: the image, its sha256 and size, apptainer's inspect output, and the
+    build's time and command when it was built here."""
+
+    image: str
+    sha256: str
+    size_bytes: int
+    inspect: JsonValue
+    build_seconds: NotRequired[float]
+    build_command: NotRequired[list[str]]
+
+
 def write_inspect(sif: str | Path, out: str | Path, *, build: BuildResult | None = None,
-                  extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                  extra: InspectExtra | None = None) -> InspectRecord:
     """Write ``<stack>.inspect.json``: apptainer's inspect output + sha256 + size (+ build time)."""
     sif = Path(sif)
-    record: dict[str, Any] = {
+    record: InspectRecord = {
         "image": str(sif),
         "sha256": image_digest(sif),
         "size_bytes": sif.stat().st_size,
@@ -350,8 +409,8 @@ def write_inspect(sif: str | Path, out: str | Path, *, build: BuildResult | None
     if build is not None:
         record["build_seconds"] = round(build.seconds, 1)
         record["build_command"] = build.command
-    if extra:
-        record.update(extra)
+    if extra and "inputs_digest" in extra:
+        record["inputs_digest"] = extra["inputs_digest"]
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
@@ -469,7 +528,7 @@ class ImageInfo:
     hello: tuple[HelloRank, ...] = ()
 
 
-def preflight(host_stack_kind: str, host_version: str, image: str | Path, *, host_stack: Any = None,
+def preflight(host_stack_kind: str, host_version: str, image: str | Path, *, host_stack: Stack | None = None,
               launcher: Sequence[str] | None = None, env: Mapping[str, str] | None = None,
               binds: Iterable[str] = (), np: int = 2, hello: bool = True, timeout: float = 180) -> ImageInfo:
     """Check that ``image`` can run under the host's MPI launcher before a campaign uses it.

@@ -28,6 +28,9 @@ the one-level CI above is used, and the summary says run-to-run variation is not
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, fields
+
 import numpy as np
 import polars as pl
 
@@ -150,6 +153,35 @@ def size_table(ga: pl.DataFrame, gb: pl.DataFrame, keys: list[str], *, seed: int
         pl.Series("verdict", verdict, dtype=pl.String),
         pl.Series("significant", [v in (SLOWER, FASTER) for v in verdict], dtype=pl.Boolean),
     )
+
+
+@dataclass(frozen=True)
+class RatioRow:
+    """The comparison figures of one :func:`size_table` row (side A against side B at one key):
+    repetitions per side, the ratio B/A of the medians, its 95 % CI and the verdict. A CI bound the
+    table holds as null is NaN here."""
+
+    n_a: int
+    n_b: int
+    ratio: float
+    ratio_ci_low: float
+    ratio_ci_high: float
+    verdict: str
+
+
+RATIO_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RatioRow))
+
+
+def _figure(value: float | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+def ratio_rows(table: pl.DataFrame) -> list[RatioRow | None]:
+    """Each row's :class:`RatioRow` (``table``: a :func:`size_table`, possibly left-joined to other
+    keys); None where the row has no comparison (no repetitions of side A)."""
+    return [None if n_a is None else RatioRow(int(n_a), int(n_b or 0), _figure(ratio), _figure(low), _figure(high),
+                                              str(verdict))
+            for n_a, n_b, ratio, low, high, verdict in table.select(RATIO_FIELDS).iter_rows()]
 
 
 def regressions(sizes: pl.DataFrame, threshold: float) -> pl.DataFrame:

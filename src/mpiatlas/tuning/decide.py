@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 from pathlib import Path
 
 import polars as pl
 
 from mpiatlas.stats.aggregate import summarize
-from mpiatlas.stats.ratios import FASTER, MIN_REPS, grouped_times, size_table
+from mpiatlas.stats.ratios import FASTER, MIN_REPS, RatioRow, grouped_times, ratio_rows, size_table
 from mpiatlas.models.best_algorithm import DEFAULT, best_algorithms
 from mpiatlas.tuning import samples
 
@@ -144,18 +143,17 @@ def collective_series(samples: pl.DataFrame, path: Path) -> pl.DataFrame:
     return rows
 
 
-def _reason(row: dict[str, Any], min_gain: float) -> tuple[str, str]:
-    """(choice, why) for one point of the size table joined with its candidate."""
-    cand = row["best"]
+def _reason(cand: str, figures: RatioRow | None, min_gain: float) -> tuple[str, str]:
+    """(choice, why) for one point: its candidate and the size table's figures of it against the default."""
     if cand == DEFAULT:
         return DEFAULT, "the default is the fastest by median"
-    n = min(row["n_a"], row["n_b"])
-    if n < MIN_REPS:
-        return DEFAULT, f"too few repetitions ({row['n_a']} default, {row['n_b']} {cand}; need {MIN_REPS})"
-    lo, hi = row["ratio_ci_low"], row["ratio_ci_high"]
-    if row["verdict"] != FASTER:
+    n_a, n_b = (figures.n_a, figures.n_b) if figures is not None else (0, 0)
+    if figures is None or min(n_a, n_b) < MIN_REPS:
+        return DEFAULT, f"too few repetitions ({n_a} default, {n_b} {cand}; need {MIN_REPS})"
+    lo, hi = figures.ratio_ci_low, figures.ratio_ci_high
+    if figures.verdict != FASTER:
         return DEFAULT, f"{cand}: CI of t/t_default [{lo:.3f}, {hi:.3f}] does not lie below 1"
-    gain = 1.0 - row["ratio"]
+    gain = 1.0 - figures.ratio
     if gain < min_gain:
         return DEFAULT, f"{cand}: gain {gain:.1%} below the minimum {min_gain:.0%}"
     return cand, f"{cand}: {gain:.1%} faster, CI of t/t_default [{lo:.3f}, {hi:.3f}]"
@@ -175,7 +173,7 @@ def point_table(rows: pl.DataFrame, min_gain: float) -> pl.DataFrame:
     table = points.join(sizes, on=keys, how="left", nulls_equal=True)
     # Points without a default measurement cannot be judged: they keep the default.
     table = table.filter(pl.col("n_a").is_not_null() | (pl.col("best") == DEFAULT))
-    choices = [_reason({**r, "n_a": r["n_a"] or 0, "n_b": r["n_b"] or 0}, min_gain) for r in table.to_dicts()]
+    choices = [_reason(str(cand), figures, min_gain) for cand, figures in zip(table["best"], ratio_rows(table))]
     return table.with_columns(pl.Series("choice", [c for c, _ in choices], dtype=pl.String),
                               pl.Series("reason", [w for _, w in choices], dtype=pl.String)).sort(keys)
 

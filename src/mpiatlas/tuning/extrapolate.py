@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import polars as pl
@@ -49,7 +49,15 @@ from mpiatlas.tuning import same_code
 KEYS = ("collective", "algorithm", "np", "bytes")
 POINT = ("collective", "np", "bytes")
 LEVEL = 0.90  # two-sided interval
-FOREST: dict[str, Any] = {"n_estimators": 200, "min_samples_leaf": 3, "random_state": 0}  # fixed a priori, not tuned
+class ForestParams(TypedDict):
+    """The random forest's settings (scikit-learn RandomForestRegressor keywords)."""
+
+    n_estimators: int
+    min_samples_leaf: int
+    random_state: int
+
+
+FOREST: ForestParams = {"n_estimators": 200, "min_samples_leaf": 3, "random_state": 0}  # fixed a priori, not tuned
 
 
 class ExtrapolationError(ValueError):

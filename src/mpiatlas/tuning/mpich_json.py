@@ -51,7 +51,6 @@ import json
 import re
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any
 
 from mpiatlas.models.best_algorithm import DEFAULT
 from mpiatlas.tuning.decide import Block, SeriesDecision, TuneError
@@ -61,8 +60,23 @@ TOTAL = frozenset({"allgather"})
 SUPPORTED = AVG | TOTAL | {"barrier"}
 _START = re.compile(rb'\{"collective=')
 
+# A csel tree: every value is an object (conditions lead to subtrees, a leaf is ``"algorithm=...": {}``),
+# so the whole grammar is one recursive type, checked once where a tree is read (:func:`csel_tree`).
+CselTree = dict[str, "CselTree"]
+Leaf = CselTree
+LeafFn = Callable[[str, str], Leaf]
 
-def _kind(tree: dict[str, Any]) -> str:
+
+def csel_tree(value: object, source: str, path: str = "") -> CselTree:
+    """``value`` (as ``json`` decoded it) as a csel tree; a :class:`TuneError` names ``source`` and the
+    key path of the first value that is not a JSON object."""
+    if not isinstance(value, dict):
+        raise TuneError(f"{source}: {path or 'the tree'}: expected a JSON object (csel condition -> subtree), "
+                        f"got {type(value).__name__}")
+    return {str(k): csel_tree(v, source, f"{path}/{k}" if path else str(k)) for k, v in value.items()}
+
+
+def _kind(tree: CselTree) -> str:
     """Which level an embedded tree selects for: ``ch4`` (compositions), ``posix`` or ``mpir``."""
     text = json.dumps(tree)
     if '"composition=MPIDI_' in text:
@@ -70,14 +84,14 @@ def _kind(tree: dict[str, Any]) -> str:
     return "posix" if "MPIDI_POSIX_" in text else "mpir"
 
 
-def builtin_trees(libmpi: Path) -> dict[str, dict[str, Any]]:
+def builtin_trees(libmpi: Path) -> dict[str, CselTree]:
     """The selection trees compiled into ``libmpi``, by level (``mpir``, ``ch4``, ``posix``)."""
     try:
         data = libmpi.read_bytes()
     except OSError as exc:
         raise TuneError(f"{libmpi}: cannot read the MPICH library ({exc})") from exc
     decoder = json.JSONDecoder()
-    trees: dict[str, dict[str, Any]] = {}
+    trees: dict[str, CselTree] = {}
     for match in _START.finditer(data):
         end = data.find(b"\0", match.start())
         try:
@@ -85,7 +99,8 @@ def builtin_trees(libmpi: Path) -> dict[str, dict[str, Any]]:
         except (UnicodeDecodeError, ValueError):
             continue
         if isinstance(tree, dict):
-            trees.setdefault(_kind(tree), tree)
+            parsed = csel_tree(tree, f"{libmpi}: embedded tree at byte {match.start()}")
+            trees.setdefault(_kind(parsed), parsed)
     for level, what in (("mpir", "MPIR"), ("ch4", "CH4 composition")):
         if level not in trees:
             raise TuneError(f"{libmpi}: no built-in {what} collective-selection JSON found (expected an MPICH "
@@ -93,7 +108,7 @@ def builtin_trees(libmpi: Path) -> dict[str, dict[str, Any]]:
     return trees
 
 
-def builtin_tree(libmpi: Path) -> dict[str, Any]:
+def builtin_tree(libmpi: Path) -> CselTree:
     """The MPIR-level selection tree compiled into ``libmpi`` (the one naming ``algorithm=MPIR_``)."""
     return builtin_trees(libmpi)["mpir"]
 
@@ -108,16 +123,12 @@ def _size_key(collective: str) -> str:
     return "total_msg_size" if collective in TOTAL else "avg_msg_size"
 
 
-Leaf = dict[str, Any]
-LeafFn = Callable[[str, str], Leaf]
-
-
 def mpir_leaf(collective: str, name: str) -> Leaf:
     """MPIR tree: the tuned range runs the chosen algorithm."""
     return {f"algorithm={algorithm_name(collective, name)}": {}}
 
 
-def ch4_leaf(orig: dict[str, Any]) -> LeafFn:
+def ch4_leaf(orig: CselTree) -> LeafFn:
     """CH4 tree: no composition, so ``MPID_<Coll>`` calls ``MPIR_<Coll>_impl`` on the whole communicator.
 
     ``csel.c`` refuses an empty object (``validate_tree``: "unexpected NULL success path"), but a
@@ -129,11 +140,11 @@ def ch4_leaf(orig: dict[str, Any]) -> LeafFn:
     return leaf
 
 
-def _sizes(series: SeriesDecision, block: Block, scale: int, orig: dict[str, Any],
-           leaf: LeafFn = mpir_leaf) -> dict[str, Any]:
+def _sizes(series: SeriesDecision, block: Block, scale: int, orig: CselTree,
+           leaf: LeafFn = mpir_leaf) -> CselTree:
     """Sequential size conditions of one block: default ranges lead back to ``orig``."""
     key = _size_key(series.collective)
-    tree: dict[str, Any] = {}
+    tree: CselTree = {}
     first = block.ranges[0].lo * scale
     if first > 0:
         tree[f"{key}<={first - 1}"] = orig
@@ -144,15 +155,15 @@ def _sizes(series: SeriesDecision, block: Block, scale: int, orig: dict[str, Any
     return tree
 
 
-def wrapped(series: SeriesDecision, orig: dict[str, Any], leaf: LeafFn = mpir_leaf) -> dict[str, Any]:
+def wrapped(series: SeriesDecision, orig: CselTree, leaf: LeafFn = mpir_leaf) -> CselTree:
     """The new ``comm_type=intra`` subtree: comm-size conditions, then sizes, else ``orig``."""
-    tree: dict[str, Any] = {}
+    tree: CselTree = {}
     last = 0
     for block in series.blocks:
         if not any(r.algorithm != DEFAULT for r in block.ranges):
             continue
         if series.collective == "barrier":
-            inner: dict[str, Any] = leaf("barrier", block.ranges[0].algorithm)
+            inner: CselTree = leaf("barrier", block.ranges[0].algorithm)
             spans = [(block.p_lo, block.p_hi, inner)]
         elif series.collective in TOTAL:
             nps = list(block.nps)
@@ -169,8 +180,8 @@ def wrapped(series: SeriesDecision, orig: dict[str, Any], leaf: LeafFn = mpir_le
     return tree
 
 
-def tree_with(series_list: list[SeriesDecision], base: dict[str, Any], source: str = "the built-in tree",
-              level: str = "mpir") -> dict[str, Any]:
+def tree_with(series_list: list[SeriesDecision], base: CselTree, source: str = "the built-in tree",
+              level: str = "mpir") -> CselTree:
     """``base`` with every tuned collective's intra-communicator subtree wrapped (``level``: which tree)."""
     tree = copy.deepcopy(base)
     for s in series_list:
@@ -189,7 +200,7 @@ def tree_with(series_list: list[SeriesDecision], base: dict[str, Any], source: s
     return tree
 
 
-def json_text(series_list: list[SeriesDecision], base: dict[str, Any], source: str = "the built-in tree",
+def json_text(series_list: list[SeriesDecision], base: CselTree, source: str = "the built-in tree",
               level: str = "mpir") -> str:
     return json.dumps(tree_with(series_list, base, source, level), indent=1) + "\n"
 

@@ -13,9 +13,8 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import yaml
 
@@ -27,6 +26,17 @@ from mpiatlas.tuning.markdown import validation_markdown
 from mpiatlas.tuning.validation_config import validation_config
 
 CONFIG_NAME, JSON_NAME, MD_NAME = "validate.yaml", "validation.json", "validation.md"
+
+
+class ValidationRecord(TypedDict):
+    """``validation.json``: the validation campaign's results directory (None: nothing was tuned), the
+    summary, what each stack said about its file, and every check."""
+
+    campaign: str | None
+    summary: validation.ValidationSummary
+    evidence: dict[str, str]
+    cells: list[validation.CellCheckRecord]
+    untuned: NotRequired[list[validation.UntunedCheckRecord]]
 
 
 def campaign_of(decision: Decision) -> dict[str, Any]:
@@ -59,7 +69,7 @@ def validate(decision: Decision, files: dict[tuple[str, str], list[str]], out: P
     tuned = [s for s in decision.series if s.tuned]
     if not tuned:
         print("nothing to validate: every series keeps the default")
-        record: dict[str, Any] = {"campaign": None, "summary": validation.summary([]), "cells": [], "evidence": {}}
+        record: ValidationRecord = {"campaign": None, "summary": validation.summary([]), "cells": [], "evidence": {}}
         (out / JSON_NAME).write_text(json.dumps(record, indent=1))
         (out / MD_NAME).write_text(validation_markdown([], {}, None))
         return 0
@@ -77,8 +87,7 @@ def validate(decision: Decision, files: dict[tuple[str, str], list[str]], out: P
     evidence = validation.evidence(results, tuned)
     summary = validation.summary(checks, untuned)
     record = {"campaign": str(results), "summary": summary, "evidence": evidence,
-              "cells": [{**asdict(c), "passed": c.passed} for c in checks],
-              "untuned": [{**asdict(c), "passed": c.passed} for c in untuned]}
+              "cells": [c.to_json() for c in checks], "untuned": [c.to_json() for c in untuned]}
     (out / JSON_NAME).write_text(json.dumps(record, indent=1, default=str))
     (out / MD_NAME).write_text(validation_markdown(checks, evidence, str(results), untuned))
     print(f"validation ({results}): {summary['passed']}/{summary['cells']} tuned cells pass; "

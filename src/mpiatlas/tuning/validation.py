@@ -33,15 +33,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import polars as pl
 
 from mpiatlas.matrix import layout
-from mpiatlas.stats.ratios import FASTER, MIN_REPS, grouped_times, size_table
+from mpiatlas.stats.ratios import FASTER, MIN_REPS, RatioRow, grouped_times, ratio_rows, size_table
 from mpiatlas.models.best_algorithm import DEFAULT
 from mpiatlas.tuning import intelmpi_env, mpich_json, samples
-from mpiatlas.tuning.decide import SeriesDecision, TuneError
+from mpiatlas.tuning.decide import Point, SeriesDecision, TuneError
 from mpiatlas.tuning.validation_config import knob_set, tuned_points, untuned_points
 
 KEYS: tuple[str, ...] = ("stack", "transport", "benchmark", "np", "bytes")
@@ -67,6 +67,42 @@ class CheckedCell:
     bytes: int
 
 
+class CheckedCellRecord(TypedDict):
+    stack: str
+    kind: str
+    transport: str
+    collective: str
+    np: int
+    bytes: int
+
+
+class CellCheckRecord(CheckedCellRecord):
+    """A tuned cell's check as ``validation.json`` keeps it (``cells``)."""
+
+    algorithm: str
+    claimed_gain: float | None
+    n: list[int]
+    gain: float | None
+    gain_ci: list[float | None]
+    match_ratio: float | None
+    match_ci: list[float | None]
+    matches: bool
+    beats: bool
+    reason: str
+    passed: bool
+
+
+class UntunedCheckRecord(CheckedCellRecord):
+    """An untuned size's check as ``validation.json`` keeps it (``untuned``)."""
+
+    n: list[int]
+    ratio: float | None
+    ratio_ci: list[float | None]
+    slower: bool
+    reason: str
+    passed: bool
+
+
 @dataclass(frozen=True)
 class CellCheck(CheckedCell):
     algorithm: str  # the winner the file names
@@ -84,6 +120,13 @@ class CellCheck(CheckedCell):
     def passed(self) -> bool:
         return self.matches and self.beats
 
+    def to_json(self) -> CellCheckRecord:
+        return {"stack": self.stack, "kind": self.kind, "transport": self.transport, "collective": self.collective,
+                "np": self.np, "bytes": self.bytes, "algorithm": self.algorithm, "claimed_gain": self.claimed_gain,
+                "n": list(self.n), "gain": self.gain, "gain_ci": list(self.gain_ci), "match_ratio": self.match_ratio,
+                "match_ci": list(self.match_ci), "matches": self.matches, "beats": self.beats, "reason": self.reason,
+                "passed": self.passed}
+
 
 @dataclass(frozen=True)
 class UntunedCheck(CheckedCell):
@@ -98,6 +141,11 @@ class UntunedCheck(CheckedCell):
     @property
     def passed(self) -> bool:
         return not self.slower and min(self.n) >= MIN_REPS
+
+    def to_json(self) -> UntunedCheckRecord:
+        return {"stack": self.stack, "kind": self.kind, "transport": self.transport, "collective": self.collective,
+                "np": self.np, "bytes": self.bytes, "n": list(self.n), "ratio": self.ratio,
+                "ratio_ci": list(self.ratio_ci), "slower": self.slower, "reason": self.reason, "passed": self.passed}
 
 
 def _rows(df: pl.DataFrame, series: SeriesDecision) -> pl.DataFrame:
@@ -131,35 +179,35 @@ def _tables(df: pl.DataFrame, series: SeriesDecision) -> tuple[pl.DataFrame, pl.
     return _file_vs_default(rows, series), size_table(forced, exported, keys)
 
 
-def _lookup(table: pl.DataFrame, np_: int, nbytes: int) -> dict[str, Any] | None:
-    hit = table.filter((pl.col("np") == np_) & (pl.col("bytes") == nbytes))
-    return hit.row(0, named=True) if hit.height else None
+def _lookup(table: pl.DataFrame, np_: int, nbytes: int) -> RatioRow | None:
+    rows = ratio_rows(table.filter((pl.col("np") == np_) & (pl.col("bytes") == nbytes)))
+    return rows[0] if rows else None
 
 
-def _check(series: SeriesDecision, point: Any, gain_row: dict[str, Any] | None, match_row: dict[str, Any] | None
+def _check(series: SeriesDecision, point: Point, gain_row: RatioRow | None, match_row: RatioRow | None
            ) -> CellCheck:
-    n_def = gain_row["n_a"] if gain_row else 0
-    n_exp = gain_row["n_b"] if gain_row else (match_row["n_b"] if match_row else 0)
-    n_for = match_row["n_a"] if match_row else 0
-    gain = None if gain_row is None else 1 - gain_row["ratio"]
-    gain_ci = (None, None) if gain_row is None else (1 - gain_row["ratio_ci_high"], 1 - gain_row["ratio_ci_low"])
-    match_ci = (None, None) if match_row is None else (match_row["ratio_ci_low"], match_row["ratio_ci_high"])
+    n_def = gain_row.n_a if gain_row else 0
+    n_exp = gain_row.n_b if gain_row else (match_row.n_b if match_row else 0)
+    n_for = match_row.n_a if match_row else 0
+    gain = None if gain_row is None else 1 - gain_row.ratio
+    gain_ci = (None, None) if gain_row is None else (1 - gain_row.ratio_ci_high, 1 - gain_row.ratio_ci_low)
+    match_ci = (None, None) if match_row is None else (match_row.ratio_ci_low, match_row.ratio_ci_high)
     if min(n_def, n_exp, n_for) < MIN_REPS:
         matches = beats = False
         reason = f"too few repetitions (default {n_def}, exported {n_exp}, forced {n_for}; need {MIN_REPS})"
     else:
         # Repetitions on all three sides (MIN_REPS >= 1): both rows are there.
         assert gain_row is not None and match_row is not None
-        matches = bool(match_row["ratio_ci_low"] <= 1 <= match_row["ratio_ci_high"])
-        beats = gain_row["verdict"] == FASTER
-        parts = [f"t_file/t_{point.algorithm} {match_row['ratio']:.3f} [{match_ci[0]:.3f}, {match_ci[1]:.3f}]"
+        matches = bool(match_row.ratio_ci_low <= 1 <= match_row.ratio_ci_high)
+        beats = gain_row.verdict == FASTER
+        parts = [f"t_file/t_{point.algorithm} {match_row.ratio:.3f} [{match_ci[0]:.3f}, {match_ci[1]:.3f}]"
                  + ("" if matches else " (CI excludes 1: the file did not run the winner)"),
                  f"gain over default {gain:.1%} [{gain_ci[0]:.1%}, {gain_ci[1]:.1%}]"
                  + ("" if beats else " (not significantly faster than the default)")]
         reason = "; ".join(parts)
     return CellCheck(series.stack, series.kind, series.transport, series.benchmark, point.np, point.bytes,
                      point.algorithm, point.gain, (n_def, n_exp, n_for), gain, gain_ci,
-                     None if match_row is None else match_row["ratio"], match_ci, matches, beats, reason)
+                     None if match_row is None else match_row.ratio, match_ci, matches, beats, reason)
 
 
 def _load(results: Path) -> pl.DataFrame:
@@ -170,15 +218,15 @@ def _load(results: Path) -> pl.DataFrame:
     return df.with_columns(pl.col("knobs").fill_null(""))
 
 
-def _untuned(series: SeriesDecision, np_: int, nbytes: int, row: dict[str, Any] | None) -> UntunedCheck:
-    n = (row["n_a"], row["n_b"]) if row else (0, 0)
-    ratio = row["ratio"] if row else None
-    ci = (row["ratio_ci_low"], row["ratio_ci_high"]) if row else (None, None)
+def _untuned(series: SeriesDecision, np_: int, nbytes: int, row: RatioRow | None) -> UntunedCheck:
+    n = (row.n_a, row.n_b) if row else (0, 0)
+    ratio = row.ratio if row else None
+    ci = (row.ratio_ci_low, row.ratio_ci_high) if row else (None, None)
     if min(n) < MIN_REPS:
         slower, reason = False, f"too few repetitions (default {n[0]}, exported {n[1]}; need {MIN_REPS})"
     else:
         assert row is not None  # repetitions on both sides (MIN_REPS >= 1): the row is there
-        slower = bool(row["ratio_ci_low"] > 1 + UNTUNED_TOLERANCE)
+        slower = bool(row.ratio_ci_low > 1 + UNTUNED_TOLERANCE)
         reason = (f"t_file/t_default {ratio:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
                   + (f" (significantly slower: CI above 1 + {UNTUNED_TOLERANCE:.0%})" if slower else ""))
     return UntunedCheck(series.stack, series.kind, series.transport, series.benchmark, np_, nbytes, n, ratio, ci,
@@ -271,15 +319,35 @@ def _echo(results: Path, cells: list[str], name: str) -> str | None:
     return None
 
 
-def summary(checks: list[CellCheck], untuned: list[UntunedCheck] | None = None) -> dict[str, Any]:
+class UntunedSummary(TypedDict):
+    """The sampled untuned sizes of a validation: how many, how many passed, the failures, the tolerance."""
+
+    cells: int
+    passed: int
+    failed: list[str]
+    tolerance: float
+
+
+class ValidationSummary(TypedDict):
+    """``summary`` of ``validation.json``, written as-is: the tuned cells' counts and failures, the
+    untuned sizes', and ``ok`` when every one passes."""
+
+    cells: int
+    passed: int
+    failed: list[str]
+    untuned: UntunedSummary
+    ok: bool
+
+
+def summary(checks: list[CellCheck], untuned: list[UntunedCheck] | None = None) -> ValidationSummary:
     """Counts and failures; ``ok`` when every tuned cell and every sampled untuned size passes."""
     untuned = untuned or []
 
     def failed(items: Sequence[CellCheck | UntunedCheck]) -> list[str]:
         return [f"{c.stack}/{c.transport}/{c.collective} P={c.np} {c.bytes} B: {c.reason}" for c in items if not c.passed]
 
-    out: dict[str, Any] = {"cells": len(checks), "passed": sum(c.passed for c in checks), "failed": failed(checks),
-           "untuned": {"cells": len(untuned), "passed": sum(c.passed for c in untuned), "failed": failed(untuned),
-                       "tolerance": UNTUNED_TOLERANCE}}
-    out["ok"] = out["passed"] == out["cells"] and out["untuned"]["passed"] == out["untuned"]["cells"]
-    return out
+    passed, untuned_passed = sum(c.passed for c in checks), sum(c.passed for c in untuned)
+    return {"cells": len(checks), "passed": passed, "failed": failed(checks),
+            "untuned": {"cells": len(untuned), "passed": untuned_passed, "failed": failed(untuned),
+                        "tolerance": UNTUNED_TOLERANCE},
+            "ok": passed == len(checks) and untuned_passed == len(untuned)}

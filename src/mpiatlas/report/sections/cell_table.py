@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -22,22 +23,32 @@ COLUMNS = ["Cell", "Stack", "Transport", "Mapping", "np", "Benchmark", "Algorith
            "Wall (s)", "Samples"]
 
 
-def _per_cell_samples(samples: pl.DataFrame | None, kernels: Mapping[str, pl.DataFrame]) -> dict[Any, dict[str, Any]]:
+@dataclass
+class CellSamples:
+    """What a cell's samples say: whether any rank was oversubscribed, the regions its ranks sat in
+    (comma-joined) and its number of rows (IMB samples, or a kernel cell's records)."""
+
+    n_samples: int = 0
+    oversubscribed: bool | None = None
+    region: str | None = None
+
+
+def _per_cell_samples(samples: pl.DataFrame | None, kernels: Mapping[str, pl.DataFrame]) -> dict[str, CellSamples]:
     """cell -> oversubscribed, regions and number of rows: IMB samples, or a kernel cell's records."""
-    out: dict[Any, dict[str, Any]] = {}
+    out: dict[str, CellSamples] = {}
     if has_columns(samples, "cell"):
         assert samples is not None
-        aggs = []
-        if "oversubscribed" in samples.columns:
-            aggs.append(pl.col("oversubscribed").any().alias("oversubscribed"))
-        if "region" in samples.columns:
-            aggs.append(pl.col("region").drop_nulls().unique().sort().str.join(",").alias("region"))
-        aggs.append(pl.len().alias("n_samples"))
-        out = {r["cell"]: r for r in samples.group_by("cell").agg(aggs).iter_rows(named=True)}
+        aggs = [pl.col("oversubscribed").any() if "oversubscribed" in samples.columns
+                else pl.lit(None, dtype=pl.Boolean).alias("oversubscribed"),
+                pl.col("region").drop_nulls().unique().sort().str.join(",") if "region" in samples.columns
+                else pl.lit(None, dtype=pl.String).alias("region"),
+                pl.len().alias("n_samples")]
+        out = {str(c): CellSamples(int(n), over, region)
+               for c, over, region, n in samples.group_by("cell").agg(aggs).iter_rows()}
     for df in kernels.values():
         if "cell" in df.columns:
             for c, n in df.group_by("cell").len().iter_rows():
-                out.setdefault(c, {"n_samples": 0})["n_samples"] += n
+                out.setdefault(str(c), CellSamples()).n_samples += n
     return out
 
 
@@ -51,9 +62,9 @@ def check_cell(req: Any, obt: Any, ok: Any, fmt_req: Callable[[Any], str] = str,
     return Cell(f"{mark} {req_s} → {shorten(obt_s)}", title=title, cls={True: "ok", False: "bad"}.get(ok))
 
 
-def _row(r: dict[str, Any], e: dict[str, Any], counted: bool) -> list[Cell]:
+def _row(r: dict[str, Any], e: CellSamples | None, counted: bool) -> list[Cell]:
     over = r.get("oversubscribed")
-    over = e.get("oversubscribed") if over is None else over
+    over = (e.oversubscribed if e else None) if over is None else over
     digest = r.get("image_digest")
     return [
         cell(r.get("cell")), cell(r.get("stack")), cell(r.get("transport")), cell(r.get("mapping")),
@@ -61,12 +72,12 @@ def _row(r: dict[str, Any], e: dict[str, Any], counted: bool) -> list[Cell]:
         Cell(str(r.get("status")), cls=status_cls(r.get("status"))), cell(r.get("reason")),
         check_cell(r.get("requested_transport"), r.get("obtained_transport"), r.get("transport_ok")),
         check_cell(r.get("requested_pins"), r.get("obtained_binding"), r.get("binding_ok"), fmt_pins, fmt_binding),
-        cell(r.get("region") or e.get("region") or None),
+        cell(r.get("region") or (e.region if e else None) or None),
         Cell(fmt_bool(over), cls="bad" if over else None),
         cell(r.get("containerized")),
         Cell(shorten(str(digest), 19), title=str(digest)) if digest else Cell(DASH),
         num_cell(r.get("wall_s")),
-        cell(e.get("n_samples", 0 if counted else None)),
+        cell(e.n_samples if e else (0 if counted else None)),
     ]
 
 
@@ -77,14 +88,14 @@ def section_cells(data: ReportData) -> Section:
                        id=SECTION_ID)
     extra = _per_cell_samples(data.samples_all, data.kernels_all)  # every launch: this table counts them
     recs = sorted(cells.iter_rows(named=True), key=lambda r: (status_rank(r.get("status")), str(r.get("cell"))))
-    rows = [_row(r, extra.get(r.get("cell"), {}), bool(extra)) for r in recs]
+    rows = [_row(r, extra.get(str(r.get("cell"))), bool(extra)) for r in recs]
     caption = (f"{len(rows)} cells (problems first). ✓/✗ = check passed/failed, ? = not checked. "
                "Samples: IMB rows, or the kernel's records.")
     return Section(TITLE, [*remeasured_blocks(cells), *unknown_quality_blocks(cells),
                            Table(COLUMNS, rows, filterable=True, scroll=True, caption=caption)], id=SECTION_ID)
 
 
-def unknown_quality_blocks(cells: pl.DataFrame) -> list[Any]:
+def unknown_quality_blocks(cells: pl.DataFrame) -> list[Notice]:
     """The launches whose quality could not be judged (``unknown``: no evidence of where their OpenMP
     threads ran), how many and why, each distinct reason once: not judged good, and said so."""
     if "quality" not in cells.columns:
@@ -102,7 +113,7 @@ REMEASURED_TITLE = "Re-measured launches"
 REMEASURED_COLUMNS = ["Cell", "Set aside", "Why", "Final launch"]
 
 
-def remeasured_blocks(cells: pl.DataFrame) -> list[Any]:
+def remeasured_blocks(cells: pl.DataFrame) -> list[Heading | Text | Table]:
     """The cells whose launch the machine disturbed: those measured again (their perturbed attempts
     kept under perturbed/<cell id>/) and those whose final launch is still perturbed; nothing when none."""
     count = pl.col("remeasured") if "remeasured" in cells.columns else pl.lit(0)

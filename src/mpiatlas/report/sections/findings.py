@@ -27,9 +27,7 @@ def section_findings(data: ReportData) -> Section:
                          coll_medians(data.kernel_table("coll")), data.cells, hockney=data.hockney,
                          kernel_fits=data.kernel_hockney_fits("pingpong"))
     blocks: list[Any] = []
-    # trust() reads the fits files' JSON view (its module is another change's).
-    trusted = trust(data.cells, data.summary, [*(f.to_json() for f in data.hockney or []),
-                                               *(data.kernel_fits("pingpong") or [])])
+    trusted = trust(data.cells, data.summary, [*(data.hockney or []), *(data.kernel_hockney_fits("pingpong") or [])])
     if trusted:
         # First: how far the numbers below can be trusted (issue #23).
         blocks.append(Text("Trust: " + " ".join(trusted)))

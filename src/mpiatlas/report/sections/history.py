@@ -12,15 +12,14 @@ each entry with its 95 % interval. None when there is no store.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import altair as alt
 import polars as pl
 
-from mpiatlas.history.check import CheckResult, check, figures_frame, series_name, size_text
+from mpiatlas.history.check import Alarm, CheckResult, check, figures_frame, series_name, size_text
 from mpiatlas.history.entry import BANDWIDTH, LATENCY, PARAMETER_TEXT, build_entry
-from mpiatlas.history.store import DEFAULT_DB, SERIES_FIELDS, Entry, HistoryError, open_store
-from mpiatlas.report.blocks import ChartBlock, Notice, Section, Text, table
+from mpiatlas.history.store import DEFAULT_DB, SERIES_FIELDS, Entry, FigureRow, HistoryError, SeriesIdentity, StoredEntry, open_store
+from mpiatlas.report.blocks import ChartBlock, Notice, Section, Table, Text, table
 from mpiatlas.report.charts import CHART_H, CHART_W, chart_spec
 from mpiatlas.report.data import ReportData
 
@@ -40,12 +39,12 @@ def section_history(data: ReportData) -> Section | None:
         current = build_entry(_campaign_dir(data.tidy_dir))
         with open_store(store_path, create=False) as store:
             own = _same_data(store.entries(), current)
-            earlier = [row for row in store.figures() if row[0] not in own]
+            earlier = [row for row in store.figures() if row.entry_id not in own]
     except HistoryError as exc:
         return Section(TITLE, [Notice(f"The history store could not be read: {exc}", "error")], id=SECTION_ID)
     figures = figures_frame([*earlier, *_rows_of(current)])
     result = check(figures)
-    blocks: list[Any] = [Text(_lead(store_path, result, figures))]
+    blocks: list[Text | Notice | ChartBlock | Table] = [Text(_lead(store_path, result, figures))]
     if result.alarms:
         blocks.append(Notice(f"{len(result.alarms)} series worse than their history (the table below lists them "
                              "all; the charts show the worst size of the first ones)", "error"))
@@ -75,14 +74,15 @@ def _campaign_dir(tidy_dir: Path) -> Path:
     return tidy.parent.parent if tidy.parent.name == "partial" else tidy.parent
 
 
-def _same_data(entries: list[dict[str, Any]], current: Entry) -> set[int]:
+def _same_data(entries: list[StoredEntry], current: Entry) -> set[int]:
     """Entries holding this campaign's own data (already added): not its history."""
     return {e["id"] for e in entries if e["source_key"] == current.source_key or e["source"] == current.source}
 
 
-def _rows_of(entry: Entry) -> list[tuple[Any, ...]]:
+def _rows_of(entry: Entry) -> list[FigureRow]:
     """The campaign's figures as store rows, under entry id 0 (stored entries count from 1)."""
-    return [(0, entry.date, THIS, *f.series, f.bytes, f.value, f.ci_low, f.ci_high, f.n) for f in entry.figures or []]
+    return [FigureRow(0, entry.date, THIS, *f.series, f.bytes, f.value, f.ci_low, f.ci_high, f.n)
+            for f in entry.figures or []]
 
 
 def _lead(path: Path, result: CheckResult, figures: pl.DataFrame) -> str:
@@ -102,7 +102,8 @@ def _charted(figures: pl.DataFrame, result: CheckResult) -> list[tuple[str, str,
                 .filter(pl.col("entries") > 1))
     out: list[tuple[str, str, tuple[float, float] | None]] = [
         (str(k), f"{name}: each entry with its 95 % interval.", None)
-        for k, name in zip(headline["series"], (series_name(r) for r in headline.iter_rows(named=True)))]
+        for k, name in zip(headline["series"], (series_name(SeriesIdentity(*r))
+                                                   for r in headline.select(SERIES_FIELDS).iter_rows()))]
     for alarm in result.alarms:
         worst = alarm.worst
         out.append((f"{_frame_key(alarm.series)}\x1e{worst.bytes}", f"{series_name(alarm.series)} at "
@@ -113,9 +114,9 @@ def _charted(figures: pl.DataFrame, result: CheckResult) -> list[tuple[str, str,
     return out
 
 
-def _frame_key(series: dict[str, Any]) -> str:
+def _frame_key(series: SeriesIdentity) -> str:
     """The ``series`` column of :func:`mpiatlas.history.check.figures_frame` for a series' fields."""
-    return "\x1f".join("" if series[f] is None else str(series[f]) for f in SERIES_FIELDS)
+    return "\x1f".join("" if v is None else str(v) for v in series)
 
 
 def trend_chart(figures: pl.DataFrame, key: str, expected: tuple[float, float] | None = None) -> alt.TopLevelMixin:
@@ -150,7 +151,7 @@ def trend_chart(figures: pl.DataFrame, key: str, expected: tuple[float, float] |
     return alt.layer(*layers).properties(width=CHART_W, height=CHART_H // 2 + 40)
 
 
-def _alarm_row(alarm: Any) -> list[Any]:
+def _alarm_row(alarm: Alarm) -> list[str]:
     p = alarm.worst
     new_ci = f" ({p.new_low:.4g}–{p.new_high:.4g})" if p.new_low is not None and p.new_high is not None else ""
     return [series_name(alarm.series), alarm.sizes_text(), f"{p.old:.4g} ({p.old_low:.4g}–{p.old_high:.4g})",

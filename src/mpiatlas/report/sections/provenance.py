@@ -7,6 +7,7 @@ import shlex
 from typing import Any
 
 from mpiatlas.matrix import layout
+from mpiatlas.models.fit_records import JsonValue
 from mpiatlas.report.blocks import Cell, Details, Heading, KeyValues, Notice, Pre, Section, Table, Text, cell
 from mpiatlas.report.cells import has_columns, status_cls
 from mpiatlas.report.data import ReportData
@@ -34,7 +35,7 @@ _PROV_FIRST = ("host", "cpu_model", "stack_version", "imb_version", "start", "en
 _PROV_SEPARATE = ("cell", "argv", "env", "topology")
 
 
-def _prov_value(v: Any) -> str:
+def _prov_value(v: JsonValue) -> str:
     if v is None:
         return DASH
     if isinstance(v, (dict, list)):
@@ -42,14 +43,18 @@ def _prov_value(v: Any) -> str:
     return str(v)
 
 
-def _argv_text(argv: Any) -> str:
+def _argv_text(argv: JsonValue) -> str:
     if isinstance(argv, list):
         return shlex.join(str(a) for a in argv)
     return str(argv) if argv is not None else "(no command line recorded)"
 
 
-def _per_cell_provenance(prov: list[dict[str, Any]], stack_of: dict[Any, Any],
-                         status_of: dict[Any, Any]) -> list[Any]:
+# cell id -> its stack, and its status, from the cells table (None: the table has no value).
+CellFacts = dict[str, str | None]
+
+
+def _per_cell_provenance(prov: list[dict[str, Any]], stack_of: CellFacts,
+                         status_of: CellFacts) -> list[Heading | Text | KeyValues | Details]:
     """Each cell's command line and environment, collapsible and grouped by stack.
 
     Fields and environment variables identical in every cell are shown once, above the
@@ -57,12 +62,12 @@ def _per_cell_provenance(prov: list[dict[str, Any]], stack_of: dict[Any, Any],
     """
     fields = sorted({k for p in prov for k in p if k not in _PROV_SEPARATE})
     common_fields = [k for k in fields if len({_prov_value(p.get(k)) for p in prov}) == 1]
-    envs: list[dict[Any, Any]] = [env if isinstance(env := p.get("env"), dict) else {} for p in prov]
+    envs: list[dict[str, JsonValue]] = [env if isinstance(env := p.get("env"), dict) else {} for p in prov]
     env_keys = sorted({str(k) for e in envs for k in e})
     common_env = {k: str(envs[0][k]) for k in env_keys
                   if envs and all(k in e for e in envs) and len({str(e[k]) for e in envs}) == 1}
 
-    out: list[Any] = [Heading(f"Command lines and environment of the {len(prov)} cells", 3)]
+    out: list[Heading | Text | KeyValues | Details] = [Heading(f"Command lines and environment of the {len(prov)} cells", 3)]
     if common_fields:
         out.append(Text("Common to every cell:", cls="muted"))
         out.append(KeyValues([(k, Cell(_prov_value(prov[0].get(k)))) for k in
@@ -80,8 +85,8 @@ def _per_cell_provenance(prov: list[dict[str, Any]], stack_of: dict[Any, Any],
         if not env:
             env_text = "(no environment recorded)"
         other = "\n".join(f"{k}: {_prov_value(p.get(k))}" for k in varying if k in p)
-        status = status_of.get(p.get("cell"))
-        groups.setdefault(str(stack_of.get(p.get("cell")) or "unknown stack"), []).append([
+        status = status_of.get(str(p.get("cell")))
+        groups.setdefault(str(stack_of.get(str(p.get("cell"))) or "unknown stack"), []).append([
             cell(p.get("cell")), Cell(str(status) if status else "unknown", cls=status_cls(status)),
             cell(p.get("host")), Cell(f"{p.get('start') or '?'}\n{p.get('end') or '?'}", cls="code"),
             Cell(_argv_text(p.get("argv")), cls="code"), Cell(env_text or DASH, cls="code"),
@@ -95,17 +100,17 @@ def _per_cell_provenance(prov: list[dict[str, Any]], stack_of: dict[Any, Any],
     return out
 
 
-def _stack_versions(prov: list[dict[str, Any]], stack_of: dict[Any, Any]) -> str:
+def _stack_versions(prov: list[dict[str, Any]], stack_of: CellFacts) -> str:
     versions: dict[str, list[str]] = {}
     for p in prov:
         if p.get("stack_version"):
-            seen = versions.setdefault(str(stack_of.get(p.get("cell"), "?")), [])
+            seen = versions.setdefault(str(stack_of.get(str(p.get("cell")), "?")), [])
             if str(p["stack_version"]) not in seen:
                 seen.append(str(p["stack_version"]))
     return "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(versions.items())) or DASH
 
 
-def _overview(prov: list[dict[str, Any]], stack_of: dict[Any, Any]) -> KeyValues:
+def _overview(prov: list[dict[str, Any]], stack_of: CellFacts) -> KeyValues:
     def listed(key: str, sep: str = ", ") -> Cell:
         return Cell(sep.join(map(str, distinct(p.get(key) for p in prov))) or DASH)
 
@@ -121,9 +126,9 @@ def _overview(prov: list[dict[str, Any]], stack_of: dict[Any, Any]) -> KeyValues
     ])
 
 
-def _topology_blocks(prov: list[dict[str, Any]]) -> list[Any]:
+def _topology_blocks(prov: list[dict[str, Any]]) -> list[Heading | KeyValues | Notice]:
     """Topology per host (distinct topologies only)."""
-    blocks: list[Any] = []
+    blocks: list[Heading | KeyValues | Notice] = []
     seen: list[tuple[str, str]] = []
     for p in prov:
         topo = p.get("topology")
@@ -143,13 +148,14 @@ def section_provenance(data: ReportData) -> Section:
     if prov is None:
         return Section(TITLE, [Notice(f"{layout.PROVENANCE_TABLE} is missing: no versions, hosts or command "
                                       "lines.", "error")], id=SECTION_ID)
-    stack_of: dict[Any, Any] = {}
-    status_of: dict[Any, Any] = {}
+    stack_of: CellFacts = {}
+    status_of: CellFacts = {}
     cells = data.cells if has_columns(data.cells, "cell") else None
-    for r in cells.iter_rows(named=True) if cells is not None else []:
-        stack_of[r["cell"]] = r.get("stack")
-        status_of[r["cell"]] = r.get("status")
-    blocks: list[Any] = [_overview(prov, stack_of)]
+    if cells is not None:
+        for facts, key in ((stack_of, "stack"), (status_of, "status")):
+            values = cells[key].to_list() if key in cells.columns else [None] * cells.height
+            facts.update({str(c): None if v is None else str(v) for c, v in zip(cells["cell"].to_list(), values)})
+    blocks: list[KeyValues | Notice | Heading | Text | Details] = [_overview(prov, stack_of)]
     if cells is not None:
         have = {p.get("cell") for p in prov}
         lacking = [str(c) for c in cells.get_column("cell").to_list() if c not in have]
