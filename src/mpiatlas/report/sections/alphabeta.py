@@ -303,7 +303,7 @@ def section_alphabeta(data: ReportData) -> Section | None:
     try:
         result = AlphaBetaFits.from_json(document, f"fits/{ALPHABETA_FIT}")
     except FitRecordError as exc:
-        return Section(TITLE, [Notice(f"{exc}: not an α-β fits document (network, fits, notes): ignored.", "error")],
+        return Section(TITLE, [Notice(f"{exc}: not an α-β fits object (network, fits, notes): ignored.", "error")],
                        id=SECTION_ID)
     blocks: list[Block] = [Text(
         f"Alltoall: {FORMULAS['Alltoall']};  Allgather (ring): {FORMULAS['Allgather']}; x = message size "
