@@ -27,6 +27,7 @@ from mpiatlas.models.fit_records import (
     JsonValue,
     Scalar,
     _integer,
+    _integers,
     _interval,
     _json_number,
     _list,
@@ -54,17 +55,6 @@ def _texts(obj: dict[str, JsonValue], key: str, where: str, path: str) -> tuple[
         if not isinstance(v, str):
             raise FitRecordError(f"{where}: {path}.{key}[{i}]: expected a string, got {v!r}")
         out.append(v)
-    return tuple(out)
-
-
-def _ints(obj: dict[str, JsonValue], key: str, where: str, path: str) -> tuple[int, ...]:
-    values = {str(i): v for i, v in enumerate(_list(obj, key, where, path))}
-    out = []
-    for i in values:
-        n = _integer(values, i, where, f"{path}.{key}[{i}]")
-        if n is None:
-            raise FitRecordError(f"{where}: {path}.{key}[{i}]: expected an integer, got null")
-        out.append(n)
     return tuple(out)
 
 
@@ -423,7 +413,7 @@ class AlphaBetaRecord(Fit):
             alpha=_number(obj, "alpha", where, path), alpha_ci=_interval(obj, "alpha_ci", where, path),
             beta_us=_number(obj, "beta_us", where, path), beta_ci_us=_interval(obj, "beta_ci_us", where, path),
             n_points=_integer(obj, "n_points", where, path) or 0, n_samples=_integer(obj, "n_samples", where, path) or 0,
-            nodes=_ints(obj, "nodes", where, path), r2=_number(obj, "r2", where, path),
+            nodes=_integers(obj, "nodes", where, path), r2=_number(obj, "r2", where, path),
             rel_rms=_number(obj, "rel_rms", where, path), ci_method=_text(obj, "ci_method", where, path),
             n_boot=_integer(obj, "n_boot", where, path),
             points=tuple(AlphaBetaPoint.from_json(p, where, f"{path}.points[{i}]")
@@ -458,8 +448,8 @@ class PooledRecord(Fit):
         return cls(benchmark=_required_text(obj, "benchmark", where, path), stack=series.stack,
                    transport=series.transport, algorithm=series.algorithm, options=series.options,
                    knobs=series.knobs, placement=series.placement, cell_keys=series.keys,
-                   ppns=_ints(obj, "ppns", where, path), bandwidth_gbit_s=_number(obj, "bandwidth_gbit_s", where, path),
-                   network=_text(obj, "network", where, path), nodes=_ints(obj, "nodes", where, path),
+                   ppns=_integers(obj, "ppns", where, path), bandwidth_gbit_s=_number(obj, "bandwidth_gbit_s", where, path),
+                   network=_text(obj, "network", where, path), nodes=_integers(obj, "nodes", where, path),
                    families=Families.from_json(obj, where, path))
 
 
