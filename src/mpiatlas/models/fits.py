@@ -251,14 +251,6 @@ def cell_name(fit: Fit) -> str:
     return " ".join([fit.label, *extra])
 
 
-def series_name(r: dict[str, Any]) -> str:
-    """:func:`cell_name` of an α-β fits entry (a JSON object still: its series keys)."""
-    if r.get("label") is None:
-        return "/".join(f"{c}={r[c]}" for c in CELL_COLUMNS if r.get(c) is not None) or "(unlabelled)"
-    extra = [f"{c}={r[c]}" for c in ("np", "algorithm") if r.get(c) is not None]
-    return " ".join([str(r["label"]), *extra])
-
-
 __all__ = [
     "FILES",
     "MODELS",
@@ -270,6 +262,5 @@ __all__ = [
     "cell_name",
     "fit_all",
     "read_fits",
-    "series_name",
     "write_fits",
 ]
