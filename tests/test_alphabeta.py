@@ -111,12 +111,12 @@ def test_allgather_excludes_single_node_points_and_says_so() -> None:
     assert ALLGATHER_M1_NOTE in fit.notes
     assert fit.nodes == [2, 3, 4]
     assert fit.n_points == 3 * len(SIZES)
-    single = [p for p in fit.points if p["nodes"] == 1]
-    assert len(single) == len(SIZES) and not any(p["used"] for p in single)
-    assert all(p["rel_err"] is None for p in single)
+    single = [p for p in fit.points if p.nodes == 1]
+    assert len(single) == len(SIZES) and not any(p.used for p in single)
+    assert all(p.rel_err is None for p in single)
     # The m = 1 points did not pull the fit: still recovered.
     assert fit.alpha == pytest.approx(alpha, rel=TOL) and fit.beta_us == pytest.approx(beta, rel=TOL)
-    assert "m = 1" in fit.to_dict()["notes"][0]
+    assert "m = 1" in fit.notes[0]
 
 
 def test_alltoall_shows_single_node_points_without_fitting_them() -> None:
@@ -124,8 +124,8 @@ def test_alltoall_shows_single_node_points_without_fitting_them() -> None:
     m, x, t = synthetic("Alltoall", alpha, beta, k=2)
     fit = fit_alphabeta("Alltoall", m, x, t, ppn=2, network=NET)
     assert fit.nodes == [2, 3, 4] and any("m = 1 points shown but not fitted" in n for n in fit.notes)
-    at_m1 = [p for p in fit.points if p["nodes"] == 1]
-    assert at_m1 and not any(p["used"] for p in at_m1)
+    at_m1 = [p for p in fit.points if p.nodes == 1]
+    assert at_m1 and not any(p.used for p in at_m1)
     assert fit.alpha == pytest.approx(alpha, rel=TOL) and fit.beta_us == pytest.approx(beta, rel=TOL)
 
 
@@ -192,43 +192,44 @@ def samples_table(*, nodes_col: bool = True, extra_mapping: str | None = None) -
 
 def test_table_fits_each_series() -> None:
     result = fit_alphabeta_table(samples_table(), NET)
-    assert result["network"] == {"name": "veth", "bandwidth_gbit_s": 10.0, "bandwidth_bytes_per_s": 1.25e9}
-    assert result["time_column"].startswith("t_max_usec")
-    fits = {f["benchmark"]: f for f in result["fits"]}
+    assert result.network == NET and result.time_column.startswith("t_max_usec")
+    fits = {f.benchmark: f for f in result.fits}
     assert set(fits) == {"Alltoall", "Allgather"}
     for bench, (alpha, beta) in TRUE.items():
         f = fits[bench]
-        assert f["stack"] == "intelmpi" and f["transport"] == "ofi-tcp" and f["ppn"] == 2
-        assert f["alpha"] == pytest.approx(alpha, rel=TOL) and f["beta_us"] == pytest.approx(beta, rel=TOL)
-        assert f["bandwidth_gbit_s"] == 10.0 and f["formula"].startswith("t = ")
-        assert all(p["bytes"] > 0 for p in f["points"])
-    assert fits["Allgather"]["nodes"] == [2, 3] and fits["Alltoall"]["nodes"] == [2, 3]
-    json.dumps(result, allow_nan=False)  # JSON-clean
+        assert f.stack == "intelmpi" and f.transport == "ofi-tcp" and f.ppn == 2
+        assert f.alpha == pytest.approx(alpha, rel=TOL) and f.beta_us == pytest.approx(beta, rel=TOL)
+        assert f.bandwidth_gbit_s == 10.0 and f.formula.startswith("t = ")
+        assert all(p.bytes > 0 for p in f.points)
+    assert fits["Allgather"].nodes == (2, 3) and fits["Alltoall"].nodes == (2, 3)
+    document = result.to_json()
+    assert document["network"] == {"name": "veth", "bandwidth_gbit_s": 10.0, "bandwidth_bytes_per_s": 1.25e9}
+    json.dumps(document, allow_nan=False)  # JSON-clean
 
 
 def test_table_prefers_the_core_baseline_and_refuses_ambiguous_ones() -> None:
     # A second single-node mapping next to core: core is the m = 1 baseline, no note.
-    fits = fit_alphabeta_table(samples_table(extra_mapping="socket"), NET)["fits"]
+    fits = fit_alphabeta_table(samples_table(extra_mapping="socket"), NET).to_json()["fits"]
     alltoall = next(f for f in fits if f["benchmark"] == "Alltoall")
     assert alltoall["nodes"] == [2, 3]
     assert not any("several single-node mappings" in n for n in alltoall["notes"])
     # Two single-node mappings and no core: m = 1 is left out, and the entry says why.
     df = samples_table(extra_mapping="socket").with_columns(
         pl.when(pl.col("mapping") == "core").then(pl.lit("numa")).otherwise(pl.col("mapping")).alias("mapping"))
-    alltoall = next(f for f in fit_alphabeta_table(df, NET)["fits"] if f["benchmark"] == "Alltoall")
+    alltoall = next(f for f in fit_alphabeta_table(df, NET).to_json()["fits"] if f["benchmark"] == "Alltoall")
     assert alltoall["nodes"] == [2, 3]
     assert any("several single-node mappings (numa, socket)" in n for n in alltoall["notes"])
 
 
 def test_old_tables_without_nodes_are_single_node_and_not_fitted() -> None:
-    result = fit_alphabeta_table(samples_table(nodes_col=False), NET)
+    result = fit_alphabeta_table(samples_table(nodes_col=False), NET).to_json()
     assert result["fits"] == []
     assert "measured on one node only" in result["notes"][0]
 
 
 def test_table_refusal_is_an_entry_not_a_crash() -> None:
     df = samples_table().filter((pl.col("nodes") == 1) | ((pl.col("nodes") == 2) & (pl.col("bytes") == 1024)))
-    fits = fit_alphabeta_table(df.filter(pl.col("benchmark") == "Allgather"), NET)["fits"]
+    fits = fit_alphabeta_table(df.filter(pl.col("benchmark") == "Allgather"), NET).to_json()["fits"]
     assert len(fits) == 1 and "error" in fits[0]
     assert "at least 2 distinct (m, x) points, got 1" in fits[0]["error"]
 
@@ -236,7 +237,7 @@ def test_table_refusal_is_an_entry_not_a_crash() -> None:
 def test_invalid_cells_are_left_out() -> None:
     df = samples_table().with_columns(
         pl.when(pl.col("nodes") == 3).then(pl.lit("invalid")).otherwise(pl.lit("ok")).alias("cell_status"))
-    fits = fit_alphabeta_table(df, NET)["fits"]
+    fits = fit_alphabeta_table(df, NET).to_json()["fits"]
     assert all(3 not in f["nodes"] for f in fits)
 
 
@@ -324,7 +325,7 @@ def test_report_section_with_fits(tmp_path: Path) -> None:
     import vl_convert
 
     samples = samples_table().with_columns(pl.lit("<b>evil</b>").alias("transport"))
-    result = fit_alphabeta_table(samples, Network("veth & co", 10.0))
+    result = fit_alphabeta_table(samples, Network("veth & co", 10.0)).to_json()
     result["fits"].append({"stack": "x", "transport": "y", "algorithm": "default", "benchmark": "Alltoall",
                            "ppn": 8, "model": "alltoall", "error": "need at least 2 distinct (m, x) points, got 1",
                            "notes": []})
@@ -358,7 +359,7 @@ def test_report_section_with_fits(tmp_path: Path) -> None:
 def test_report_section_without_fits(tmp_path: Path) -> None:
     samples = samples_table(nodes_col=False)
     # A single-node campaign: the fit file holds no fits -> the section says so.
-    result = fit_alphabeta_table(samples, NET)
+    result = fit_alphabeta_table(samples, NET).to_json()
     sec = _section(_report(tmp_path / "a", samples, result), "alphabeta")
     assert sec is not None and "nothing fitted" in sec and "measured on one node only" in sec
     # No file and no multi-node samples: no section at all; with multi-node samples: a warning.
@@ -396,7 +397,7 @@ def test_juno_two_boards_over_gigabit_ethernet() -> None:
             pl.lit("ompi165").alias("stack"), pl.lit(transport).alias("transport"), pl.lit(mapping).alias("mapping"),
             pl.lit(2, dtype=pl.Int32).alias("np"), pl.lit("default").alias("algorithm"),
             pl.lit(nodes, dtype=pl.Int32).alias("nodes"), pl.lit(ppn, dtype=pl.Int32).alias("ppn")))
-    result = fit_alphabeta_table(pl.concat(frames, how="diagonal_relaxed"), Network("1GbE", 1.0))
+    result = fit_alphabeta_table(pl.concat(frames, how="diagonal_relaxed"), Network("1GbE", 1.0)).to_json()
     assert len(result["fits"]) == 4
     assert "2 Alltoall/Allgather series measured on one node only" in result["notes"][0]
     for f in result["fits"]:
@@ -461,7 +462,7 @@ def test_knob_sets_options_and_placements_are_fitted_apart(tmp_path: Path) -> No
     # describe none of them (α from 1.2 to 3.0, β from 10 to 60 µs).
     truth = {("", "", "cyclic"): (1.2, 10.0), ("", "eager", "cyclic"): (3.0, 60.0),
              ("off_cache=-1", "", "cyclic"): (2.0, 25.0), ("", "", "block"): (1.5, 40.0)}
-    result = fit_alphabeta_table(_settings_table(truth), NET)
+    result = fit_alphabeta_table(_settings_table(truth), NET).to_json()
     fits = {(f["options"], f["knobs"], f["placement"]): f for f in result["fits"]}
     assert set(fits) == set(truth) and all("error" not in f for f in fits.values())
     for key, (alpha, beta) in truth.items():
@@ -483,7 +484,7 @@ def test_knob_sets_options_and_placements_are_fitted_apart(tmp_path: Path) -> No
 
 def test_per_size_alpha_and_beta_recover_the_truth_of_each_knob_set() -> None:
     truth = {("", "", "cyclic"): (1.2, 10.0), ("", "eager", "cyclic"): (3.0, 60.0)}
-    fits = {f["knobs"]: f for f in fit_alphabeta_table(_settings_table(truth), NET)["fits"]}
+    fits = {f["knobs"]: f for f in fit_alphabeta_table(_settings_table(truth), NET).to_json()["fits"]}
     for (_, knobs, _), (alpha, beta) in truth.items():
         f = fits[knobs]
         assert f["best_model"] == "alltoall" and f["per_size"]["model"] == "alltoall"

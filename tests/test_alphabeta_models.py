@@ -133,38 +133,38 @@ def test_each_family_is_recovered_and_chosen(model: str, seed: int) -> None:
     bench = MODELS[model].benchmark
     m, k, x, t = synthetic(model, alpha, beta, seed=seed)
     result = fit_families(bench, m, k, x, t, network=NET, seed=seed)
-    fit = next(f for f in result["models"] if f["model"] == model)
-    assert fit["alpha"] == pytest.approx(alpha, rel=TOL) and fit["beta_us"] == pytest.approx(beta, rel=TOL)
-    assert fit["alpha_ci"][0] <= alpha <= fit["alpha_ci"][1] or abs(fit["alpha"] / alpha - 1) < 0.01
-    assert fit["rel_rms"] < 2 * NOISE
-    sel = result["selection"]
-    assert result["best_model"] == model and sel["verdict"] == "clear", sel
-    assert sel["delta_aic"] > 10  # every other family is clearly worse on these points
-    assert {f["model"] for f in result["models"]} == set(BENCHMARK_MODELS[bench])
-    assert result["distinct_mk"] == len(NODES)
+    fit = next(f for f in result.models if f.model == model)
+    assert fit.alpha == pytest.approx(alpha, rel=TOL) and fit.beta_us == pytest.approx(beta, rel=TOL)
+    assert fit.alpha_ci[0] <= alpha <= fit.alpha_ci[1] or abs(fit.alpha / alpha - 1) < 0.01
+    assert fit.rel_rms < 2 * NOISE
+    sel = result.selection
+    assert result.best_model == model and sel.verdict == "clear", sel
+    assert sel.delta_aic > 10  # every other family is clearly worse on these points
+    assert {f.model for f in result.models} == set(BENCHMARK_MODELS[bench])
+    assert result.distinct_mk == len(NODES)
 
 
 def test_per_size_alpha_beta_on_noise_free_data() -> None:
     for model, (alpha, beta) in TRUE.items():
         m, k, x, t = synthetic(model, alpha, beta, reps=1, noise=0.0)
         result = fit_families(MODELS[model].benchmark, m, k, x, t, network=NET)
-        rows = result["per_size"]["rows"]
-        assert result["per_size"]["model"] == model and [r["bytes"] for r in rows] == SIZES
+        rows = result.per_size.rows
+        assert result.per_size.model == model and [r.bytes for r in rows] == SIZES
         for r in rows:
-            assert r["alpha"] == pytest.approx(alpha, rel=1e-6) and r["inv_alpha"] == pytest.approx(1 / alpha, rel=1e-6)
-            assert r["beta_us"] == pytest.approx(beta, rel=1e-6)
+            assert r.alpha == pytest.approx(alpha, rel=1e-6) and r.inv_alpha == pytest.approx(1 / alpha, rel=1e-6)
+            assert r.beta_us == pytest.approx(beta, rel=1e-6)
             # One k: a ring's network and latency terms both grow alike (m − 1 for the node ring, P − 1
             # for the rank ring), so β is held at the all-size fit.
-            assert r["beta_fixed"] == (model in ("allgather_ring", "allgather_ring_ranks"))
+            assert r.beta_fixed == (model in ("allgather_ring", "allgather_ring_ranks"))
 
 
 def test_single_node_count_cannot_choose() -> None:
     m, k, x, t = synthetic("allgather_linear", 1.8, 20.0, nodes=(2,))
     result = fit_families("Allgather", m, k, x, t, network=NET)
-    sel = result["selection"]
-    assert sel["verdict"] == "indistinguishable" and "at one (m, k)" in sel["text"]
-    ok = [f for f in result["models"] if "error" not in f]
-    assert max(f["rss"] for f in ok) == pytest.approx(min(f["rss"] for f in ok), rel=1e-6)
+    sel = result.selection
+    assert sel.verdict == "indistinguishable" and "at one (m, k)" in sel.text
+    ok = [f for f in result.models if f.error is None]
+    assert max(f.rss for f in ok) == pytest.approx(min(f.rss for f in ok), rel=1e-6)
 
 
 def test_models_faster_than_the_link_are_not_chosen() -> None:
@@ -172,19 +172,19 @@ def test_models_faster_than_the_link_are_not_chosen() -> None:
     m, k, x, t = synthetic("allgather_ring", 1.8, 20.0)
     result = fit_families("Allgather", m, k, x, t, network=NET)
     # The rank ring (P − 1 steps) stays plausible but fits clearly worse: several m tell the rings apart.
-    assert result["best_model"] == "allgather_ring" and result["selection"]["verdict"] == "clear"
-    assert result["selection"]["runner_up"] == "allgather_ring_ranks" and result["selection"]["delta_aic"] > 10
-    implausible = set(result["selection"]["implausible"])
+    assert result.best_model == "allgather_ring" and result.selection.verdict == "clear"
+    assert result.selection.runner_up == "allgather_ring_ranks" and result.selection.delta_aic > 10
+    implausible = set(result.selection.implausible)
     assert implausible == {"allgather_linear", "allgather_recursive_doubling", "allgather_bruck"}
-    assert "faster than the link" in result["selection"]["text"]
+    assert "faster than the link" in result.selection.text
 
 
 def test_recursive_doubling_needs_a_power_of_two() -> None:
     m, k, x, t = synthetic("allgather_bruck", 1.8, 20.0, nodes=(2, 3, 5), ks=(3,))
     result = fit_families("Allgather", m, k, x, t, network=NET)
-    rd = next(f for f in result["models"] if f["model"] == "allgather_recursive_doubling")
-    assert rd["error"] == "recursive doubling needs P = m·k a power of two, not 6, 9, 15"
-    assert result["best_model"] == "allgather_bruck"
+    rd = next(f for f in result.models if f.model == "allgather_recursive_doubling")
+    assert rd.error == "recursive doubling needs P = m·k a power of two, not 6, 9, 15"
+    assert result.best_model == "allgather_bruck"
 
 
 # -- pooled over k --------------------------------------------------------------------------
@@ -202,7 +202,7 @@ def _table(model: str, alpha: float, beta: float, ks: tuple[int, ...], noise: fl
 @pytest.mark.parametrize("model", ["alltoall", "allgather_ring"])
 def test_pooled_fit_equals_the_per_k_fits_when_they_share_alpha_beta(model: str) -> None:
     alpha, beta = TRUE[model]
-    exact = fit_alphabeta_table(_table(model, alpha, beta, (1, 2, 4), 0.0), NET)
+    exact = fit_alphabeta_table(_table(model, alpha, beta, (1, 2, 4), 0.0), NET).to_json()
     assert [f["ppn"] for f in exact["fits"]] == [1, 2, 4]
     (pooled,) = exact["pooled"]
     assert pooled["ppns"] == [1, 2, 4] and pooled["ppn"] is None and pooled["nodes"] == [2, 4]
@@ -214,7 +214,7 @@ def test_pooled_fit_equals_the_per_k_fits_when_they_share_alpha_beta(model: str)
     assert same["alpha"] == pytest.approx(alpha, rel=1e-9) and same["beta_us"] == pytest.approx(beta, rel=1e-9)
     # Several k separate the ring's α from β at every size: nothing held fixed in the pooled per-size table.
     assert not any(r["beta_fixed"] for r in pooled["per_size"]["rows"])
-    noisy = fit_alphabeta_table(_table(model, alpha, beta, (1, 2, 4), NOISE), NET)
+    noisy = fit_alphabeta_table(_table(model, alpha, beta, (1, 2, 4), NOISE), NET).to_json()
     p = next(f for f in noisy["pooled"][0]["models"] if f["model"] == model)
     for f in noisy["fits"]:
         g = next(g for g in f["models"] if g["model"] == model)
@@ -223,7 +223,7 @@ def test_pooled_fit_equals_the_per_k_fits_when_they_share_alpha_beta(model: str)
 
 
 def test_one_k_is_not_pooled() -> None:
-    assert fit_alphabeta_table(_table("alltoall", 1.8, 20.0, (2,), NOISE), NET)["pooled"] == []
+    assert fit_alphabeta_table(_table("alltoall", 1.8, 20.0, (2,), NOISE), NET).pooled == ()
 
 
 # -- real data: StackHPC AlaSKA / CSD3, OSU 5.6 Alltoall and Allgather, 2 nodes ------------------
@@ -258,15 +258,15 @@ def test_stackhpc_two_node_collectives(partition: str) -> None:
         # The .out is the partition's latest run only; the notebook's table may come from another (≤ 10 % off).
         assert ppn == 32 and min(t) == pytest.approx(published, rel=0.10)
         result = fit_families(bench, [2] * len(x), [ppn] * len(x), x, t, network=Network(partition, gbit))
-        sel = result["selection"]
-        assert sel["verdict"] in ("indistinguishable", "only plausible"), sel
-        best = next(f for f in result["models"] if f["model"] == result["best_model"])
-        assert best["plausible"] and best["alpha"] >= 1.0  # not faster than the link
-        one_latency = next(f for f in result["models"] if f["model"] == BENCHMARK_MODELS[bench][0])
-        assert one_latency["beta_us"] == pytest.approx(published, rel=close)
-        top = result["per_size"]["rows"][-1]
-        assert top["bytes"] == 2**20 and top["beta_fixed"]  # one (m, k): β from the all-size fit
-        assert 0.0 < top["inv_alpha"] <= 1.0
+        sel = result.selection
+        assert sel.verdict in ("indistinguishable", "only plausible"), sel
+        best = next(f for f in result.models if f.model == result.best_model)
+        assert best.plausible and best.alpha >= 1.0  # not faster than the link
+        one_latency = next(f for f in result.models if f.model == BENCHMARK_MODELS[bench][0])
+        assert one_latency.beta_us == pytest.approx(published, rel=close)
+        top = result.per_size.rows[-1]
+        assert top.bytes == 2**20 and top.beta_fixed  # one (m, k): β from the all-size fit
+        assert 0.0 < top.inv_alpha <= 1.0
 
 
 def test_csd3_alltoall_at_56_ranks_per_node_would_beat_the_link() -> None:
@@ -274,10 +274,10 @@ def test_csd3_alltoall_at_56_ranks_per_node_would_beat_the_link() -> None:
     At k = 56 every Alltoall family needs α < 1 — faster than HDR100's line rate — so the data side with 32."""
     x, t, _ = _osu("csd3/cclake-ib-gcc9-ompi3-ucx", "alltoall")
     result = fit_families("Alltoall", [2] * len(x), [56] * len(x), x, t, network=Network("HDR100", 100.0))
-    assert all(f["plausible"] is False for f in result["models"])
-    assert "every model was" in result["selection"]["text"]
+    assert all(f.plausible is False for f in result.models)
+    assert "every model was" in result.selection.text
     at32 = fit_families("Alltoall", [2] * len(x), [32] * len(x), x, t, network=Network("HDR100", 100.0))
-    assert next(f for f in at32["models"] if f["model"] == "alltoall")["alpha"] > 1.0
+    assert next(f for f in at32.models if f.model == "alltoall").alpha > 1.0
 
 
 # -- report --------------------------------------------------------------------------------
@@ -285,7 +285,7 @@ def test_csd3_alltoall_at_56_ranks_per_node_would_beat_the_link() -> None:
 
 def test_report_shows_the_choice_and_the_per_size_table(tmp_path: Path) -> None:
     samples = _table("allgather_bruck", 1.8, 20.0, (2, 4), NOISE)
-    result = fit_alphabeta_table(samples, NET)
+    result = fit_alphabeta_table(samples, NET).to_json()
     tidy, fits = tmp_path / "tidy", tmp_path / "fits"
     tidy.mkdir()
     fits.mkdir()
@@ -317,15 +317,15 @@ def test_stackhpc_allgather_rank_ring_fits_alike_but_its_step_latency_is_below_t
     gbit, _, _ = PUBLISHED[partition]
     x, t, ppn = _osu(partition, "allgather")
     result = fit_families("Allgather", [2] * len(x), [ppn] * len(x), x, t, network=Network(partition, gbit))
-    fits = {f["model"]: f for f in result["models"]}
+    fits = {f.model: f for f in result.models}
     node, rank = fits["allgather_ring"], fits["allgather_ring_ranks"]
-    assert rank["rel_rms"] == pytest.approx(node["rel_rms"], rel=1e-6)
-    assert rank["beta_us"] == pytest.approx(node["beta_us"] / (2 * ppn - 1), rel=1e-3)
+    assert rank.rel_rms == pytest.approx(node.rel_rms, rel=1e-6)
+    assert rank.beta_us == pytest.approx(node.beta_us / (2 * ppn - 1), rel=1e-3)
     out = require_datasets() / "stackhpc-alaska-csd3-imb-omb" / "output" / partition / "omb" / "Osu_latency" / (
         "rfm_Osu_latency_job.out")
     zero_byte = next(float(r.split()[1]) for r in out.read_text().splitlines() if r.split()[:1] == ["0"])
     assert 0.9 <= zero_byte <= 3.0
-    assert rank["beta_us"] < zero_byte / 3 < zero_byte < node["beta_us"]
+    assert rank.beta_us < zero_byte / 3 < zero_byte < node.beta_us
 
 
 @pytest.mark.parametrize("partition", list(PUBLISHED))
@@ -338,14 +338,14 @@ def test_stackhpc_allgather_named_model_per_size_and_the_naive_model(partition: 
     x, t, ppn = _osu(partition, "allgather")
     net = Network(partition, gbit)
     result = fit_families("Allgather", [2] * len(x), [ppn] * len(x), x, t, network=net)
-    named = result["per_size_named"]
-    assert named["model"] == "allgather_ring" and [r["bytes"] for r in named["rows"]] == sorted(x)
-    fits = {f["model"]: f for f in result["models"]}
+    named = result.per_size_named
+    assert named.model == "allgather_ring" and [r.bytes for r in named.rows] == sorted(x)
+    fits = {f.model: f for f in result.models}
     ring, naive = fits["allgather_ring"], fits["allgather_naive"]
-    top = named["rows"][-1]
-    assert all(r["beta_fixed"] and r["beta_us"] == ring["beta_us"] for r in named["rows"])
-    t_top = t[x.index(top["bytes"])]
-    assert top["alpha"] == pytest.approx((t_top - ring["beta_us"]) / (top["bytes"] * ppn / net.bytes_per_us), rel=1e-6)
-    assert top["alpha"] > 1.0  # slower than the link: the ring at 1 MiB is not at line rate
-    assert naive["beta_us"] == pytest.approx(ring["beta_us"], rel=1e-6)
-    assert naive["alpha"] == pytest.approx(ring["alpha"] * ppn / (2 * ppn - 1), rel=1e-6)
+    top = named.rows[-1]
+    assert all(r.beta_fixed and r.beta_us == ring.beta_us for r in named.rows)
+    t_top = t[x.index(top.bytes)]
+    assert top.alpha == pytest.approx((t_top - ring.beta_us) / (top.bytes * ppn / net.bytes_per_us), rel=1e-6)
+    assert top.alpha > 1.0  # slower than the link: the ring at 1 MiB is not at line rate
+    assert naive.beta_us == pytest.approx(ring.beta_us, rel=1e-6)
+    assert naive.alpha == pytest.approx(ring.alpha * ppn / (2 * ppn - 1), rel=1e-6)

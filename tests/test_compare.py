@@ -26,6 +26,7 @@ from mpiatlas.compare.campaigns import ONE_RUN_NOTE, CompareError, Side, compare
 from mpiatlas.stats.ratios import FASTER, MIN_REPS, SAME, SLOWER, TOO_FEW, TOO_FEW_RUNS, ratio_cis, regressions
 from mpiatlas.stats.two_level import draw_counts, expansion, two_level_percentiles
 from mpiatlas.compare.fits import TOO_FEW_RUNS as FIT_TOO_FEW_RUNS
+from mpiatlas.models.alphabeta_records import AlphaBetaRecord
 from mpiatlas.compare.fits import (ComparedFit, alphabeta_compared, fit_differences, fit_differences_over_runs,
                                    hockney_compared, mover_difference)
 from mpiatlas.models.fit_records import HockneyRecord
@@ -229,7 +230,7 @@ def _h(entries: list[dict]) -> list[ComparedFit]:
 
 def _ab(entries: list[dict]) -> list[ComparedFit]:
     """alphabeta.json ``fits`` entries as compare reads them."""
-    return [alphabeta_compared(e) for e in entries]
+    return [alphabeta_compared(AlphaBetaRecord.from_json(e)) for e in entries]
 
 
 def test_alphabeta_fits_pair_by_knob_set_options_and_placement() -> None:

@@ -93,11 +93,13 @@ def test_fit_all_on_recorded_juno_data_recovers_the_published_figures(tmp_path: 
         assert pingpong[label]["asymptotic_bytes"] == 4 << 20
         assert pingpong[label]["asymptotic_bandwidth_MBps"] == pytest.approx(108.3 * 1.048576, rel=BW_TOL_REAL)
     # α-β over the two boards: α ≥ 1 and of order 1, β some hundreds of µs; the intranode file is one node.
-    assert len(fits.alphabeta["fits"]) == 4
-    for f in fits.alphabeta["fits"]:
-        assert "error" not in f and f["nodes"] == [2] and f["ppn"] == 1
-        assert 1.0 <= f["alpha"] <= 3.0 and 150.0 <= f["beta_us"] <= 400.0
-    assert fits.alphabeta["network"] == {"name": "1GbE", "bandwidth_gbit_s": 1.0, "bandwidth_bytes_per_s": 1.25e8}
+    assert len(fits.alphabeta.fits) == 4
+    for f in fits.alphabeta.fits:
+        assert f.fitted and f.nodes == (2,) and f.ppn == 1
+        assert f.alpha is not None and f.beta_us is not None
+        assert 1.0 <= f.alpha <= 3.0 and 150.0 <= f.beta_us <= 400.0
+    assert fits.documents()["alphabeta"]["network"] == {"name": "1GbE", "bandwidth_gbit_s": 1.0,
+                                                        "bandwidth_bytes_per_s": 1.25e8}
     assert any("measured on one node only" in p for p in fits.problems)
     # No kernel tables: a kernels file with every list empty, and the reason among the problems.
     assert all(fits.kernel(k) == [] for k in ("ring", "matsum", "jacobi", "pingpong", "coll"))
@@ -122,7 +124,7 @@ def test_fit_all_takes_loaded_tables_and_fits_the_kernels_on_its_hockney(tmp_pat
     (pingpong,) = fits.kernel("pingpong")
     assert pingpong["imb_latency_us"] == imb.latency_us  # the Hockney fit of the same call
     assert pingpong["latency_us"] == pytest.approx(0.8 * LAMBDA, rel=0.05)
-    assert fits.alphabeta["fits"] == [] and fits.alphabeta["network"]["name"] == "veth"
+    assert fits.alphabeta.fits == () and fits.alphabeta.network.name == "veth"
     for model, document in fits.documents().items():
         assert problems(document, model) == [], model
     # One model only: the others are not fitted, and not written.

@@ -28,8 +28,11 @@ def _node(name: str, ports: list[dict]) -> dict:
 
 
 def _fit(label: str, bandwidth: float) -> dict:
-    # A fitted Hockney entry as fits/hockney.json holds it; only what the limit columns read matters.
-    return {"label": label, "benchmark": "PingPong", "np": 2, "mapping": "node2", "latency_us": 1.5,
+    # A fitted Hockney entry as fits/hockney.json holds it (its cell key: label, stack, transport, ...);
+    # only what the limit columns read matters.
+    stack, transport, _ = label.split("/")
+    return {"label": label, "stack": stack, "transport": transport, "benchmark": "PingPong", "np": 2,
+            "mapping": "node2", "latency_us": 1.5,
             "latency_ci_us": [1.4, 1.6], "n_sizes": 20, "segments": [], "residuals": [],
             # A link's curve rises to its largest size: the asymptotic and the peak B are the same s/t.
             **{f"{figure}_bandwidth_MBps": bandwidth for figure in ("asymptotic", "peak")},
@@ -50,12 +53,15 @@ def _table(tmp_path: Path, nodes: list[dict]) -> tuple[dict[str, list], list, Ta
 
 
 def test_transport_classes() -> None:
-    assert transport_class(Fit("PingPong", label="ompi/ucx-rc/node2")) == RDMA_CLASS
-    assert transport_class(Fit("PingPong", label="impi/ofi-verbs/node2")) == RDMA_CLASS
-    assert transport_class(Fit("PingPong", label="ompi/ob1-openib/node2")) == RDMA_CLASS
+    # The class is the fit's own transport field's (its label is not taken apart: a fit without one is TCP's).
+    assert transport_class(Fit("PingPong", transport="ucx-rc", label="ompi/ucx-rc/node2")) == RDMA_CLASS
+    assert transport_class(Fit("PingPong", transport="ofi-verbs", label="impi/ofi-verbs/node2")) == RDMA_CLASS
+    assert transport_class(Fit("PingPong", transport="ob1-openib", label="ompi/ob1-openib/node2")) == RDMA_CLASS
     assert transport_class(Fit("PingPong", transport="shm+ofi-tcp", label="x")) == TCP_CLASS
-    assert transport_class(Fit("PingPong", label="ompi/ucx/node2")) == TCP_CLASS  # UCX's own choice: the named link, as before
-    assert transport_class(Fit("PingPong", label="ompi/ob1-tcp/node2")) == TCP_CLASS
+    assert transport_class(Fit("PingPong", transport="shm+ucx-rc", label="x")) == RDMA_CLASS  # the network part
+    assert transport_class(Fit("PingPong", transport="ucx", label="ompi/ucx/node2")) == TCP_CLASS  # UCX's own choice: the named link, as before
+    assert transport_class(Fit("PingPong", transport="ob1-tcp", label="ompi/ob1-tcp/node2")) == TCP_CLASS
+    assert transport_class(Fit("PingPong", label="ompi/ucx-rc/node2")) == TCP_CLASS
 
 
 def test_rdma_b_is_set_against_the_ib_port_and_tcp_b_against_the_tcp_link(tmp_path: Path) -> None:

@@ -45,6 +45,7 @@ from mpiatlas.models.fits import FitOptions, fit_all
 from mpiatlas.models.kernels import fit_ring, ring_phases
 from mpiatlas.models.region_latency import RegionTable, place
 from mpiatlas.models.ring_regions import (
+    region_inputs_from,
     RingHops,
     cell_placement,
     exchange_time,
@@ -184,6 +185,32 @@ def _tidy(tmp: Path, hostname: str | None = None) -> tuple[Path, pl.DataFrame, l
                 "latency_us": LAMBDA[r], "asymptotic_bandwidth_MBps": BW[r], "peak_bandwidth_MBps": BW[r]}
                for m, r in (("core", "same_socket"), ("socket", "other_socket"))]
     return tmp, pl.DataFrame(ring), hockney_records(hockney)
+
+
+def test_a_knob_set_is_priced_by_its_own_pingpong_fits_found_by_its_key_not_its_label() -> None:
+    """Two knob sets of one stack/transport: each ring series is priced by the PingPong fits of its own
+    knob set, which the cells' ``knobs`` column names (the label is looked up, not taken apart)."""
+    lam = {"": {"same_socket": 0.5, "other_socket": 1.5}, "eager": {"same_socket": 0.8, "other_socket": 2.4}}
+    cells, hockney = [], []
+    for knobs in lam:
+        segs = f"knobs={knobs}/" if knobs else ""
+        suffix = f" [knobs={knobs}]" if knobs else ""
+        for mapping, region in (("core", "same_socket"), ("socket", "other_socket")):
+            cells.append({"cell": f"imb/ompi/shm/{mapping}/np2/PingPong/default/{segs}rep0", "stack": "ompi",
+                          "transport": "shm", "mapping": mapping, "np": 2, "nodes": 1, "benchmark": "PingPong",
+                          "status": "ok", "region": region, "options": "", "knobs": knobs, "requested_pins": None})
+            hockney.append({"label": f"ompi/shm/{mapping}{suffix}", "stack": "ompi", "transport": "shm",
+                            "mapping": mapping, "benchmark": "PingPong", "latency_us": lam[knobs][region],
+                            "asymptotic_bandwidth_MBps": 5000.0})
+        cells.append({"cell": f"kernel/ompi/shm/core/np4/ring/nonblocking/{segs}rep0", "stack": "ompi",
+                      "transport": "shm", "mapping": "core", "np": 4, "nodes": 1, "benchmark": "ring", "status": "ok",
+                      "region": None, "options": "", "knobs": knobs, "requested_pins": None})
+    inputs = region_inputs_from(pl.DataFrame(cells), [], hockney_records(hockney))
+    assert set(inputs.tables) == {("ompi", "shm", ""), ("ompi", "shm", "eager")}
+    for knobs, label in (("", "ompi/shm/core"), ("eager", "ompi/shm/core [knobs=eager]")):
+        assert inputs.series[label].knobs == knobs
+        table = inputs.table_for(label, "ompi", "shm")
+        assert table is not None and table.latency_us == lam[knobs], knobs
 
 
 def test_fit_ring_adds_the_region_prediction_from_the_placement(tmp_path: Path) -> None:

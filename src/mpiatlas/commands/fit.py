@@ -32,7 +32,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mpiatlas.models.fit_records import HockneyRecord, hockney_records
-from mpiatlas.models.fits import FitError, FitOptions, fit_all, series_name, write_fits
+from mpiatlas.models.fits import FitError, FitOptions, Fits, cell_name, fit_all, write_fits
 from mpiatlas.models.fits_files import FitsFileError, MODELS, dumps, read
 from mpiatlas.models.region_latency import RegionTableError, read_region_table
 from mpiatlas.models.hockney import HOCKNEY_BENCHMARKS
@@ -91,11 +91,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"mpiatlas fit: {exc}", file=sys.stderr)
             return 1
         return 0
-    document = fits.documents()[args.model]
     if args.json:
-        print(dumps(document), end="")
+        print(dumps(fits.documents()[args.model]), end="")
     else:
-        PRINTERS[args.model](document)
+        PRINTERS[args.model](fits)
     return 0
 
 
@@ -162,7 +161,8 @@ def _fmt_bytes(n: int) -> str:
     return str(n)
 
 
-def _print_table(results: list[dict[str, Any]]) -> None:
+def _print_table(fits: Fits) -> None:
+    results = fits.hockney or []
     if not results:
         print("nothing fitted")
         return
@@ -176,44 +176,49 @@ def _print_table(results: list[dict[str, Any]]) -> None:
     table.add_column("breakpoints")
     table.add_column("sizes", justify="right")
     for r in results:
-        if "error" in r:
-            table.add_row(escape(series_name(r)), r["benchmark"], "-", "-", "-", escape(r["error"]), "-")
+        if r.error is not None:
+            table.add_row(escape(cell_name(r)), r.benchmark, "-", "-", "-", escape(r.error), "-")
             continue
-        lo, hi = r["latency_ci_us"]
-        blo, bhi = r["asymptotic_bandwidth_ci_MBps"]
-        plo, phi = r["peak_bandwidth_ci_MBps"]
+        lo, hi = r.latency_ci_us
+        blo, bhi = r.asymptotic_bandwidth_ci_MBps
+        plo, phi = r.peak_bandwidth_ci_MBps
         table.add_row(
-            escape(series_name(r)),
-            r["benchmark"],
-            f"{_fmt(r['latency_us'], 3)} ({_fmt(lo, 3)}–{_fmt(hi, 3)})",
-            f"{_fmt(r['asymptotic_bandwidth_MBps'], 0)} ({_fmt(blo, 0)}–{_fmt(bhi, 0)})",
-            f"{_fmt(r['peak_bandwidth_MBps'], 0)} ({_fmt(plo, 0)}–{_fmt(phi, 0)})",
-            " ".join(_fmt_bytes(b) for b in r["breakpoints_bytes"]) or "none",
-            str(r["n_sizes"]),
+            escape(cell_name(r)),
+            r.benchmark,
+            f"{_fmt(r.latency_us, 3)} ({_fmt(lo, 3)}–{_fmt(hi, 3)})",
+            f"{_fmt(r.asymptotic_bandwidth_MBps, 0)} ({_fmt(blo, 0)}–{_fmt(bhi, 0)})",
+            f"{_fmt(r.peak_bandwidth_MBps, 0)} ({_fmt(plo, 0)}–{_fmt(phi, 0)})",
+            " ".join(_fmt_bytes(b) for b in r.breakpoints_bytes) or "none",
+            str(r.n_sizes),
         )
     Console().print(table)
 
 
-def _print_alphabeta(result: dict[str, Any]) -> None:
-    net = result["network"]
-    table = Table(title=f"α-β models over nodes, b = {net['bandwidth_gbit_s']:g} Gbit/s ({escape(net['name'])}), "
+def _print_alphabeta(fits: Fits) -> None:
+    result = fits.alphabeta
+    if result is None:
+        print("nothing fitted")
+        return
+    net = result.network
+    table = Table(title=f"α-β models over nodes, b = {net.bandwidth_gbit_s:g} Gbit/s ({escape(net.name)}), "
                         "95 % bootstrap CI")
     for col in ("cell", "benchmark", "k", "nodes", "α (CI)", "β µs (CI)", "points", "R²", "rel RMS"):
         table.add_column(col, justify="right" if col in ("k", "points", "R²", "rel RMS") else "left")
-    for f in result["fits"]:
-        ident = [escape(series_name(f)), f["benchmark"], str(f["ppn"])]
-        if "error" in f:
-            table.add_row(*ident, "-", escape(f"not fitted: {f['error']}"), "-", "-", "-", "-")
+    for f in result.fits:
+        ident = [escape(cell_name(f)), f.benchmark, str(f.ppn)]
+        if f.error is not None:
+            table.add_row(*ident, "-", escape(f"not fitted: {f.error}"), "-", "-", "-", "-")
             continue
-        (alo, ahi), (blo, bhi) = f["alpha_ci"], f["beta_ci_us"]
-        table.add_row(*ident, ",".join(map(str, f["nodes"])),
-                      f"{_fmt(f['alpha'], 3)} ({_fmt(alo, 3)}–{_fmt(ahi, 3)})",
-                      f"{_fmt(f['beta_us'], 2)} ({_fmt(blo, 2)}–{_fmt(bhi, 2)})",
-                      str(f["n_points"]), _fmt(f["r2"], 4), _fmt(f["rel_rms"], 3))
+        (alo, ahi), (blo, bhi) = f.alpha_ci, f.beta_ci_us
+        table.add_row(*ident, ",".join(map(str, f.nodes)),
+                      f"{_fmt(f.alpha, 3)} ({_fmt(alo, 3)}–{_fmt(ahi, 3)})",
+                      f"{_fmt(f.beta_us, 2)} ({_fmt(blo, 2)}–{_fmt(bhi, 2)})",
+                      str(f.n_points), _fmt(f.r2, 4), _fmt(f.rel_rms, 3))
     Console().print(table)
 
 
-def _print_kernels(result: dict[str, Any]) -> None:
+def _print_kernels(fits: Fits) -> None:
+    result = fits.kernels or {}
     table = Table(title="Kernel models")
     table.add_column("kernel")
     table.add_column("label")
@@ -227,4 +232,4 @@ def _print_kernels(result: dict[str, Any]) -> None:
     Console().print(table)
 
 
-PRINTERS: dict[str, Callable[[Any], None]] = {"hockney": _print_table, "kernels": _print_kernels, "alphabeta": _print_alphabeta}
+PRINTERS: dict[str, Callable[[Fits], None]] = {"hockney": _print_table, "kernels": _print_kernels, "alphabeta": _print_alphabeta}

@@ -102,7 +102,7 @@ def campaign_region_fits(results: Path) -> dict[Series, dict[str, HockneyRecord]
     found = region_pingpong_fits(hockney, region_of)
     if not found:
         raise RegionsError(f"{results}: no PingPong Hockney fit of a region's cells "
-                           f"(regions measured: {', '.join(sorted(set(region_of.values())))})")
+                           f"(regions measured: {', '.join(sorted({m.region for m in region_of.values()}))})")
     return found
 
 

@@ -31,6 +31,7 @@ from mpiatlas.matrix import layout
 from mpiatlas.stats.aggregate import CONFIDENCE, N_RESAMPLES, SEED, usable_samples
 from mpiatlas.compare.fits import (ComparedFit, alphabeta_compared, fit_differences, fit_differences_over_runs,
                                    hockney_compared)
+from mpiatlas.models.alphabeta_records import AlphaBetaFits
 from mpiatlas.models.fit_records import FitRecordError, JsonValue, hockney_records
 from mpiatlas.compare.kernels import KERNEL_AXES, load_kernel_samples, stacked_runs
 from mpiatlas.tables.samples import SERIES_AXES, with_series_axes
@@ -175,10 +176,11 @@ def _hockney_fits(path: Path) -> list[ComparedFit]:
 def _alphabeta_fits(path: Path) -> list[ComparedFit]:
     """The fitted entries of an alphabeta.json's ``fits``, as compared."""
     document = _read_fits_file(path)
-    items = document.get("fits", []) if isinstance(document, dict) else []
-    if not isinstance(items, list):
-        raise CompareError(f"{path}: expected a list of fits under 'fits'")
-    return [alphabeta_compared(f) for f in items if isinstance(f, dict) and "error" not in f]
+    try:
+        fits = AlphaBetaFits.from_json(document, str(path)).fits if document is not None else ()
+    except FitRecordError as exc:
+        raise CompareError(str(exc)) from exc
+    return [alphabeta_compared(f) for f in fits if f.fitted]
 
 
 def load_side(path: str | Path, name: str) -> Side:

@@ -26,7 +26,8 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
-from mpiatlas.models.fit_records import HockneyRecord, Interval, JsonValue, Scalar
+from mpiatlas.models.alphabeta_records import AlphaBetaRecord
+from mpiatlas.models.fit_records import HockneyRecord, Interval, Scalar
 
 # One row of the differences table (COLUMNS): text, figures and the significance flag.
 Row = dict[str, str | float | bool]
@@ -64,19 +65,10 @@ def hockney_compared(fit: HockneyRecord) -> ComparedFit:
         "peak_bandwidth_MBps": (_num(fit.peak_bandwidth_MBps), fit.peak_bandwidth_ci_MBps)})
 
 
-def alphabeta_compared(entry: dict[str, JsonValue]) -> ComparedFit:
-    """An entry of alphabeta.json's ``fits`` (read and checked against its schema): α and β,
-    identified by its scalar keys (series axes, benchmark, ppn)."""
-    keys: dict[str, Scalar] = {k: v for k, v in entry.items() if not isinstance(v, (list, dict))}
-    return ComparedFit(keys, {"alpha": (_num(entry.get("alpha")), _interval(entry.get("alpha_ci"))),
-                              "beta_us": (_num(entry.get("beta_us")), _interval(entry.get("beta_ci_us")))})
-
-
-def _interval(v: JsonValue) -> Interval:
-    if not (isinstance(v, list) and len(v) == 2):
-        return (None, None)
-    lo, hi = _num(v[0]), _num(v[1])
-    return (None if math.isnan(lo) else lo, None if math.isnan(hi) else hi)
+def alphabeta_compared(fit: AlphaBetaRecord) -> ComparedFit:
+    """An α-β fit's α and β, identified by its series key, benchmark and k."""
+    return ComparedFit(fit.series_keys, {"alpha": (_num(fit.alpha), fit.alpha_ci),
+                                         "beta_us": (_num(fit.beta_us), fit.beta_ci_us)})
 
 
 def _num(x: object) -> float:

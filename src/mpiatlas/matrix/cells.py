@@ -197,18 +197,6 @@ def cell_pinner(config: Campaign) -> str:
     return "" if pinner == DEFAULT_PINNER else pinner
 
 
-_LABEL_KNOBS = re.compile(rf" \[{KNOBS_SEGMENT_PREFIX}([^\]]*)\]")
-
-
-def label_knobs(label: str) -> str:
-    """The knob set a series label names (``... [knobs=eager-64k]``, as SeriesKey.label writes it), else ``""``.
-
-    Left for models/ (owned elsewhere), which still keys fits by label: new code carries the SeriesKey
-    or the tables' ``knobs`` column instead of taking a label apart."""
-    m = _LABEL_KNOBS.search(label or "")
-    return m.group(1) if m else ""
-
-
 class IdFields(TypedDict):
     """What a cell id names (every Cell field but ``threads``, which no id holds)."""
 

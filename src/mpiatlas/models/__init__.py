@@ -11,6 +11,7 @@ every model's fitting code and its libraries.
 * :mod:`.asymptote` — the bandwidth plateau (3 sizes at least) and the peak;
 * :mod:`.alphabeta` — Alltoall/Allgather α-β fits against the speed of light;
 * :mod:`.alphabeta_models` — the algorithm families and the model choice;
+* :mod:`.alphabeta_records` — the typed records of ``alphabeta.json`` (``AlphaBetaFits``, ``AlphaBetaRecord``, the model comparison);
 * :mod:`.collective_trees` — Open MPI coll_tuned trees;
 * :mod:`.ompi_decision` — Open MPI's default Bcast algorithm (coll_tuned fixed decision), cited to its source;
 * :mod:`.collective_regions` — collective times predicted from p2p region latencies;

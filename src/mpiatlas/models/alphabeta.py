@@ -56,14 +56,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from mpiatlas.tables.samples import SERIES_AXES, with_series_axes
+from mpiatlas.tables.samples import with_series_axes
+from mpiatlas.models.alphabeta_records import (
+    AlphaBetaFits,
+    AlphaBetaPoint,
+    AlphaBetaRecord,
+    FamilyFit,
+    Families,
+    Network,
+    PerSize,
+    PerSizeRow,
+    PooledRecord,
+    SERIES_KEYS,
+    SeriesFields,
+)
 from mpiatlas.models.alphabeta_models import (
     BENCHMARK_MODELS,
     MODELS,
@@ -83,8 +95,8 @@ FORMULAS: dict[str, str] = {
     "Allgather": "t = (m − 1) · (α · x · k / b + β)",
 }
 GROUP_KEYS: tuple[str, ...] = ("stack", "transport", "algorithm")
-# The series key: GROUP_KEYS and the axes that tell cells apart besides them (tables.samples.SERIES_AXES).
-SERIES_KEYS: tuple[str, ...] = (*GROUP_KEYS, *SERIES_AXES)
+# The series key (alphabeta_records.SERIES_KEYS, which the records module spells out without polars):
+# GROUP_KEYS and the axes that tell cells apart besides them (tables.samples.SERIES_AXES).
 MIN_POINTS = 2
 N_BOOT = 1000
 # A collective ends when its slowest rank does: fit IMB's t_max; t_usec (= t_avg for IMB
@@ -103,24 +115,6 @@ ALLTOALL_M1_NOTE = ("m = 1 points shown but not fitted: on one node Alltoall is 
 
 class AlphaBetaError(ValueError):
     """The points cannot determine α and β; the message says why."""
-
-
-@dataclass(frozen=True)
-class Network:
-    name: str
-    bandwidth_gbit_s: float
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.bandwidth_gbit_s) and self.bandwidth_gbit_s > 0):
-            raise ValueError(f"network bandwidth must be a finite number > 0 Gbit/s, got {self.bandwidth_gbit_s}")
-
-    @property
-    def bytes_per_us(self) -> float:
-        return self.bandwidth_gbit_s * 1e9 / 8 / 1e6
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "bandwidth_gbit_s": self.bandwidth_gbit_s,
-                "bandwidth_bytes_per_s": self.bandwidth_gbit_s * 1e9 / 8}
 
 
 # -- the models --------------------------------------------------------------------------
@@ -194,33 +188,23 @@ class AlphaBetaFit:
     nodes: list[int]
     r2: float | None
     rel_rms: float
-    points: list[dict[str, Any]]
+    points: tuple[AlphaBetaPoint, ...]
     ci_method: str
     notes: list[str] = field(default_factory=list)
     n_boot: int = N_BOOT
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready view (no NaN/inf)."""
-        return {
-            "model": ALPHABETA_BENCHMARKS[self.benchmark],
-            "formula": FORMULAS[self.benchmark],
-            "ppn": self.ppn,
-            "bandwidth_gbit_s": self.network.bandwidth_gbit_s,
-            "network": self.network.name,
-            "alpha": _json_float(self.alpha),
-            "alpha_ci": [_json_float(v) for v in self.alpha_ci],
-            "beta_us": _json_float(self.beta_us),
-            "beta_ci_us": [_json_float(v) for v in self.beta_ci_us],
-            "n_points": self.n_points,
-            "n_samples": self.n_samples,
-            "nodes": self.nodes,
-            "r2": _json_float(self.r2),
-            "rel_rms": _json_float(self.rel_rms),
-            "ci_method": self.ci_method,
-            "n_boot": self.n_boot,
-            "notes": list(self.notes),
-            "points": [{k: _json_float(v) if isinstance(v, float) else v for k, v in p.items()} for p in self.points],
-        }
+    def record(self, series: SeriesFields, *, oversubscribed: bool, notes: Sequence[str] = (),
+               families: Families | None = None) -> AlphaBetaRecord:
+        """The fit as an entry of alphabeta.json's ``fits``: ``series`` its key, ``notes`` added to the fit's."""
+        return AlphaBetaRecord(
+            benchmark=self.benchmark, stack=series.stack, transport=series.transport, algorithm=series.algorithm,
+            options=series.options, knobs=series.knobs, placement=series.placement, cell_keys=series.keys,
+            ppn=self.ppn, model=ALPHABETA_BENCHMARKS[self.benchmark], formula=FORMULAS[self.benchmark],
+            bandwidth_gbit_s=self.network.bandwidth_gbit_s, network=self.network.name, alpha=self.alpha,
+            alpha_ci=self.alpha_ci, beta_us=self.beta_us, beta_ci_us=self.beta_ci_us, n_points=self.n_points,
+            n_samples=self.n_samples, nodes=tuple(self.nodes), r2=self.r2, rel_rms=self.rel_rms,
+            ci_method=self.ci_method, n_boot=self.n_boot, notes=(*self.notes, *notes), points=self.points,
+            oversubscribed=oversubscribed, families=families)
 
 
 @dataclass
@@ -355,20 +339,18 @@ def fit_alphabeta(benchmark: str, nodes: Iterable[float], sizes: Iterable[float]
 
 
 def _point_records(benchmark: str, pts: _Points, used: npt.NDArray[np.bool_], alpha: float, beta: float, ppn: int,
-                   b: float) -> list[dict[str, Any]]:
+                   b: float) -> tuple[AlphaBetaPoint, ...]:
     """Every (m, x) point: measured median/min/max over repetitions, model, speed of light."""
     pred = predict(benchmark, alpha, beta, pts.nodes, pts.x, ppn, b)
     light = speed_of_light(benchmark, pts.nodes, pts.x, ppn, b)
     out = []
     for i, (m, x, s) in enumerate(zip(pts.nodes, pts.x, pts.samples)):
         med = float(np.median(s))
-        out.append({
-            "nodes": int(m), "bytes": int(x), "used": bool(used[i]), "n_reps": len(s),
-            "measured_us": med, "min_us": float(s.min()), "max_us": float(s.max()),
-            "predicted_us": float(pred[i]), "rel_err": float(pred[i] / med - 1.0) if used[i] else None,
-            "speed_of_light_us": float(light[i]),
-        })
-    return out
+        out.append(AlphaBetaPoint(
+            nodes=int(m), bytes=int(x), used=bool(used[i]), n_reps=len(s), measured_us=med, min_us=float(s.min()),
+            max_us=float(s.max()), predicted_us=float(pred[i]),
+            rel_err=float(pred[i] / med - 1.0) if used[i] else None, speed_of_light_us=float(light[i])))
+    return tuple(out)
 
 
 # -- every model family, per message size, pooled over k --------------------------------------
@@ -419,17 +401,16 @@ def _identifiable(a: FloatArray, c: FloatArray, t: FloatArray) -> bool:
     return bool(np.all(top > 0) and np.linalg.matrix_rank(rows / top) == 2)
 
 
-def _family_fit(model: str, pts: _MKPoints, b: float, rng: np.random.Generator) -> dict[str, Any]:
+def _family_fit(model: str, pts: _MKPoints, b: float, rng: np.random.Generator) -> FamilyFit:
     """One model fitted to all (m, k, x) points: α, β, CIs, RSS of the relative residuals."""
     spec = MODELS[model]
-    head: dict[str, Any] = {"model": model, "label": spec.label, "formula": spec.formula}
     why = not_applicable(model, pts.nodes, pts.ppn)
     a, c = coefficients(model, pts.nodes, pts.ppn, pts.x, b)
     t = pts.median
     if why is None and not _identifiable(a, c, t):
         why = "the points cannot tell α from β for this model"
     if why is not None:
-        return {**head, "error": why}
+        return FamilyFit(model, spec.label, spec.formula, error=why)
     alpha, beta = _solve(a, c, t)
     rel = (alpha * a + beta * c) / t - 1.0
     boot = _boot_targets(pts.samples, rng)
@@ -438,9 +419,9 @@ def _family_fit(model: str, pts: _MKPoints, b: float, rng: np.random.Generator) 
         r = (rel - rel.mean()) * math.sqrt(len(t) / max(len(t) - 2, 1))
         boot = np.maximum(fitted * (1.0 + rng.choice(r, size=(N_BOOT, len(t)))), 1e-9)
     alphas, betas = solve_batch(a, c, boot)
-    return {**head, "alpha": alpha, "alpha_ci": list(_ci(alphas)), "beta_us": beta, "beta_ci_us": list(_ci(betas)),
-            "n_points": len(t), "rss": float(rel @ rel), "rel_rms": float(math.sqrt(float(rel @ rel) / len(t))),
-            "median_abs_rel": float(np.median(np.abs(rel)))}
+    return FamilyFit(model, spec.label, spec.formula, alpha=alpha, alpha_ci=_ci(alphas), beta_us=beta,
+                     beta_ci_us=_ci(betas), n_points=len(t), rss=float(rel @ rel),
+                     rel_rms=float(math.sqrt(float(rel @ rel) / len(t))), median_abs_rel=float(np.median(np.abs(rel))))
 
 
 # A free (α, β) fit at one size needs more distinct (m, k) points than its two parameters: with two it
@@ -466,7 +447,7 @@ def _held_one(free: FloatArray, held: FloatArray, held_value: float, t: FloatArr
 
 
 def _per_size(model: str, pts: _MKPoints, b: float, alpha_all: float, beta_all: float, rng: np.random.Generator
-              ) -> list[dict[str, Any]]:
+              ) -> tuple[PerSizeRow, ...]:
     """α, β, 1/α per message size x for the chosen model, over the (m, k) points of that size.
 
     Where that size's points can separate α from β (at least :data:`MIN_LOCAL_POINTS` distinct (m, k), and
@@ -493,17 +474,16 @@ def _per_size(model: str, pts: _MKPoints, b: float, alpha_all: float, beta_all: 
             alphas, betas = solve_batch(a, c, boot) if boot is not None else (None, None)
         implied = _held_one(c, a, alpha_all, t)
         implied_boot = None if boot is None else _held(c, a, alpha_all, boot)
-        rows.append({"bytes": int(x), "n_points": len(t), "alpha": alpha, "beta_us": beta, "beta_fixed": fixed,
-                     "inv_alpha": 1.0 / alpha if alpha > 0 else None,
-                     "alpha_ci": list(_ci(alphas)) if alphas is not None else None,
-                     "beta_ci_us": list(_ci(betas)) if betas is not None else None,
-                     "beta_at_alpha_us": implied,
-                     "beta_at_alpha_ci_us": list(_ci(implied_boot)) if implied_boot is not None else None})
-    return rows
+        rows.append(PerSizeRow(
+            bytes=int(x), n_points=len(t), alpha=float(alpha), beta_us=float(beta), beta_fixed=bool(fixed),
+            inv_alpha=1.0 / alpha if alpha > 0 else None, alpha_ci=_ci(alphas) if alphas is not None else None,
+            beta_ci_us=_ci(betas) if betas is not None else None, beta_at_alpha_us=implied,
+            beta_at_alpha_ci_us=_ci(implied_boot) if implied_boot is not None else None))
+    return tuple(rows)
 
 
 def fit_families(benchmark: str, nodes: Iterable[float], ppns: Iterable[float], sizes: Iterable[float],
-                 times: Iterable[float], *, network: Network, seed: int = 0) -> dict[str, Any]:
+                 times: Iterable[float], *, network: Network, seed: int = 0) -> Families:
     """Every model family of ``benchmark`` on the multi-node samples (m, k, x, t), the best by AIC, and
     the best model's α, β per message size. k may vary between samples (the pooled-over-k fit)."""
     if benchmark not in BENCHMARK_MODELS:
@@ -512,41 +492,35 @@ def fit_families(benchmark: str, nodes: Iterable[float], ppns: Iterable[float], 
     rng = np.random.default_rng(seed)
     b = network.bytes_per_us
     models = [_family_fit(name, pts, b, rng) for name in BENCHMARK_MODELS[benchmark]]
-    ok = [f for f in models if "error" not in f]
-    for f in ok:  # ΔAIC to the lowest-AIC model: the same points, the same loss, 2 parameters each
-        f["aic"] = aic(f["rss"], f["n_points"])
-    best_aic = min((f["aic"] for f in ok), default=math.nan)
-    for f in ok:
-        f["delta_aic"] = f["aic"] - best_aic
     distinct_mk = len(set(zip(pts.nodes.tolist(), pts.ppn.tolist())))
-    ranked = [Ranked(f["model"], f["rss"], f["n_points"], f["alpha_ci"][1]) for f in ok]
-    for f, r in zip(ok, ranked):
-        f["plausible"] = r.plausible
-    selection = select(ranked, distinct_mk)
-    best = selection["best"]
-    per_size: dict[str, Any] | None = None
-    if isinstance(best, str):
-        fit = next(f for f in ok if f["model"] == best)
-        per_size = {"model": best, "rows": _per_size(best, pts, b, fit["alpha"], fit["beta_us"], rng)}
+    models = _ranked(models)
+    ok = [f for f in models if f.error is None]
+    selection = select([Ranked(f.model, _fitted(f.rss), f.n_points, _fitted(f.alpha_ci[1])) for f in ok], distinct_mk)
+    best = selection.best
+    per_size = None if best is None else _per_size_of(next(f for f in ok if f.model == best), pts, b, rng)
     # The named (original) model's α, β per size too, whichever family wins: the studies quote its numbers.
-    named_model = BENCHMARK_MODELS[benchmark][0]
-    named_fit = next((f for f in ok if f["model"] == named_model), None)
-    per_size_named = None if named_fit is None else {
-        "model": named_model, "rows": _per_size(named_model, pts, b, named_fit["alpha"], named_fit["beta_us"], rng)}
-    return {"models": [_clean(f) for f in models], "best_model": best, "selection": _clean(selection),
-            "distinct_mk": distinct_mk, "per_size": _clean(per_size) if per_size else None,
-            "per_size_named": _clean(per_size_named) if per_size_named else None}
+    named_fit = next((f for f in ok if f.model == BENCHMARK_MODELS[benchmark][0]), None)
+    per_size_named = None if named_fit is None else _per_size_of(named_fit, pts, b, rng)
+    return Families(tuple(models), best, selection, distinct_mk, per_size, per_size_named)
 
 
-def _clean(v: Any) -> Any:
-    """JSON-ready: NaN/inf -> None, recursively."""
-    if isinstance(v, float):
-        return _json_float(v)
-    if isinstance(v, dict):
-        return {k: _clean(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_clean(x) for x in v]
-    return v
+def _ranked(models: list[FamilyFit]) -> list[FamilyFit]:
+    """The fitted families with their AIC, ΔAIC to the lowest (the same points, the same loss, 2
+    parameters each) and plausibility; the refused ones as they are."""
+    scores = {f.model: aic(_fitted(f.rss), f.n_points) for f in models if f.error is None}
+    best_aic = min(scores.values(), default=math.nan)
+    return [f if f.error is not None else replace(
+        f, aic=scores[f.model], delta_aic=scores[f.model] - best_aic,
+        plausible=Ranked(f.model, _fitted(f.rss), f.n_points, _fitted(f.alpha_ci[1])).plausible) for f in models]
+
+
+def _fitted(v: float | None) -> float:
+    """A figure a fitted family always has (None only in a refused or read-back entry)."""
+    return math.nan if v is None else v
+
+
+def _per_size_of(fit: FamilyFit, pts: _MKPoints, b: float, rng: np.random.Generator) -> PerSize:
+    return PerSize(fit.model, _per_size(fit.model, pts, b, _fitted(fit.alpha), _fitted(fit.beta_us), rng))
 
 
 # -- a samples table -----------------------------------------------------------------------
@@ -602,46 +576,41 @@ def _baseline(single: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
 
 
 def fit_alphabeta_table(df: pl.DataFrame, network: Network, *, benchmarks: Sequence[str] = tuple(ALPHABETA_BENCHMARKS),
-                        seed: int = 0) -> dict[str, Any]:
+                        seed: int = 0) -> AlphaBetaFits:
     """Fit every series (:data:`SERIES_KEYS`, benchmark, ppn) that has multi-node samples.
 
-    Returns ``{"network", "time_column", "fits", "notes"}``; a series that cannot be fitted is an
-    entry with an ``error``. Series measured on one node only are not network series: they are
-    counted in ``notes``, not fitted.
+    A series that cannot be fitted is an entry with an ``error``. Series measured on one node only are
+    not network series: they are counted in ``notes``, not fitted.
     """
     d = prepare_samples(df)
     d = d.filter(pl.col("benchmark").is_in(list(benchmarks))) if d.height else d
     notes: list[str] = []
-    fits: list[dict[str, Any]] = []
+    fits: list[AlphaBetaRecord] = []
     keys = [*SERIES_KEYS, "benchmark", "ppn"]
     # The m = 1 rows have no placement: they are matched to a series on the key without it.
     base_keys = [k for k in keys if k != "placement"]
     multi_all = d.filter(pl.col("nodes") > 1) if d.height else d
     single_all = d.filter(pl.col("nodes") == 1) if d.height else d
-    groups: Iterable[tuple[tuple[Any, ...], pl.DataFrame]] = (multi_all.group_by(keys, maintain_order=True)
-                                                              if multi_all.height else [])
-    for key, multi in sorted(groups, key=lambda kg: tuple(str(v) for v in kg[0])):
-        head: dict[str, Any] = dict(zip(keys, key))
-        single = single_all.filter(*(pl.col(k).eq_missing(head[k]) for k in base_keys)) if single_all.height \
-            else single_all
+    for key, multi in _groups(multi_all, keys):
+        series, benchmark, ppn = _series(key), str(key[-2]), int(str(key[-1]))
+        single = single_all.filter(*(pl.col(k).eq_missing(v) for k, v in zip(keys, key) if k in base_keys)) \
+            if single_all.height else single_all
         base, why = _baseline(single)
         extra = [why] if why else []
         group = pl.concat([single, multi], how="diagonal_relaxed")
         over = bool(group.get_column("oversubscribed").any()) if "oversubscribed" in group.columns else False
         rows = pl.concat([base, multi], how="diagonal_relaxed")
         try:
-            fit = fit_alphabeta(str(head["benchmark"]), rows.get_column("nodes").to_list(),
-                                rows.get_column("bytes").to_list(), rows.get_column("t_fit_usec").to_list(),
-                                ppn=int(head["ppn"]), network=network, seed=seed)
+            fit = fit_alphabeta(benchmark, rows.get_column("nodes").to_list(), rows.get_column("bytes").to_list(),
+                                rows.get_column("t_fit_usec").to_list(), ppn=ppn, network=network, seed=seed)
         except ValueError as exc:  # AlphaBetaError included: a refusal, not a crash
-            fits.append({**head, "model": ALPHABETA_BENCHMARKS[str(head["benchmark"])], "error": str(exc),
-                         "notes": extra})
+            fits.append(AlphaBetaRecord(
+                benchmark=benchmark, stack=series.stack, transport=series.transport, algorithm=series.algorithm,
+                options=series.options, knobs=series.knobs, placement=series.placement, cell_keys=series.keys,
+                ppn=ppn, model=ALPHABETA_BENCHMARKS[benchmark], error=str(exc), notes=tuple(extra)))
             continue
-        entry = fit.to_dict()
-        entry["notes"] = [*entry["notes"], *extra]
-        entry["oversubscribed"] = over
-        entry.update(_families_of(str(head["benchmark"]), multi, network, seed))
-        fits.append({**head, **entry})
+        fits.append(fit.record(series, oversubscribed=over, notes=extra,
+                               families=_families_of(benchmark, multi, network, seed)))
     single_only = (single_all.select(base_keys).unique()
                    .join(multi_all.select(base_keys).unique(), on=base_keys, how="anti", nulls_equal=True).height
                    if single_all.height else 0)
@@ -649,37 +618,51 @@ def fit_alphabeta_table(df: pl.DataFrame, network: Network, *, benchmarks: Seque
         notes.append(f"{single_only} Alltoall/Allgather series measured on one node only: not fitted "
                      "(the α-β models describe the network between nodes)")
     pooled = _pooled_over_k(d, network, seed) if d.height else []
-    return {"network": network.to_dict(), "time_column": " else ".join(TIME_COLUMNS), "fits": fits,
-            "pooled": pooled, "notes": notes}
+    return AlphaBetaFits(network, " else ".join(TIME_COLUMNS), tuple(fits), tuple(pooled), tuple(notes))
 
 
-def _families_of(benchmark: str, rows: pl.DataFrame, network: Network, seed: int) -> dict[str, Any]:
+# A samples frame's group key: the values of the key columns (str, int or null), in their order.
+GroupKey = tuple[str | int | None, ...]
+
+
+def _groups(frame: pl.DataFrame, keys: list[str]) -> list[tuple[GroupKey, pl.DataFrame]]:
+    """``frame``'s groups by ``keys``, in the order of their keys' text (stable between runs)."""
+    if not frame.height:
+        return []
+    groups = [(tuple(key), g) for key, g in frame.group_by(keys, maintain_order=True)]
+    return sorted(groups, key=lambda kg: tuple(str(v) for v in kg[0]))
+
+
+def _series(key: GroupKey) -> SeriesFields:
+    """The series of a group key that starts with :data:`SERIES_KEYS`' values."""
+    stack, transport, algorithm, options, knobs, placement = (None if v is None else str(v)
+                                                              for v in key[:len(SERIES_KEYS)])
+    return SeriesFields(stack, transport, algorithm, options, knobs, placement, keys=SERIES_KEYS)
+
+
+def _families_of(benchmark: str, rows: pl.DataFrame, network: Network, seed: int) -> Families:
     """:func:`fit_families` on a samples frame's multi-node rows."""
     return fit_families(benchmark, rows.get_column("nodes").to_list(), rows.get_column("ppn").to_list(),
                         rows.get_column("bytes").to_list(), rows.get_column("t_fit_usec").to_list(),
                         network=network, seed=seed)
 
 
-def _pooled_over_k(d: pl.DataFrame, network: Network, seed: int) -> list[dict[str, Any]]:
+def _pooled_over_k(d: pl.DataFrame, network: Network, seed: int) -> list[PooledRecord]:
     """One α, β per series (:data:`SERIES_KEYS`, benchmark) over every k with multi-node samples.
 
     Listed apart from ``fits`` (whose entries are per k): consumers that pair fits by k keep working.
     Only series measured at ≥ 2 values of k are pooled; one k is its per-k fit already.
     """
-    out: list[dict[str, Any]] = []
-    multi = d.filter(pl.col("nodes") > 1)
-    keys = [*SERIES_KEYS, "benchmark"]
-    groups: Iterable[tuple[tuple[Any, ...], pl.DataFrame]] = (multi.group_by(keys, maintain_order=True)
-                                                              if multi.height else [])
-    for key, group in sorted(groups, key=lambda kg: tuple(str(v) for v in kg[0])):
-        ks = sorted({int(v) for v in group.get_column("ppn").to_list()})
+    out: list[PooledRecord] = []
+    for key, group in _groups(d.filter(pl.col("nodes") > 1), [*SERIES_KEYS, "benchmark"]):
+        ks = tuple(sorted({int(v) for v in group.get_column("ppn").to_list()}))
         if len(ks) < 2:
             continue
-        head = {**dict(zip(keys, key)), "ppn": None, "ppns": ks, "bandwidth_gbit_s": network.bandwidth_gbit_s,
-                "network": network.name, "nodes": sorted({int(v) for v in group.get_column("nodes").to_list()})}
-        out.append({**head, **_families_of(str(head["benchmark"]), group, network, seed)})
+        series, benchmark = _series(key), str(key[-1])
+        out.append(PooledRecord(
+            benchmark=benchmark, stack=series.stack, transport=series.transport, algorithm=series.algorithm,
+            options=series.options, knobs=series.knobs, placement=series.placement, cell_keys=series.keys,
+            ppns=ks, bandwidth_gbit_s=network.bandwidth_gbit_s, network=network.name,
+            nodes=tuple(sorted({int(v) for v in group.get_column("nodes").to_list()})),
+            families=_families_of(benchmark, group, network, seed)))
     return out
-
-
-def _json_float(v: float | None) -> float | None:
-    return None if v is None or not math.isfinite(v) else float(v)

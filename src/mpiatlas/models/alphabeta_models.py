@@ -69,6 +69,8 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
+from mpiatlas.models.alphabeta_records import Selection
+
 FloatArray = npt.NDArray[np.float64]
 
 DELTA_AIC_CLEAR = 2.0  # below: the two models are indistinguishable on these points
@@ -201,10 +203,10 @@ def aic(rss: float, n: int) -> float:
     return n * math.log(max(rss, 1e-300) / n) + 2 * N_PARAMS
 
 
-def select(ranked: list[Ranked], distinct_mk: int) -> dict[str, object]:
+def select(ranked: list[Ranked], distinct_mk: int) -> Selection:
     """The best model by AIC among the plausible ones, the margin to the runner-up, and a sentence."""
     if not ranked:
-        return {"best": None, "criterion": CRITERION, "verdict": "none", "text": "no model could be fitted"}
+        return Selection(best=None, criterion=CRITERION, verdict="none", text="no model could be fitted")
     scores = {r.model: aic(r.rss, r.n) for r in ranked}
     plausible = [r for r in ranked if r.plausible]
     pool = plausible or ranked
@@ -221,10 +223,10 @@ def select(ranked: list[Ranked], distinct_mk: int) -> dict[str, object]:
         verdict = "clear"
     text = _sentence(best.model, runner.model if runner else None, delta, rms, verdict, distinct_mk,
                      [r.model for r in ranked if not r.plausible], plausible_pool=bool(plausible))
-    return {"best": best.model, "runner_up": runner.model if runner else None,
-            "delta_aic": delta, "criterion": CRITERION, "verdict": verdict,
-            "tied": [r.model for r in order if scores[r.model] - scores[best.model] < DELTA_AIC_CLEAR],
-            "implausible": [r.model for r in ranked if not r.plausible], "text": text}
+    return Selection(best=best.model, runner_up=runner.model if runner else None, delta_aic=delta,
+                     criterion=CRITERION, verdict=verdict,
+                     tied=tuple(r.model for r in order if scores[r.model] - scores[best.model] < DELTA_AIC_CLEAR),
+                     implausible=tuple(r.model for r in ranked if not r.plausible), text=text)
 
 
 CRITERION = ("lowest AIC of the relative residuals (= the fit's own loss; ΔAIC = n·ln(RSS ratio)); "

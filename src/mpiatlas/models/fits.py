@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from mpiatlas.models.fit_records import Fit, HockneyRecord, JsonValue, hockney_document, hockney_records
+from mpiatlas.models.alphabeta_records import AlphaBetaFits, Network
+from mpiatlas.models.fit_records import Fit, FitRecordError, HockneyRecord, JsonValue, hockney_document, hockney_records
 from mpiatlas.models.fits_files import FILES, FitsFileError, MODELS, read
 from mpiatlas.models.fits_files import write as write_documents
 from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE, TOPOLOGIES_TABLE
@@ -31,7 +32,7 @@ from mpiatlas.models.kernel_records import KernelFits
 from mpiatlas.node.topology import TopologyError, Topology
 from mpiatlas.node.topology_record import read_topologies
 from mpiatlas.tables.samples import CELL_COLUMNS, load_samples
-from mpiatlas.models.alphabeta import ALPHABETA_BENCHMARKS, Network, fit_alphabeta_table
+from mpiatlas.models.alphabeta import ALPHABETA_BENCHMARKS, fit_alphabeta_table
 from mpiatlas.models.hockney import HOCKNEY_BENCHMARKS, fit_hockney_table
 from mpiatlas.models.ring_regions import region_inputs_from
 
@@ -102,7 +103,7 @@ class Fits:
 
     hockney: list[HockneyRecord] | None = None
     kernels: KernelFits | None = None
-    alphabeta: dict[str, Any] | None = None
+    alphabeta: AlphaBetaFits | None = None
     problems: list[str] = field(default_factory=list)
 
     def documents(self) -> dict[str, JsonValue]:
@@ -110,7 +111,8 @@ class Fits:
         typed records become JSON here, at the file boundary)."""
         found: dict[str, JsonValue] = {
             "hockney": None if self.hockney is None else hockney_document(self.hockney),
-            "kernels": None if self.kernels is None else self.kernels.to_json(), "alphabeta": self.alphabeta}
+            "kernels": None if self.kernels is None else self.kernels.to_json(),
+            "alphabeta": None if self.alphabeta is None else self.alphabeta.to_json()}
         return {m: found[m] for m in MODELS if found[m] is not None}
 
     def kernel(self, name: str) -> list[JsonValue]:
@@ -124,9 +126,14 @@ def read_fits(fits_dir: str | Path) -> Fits:
     (a model whose file is absent is None; a bad file raises FitsFileError naming file and key)."""
     paths = {m: Path(fits_dir) / FILES[m] for m in MODELS}
     found = {m: read(path, m) for m, path in paths.items() if path.is_file()}
-    hockney, kernels = found.pop("hockney", None), found.pop("kernels", None)
-    return Fits(hockney=None if hockney is None else hockney_records(hockney, str(paths["hockney"])),
-                kernels=None if kernels is None else KernelFits.from_json(kernels, str(paths["kernels"])), **found)
+    hockney, kernels, alphabeta = found.pop("hockney", None), found.pop("kernels", None), found.pop("alphabeta", None)
+    try:
+        return Fits(hockney=None if hockney is None else hockney_records(hockney, str(paths["hockney"])),
+                    kernels=None if kernels is None else KernelFits.from_json(kernels, str(paths["kernels"])),
+                    alphabeta=None if alphabeta is None else AlphaBetaFits.from_json(alphabeta, str(paths["alphabeta"])),
+                    **found)
+    except FitRecordError as exc:  # the schema holds, the record does not: still a bad file, named
+        raise FitsFileError(str(exc)) from exc
 
 
 def fit_all(tidy: str | Path | TidyTables, options: FitOptions | None = None) -> Fits:
@@ -164,7 +171,7 @@ def write_fits(fits: Fits, out_dir: str | Path) -> list[Path]:
 # -- the models ---------------------------------------------------------------------------------
 
 
-def _network(options: FitOptions) -> Any:
+def _network(options: FitOptions) -> Network:
     if options.bandwidth_gbit_s is None:
         raise FitError("the α-β models need the nominal link bandwidth (bandwidth_gbit_s, Gbit/s; "
                        "config network.bandwidth_gbit_s)")
@@ -226,14 +233,14 @@ def _alphabeta_benchmarks(options: FitOptions) -> list[str]:
     return benchmarks
 
 
-def _fit_alphabeta(tables: TidyTables, network: Any, benchmarks: list[str], options: FitOptions,
-                   problems: list[str]) -> dict[str, Any]:
+def _fit_alphabeta(tables: TidyTables, network: Network, benchmarks: list[str], options: FitOptions,
+                   problems: list[str]) -> AlphaBetaFits:
     assert tables.samples is not None  # fit_all checked
     result = fit_alphabeta_table(tables.samples, network, benchmarks=benchmarks, seed=options.seed)
-    problems += [f"alphabeta: {note}" for note in result["notes"]]
-    problems += [f"alphabeta: {series_name(f)} {f['benchmark']} ppn={f['ppn']}: not fitted: {f['error']}"
-                 for f in result["fits"] if "error" in f]
-    if not result["fits"]:
+    problems += [f"alphabeta: {note}" for note in result.notes]
+    problems += [f"alphabeta: {cell_name(f)} {f.benchmark} ppn={f.ppn}: not fitted: {f.error}"
+                 for f in result.fits if f.error is not None]
+    if not result.fits:
         problems.append(f"no multi-node {'/'.join(benchmarks)} samples under {tables.where}: nothing fitted")
     return result
 
@@ -247,14 +254,6 @@ def cell_name(fit: Fit) -> str:
     return " ".join([fit.label, *extra])
 
 
-def series_name(r: dict[str, Any]) -> str:
-    """:func:`cell_name` of an α-β fits entry (a JSON object still: its series keys)."""
-    if r.get("label") is None:
-        return "/".join(f"{c}={r[c]}" for c in CELL_COLUMNS if r.get(c) is not None) or "(unlabelled)"
-    extra = [f"{c}={r[c]}" for c in ("np", "algorithm") if r.get(c) is not None]
-    return " ".join([str(r["label"]), *extra])
-
-
 __all__ = [
     "FILES",
     "MODELS",
@@ -266,6 +265,5 @@ __all__ = [
     "cell_name",
     "fit_all",
     "read_fits",
-    "series_name",
     "write_fits",
 ]

@@ -42,7 +42,7 @@ from mpiatlas.models import loggp
 from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.models.loggp_fit import Measured, predict_held_out
 from mpiatlas.models.prediction_errors import error_summary
-from mpiatlas.matrix.cells import fills_nodes, label_knobs
+from mpiatlas.matrix.cells import fills_nodes
 from mpiatlas.models.region_latency import Placement, RegionTable, with_loggp
 from mpiatlas.node.topology import Topology
 from mpiatlas.models.ring_regions import cell_label, cell_placement, rank_order, region_inputs_from, topology_mismatch
@@ -364,6 +364,9 @@ def campaign_comparison(summary: pl.DataFrame, cells: pl.DataFrame | None, prove
                     pl.col("algorithm").fill_null("default"), pl.col("np").cast(pl.Int64),
                     pl.col("bytes").cast(pl.Int64), pl.col("t_median_usec").alias("measured_us"),
                     pl.col("stack").cast(pl.String), pl.col("transport").cast(pl.String),
+                    # The series' knob set is the summary's own column (a summary from before knobs has none).
+                    (pl.col("knobs") if "knobs" in s.columns else pl.lit(None)).cast(pl.String).fill_null("")
+                    .alias("knobs"),
                     pl.col("benchmark").alias("imb"))  # fmt: skip
     coll = _at_one_size(coll)
     inputs: dict[str, SeriesInputs] = {}
@@ -379,16 +382,17 @@ def campaign_comparison(summary: pl.DataFrame, cells: pl.DataFrame | None, prove
     places, kinds, why_unplaced = series_placements(cells, topologies or {}, topo, notes, provenance)
     measured_og = loggp_by_series(loggp_rows) if loggp_rows is not None else {}
     keep = []
-    for (group, imb, stack, transport), g in coll.group_by(["group", "imb", "stack", "transport"], maintain_order=True):
-        group, imb = str(group), str(imb)
+    for (group, imb, stack, transport, knobs), g in coll.group_by(["group", "imb", "stack", "transport", "knobs"],
+                                                                   maintain_order=True):
+        group, imb, series = str(group), str(imb), (str(stack), str(transport), str(knobs))
         default_nps = g.filter(pl.col("algorithm") == "default").get_column("np").n_unique()
         if kinds.get(group) != "openmpi" and default_nps > 1:  # a single-P default is noted as such by compare
             notes.setdefault(NOT_OMPI_DEFAULT, []).append(f"{group} {imb}")
             g = g.filter(pl.col("algorithm") != "default")
-        table = regions.table_for(group, str(stack), str(transport))
+        table = regions.table_of(series)
         place = places.get(group)
         if table is not None and place is not None:
-            og = with_loggp(table, measured_og.get((str(stack), str(transport), label_knobs(group))) or {})
+            og = with_loggp(table, measured_og.get(series) or {})
             inputs[group] = SeriesInputs(table, place, og if og.overhead_us or og.gap_us else None)
         elif table is not None and g.height:
             if why_unplaced is None and group not in {c.split(" ")[0] for c in notes.get(NO_PLACEMENT, [])}:

@@ -36,7 +36,7 @@ from typing import Any
 
 import polars as pl
 
-from mpiatlas.matrix.cells import distribution_of_id, fills_nodes, label_knobs
+from mpiatlas.matrix.cells import distribution_of_id, fills_nodes
 from mpiatlas.spine.series import SeriesKey
 from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.models.region_latency import Placement, RegionTable, RegionTableError
@@ -47,19 +47,23 @@ from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE, TOPOLOGIES_TAB
 
 __all__ = [
     "BOUNDARY_REGIONS",
+    "MeasuredRegion",
     "RegionInputs",
     "RingHops",
     "RingPrediction",
+    "cell_key",
     "cell_label",
     "cell_placement",
     "exchange_time",
     "hop_cost",
+    "knob_series",
     "pingpong_regions",
     "placement_boundaries",
     "region_inputs",
     "region_inputs_from",
     "region_pingpong_fits",
     "ring_hops",
+    "series_keys",
     "table_from_hockney",
     "token_time",
     "topology_mismatch",
@@ -166,42 +170,69 @@ def rank_order(hosts: Any) -> list[str] | None:
     return list(hosts) if hosts else None
 
 
-def _series_key(stack: str, transport: str, label: str) -> tuple[str, str, str]:
-    """Which PingPong fits may price a ring: same stack, transport and knob set (mapping differs)."""
-    return (stack, transport, label_knobs(label))
+# Which PingPong fits may price a ring: those of its stack, transport and knob set (the mapping differs).
+KnobSeries = tuple[str, str, str]
+
+
+def knob_series(key: SeriesKey) -> KnobSeries:
+    """A series' (stack, transport, knobs): its fields, never its label taken apart."""
+    return (key.stack, key.transport, key.knobs)
+
+
+def cell_key(row: Mapping[str, Any]) -> SeriesKey:
+    """A cells-table row's series key (the placement over nodes as the cell's id has it)."""
+    return SeriesKey(stack=row["stack"], transport=row["transport"], mapping=row["mapping"], nodes=int(row.get("nodes") or 1),
+                     placement=distribution_of_id(str(row.get("cell") or "")), options=row.get("options") or "",
+                     knobs=row.get("knobs") or "")
 
 
 def cell_label(row: Mapping[str, Any]) -> str:
     """A cells-table row's series label, as the tables name it (stack/transport/mapping [options]
-    [knobs] [placement=block]: the placement over nodes as the cell's id has it)."""
-    return SeriesKey(stack=row["stack"], transport=row["transport"], mapping=row["mapping"], nodes=int(row.get("nodes") or 1),
-                     placement=distribution_of_id(str(row.get("cell") or "")), options=row.get("options") or "",
-                     knobs=row.get("knobs") or "").label
+    [knobs] [placement=block]): rendered from :func:`cell_key`."""
+    return cell_key(row).label
 
 
-def pingpong_regions(cells: pl.DataFrame) -> dict[str, str]:
+def series_keys(cells: pl.DataFrame) -> dict[str, SeriesKey]:
+    """Series label -> its key, for every series of a cells table: how a stage that holds a table's
+    label finds the series' fields without taking the label apart."""
+    columns = [c for c in ("cell", "stack", "transport", "mapping", "nodes", "options", "knobs") if c in cells.columns]
+    keys: dict[str, SeriesKey] = {}
+    for row in cells.select(columns).unique(maintain_order=True).iter_rows(named=True):
+        key = cell_key(row)
+        keys.setdefault(key.label, key)
+    return keys
+
+
+@dataclass(frozen=True)
+class MeasuredRegion:
+    """The region a PingPong series' ranks 0 and 1 sat in, and the series (from the cells' own columns)."""
+
+    region: str
+    series: SeriesKey
+
+
+def pingpong_regions(cells: pl.DataFrame) -> dict[str, MeasuredRegion]:
     """PingPong label -> the region its ``ok`` cells recorded for ranks 0 and 1 (the first one)."""
     pp = cells.filter((pl.col("status") == "ok") & (pl.col("benchmark") == "PingPong") & pl.col("region").is_not_null())
-    region_of: dict[str, str] = {}
+    region_of: dict[str, MeasuredRegion] = {}
     for row in pp.iter_rows(named=True):
-        region_of.setdefault(cell_label(row), row["region"])
+        key = cell_key(row)
+        region_of.setdefault(key.label, MeasuredRegion(row["region"], key))
     return region_of
 
 
-def region_pingpong_fits(hockney: Iterable[HockneyRecord], region_of_label: Mapping[str, str],
-                         ) -> dict[tuple[str, str, str], dict[str, HockneyRecord]]:
+def region_pingpong_fits(hockney: Iterable[HockneyRecord], region_of_label: Mapping[str, MeasuredRegion],
+                         ) -> dict[KnobSeries, dict[str, HockneyRecord]]:
     """Per (stack, transport, knobs) and region, the PingPong Hockney fit that prices the region
     (one with a λ): where two mappings measured one region, the first fit (lowest λ)."""
-    found: dict[tuple[str, str, str], dict[str, HockneyRecord]] = {}
+    found: dict[KnobSeries, dict[str, HockneyRecord]] = {}
     for fit in hockney:
-        label = fit.label or ""
-        region = region_of_label.get(label)
-        if fit.benchmark != "PingPong" or not fit.fitted or fit.latency_us is None or region is None:
+        measured = region_of_label.get(fit.label or "")
+        if fit.benchmark != "PingPong" or not fit.fitted or fit.latency_us is None or measured is None:
             continue
-        key = _series_key(fit.stack or label.split("/")[0], fit.transport or label.split("/")[1], label)
-        held = found.setdefault(key, {})
-        if region not in held or fit.latency_us < _latency(held[region]):
-            held[region] = fit
+        held = found.setdefault(knob_series(measured.series), {})
+        if measured.region not in held or fit.latency_us < _latency(held[measured.region]):
+            held[measured.region] = fit
     return found
 
 
@@ -211,8 +242,8 @@ def _latency(fit: HockneyRecord) -> float:
     return fit.latency_us
 
 
-def table_from_hockney(hockney: Iterable[HockneyRecord], region_of_label: Mapping[str, str],
-                       ) -> tuple[dict[tuple[str, str, str], RegionTable], list[str]]:
+def table_from_hockney(hockney: Iterable[HockneyRecord], region_of_label: Mapping[str, MeasuredRegion],
+                       ) -> tuple[dict[KnobSeries, RegionTable], list[str]]:
     """Per (stack, transport, knobs): λ (first segment) and asymptotic B of each region's PingPong
     Hockney fit (:func:`region_pingpong_fits`)."""
     tables = {}
@@ -232,12 +263,20 @@ class RegionInputs:
     """What :func:`mpiatlas.models.kernels.fit_ring` needs for the region-aware prediction."""
 
     hops: dict[tuple[str, int], RingHops] = field(default_factory=dict)  # (ring label, P) -> hops
-    tables: dict[tuple[str, str, str], RegionTable] = field(default_factory=dict)
+    tables: dict[KnobSeries, RegionTable] = field(default_factory=dict)
     table: RegionTable | None = None  # a given region latency table: prices every label
     notes: list[str] = field(default_factory=list)
+    series: dict[str, SeriesKey] = field(default_factory=dict)  # label -> its key, of the cells given
 
     def table_for(self, label: str, stack: str, transport: str) -> RegionTable | None:
-        return self.table or self.tables.get(_series_key(stack, transport, label))
+        """The table pricing a series of the cells given: its knob set is its key's (a label not among
+        them has none)."""
+        key = self.series.get(label)
+        return self.table_of((stack, transport, key.knobs if key is not None else ""))
+
+    def table_of(self, series: KnobSeries) -> RegionTable | None:
+        """The table pricing a (stack, transport, knobs) series."""
+        return self.table or self.tables.get(series)
 
 
 def topology_mismatch(topo: Topology, summaries: Iterable[Mapping[str, Any]]) -> str | None:
@@ -299,6 +338,7 @@ def region_inputs_from(cells: pl.DataFrame | None, records: Sequence[Mapping[str
         out.notes.append(f"region-aware ring model: {missing}")
         return out
     cells = cells.filter(pl.col("status") == "ok")
+    out.series = series_keys(cells)
     if table is None:
         out.tables, notes = table_from_hockney(hockney or [], pingpong_regions(cells))
         out.notes += notes

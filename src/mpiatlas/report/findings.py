@@ -90,8 +90,8 @@ def imb_pingpong(summary: pl.DataFrame | None) -> pl.DataFrame | None:
         return None
     return pp.select(
         pl.col("label").cast(pl.String),
-        *[(pl.col(c) if c in pp.columns else pl.col("label").str.split("/").list.get(i, null_on_oob=True))
-          .cast(pl.String).alias(c) for i, c in enumerate(("stack", "transport"))],
+        # The series' own columns (a label is for people, not taken apart): null in a table without them.
+        *[(pl.col(c) if c in pp.columns else pl.lit(None)).cast(pl.String).alias(c) for c in ("stack", "transport")],
         pl.col("bytes").cast(pl.Int64), pl.col("t_median_usec").cast(pl.Float64).alias("t_usec"),
         (pl.col("bw_median_MBps") if "bw_median_MBps" in pp.columns else pl.lit(None)).cast(pl.Float64)
         .alias("bw_MBps"),

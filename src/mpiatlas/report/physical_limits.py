@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mpiatlas.models.alphabeta_records import Network
 from mpiatlas.models.fit_records import Fit, HockneyRecord
 from mpiatlas.node.limits import MEMORY, LimitsError, level_for_size, level_kernels, level_limits
 from mpiatlas.node.link_rate import gbit_to_MBps, port_active
@@ -139,9 +140,9 @@ def _gbit(value: Any) -> float | None:
 
 def transport_class(fit: Fit) -> str:
     """RDMA_CLASS for a fit of a transport that needs an InfiniBand/RoCE port (the network part of a
-    mixed one, after ``+``), else TCP_CLASS; the transport is the fit's, else its label's second part."""
-    label = fit.label or ""
-    transport = fit.transport or (label.split("/")[1] if label.count("/") >= 1 else "")
+    mixed one, after ``+``), else TCP_CLASS. The transport is the fit's own field (its label is for
+    people, not taken apart); a fit without one is TCP_CLASS's."""
+    transport = fit.transport or ""
     return RDMA_CLASS if medium(transport.split("+")[-1]) == RDMA else TCP_CLASS
 
 
@@ -156,10 +157,11 @@ def rdma_link(ports: list[dict[str, Any]]) -> dict[str, Any]:
             "gbit_s": float(best["data_gbit_s"]), "source": f"infiniband:{best.get('id')}"}
 
 
-def link_limit(limits: PhysicalLimits | None, alphabeta: Any, transport_cls: str = TCP_CLASS) -> LinkLimit | None:
+def link_limit(limits: PhysicalLimits | None, nominal: Network | None, transport_cls: str = TCP_CLASS
+               ) -> LinkLimit | None:
     """The campaign's link limit for a class of transports: the slowest node's recorded link (the
-    TCP link, or for RDMA_CLASS the fastest active InfiniBand/RoCE port), else the α-β fits'
-    configured network; None when neither says anything."""
+    TCP link, or for RDMA_CLASS the fastest active InfiniBand/RoCE port), else ``nominal``, the α-β
+    fits' configured network; None when neither says anything."""
     if limits is None:
         links: dict[str, dict[str, Any]] = {}
     elif transport_cls == RDMA_CLASS:
@@ -182,13 +184,11 @@ def link_limit(limits: PhysicalLimits | None, alphabeta: Any, transport_cls: str
         sources = ", ".join(sorted({src for g, src, _ in known if g == slowest}))
         detail = "; ".join(f"{node}: {_link_text(links[node])}" for _, _, node in known)
         return LinkLimit(slowest, sources, detail, tuple(notes))
-    nominal = alphabeta.get("network") if isinstance(alphabeta, dict) else None
-    gbit = _gbit(nominal.get("bandwidth_gbit_s")) if isinstance(nominal, dict) else None
-    if isinstance(nominal, dict) and gbit is not None:
+    if nominal is not None:  # a Network's bandwidth is finite and > 0
         if not links:
             notes.append("no link read from the nodes (no limits record names one)")
-        name = str(nominal.get("name") or "network")
-        return LinkLimit(gbit, "config", f"network.bandwidth_gbit_s of the α-β fits ({name})", tuple(notes))
+        return LinkLimit(nominal.bandwidth_gbit_s, "config",
+                         f"network.bandwidth_gbit_s of the α-β fits ({nominal.name or 'network'})", tuple(notes))
     return LinkLimit(None, notes=tuple(notes)) if notes else None
 
 

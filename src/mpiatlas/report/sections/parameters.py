@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from mpiatlas.models.alphabeta_records import document_network
 from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.models.hockney_trust import latency_on_floor
 from mpiatlas.report.blocks import Cell, Details, Notice, Section, Table, Text, cell, num_cell
@@ -172,7 +173,7 @@ def section_parameters(data: ReportData) -> Section:
     # One link per class of the inter-node fits' transports: TCP ones are bounded by the TCP link,
     # RDMA ones (ucx-rc, ofi-verbs, ...) by the InfiniBand/RoCE port.
     classes = sorted({transport_class(f) for f in fits if is_inter_node(f)})
-    links = {cls: link_limit(limits, data.fits.get("alphabeta"), cls) for cls in classes}
+    links = {cls: link_limit(limits, document_network(data.fits.get("alphabeta")), cls) for cls in classes}
     rows, seg_rows = _fit_rows(fits, _zero_byte_medians(data), show_alg, show_method, limits, links)
     id_cols = ["Benchmark", "Label", "np", *(["Algorithm"] if show_alg else [])]
     blocks += [
