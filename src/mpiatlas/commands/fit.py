@@ -218,7 +218,8 @@ def _print_alphabeta(fits: Fits) -> None:
 
 
 def _print_kernels(fits: Fits) -> None:
-    result = fits.kernels or {}
+    # The file's view: each kernel model's entries carry their own keys (label, headline, fails_where).
+    result: dict[str, Any] = {} if fits.kernels is None else fits.kernels.to_json()
     table = Table(title="Kernel models")
     table.add_column("kernel")
     table.add_column("label")
