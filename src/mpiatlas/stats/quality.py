@@ -312,7 +312,8 @@ def _may_be_wide(median: np.ndarray, low: np.ndarray, high: np.ndarray, typical:
         half = np.maximum(median - low, high - median) / median
         base = np.where(np.isfinite(typical), np.maximum(CI_HALFWIDTH, TYPICAL_FACTOR * typical), CI_HALFWIDTH)
         limit = base + np.where(median > 0, RESOLUTION_US / median, 0.0)
-        return finite & ~(half <= limit * (1 - _PRECHECK_SLACK))
+        wide: np.ndarray = finite & ~(half <= limit * (1 - _PRECHECK_SLACK))
+    return wide
 
 
 def _series_split_shares(splits: list[str | None], lengths: np.ndarray,
