@@ -11,7 +11,8 @@ from mpiatlas.stats.quality import (
     NOISY,
     OK,
     RESOLUTION_US,
-    _series_split_shares,
+    SERIES_SPLIT_MIN,
+    SERIES_SPLIT_SHARE,
     ci_reason,
     majority_halfwidth,
     repetition_quality,
@@ -20,11 +21,24 @@ from mpiatlas.stats.quality import (
 )
 
 
+def _series_shares(splits, lengths, series):  # type: ignore[no-untyped-def]
+    """Per group, (split sizes, judged sizes) of its series where it splits at the share, counted one by one."""
+    judged: dict[int, int] = {}
+    split: dict[int, int] = {}
+    for sid, n, reason in zip(series.tolist(), lengths.tolist(), splits):
+        if n >= 2:
+            judged[sid] = judged.get(sid, 0) + 1
+            split[sid] = split.get(sid, 0) + (reason is not None)
+    common = {sid: (split[sid], judged[sid]) for sid in judged
+              if split[sid] >= SERIES_SPLIT_MIN and split[sid] >= SERIES_SPLIT_SHARE * judged[sid]}
+    return [common.get(sid) for sid in series.tolist()]
+
+
 def _every_group(flat, lengths, median, low, high, typical, series):  # type: ignore[no-untyped-def]
     """The rules applied group by group, nothing skipped (repetition_quality before the pre-checks)."""
     offsets = np.cumsum(lengths) - lengths
     splits = [split_reason(flat[o:o + n]) if n >= 2 else None for o, n in zip(offsets, lengths)]
-    shared = _series_split_shares(splits, lengths, series)
+    shared = _series_shares(splits, lengths, series)
     quality, reasons = [], []
     for o, n, m, lo, hi, ty, split, share in zip(offsets, lengths, median, low, high, typical, splits, shared):
         if n < 2:

@@ -322,15 +322,17 @@ def _series_split_shares(splits: list[str | None], lengths: np.ndarray,
     SERIES_SPLIT_SHARE of its judged sizes or more, else None."""
     if series is None:
         return [None] * len(splits)
-    judged: dict[object, int] = {}
-    split: dict[object, int] = {}
-    for sid, n, reason in zip(series.tolist(), lengths.tolist(), splits, strict=True):
-        if n >= 2:
-            judged[sid] = judged.get(sid, 0) + 1
-            split[sid] = split.get(sid, 0) + (reason is not None)
-    common = {sid: (split[sid], judged[sid]) for sid in judged
-              if split[sid] >= SERIES_SPLIT_MIN and split[sid] >= SERIES_SPLIT_SHARE * judged[sid]}
-    return [common.get(sid) for sid in series.tolist()]
+    # Counted per series with bincount over dense series codes: a Python dict per group cost ~0.06 s
+    # at 40 k groups.
+    _, code = np.unique(np.asarray(series), return_inverse=True)
+    code = code.ravel()
+    judged_group = np.asarray(lengths) >= 2
+    split_group = judged_group & np.fromiter((r is not None for r in splits), dtype=bool, count=len(splits))
+    judged = np.bincount(code[judged_group], minlength=code.max(initial=-1) + 1)
+    split = np.bincount(code[split_group], minlength=judged.size)
+    common = (split >= SERIES_SPLIT_MIN) & (split >= SERIES_SPLIT_SHARE * judged) & (judged > 0)
+    pairs = {int(c): (int(split[c]), int(judged[c])) for c in np.flatnonzero(common)}
+    return [pairs.get(c) for c in code.tolist()]
 
 
 def series_split_reason(split: str, share: tuple[int, int]) -> str:
