@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,16 @@ def test_symlinked_and_dotted_directories_are_one_directory(tmp_path: Path) -> N
     paths = [tmp_path / "real" / "x.txt", tmp_path / "link" / "x.txt", tmp_path / "real" / ".." / "real" / "x.txt"]
     assert distinguishing_labels(paths) == ["x", "x", "x"]  # one file, three spellings
     assert resolve_paths(paths) == [str(tmp_path.resolve() / "real" / "x.txt")] * 3
+
+
+def test_resolved_names_as_os_path_gives_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """resolve_paths splits names with str.rpartition: the root, bare names, doubled and trailing
+    slashes and '..' resolve as os.path.split + realpath + join resolve them."""
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "a")
+    names = ["x.txt", "/x.txt", "b//y.txt", "./z", "../a/b/w", "/", "b/", "//y", "b/../c", str(tmp_path / "a" / "v")]
+    for order in (names, names[::-1]):  # a bare name first or a rooted one first: no shared cache entry
+        expected = [os.path.join(os.path.realpath(os.path.split(n)[0] or os.curdir), os.path.split(n)[1])
+                    for n in order]
+        assert resolve_paths(order) == expected
+    assert resolve_paths(["/x.txt", "x.txt"]) == ["/x.txt", str(tmp_path.resolve() / "a" / "x.txt")]
