@@ -12,7 +12,8 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime, UTC
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import polars as pl
 
@@ -28,6 +29,9 @@ from mpiatlas.models.fits_files import FILES, problems, schema_name
 
 KERNEL_PREFIX, KERNEL_SUFFIX = layout.KERNEL_TABLE.split("{name}")
 
+
+# A record type of fits/kernels.json, read by its own from_json.
+Record = TypeVar("Record")
 
 @dataclass
 class InputFile:
@@ -98,62 +102,36 @@ class ReportData:
         """The trusted rows of ``kernel_<name>.parquet`` when it exists and has rows."""
         return self.kernels.get(name)
 
-    def kernel_hockney_fits(self, name: str) -> list[HockneyRecord] | None:
-        """The Hockney part of fits/kernels.json's ``name`` entries (pingpong: the kernel's λ and B,
-        fitted as IMB PingPong's are); an entry not of that shape is left out (the schema check on
-        load names it)."""
+    def _kernel_records(self, name: str, read: Callable[[JsonValue, str, str], Record]) -> list[Record] | None:
+        """fits/kernels.json's ``name`` entries read as records (None when the file or the key is
+        absent); an entry not of that shape is left out (the schema check on load names it)."""
         entries = self.kernel_fits(name)
         if entries is None:
             return None
         out = []
         for i, entry in enumerate(entries):
             try:
-                out.append(HockneyRecord.from_json(entry, f"fits/{layout.KERNELS_FIT}", f"$.{name}[{i}]"))
+                out.append(read(entry, f"fits/{layout.KERNELS_FIT}", f"$.{name}[{i}]"))
             except FitRecordError:
                 continue
         return out
+
+    def kernel_hockney_fits(self, name: str) -> list[HockneyRecord] | None:
+        """The Hockney part of fits/kernels.json's ``name`` entries (pingpong: the kernel's λ and B,
+        fitted as IMB PingPong's are)."""
+        return self._kernel_records(name, HockneyRecord.from_json)
 
     def pingpong_fits(self) -> list[PingpongFit] | None:
-        """fits/kernels.json's pingpong entries (None when the file or the key is absent); an entry not
-        of that shape is left out (the schema check on load names it)."""
-        entries = self.kernel_fits("pingpong")
-        if entries is None:
-            return None
-        out = []
-        for i, entry in enumerate(entries):
-            try:
-                out.append(PingpongFit.from_json(entry, f"fits/{layout.KERNELS_FIT}", f"$.pingpong[{i}]"))
-            except FitRecordError:
-                continue
-        return out
+        """fits/kernels.json's pingpong entries."""
+        return self._kernel_records("pingpong", PingpongFit.from_json)
 
     def matsum_grids(self) -> list[GridComparison] | None:
-        """fits/kernels.json's matsum_grids (None when the file or the key is absent); an entry not of
-        that shape is left out (the schema check on load names it)."""
-        entries = self.kernel_fits("matsum_grids")
-        if entries is None:
-            return None
-        out = []
-        for i, entry in enumerate(entries):
-            try:
-                out.append(GridComparison.from_json(entry, f"fits/{layout.KERNELS_FIT}", f"$.matsum_grids[{i}]"))
-            except FitRecordError:
-                continue
-        return out
+        """fits/kernels.json's matsum_grids."""
+        return self._kernel_records("matsum_grids", GridComparison.from_json)
 
     def coll_fits(self) -> list[CollFit] | None:
-        """fits/kernels.json's coll entries (None when the file or the key is absent); an entry not of
-        that shape is left out (the schema check on load names it)."""
-        entries = self.kernel_fits("coll")
-        if entries is None:
-            return None
-        out = []
-        for i, entry in enumerate(entries):
-            try:
-                out.append(CollFit.from_json(entry, f"fits/{layout.KERNELS_FIT}", f"$.coll[{i}]"))
-            except FitRecordError:
-                continue
-        return out
+        """fits/kernels.json's coll entries."""
+        return self._kernel_records("coll", CollFit.from_json)
 
     def kernel_fits(self, name: str) -> list[dict[str, Any]] | None:
         """The ``name`` entries of fits/kernels.json (None when the file or the key is absent)."""
