@@ -188,11 +188,15 @@ def test_a_missing_compiler_stops_before_anything_starts_with_one_message(tmp_pa
 @pytest.mark.infra
 def test_cells_failing_alike_stop_the_campaign_and_leave_a_partial_report(tmp_path: Path) -> None:
     _impi()
-    # A launch limit of 1 s, and IMB asked to spend up to 1 s on each of 24 sizes: every cell times out.
+    # A launch limit of 1 s, and IMB asked for 10^6 repetitions at each of 24 sizes, none cut short
+    # (-iter_policy off; -time 5 would stop a size after 5 s): 10^6 x 4 MiB alone is 4 TB of copies,
+    # so every cell times out on any machine. With IMB's dynamic policy a whole launch took 4.2 s
+    # here, and a faster CI machine finished one within the second.
     work = campaign_workdir(tmp_path, "config/test/tiny.yaml", timeout_s=1, fail_fast=3)
     config = yaml.safe_load((work / "config" / "campaign.yaml").read_text())
     config.pop("kernels")
-    config["imb"].update(benchmarks=["PingPong", "Allreduce"], msglog=[0, 22], time_s=1, iterations=1000000)
+    config["imb"].update(benchmarks=["PingPong", "Allreduce"], msglog=[0, 22], time_s=5, iterations=1000000,
+                         options={"iter_policy": ["off"]})
     (work / "config" / "campaign.yaml").write_text(yaml.safe_dump(config))
     done = run_campaign(work, timeout=600)
     out = done.stdout + done.stderr
