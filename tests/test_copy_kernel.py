@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mpiatlas.cli import main
-from mpiatlas.node import copy_kernel, limits
+from mpiatlas.node import c_tool, copy_kernel, limits
 from mpiatlas.report.physical_limits import load_limits
 from mpiatlas.report.sections.parameters import TOOL_NAMES
 
@@ -243,6 +243,7 @@ def test_a_native_build_is_cached_per_cpu_kind(tmp_path: Path, monkeypatch: pyte
     assert cc is not None
     digests = set()
     for identity in (a, b):
-        monkeypatch.setattr(copy_kernel, "cpu_identity", lambda identity=identity: identity)
+        # The identity is read where every node tool is built (node.c_tool).
+        monkeypatch.setattr(c_tool, "cpu_identity", lambda identity=identity: identity)
         digests.add(copy_kernel._digest(cc))
     assert len(digests) == 2

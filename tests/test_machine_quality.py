@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -230,26 +231,37 @@ def test_the_probe_finds_the_ranks_of_a_launch_and_records_the_machine(tmp_path:
 def test_a_colocated_hosts_rank_outside_the_launch_tree_is_counted_as_the_launchs_own(
         tmp_path: Path, colocated: bool) -> None:
     """Emulated nodes of one machine: a rank another host's sshd started is not the launcher's
-    descendant. Here the test starts it, 50 ms into the launch; this very process (named alike,
-    started before the launch) is not taken for one."""
+    descendant. Here the test starts it, 50 ms into the launch; a process named alike that started
+    before the launch is not taken for one."""
     burn = "import sys; sum(range(2 * 10**7)); sys.exit(0)"
-    python = Path(sys.executable).name
-    probe = Probe(planned_cpus=[0], rank_names=frozenset({python}), colocated=colocated)
+    done = tmp_path / "outside-done"
+    # The launch ends only after the outside rank has: however late a busy machine starts it, it
+    # ran during the launch.
+    outside_burn = f"sum(range(2 * 10**7)); open({str(done)!r}, 'w').close()"
+    # The ranks' program under a name of its own: machine-wide, any other process named "python"
+    # started meanwhile (a parallel test worker) would be taken for a rank too, by design.
+    program = tmp_path / f"rank{os.getpid()}"
+    program.symlink_to(sys.executable)
+    probe = Probe(planned_cpus=[0], rank_names=frozenset({program.name}), colocated=colocated)
     outside: list[subprocess.Popen[bytes]] = []
-    starter = threading.Timer(0.05, lambda: outside.append(subprocess.Popen([sys.executable, "-c", burn])))
+    older = subprocess.Popen([str(program), "-c", "import time; time.sleep(60)"])
+    time.sleep(0.05)  # its start time (10 ms clock ticks) well before the launcher's
+    starter = threading.Timer(0.05, lambda: outside.append(subprocess.Popen([str(program), "-c", outside_burn])))
     starter.start()
     try:
         sh = shutil.which("sh") or "/bin/sh"
-        finished = run_launch([sh, "-c", f"'{sys.executable}' -c '{burn}'; true"], dict(os.environ), tmp_path,
+        launch = f"'{program}' -c '{burn}'; while [ ! -e '{done}' ]; do sleep 0.02; done; true"
+        finished = run_launch([sh, "-c", launch], dict(os.environ), tmp_path,
                               tmp_path / "o", tmp_path / "e", 120, probe)
     finally:
         starter.join()
-        for proc in outside:
+        older.kill()
+        for proc in [*outside, older]:
             proc.wait()
     machine = finished.machine
     assert finished.exit_code == 0 and machine is not None
     pids = {r["pid"] for r in machine["ranks"]}
-    assert (outside[0].pid in pids) is colocated and os.getpid() not in pids
+    assert (outside[0].pid in pids) is colocated and older.pid not in pids
     assert machine["n_ranks"] == (2 if colocated else 1) and machine["ranks_outside_tree"] == int(colocated)
     # Its cpu time is the launch's own: the launcher's tree's and the outside rank's.
     assert machine["launch_cpu_s"] >= sum(r["cpu_s"] for r in machine["ranks"]) - 0.02

@@ -8,6 +8,9 @@
 * :mod:`.ssh_hosts` — mpirun over ssh: hosts, hostfile, the probe through ssh, each rank's host;
 * :mod:`.limits` — the node's copy rate per cache level and from memory (likwid-bench);
 * :mod:`.copy_kernel` — the same from mpiatlas's own copy kernel (src/kernels/stream.c) without likwid-bench;
+* :mod:`.c_tool` — a node tool in C (no MPI) built once into the user cache, per source, compiler and cpu;
+* :mod:`.pair_latency` — the cache-line round trip between a launch's cpus before and after it, and each
+  pair's best since boot (a VM's vCPUs moved apart: stats.quality judges the launch perturbed);
 * :mod:`.copy_plan` — the working sets both measure on: half of each cache level, and memory;
 * :mod:`.limits_record` — the typed records of limits.json (a node's copy rates, its levels, the cache key);
 * :mod:`.link_rate` — the node's network links and the rate of the one a campaign uses.

@@ -32,15 +32,14 @@ same bytes on both sides.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
-from mpiatlas.files import shipped_kernel_sources, user_cache_dir
+from mpiatlas.node import c_tool
+from mpiatlas.node.c_tool import CTool, CToolError
 from mpiatlas.node.copy_plan import MEMORY, plan
 from mpiatlas.node.limits_record import KernelRun, LevelEntry, LimitsRecord, WorkingSet, level_entry_of
 
@@ -50,7 +49,6 @@ REPEATS = 5
 MIN_TIME_MS = 50
 RUN_TIMEOUT_S = 300
 MEMINFO = Path("/proc/meminfo")
-CPUINFO = Path("/proc/cpuinfo")
 MEMORY_SHARE = 4  # at most 1 / MEMORY_SHARE of MemAvailable for the memory working set
 # Flag sets tried in order until the compiler accepts one (a compiler without -march=native, or clang
 # without gcc's loop-distribution switch, still builds the kernel).
@@ -66,42 +64,23 @@ class CopyKernelError(RuntimeError):
     """The copy kernel could not be built or run, or its output is not what it prints."""
 
 
+BUILD = CTool(SOURCE, BUILD_FLAGS, "copy-kernel")
+compiler = c_tool.compiler
+cpu_identity = c_tool.cpu_identity
+
+
 def source_path() -> Path:
     """stream.c among the kernels' sources mpiatlas ships (package data, as for the MPI kernels)."""
-    return shipped_kernel_sources() / SOURCE
-
-
-def compiler() -> str | None:
-    """The C compiler: ``$CC``, else cc, else gcc, as found on PATH (None: none)."""
-    for name in filter(None, (os.environ.get("CC"), "cc", "gcc")):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-def cpu_identity(cpuinfo: Path = CPUINFO) -> str:
-    """The first cpu's model and ISA flags: a ``-march=native`` binary runs only where they match, and
-    the user cache may be a home directory shared by nodes of several kinds."""
-    try:
-        lines = cpuinfo.read_text().split("\n\n", 1)[0].splitlines()
-    except OSError:
-        return ""
-    keep = ("model name", "flags", "Features", "CPU part", "cpu model", "isa")  # x86, Arm, MIPS, RISC-V
-    return "\n".join(line for line in lines if line.split(":", 1)[0].strip() in keep)
+    return BUILD.source_path()
 
 
 def _digest(cc: str) -> str:
     """The build's identity: the source, the compiler's path and its ``--version``, the flags tried
     and the cpu they were tuned for (:func:`cpu_identity`)."""
-    src = source_path()
     try:
-        text = src.read_bytes()
-    except OSError as exc:
-        raise CopyKernelError(f"{src}: cannot read the copy kernel's source ({exc})") from exc
-    version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False).stdout
-    build = repr(BUILD_FLAGS) + cpu_identity()
-    return hashlib.sha256(text + cc.encode() + version.encode() + build.encode()).hexdigest()[:16]
+        return BUILD.digest(cc)
+    except CToolError as exc:
+        raise CopyKernelError(str(exc)) from exc
 
 
 def version_id() -> str | None:
@@ -116,26 +95,10 @@ def version_id() -> str | None:
 
 def build(cache_dir: Path | None = None) -> Path:
     """The kernel's binary, compiled once per source and compiler into ``cache_dir``."""
-    cc = compiler()
-    if cc is None:
-        raise CopyKernelError("no C compiler on PATH (cc, gcc or $CC) to build the copy kernel")
-    src = source_path()
-    digest = _digest(cc)
-    out_dir = user_cache_dir("copy-kernel") if cache_dir is None else cache_dir
-    binary = out_dir / f"stream-{digest}"
-    if binary.is_file() and os.access(binary, os.X_OK):
-        return binary
-    out_dir.mkdir(parents=True, exist_ok=True)
-    aside = out_dir / f".stream-{digest}.{os.getpid()}"
-    errors = []
-    for flags in BUILD_FLAGS:
-        command = [cc, *flags, f"-DBUILD_FLAGS=\"{' '.join(flags)}\"", "-o", str(aside), str(src)]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode == 0:
-            aside.replace(binary)  # atomic: a concurrent build of the same digest writes the same file
-            return binary
-        errors.append(f"{' '.join(flags)}: {done.stderr.strip()[-300:]}")
-    raise CopyKernelError(f"{cc} could not build {src} with any of the flag sets: {'; '.join(errors)}")
+    try:
+        return BUILD.build(cache_dir)
+    except CToolError as exc:
+        raise CopyKernelError(str(exc)) from exc
 
 
 def memory_available() -> int | None:

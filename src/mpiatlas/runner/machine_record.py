@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
+from mpiatlas.node.pair_latency import PairLatencyRecord
+
 # Per cpu (or summed beyond PER_CPU_DETAIL): seconds in total, busy and stolen.
 CpuSeconds = dict[str, dict[str, float]]
 
@@ -105,6 +107,9 @@ class LaunchMachine(OtherNodes):
     wait_share: float | None
     probe: ProbeCost
     missing: NotRequired[str]  # what could not be seen, in words
+    # The planned cpus' cache-line round trip before and after (node.pair_latency), or why not.
+    pair_latency: NotRequired[PairLatencyRecord]
+    pair_latency_missing: NotRequired[str]
 
 
 class ProbeFailed(OtherNodes):

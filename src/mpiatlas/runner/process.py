@@ -18,6 +18,8 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from mpiatlas.node import pair_latency
+from mpiatlas.node.pair_latency import PairProbe, Unprobed
 from mpiatlas.runner import machine_state
 from mpiatlas.runner.machine_record import LaunchMachine, MachineRecord, ProbeCost, ProbeFailed
 
@@ -114,6 +116,8 @@ def run_launch(argv: list[str], env: dict[str, str], cwd: Path, stdout: Path, st
     state around and during the launch is recorded (runner.machine_state): the node snapshots are
     taken outside ``wall_s``; the sampler thread, started before it, is given the launcher's pid."""
     cgroup = machine_state.own_cgroup() if probe else None
+    # The cpu pairs' round trip before the node snapshot: its own cpu time is not the launch's.
+    pairs = _pairs_before(probe) if probe else None
     before, unprobed = _before(cgroup) if probe else (None, None)
     sampler = machine_state.RankSampler(probe.rank_names, probe.planned_cpus, machine_wide=probe.colocated) \
         if probe and probe.ranks_are_descendants else None
@@ -144,8 +148,38 @@ def run_launch(argv: list[str], env: dict[str, str], cwd: Path, stdout: Path, st
         stop_now(proc)
         raise
     machine = _machine(probe, proc.pid, sampler, before, cgroup, wall_s) if probe and before else unprobed
+    if machine is not None and pairs is not None:
+        machine = _with_pairs(machine, pairs)
     exit_code = proc.wait()  # reaps the zombie: returns at once
     return Finished(None if timed_out else exit_code, wall_s, machine)
+
+
+def _pairs_before(probe: Probe) -> tuple[Path, list[tuple[int, int]], PairProbe] | Unprobed | None:
+    """The planned cpus' pair round trips before the launch (node.pair_latency): the binary, the
+    pairs and what they gave; why not, where they could not be probed; None for fewer than two cpus."""
+    pairs = pair_latency.pairs_of(probe.planned_cpus)
+    if not pairs:
+        return None
+    binary = pair_latency.tool_binary()
+    if isinstance(binary, Unprobed):
+        return binary
+    return binary, pairs, pair_latency.probe(binary, pairs)
+
+
+def _with_pairs(machine: MachineRecord,
+                pairs: tuple[Path, list[tuple[int, int]], PairProbe] | Unprobed) -> MachineRecord:
+    """The record with the pairs probed again after the launch (after its node snapshot, as the
+    first probe ran before the first one), and their best since boot; a record the probe could not
+    make stays as it is."""
+    if "error" in machine:
+        return machine
+    out = machine.copy()
+    if isinstance(pairs, Unprobed):
+        out["pair_latency_missing"] = pairs.reason
+        return out
+    binary, planned, before = pairs
+    out["pair_latency"] = pair_latency.record(binary, before, pair_latency.probe(binary, planned))
+    return out
 
 
 def _before(cgroup: Path | None) -> tuple[machine_state.NodeSnapshot | None, ProbeFailed | None]:

@@ -75,6 +75,7 @@ class Perturbation:
     quiet_wait_s: float
     steal_share: float
     other_cpu_share: float
+    pair_latency_ratio: float
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@
   record): its busiest rank's run-queue wait, less what a quiet machine gives a launch anyway
   (``quiet_wait_s``), is more than ``wait_share`` of the launch's wall time (the wait rule, below), or
   a cpu of theirs was stolen by the hypervisor for more than ``steal_share``, or other processes used
-  more than ``other_cpu_share`` of the ranks' cpus. Its samples stay in the raw tables, flagged
+  more than ``other_cpu_share`` of the ranks' cpus, or the cache-line round trip between two of its
+  cpus, before or after it, was more than ``pair_latency_ratio`` times the best that pair has shown
+  since the node booted (node.pair_latency: a VM's vCPUs moved apart). Its samples stay in the raw tables, flagged
   (``cell_quality``), and :func:`trusted` leaves them out of medians and fits;
 * the repetitions of one series at one size are ``noisy`` when they split into two modes (the
   largest is more than ``MODE_RATIO`` times the smallest, with a gap of ``GAP_RATIO`` between
@@ -66,7 +68,12 @@ FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 OK, PERTURBED, NOISY = "ok", "perturbed", "noisy"
 UNKNOWN = "unknown"  # judged without evidence (no machine record read): not trusted
 QUIET_WAIT_S = 0.005  # the noise floor: see the module docstring for where it was measured
-DEFAULT_LIMITS = {"wait_share": 0.05, "quiet_wait_s": QUIET_WAIT_S, "steal_share": 0.02, "other_cpu_share": 0.10}
+# A pair's round trip beyond this many times its best since boot. Measured on this project's 2-core
+# AMD EPYC VM (2026-12-05, node.pair_latency's docstring): 52-67 ns in the state in which Intel MPI shm
+# PingPong took 160 µs at 4 MiB, 305-366 ns when it took 1.8 ms; a quiet pair's median varied by 1.3x.
+PAIR_LATENCY_RATIO = 2.0
+DEFAULT_LIMITS = {"wait_share": 0.05, "quiet_wait_s": QUIET_WAIT_S, "steal_share": 0.02, "other_cpu_share": 0.10,
+                  "pair_latency_ratio": PAIR_LATENCY_RATIO}
 MODE_RATIO = 2.0
 GAP_RATIO = 1.5
 CI_HALFWIDTH = 0.25
@@ -132,7 +139,24 @@ def judge_launch(machine: Mapping[str, Any] | None, perturbation: Mapping[str, A
         named = ", ".join(map(str, used)) if len(used) <= 16 else f"{len(used)} cpus"
         reasons.append(f"other processes used {_pct(other)} of the ranks' cpus ({named})")
     reasons += remote_reasons(machine, lim)
+    reasons += pair_reasons(machine.get("pair_latency"), lim["pair_latency_ratio"])
     return (PERTURBED, "; ".join(reasons)) if reasons else (OK, None)
+
+
+def pair_reasons(pairs: Mapping[str, Any] | None, ratio: float) -> list[str]:
+    """The cpu pairs whose cache-line round trip, before or after the launch, was beyond ``ratio``
+    times their best since boot (node.pair_latency's record; nothing without one)."""
+    if not pairs:
+        return []
+    best: Mapping[str, float] = pairs.get("best_ns") or {}
+    slowest: dict[str, float] = {}
+    for when in ("before", "after"):
+        for figure in (pairs.get(when) or {}).get("pairs") or []:
+            key = f"{figure['cpus'][0]}-{figure['cpus'][1]}"
+            slowest[key] = max(slowest.get(key, 0.0), float(figure["median_ns"]))
+    return [f"cpus {key.replace('-', ' and ')} passed a cache line in {median:.0f} ns, {median / best[key]:.1f}x "
+            f"their best since boot ({best[key]:.0f} ns): the cores under them shared less cache than they can"
+            for key, median in sorted(slowest.items()) if best.get(key) and median > ratio * best[key]]
 
 
 def launch_wall_s(machine: Mapping[str, Any], worst: Waiter) -> float | None:
