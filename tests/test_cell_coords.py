@@ -24,7 +24,7 @@ def test_a_cell_as_json_has_the_fields_of_cell_fields_and_reads_back_as_the_cell
 
 def test_the_optional_axes_are_the_cell_fields_that_default_to_empty() -> None:
     # The axes a cell names only when set are its fields whose default is "": Cell.coords and the id drop them.
-    assert OPTIONAL_AXES == tuple(f.name for f in fields(Cell) if f.default == "")
+    assert tuple(f.name for f in fields(Cell) if f.default == "") == OPTIONAL_AXES
     assert set(CellAxes.__required_keys__) == {f.name for f in fields(Cell)} - {*OPTIONAL_AXES, "threads"}
 
 
