@@ -13,15 +13,16 @@ from typing import NotRequired, TypedDict
 
 
 class CellAxes(TypedDict):
-    """The coordinates every record of a cell holds, whatever its kind and whenever it was written."""
+    """The coordinates every record of a cell holds, whatever its kind and whenever it was written (what
+    each means: the Cell dataclass's comments)."""
 
-    kind: str  # imb | kernel
+    kind: str
     stack: str
     transport: str
     mapping: str
     np: int
-    benchmark: str  # the IMB benchmark, or the kernel
-    algorithm: str  # the collective algorithm, or the kernel's variant group
+    benchmark: str
+    algorithm: str
     rep: int
     nodes: int
 
