@@ -30,7 +30,7 @@ from mpiatlas.cli import main
 from mpiatlas.history.check import figures_frame
 from mpiatlas.history.entry import BANDWIDTH, LATENCY, build_entry
 from mpiatlas.history.record import record_campaign
-from mpiatlas.history.store import DEFAULT_DB, open_store
+from mpiatlas.history.store import DEFAULT_DB, SERIES_FIELDS, Entry, Figure, FigureRow, SeriesIdentity, open_store
 from mpiatlas.report.build import build_report
 from mpiatlas.report.charts import chart_spec
 from mpiatlas.report.sections.history import trend_chart
@@ -253,6 +253,26 @@ def test_a_file_that_is_not_a_store_is_refused_and_left_as_it_is(weeks: dict[str
     code, _, err = history("list", "--db", str(other), capsys=capsys)
     assert code == 2 and "not an mpiatlas history store" in err and "jobs" in err
     assert other.read_bytes() == before
+
+
+def test_a_figure_reads_back_with_its_whole_series_identity(tmp_path: Path) -> None:
+    # FigureRow repeats SeriesIdentity's fields (a NamedTuple takes none from another): a field added to one and
+    # not the other, or to both and not to the series table, fails here; figures_frame takes its columns from the row.
+    series = SeriesIdentity("orfeo", "ompi", "4.1.5", "ucx", "core", "Scatter", "binomial", "eager", 8, "latency")
+    first = FigureRow._fields.index(SERIES_FIELDS[0])
+    assert FigureRow._fields[first:first + len(SERIES_FIELDS)] == SERIES_FIELDS
+    assert {name: FigureRow.__annotations__[name] for name in SERIES_FIELDS} == SeriesIdentity.__annotations__
+    with open_store(tmp_path / "history.sqlite") as store:
+        store.add(Entry(source_key="k", source="week1", date="2024-01-01",
+                        figures=[Figure(series, 1024, 2.5, 2.25, 3.0, 5)]))
+        columns = [column[1] for column in store.conn.execute("PRAGMA table_info(series)")]
+        [row] = store.figures()
+    assert columns == ["id", "key", *SERIES_FIELDS]
+    assert SeriesIdentity(*row[first:first + len(SERIES_FIELDS)]) == series
+    frame = figures_frame([row])
+    assert frame.select(SERIES_FIELDS).row(0) == tuple(series)
+    assert frame.select("bytes", "value", "ci_low", "ci_high", "n").row(0) == (1024, 2.5, 2.25, 3.0, 5)
+    assert frame.schema["np"] == pl.Int64 and frame.schema["label"] == pl.String and frame.schema["n"] == pl.Int64
 
 
 def test_a_store_of_a_newer_schema_is_refused_and_left_as_it_is(weeks: dict[str, Path], tmp_path: Path,

@@ -42,7 +42,7 @@ from mpiatlas.stats.quality import PERTURBED
 from mpiatlas.tables.tidy import cell_row
 from mpiatlas.runner.run import wants_remeasure
 from mpiatlas.campaign.resources import job_groups
-from mpiatlas.campaign.round_decision import CellFields, RoundDecision, SeriesEntry, SpecFields, read_decision
+from mpiatlas.campaign.round_decision import RoundDecision, SeriesEntry, SpecFields, read_decision
 
 if TYPE_CHECKING:
     from mpiatlas.spine.campaign import Campaign
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 from mpiatlas import files
 from mpiatlas.matrix import adaptive, layout
 from mpiatlas.matrix.cells import Cell
+from mpiatlas.spine.cell_coords import CellFields
 
 ADAPTIVE_DIR = "adaptive"
 # A round group's id: r<round>.<the id job_groups gives its cells> (static ids hold no '.').

@@ -11,24 +11,7 @@ import json
 from pathlib import Path
 from typing import NotRequired, TypedDict, cast
 
-
-class CellFields(TypedDict):
-    """Every field of a Cell (dataclasses.asdict), so that ``Cell(**fields)`` is the cell again."""
-
-    kind: str
-    stack: str
-    transport: str
-    mapping: str
-    np: int
-    benchmark: str
-    algorithm: str
-    rep: int
-    threads: int
-    nodes: int
-    options: str
-    knobs: str
-    pinner: str
-    distribution: str
+from mpiatlas.spine.cell_coords import CellFields
 
 
 class SpecFields(TypedDict):

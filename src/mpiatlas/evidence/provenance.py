@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from mpiatlas.node.topology import TopologySummary
     from mpiatlas.runner.machine_record import MachineRecord
     from mpiatlas.runner.quiet import QuietWaitRecord
-    from mpiatlas.spine.cell_spec import Coords
+    from mpiatlas.spine.cell_coords import Coords
 
 from mpiatlas import __version__
 

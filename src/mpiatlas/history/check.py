@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import TypedDict, get_args, get_type_hints
 
 import polars as pl
 from scipy import stats
@@ -40,7 +40,8 @@ TEST = (f"per series and size: ln(new) against the mean of ln(earlier entries); 
         f"history; worse when beyond the normal quantile at 1 − {ALPHA:g}/m (m sizes of the series, Bonferroni) "
         f"and by at least {{min_change:.0%}}; an alarm needs {MIN_ADJACENT} adjacent worse sizes (or the single "
         f"point of a fitted parameter); series with fewer than {MIN_HISTORY} earlier entries are not judged")
-FIGURE_COLUMNS = ("entry_id", "date", "label", *SERIES_FIELDS, "bytes", "value", "ci_low", "ci_high", "n")
+# The polars type of each Python type a FigureRow field holds (None aside: every column may be null).
+_POLARS_TYPES: dict[type, pl.DataType] = {int: pl.Int64(), str: pl.String(), float: pl.Float64()}
 
 
 @dataclass
@@ -111,12 +112,22 @@ def series_of(frame: pl.DataFrame, row: int = 0) -> SeriesIdentity:
     return SeriesIdentity(*frame.select(SERIES_FIELDS).row(row))
 
 
+def figure_schema() -> dict[str, pl.DataType]:
+    """The columns of :func:`figures_frame`'s rows: FigureRow's fields in order, each typed by its annotation,
+    so a field added to the row (or to SeriesIdentity, whose fields it repeats) needs no second list here."""
+    return {name: _POLARS_TYPES[_not_none(hint)] for name, hint in get_type_hints(FigureRow).items()}
+
+
+def _not_none(hint: object) -> type:
+    """``int`` of ``int | None`` (and of ``int``)."""
+    kinds = [kind for kind in get_args(hint) or (hint,) if kind is not type(None)]
+    if len(kinds) != 1 or not isinstance(kinds[0], type):
+        raise TypeError(f"a FigureRow field is one type or None, got {hint!r}")
+    return kinds[0]
+
+
 def figures_frame(rows: list[FigureRow]) -> pl.DataFrame:
-    schema = {"entry_id": pl.Int64, "date": pl.String, "label": pl.String, "system": pl.String, "stack": pl.String,
-              "stack_version": pl.String, "transport": pl.String, "mapping": pl.String, "benchmark": pl.String,
-              "algorithm": pl.String, "knobs": pl.String, "np": pl.Int64, "parameter": pl.String,
-              "bytes": pl.Int64, "value": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "n": pl.Int64}
-    return pl.DataFrame(rows, schema=schema, orient="row").with_columns(
+    return pl.DataFrame(rows, schema=figure_schema(), orient="row").with_columns(
         pl.concat_str([pl.col(f).cast(pl.String).fill_null("") for f in SERIES_FIELDS], separator="\x1f").alias("series"))
 
 

@@ -138,7 +138,12 @@ class StoredEntry(TypedDict):
 
 class FigureRow(NamedTuple):
     """One stored figure with its entry's id, date and label and its series' identity (the columns of
-    :func:`mpiatlas.history.check.figures_frame`, in order)."""
+    :func:`mpiatlas.history.check.figures_frame`, in order).
+
+    The series' fields are SeriesIdentity's written again: a NamedTuple takes no fields from another (no
+    multiple inheritance, a subclass adds none, and mypy reads only a literal field list), and a row must
+    stay one flat tuple, as SQLite gives it and polars reads it. tests/test_history.py holds the two together.
+    """
 
     entry_id: int
     date: str

@@ -16,11 +16,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, cast
 
 from mpiatlas.node import ssh_hosts
 from mpiatlas.spine.campaign import Campaign
-from mpiatlas.spine.cell_spec import CellSpec, ContainerSpec, Coords
+from mpiatlas.spine.cell_coords import OPTIONAL_AXES, Coords, IdFields
+from mpiatlas.spine.cell_spec import CellSpec, ContainerSpec
 from mpiatlas.spine.series import (KNOBS_SEGMENT_PREFIX, OVER_NODES_SEPARATOR, PLACEMENT_SEGMENT_PREFIX, SeriesKey,
                                    mapping_segment)
 from mpiatlas.matrix.config import ConfigError
@@ -32,6 +33,8 @@ DEFAULT_ALGORITHM = "default"
 
 # Slots: a 177k-cell campaign holds every cell in Snakemake's process; without a __dict__ a cell
 # takes ~110 bytes instead of ~160 (CPython 3.11), and its fields read faster.
+# Its fields as JSON are mpiatlas.spine.cell_coords.CellFields (tests/test_cell_coords.py holds the two together):
+# a new coordinate goes there too, and into OptionalAxes when a cell names it only when set.
 @dataclass(frozen=True, order=True, slots=True)
 class Cell:
     kind: str  # imb | kernel
@@ -112,7 +115,7 @@ class Cell:
         """The cell's coordinates as provenance.json stores them (each kind keeps its own shape)."""
         coords = asdict(self)
         # The optional axes appear only when set: a cell without them records what it always did.
-        for axis in ("options", "knobs", "pinner", "distribution"):
+        for axis in OPTIONAL_AXES:
             if not coords[axis]:
                 del coords[axis]
         if self.kind == "imb":
@@ -195,24 +198,6 @@ def cell_pinner(config: Campaign) -> str:
     """The ``pinner`` field of a kernel cell under ``campaign.pinner``: "" for the stack's own binding."""
     pinner = config.campaign.pinner
     return "" if pinner == DEFAULT_PINNER else pinner
-
-
-class IdFields(TypedDict):
-    """What a cell id names (every Cell field but ``threads``, which no id holds)."""
-
-    kind: str
-    stack: str
-    transport: str
-    mapping: str
-    nodes: int
-    np: int
-    benchmark: str
-    algorithm: str
-    rep: int
-    options: str
-    knobs: str
-    pinner: str
-    distribution: str
 
 
 def parse_id(cell_id: str) -> IdFields:

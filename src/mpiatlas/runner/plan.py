@@ -28,7 +28,8 @@ from mpiatlas.stacks import Stack, StackError, fabrics
 from mpiatlas.stacks.base import SHM, medium
 
 if TYPE_CHECKING:
-    from mpiatlas.spine.cell_spec import CellSpec, Coords
+    from mpiatlas.spine.cell_coords import Coords
+    from mpiatlas.spine.cell_spec import CellSpec
 
 
 

@@ -1,14 +1,18 @@
 """A cells-table row as a typed record: what mpiatlas.tables.tidy reads from a sealed cell's status.json and
 provenance.json, and what every program's ``rows`` tags its own rows with.
 
-The keys and their order are those of the cells table (tables.tidy.CELL_SCHEMA, whose comments say what
-each column means); a test holds the two together. This module imports nothing of mpiatlas, so any module
-may name the type without a circle.
+The keys are those of the cells table (tables.tidy.CELL_SCHEMA, whose comments say what each column means);
+a test holds the two together. The cell's coordinates are the spine's (cell_coords.CellAxes); the table's
+own columns for the optional axes differ from a Cell's fields (``pinner`` is ``stack`` when unset, the
+``placement`` column replaces ``distribution``), so they are the row's. This module imports nothing of
+mpiatlas outside the spine, so any module may name the type without a circle.
 """
 
 from __future__ import annotations
 
 from typing import TypedDict
+
+from mpiatlas.spine.cell_coords import CellAxes
 
 
 class MachineFigures(TypedDict):
@@ -30,17 +34,10 @@ class QuietWaitColumns(TypedDict):
     quiet_wait: str | None
 
 
-class CellRow(MachineFigures, RemeasuredColumns, QuietWaitColumns):
+class CellRow(CellAxes, MachineFigures, RemeasuredColumns, QuietWaitColumns):
     cell: str
-    stack: str
     stack_kind: str | None
     stack_version: str | None
-    transport: str
-    mapping: str
-    np: int
-    benchmark: str
-    algorithm: str
-    rep: int
     status: str
     reason: str | None
     requested_transport: str | None
@@ -56,9 +53,7 @@ class CellRow(MachineFigures, RemeasuredColumns, QuietWaitColumns):
     image_digest: str | None
     launcher: str | None
     slurm_job_id: str | None
-    kind: str
-    threads: int | None
-    nodes: int
+    threads: int | None  # None: an IMB cell, or a missing one
     ppn: int | None
     hosts: str | None
     colocated: bool | None

@@ -1,34 +1,16 @@
 """The cell spec: what one launch needs, as the runner, the programs and the ssh hosts read it.
 
 JSON that crosses a process boundary (run-cell --spec, specs re-expanded in a group, decision files), so its
-type is a TypedDict: the checker knows every key, the wire format is the value itself. This module imports
-nothing of mpiatlas, so any module may name the types without a circle.
+type is a TypedDict: the checker knows every key, the wire format is the value itself. The cell's own
+coordinates are :class:`mpiatlas.spine.cell_coords.Coords`. This module imports nothing of mpiatlas outside
+the spine, so any module may name the types without a circle.
 """
 
 from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
-
-class Coords(TypedDict):
-    """A cell's coordinates (Cell.coords), as the spec and provenance.json hold them."""
-
-    kind: str
-    stack: str
-    transport: str
-    mapping: str
-    np: int
-    benchmark: str
-    algorithm: str
-    rep: int
-    nodes: int
-    threads: NotRequired[int]  # kernel cells only
-    options: NotRequired[str]
-    knobs: NotRequired[str]
-    pinner: NotRequired[str]
-    distribution: NotRequired[str]
-    kernel: NotRequired[str]
-    variant: NotRequired[str]
+from mpiatlas.spine.cell_coords import Coords
 
 
 class StackSpec(TypedDict):
