@@ -24,6 +24,7 @@ from mpiatlas.programs import expand
 from mpiatlas.report import trust
 from mpiatlas.runner import machine_state as ms
 from mpiatlas.runner import run as run_module
+from mpiatlas.node.pair_latency import PairLook
 from mpiatlas.runner.quiet import QuietRule, look, wait_until_quiet, why_not_quiet
 from mpiatlas.runner.run import Later, run_group
 from mpiatlas.tables.tidy import CELL_SCHEMA, cell_row
@@ -88,21 +89,42 @@ def test_the_wait_ends_when_the_node_is_quiet_or_at_its_bound() -> None:
     quiet_end = ms.NodeSnapshot({c: {**v, "idle": v["idle"] + 400} for c, v in busy[1].cpus.items()}, [0.2] * 3,
                                 None, None)
     node = Node([*busy, quiet_end])
-    waited = wait_until_quiet(QuietRule(max_wait_s=10, window_s=2), node.snapshot, node.sleep, lambda: node.now)
+    waited = wait_until_quiet(QuietRule(max_wait_s=10, window_s=2), node.snapshot, node.sleep, lambda: node.now,
+                              lambda: None)
     assert (waited.quiet, waited.looks, waited.waited_s) == (True, 2, 4.0)
     assert waited.reason == "quiet after 4.0 s (2 look(s) of 2 s)"
     # Busy all along: it gives up before a look would take it past max_wait_s, and says why.
     step = {c: {k: v[k] - busy[0].cpus[c][k] for k in v} for c, v in busy[1].cpus.items()}
     node = Node([ms.NodeSnapshot({c: {k: v + n * step[c][k] for k, v in busy[0].cpus[c].items()} for c in step},
                                  busy[1].loadavg, None, None) for n in range(10)])
-    waited = wait_until_quiet(QuietRule(max_wait_s=5, window_s=2), node.snapshot, node.sleep, lambda: node.now)
+    waited = wait_until_quiet(QuietRule(max_wait_s=5, window_s=2), node.snapshot, node.sleep, lambda: node.now,
+                              lambda: None)
     assert (waited.quiet, waited.looks, waited.waited_s) == (False, 2, 4.0)
     assert waited.reason == "not quiet after 4.0 s, launched anyway: its cpus were 100 % busy (limit 10 %)"
     assert wait_until_quiet(QuietRule(max_wait_s=0)).reason == "not waited (max_wait_s is 0)"
     # A window over which /proc/stat did not move saw nothing: not quiet.
     node = Node([busy[0]] * 4)
-    waited = wait_until_quiet(QuietRule(max_wait_s=3, window_s=1), node.snapshot, node.sleep, lambda: node.now)
+    waited = wait_until_quiet(QuietRule(max_wait_s=3, window_s=1), node.snapshot, node.sleep, lambda: node.now,
+                              lambda: None)
     assert not waited.quiet and waited.reason.endswith("no cpu time was counted over the window")
+
+
+def test_the_wait_lasts_until_the_cpus_pair_is_back_near_its_best() -> None:
+    # The round trips of the recorded slow and usual launches (tests/data/pair_latency): 333.8 ns
+    # while the vCPUs shared no cache, then 55.3 ns; the pair's best since boot 53.7 ns.
+    idle = ms.NodeSnapshot(ms.parse_proc_stat(_stat((100, 100), (100, 100))), [0.1] * 3, None, None)
+    node = Node([ms.NodeSnapshot({c: {**v, "idle": v["idle"] + 200 * n} for c, v in idle.cpus.items()}, [0.1] * 3,
+                                 None, None) for n in range(5)])
+    pairs = [PairLook("0 and 1", 333.8, 53.7), PairLook("0 and 1", 333.8, 53.7), PairLook("0 and 1", 55.3, 53.7)]
+    waited = wait_until_quiet(QuietRule(max_wait_s=10, window_s=2), node.snapshot, node.sleep, lambda: node.now,
+                              lambda: pairs.pop(0))
+    assert (waited.quiet, waited.looks, waited.waited_s) == (True, 3, 6.0)
+    assert waited.last["pair_ratio"] == 1.03 and waited.last["pair_ns"] == 55.3
+    later = ms.NodeSnapshot({c: {**v, "idle": v["idle"] + 200} for c, v in idle.cpus.items()}, [0.1] * 3, None, None)
+    assert why_not_quiet(look(idle, later, PairLook("0 and 1", 333.8, 53.7)), QuietRule()) == \
+        "a pair of its cpus passed a cache line in 334 ns, 6.2x its best since boot (limit 2x)"
+    # Left out where the node has no pair to probe.
+    assert look(idle, later).pair_ratio == 0.0 and why_not_quiet(look(idle, later), QuietRule()) is None
 
 
 def test_the_rule_takes_the_configured_wait_and_the_perturbation_limits() -> None:

@@ -22,6 +22,7 @@ within it and the pair says so, it never holds the launch up.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import time
@@ -196,3 +197,34 @@ def record(binary: Path, before: PairProbe, after: PairProbe | None) -> PairLate
         out["after"] = after
     return out
 
+
+
+@dataclass(frozen=True)
+class PairLook:
+    """The pair furthest above its best since boot, in one probe of a node's cpus."""
+
+    cpus: str  # "a and b"
+    median_ns: float
+    best_ns: float
+
+    @property
+    def ratio(self) -> float:
+        return self.median_ns / self.best_ns
+
+
+def worst_pair(probe_run: PairProbe, best: dict[str, float]) -> PairLook | None:
+    """The probed pair with the largest round trip over its best (None: no pair measured)."""
+    looks = [PairLook(f"{f['cpus'][0]} and {f['cpus'][1]}", f["median_ns"], best[pair_key(f["cpus"])])
+             for f in probe_run["pairs"] if best.get(pair_key(f["cpus"]))]
+    return max(looks, key=lambda lk: lk.ratio, default=None)
+
+
+def look_at_node() -> PairLook | None:
+    """The cpus this process may use, probed once (at most MAX_PAIRS neighbouring pairs) and set
+    against their best since boot, which the look also updates; None where nothing can be probed."""
+    pairs = pairs_of(sorted(os.sched_getaffinity(0)))
+    binary = tool_binary() if pairs else None
+    if not isinstance(binary, Path):
+        return None
+    measured = probe(binary, pairs)
+    return worst_pair(measured, remember_best([measured]))

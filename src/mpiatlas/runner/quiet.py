@@ -7,7 +7,9 @@ group. Relaunching it straight away would likely meet the same disturbance, so t
 quiet when, over that window, the cpus were busy (anyone: no launch of ours runs meanwhile) for no
 more than the perturbation limit ``other_cpu_share``, the hypervisor stole no more than
 ``steal_share`` (mpiatlas.stats.quality's limits, with the same tick-resolution rule), and, when
-``max_load_per_cpu`` is set, the 1-minute load per cpu is below it. Looks repeat until quiet or
+``max_load_per_cpu`` is set, the 1-minute load per cpu is below it, and, at the end of the window, no
+pair of the node's cpus passes a cache line in more than ``pair_latency_ratio`` times its best since
+boot (node.pair_latency: a VM's vCPUs apart last tens of seconds). Looks repeat until quiet or
 until ``max_wait_s`` has passed; the launch then goes ahead either way, and the record
 (:class:`QuietWait`, provenance ``quiet_wait``; one wait per pass of the later round over a group)
 says how long it waited, how many looks, the last
@@ -21,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, NotRequired, TypedDict
 
+from mpiatlas.node.pair_latency import PairLook, look_at_node
 from mpiatlas.stats import quality
 from mpiatlas.runner.machine_state import CPU_FIELDS, IDLE_FIELDS, NodeSnapshot, node_snapshot
 
@@ -34,6 +37,7 @@ class QuietRule:
     max_load_per_cpu: float | None = None
     other_cpu_share: float = quality.DEFAULT_LIMITS["other_cpu_share"]
     steal_share: float = quality.DEFAULT_LIMITS["steal_share"]
+    pair_latency_ratio: float = quality.DEFAULT_LIMITS["pair_latency_ratio"]
 
     @classmethod
     def of_config(cls, campaign: Mapping[str, Any]) -> QuietRule:
@@ -41,7 +45,8 @@ class QuietRule:
         lim = quality.limits(campaign.get("perturbation"))
         load = later.get("max_load_per_cpu")
         return cls(float(later.get("max_wait_s", 60.0)), float(later.get("window_s", 2.0)),
-                   None if load is None else float(load), lim["other_cpu_share"], lim["steal_share"])
+                   None if load is None else float(load), lim["other_cpu_share"], lim["steal_share"],
+                   lim["pair_latency_ratio"])
 
 
 @dataclass(frozen=True)
@@ -54,9 +59,11 @@ class Look:
     steal_ticks: int
     total_ticks: int
     load_per_cpu: float
+    pair_ratio: float = 0.0  # the node's worst cpu pair over its best since boot (0: not probed)
+    pair_ns: float = 0.0
 
 
-def look(before: NodeSnapshot, after: NodeSnapshot) -> Look:
+def look(before: NodeSnapshot, after: NodeSnapshot, pair: PairLook | None = None) -> Look:
     """The node over the window between two snapshots, all of its cpus together."""
     busy = steal = total = 0
     for cpu, end in after.cpus.items():
@@ -70,7 +77,8 @@ def look(before: NodeSnapshot, after: NodeSnapshot) -> Look:
         busy += span - sum(d[k] for k in IDLE_FIELDS) - d["steal"]
     cpus = max(len(after.cpus), 1)
     return Look(round(busy / total, 4) if total else 0.0, busy, round(steal / total, 4) if total else 0.0, steal,
-                total, round(after.loadavg[0] / cpus, 3))
+                total, round(after.loadavg[0] / cpus, 3), round(pair.ratio, 2) if pair else 0.0,
+                round(pair.median_ns, 1) if pair else 0.0)
 
 
 def why_not_quiet(seen: Look, rule: QuietRule) -> str | None:
@@ -84,6 +92,9 @@ def why_not_quiet(seen: Look, rule: QuietRule) -> str | None:
         reasons.append(f"{100 * seen.steal_share:.0f} % of its cpu time was stolen (limit {100 * rule.steal_share:.0f} %)")
     if rule.max_load_per_cpu is not None and seen.load_per_cpu > rule.max_load_per_cpu:
         reasons.append(f"its 1-minute load was {seen.load_per_cpu:g} per cpu (limit {rule.max_load_per_cpu:g})")
+    if seen.pair_ratio > rule.pair_latency_ratio:
+        reasons.append(f"a pair of its cpus passed a cache line in {seen.pair_ns:.0f} ns, {seen.pair_ratio:.1f}x "
+                       f"its best since boot (limit {rule.pair_latency_ratio:g}x)")
     return "; ".join(reasons) or None
 
 
@@ -110,8 +121,10 @@ class QuietWait:
 
 
 def wait_until_quiet(rule: QuietRule, snapshot: Callable[[], NodeSnapshot] = node_snapshot,
-                     sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> QuietWait:
-    """Look at the node one window at a time until it is quiet or ``rule.max_wait_s`` has passed."""
+                     sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+                     pairs: Callable[[], PairLook | None] = look_at_node) -> QuietWait:
+    """Look at the node one window at a time until it is quiet or ``rule.max_wait_s`` has passed
+    (``pairs``: the node's cpu pairs probed at the end of each window)."""
     if rule.max_wait_s <= 0:
         return QuietWait(0.0, 0, False, "not waited (max_wait_s is 0)", {})
     start = clock()
@@ -120,7 +133,7 @@ def wait_until_quiet(rule: QuietRule, snapshot: Callable[[], NodeSnapshot] = nod
     while True:
         sleep(rule.window_s)
         after = snapshot()
-        seen, looks = look(before, after), looks + 1
+        seen, looks = look(before, after, pairs()), looks + 1
         problem = why_not_quiet(seen, rule)
         waited = clock() - start
         if problem is None:
