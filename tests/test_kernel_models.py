@@ -96,28 +96,28 @@ def test_ring_phases_follow_the_odd_even_derivation() -> None:
 def test_ring_fit_recovers_lambda_and_predicts_every_variant() -> None:
     df = ring_table(P2P(LAMBDA, BW, "PingPong"), noise=0.01)
     (fit,) = fit_ring(df, hockney_records([hockney_entry()]))
-    assert fit["lambda_source"] == "PingPong" and fit["pingpong_latency_us"] == LAMBDA
+    assert fit.lambda_source == "PingPong" and fit.pingpong_latency_us == LAMBDA
     # ring-implied λ within 5 % of the true λ (1 % noise), its CI covers it
-    assert fit["ring_latency_us"] == pytest.approx(LAMBDA, rel=0.05)
-    lo, hi = fit["ring_latency_ci_us"]
+    assert fit.ring_latency_us == pytest.approx(LAMBDA, rel=0.05)
+    lo, hi = fit.ring_latency_ci_us
     assert lo <= LAMBDA <= hi
-    assert fit["ring_vs_pingpong_latency"] == pytest.approx(1.0, rel=0.05)
-    assert fit["ring_bandwidth_MBps"] == pytest.approx(BW, rel=0.05)
+    assert fit.ring_vs_pingpong_latency == pytest.approx(1.0, rel=0.05)
+    assert fit.ring_bandwidth_MBps == pytest.approx(BW, rel=0.05)
     # the data follow the model: every residual within 4 % (1 % noise on the median of 3)
-    assert len(fit["points"]) == 5 * 3 * 2
-    assert all(abs(p["rel_err"]) < 0.04 for p in fit["points"])
-    blocking3 = next(p for p in fit["points"] if p["variant"] == "blocking" and p["np"] == 3 and p["bytes"] == 4)
-    assert blocking3["phases_model"] == 3 and blocking3["phases_measured"] == pytest.approx(3, rel=0.04)
-    assert fit["fails_where"].startswith("holds within 25% at every point")
+    assert len(fit.points) == 5 * 3 * 2
+    assert all(abs(p.rel_err) < 0.04 for p in fit.points)
+    blocking3 = next(p for p in fit.points if p.variant == "blocking" and p.np == 3 and p.bytes == 4)
+    assert blocking3.phases_model == 3 and blocking3.phases_measured == pytest.approx(3, rel=0.04)
+    assert fit.fails_where.startswith("holds within 25% at every point")
 
 
 def test_ring_without_pingpong_fits_lambda_from_the_ring_and_says_so(few_bootstraps: None) -> None:
     df = ring_table(P2P(2.0, 1000.0, "x"))
     (fit,) = fit_ring(df, hockney_records([hockney_entry(label="other/label/core")]))
-    assert fit["lambda_source"] == "ring" and "no IMB PingPong" in fit["lambda_note"]
-    assert fit["pingpong_latency_us"] is None and fit["ring_vs_pingpong_latency"] is None
-    assert fit["latency_us"] == pytest.approx(2.0, rel=1e-6)
-    assert fit["bandwidth_MBps"] == pytest.approx(1000.0, rel=1e-6)
+    assert fit.lambda_source == "ring" and "no IMB PingPong" in fit.lambda_note
+    assert fit.pingpong_latency_us is None and fit.ring_vs_pingpong_latency is None
+    assert fit.latency_us == pytest.approx(2.0, rel=1e-6)
+    assert fit.bandwidth_MBps == pytest.approx(1000.0, rel=1e-6)
     result = fit_kernels({"ring": df}, [])
     assert any("no IMB PingPong" in n for n in result.notes)
 
@@ -129,18 +129,31 @@ def test_ring_failure_statement_names_the_worst_point() -> None:
     df = df.with_columns(pl.when(pl.col("np") == 4).then(pl.col("time_us") * 10).otherwise(pl.col("time_us"))
                          .alias("time_us"))
     (fit,) = fit_ring(df, hockney_records([hockney_entry()]))
-    assert "P=4" in fit["fails_where"] and "oversubscribed" in fit["fails_where"]
-    assert "10× the model" in fit["fails_where"]
+    assert "P=4" in fit.fails_where and "oversubscribed" in fit.fails_where
+    assert "10× the model" in fit.fails_where
     # the ring λ comes from P ≤ cores only, so it is not spoilt by the oversubscribed cells
-    assert fit["ring_latency_us"] == pytest.approx(LAMBDA, rel=1e-6)
+    assert fit.ring_latency_us == pytest.approx(LAMBDA, rel=1e-6)
     assert failure_statement([], str).endswith("no measured point to test it against")
+
+
+def test_a_ring_fit_is_its_file_entry_and_a_wrong_one_is_named_by_file_and_key() -> None:
+    (fit,) = fit_ring(ring_table(P2P(LAMBDA, BW, "PingPong"), nps=(2, 3)), hockney_records([hockney_entry()]))
+    # to_json and back gives the same record, through the whole document as the fit rule writes it
+    document = json.loads(json.dumps(KernelFits(ring=(fit,)).to_json()))
+    assert KernelFits.from_json(document).ring == (fit,)
+    entry = document["ring"][0]
+    assert entry["ring_ranges"][0]["range"] == "< 1 KiB" and "region_fails_where" not in entry  # no region model
+    entry["points"][2]["oversubscribed"] = "no"
+    with pytest.raises(FitRecordError, match=r"fits/kernels\.json: \$\.ring\[0\]\.points\[2\]\.oversubscribed: "
+                                             r"expected true, false or null, got 'no'"):
+        KernelFits.from_json(document, "fits/kernels.json")
 
 
 def test_failed_cells_do_not_enter_the_models() -> None:
     df = ring_table(P2P(LAMBDA, BW, "PingPong"), nps=(2,))
     bad = df.with_columns(pl.lit("failed").alias("cell_status"), pl.col("time_us") * 100)
     (fit,) = fit_ring(pl.concat([df, bad]), hockney_records([hockney_entry()]))
-    assert all(abs(p["rel_err"]) < 1e-9 for p in fit["points"])
+    assert all(abs(p.rel_err) < 1e-9 for p in fit.points)
     assert fit_ring(bad, hockney_records([hockney_entry()])) == []
 
 

@@ -190,7 +190,7 @@ def headline(rows: list[dict[str, Any]]) -> str:
 
 
 def fit_jacobi(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None,
-               ring_p2p: dict[str, P2P] | None = None, *, seed: int = 0) -> list[dict[str, Any]]:
+               ring_p2p: dict[str | None, P2P] | None = None, *, seed: int = 0) -> list[dict[str, Any]]:
     df = usable(df)
     if df is None:
         return []

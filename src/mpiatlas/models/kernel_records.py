@@ -37,6 +37,7 @@ from mpiatlas.models.json_fields import (
     required_integer,
     required_text,
 )
+from mpiatlas.models.ring_records import RingFit
 
 KERNELS_FILE = "kernels.json"
 
@@ -346,12 +347,12 @@ def grid_comparisons(entries: JsonValue, where: str, path: str) -> list[GridComp
 @dataclass(frozen=True)
 class KernelFits:
     """The ``fits/kernels.json`` document: every kernel model's entries (``KERNEL_MODELS`` names
-    them, in the file's key order) and the notes a reader must be told. coll, pingpong
-    and matsum_grids are typed (:class:`CollFit`, :class:`PingpongFit`, :class:`GridComparison`); ring,
-    matsum and jacobi are still the entries as
-    their fits write them (issue 37: typed next)."""
+    them, in the file's key order) and the notes a reader must be told. coll, pingpong, ring
+    and matsum_grids are typed (:class:`CollFit`, :class:`PingpongFit`,
+    :class:`~mpiatlas.models.ring_records.RingFit`, :class:`GridComparison`); matsum and jacobi are
+    still the entries as their fits write them (issue 37: typed next)."""
 
-    ring: list[dict[str, Any]] = field(default_factory=list)
+    ring: tuple[RingFit, ...] = ()
     matsum: list[dict[str, Any]] = field(default_factory=list)
     matsum_grids: tuple[GridComparison, ...] = ()
     jacobi: list[dict[str, Any]] = field(default_factory=list)
@@ -367,6 +368,8 @@ class KernelFits:
             return [c.to_json() for c in self.coll]
         if name == "pingpong":
             return [p.to_json() for p in self.pingpong]
+        if name == "ring":
+            return [r.to_json() for r in self.ring]
         if name == "matsum_grids":
             return [g.to_json() for g in self.matsum_grids]
         untyped: list[JsonValue] = list(getattr(self, name))
@@ -383,12 +386,13 @@ class KernelFits:
         """A kernels.json document (a missing model is one without entries)."""
         obj = read_object(value, where, "$")
         untyped: dict[str, list[dict[str, Any]]] = {}
-        for name in ("ring", "matsum", "jacobi"):
+        for name in ("matsum", "jacobi"):
             untyped[name] = [read_object(e, where, f"$.{name}[{i}]") for i, e in enumerate(read_list(obj, name, where, "$"))]
         notes = read_texts(obj, "notes", where, "$")
         pingpong = read_records(obj, "pingpong", PingpongFit.from_json, where, "$")
         grids = tuple(grid_comparisons(obj.get("matsum_grids", []), where, "$.matsum_grids"))
-        return cls(**untyped, matsum_grids=grids, pingpong=pingpong, coll=tuple(coll_records(obj.get("coll", []), where)),
+        ring = read_records(obj, "ring", RingFit.from_json, where, "$")
+        return cls(**untyped, ring=ring, matsum_grids=grids, pingpong=pingpong, coll=tuple(coll_records(obj.get("coll", []), where)),
                    notes=notes)
 
 

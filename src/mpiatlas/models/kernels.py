@@ -49,9 +49,9 @@ Every model result carries its residuals (``rel_err`` = predicted / measured −
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import polars as pl
@@ -79,6 +79,7 @@ from mpiatlas.models.ring_regions import RegionInputs, RingHops, exchange_time, 
 from mpiatlas.stats.quality import trusted
 from mpiatlas.models.kernel_p2p import fit_coll, fit_pingpong
 from mpiatlas.models.kernel_records import KernelFits
+from mpiatlas.models.ring_records import PlacementBoundary, RegionModel, RingFit, RingPoint, RingRange, RingRegionPoint
 
 # scipy (~0.5 s to import) is imported by the fits that use it: most campaigns need few of them.
 
@@ -163,7 +164,7 @@ RING_RANGES: tuple[tuple[int, int | None, str], ...] = (
     (0, 1024, "< 1 KiB"), (1024, 65536, "1 KiB – 64 KiB"), (65536, None, "≥ 64 KiB"))
 
 
-def ring_range_fits(points: pl.DataFrame) -> list[dict[str, Any]]:
+def ring_range_fits(points: pl.DataFrame) -> list[RingRange]:
     """λ and B per message-size range from the ring alone: T_nonblocking/(P·m) = λ + s/B fitted
     (:func:`fit_latency_bandwidth`) over the range's nonblocking points with P ≤ cores (all of them
     when every one is oversubscribed); a range of one size gives its per-message time as λ and no B."""
@@ -179,14 +180,14 @@ def ring_range_fits(points: pl.DataFrame) -> list[dict[str, Any]]:
         per_message = part["measured_us"].to_numpy() / (part["np"] * part["streams"]).to_numpy().astype(float)
         lam, g = fit_latency_bandwidth(sizes, per_message)
         several = np.unique(sizes).size > 1
-        out.append({"range": name, "sizes": sorted({int(b) for b in sizes}), "np": sorted(set(part["np"].to_list())),
-                    "n_points": part.height, "latency_us": json_num(lam),
-                    "bandwidth_MBps": json_num(1.0 / g) if several and g > 0 else None})
+        out.append(RingRange(range=name, sizes=tuple(sorted({int(b) for b in sizes})),
+                             np=tuple(sorted(set(part["np"].to_list()))), n_points=part.height,
+                             latency_us=json_num(lam), bandwidth_MBps=json_num(1.0 / g) if several and g > 0 else None))
     return out
 
 
 def fit_ring(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None, *,
-             seed: int = 0, regions: RegionInputs | None = None) -> list[dict[str, Any]]:
+             seed: int = 0, regions: RegionInputs | None = None) -> list[RingFit]:
     """One fit per stack/transport/mapping; with ``regions`` every point also carries the
     region-aware prediction (:mod:`mpiatlas.models.ring_regions`): hops of the cell's placement,
     each priced by its region, the slowest setting the pace."""
@@ -199,6 +200,7 @@ def fit_ring(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None, *
     for key, points in points_all.group_by(list(LABEL_COLUMNS), maintain_order=True):
         head = dict(zip(LABEL_COLUMNS, key))
         label = head["label"]
+        cell = {"label": label, "stack": head["stack"], "transport": head["transport"], "mapping": head["mapping"]}
         pingpong = pingpong_params(hockney, label)
         ring_fit = _ring_self_fit(points, rng)
         if pingpong is not None:
@@ -209,26 +211,23 @@ def fit_ring(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None, *
             source_note = ("no IMB PingPong fit for this stack/transport/mapping: λ and B fitted to the ring's own "
                            "nonblocking points, so the nonblocking residuals are a fit, not a test")
         else:
-            out.append({**head, "error": "no PingPong fit and no nonblocking ring points to take λ from"})
+            out.append(RingFit(**cell, error="no PingPong fit and no nonblocking ring points to take λ from"))
             continue
-        rows = []
+        points_fit = []
         table = regions.table_for(label, head["stack"], head["transport"]) if regions else None
         for r in points.iter_rows(named=True):
             pred = ring_predict(r["variant"], r["np"], r["streams"], r["bytes"], p2p)
             msg = p2p.time(r["bytes"])
             unit = r["np"] * r["streams"] * msg
             hops = regions.hops.get((label, r["np"])) if regions else None
-            region = _region_point(r, hops, table)
-            rows.append({
-                "variant": r["variant"], "streams": r["streams"], "bytes": r["bytes"], "np": r["np"],
-                "oversubscribed": bool(r["oversubscribed"]), "n_reps": len(r["reps"]),
-                "measured_us": json_num(r["measured_us"]), "predicted_us": json_num(pred),
-                "rel_err": relative_error(pred, r["measured_us"]),
-                "phases_model": ring_phases(r["variant"], r["np"]),
-                "phases_measured": json_num(r["measured_us"] / unit) if unit > 0 else None,
-                "reps_us": [json_num(v) for v in r["reps"]],
-                **region,
-            })
+            points_fit.append(RingPoint(
+                variant=r["variant"], streams=r["streams"], bytes=r["bytes"], np=r["np"],
+                oversubscribed=bool(r["oversubscribed"]), n_reps=len(r["reps"]),
+                measured_us=json_num(r["measured_us"]), predicted_us=json_num(pred),
+                rel_err=relative_error(pred, r["measured_us"]), phases_model=ring_phases(r["variant"], r["np"]),
+                phases_measured=json_num(r["measured_us"] / unit) if unit > 0 else None,
+                reps_us=tuple(json_num(v) for v in r["reps"]), region=_region_point(r, hops, table)))
+        rows = [p.to_json() for p in points_fit]  # failure_statement's view: the points as the file holds them
         ratio = None
         if ring_fit and pingpong and pingpong.latency_us:
             ratio = ring_fit["latency_us"] / pingpong.latency_us
@@ -238,71 +237,74 @@ def fit_ring(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None, *
             return f"{p['variant']} P={p['np']} {p['bytes']} B ({p['streams']} streams{over})"
 
         fails = failure_statement(rows, describe)
-        nb_small = [p for p in rows if p["variant"] == "nonblocking" and not p["oversubscribed"]]
+        nb_small = [p for p in points_fit if p.variant == "nonblocking" and not p.oversubscribed]
         headline = (f"ring λ {ring_fit['latency_us']:.3g} µs" if ring_fit else "ring λ n/a") + \
             (f" vs PingPong λ {pingpong.latency_us:.3g} µs (×{ratio:.2f})" if ratio is not None and pingpong else
              " (no PingPong λ: ring-fitted)")
-        out.append({
-            **head,
-            "model": RING_FORMULA,
-            "lambda_source": p2p.source,
-            "lambda_note": source_note,
-            "latency_us": json_num(p2p.latency_us),
-            "bandwidth_MBps": json_num(p2p.bandwidth_MBps),
-            "pingpong_latency_us": json_num(pingpong.latency_us) if pingpong else None,
-            "pingpong_bandwidth_MBps": json_num(pingpong.bandwidth_MBps) if pingpong else None,
-            "ring_latency_us": json_num(ring_fit["latency_us"]) if ring_fit else None,
-            "ring_latency_ci_us": ring_fit["latency_ci_us"] if ring_fit else [None, None],
-            "ring_bandwidth_MBps": json_num(ring_fit["bandwidth_MBps"]) if ring_fit else None,
-            "ring_fit_points": ring_fit["n_points"] if ring_fit else 0,
-            "ring_ranges": ring_range_fits(points),
-            "ring_vs_pingpong_latency": json_num(ratio),
-            "nonblocking_points_within_25pct": sum(1 for p in nb_small if p["rel_err"] is not None
-                                                   and abs(p["rel_err"]) <= 0.25),
-            "points": rows,
-            "headline": headline,
-            "fails_where": fails,
-            "boundaries": _boundaries(label, regions),
+        ring_ci = ring_fit["latency_ci_us"] if ring_fit else [None, None]
+        out.append(RingFit(
+            **cell,
+            model=dict(RING_FORMULA),
+            lambda_source=p2p.source,
+            lambda_note=source_note,
+            latency_us=json_num(p2p.latency_us),
+            bandwidth_MBps=json_num(p2p.bandwidth_MBps),
+            pingpong_latency_us=json_num(pingpong.latency_us) if pingpong else None,
+            pingpong_bandwidth_MBps=json_num(pingpong.bandwidth_MBps) if pingpong else None,
+            ring_latency_us=json_num(ring_fit["latency_us"]) if ring_fit else None,
+            ring_latency_ci_us=(ring_ci[0], ring_ci[1]),
+            ring_bandwidth_MBps=json_num(ring_fit["bandwidth_MBps"]) if ring_fit else None,
+            ring_fit_points=ring_fit["n_points"] if ring_fit else 0,
+            ring_ranges=tuple(ring_range_fits(points)),
+            ring_vs_pingpong_latency=json_num(ratio),
+            nonblocking_points_within_25pct=sum(1 for p in nb_small if p.rel_err is not None
+                                                and abs(p.rel_err) <= 0.25),
+            points=tuple(points_fit),
+            headline=headline,
+            fails_where=fails,
+            boundaries=_boundaries(label, regions),
             **_region_summary(rows, table, regions, describe),
-        })
+        ))
     return out
 
 
-def _boundaries(label: str, regions: RegionInputs | None) -> list[dict[str, Any]]:
+def _boundaries(label: str, regions: RegionInputs | None) -> tuple[PlacementBoundary, ...]:
     """The P where the label's rings first reach another socket or node (ring_regions.placement_boundaries
     of its largest ring whose placement is known); [] without one."""
     sizes = [np_ for (name, np_) in (regions.hops if regions else {}) if name == label]
     if not sizes or regions is None:
-        return []
-    return placement_boundaries(regions.hops[(label, max(sizes))])
+        return ()
+    return tuple(PlacementBoundary(np=b["np"], region=b["region"])
+                 for b in placement_boundaries(regions.hops[(label, max(sizes))]))
 
 
-def _region_point(r: dict[str, Any], hops: RingHops | None, table: RegionTable | None) -> dict[str, Any]:
+def _region_point(r: dict[str, Any], hops: RingHops | None, table: RegionTable | None) -> RingRegionPoint:
     """The region-aware prediction of one ring point (None fields: no hops or no table)."""
     if hops is None or table is None:
-        return {"region_predicted_us": None, "region_rel_err": None, "boundary_hops": None, "slowest_region": None,
-                "hop_regions": None}
+        return RingRegionPoint()
     if not hops.regions:  # one rank: no hop to price (the ring's time is its own copy, not a message)
-        return {**_region_point(r, None, None), "boundary_hops": 0, "hop_regions": {}}
+        return RingRegionPoint(boundary_hops=0, hop_regions={})
     try:
         pred = exchange_time(hops, table, np=r["np"], streams=r["streams"], nbytes=r["bytes"],
                              phases=ring_phases(r["variant"], r["np"]), ssend=r["variant"] == "ssend")
     except RegionTableError:  # a hop region the table lacks: no prediction for this point
-        return {**_region_point(r, None, None), "boundary_hops": hops.boundary_hops, "hop_regions": hops.counts()}
-    return {"region_predicted_us": json_num(pred.predicted_us),
-            "region_rel_err": relative_error(pred.predicted_us, r["measured_us"]),
-            "boundary_hops": pred.boundary_hops, "slowest_region": pred.slowest_region, "hop_regions": pred.hop_regions}
+        return RingRegionPoint(boundary_hops=hops.boundary_hops, hop_regions=hops.counts())
+    return RingRegionPoint(region_predicted_us=json_num(pred.predicted_us),
+                           region_rel_err=relative_error(pred.predicted_us, r["measured_us"]),
+                           boundary_hops=pred.boundary_hops, slowest_region=pred.slowest_region,
+                           hop_regions=dict(pred.hop_regions))
 
 
 def _region_summary(rows: list[dict[str, Any]], table: RegionTable | None, regions: RegionInputs | None,
-                    describe: Any) -> dict[str, Any]:
+                    describe: Callable[[dict[str, Any]], str]) -> RegionSummary:
     """The fit's region-aware fields: the table used, where that model fails, and where it parts
     from the single-λ model (|region/single − 1| > 10 %)."""
     priced = [p for p in rows if p["region_predicted_us"] is not None]
     if not priced:
         why = ("no region table (no per-region PingPong fits for this stack/transport)" if table is None
                else "no hop regions for these cells (placement or topology unknown)")
-        return {"region_model": None, "region_note": why if regions else "no region inputs given"}
+        return {"region_model": None, "region_note": why if regions else "no region inputs given",
+                "region_fails_where": None, "region_changes": None}
     scored = [{**p, "rel_err": p["region_rel_err"]} for p in priced]
     differ = [p for p in priced if p["predicted_us"] and abs(p["region_predicted_us"] / p["predicted_us"] - 1) > 0.1]
     changes = None
@@ -311,13 +313,22 @@ def _region_summary(rows: list[dict[str, Any]], table: RegionTable | None, regio
         crossing = sorted({p["slowest_region"] for p in differ})
         changes = (f"region-aware model parts from the single-λ one (>10 %) at P = {', '.join(map(str, nps))} "
                    f"(slowest hop {', '.join(crossing)}); it {failure_statement(scored, describe)}")
-    return {"region_model": {"source": table.source, "latency_us": dict(table.latency_us),
-                             "bandwidth_MBps": dict(table.bandwidth_MBps)} if table else None,
+    return {"region_model": RegionModel(source=table.source, latency_us=dict(table.latency_us),
+                                        bandwidth_MBps=dict(table.bandwidth_MBps)) if table else None,
             "region_note": None, "region_fails_where": failure_statement(scored, describe),
             "region_changes": changes}
 
 
 # ---------------------------------------------------------------------------------------- matsum
+
+
+class RegionSummary(TypedDict):
+    """The region-aware fields of a :class:`RingFit` (see there)."""
+
+    region_model: RegionModel | None
+    region_note: str | None
+    region_fails_where: str | None
+    region_changes: str | None
 
 
 def binomial_subtree(rank: int, size: int) -> int:
@@ -488,22 +499,21 @@ def fit_kernels(tables: dict[str, pl.DataFrame | None], hockney: Sequence[Hockne
     notes: list[str] = []
     ring = fit_ring(tables.get("ring"), hockney, seed=seed, regions=ring_regions)
     notes += ring_regions.notes if ring_regions else []
-    ring_p2p = {r["label"]: P2P(r["ring_latency_us"], r.get("ring_bandwidth_MBps"), "ring")
-                for r in ring if r.get("ring_latency_us") is not None}
-    for r in ring:
-        if r.get("lambda_source") == "ring":
-            notes.append(f"ring {r['label']}: {r['lambda_note']}")
+    ring_p2p = {r.label: P2P(r.ring_latency_us, r.ring_bandwidth_MBps, "ring")
+                for r in ring if r.ring_latency_us is not None}
+    notes += [f"ring {r.label}: {r.lambda_note}" for r in ring if r.lambda_source == "ring"]
     matsum = fit_matsum(tables.get("matsum"), seed=seed)
     grids = matsum_grids(usable(tables.get("matsum")), seed=seed)
     jacobi = fit_jacobi(tables.get("jacobi"), hockney, ring_p2p)
     pingpong = fit_pingpong(tables.get("pingpong"), hockney, seed=seed)
     coll = fit_coll(tables.get("coll"))
-    for name, fits in (("ring", ring), ("matsum", matsum), ("jacobi", jacobi)):
+    notes += [f"ring {f.label}: not fitted: {f.error}" for f in ring if f.error is not None]
+    for name, fits in (("matsum", matsum), ("jacobi", jacobi)):
         for f in fits:
             if "error" in f:
                 notes.append(f"{name} {f.get('label')}: not fitted: {f['error']}")
     notes += [f"pingpong {f.label}: not fitted: {f.error}" for f in pingpong if f.error is not None]
-    return KernelFits(ring=ring, matsum=matsum, matsum_grids=tuple(grids), jacobi=jacobi, pingpong=tuple(pingpong),
+    return KernelFits(ring=tuple(ring), matsum=matsum, matsum_grids=tuple(grids), jacobi=jacobi, pingpong=tuple(pingpong),
                       coll=tuple(coll), notes=tuple(notes))
 
 

@@ -24,6 +24,7 @@ from mpiatlas.node.topology import Topology, TopologyError, detect
 from mpiatlas.node.topology_synthetic import read_topology
 from mpiatlas.stats.aggregate import summarize
 from mpiatlas.models.kernel_records import CollFit, GridComparison, PingpongFit
+from mpiatlas.models.ring_records import RingFit
 from mpiatlas.models.fit_records import FitRecordError, HockneyRecord, JsonValue
 from mpiatlas.models.fits_files import FILES, problems, schema_name
 
@@ -128,6 +129,10 @@ class ReportData:
     def matsum_grids(self) -> list[GridComparison] | None:
         """fits/kernels.json's matsum_grids."""
         return self._kernel_records("matsum_grids", GridComparison.from_json)
+
+    def ring_fits(self) -> list[RingFit] | None:
+        """fits/kernels.json's ring entries."""
+        return self._kernel_records("ring", RingFit.from_json)
 
     def coll_fits(self) -> list[CollFit] | None:
         """fits/kernels.json's coll entries."""
