@@ -132,7 +132,7 @@ def section_tuning(data: ReportData) -> Section | None:
     tuning = data.tuning
     if not tuning:
         return None
-    decision = tuning["decision"]
+    decision = tuning.decision
     points = decision_points(decision)
     blocks: list[Any] = [Text(
         f"`mpiatlas tune` on {decision.get('source')}: a non-default algorithm replaces the stack's default at a "
@@ -143,7 +143,7 @@ def section_tuning(data: ReportData) -> Section | None:
     for collective in sorted(points.get_column("collective").unique().to_list()):
         blocks += [Heading(collective), _decision_map(collective, points.filter(pl.col("collective") == collective))]
     blocks.append(Heading("Validation"))
-    blocks += _validation_blocks(tuning.get("validation"))
+    blocks += _validation_blocks(tuning.validation)
     blocks.append(Heading("Files"))
-    blocks += _downloads(tuning.get("files", {})) or [Text("No tuning file: nothing beat the default.", cls="muted")]
+    blocks += _downloads(tuning.files) or [Text("No tuning file: nothing beat the default.", cls="muted")]
     return Section(TITLE, blocks, id=SECTION_ID)
