@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
 from mpiatlas.report.formatting import DASH, fmt_bool, fmt_num
 
@@ -112,16 +112,20 @@ class ChartBlock:
 class Details:
     kind: ClassVar[str] = "details"
     summary: str
-    blocks: list[Any]
+    blocks: list[Block]
     open: bool = False
 
 
 @dataclass
 class Section:
     title: str
-    blocks: list[Any]
+    blocks: list[Block]
     id: str = ""
     lead: str | None = None
+
+
+# What a section is made of: the template renders each by its ``kind``.
+Block: TypeAlias = Text | Heading | Notice | Bullets | Table | KeyValues | Pre | Download | ChartBlock | Details
 
 
 def cell(value: Any, *, title: str | None = None, cls: str | None = None) -> Cell:

@@ -14,7 +14,7 @@ import polars as pl
 
 from mpiatlas.models.kernel_records import GridComparison
 from mpiatlas.stats.quality import trusted
-from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Notice, Table, Text, cell
+from mpiatlas.report.blocks import Block, Cell, ChartBlock, Heading, Notice, Table, Text, cell
 from mpiatlas.report.charts import CHART_H, OVER, chart_spec, rounded
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, fmt_bool, fmt_ci, fmt_num
@@ -34,7 +34,7 @@ class KernelOpening:
     df: pl.DataFrame | None
     fits: list[dict[str, Any]] | None
     good: list[dict[str, Any]]
-    blocks: list[Any]
+    blocks: list[Block]
 
 
 def kernel_opening(data: ReportData, name: str, description: str) -> KernelOpening | None:
@@ -42,7 +42,7 @@ def kernel_opening(data: ReportData, name: str, description: str) -> KernelOpeni
     df, fits = data.kernel_table(name), data.kernel_fits(name)
     if df is None and not fits:
         return None
-    blocks: list[Any] = [Text(description), *no_fit_notice(name, fits)]
+    blocks: list[Block] = [Text(description), *no_fit_notice(name, fits)]
     if df is not None:
         blocks += status_notice(df, name)
     return KernelOpening(df, fits, [f for f in fits or [] if "error" not in f], blocks)
@@ -58,7 +58,7 @@ def err_cell(rel: Any) -> Cell:
     return Cell(f"{100 * rel:+.0f} %", cls="bad" if abs(rel) > 0.25 else "ok", title="model / measured − 1")
 
 
-def status_notice(df: pl.DataFrame, name: str) -> list[Any]:
+def status_notice(df: pl.DataFrame, name: str) -> list[Block]:
     if "cell_status" not in df.columns:
         return []
     bad = df.filter(pl.col("cell_status") != "ok").get_column("cell").unique().sort().to_list()
@@ -68,7 +68,7 @@ def status_notice(df: pl.DataFrame, name: str) -> list[Any]:
                    "kept in the table but left out of the models.", "warn", bad[:20])]
 
 
-def no_fit_notice(name: str, fits: list[dict[str, Any]] | None) -> list[Any]:
+def no_fit_notice(name: str, fits: list[dict[str, Any]] | None) -> list[Block]:
     if fits is None:
         return [Notice(f"No {name} model (fits/kernels.json missing or without '{name}'): measurements only.", "warn")]
     errors = [f"{f.get('label')}: {f['error']}" for f in fits if "error" in f]
@@ -115,7 +115,7 @@ GRID_DEFAULT = "MPI_Dims_create"
 
 
 def grid_blocks(entries: list[GridComparison], facet_keys: list[tuple[str, str, str]], value_title: str,
-                extras: list[tuple[str, str]], title: str) -> list[Any]:
+                extras: list[tuple[str, str]], title: str) -> list[Block]:
     """A table of every grid (fastest first per comparison) and a chart of their times with the
     95 % CI of the median and every repetition, one facet per comparison. ``facet_keys``: (coordinate
     of the comparison's key, column title, prefix in the facet's title) naming a comparison; ``extras``:

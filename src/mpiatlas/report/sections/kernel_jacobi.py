@@ -10,7 +10,7 @@ import polars as pl
 from mpiatlas.matrix.layout import KERNELS_FIT
 from mpiatlas.models.fit_records import FitRecordError
 from mpiatlas.models.kernel_records import GridComparison, grid_comparisons
-from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Section, Table, cell
+from mpiatlas.report.blocks import Block, Cell, ChartBlock, Heading, Section, Table, cell
 from mpiatlas.report.charts import FITTED, OVER, chart_spec, measured_vs_model
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, fmt_num, fmt_pct
@@ -31,7 +31,7 @@ def _ratio_cell(h: dict[str, Any]) -> Cell:
     return Cell(f"{DASH} ({why})")
 
 
-def _share_blocks(rows: list[dict[str, Any]]) -> list[Any]:
+def _share_blocks(rows: list[dict[str, Any]]) -> list[Block]:
     """The communication share per configuration (ranks × threads, grid): halo, Allreduce and sweep as
     shares of the iteration, so hybrid and pure MPI on the same cores are read side by side."""
     shown = sorted((r for r in rows if r.get("iteration_us")),

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 import polars as pl
 
-from mpiatlas.report.blocks import Cell, ChartBlock, Details, Heading, Notice, Section, Table, Text, cell
+from mpiatlas.report.blocks import Block, Cell, ChartBlock, Details, Heading, Notice, Section, Table, Text, cell
 from mpiatlas.report.charts import FITTED, OVER, chart_spec, measured_vs_model
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, fmt_bytes, fmt_ci, fmt_num
@@ -122,7 +121,7 @@ def _region_cells(p: RingRegionPoint) -> list[Cell]:
             cell(p.slowest_region or DASH)]
 
 
-def _region_blocks(fits: list[RingFit]) -> list[Any]:
+def _region_blocks(fits: list[RingFit]) -> list[Block]:
     """The region-aware model: the per-region λ, B it used, per label, or why it is absent."""
     with_model = [(f, f.region_model) for f in fits if f.region_model is not None]
     if not with_model:
