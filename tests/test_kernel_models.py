@@ -136,6 +136,21 @@ def test_ring_failure_statement_names_the_worst_point() -> None:
     assert failure_statement([], str).endswith("no measured point to test it against")
 
 
+def test_a_matsum_fit_is_its_file_entry_and_a_wrong_one_is_named_by_file_and_key(few_bootstraps: None) -> None:
+    fits = tuple(fit_matsum(matsum_table())) + tuple(fit_matsum(matsum_table(nps=(1, 2))))
+    assert [f.fitted for f in fits] == [True, False]
+    document = json.loads(json.dumps(KernelFits(matsum=fits).to_json()))
+    assert KernelFits.from_json(document).matsum == fits
+    fitted, failed = document["matsum"]
+    # a failed series keeps its gather order and per-rank phases but has no figures
+    assert "s_us" not in failed and failed["phases_by_rank"] and list(fitted)[:7] == [
+        "label", "stack", "transport", "mapping", "dims", "topo", "dist"]
+    fitted["gather_order"][0]["slowest_first"] = [0, "1"]
+    with pytest.raises(FitRecordError, match=r"kernels\.json: \$\.matsum\[0\]\.gather_order\[0\]\.slowest_first\[1\]: "
+                                             r"expected an integer, got '1'"):
+        KernelFits.from_json(document)
+
+
 def test_a_ring_fit_is_its_file_entry_and_a_wrong_one_is_named_by_file_and_key() -> None:
     (fit,) = fit_ring(ring_table(P2P(LAMBDA, BW, "PingPong"), nps=(2, 3)), hockney_records([hockney_entry()]))
     # to_json and back gives the same record, through the whole document as the fit rule writes it
@@ -180,45 +195,45 @@ def matsum_table(nps=(1, 2, 3, 4, 6, 8), noise: float = 0.005, reps: int = 5, ga
 
 def test_amdahl_fit_recovers_parameters_and_serial_fraction() -> None:
     (fit,) = fit_matsum(matsum_table())
-    assert fit["cores"] == CORES
+    assert fit.cores == CORES
     # 0.5 % noise, 5 repetitions, 6 process counts: parameters within 10 %, serial fraction within 0.01
     # (over 20 seeds the worst errors were 7 % (s), 1 % (p), 6 % (c), 0.008 (fraction))
-    assert fit["s_us"] == pytest.approx(S, rel=0.10)
-    assert fit["p_us"] == pytest.approx(PAR, rel=0.10)
-    assert fit["c_us"] == pytest.approx(C, rel=0.10)
-    assert fit["serial_fraction"] == pytest.approx(S / (S + PAR), abs=0.01)
+    assert fit.s_us == pytest.approx(S, rel=0.10)
+    assert fit.p_us == pytest.approx(PAR, rel=0.10)
+    assert fit.c_us == pytest.approx(C, rel=0.10)
+    assert fit.serial_fraction == pytest.approx(S / (S + PAR), abs=0.01)
     for key, truth in (("s_ci_us", S), ("p_ci_us", PAR), ("c_ci_us", C), ("serial_fraction_ci", S / (S + PAR))):
-        lo, hi = fit[key]
+        lo, hi = getattr(fit, key)
         assert lo <= truth <= hi, (key, lo, truth, hi)
-    assert all(abs(p["rel_err"]) < 0.02 for p in fit["points"])
-    assert [p["p_eff"] for p in fit["points"]] == [1, 2, 3, 4, 4, 4]
-    assert [p["oversubscribed"] for p in fit["points"]] == [False] * 4 + [True] * 2
+    assert all(abs(p.rel_err) < 0.02 for p in fit.points)
+    assert [p.p_eff for p in fit.points] == [1, 2, 3, 4, 4, 4]
+    assert [p.oversubscribed for p in fit.points] == [False] * 4 + [True] * 2
 
 
 def test_amdahl_parameters_stay_non_negative(few_bootstraps: None) -> None:
     df = matsum_table(noise=0.0).with_columns(
         (pl.col("total_us") * 0 + 5000.0 / pl.col("np")).alias("total_us"))  # pure p/P: s = c = 0
     (fit,) = fit_matsum(df.filter(pl.col("np") <= CORES))
-    assert min(fit["s_us"], fit["p_us"], fit["c_us"]) >= 0
-    assert fit["serial_fraction"] == pytest.approx(0.0, abs=1e-3)
+    assert min(fit.s_us, fit.p_us, fit.c_us) >= 0
+    assert fit.serial_fraction == pytest.approx(0.0, abs=1e-3)
 
 
 def test_too_few_process_counts_is_an_error_not_a_fit() -> None:
     (fit,) = fit_matsum(matsum_table(nps=(1, 2)))
-    assert "need 3 process counts" in fit["error"]
+    assert fit.error is not None and "need 3 process counts" in fit.error
 
 
 @pytest.mark.parametrize(("gather", "verdict"), [("binomial", "binomial-tree signature"),
                                                  ("linear", "no binomial-tree signature")])
 def test_gather_ordering_tells_binomial_from_linear(gather: str, verdict: str, few_bootstraps: None) -> None:
     (fit,) = fit_matsum(matsum_table(gather=gather))
-    order = {g["np"]: g for g in fit["gather_order"]}
+    order = {g.np: g for g in fit.gather_order}
     assert set(order) == {3, 4, 6, 8}
-    assert order[8]["verdict"].startswith(verdict)
+    assert order[8].verdict.startswith(verdict)
     if gather == "binomial":
-        assert order[8]["slowest_first"][:2] == [0, 4] and order[8]["spearman_binomial"] > 0.8  # ties: four leaves
+        assert order[8].slowest_first[:2] == (0, 4) and order[8].spearman_binomial > 0.8  # ties: four leaves
     else:
-        assert order[8]["slowest_first"][:2] == [0, 7] and order[8]["spearman_linear"] > 0.9
+        assert order[8].slowest_first[:2] == (0, 7) and order[8].spearman_linear > 0.9
     assert [binomial_subtree(r, 8) for r in range(8)] == [8, 1, 2, 1, 4, 1, 2, 1]
     assert binomial_subtree(2, 3) == 1  # capped by the ranks that exist
 

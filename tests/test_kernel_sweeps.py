@@ -233,7 +233,7 @@ def test_matsum_grids_are_compared_at_their_p_and_kept_out_of_the_amdahl_series(
     assert GridComparison.from_json(json.loads(json.dumps(entry)), "kernels.json", "$.matsum_grids[0]") == first
     # The Amdahl series of dims 96x40x40 has only its MPI_Dims_create cells (P = 1, 3): too few to fit.
     (series,) = fit_matsum(table)
-    assert series["dims"] == "96×40×40" and "P = [1, 3]" in series["error"]
+    assert series.dims == "96×40×40" and series.error is not None and "P = [1, 3]" in series.error
 
 
 def jacobi_sweep_table() -> pl.DataFrame:

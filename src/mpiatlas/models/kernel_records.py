@@ -37,6 +37,7 @@ from mpiatlas.models.json_fields import (
     required_integer,
     required_text,
 )
+from mpiatlas.models.matsum_records import MatsumFit
 from mpiatlas.models.ring_records import RingFit
 
 KERNELS_FILE = "kernels.json"
@@ -347,13 +348,13 @@ def grid_comparisons(entries: JsonValue, where: str, path: str) -> list[GridComp
 @dataclass(frozen=True)
 class KernelFits:
     """The ``fits/kernels.json`` document: every kernel model's entries (``KERNEL_MODELS`` names
-    them, in the file's key order) and the notes a reader must be told. coll, pingpong, ring
+    them, in the file's key order) and the notes a reader must be told. coll, pingpong, ring, matsum
     and matsum_grids are typed (:class:`CollFit`, :class:`PingpongFit`,
-    :class:`~mpiatlas.models.ring_records.RingFit`, :class:`GridComparison`); matsum and jacobi are
-    still the entries as their fits write them (issue 37: typed next)."""
+    :class:`~mpiatlas.models.ring_records.RingFit`, :class:`~mpiatlas.models.matsum_records.MatsumFit`,
+    :class:`GridComparison`); jacobi is still the entries as its fit writes them (issue 37: typed next)."""
 
     ring: tuple[RingFit, ...] = ()
-    matsum: list[dict[str, Any]] = field(default_factory=list)
+    matsum: tuple[MatsumFit, ...] = ()
     matsum_grids: tuple[GridComparison, ...] = ()
     jacobi: list[dict[str, Any]] = field(default_factory=list)
     pingpong: tuple[PingpongFit, ...] = ()
@@ -370,6 +371,8 @@ class KernelFits:
             return [p.to_json() for p in self.pingpong]
         if name == "ring":
             return [r.to_json() for r in self.ring]
+        if name == "matsum":
+            return [m.to_json() for m in self.matsum]
         if name == "matsum_grids":
             return [g.to_json() for g in self.matsum_grids]
         untyped: list[JsonValue] = list(getattr(self, name))
@@ -386,13 +389,14 @@ class KernelFits:
         """A kernels.json document (a missing model is one without entries)."""
         obj = read_object(value, where, "$")
         untyped: dict[str, list[dict[str, Any]]] = {}
-        for name in ("matsum", "jacobi"):
+        for name in ("jacobi",):
             untyped[name] = [read_object(e, where, f"$.{name}[{i}]") for i, e in enumerate(read_list(obj, name, where, "$"))]
         notes = read_texts(obj, "notes", where, "$")
         pingpong = read_records(obj, "pingpong", PingpongFit.from_json, where, "$")
         grids = tuple(grid_comparisons(obj.get("matsum_grids", []), where, "$.matsum_grids"))
         ring = read_records(obj, "ring", RingFit.from_json, where, "$")
-        return cls(**untyped, ring=ring, matsum_grids=grids, pingpong=pingpong, coll=tuple(coll_records(obj.get("coll", []), where)),
+        matsum = read_records(obj, "matsum", MatsumFit.from_json, where, "$")
+        return cls(**untyped, ring=ring, matsum=matsum, matsum_grids=grids, pingpong=pingpong, coll=tuple(coll_records(obj.get("coll", []), where)),
                    notes=notes)
 
 

@@ -50,6 +50,7 @@ Every model result carries its residuals (``rel_err`` = predicted / measured −
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -57,6 +58,7 @@ import numpy as np
 import polars as pl
 
 from mpiatlas.models.fit_records import HockneyRecord
+from mpiatlas.models.json_fields import Interval
 from mpiatlas.models.kernel_common import (
     LABEL_COLUMNS,
     P2P,
@@ -79,6 +81,7 @@ from mpiatlas.models.ring_regions import RegionInputs, RingHops, exchange_time, 
 from mpiatlas.stats.quality import trusted
 from mpiatlas.models.kernel_p2p import fit_coll, fit_pingpong
 from mpiatlas.models.kernel_records import KernelFits
+from mpiatlas.models.matsum_records import GatherOrder, MatsumFit, MatsumPoint, PhasesByRank
 from mpiatlas.models.ring_records import PlacementBoundary, RegionModel, RingFit, RingPoint, RingRange, RingRegionPoint
 
 # scipy (~0.5 s to import) is imported by the fits that use it: most campaigns need few of them.
@@ -111,6 +114,11 @@ def load_kernel_tables(directory: str | Path) -> dict[str, pl.DataFrame | None]:
 
 
 # ------------------------------------------------------------------------------------------ ring
+
+
+def _interval(ci: list[float | None]) -> Interval:
+    """A percentile_ci pair as a record's interval."""
+    return (ci[0], ci[1])
 
 
 def ring_phases(variant: str, np_: int) -> int:
@@ -241,7 +249,7 @@ def fit_ring(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None, *
         headline = (f"ring λ {ring_fit['latency_us']:.3g} µs" if ring_fit else "ring λ n/a") + \
             (f" vs PingPong λ {pingpong.latency_us:.3g} µs (×{ratio:.2f})" if ratio is not None and pingpong else
              " (no PingPong λ: ring-fitted)")
-        ring_ci = ring_fit["latency_ci_us"] if ring_fit else [None, None]
+        ring_ci = _interval(ring_fit["latency_ci_us"]) if ring_fit else (None, None)
         out.append(RingFit(
             **cell,
             model=dict(RING_FORMULA),
@@ -252,7 +260,7 @@ def fit_ring(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None, *
             pingpong_latency_us=json_num(pingpong.latency_us) if pingpong else None,
             pingpong_bandwidth_MBps=json_num(pingpong.bandwidth_MBps) if pingpong else None,
             ring_latency_us=json_num(ring_fit["latency_us"]) if ring_fit else None,
-            ring_latency_ci_us=(ring_ci[0], ring_ci[1]),
+            ring_latency_ci_us=ring_ci,
             ring_bandwidth_MBps=json_num(ring_fit["bandwidth_MBps"]) if ring_fit else None,
             ring_fit_points=ring_fit["n_points"] if ring_fit else 0,
             ring_ranges=tuple(ring_range_fits(points)),
@@ -360,7 +368,7 @@ def fit_amdahl(np_: np.ndarray, cores: np.ndarray, t: np.ndarray) -> np.ndarray:
     return res.x
 
 
-def _gather_order(df: pl.DataFrame) -> list[dict[str, Any]]:
+def _gather_order(df: pl.DataFrame) -> list[GatherOrder]:
     """Per P ≥ 3: the median gather time of every rank, and its Spearman correlation with the
     binomial subtree size and with the rank (a linear gather's order)."""
     out = []
@@ -387,13 +395,14 @@ def _gather_order(df: pl.DataFrame) -> list[dict[str, Any]]:
             verdict = "binomial-tree signature (ranks with larger subtrees wait longer)"
         else:
             verdict = "no binomial-tree signature: gather time follows the rank order (linear gather)"
-        out.append({"np": int(np_), "gather_us_by_rank": {str(r): json_num(v) for r, v in zip(ranks, g)},
-                    "slowest_first": order, "binomial_subtree": {str(ranks[i]): s for i, s in zip(nonroot, sub)},
-                    "spearman_binomial": json_num(rho_bin), "spearman_linear": json_num(rho_lin), "verdict": verdict})
+        out.append(GatherOrder(np=int(np_), gather_us_by_rank={str(r): json_num(v) for r, v in zip(ranks, g)},
+                               slowest_first=tuple(order),
+                               binomial_subtree={str(ranks[i]): s for i, s in zip(nonroot, sub)},
+                               spearman_binomial=json_num(rho_bin), spearman_linear=json_num(rho_lin), verdict=verdict))
     return out
 
 
-def phases_by_rank(df: pl.DataFrame) -> list[dict[str, Any]]:
+def phases_by_rank(df: pl.DataFrame) -> list[PhasesByRank]:
     """Per P, every rank's scatter, compute and gather time and their total (medians over repetitions):
     where each rank spends the matrix sum, the per-rank table of the study."""
     phases = [c for c in ("scatter_us", "compute_us", "gather_us", "total_us") if c in df.columns]
@@ -401,8 +410,8 @@ def phases_by_rank(df: pl.DataFrame) -> list[dict[str, Any]]:
         return []
     per_rank = (df.group_by(["np", "rank"]).agg(pl.len().alias("n_reps"), *(pl.col(c).median() for c in phases))
                 .sort(["np", "rank"]))
-    return [{"np": int(np_), "ranks": [{k: (json_num(v) if isinstance(v, float) else v) for k, v in r.items()
-                                        if k != "np"} for r in grp.iter_rows(named=True)]}
+    return [PhasesByRank(np=int(np_), ranks=tuple({k: (json_num(v) if isinstance(v, float) else v) for k, v in r.items()
+                                                   if k != "np"} for r in grp.iter_rows(named=True)))
             for (np_,), grp in per_rank.group_by(["np"], maintain_order=True)]
 
 
@@ -419,7 +428,7 @@ def amdahl_rows(df: pl.DataFrame) -> pl.DataFrame:
     return df
 
 
-def fit_matsum(df: pl.DataFrame | None, *, seed: int = 0) -> list[dict[str, Any]]:
+def fit_matsum(df: pl.DataFrame | None, *, seed: int = 0) -> list[MatsumFit]:
     """One Amdahl fit per stack/transport/mapping, dims, topo and dist (see the module docstring)."""
     df = usable(df)
     if df is None:
@@ -445,11 +454,14 @@ def fit_matsum(df: pl.DataFrame | None, *, seed: int = 0) -> list[dict[str, Any]
         cores = np.full_like(np_, float(node_cores))
         t = pts["measured_us"].to_numpy().astype(float)
         raw = df.filter(pl.all_horizontal(pl.col(k) == v for k, v in head.items()))
-        base = {**head, "model": MATSUM_FORMULA, "cores": node_cores, "gather_order": _gather_order(raw),
-                "phases_by_rank": phases_by_rank(raw)}
+        topo = head["topo"]
+        base = MatsumFit(label=head["label"], stack=head["stack"], transport=head["transport"],
+                         mapping=head["mapping"], dims=head["dims"], topo=tuple(topo) if isinstance(topo, list) else topo,
+                         dist=head["dist"], model=MATSUM_FORMULA, cores=node_cores,
+                         gather_order=tuple(_gather_order(raw)), phases_by_rank=tuple(phases_by_rank(raw)))
         if np.unique(np.stack([np.minimum(np_, cores), np.ceil(np.log2(np_))], axis=1), axis=0).shape[0] < 3:
-            out.append({**base, "error": f"need 3 process counts that separate s, p/min(P, cores) and ⌈log2 P⌉; "
-                                         f"have P = {sorted(map(int, np_))} on {node_cores} cores"})
+            out.append(replace(base, error=f"need 3 process counts that separate s, p/min(P, cores) and ⌈log2 P⌉; "
+                                           f"have P = {sorted(map(int, np_))} on {node_cores} cores"))
             continue
         params = fit_amdahl(np_, cores, t)
         boots = np.array([fit_amdahl(np_, cores, tb) for tb in bootstrap_medians(pts["reps"].to_list(), rng, N_BOOT)])
@@ -458,32 +470,33 @@ def fit_matsum(df: pl.DataFrame | None, *, seed: int = 0) -> list[dict[str, Any]
         pred = matsum_model(params, np_, cores)
         # Phase times (slowest rank, median over repetitions): what the total is made of.
         phase_rows = pts.select(phases).to_dicts() if phases else [{} for _ in range(pts.height)]
-        rows = [{"np": int(n), "p_eff": int(min(n, node_cores)), "oversubscribed": bool(o), "n_reps": len(r),
-                 "measured_us": json_num(m), "predicted_us": json_num(p), "rel_err": relative_error(p, m),
-                 "reps_us": [json_num(v) for v in r], **{k: json_num(v) for k, v in ph.items()}}
-                for n, o, r, m, p, ph in zip(np_, pts["oversubscribed"].to_list(), pts["reps"].to_list(), t, pred,
-                                             phase_rows)]
+        points_fit = [MatsumPoint(np=int(n), p_eff=int(min(n, node_cores)), oversubscribed=bool(o), n_reps=len(r),
+                                  measured_us=json_num(m), predicted_us=json_num(p), rel_err=relative_error(p, m),
+                                  reps_us=tuple(json_num(v) for v in r), phases={k: json_num(v) for k, v in ph.items()})
+                      for n, o, r, m, p, ph in zip(np_, pts["oversubscribed"].to_list(), pts["reps"].to_list(), t,
+                                                   pred, phase_rows)]
+        rows = [p.to_json() for p in points_fit]  # failure_statement's view: the points as the file holds them
 
         def describe(p: dict[str, Any]) -> str:
             return f"P={p['np']}" + (" (oversubscribed)" if p["oversubscribed"] else "")
 
-        exact = len(rows) == 3
+        exact = len(points_fit) == 3
         fails = failure_statement(rows, describe)
         if exact:
             fails = "3 process counts for 3 parameters: the fit is exact, so residuals cannot test it; " + fails
-        verdicts = [g["verdict"] for g in base["gather_order"]]
-        out.append({
-            **base,
-            "s_us": json_num(params[0]), "p_us": json_num(params[1]), "c_us": json_num(params[2]),
-            "s_ci_us": percentile_ci(boots[:, 0]), "p_ci_us": percentile_ci(boots[:, 1]),
-            "c_ci_us": percentile_ci(boots[:, 2]),
-            "serial_fraction": json_num(sf), "serial_fraction_ci": percentile_ci(sf_boot),
-            "max_speedup": json_num(1.0 / sf) if sf else None,
-            "points": rows,
-            "headline": (f"serial fraction {sf:.2f}" if sf is not None else "serial fraction n/a")
+        verdicts = [g.verdict for g in base.gather_order]
+        out.append(replace(
+            base,
+            s_us=json_num(params[0]), p_us=json_num(params[1]), c_us=json_num(params[2]),
+            s_ci_us=_interval(percentile_ci(boots[:, 0])), p_ci_us=_interval(percentile_ci(boots[:, 1])),
+            c_ci_us=_interval(percentile_ci(boots[:, 2])),
+            serial_fraction=json_num(sf), serial_fraction_ci=_interval(percentile_ci(sf_boot)),
+            max_speedup=json_num(1.0 / sf) if sf else None,
+            points=tuple(points_fit),
+            headline=(f"serial fraction {sf:.2f}" if sf is not None else "serial fraction n/a")
             + (f"; gather: {verdicts[-1]}" if verdicts else ""),
-            "fails_where": fails,
-        })
+            fails_where=fails,
+        ))
     return out
 
 
@@ -508,12 +521,10 @@ def fit_kernels(tables: dict[str, pl.DataFrame | None], hockney: Sequence[Hockne
     pingpong = fit_pingpong(tables.get("pingpong"), hockney, seed=seed)
     coll = fit_coll(tables.get("coll"))
     notes += [f"ring {f.label}: not fitted: {f.error}" for f in ring if f.error is not None]
-    for name, fits in (("matsum", matsum), ("jacobi", jacobi)):
-        for f in fits:
-            if "error" in f:
-                notes.append(f"{name} {f.get('label')}: not fitted: {f['error']}")
+    notes += [f"matsum {f.label}: not fitted: {f.error}" for f in matsum if f.error is not None]
+    notes += [f"jacobi {f.get('label')}: not fitted: {f['error']}" for f in jacobi if "error" in f]
     notes += [f"pingpong {f.label}: not fitted: {f.error}" for f in pingpong if f.error is not None]
-    return KernelFits(ring=tuple(ring), matsum=matsum, matsum_grids=tuple(grids), jacobi=jacobi, pingpong=tuple(pingpong),
+    return KernelFits(ring=tuple(ring), matsum=tuple(matsum), matsum_grids=tuple(grids), jacobi=jacobi, pingpong=tuple(pingpong),
                       coll=tuple(coll), notes=tuple(notes))
 
 

@@ -24,6 +24,7 @@ from mpiatlas.node.topology import Topology, TopologyError, detect
 from mpiatlas.node.topology_synthetic import read_topology
 from mpiatlas.stats.aggregate import summarize
 from mpiatlas.models.kernel_records import CollFit, GridComparison, PingpongFit
+from mpiatlas.models.matsum_records import MatsumFit
 from mpiatlas.models.ring_records import RingFit
 from mpiatlas.models.fit_records import FitRecordError, HockneyRecord
 from mpiatlas.models.json_fields import JsonObject, JsonValue
@@ -146,6 +147,10 @@ class ReportData:
     def ring_fits(self) -> list[RingFit] | None:
         """fits/kernels.json's ring entries."""
         return self._kernel_records("ring", RingFit.from_json)
+
+    def matsum_fits(self) -> list[MatsumFit] | None:
+        """fits/kernels.json's matsum entries."""
+        return self._kernel_records("matsum", MatsumFit.from_json)
 
     def coll_fits(self) -> list[CollFit] | None:
         """fits/kernels.json's coll entries."""

@@ -101,8 +101,8 @@ def raw_table(df: pl.DataFrame, keys: list[str], value: str) -> Table:
                   for r in agg.iter_rows(named=True)], caption="Measurements (no model available).")
 
 
-def topo_text(topo: Any) -> str:
-    if isinstance(topo, list):
+def topo_text(topo: object) -> str:
+    if isinstance(topo, (list, tuple)):  # a record's topo is a tuple, a file's a list
         return ",".join(map(str, topo))
     return DASH if topo is None else str(topo)
 
