@@ -260,7 +260,7 @@ def jacobi_table(lam: float = 1.0, bw: float = 1000.0, L: int = 20) -> pl.DataFr
 
 
 def test_jacobi_halo_model_scaling_and_hybrid_comparison() -> None:
-    (fit,) = fit_jacobi(jacobi_table(), hockney_records([hockney_entry(lam=1.0, bw=1000.0)]))
+    (fit,) = [f.to_json() for f in fit_jacobi(jacobi_table(), hockney_records([hockney_entry(lam=1.0, bw=1000.0)]))]
     assert fit["lambda_source"] == "PingPong"
     pts = {(p["np"], p["threads"]): p for p in fit["points"]}
     # the least-waiting rank (rank 0 here; the others wait 5 µs more) matches c/B + k·λ exactly
@@ -283,7 +283,7 @@ def test_jacobi_halo_model_scaling_and_hybrid_comparison() -> None:
 
 def test_jacobi_takes_lambda_from_the_ring_without_pingpong() -> None:
     result = fit_kernels({"ring": ring_table(P2P(1.0, 1000.0, "x")), "jacobi": jacobi_table()}, [])
-    (fit,) = result.jacobi
+    (fit,) = [f.to_json() for f in result.jacobi]
     assert fit["lambda_source"] == "ring" and fit["latency_us"] == pytest.approx(1.0, rel=1e-6)
     assert all(p["rel_err"] is None or abs(p["rel_err"]) < 1e-6 for p in fit["points"])
 

@@ -260,7 +260,7 @@ def jacobi_sweep_table() -> pl.DataFrame:
 def test_jacobi_keeps_problems_apart_and_compares_grids() -> None:
     hockney = [{"label": HEAD["label"], "benchmark": "PingPong", "latency_us": 1.0,
                 "asymptotic_bandwidth_MBps": 1000.0, "peak_bandwidth_MBps": 1000.0}]
-    (fit,) = fit_jacobi(jacobi_sweep_table(), hockney_records(hockney))
+    (fit,) = [f.to_json() for f in fit_jacobi(jacobi_sweep_table(), hockney_records(hockney))]
     assert fit["problems"] == ["strong N=32", "weak L=16"]
     pts = {(p["problem"], p["np"], p["threads"], tuple(p["procdims"])): p for p in fit["points"]}
     # strong scaling within its own problem: 400·1 / (2·250); the weak grids (explicit) get none

@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from mpiatlas.models.fit_records import HockneyRecord
+from mpiatlas.models.jacobi_records import HybridVsPure, JacobiFit, JacobiPoint
 from mpiatlas.models.kernel_common import (
     LABEL_COLUMNS,
     P2P,
@@ -41,6 +42,7 @@ from mpiatlas.models.kernel_common import (
 from mpiatlas.stats.aggregate import scalar
 from mpiatlas.models.kernel_grids import jacobi_grids
 
+FIT = "fit_jacobi"  # where a row that is not of its record's shape comes from, in the error
 JACOBI_FORMULA = "T_c = c/B + k·λ (c = bytes sent per rank per iteration, k = decomposed directions)"
 
 
@@ -190,7 +192,7 @@ def headline(rows: list[dict[str, Any]]) -> str:
 
 
 def fit_jacobi(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None,
-               ring_p2p: dict[str | None, P2P] | None = None, *, seed: int = 0) -> list[dict[str, Any]]:
+               ring_p2p: dict[str | None, P2P] | None = None, *, seed: int = 0) -> list[JacobiFit]:
     df = usable(df)
     if df is None:
         return []
@@ -214,12 +216,16 @@ def fit_jacobi(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None,
 
         tested = [r for r in rows if r["rel_err"] is not None]
         fails = failure_statement(tested, describe) if p2p is not None else note
-        out.append({
-            **head, "model": JACOBI_FORMULA, "lambda_source": p2p.source if p2p else None, "lambda_note": note,
-            "latency_us": json_num(p2p.latency_us) if p2p else None,
-            "bandwidth_MBps": json_num(p2p.bandwidth_MBps) if p2p else None,
-            "problems": sorted({r["problem"] for r in rows}),
-            "points": rows, "hybrid_vs_pure": hybrid_vs_pure(rows), "grids": [g.to_json() for g in jacobi_grids(cells, seed=seed)],
-            "headline": headline(rows), "fails_where": fails,
-        })
+        # The rows are the model's working form (scaling and the hybrid pairs are added to them);
+        # they become records here, read as the file's entries would be.
+        out.append(JacobiFit(
+            label=head["label"], stack=head["stack"], transport=head["transport"], mapping=head["mapping"],
+            model=JACOBI_FORMULA, lambda_source=p2p.source if p2p else None, lambda_note=note,
+            latency_us=json_num(p2p.latency_us) if p2p else None,
+            bandwidth_MBps=json_num(p2p.bandwidth_MBps) if p2p else None,
+            problems=tuple(sorted({r["problem"] for r in rows})),
+            points=tuple(JacobiPoint.from_json(r, FIT, f"$.points[{i}]") for i, r in enumerate(rows)),
+            hybrid_vs_pure=tuple(HybridVsPure.from_json(h, FIT, f"$.hybrid_vs_pure[{i}]")
+                                 for i, h in enumerate(hybrid_vs_pure(rows))),
+            grids=tuple(jacobi_grids(cells, seed=seed)), headline=headline(rows), fails_where=fails))
     return out

@@ -14,20 +14,16 @@ Standard library only, as fit_records: the report reads these without the numeri
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from mpiatlas.models.fit_records import Fit, HockneyRecord
 from mpiatlas.models.json_fields import (
     FitRecordError,
     Interval,
     JsonValue,
-    Scalar,
     located,
     optional_interval,
     read_integer,
-    read_interval,
-    read_list,
     read_number,
     read_numbers,
     read_object,
@@ -37,6 +33,8 @@ from mpiatlas.models.json_fields import (
     required_integer,
     required_text,
 )
+from mpiatlas.models.grid_records import GridComparison, GridPoint, grid_comparisons
+from mpiatlas.models.jacobi_records import JacobiFit
 from mpiatlas.models.matsum_records import MatsumFit
 from mpiatlas.models.ring_records import RingFit
 
@@ -263,100 +261,18 @@ class PingpongFit(Fit):
             headline=read_text(obj, "headline", where, path))
 
 
-# What a grid comparison's entry holds beside its coordinates (the rest of its keys).
-_COMPARISON_FIELDS = ("value", "grids", "best", "spread", "headline")
-_GRID_FIELDS = ("grid", "procdims", "explicit", "measured_us", "ci_us", "n_reps", "reps_us", "vs_best")
-
-
-@dataclass(frozen=True)
-class GridPoint:
-    """One process grid of a comparison at equal P: the median over repetitions of the slowest
-    rank's time (µs), its bootstrap CI, its time over the fastest grid's, and ``extras``: the
-    kernel's per-grid medians beside the time (matsum's phases, jacobi's halo and MLUP/s)."""
-
-    grid: str
-    procdims: tuple[int, ...]
-    explicit: bool  # asked for (procdims), else MPI_Dims_create's
-    measured_us: float | None
-    ci_us: Interval
-    n_reps: int
-    reps_us: tuple[float | None, ...]
-    vs_best: float | None
-    extras: dict[str, float | None] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return {"grid": self.grid, "procdims": list(self.procdims), "explicit": self.explicit,
-                "measured_us": self.measured_us, "ci_us": [self.ci_us[0], self.ci_us[1]], "n_reps": self.n_reps,
-                "reps_us": list(self.reps_us), "vs_best": self.vs_best, **self.extras}
-
-    @classmethod
-    def from_json(cls, value: JsonValue, where: str, path: str) -> GridPoint:
-        obj = read_object(value, where, path)
-        explicit = obj.get("explicit", False)
-        if not isinstance(explicit, bool):
-            raise FitRecordError(located(where, f"{path}.explicit") + f": expected true or false, got {explicit!r}")
-        procdims = tuple(required_integer({"v": v}, "v", where, f"{path}.procdims[{i}]")
-                         for i, v in enumerate(read_list(obj, "procdims", where, path)))
-        return cls(grid=required_text(obj, "grid", where, path), procdims=procdims, explicit=explicit,
-                   measured_us=read_number(obj, "measured_us", where, path), ci_us=read_interval(obj, "ci_us", where, path),
-                   n_reps=required_integer(obj, "n_reps", where, path), reps_us=read_numbers(obj, "reps_us", where, path),
-                   vs_best=read_number(obj, "vs_best", where, path),
-                   extras={k: read_number(obj, k, where, path) for k in obj if k not in _GRID_FIELDS})
-
-
-@dataclass(frozen=True)
-class GridComparison:
-    """Process grids compared at one P (:mod:`mpiatlas.models.kernel_grids`): ``key`` the comparison's
-    coordinates in the file's order (matsum: label, stack, transport, mapping, dims, dist, np; jacobi:
-    problem, threads, np), ``value`` the time column compared, every grid fastest first, the fastest's
-    name and ``spread`` = the slowest grid's time over it."""
-
-    key: dict[str, Scalar]
-    value: str
-    grids: tuple[GridPoint, ...]
-    best: str
-    spread: float | None
-    headline: str
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return {**self.key, "value": self.value, "grids": [g.to_json() for g in self.grids], "best": self.best,
-                "spread": self.spread, "headline": self.headline}
-
-    @classmethod
-    def from_json(cls, value: JsonValue, where: str, path: str) -> GridComparison:
-        obj = read_object(value, where, path)
-        key: dict[str, Scalar] = {}
-        for k, v in obj.items():
-            if k in _COMPARISON_FIELDS:
-                continue
-            if isinstance(v, (list, dict)):
-                raise FitRecordError(located(where, f"{path}.{k}") + f": expected a coordinate (a scalar), got {v!r}")
-            key[k] = v
-        return cls(key=key, value=required_text(obj, "value", where, path),
-                   grids=read_records(obj, "grids", GridPoint.from_json, where, path),
-                   best=required_text(obj, "best", where, path), spread=read_number(obj, "spread", where, path),
-                   headline=read_text(obj, "headline", where, path) or "")
-
-
-def grid_comparisons(entries: JsonValue, where: str, path: str) -> list[GridComparison]:
-    """A JSON array of grid comparisons (kernels.json's ``matsum_grids``, a jacobi entry's ``grids``)."""
-    if not isinstance(entries, list):
-        raise FitRecordError(located(where, path) + f": expected an array of grid comparisons, got {entries!r}")
-    return [GridComparison.from_json(e, where, f"{path}[{i}]") for i, e in enumerate(entries)]
-
-
 @dataclass(frozen=True)
 class KernelFits:
     """The ``fits/kernels.json`` document: every kernel model's entries (``KERNEL_MODELS`` names
-    them, in the file's key order) and the notes a reader must be told. coll, pingpong, ring, matsum
-    and matsum_grids are typed (:class:`CollFit`, :class:`PingpongFit`,
+    them, in the file's key order) and the notes a reader must be told, every entry a typed record:
     :class:`~mpiatlas.models.ring_records.RingFit`, :class:`~mpiatlas.models.matsum_records.MatsumFit`,
-    :class:`GridComparison`); jacobi is still the entries as its fit writes them (issue 37: typed next)."""
+    :class:`~mpiatlas.models.grid_records.GridComparison`, :class:`~mpiatlas.models.jacobi_records.JacobiFit`,
+    :class:`PingpongFit` and :class:`CollFit`."""
 
     ring: tuple[RingFit, ...] = ()
     matsum: tuple[MatsumFit, ...] = ()
     matsum_grids: tuple[GridComparison, ...] = ()
-    jacobi: list[dict[str, Any]] = field(default_factory=list)
+    jacobi: tuple[JacobiFit, ...] = ()
     pingpong: tuple[PingpongFit, ...] = ()
     coll: tuple[CollFit, ...] = ()
     notes: tuple[str, ...] = ()
@@ -365,18 +281,8 @@ class KernelFits:
         """One kernel model's entries as the file holds them (``name`` one of KERNEL_MODELS)."""
         if name not in KERNEL_MODELS:
             raise KeyError(f"no kernel model {name!r}; models: {', '.join(KERNEL_MODELS)}")
-        if name == "coll":
-            return [c.to_json() for c in self.coll]
-        if name == "pingpong":
-            return [p.to_json() for p in self.pingpong]
-        if name == "ring":
-            return [r.to_json() for r in self.ring]
-        if name == "matsum":
-            return [m.to_json() for m in self.matsum]
-        if name == "matsum_grids":
-            return [g.to_json() for g in self.matsum_grids]
-        untyped: list[JsonValue] = list(getattr(self, name))
-        return untyped
+        records: tuple[RingFit | MatsumFit | GridComparison | JacobiFit | PingpongFit | CollFit, ...] = getattr(self, name)
+        return [r.to_json() for r in records]
 
     def to_json(self) -> dict[str, JsonValue]:
         """The document, in the key order kernels.json has always had."""
@@ -388,16 +294,12 @@ class KernelFits:
     def from_json(cls, value: JsonValue, where: str = KERNELS_FILE) -> KernelFits:
         """A kernels.json document (a missing model is one without entries)."""
         obj = read_object(value, where, "$")
-        untyped: dict[str, list[dict[str, Any]]] = {}
-        for name in ("jacobi",):
-            untyped[name] = [read_object(e, where, f"$.{name}[{i}]") for i, e in enumerate(read_list(obj, name, where, "$"))]
-        notes = read_texts(obj, "notes", where, "$")
-        pingpong = read_records(obj, "pingpong", PingpongFit.from_json, where, "$")
-        grids = tuple(grid_comparisons(obj.get("matsum_grids", []), where, "$.matsum_grids"))
-        ring = read_records(obj, "ring", RingFit.from_json, where, "$")
-        matsum = read_records(obj, "matsum", MatsumFit.from_json, where, "$")
-        return cls(**untyped, ring=ring, matsum=matsum, matsum_grids=grids, pingpong=pingpong, coll=tuple(coll_records(obj.get("coll", []), where)),
-                   notes=notes)
+        return cls(ring=read_records(obj, "ring", RingFit.from_json, where, "$"),
+                   matsum=read_records(obj, "matsum", MatsumFit.from_json, where, "$"),
+                   matsum_grids=tuple(grid_comparisons(obj.get("matsum_grids", []), where, "$.matsum_grids")),
+                   jacobi=read_records(obj, "jacobi", JacobiFit.from_json, where, "$"),
+                   pingpong=read_records(obj, "pingpong", PingpongFit.from_json, where, "$"),
+                   coll=tuple(coll_records(obj.get("coll", []), where)), notes=read_texts(obj, "notes", where, "$"))
 
 
 KERNEL_MODELS: tuple[str, ...] = ("ring", "matsum", "matsum_grids", "jacobi", "pingpong", "coll")

@@ -522,9 +522,8 @@ def fit_kernels(tables: dict[str, pl.DataFrame | None], hockney: Sequence[Hockne
     coll = fit_coll(tables.get("coll"))
     notes += [f"ring {f.label}: not fitted: {f.error}" for f in ring if f.error is not None]
     notes += [f"matsum {f.label}: not fitted: {f.error}" for f in matsum if f.error is not None]
-    notes += [f"jacobi {f.get('label')}: not fitted: {f['error']}" for f in jacobi if "error" in f]
     notes += [f"pingpong {f.label}: not fitted: {f.error}" for f in pingpong if f.error is not None]
-    return KernelFits(ring=tuple(ring), matsum=tuple(matsum), matsum_grids=tuple(grids), jacobi=jacobi, pingpong=tuple(pingpong),
+    return KernelFits(ring=tuple(ring), matsum=tuple(matsum), matsum_grids=tuple(grids), jacobi=tuple(jacobi), pingpong=tuple(pingpong),
                       coll=tuple(coll), notes=tuple(notes))
 
 

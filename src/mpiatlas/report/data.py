@@ -24,6 +24,7 @@ from mpiatlas.node.topology import Topology, TopologyError, detect
 from mpiatlas.node.topology_synthetic import read_topology
 from mpiatlas.stats.aggregate import summarize
 from mpiatlas.models.kernel_records import CollFit, GridComparison, PingpongFit
+from mpiatlas.models.jacobi_records import JacobiFit
 from mpiatlas.models.matsum_records import MatsumFit
 from mpiatlas.models.ring_records import RingFit
 from mpiatlas.models.fit_records import FitRecordError, HockneyRecord
@@ -151,6 +152,10 @@ class ReportData:
     def matsum_fits(self) -> list[MatsumFit] | None:
         """fits/kernels.json's matsum entries."""
         return self._kernel_records("matsum", MatsumFit.from_json)
+
+    def jacobi_fits(self) -> list[JacobiFit] | None:
+        """fits/kernels.json's jacobi entries."""
+        return self._kernel_records("jacobi", JacobiFit.from_json)
 
     def coll_fits(self) -> list[CollFit] | None:
         """fits/kernels.json's coll entries."""
