@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, UTC
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import polars as pl
 
@@ -161,7 +161,7 @@ class ReportData:
         """fits/kernels.json's coll entries."""
         return self._kernel_records("coll", CollFit.from_json)
 
-    def kernel_fits(self, name: str) -> list[dict[str, Any]] | None:
+    def kernel_fits(self, name: str) -> list[JsonObject] | None:
         """The ``name`` entries of fits/kernels.json (None when the file or the key is absent)."""
         fits = self.fits.get("kernels")
         if not isinstance(fits, dict):

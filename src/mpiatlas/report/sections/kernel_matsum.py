@@ -6,7 +6,7 @@ import altair as alt
 import numpy as np
 import polars as pl
 
-from mpiatlas.models.matsum_records import PHASES, MatsumFit, Topo
+from mpiatlas.models.matsum_records import PHASES, MatsumFit, MatsumPoint, Topo
 from mpiatlas.report.blocks import Cell, ChartBlock, Details, Heading, Notice, Section, Table, cell
 from mpiatlas.report.charts import CHART_H, CHART_W, FITTED, OVER, chart_spec, color, measured_vs_model, rounded
 from mpiatlas.report.data import ReportData
@@ -47,11 +47,13 @@ def section_kernel_matsum(data: ReportData) -> Section | None:
         if failing:
             blocks.append(Notice("Where the model fails:", "info", failing))
         rows = []
+        residuals: list[tuple[str, MatsumPoint]] = []
         curves = []
         for f in good:
             series = (f"{f.label} · {'dims ' + str(f.dims) + ' · ' if several_dims else ''}"
                       f"topo {topo_text(f.topo)} · {f.dist}")
             for p in f.points:
+                residuals.append((series, p))
                 rows.append({"label": f.label, "series": series, "np": p.np, "measured_us": p.measured_us,
                              "predicted_us": p.predicted_us, "rel_err": p.rel_err,
                              "placement": OVER if p.oversubscribed else FITTED, "n_reps": p.n_reps,
@@ -76,11 +78,10 @@ def section_kernel_matsum(data: ReportData) -> Section | None:
             blocks.append(Details("Matsum residuals", [Table(
                 ["Series", "P", "Oversub.", "Measured (µs)", "Model (µs)", "Error", "scatter (µs)", "compute (µs)",
                  "gather (µs)", "Reps"],
-                [[cell(r["series"]), cell(r["np"]), over_cell(r["placement"] == OVER),
-                  Cell(fmt_num(r["measured_us"]), cls="num"), Cell(fmt_num(r["predicted_us"]), cls="num"),
-                  err_cell(r["rel_err"]), Cell(fmt_num(r.get("scatter_us")), cls="num"),
-                  Cell(fmt_num(r.get("compute_us")), cls="num"), Cell(fmt_num(r.get("gather_us")), cls="num"),
-                  cell(r["n_reps"])] for r in rows],
+                [[cell(series), cell(p.np), over_cell(p.oversubscribed),
+                  Cell(fmt_num(p.measured_us), cls="num"), Cell(fmt_num(p.predicted_us), cls="num"),
+                  err_cell(p.rel_err), *(Cell(fmt_num(p.phases.get(k)), cls="num") for k in PHASES),
+                  cell(p.n_reps)] for series, p in residuals],
                 filterable=True, caption="Phases: slowest rank, median over repetitions.")], open=True))
     blocks += grid_blocks(
         data.matsum_grids() or [],
