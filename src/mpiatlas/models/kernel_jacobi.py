@@ -210,21 +210,22 @@ def fit_jacobi(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None,
         rows = point_rows(cells)
         add_scaling(rows)
 
-        def describe(p: dict[str, Any]) -> str:
-            over = ", oversubscribed" if p["oversubscribed"] else ""
-            return f"P={p['np']}×{p['threads']} (k={p['k']}, {p['bytes_per_rank']:.0f} B/rank{over})"
-
-        tested = [r for r in rows if r["rel_err"] is not None]
-        fails = failure_statement(tested, describe) if p2p is not None else note
         # The rows are the model's working form (scaling and the hybrid pairs are added to them);
         # they become records here, read as the file's entries would be.
+        points = tuple(JacobiPoint.from_json(r, FIT, f"$.points[{i}]") for i, r in enumerate(rows))
+
+        def describe(p: JacobiPoint) -> str:
+            over = ", oversubscribed" if p.oversubscribed else ""
+            return f"P={p.np}×{p.threads} (k={p.k}, {p.bytes_per_rank:.0f} B/rank{over})"
+
+        fails = failure_statement(points, describe) if p2p is not None else note
         out.append(JacobiFit(
             label=head["label"], stack=head["stack"], transport=head["transport"], mapping=head["mapping"],
             model=JACOBI_FORMULA, lambda_source=p2p.source if p2p else None, lambda_note=note,
             latency_us=json_num(p2p.latency_us) if p2p else None,
             bandwidth_MBps=json_num(p2p.bandwidth_MBps) if p2p else None,
             problems=tuple(sorted({r["problem"] for r in rows})),
-            points=tuple(JacobiPoint.from_json(r, FIT, f"$.points[{i}]") for i, r in enumerate(rows)),
+            points=points,
             hybrid_vs_pure=tuple(HybridVsPure.from_json(h, FIT, f"$.hybrid_vs_pure[{i}]")
                                  for i, h in enumerate(hybrid_vs_pure(rows))),
             grids=tuple(jacobi_grids(cells, seed=seed)), headline=headline(rows), fails_where=fails))

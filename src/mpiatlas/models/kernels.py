@@ -49,7 +49,7 @@ Every model result carries its residuals (``rel_err`` = predicted / measured −
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypedDict
@@ -235,16 +235,11 @@ def fit_ring(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None, *
                 rel_err=relative_error(pred, r["measured_us"]), phases_model=ring_phases(r["variant"], r["np"]),
                 phases_measured=json_num(r["measured_us"] / unit) if unit > 0 else None,
                 reps_us=tuple(json_num(v) for v in r["reps"]), region=_region_point(r, hops, table)))
-        rows = [p.to_json() for p in points_fit]  # failure_statement's view: the points as the file holds them
         ratio = None
         if ring_fit and pingpong and pingpong.latency_us:
             ratio = ring_fit["latency_us"] / pingpong.latency_us
 
-        def describe(p: dict[str, Any]) -> str:
-            over = ", oversubscribed" if p["oversubscribed"] else ""
-            return f"{p['variant']} P={p['np']} {p['bytes']} B ({p['streams']} streams{over})"
-
-        fails = failure_statement(rows, describe)
+        fails = failure_statement(points_fit, _describe_ring_point)
         nb_small = [p for p in points_fit if p.variant == "nonblocking" and not p.oversubscribed]
         headline = (f"ring λ {ring_fit['latency_us']:.3g} µs" if ring_fit else "ring λ n/a") + \
             (f" vs PingPong λ {pingpong.latency_us:.3g} µs (×{ratio:.2f})" if ratio is not None and pingpong else
@@ -271,7 +266,7 @@ def fit_ring(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None, *
             headline=headline,
             fails_where=fails,
             boundaries=_boundaries(label, regions),
-            **_region_summary(rows, table, regions, describe),
+            **_region_summary(points_fit, table, regions),
         ))
     return out
 
@@ -303,27 +298,32 @@ def _region_point(r: dict[str, Any], hops: RingHops | None, table: RegionTable |
                            hop_regions=dict(pred.hop_regions))
 
 
-def _region_summary(rows: list[dict[str, Any]], table: RegionTable | None, regions: RegionInputs | None,
-                    describe: Callable[[dict[str, Any]], str]) -> RegionSummary:
+def _describe_ring_point(p: RingPoint) -> str:
+    over = ", oversubscribed" if p.oversubscribed else ""
+    return f"{p.variant} P={p.np} {p.bytes} B ({p.streams} streams{over})"
+
+
+def _region_summary(points: list[RingPoint], table: RegionTable | None, regions: RegionInputs | None) -> RegionSummary:
     """The fit's region-aware fields: the table used, where that model fails, and where it parts
     from the single-λ model (|region/single − 1| > 10 %)."""
-    priced = [p for p in rows if p["region_predicted_us"] is not None]
+    priced = [(p, p.region.region_predicted_us) for p in points if p.region.region_predicted_us is not None]
     if not priced:
         why = ("no region table (no per-region PingPong fits for this stack/transport)" if table is None
                else "no hop regions for these cells (placement or topology unknown)")
         return {"region_model": None, "region_note": why if regions else "no region inputs given",
                 "region_fails_where": None, "region_changes": None}
-    scored = [{**p, "rel_err": p["region_rel_err"]} for p in priced]
-    differ = [p for p in priced if p["predicted_us"] and abs(p["region_predicted_us"] / p["predicted_us"] - 1) > 0.1]
+    # The points scored by the region model's error instead of the single-λ one's.
+    scored = [replace(p, rel_err=p.region.region_rel_err) for p, _ in priced]
+    differ = [p for p, region_us in priced if p.predicted_us and abs(region_us / p.predicted_us - 1) > 0.1]
     changes = None
     if differ:
-        nps = sorted({p["np"] for p in differ})
-        crossing = sorted({p["slowest_region"] for p in differ})
+        nps = sorted({p.np for p in differ})
+        crossing = sorted({str(p.region.slowest_region) for p in differ})
         changes = (f"region-aware model parts from the single-λ one (>10 %) at P = {', '.join(map(str, nps))} "
-                   f"(slowest hop {', '.join(crossing)}); it {failure_statement(scored, describe)}")
+                   f"(slowest hop {', '.join(crossing)}); it {failure_statement(scored, _describe_ring_point)}")
     return {"region_model": RegionModel(source=table.source, latency_us=dict(table.latency_us),
                                         bandwidth_MBps=dict(table.bandwidth_MBps)) if table else None,
-            "region_note": None, "region_fails_where": failure_statement(scored, describe),
+            "region_note": None, "region_fails_where": failure_statement(scored, _describe_ring_point),
             "region_changes": changes}
 
 
@@ -475,13 +475,11 @@ def fit_matsum(df: pl.DataFrame | None, *, seed: int = 0) -> list[MatsumFit]:
                                   reps_us=tuple(json_num(v) for v in r), phases={k: json_num(v) for k, v in ph.items()})
                       for n, o, r, m, p, ph in zip(np_, pts["oversubscribed"].to_list(), pts["reps"].to_list(), t,
                                                    pred, phase_rows)]
-        rows = [p.to_json() for p in points_fit]  # failure_statement's view: the points as the file holds them
-
-        def describe(p: dict[str, Any]) -> str:
-            return f"P={p['np']}" + (" (oversubscribed)" if p["oversubscribed"] else "")
+        def describe(p: MatsumPoint) -> str:
+            return f"P={p.np}" + (" (oversubscribed)" if p.oversubscribed else "")
 
         exact = len(points_fit) == 3
-        fails = failure_statement(rows, describe)
+        fails = failure_statement(points_fit, describe)
         if exact:
             fails = "3 process counts for 3 parameters: the fit is exact, so residuals cannot test it; " + fails
         verdicts = [g.verdict for g in base.gather_order]
