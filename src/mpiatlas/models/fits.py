@@ -138,12 +138,11 @@ def read_fits(fits_dir: str | Path) -> Fits:
     (a model whose file is absent is None; a bad file raises FitsFileError naming file and key)."""
     paths = {m: Path(fits_dir) / FILES[m] for m in MODELS}
     found = {m: read(path, m) for m, path in paths.items() if path.is_file()}
-    hockney, kernels, alphabeta = found.pop("hockney", None), found.pop("kernels", None), found.pop("alphabeta", None)
+    hockney, kernels, alphabeta = found.get("hockney"), found.get("kernels"), found.get("alphabeta")
     try:
         return Fits(hockney=None if hockney is None else hockney_records(hockney, str(paths["hockney"])),
                     kernels=None if kernels is None else KernelFits.from_json(kernels, str(paths["kernels"])),
-                    alphabeta=None if alphabeta is None else AlphaBetaFits.from_json(alphabeta, str(paths["alphabeta"])),
-                    **found)
+                    alphabeta=None if alphabeta is None else AlphaBetaFits.from_json(alphabeta, str(paths["alphabeta"])))
     except FitRecordError as exc:  # the schema holds, the record does not: still a bad file, named
         raise FitsFileError(str(exc)) from exc
 
