@@ -222,11 +222,11 @@ def test_ring_over_two_nodes_prices_each_hop_by_its_region() -> None:
     assert (boundary_hops[4], boundary_hops[5], boundary_hops[9], boundary_hops[13], boundary_hops[16]) == (0, 2, 3, 4, 4)
     full = ring_hops(cell_placement(TWO_SOCKETS, [order[r % cores] for r in range(16)], nodes=2, placement="block",
                                     fills=True))
-    assert placement_boundaries(full) == [{"np": 5, "region": "other_socket"}, {"np": 9, "region": "other_node"},
-                                          {"np": 13, "region": "other_socket"}]
+    assert placement_boundaries(full) == [PlacementBoundary(5, "other_socket"), PlacementBoundary(9, "other_node"),
+                                          PlacementBoundary(13, "other_socket")]
     # Cyclic over nodes crosses at every hop: one boundary, at P = 2.
     cyc = ring_hops(cell_placement(TWO_SOCKETS, [order[r // 2] for r in range(6)], nodes=2))
-    assert placement_boundaries(cyc) == [{"np": 2, "region": "other_node"}]
+    assert placement_boundaries(cyc) == [PlacementBoundary(2, "other_node")]
 
 
 def test_region_inputs_read_each_ranks_host_from_the_cells_table() -> None:

@@ -277,8 +277,7 @@ def _boundaries(label: str, regions: RegionInputs | None) -> tuple[PlacementBoun
     sizes = [np_ for (name, np_) in (regions.hops if regions else {}) if name == label]
     if not sizes or regions is None:
         return ()
-    return tuple(PlacementBoundary(np=b["np"], region=b["region"])
-                 for b in placement_boundaries(regions.hops[(label, max(sizes))]))
+    return tuple(placement_boundaries(regions.hops[(label, max(sizes))]))
 
 
 def _region_point(r: dict[str, Any], hops: RingHops | None, table: RegionTable | None) -> RingRegionPoint:
