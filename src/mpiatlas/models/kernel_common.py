@@ -161,7 +161,7 @@ def fit_latency_bandwidth(x_bytes: np.ndarray, y_us: np.ndarray) -> tuple[float,
 
 
 
-def size_text(value: Any, *, cube: bool = False) -> str | None:
+def size_text(value: object, *, cube: bool = False) -> str | None:
     """A kernel size as the tables read it: ``"96,40,40"`` (a header value) or [96, 40, 40] ->
     ``96×40×40``; with ``cube``, ``16,16,16`` -> ``16`` (jacobi's L and N, as in its group names)."""
     if value is None:

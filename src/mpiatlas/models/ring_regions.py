@@ -164,7 +164,7 @@ def cell_placement(topo: Topology, pins: Sequence[Any], *, nodes: int = 1,
     return Placement(topo, node_of, cpus)
 
 
-def rank_order(hosts: Any) -> list[str] | None:
+def rank_order(hosts: Mapping[str, str] | Sequence[str] | None) -> list[str] | None:
     """The cells table's ``hosts`` ({rank: host}, JSON object keys) as a list in rank order."""
     if isinstance(hosts, Mapping):
         return [hosts[k] for k in sorted(hosts, key=int)]

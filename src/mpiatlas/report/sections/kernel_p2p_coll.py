@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 import altair as alt
 import polars as pl
@@ -52,7 +51,7 @@ def _imb_labels(data: ReportData) -> set[str]:
     return {f.label for f in data.hockney or [] if f.label is not None and f.benchmark == "PingPong" and f.fitted}
 
 
-def _bw(value: Any) -> str:
+def _bw(value: object) -> str:
     return fmt_num(value, 4) if value else "∞"
 
 

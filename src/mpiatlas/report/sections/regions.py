@@ -112,7 +112,7 @@ def region_chart(bench: str, pts: pl.DataFrame, lines: list[CacheLine]) -> tuple
     return chart, caption
 
 
-def _with_ci(m: Any, lo: Any, hi: Any) -> str:
+def _with_ci(m: object, lo: object, hi: object) -> str:
     return f"{fmt_num(m)} {fmt_ci([lo, hi])}" if finite(lo) and finite(hi) else fmt_num(m)
 
 
