@@ -50,7 +50,7 @@ Every model result carries its residuals (``rel_err`` = predicted / measured −
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -146,7 +146,19 @@ def ring_points(df: pl.DataFrame) -> pl.DataFrame:
             .sort([*LABEL_COLUMNS, "variant", "streams", "bytes", "np"]))
 
 
-def _ring_self_fit(points: pl.DataFrame, rng: np.random.Generator) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class RingSelfFit:
+    """λ (µs, with its bootstrap CI) and B (MB/s, None: unbounded) the ring's nonblocking points imply
+    by themselves, from ``n_points`` points (oversubscribed ones only when there were no others)."""
+
+    latency_us: float
+    latency_ci_us: Interval
+    bandwidth_MBps: float | None
+    n_points: int
+    used_oversubscribed: bool
+
+
+def _ring_self_fit(points: pl.DataFrame, rng: np.random.Generator) -> RingSelfFit | None:
     """λ, B implied by the nonblocking points (P ≤ cores): T/(P·m) = λ + s/B."""
     nb = points.filter((pl.col("variant") == "nonblocking") & ~pl.col("oversubscribed").fill_null(False))
     if nb.height == 0:
@@ -159,11 +171,9 @@ def _ring_self_fit(points: pl.DataFrame, rng: np.random.Generator) -> dict[str, 
     lam, g = fit_latency_bandwidth(sizes, y)
     reps = [list(np.asarray(r, dtype=float) / d) for r, d in zip(nb["reps"].to_list(), div)]
     boots = np.array([fit_latency_bandwidth(sizes, yb) for yb in bootstrap_medians(reps, rng, N_BOOT)])
-    return {
-        "latency_us": lam, "latency_ci_us": percentile_ci(boots[:, 0]),
-        "bandwidth_MBps": 1.0 / g if g > 0 else None,
-        "n_points": int(nb.height), "used_oversubscribed": bool(nb["oversubscribed"].any()),
-    }
+    return RingSelfFit(latency_us=lam, latency_ci_us=_interval(percentile_ci(boots[:, 0])),
+                       bandwidth_MBps=1.0 / g if g > 0 else None, n_points=int(nb.height),
+                       used_oversubscribed=bool(nb["oversubscribed"].any()))
 
 
 # Message-size ranges of the per-range ring λ table: eager small messages, the medium sizes up to a
@@ -215,7 +225,7 @@ def fit_ring(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None, *
             p2p = pingpong
             source_note = "λ and t(s) from the IMB PingPong Hockney fit of the same stack/transport/mapping"
         elif ring_fit is not None:
-            p2p = P2P(ring_fit["latency_us"], ring_fit["bandwidth_MBps"], "ring")
+            p2p = P2P(ring_fit.latency_us, ring_fit.bandwidth_MBps, "ring")
             source_note = ("no IMB PingPong fit for this stack/transport/mapping: λ and B fitted to the ring's own "
                            "nonblocking points, so the nonblocking residuals are a fit, not a test")
         else:
@@ -237,14 +247,14 @@ def fit_ring(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None, *
                 reps_us=tuple(json_num(v) for v in r["reps"]), region=_region_point(r, hops, table)))
         ratio = None
         if ring_fit and pingpong and pingpong.latency_us:
-            ratio = ring_fit["latency_us"] / pingpong.latency_us
+            ratio = ring_fit.latency_us / pingpong.latency_us
 
         fails = failure_statement(points_fit, _describe_ring_point)
         nb_small = [p for p in points_fit if p.variant == "nonblocking" and not p.oversubscribed]
-        headline = (f"ring λ {ring_fit['latency_us']:.3g} µs" if ring_fit else "ring λ n/a") + \
+        headline = (f"ring λ {ring_fit.latency_us:.3g} µs" if ring_fit else "ring λ n/a") + \
             (f" vs PingPong λ {pingpong.latency_us:.3g} µs (×{ratio:.2f})" if ratio is not None and pingpong else
              " (no PingPong λ: ring-fitted)")
-        ring_ci = _interval(ring_fit["latency_ci_us"]) if ring_fit else (None, None)
+        ring_ci = ring_fit.latency_ci_us if ring_fit else (None, None)
         out.append(RingFit(
             **cell,
             model=dict(RING_FORMULA),
@@ -254,10 +264,10 @@ def fit_ring(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None, *
             bandwidth_MBps=json_num(p2p.bandwidth_MBps),
             pingpong_latency_us=json_num(pingpong.latency_us) if pingpong else None,
             pingpong_bandwidth_MBps=json_num(pingpong.bandwidth_MBps) if pingpong else None,
-            ring_latency_us=json_num(ring_fit["latency_us"]) if ring_fit else None,
+            ring_latency_us=json_num(ring_fit.latency_us) if ring_fit else None,
             ring_latency_ci_us=ring_ci,
-            ring_bandwidth_MBps=json_num(ring_fit["bandwidth_MBps"]) if ring_fit else None,
-            ring_fit_points=ring_fit["n_points"] if ring_fit else 0,
+            ring_bandwidth_MBps=json_num(ring_fit.bandwidth_MBps) if ring_fit else None,
+            ring_fit_points=ring_fit.n_points if ring_fit else 0,
             ring_ranges=tuple(ring_range_fits(points)),
             ring_vs_pingpong_latency=json_num(ratio),
             nonblocking_points_within_25pct=sum(1 for p in nb_small if p.rel_err is not None
