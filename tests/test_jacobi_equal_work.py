@@ -73,7 +73,7 @@ def test_recorded_weak_hybrid_and_pure_runs_solve_one_global_grid() -> None:
     assert set(map(tuple, hybrid["global_dims"].to_list() + pure["global_dims"].to_list())) == {(48, 24, 24)}
     # the same problem: identical residual sequences (the check also passed on both)
     assert hybrid["residuals"][0].to_list() == pytest.approx(pure["residuals"][0].to_list(), rel=1e-12)
-    (fit,) = fit_jacobi(pl.concat([hybrid, pure], how="diagonal_relaxed"), None)
+    (fit,) = [f.to_json() for f in fit_jacobi(pl.concat([hybrid, pure], how="diagonal_relaxed"), None)]
     (row,) = fit["hybrid_vs_pure"]
     assert (row["hybrid"], row["pure"]) == ("1 × 2", "2 × 1")
     assert row["equal_work"] and row["hybrid_global_dims"] == row["pure_global_dims"] == [48, 24, 24]
@@ -88,7 +88,7 @@ def test_unequal_work_gets_no_ratio() -> None:
                       "weak-L24-t2").with_columns(pl.lit([24, 24, 24]).alias("global_dims"))
     pure = recorded("jacobi_openmpi_np2_weak.txt", "kernel/openmpi/ob1-vader/core/np2/jacobi/weak-L24-t1/rep0",
                     "weak-L24-t1")
-    (fit,) = fit_jacobi(pl.concat([hybrid, pure], how="diagonal_relaxed"), None)
+    (fit,) = [f.to_json() for f in fit_jacobi(pl.concat([hybrid, pure], how="diagonal_relaxed"), None)]
     (row,) = fit["hybrid_vs_pure"]
     assert not row["equal_work"] and row["iteration_ratio"] is None
     assert row["hybrid_global_dims"] == [24, 24, 24] and row["pure_global_dims"] == [48, 24, 24]
@@ -102,7 +102,7 @@ def test_communication_share_per_configuration_in_the_report(tmp_path: Path) -> 
     pure = recorded("jacobi_openmpi_np2_weak.txt", "kernel/openmpi/ob1-vader/core/np2/jacobi/weak-L24-t1/rep0",
                     "weak-L24-t1")
     table = pl.concat([hybrid, pure], how="diagonal_relaxed")
-    (fit,) = fit_jacobi(table, None)
+    (fit,) = [f.to_json() for f in fit_jacobi(table, None)]
     points = {(p["np"], p["threads"]): p for p in fit["points"]}
     # halo and Allreduce: means over ranks; the iteration: the slowest rank's (one repetition each)
     two = points[(2, 1)]

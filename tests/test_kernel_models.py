@@ -96,28 +96,28 @@ def test_ring_phases_follow_the_odd_even_derivation() -> None:
 def test_ring_fit_recovers_lambda_and_predicts_every_variant() -> None:
     df = ring_table(P2P(LAMBDA, BW, "PingPong"), noise=0.01)
     (fit,) = fit_ring(df, hockney_records([hockney_entry()]))
-    assert fit["lambda_source"] == "PingPong" and fit["pingpong_latency_us"] == LAMBDA
+    assert fit.lambda_source == "PingPong" and fit.pingpong_latency_us == LAMBDA
     # ring-implied λ within 5 % of the true λ (1 % noise), its CI covers it
-    assert fit["ring_latency_us"] == pytest.approx(LAMBDA, rel=0.05)
-    lo, hi = fit["ring_latency_ci_us"]
+    assert fit.ring_latency_us == pytest.approx(LAMBDA, rel=0.05)
+    lo, hi = fit.ring_latency_ci_us
     assert lo <= LAMBDA <= hi
-    assert fit["ring_vs_pingpong_latency"] == pytest.approx(1.0, rel=0.05)
-    assert fit["ring_bandwidth_MBps"] == pytest.approx(BW, rel=0.05)
+    assert fit.ring_vs_pingpong_latency == pytest.approx(1.0, rel=0.05)
+    assert fit.ring_bandwidth_MBps == pytest.approx(BW, rel=0.05)
     # the data follow the model: every residual within 4 % (1 % noise on the median of 3)
-    assert len(fit["points"]) == 5 * 3 * 2
-    assert all(abs(p["rel_err"]) < 0.04 for p in fit["points"])
-    blocking3 = next(p for p in fit["points"] if p["variant"] == "blocking" and p["np"] == 3 and p["bytes"] == 4)
-    assert blocking3["phases_model"] == 3 and blocking3["phases_measured"] == pytest.approx(3, rel=0.04)
-    assert fit["fails_where"].startswith("holds within 25% at every point")
+    assert len(fit.points) == 5 * 3 * 2
+    assert all(abs(p.rel_err) < 0.04 for p in fit.points)
+    blocking3 = next(p for p in fit.points if p.variant == "blocking" and p.np == 3 and p.bytes == 4)
+    assert blocking3.phases_model == 3 and blocking3.phases_measured == pytest.approx(3, rel=0.04)
+    assert fit.fails_where.startswith("holds within 25% at every point")
 
 
 def test_ring_without_pingpong_fits_lambda_from_the_ring_and_says_so(few_bootstraps: None) -> None:
     df = ring_table(P2P(2.0, 1000.0, "x"))
     (fit,) = fit_ring(df, hockney_records([hockney_entry(label="other/label/core")]))
-    assert fit["lambda_source"] == "ring" and "no IMB PingPong" in fit["lambda_note"]
-    assert fit["pingpong_latency_us"] is None and fit["ring_vs_pingpong_latency"] is None
-    assert fit["latency_us"] == pytest.approx(2.0, rel=1e-6)
-    assert fit["bandwidth_MBps"] == pytest.approx(1000.0, rel=1e-6)
+    assert fit.lambda_source == "ring" and "no IMB PingPong" in fit.lambda_note
+    assert fit.pingpong_latency_us is None and fit.ring_vs_pingpong_latency is None
+    assert fit.latency_us == pytest.approx(2.0, rel=1e-6)
+    assert fit.bandwidth_MBps == pytest.approx(1000.0, rel=1e-6)
     result = fit_kernels({"ring": df}, [])
     assert any("no IMB PingPong" in n for n in result.notes)
 
@@ -129,18 +129,46 @@ def test_ring_failure_statement_names_the_worst_point() -> None:
     df = df.with_columns(pl.when(pl.col("np") == 4).then(pl.col("time_us") * 10).otherwise(pl.col("time_us"))
                          .alias("time_us"))
     (fit,) = fit_ring(df, hockney_records([hockney_entry()]))
-    assert "P=4" in fit["fails_where"] and "oversubscribed" in fit["fails_where"]
-    assert "10× the model" in fit["fails_where"]
+    assert "P=4" in fit.fails_where and "oversubscribed" in fit.fails_where
+    assert "10× the model" in fit.fails_where
     # the ring λ comes from P ≤ cores only, so it is not spoilt by the oversubscribed cells
-    assert fit["ring_latency_us"] == pytest.approx(LAMBDA, rel=1e-6)
+    assert fit.ring_latency_us == pytest.approx(LAMBDA, rel=1e-6)
     assert failure_statement([], str).endswith("no measured point to test it against")
+
+
+def test_a_matsum_fit_is_its_file_entry_and_a_wrong_one_is_named_by_file_and_key(few_bootstraps: None) -> None:
+    fits = tuple(fit_matsum(matsum_table())) + tuple(fit_matsum(matsum_table(nps=(1, 2))))
+    assert [f.fitted for f in fits] == [True, False]
+    document = json.loads(json.dumps(KernelFits(matsum=fits).to_json()))
+    assert KernelFits.from_json(document).matsum == fits
+    fitted, failed = document["matsum"]
+    # a failed series keeps its gather order and per-rank phases but has no figures
+    assert "s_us" not in failed and failed["phases_by_rank"] and list(fitted)[:7] == [
+        "label", "stack", "transport", "mapping", "dims", "topo", "dist"]
+    fitted["gather_order"][0]["slowest_first"] = [0, "1"]
+    with pytest.raises(FitRecordError, match=r"kernels\.json: \$\.matsum\[0\]\.gather_order\[0\]\.slowest_first\[1\]: "
+                                             r"expected an integer, got '1'"):
+        KernelFits.from_json(document)
+
+
+def test_a_ring_fit_is_its_file_entry_and_a_wrong_one_is_named_by_file_and_key() -> None:
+    (fit,) = fit_ring(ring_table(P2P(LAMBDA, BW, "PingPong"), nps=(2, 3)), hockney_records([hockney_entry()]))
+    # to_json and back gives the same record, through the whole document as the fit rule writes it
+    document = json.loads(json.dumps(KernelFits(ring=(fit,)).to_json()))
+    assert KernelFits.from_json(document).ring == (fit,)
+    entry = document["ring"][0]
+    assert entry["ring_ranges"][0]["range"] == "< 1 KiB" and "region_fails_where" not in entry  # no region model
+    entry["points"][2]["oversubscribed"] = "no"
+    with pytest.raises(FitRecordError, match=r"fits/kernels\.json: \$\.ring\[0\]\.points\[2\]\.oversubscribed: "
+                                             r"expected true, false or null, got 'no'"):
+        KernelFits.from_json(document, "fits/kernels.json")
 
 
 def test_failed_cells_do_not_enter_the_models() -> None:
     df = ring_table(P2P(LAMBDA, BW, "PingPong"), nps=(2,))
     bad = df.with_columns(pl.lit("failed").alias("cell_status"), pl.col("time_us") * 100)
     (fit,) = fit_ring(pl.concat([df, bad]), hockney_records([hockney_entry()]))
-    assert all(abs(p["rel_err"]) < 1e-9 for p in fit["points"])
+    assert all(abs(p.rel_err) < 1e-9 for p in fit.points)
     assert fit_ring(bad, hockney_records([hockney_entry()])) == []
 
 
@@ -167,45 +195,45 @@ def matsum_table(nps=(1, 2, 3, 4, 6, 8), noise: float = 0.005, reps: int = 5, ga
 
 def test_amdahl_fit_recovers_parameters_and_serial_fraction() -> None:
     (fit,) = fit_matsum(matsum_table())
-    assert fit["cores"] == CORES
+    assert fit.cores == CORES
     # 0.5 % noise, 5 repetitions, 6 process counts: parameters within 10 %, serial fraction within 0.01
     # (over 20 seeds the worst errors were 7 % (s), 1 % (p), 6 % (c), 0.008 (fraction))
-    assert fit["s_us"] == pytest.approx(S, rel=0.10)
-    assert fit["p_us"] == pytest.approx(PAR, rel=0.10)
-    assert fit["c_us"] == pytest.approx(C, rel=0.10)
-    assert fit["serial_fraction"] == pytest.approx(S / (S + PAR), abs=0.01)
+    assert fit.s_us == pytest.approx(S, rel=0.10)
+    assert fit.p_us == pytest.approx(PAR, rel=0.10)
+    assert fit.c_us == pytest.approx(C, rel=0.10)
+    assert fit.serial_fraction == pytest.approx(S / (S + PAR), abs=0.01)
     for key, truth in (("s_ci_us", S), ("p_ci_us", PAR), ("c_ci_us", C), ("serial_fraction_ci", S / (S + PAR))):
-        lo, hi = fit[key]
+        lo, hi = getattr(fit, key)
         assert lo <= truth <= hi, (key, lo, truth, hi)
-    assert all(abs(p["rel_err"]) < 0.02 for p in fit["points"])
-    assert [p["p_eff"] for p in fit["points"]] == [1, 2, 3, 4, 4, 4]
-    assert [p["oversubscribed"] for p in fit["points"]] == [False] * 4 + [True] * 2
+    assert all(abs(p.rel_err) < 0.02 for p in fit.points)
+    assert [p.p_eff for p in fit.points] == [1, 2, 3, 4, 4, 4]
+    assert [p.oversubscribed for p in fit.points] == [False] * 4 + [True] * 2
 
 
 def test_amdahl_parameters_stay_non_negative(few_bootstraps: None) -> None:
     df = matsum_table(noise=0.0).with_columns(
         (pl.col("total_us") * 0 + 5000.0 / pl.col("np")).alias("total_us"))  # pure p/P: s = c = 0
     (fit,) = fit_matsum(df.filter(pl.col("np") <= CORES))
-    assert min(fit["s_us"], fit["p_us"], fit["c_us"]) >= 0
-    assert fit["serial_fraction"] == pytest.approx(0.0, abs=1e-3)
+    assert min(fit.s_us, fit.p_us, fit.c_us) >= 0
+    assert fit.serial_fraction == pytest.approx(0.0, abs=1e-3)
 
 
 def test_too_few_process_counts_is_an_error_not_a_fit() -> None:
     (fit,) = fit_matsum(matsum_table(nps=(1, 2)))
-    assert "need 3 process counts" in fit["error"]
+    assert fit.error is not None and "need 3 process counts" in fit.error
 
 
 @pytest.mark.parametrize(("gather", "verdict"), [("binomial", "binomial-tree signature"),
                                                  ("linear", "no binomial-tree signature")])
 def test_gather_ordering_tells_binomial_from_linear(gather: str, verdict: str, few_bootstraps: None) -> None:
     (fit,) = fit_matsum(matsum_table(gather=gather))
-    order = {g["np"]: g for g in fit["gather_order"]}
+    order = {g.np: g for g in fit.gather_order}
     assert set(order) == {3, 4, 6, 8}
-    assert order[8]["verdict"].startswith(verdict)
+    assert order[8].verdict.startswith(verdict)
     if gather == "binomial":
-        assert order[8]["slowest_first"][:2] == [0, 4] and order[8]["spearman_binomial"] > 0.8  # ties: four leaves
+        assert order[8].slowest_first[:2] == (0, 4) and order[8].spearman_binomial > 0.8  # ties: four leaves
     else:
-        assert order[8]["slowest_first"][:2] == [0, 7] and order[8]["spearman_linear"] > 0.9
+        assert order[8].slowest_first[:2] == (0, 7) and order[8].spearman_linear > 0.9
     assert [binomial_subtree(r, 8) for r in range(8)] == [8, 1, 2, 1, 4, 1, 2, 1]
     assert binomial_subtree(2, 3) == 1  # capped by the ranks that exist
 
@@ -232,7 +260,7 @@ def jacobi_table(lam: float = 1.0, bw: float = 1000.0, L: int = 20) -> pl.DataFr
 
 
 def test_jacobi_halo_model_scaling_and_hybrid_comparison() -> None:
-    (fit,) = fit_jacobi(jacobi_table(), hockney_records([hockney_entry(lam=1.0, bw=1000.0)]))
+    (fit,) = [f.to_json() for f in fit_jacobi(jacobi_table(), hockney_records([hockney_entry(lam=1.0, bw=1000.0)]))]
     assert fit["lambda_source"] == "PingPong"
     pts = {(p["np"], p["threads"]): p for p in fit["points"]}
     # the least-waiting rank (rank 0 here; the others wait 5 µs more) matches c/B + k·λ exactly
@@ -255,7 +283,7 @@ def test_jacobi_halo_model_scaling_and_hybrid_comparison() -> None:
 
 def test_jacobi_takes_lambda_from_the_ring_without_pingpong() -> None:
     result = fit_kernels({"ring": ring_table(P2P(1.0, 1000.0, "x")), "jacobi": jacobi_table()}, [])
-    (fit,) = result.jacobi
+    (fit,) = [f.to_json() for f in result.jacobi]
     assert fit["lambda_source"] == "ring" and fit["latency_us"] == pytest.approx(1.0, rel=1e-6)
     assert all(p["rel_err"] is None or abs(p["rel_err"]) < 1e-6 for p in fit["points"])
 

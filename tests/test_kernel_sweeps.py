@@ -233,7 +233,7 @@ def test_matsum_grids_are_compared_at_their_p_and_kept_out_of_the_amdahl_series(
     assert GridComparison.from_json(json.loads(json.dumps(entry)), "kernels.json", "$.matsum_grids[0]") == first
     # The Amdahl series of dims 96x40x40 has only its MPI_Dims_create cells (P = 1, 3): too few to fit.
     (series,) = fit_matsum(table)
-    assert series["dims"] == "96×40×40" and "P = [1, 3]" in series["error"]
+    assert series.dims == "96×40×40" and series.error is not None and "P = [1, 3]" in series.error
 
 
 def jacobi_sweep_table() -> pl.DataFrame:
@@ -260,7 +260,7 @@ def jacobi_sweep_table() -> pl.DataFrame:
 def test_jacobi_keeps_problems_apart_and_compares_grids() -> None:
     hockney = [{"label": HEAD["label"], "benchmark": "PingPong", "latency_us": 1.0,
                 "asymptotic_bandwidth_MBps": 1000.0, "peak_bandwidth_MBps": 1000.0}]
-    (fit,) = fit_jacobi(jacobi_sweep_table(), hockney_records(hockney))
+    (fit,) = [f.to_json() for f in fit_jacobi(jacobi_sweep_table(), hockney_records(hockney))]
     assert fit["problems"] == ["strong N=32", "weak L=16"]
     pts = {(p["problem"], p["np"], p["threads"], tuple(p["procdims"])): p for p in fit["points"]}
     # strong scaling within its own problem: 400·1 / (2·250); the weak grids (explicit) get none

@@ -29,6 +29,7 @@ from mpiatlas.spine.series import mapping_segment
 from mpiatlas.matrix.config import validate
 from mpiatlas.models.region_latency import RegionTable
 from mpiatlas.models.kernels import fit_ring
+from mpiatlas.models.ring_records import PlacementBoundary, RingFit
 from mpiatlas.models.ring_regions import (
     RegionInputs,
     RingHops,
@@ -221,11 +222,11 @@ def test_ring_over_two_nodes_prices_each_hop_by_its_region() -> None:
     assert (boundary_hops[4], boundary_hops[5], boundary_hops[9], boundary_hops[13], boundary_hops[16]) == (0, 2, 3, 4, 4)
     full = ring_hops(cell_placement(TWO_SOCKETS, [order[r % cores] for r in range(16)], nodes=2, placement="block",
                                     fills=True))
-    assert placement_boundaries(full) == [{"np": 5, "region": "other_socket"}, {"np": 9, "region": "other_node"},
-                                          {"np": 13, "region": "other_socket"}]
+    assert placement_boundaries(full) == [PlacementBoundary(5, "other_socket"), PlacementBoundary(9, "other_node"),
+                                          PlacementBoundary(13, "other_socket")]
     # Cyclic over nodes crosses at every hop: one boundary, at P = 2.
     cyc = ring_hops(cell_placement(TWO_SOCKETS, [order[r // 2] for r in range(6)], nodes=2))
-    assert placement_boundaries(cyc) == [{"np": 2, "region": "other_node"}]
+    assert placement_boundaries(cyc) == [PlacementBoundary(2, "other_node")]
 
 
 def test_region_inputs_read_each_ranks_host_from_the_cells_table() -> None:
@@ -243,8 +244,8 @@ def test_region_inputs_read_each_ranks_host_from_the_cells_table() -> None:
 
 
 def test_ring_chart_draws_the_boundaries_of_the_placement() -> None:
-    fits = [{"label": "i/t/core-n2", "boundaries": [{"np": 5, "region": "other_socket"},
-                                                    {"np": 9, "region": "other_node"}]}]
+    fits = [RingFit(label="i/t/core-n2", boundaries=(PlacementBoundary(5, "other_socket"),
+                                                     PlacementBoundary(9, "other_node")))]
     rules = boundary_rows(fits)
     assert rules is not None and rules.rows() == [("i/t/core-n2", 5, "socket boundary (P ≥ 5)"),
                                                   ("i/t/core-n2", 9, "node boundary (P ≥ 9)")]
@@ -258,7 +259,7 @@ def test_ring_chart_draws_the_boundaries_of_the_placement() -> None:
     assert validate_jsonschema(spec, load_schema(), raise_error=False) is None  # valid Vega-Lite
     data = next(iter(spec["datasets"].values()))
     assert sorted(d["boundary_x"] for d in data if d.get("boundary")) == [4.5, 8.5]
-    assert boundary_rows([{"label": "x", "boundaries": []}]) is None
+    assert boundary_rows([RingFit(label="x")]) is None
 
 
 def test_mpirun_over_hosts_fills_them_as_planned(tmp_path: Path, ompi41: OpenMPI) -> None:
@@ -290,7 +291,7 @@ def test_ring_fit_from_one_rank_up_prices_what_has_hops() -> None:
             for p in (1, 2, 3) for rep in range(3) for r in range(p)]
     hops = {("i/t/core-n2", 1): RingHops(()), ("i/t/core-n2", 2): RingHops(("same_socket", "same_socket")),
             ("i/t/core-n2", 3): RingHops(("same_socket", "other_node", "other_node"))}
-    (fit,) = fit_ring(pl.DataFrame(rows), [], regions=RegionInputs(hops=hops, table=TABLE))
+    (fit,) = [f.to_json() for f in fit_ring(pl.DataFrame(rows), [], regions=RegionInputs(hops=hops, table=TABLE))]
     by_np = {p["np"]: p for p in fit["points"]}
     assert by_np[1]["region_predicted_us"] is None and by_np[1]["boundary_hops"] == 0
     assert by_np[2]["region_predicted_us"] == pytest.approx(2 * 2 * (0.5 + 1000 / 10000))

@@ -31,7 +31,7 @@ def per_message(frame: pl.DataFrame) -> dict[int, float]:
 
 def test_each_range_has_its_own_lambda_and_b_from_the_ring_alone() -> None:
     frame = recorded()
-    (fit,) = fit_ring(frame, None)  # no PingPong: the ring alone
+    (fit,) = [f.to_json() for f in fit_ring(frame, None)]  # no PingPong: the ring alone
     ranges = {r["range"]: r for r in fit["ring_ranges"]}
     assert list(ranges) == ["< 1 KiB", "1 KiB – 64 KiB", "≥ 64 KiB"]
     assert ranges["< 1 KiB"]["sizes"] == [4, 64, 512] and ranges["≥ 64 KiB"]["sizes"] == [262144, 1048576]

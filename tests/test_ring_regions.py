@@ -218,7 +218,7 @@ def test_fit_ring_adds_the_region_prediction_from_the_placement(tmp_path: Path) 
     inputs = region_inputs(tidy, hockney, topo=parse_synthetic(TWO_SOCKETS))
     assert inputs.notes == []
     assert inputs.hops[(RING_LABEL, 5)].boundary_hops == 2
-    (fit,) = fit_ring(ring, hockney, regions=inputs)
+    (fit,) = [f.to_json() for f in fit_ring(ring, hockney, regions=inputs)]
     by_np = {p["np"]: p for p in fit["points"]}
     for np_, p in by_np.items():
         assert p["boundary_hops"] == (0 if np_ <= 4 else 2)
@@ -245,7 +245,8 @@ def test_fit_ring_adds_the_region_prediction_from_the_placement(tmp_path: Path) 
 def test_region_table_instead_of_pingpong_fits(tmp_path: Path) -> None:
     tidy, ring, _ = _tidy(tmp_path)
     given = RegionTable({"same_socket": 1.0, "other_socket": 2.0}, source="given.csv")
-    (fit,) = fit_ring(ring, [], regions=region_inputs(tidy, [], topo=parse_synthetic(TWO_SOCKETS), table=given))
+    inputs = region_inputs(tidy, [], topo=parse_synthetic(TWO_SOCKETS), table=given)
+    (fit,) = [f.to_json() for f in fit_ring(ring, [], regions=inputs)]
     p5 = next(p for p in fit["points"] if p["np"] == 5)
     assert p5["region_predicted_us"] == pytest.approx(5 * 2 * 2.0)  # no bandwidth: λ at every size
     assert fit["region_model"]["source"] == "given.csv"
@@ -261,7 +262,7 @@ def test_a_fit_on_another_host_places_the_ranks_on_the_cells_recorded_topology(t
     inputs = region_inputs(tidy, hockney, topo=login)
     assert inputs.notes == []
     assert inputs.hops[(RING_LABEL, 4)].boundary_hops == 0 and inputs.hops[(RING_LABEL, 5)].boundary_hops == 2
-    (fit,) = fit_ring(ring, hockney, regions=inputs)
+    (fit,) = [f.to_json() for f in fit_ring(ring, hockney, regions=inputs)]
     by_np = {p["np"]: p for p in fit["points"]}
     assert by_np[5]["region_predicted_us"] == pytest.approx(15.008) and by_np[5]["slowest_region"] == "other_socket"
     assert all(abs(p["region_rel_err"]) < 0.02 for p in fit["points"])
@@ -280,7 +281,7 @@ def test_without_recorded_topologies_no_region_prediction_on_another_node(tmp_pa
     assert inputs.hops == {}
     assert inputs.notes == ["region-aware ring model not applied: the cells ran on cn042, this topology is "
                             "login1's (its hop regions are unknown here)"]
-    (fit,) = fit_ring(ring, hockney, regions=inputs)
+    (fit,) = [f.to_json() for f in fit_ring(ring, hockney, regions=inputs)]
     assert fit["region_model"] is None and "no hop regions" in fit["region_note"]
     assert all(p["region_predicted_us"] is None for p in fit["points"])
     assert fit["fails_where"].startswith("fails worst at")  # the single-λ model is unchanged

@@ -19,7 +19,7 @@ from mpiatlas.compare.campaigns import Comparison
 from mpiatlas.stats.ratios import FASTER, MIN_REPS, MIN_RUNS, NOT_JUDGED, SLOWER, regressions
 from mpiatlas.compare.summary import kernel_lines, method_line, series_name, summary_lines
 from mpiatlas.files import write_text_atomic
-from mpiatlas.report.blocks import Bullets, Cell, ChartBlock, Details, KeyValues, Notice, Section, Table, cell, num_cell
+from mpiatlas.report.blocks import Block, Bullets, Cell, ChartBlock, Details, KeyValues, Notice, Section, Table, cell, num_cell
 from mpiatlas.report.charts import chart_spec
 from mpiatlas.report.formatting import fmt_bytes, fmt_ci
 from mpiatlas.report.data import ReportData
@@ -142,7 +142,7 @@ def _summary_section(cmp: Comparison, threshold: float | None) -> Section:
           ("matched on", cell(", ".join(cmp.matching.keys))),
           *[(f"compared setting: {k}", cell(f"{va} → {vb}")) for k, (va, vb) in cmp.matching.settings.items()],
           ("statistic", cell(_statistic(cmp)))]
-    blocks: list[Any] = [Bullets(summary_lines(cmp, threshold), cls="findings"), KeyValues(kv)]
+    blocks: list[Block] = [Bullets(summary_lines(cmp, threshold), cls="findings"), KeyValues(kv)]
     if not cmp.two_level:
         blocks.insert(0, Notice(method_line(cmp), "warn"))
     if threshold is not None:
@@ -153,7 +153,8 @@ def _summary_section(cmp: Comparison, threshold: float | None) -> Section:
 
 
 def _heatmap_section(cmp: Comparison) -> Section | None:
-    p_axis, blocks = _p_axis(cmp), []
+    p_axis = _p_axis(cmp)
+    blocks: list[Block] = []
     for bench in sorted(set(cmp.sizes.get_column("benchmark").to_list())):
         spec = heatmap(cmp.sizes.filter(pl.col("benchmark") == bench), cmp.series_keys, p_axis, f"{bench}: B / A")
         if spec is not None:
@@ -164,7 +165,7 @@ def _heatmap_section(cmp: Comparison) -> Section | None:
 
 def _changes_section(cmp: Comparison) -> Section:
     sig = cmp.sizes.filter(pl.col("significant")).sort("ratio", descending=True)
-    blocks: list[Any] = []
+    blocks: list[Block] = []
     if sig.height:
         blocks.append(Table(SIZE_COLUMNS, _size_rows(sig, cmp.series_keys), filterable=True, scroll=True))
     else:
@@ -195,7 +196,7 @@ def _fits_section(cmp: Comparison) -> Section | None:
 
 
 def _one_side_section(cmp: Comparison) -> Section | None:
-    blocks: list[Any] = []
+    blocks: list[Block] = []
     for side, only in (("A", cmp.only_a), ("B", cmp.only_b)):
         if only.height:
             rows = [[cell(series_name(r, cmp.series_keys)), num_cell(r["sizes"], 0),
@@ -213,7 +214,7 @@ def _one_side_section(cmp: Comparison) -> Section | None:
 
 def _kernels_section(cmp: Comparison) -> Section | None:
     """Per kernel both sides measured: its summary lines, the ratio heatmap over P and size, every point."""
-    blocks: list[Any] = []
+    blocks: list[Block] = []
     for kc in cmp.kernels:
         blocks.append(Bullets(kernel_lines(kc), cls="findings"))
         p_axis = "np" if "np" in kc.matching.keys else None

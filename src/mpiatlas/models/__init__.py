@@ -29,5 +29,10 @@ every model's fitting code and its libraries.
 * :mod:`.kernel_common` — what the kernel models share;
 * :mod:`.kernel_p2p` — pingpong and coll kernel fits;
 * :mod:`.kernel_records` — the typed records of kernels.json (``KernelFits``: coll, pingpong, grid comparisons);
+* :mod:`.ring_records` — the typed records of kernels.json's ring fits (``RingFit``);
+* :mod:`.matsum_records` — the typed records of kernels.json's matsum fits (``MatsumFit``);
+* :mod:`.jacobi_records` — the typed records of kernels.json's jacobi fits (``JacobiFit``);
+* :mod:`.grid_records` — the typed records of process grids compared at equal P (``GridComparison``);
+* :mod:`.json_fields` — the readers every fits record's ``from_json`` is built from (errors name file and key);
 * :mod:`.best_algorithm` — the fastest algorithm per size.
 """

@@ -20,20 +20,25 @@ import math
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from mpiatlas.models.fit_records import (
-    Fit,
+from mpiatlas.models.fit_records import Fit
+from mpiatlas.models.json_fields import (
     FitRecordError,
     Interval,
     JsonValue,
     Scalar,
-    _integer,
-    _integers,
-    _interval,
-    _json_number,
-    _list,
-    _number,
-    _object,
-    _text,
+    json_number,
+    json_pair,
+    optional_interval,
+    read_bool,
+    read_integer,
+    read_integers,
+    read_interval,
+    read_number,
+    read_object,
+    read_records,
+    read_text,
+    read_texts,
+    required_text,
 )
 
 # An α-β series' key in the order a fit writes it: the group keys, then the axes that tell cells apart
@@ -42,35 +47,12 @@ SERIES_KEYS: tuple[str, ...] = ("stack", "transport", "algorithm", "options", "k
 FILE = "alphabeta.json"
 
 
-def _bool(obj: dict[str, JsonValue], key: str, where: str, path: str) -> bool | None:
-    value = obj.get(key)
-    if value is None or isinstance(value, bool):
-        return value
-    raise FitRecordError(f"{where}: {path}.{key}: expected true, false or null, got {value!r}")
 
 
-def _texts(obj: dict[str, JsonValue], key: str, where: str, path: str) -> tuple[str, ...]:
-    out = []
-    for i, v in enumerate(_list(obj, key, where, path)):
-        if not isinstance(v, str):
-            raise FitRecordError(f"{where}: {path}.{key}[{i}]: expected a string, got {v!r}")
-        out.append(v)
-    return tuple(out)
 
 
-def _required_text(obj: dict[str, JsonValue], key: str, where: str, path: str) -> str:
-    value = _text(obj, key, where, path)
-    if value is None:
-        raise FitRecordError(f"{where}: {path}.{key}: required, a string")
-    return value
 
 
-def _pair(v: Interval) -> list[JsonValue]:
-    return [_json_number(v[0]), _json_number(v[1])]
-
-
-def _optional_interval(obj: dict[str, JsonValue], key: str, where: str, path: str) -> Interval | None:
-    return None if obj.get(key) is None else _interval(obj, key, where, path)
 
 
 @dataclass(frozen=True)
@@ -94,10 +76,10 @@ class Network:
 
     @classmethod
     def from_json(cls, value: JsonValue, where: str, path: str) -> Network:
-        obj = _object(value, where, path)
-        gbit = _number(obj, "bandwidth_gbit_s", where, path)
+        obj = read_object(value, where, path)
+        gbit = read_number(obj, "bandwidth_gbit_s", where, path)
         try:
-            return cls(_required_text(obj, "name", where, path), math.nan if gbit is None else gbit)
+            return cls(required_text(obj, "name", where, path), math.nan if gbit is None else gbit)
         except ValueError as exc:
             raise FitRecordError(f"{where}: {path}.bandwidth_gbit_s: {exc}") from exc
 
@@ -121,18 +103,18 @@ class AlphaBetaPoint:
 
     def to_json(self) -> dict[str, JsonValue]:
         return {"nodes": self.nodes, "bytes": self.bytes, "used": self.used, "n_reps": self.n_reps,
-                "measured_us": _json_number(self.measured_us), "min_us": _json_number(self.min_us),
-                "max_us": _json_number(self.max_us), "predicted_us": _json_number(self.predicted_us),
-                "rel_err": _json_number(self.rel_err), "speed_of_light_us": _json_number(self.speed_of_light_us)}
+                "measured_us": json_number(self.measured_us), "min_us": json_number(self.min_us),
+                "max_us": json_number(self.max_us), "predicted_us": json_number(self.predicted_us),
+                "rel_err": json_number(self.rel_err), "speed_of_light_us": json_number(self.speed_of_light_us)}
 
     @classmethod
     def from_json(cls, value: JsonValue, where: str, path: str) -> AlphaBetaPoint:
-        obj = _object(value, where, path)
-        nodes, size, reps = (_integer(obj, k, where, path) for k in ("nodes", "bytes", "n_reps"))
+        obj = read_object(value, where, path)
+        nodes, size, reps = (read_integer(obj, k, where, path) for k in ("nodes", "bytes", "n_reps"))
         if nodes is None or size is None:
             raise FitRecordError(f"{where}: {path}: a point needs nodes and bytes")
-        return cls(nodes, size, bool(_bool(obj, "used", where, path)), reps or 0,
-                   *(_number(obj, k, where, path) for k in ("measured_us", "min_us", "max_us", "predicted_us",
+        return cls(nodes, size, bool(read_bool(obj, "used", where, path)), reps or 0,
+                   *(read_number(obj, k, where, path) for k in ("measured_us", "min_us", "max_us", "predicted_us",
                                                             "rel_err", "speed_of_light_us")))
 
 
@@ -163,33 +145,33 @@ class FamilyFit:
         if self.error is not None:
             return {**head, "error": self.error}
         out: dict[str, JsonValue] = {
-            **head, "alpha": _json_number(self.alpha), "alpha_ci": _pair(self.alpha_ci),
-            "beta_us": _json_number(self.beta_us), "beta_ci_us": _pair(self.beta_ci_us), "n_points": self.n_points,
-            "rss": _json_number(self.rss), "rel_rms": _json_number(self.rel_rms),
-            "median_abs_rel": _json_number(self.median_abs_rel)}
+            **head, "alpha": json_number(self.alpha), "alpha_ci": json_pair(self.alpha_ci),
+            "beta_us": json_number(self.beta_us), "beta_ci_us": json_pair(self.beta_ci_us), "n_points": self.n_points,
+            "rss": json_number(self.rss), "rel_rms": json_number(self.rel_rms),
+            "median_abs_rel": json_number(self.median_abs_rel)}
         # Ranked after the fits: an entry gets them only when it was fitted (always, from fit_families).
         if self.aic is not None or self.delta_aic is not None:
-            out |= {"aic": _json_number(self.aic), "delta_aic": _json_number(self.delta_aic)}
+            out |= {"aic": json_number(self.aic), "delta_aic": json_number(self.delta_aic)}
         if self.plausible is not None:
             out["plausible"] = self.plausible
         return out
 
     @classmethod
     def from_json(cls, value: JsonValue, where: str, path: str) -> FamilyFit:
-        obj = _object(value, where, path)
-        head = (_required_text(obj, "model", where, path), _text(obj, "label", where, path) or "",
-                _text(obj, "formula", where, path) or "")
-        error = _text(obj, "error", where, path)
+        obj = read_object(value, where, path)
+        head = (required_text(obj, "model", where, path), read_text(obj, "label", where, path) or "",
+                read_text(obj, "formula", where, path) or "")
+        error = read_text(obj, "error", where, path)
         if error is not None:
             return cls(*head, error=error)
-        return cls(*head, alpha=_number(obj, "alpha", where, path), alpha_ci=_interval(obj, "alpha_ci", where, path),
-                   beta_us=_number(obj, "beta_us", where, path),
-                   beta_ci_us=_interval(obj, "beta_ci_us", where, path),
-                   n_points=_integer(obj, "n_points", where, path) or 0, rss=_number(obj, "rss", where, path),
-                   rel_rms=_number(obj, "rel_rms", where, path),
-                   median_abs_rel=_number(obj, "median_abs_rel", where, path),
-                   aic=_number(obj, "aic", where, path), delta_aic=_number(obj, "delta_aic", where, path),
-                   plausible=_bool(obj, "plausible", where, path))
+        return cls(*head, alpha=read_number(obj, "alpha", where, path), alpha_ci=read_interval(obj, "alpha_ci", where, path),
+                   beta_us=read_number(obj, "beta_us", where, path),
+                   beta_ci_us=read_interval(obj, "beta_ci_us", where, path),
+                   n_points=read_integer(obj, "n_points", where, path) or 0, rss=read_number(obj, "rss", where, path),
+                   rel_rms=read_number(obj, "rel_rms", where, path),
+                   median_abs_rel=read_number(obj, "median_abs_rel", where, path),
+                   aic=read_number(obj, "aic", where, path), delta_aic=read_number(obj, "delta_aic", where, path),
+                   plausible=read_bool(obj, "plausible", where, path))
 
 
 @dataclass(frozen=True)
@@ -210,17 +192,17 @@ class Selection:
     def to_json(self) -> dict[str, JsonValue]:
         if self.best is None:
             return {"best": None, "criterion": self.criterion, "verdict": self.verdict, "text": self.text}
-        return {"best": self.best, "runner_up": self.runner_up, "delta_aic": _json_number(self.delta_aic),
+        return {"best": self.best, "runner_up": self.runner_up, "delta_aic": json_number(self.delta_aic),
                 "criterion": self.criterion, "verdict": self.verdict, "tied": list(self.tied),
                 "implausible": list(self.implausible), "text": self.text}
 
     @classmethod
     def from_json(cls, value: JsonValue, where: str, path: str) -> Selection:
-        obj = _object(value, where, path)
-        return cls(_text(obj, "best", where, path), _text(obj, "criterion", where, path) or "",
-                   _text(obj, "verdict", where, path) or "", _text(obj, "text", where, path) or "",
-                   _text(obj, "runner_up", where, path), _number(obj, "delta_aic", where, path),
-                   _texts(obj, "tied", where, path), _texts(obj, "implausible", where, path))
+        obj = read_object(value, where, path)
+        return cls(read_text(obj, "best", where, path), read_text(obj, "criterion", where, path) or "",
+                   read_text(obj, "verdict", where, path) or "", read_text(obj, "text", where, path) or "",
+                   read_text(obj, "runner_up", where, path), read_number(obj, "delta_aic", where, path),
+                   read_texts(obj, "tied", where, path), read_texts(obj, "implausible", where, path))
 
 
 @dataclass(frozen=True)
@@ -242,25 +224,25 @@ class PerSizeRow:
 
     def to_json(self) -> dict[str, JsonValue]:
         def ci(v: Interval | None) -> JsonValue:
-            return None if v is None else _pair(v)
+            return None if v is None else json_pair(v)
 
-        return {"bytes": self.bytes, "n_points": self.n_points, "alpha": _json_number(self.alpha),
-                "beta_us": _json_number(self.beta_us), "beta_fixed": self.beta_fixed,
-                "inv_alpha": _json_number(self.inv_alpha), "alpha_ci": ci(self.alpha_ci),
-                "beta_ci_us": ci(self.beta_ci_us), "beta_at_alpha_us": _json_number(self.beta_at_alpha_us),
+        return {"bytes": self.bytes, "n_points": self.n_points, "alpha": json_number(self.alpha),
+                "beta_us": json_number(self.beta_us), "beta_fixed": self.beta_fixed,
+                "inv_alpha": json_number(self.inv_alpha), "alpha_ci": ci(self.alpha_ci),
+                "beta_ci_us": ci(self.beta_ci_us), "beta_at_alpha_us": json_number(self.beta_at_alpha_us),
                 "beta_at_alpha_ci_us": ci(self.beta_at_alpha_ci_us)}
 
     @classmethod
     def from_json(cls, value: JsonValue, where: str, path: str) -> PerSizeRow:
-        obj = _object(value, where, path)
-        size = _integer(obj, "bytes", where, path)
+        obj = read_object(value, where, path)
+        size = read_integer(obj, "bytes", where, path)
         if size is None:
             raise FitRecordError(f"{where}: {path}.bytes: required, an integer")
-        return cls(size, _integer(obj, "n_points", where, path) or 0, _number(obj, "alpha", where, path),
-                   _number(obj, "beta_us", where, path), bool(_bool(obj, "beta_fixed", where, path)),
-                   _number(obj, "inv_alpha", where, path), _optional_interval(obj, "alpha_ci", where, path),
-                   _optional_interval(obj, "beta_ci_us", where, path), _number(obj, "beta_at_alpha_us", where, path),
-                   _optional_interval(obj, "beta_at_alpha_ci_us", where, path))
+        return cls(size, read_integer(obj, "n_points", where, path) or 0, read_number(obj, "alpha", where, path),
+                   read_number(obj, "beta_us", where, path), bool(read_bool(obj, "beta_fixed", where, path)),
+                   read_number(obj, "inv_alpha", where, path), optional_interval(obj, "alpha_ci", where, path),
+                   optional_interval(obj, "beta_ci_us", where, path), read_number(obj, "beta_at_alpha_us", where, path),
+                   optional_interval(obj, "beta_at_alpha_ci_us", where, path))
 
 
 @dataclass(frozen=True)
@@ -277,10 +259,9 @@ class PerSize:
     def from_json(cls, value: JsonValue, where: str, path: str) -> PerSize | None:
         if value is None:
             return None
-        obj = _object(value, where, path)
-        return cls(_required_text(obj, "model", where, path),
-                   tuple(PerSizeRow.from_json(r, where, f"{path}.rows[{i}]")
-                         for i, r in enumerate(_list(obj, "rows", where, path))))
+        obj = read_object(value, where, path)
+        return cls(required_text(obj, "model", where, path),
+                   read_records(obj, "rows", PerSizeRow.from_json, where, path))
 
 
 @dataclass(frozen=True)
@@ -310,12 +291,11 @@ class Families:
         if "models" not in obj:
             return None
         selection = obj.get("selection")
-        return cls(tuple(FamilyFit.from_json(m, where, f"{path}.models[{i}]")
-                         for i, m in enumerate(_list(obj, "models", where, path))),
-                   _text(obj, "best_model", where, path),
+        return cls(read_records(obj, "models", FamilyFit.from_json, where, path),
+                   read_text(obj, "best_model", where, path),
                    Selection.from_json(selection, where, f"{path}.selection") if selection is not None
                    else Selection(None, "", "none", ""),
-                   _integer(obj, "distinct_mk", where, path) or 0,
+                   read_integer(obj, "distinct_mk", where, path) or 0,
                    PerSize.from_json(obj.get("per_size"), where, f"{path}.per_size"),
                    PerSize.from_json(obj.get("per_size_named"), where, f"{path}.per_size_named"))
 
@@ -334,7 +314,7 @@ class SeriesFields:
 
     @classmethod
     def from_json(cls, obj: dict[str, JsonValue], where: str, path: str) -> SeriesFields:
-        values = {k: _text(obj, k, where, path) for k in SERIES_KEYS}
+        values = {k: read_text(obj, k, where, path) for k in SERIES_KEYS}
         return cls(**values, keys=tuple(k for k in SERIES_KEYS if k in obj))
 
 
@@ -386,9 +366,9 @@ class AlphaBetaRecord(Fit):
             return {**head, "error": self.error, "notes": list(self.notes)}
         out: dict[str, JsonValue] = {
             **head, "formula": self.formula, "bandwidth_gbit_s": self.bandwidth_gbit_s, "network": self.network,
-            "alpha": _json_number(self.alpha), "alpha_ci": _pair(self.alpha_ci), "beta_us": _json_number(self.beta_us),
-            "beta_ci_us": _pair(self.beta_ci_us), "n_points": self.n_points, "n_samples": self.n_samples,
-            "nodes": list(self.nodes), "r2": _json_number(self.r2), "rel_rms": _json_number(self.rel_rms),
+            "alpha": json_number(self.alpha), "alpha_ci": json_pair(self.alpha_ci), "beta_us": json_number(self.beta_us),
+            "beta_ci_us": json_pair(self.beta_ci_us), "n_points": self.n_points, "n_samples": self.n_samples,
+            "nodes": list(self.nodes), "r2": json_number(self.r2), "rel_rms": json_number(self.rel_rms),
             "ci_method": self.ci_method, "n_boot": self.n_boot, "notes": list(self.notes),
             "points": [p.to_json() for p in self.points]}
         if self.oversubscribed is not None:
@@ -397,28 +377,27 @@ class AlphaBetaRecord(Fit):
 
     @classmethod
     def from_json(cls, value: JsonValue, where: str = FILE, path: str = "$") -> AlphaBetaRecord:
-        obj = _object(value, where, path)
+        obj = read_object(value, where, path)
         series = SeriesFields.from_json(obj, where, path)
-        error = _text(obj, "error", where, path)
-        base = cls(benchmark=_required_text(obj, "benchmark", where, path), stack=series.stack,
+        error = read_text(obj, "error", where, path)
+        base = cls(benchmark=required_text(obj, "benchmark", where, path), stack=series.stack,
                    transport=series.transport, algorithm=series.algorithm, options=series.options,
                    knobs=series.knobs, placement=series.placement, cell_keys=series.keys,
-                   ppn=_integer(obj, "ppn", where, path), model=_text(obj, "model", where, path) or "",
-                   notes=_texts(obj, "notes", where, path), error=error)
+                   ppn=read_integer(obj, "ppn", where, path), model=read_text(obj, "model", where, path) or "",
+                   notes=read_texts(obj, "notes", where, path), error=error)
         if error is not None:
             return base
         return replace(
-            base, formula=_text(obj, "formula", where, path) or "",
-            bandwidth_gbit_s=_number(obj, "bandwidth_gbit_s", where, path), network=_text(obj, "network", where, path),
-            alpha=_number(obj, "alpha", where, path), alpha_ci=_interval(obj, "alpha_ci", where, path),
-            beta_us=_number(obj, "beta_us", where, path), beta_ci_us=_interval(obj, "beta_ci_us", where, path),
-            n_points=_integer(obj, "n_points", where, path) or 0, n_samples=_integer(obj, "n_samples", where, path) or 0,
-            nodes=_integers(obj, "nodes", where, path), r2=_number(obj, "r2", where, path),
-            rel_rms=_number(obj, "rel_rms", where, path), ci_method=_text(obj, "ci_method", where, path),
-            n_boot=_integer(obj, "n_boot", where, path),
-            points=tuple(AlphaBetaPoint.from_json(p, where, f"{path}.points[{i}]")
-                         for i, p in enumerate(_list(obj, "points", where, path))),
-            oversubscribed=_bool(obj, "oversubscribed", where, path), families=Families.from_json(obj, where, path))
+            base, formula=read_text(obj, "formula", where, path) or "",
+            bandwidth_gbit_s=read_number(obj, "bandwidth_gbit_s", where, path), network=read_text(obj, "network", where, path),
+            alpha=read_number(obj, "alpha", where, path), alpha_ci=read_interval(obj, "alpha_ci", where, path),
+            beta_us=read_number(obj, "beta_us", where, path), beta_ci_us=read_interval(obj, "beta_ci_us", where, path),
+            n_points=read_integer(obj, "n_points", where, path) or 0, n_samples=read_integer(obj, "n_samples", where, path) or 0,
+            nodes=read_integers(obj, "nodes", where, path), r2=read_number(obj, "r2", where, path),
+            rel_rms=read_number(obj, "rel_rms", where, path), ci_method=read_text(obj, "ci_method", where, path),
+            n_boot=read_integer(obj, "n_boot", where, path),
+            points=read_records(obj, "points", AlphaBetaPoint.from_json, where, path),
+            oversubscribed=read_bool(obj, "oversubscribed", where, path), families=Families.from_json(obj, where, path))
 
 
 @dataclass(frozen=True)
@@ -443,13 +422,13 @@ class PooledRecord(Fit):
 
     @classmethod
     def from_json(cls, value: JsonValue, where: str = FILE, path: str = "$") -> PooledRecord:
-        obj = _object(value, where, path)
+        obj = read_object(value, where, path)
         series = SeriesFields.from_json(obj, where, path)
-        return cls(benchmark=_required_text(obj, "benchmark", where, path), stack=series.stack,
+        return cls(benchmark=required_text(obj, "benchmark", where, path), stack=series.stack,
                    transport=series.transport, algorithm=series.algorithm, options=series.options,
                    knobs=series.knobs, placement=series.placement, cell_keys=series.keys,
-                   ppns=_integers(obj, "ppns", where, path), bandwidth_gbit_s=_number(obj, "bandwidth_gbit_s", where, path),
-                   network=_text(obj, "network", where, path), nodes=_integers(obj, "nodes", where, path),
+                   ppns=read_integers(obj, "ppns", where, path), bandwidth_gbit_s=read_number(obj, "bandwidth_gbit_s", where, path),
+                   network=read_text(obj, "network", where, path), nodes=read_integers(obj, "nodes", where, path),
                    families=Families.from_json(obj, where, path))
 
 
@@ -475,14 +454,12 @@ class AlphaBetaFits:
     @classmethod
     def from_json(cls, value: JsonValue, where: str = FILE) -> AlphaBetaFits:
         """The document of an ``alphabeta.json`` (``where`` names the file in errors)."""
-        obj = _object(value, where, "$")
-        pooled = None if "pooled" not in obj else tuple(
-            PooledRecord.from_json(p, where, f"$.pooled[{i}]") for i, p in enumerate(_list(obj, "pooled", where, "$")))
+        obj = read_object(value, where, "$")
+        pooled = None if "pooled" not in obj else read_records(obj, "pooled", PooledRecord.from_json, where, "$")
         return cls(Network.from_json(obj.get("network"), where, "$.network"),
-                   _text(obj, "time_column", where, "$") or "",
-                   tuple(AlphaBetaRecord.from_json(f, where, f"$.fits[{i}]")
-                         for i, f in enumerate(_list(obj, "fits", where, "$"))),
-                   pooled, _texts(obj, "notes", where, "$"))
+                   read_text(obj, "time_column", where, "$") or "",
+                   read_records(obj, "fits", AlphaBetaRecord.from_json, where, "$"),
+                   pooled, read_texts(obj, "notes", where, "$"))
 
 
 def document_network(document: JsonValue, where: str = FILE) -> Network | None:

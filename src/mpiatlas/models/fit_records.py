@@ -19,92 +19,25 @@ import math
 from dataclasses import dataclass, field
 from typing import ClassVar, TypedDict
 
+from mpiatlas.models.json_fields import (
+    FitRecordError,
+    Interval,
+    JsonValue,
+    Scalar,
+    json_number,
+    located,
+    read_integer,
+    read_integers,
+    read_interval,
+    read_number,
+    read_object,
+    read_records,
+    read_text,
+)
+
 # A fits entry's cell key, in the order a fit writes it (label, then tables.samples.CELL_COLUMNS), and
 # the region its ranks sat in when a fit is placed by region rather than by mapping.
 CELL_KEYS: tuple[str, ...] = ("label", "stack", "transport", "mapping", "np", "algorithm", "region")
-
-# A JSON value as json.loads gives it: what from_json reads and to_json gives back, at the file boundary.
-Scalar = str | int | float | bool | None
-JsonValue = Scalar | list["JsonValue"] | dict[str, "JsonValue"]
-Interval = tuple[float | None, float | None]
-
-
-class FitRecordError(ValueError):
-    """A fits entry that is not of its record's shape; the message names the file, the key path and
-    what was expected."""
-
-
-def _where(where: str, path: str) -> str:
-    return f"{where}: {path}"
-
-
-def _object(value: JsonValue, where: str, path: str) -> dict[str, JsonValue]:
-    if not isinstance(value, dict):
-        raise FitRecordError(f"{_where(where, path)}: expected a JSON object, got {type(value).__name__}")
-    return value
-
-
-def _list(obj: dict[str, JsonValue], key: str, where: str, path: str) -> list[JsonValue]:
-    value = obj.get(key, [])
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise FitRecordError(f"{_where(where, f'{path}.{key}')}: expected an array, got {type(value).__name__}")
-    return value
-
-
-def _number(obj: dict[str, JsonValue], key: str, where: str, path: str) -> float | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise FitRecordError(f"{_where(where, f'{path}.{key}')}: expected a number or null, got {value!r}")
-    return value
-
-
-def _integer(obj: dict[str, JsonValue], key: str, where: str, path: str) -> int | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if isinstance(value, float) and value.is_integer():  # JSON Schema's integer: 2.0 is one
-        return int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise FitRecordError(f"{_where(where, f'{path}.{key}')}: expected an integer or null, got {value!r}")
-    return value
-
-
-def _text(obj: dict[str, JsonValue], key: str, where: str, path: str) -> str | None:
-    value = obj.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise FitRecordError(f"{_where(where, f'{path}.{key}')}: expected a string or null, got {value!r}")
-    return value
-
-
-def _interval(obj: dict[str, JsonValue], key: str, where: str, path: str) -> Interval:
-    value = obj.get(key)
-    if value is None:
-        return (None, None)
-    if not (isinstance(value, list) and len(value) == 2):
-        raise FitRecordError(f"{_where(where, f'{path}.{key}')}: expected [low, high], got {value!r}")
-    pair = {"lo": value[0], "hi": value[1]}
-    return (_number(pair, "lo", where, f"{path}.{key}"), _number(pair, "hi", where, f"{path}.{key}"))
-
-
-def _integers(obj: dict[str, JsonValue], key: str, where: str, path: str) -> tuple[int, ...]:
-    out = []
-    for i, v in enumerate(_list(obj, key, where, path)):
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise FitRecordError(f"{_where(where, f'{path}.{key}[{i}]')}: expected an integer, got {v!r}")
-        out.append(v)
-    return tuple(out)
-
-
-def _json_number(v: float | None) -> float | None:
-    """A figure as the file holds it: NaN and infinite are null (JSON has neither)."""
-    return None if v is None or not math.isfinite(v) else v
-
 
 @dataclass(frozen=True)
 class Fit:
@@ -137,14 +70,14 @@ class Fit:
     @staticmethod
     def cell_fields(obj: dict[str, JsonValue], where: str, path: str) -> CellFields:
         """The :class:`Fit` fields of a JSON entry (its cell key, benchmark and error)."""
-        benchmark = _text(obj, "benchmark", where, path)
+        benchmark = read_text(obj, "benchmark", where, path)
         if benchmark is None:
-            raise FitRecordError(f"{_where(where, f'{path}.benchmark')}: required, a string")
-        return CellFields(benchmark=benchmark, label=_text(obj, "label", where, path),
-                          stack=_text(obj, "stack", where, path), transport=_text(obj, "transport", where, path),
-                          mapping=_text(obj, "mapping", where, path), np=_integer(obj, "np", where, path),
-                          algorithm=_text(obj, "algorithm", where, path), region=_text(obj, "region", where, path),
-                          cell_keys=tuple(k for k in CELL_KEYS if k in obj), error=_text(obj, "error", where, path))
+            raise FitRecordError(f"{located(where, f'{path}.benchmark')}: required, a string")
+        return CellFields(benchmark=benchmark, label=read_text(obj, "label", where, path),
+                          stack=read_text(obj, "stack", where, path), transport=read_text(obj, "transport", where, path),
+                          mapping=read_text(obj, "mapping", where, path), np=read_integer(obj, "np", where, path),
+                          algorithm=read_text(obj, "algorithm", where, path), region=read_text(obj, "region", where, path),
+                          cell_keys=tuple(k for k in CELL_KEYS if k in obj), error=read_text(obj, "error", where, path))
 
 
 class CellFields(TypedDict):
@@ -173,18 +106,18 @@ class HockneySegment:
     n_sizes: int | None = None
 
     def to_json(self) -> dict[str, JsonValue]:
-        return {"from_bytes": self.from_bytes, "to_bytes": self.to_bytes, "latency_us": _json_number(self.latency_us),
-                "bandwidth_MBps": _json_number(self.bandwidth_MBps), "n_sizes": self.n_sizes}
+        return {"from_bytes": self.from_bytes, "to_bytes": self.to_bytes, "latency_us": json_number(self.latency_us),
+                "bandwidth_MBps": json_number(self.bandwidth_MBps), "n_sizes": self.n_sizes}
 
     @classmethod
     def from_json(cls, value: JsonValue, where: str, path: str) -> HockneySegment:
-        obj = _object(value, where, path)
-        latency = _number(obj, "latency_us", where, path)
+        obj = read_object(value, where, path)
+        latency = read_number(obj, "latency_us", where, path)
         if latency is None:
-            raise FitRecordError(f"{_where(where, f'{path}.latency_us')}: required, a number")
-        return cls(latency_us=latency, bandwidth_MBps=_number(obj, "bandwidth_MBps", where, path),
-                   from_bytes=_integer(obj, "from_bytes", where, path), to_bytes=_integer(obj, "to_bytes", where, path),
-                   n_sizes=_integer(obj, "n_sizes", where, path))
+            raise FitRecordError(f"{located(where, f'{path}.latency_us')}: required, a number")
+        return cls(latency_us=latency, bandwidth_MBps=read_number(obj, "bandwidth_MBps", where, path),
+                   from_bytes=read_integer(obj, "from_bytes", where, path), to_bytes=read_integer(obj, "to_bytes", where, path),
+                   n_sizes=read_integer(obj, "n_sizes", where, path))
 
 
 @dataclass(frozen=True)
@@ -198,16 +131,16 @@ class HockneyResidual:
 
     def to_json(self) -> dict[str, JsonValue]:
         return {"bytes": self.bytes, "measured_us": self.measured_us, "predicted_us": self.predicted_us,
-                "rel_err": _json_number(self.rel_err)}
+                "rel_err": json_number(self.rel_err)}
 
     @classmethod
     def from_json(cls, value: JsonValue, where: str, path: str) -> HockneyResidual:
-        obj = _object(value, where, path)
-        size, measured, predicted = (_integer(obj, "bytes", where, path), _number(obj, "measured_us", where, path),
-                                     _number(obj, "predicted_us", where, path))
+        obj = read_object(value, where, path)
+        size, measured, predicted = (read_integer(obj, "bytes", where, path), read_number(obj, "measured_us", where, path),
+                                     read_number(obj, "predicted_us", where, path))
         if size is None or measured is None or predicted is None:
-            raise FitRecordError(f"{_where(where, path)}: a residual needs bytes, measured_us and predicted_us")
-        return cls(size, measured, predicted, _number(obj, "rel_err", where, path))
+            raise FitRecordError(f"{located(where, path)}: a residual needs bytes, measured_us and predicted_us")
+        return cls(size, measured, predicted, read_number(obj, "rel_err", where, path))
 
 
 @dataclass(frozen=True)
@@ -265,17 +198,17 @@ class HockneyRecord(Fit):
             return {**head, "error": self.error}
 
         def pair(v: Interval) -> list[JsonValue]:
-            return [_json_number(v[0]), _json_number(v[1])]
+            return [json_number(v[0]), json_number(v[1])]
 
         return {**head,
-                "latency_us": _json_number(self.latency_us), "latency_ci_us": pair(self.latency_ci_us),
-                "peak_bandwidth_MBps": _json_number(self.peak_bandwidth_MBps),
+                "latency_us": json_number(self.latency_us), "latency_ci_us": pair(self.latency_ci_us),
+                "peak_bandwidth_MBps": json_number(self.peak_bandwidth_MBps),
                 "peak_bandwidth_ci_MBps": pair(self.peak_bandwidth_ci_MBps), "peak_bytes": self.peak_bytes,
-                "asymptotic_bandwidth_MBps": _json_number(self.asymptotic_bandwidth_MBps),
+                "asymptotic_bandwidth_MBps": json_number(self.asymptotic_bandwidth_MBps),
                 "asymptotic_bandwidth_ci_MBps": pair(self.asymptotic_bandwidth_ci_MBps),
                 "asymptotic_bytes": self.asymptotic_bytes, "breakpoints_bytes": list(self.breakpoints_bytes),
                 "segments": [s.to_json() for s in self.segments], "n_sizes": self.n_sizes,
-                "zero_byte_us": _json_number(self.zero_byte_us), "excluded_bytes": list(self.excluded_bytes),
+                "zero_byte_us": json_number(self.zero_byte_us), "excluded_bytes": list(self.excluded_bytes),
                 "ci_method": self.ci_method, "n_launches": self.n_launches, "ci_warning": self.ci_warning,
                 "plateau_from_bytes": self.plateau_from_bytes, "plateau_n_sizes": self.plateau_n_sizes,
                 "residuals": [r.to_json() for r in self.residuals]}
@@ -283,33 +216,31 @@ class HockneyRecord(Fit):
     @classmethod
     def from_json(cls, value: JsonValue, where: str = FILE, path: str = "$") -> HockneyRecord:
         """An entry of ``fits/hockney.json`` (``where`` names the file in errors, ``path`` the entry)."""
-        obj = _object(value, where, path)
+        obj = read_object(value, where, path)
         cell = Fit.cell_fields(obj, where, path)
         if cell["error"] is not None:
             return cls(**cell)
         return cls(
             **cell,
-            latency_us=_number(obj, "latency_us", where, path),
-            latency_ci_us=_interval(obj, "latency_ci_us", where, path),
-            peak_bandwidth_MBps=_number(obj, "peak_bandwidth_MBps", where, path),
-            peak_bandwidth_ci_MBps=_interval(obj, "peak_bandwidth_ci_MBps", where, path),
-            peak_bytes=_integer(obj, "peak_bytes", where, path),
-            asymptotic_bandwidth_MBps=_number(obj, "asymptotic_bandwidth_MBps", where, path),
-            asymptotic_bandwidth_ci_MBps=_interval(obj, "asymptotic_bandwidth_ci_MBps", where, path),
-            asymptotic_bytes=_integer(obj, "asymptotic_bytes", where, path),
-            breakpoints_bytes=_integers(obj, "breakpoints_bytes", where, path),
-            segments=tuple(HockneySegment.from_json(s, where, f"{path}.segments[{i}]")
-                           for i, s in enumerate(_list(obj, "segments", where, path))),
-            n_sizes=_integer(obj, "n_sizes", where, path) or 0,
-            zero_byte_us=_number(obj, "zero_byte_us", where, path),
-            excluded_bytes=_integers(obj, "excluded_bytes", where, path),
-            ci_method=_text(obj, "ci_method", where, path),
-            n_launches=_integer(obj, "n_launches", where, path),
-            ci_warning=_text(obj, "ci_warning", where, path),
-            plateau_from_bytes=_integer(obj, "plateau_from_bytes", where, path),
-            plateau_n_sizes=_integer(obj, "plateau_n_sizes", where, path),
-            residuals=tuple(HockneyResidual.from_json(r, where, f"{path}.residuals[{i}]")
-                            for i, r in enumerate(_list(obj, "residuals", where, path))),
+            latency_us=read_number(obj, "latency_us", where, path),
+            latency_ci_us=read_interval(obj, "latency_ci_us", where, path),
+            peak_bandwidth_MBps=read_number(obj, "peak_bandwidth_MBps", where, path),
+            peak_bandwidth_ci_MBps=read_interval(obj, "peak_bandwidth_ci_MBps", where, path),
+            peak_bytes=read_integer(obj, "peak_bytes", where, path),
+            asymptotic_bandwidth_MBps=read_number(obj, "asymptotic_bandwidth_MBps", where, path),
+            asymptotic_bandwidth_ci_MBps=read_interval(obj, "asymptotic_bandwidth_ci_MBps", where, path),
+            asymptotic_bytes=read_integer(obj, "asymptotic_bytes", where, path),
+            breakpoints_bytes=read_integers(obj, "breakpoints_bytes", where, path),
+            segments=read_records(obj, "segments", HockneySegment.from_json, where, path),
+            n_sizes=read_integer(obj, "n_sizes", where, path) or 0,
+            zero_byte_us=read_number(obj, "zero_byte_us", where, path),
+            excluded_bytes=read_integers(obj, "excluded_bytes", where, path),
+            ci_method=read_text(obj, "ci_method", where, path),
+            n_launches=read_integer(obj, "n_launches", where, path),
+            ci_warning=read_text(obj, "ci_warning", where, path),
+            plateau_from_bytes=read_integer(obj, "plateau_from_bytes", where, path),
+            plateau_n_sizes=read_integer(obj, "plateau_n_sizes", where, path),
+            residuals=read_records(obj, "residuals", HockneyResidual.from_json, where, path),
         )
 
 

@@ -18,12 +18,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from mpiatlas.models.alphabeta_records import AlphaBetaFits, Network
 from mpiatlas.models.fit_records import Fit, FitRecordError, HockneyRecord, JsonValue, hockney_document, hockney_records
+from mpiatlas.models.json_fields import JsonObject
 from mpiatlas.models.fits_files import FILES, FitsFileError, MODELS, read
 from mpiatlas.models.fits_files import write as write_documents
 from mpiatlas.matrix.layout import CELLS_TABLE, PROVENANCE_TABLE, TOPOLOGIES_TABLE
@@ -77,7 +78,7 @@ class TidyTables:
     samples_problem: str = ""
     kernels: dict[str, pl.DataFrame | None] = field(default_factory=dict)
     cells: pl.DataFrame | None = None
-    provenance: list[dict[str, Any]] = field(default_factory=list)
+    provenance: list[JsonObject] = field(default_factory=list)  # provenance.json's records (one per cell)
     topologies: dict[str, Topology] = field(default_factory=dict)  # host -> the node topology it recorded
 
     @classmethod
@@ -93,7 +94,18 @@ class TidyTables:
         except TopologyError as exc:
             raise FitError(str(exc)) from exc
         return cls(str(directory), samples, problem, load_kernel_tables(directory),
-                   pl.read_parquet(cells_path) if cells_path.is_file() else None, provenance, topologies)
+                   pl.read_parquet(cells_path) if cells_path.is_file() else None, _records(provenance, prov_path),
+                   topologies)
+
+
+def _records(document: JsonValue, path: Path) -> list[JsonObject]:
+    """provenance.json's records: an array of JSON objects, else a :class:`FitError` naming the file."""
+    if not isinstance(document, list):
+        raise FitError(f"{path}: expected an array of provenance records, got {type(document).__name__}")
+    for i, record in enumerate(document):
+        if not isinstance(record, dict):
+            raise FitError(f"{path}: [{i}]: expected a provenance record (a JSON object), got {record!r}")
+    return [r for r in document if isinstance(r, dict)]
 
 
 @dataclass
@@ -126,12 +138,11 @@ def read_fits(fits_dir: str | Path) -> Fits:
     (a model whose file is absent is None; a bad file raises FitsFileError naming file and key)."""
     paths = {m: Path(fits_dir) / FILES[m] for m in MODELS}
     found = {m: read(path, m) for m, path in paths.items() if path.is_file()}
-    hockney, kernels, alphabeta = found.pop("hockney", None), found.pop("kernels", None), found.pop("alphabeta", None)
+    hockney, kernels, alphabeta = found.get("hockney"), found.get("kernels"), found.get("alphabeta")
     try:
         return Fits(hockney=None if hockney is None else hockney_records(hockney, str(paths["hockney"])),
                     kernels=None if kernels is None else KernelFits.from_json(kernels, str(paths["kernels"])),
-                    alphabeta=None if alphabeta is None else AlphaBetaFits.from_json(alphabeta, str(paths["alphabeta"])),
-                    **found)
+                    alphabeta=None if alphabeta is None else AlphaBetaFits.from_json(alphabeta, str(paths["alphabeta"])))
     except FitRecordError as exc:  # the schema holds, the record does not: still a bad file, named
         raise FitsFileError(str(exc)) from exc
 

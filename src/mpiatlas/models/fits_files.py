@@ -13,12 +13,14 @@ read fits files without importing the models.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from mpiatlas.files import write_text_atomic
+from mpiatlas.models.json_fields import JsonValue
 from mpiatlas.matrix.layout import ALPHABETA_FIT, HOCKNEY_FIT, KERNELS_FIT
 
 # The models in the order they are fitted (kernels after hockney: they take λ and B from it),
@@ -55,7 +57,7 @@ def model_of(path: str | Path) -> str:
     raise FitsFileError(f"{path}: not a fits file name; expected one of {', '.join(FILES.values())}")
 
 
-def _key_path(parts: Any) -> str:
+def _key_path(parts: Iterable[object]) -> str:
     # $[0].segments[1].latency_us: the JSONPath a reader can look up in the file.
     out = "$"
     for p in parts:
@@ -63,7 +65,7 @@ def _key_path(parts: Any) -> str:
     return out
 
 
-def problems(document: Any, model: str) -> list[str]:
+def problems(document: object, model: str) -> list[str]:
     """Every place ``document`` departs from ``model``'s schema, as "key path: what was expected"."""
     import jsonschema  # only when checking: most imports of this module only need the names
 
@@ -72,7 +74,7 @@ def problems(document: Any, model: str) -> list[str]:
     return [f"{_key_path(e.absolute_path)}: {e.message}" for e in errors]
 
 
-def validate(document: Any, model: str, where: str | Path) -> None:
+def validate(document: object, model: str, where: str | Path) -> None:
     """Raise :class:`FitsFileError` unless ``document`` follows ``model``'s schema; ``where`` names
     the file in the message."""
     found = problems(document, model)
@@ -82,7 +84,7 @@ def validate(document: Any, model: str, where: str | Path) -> None:
                             + "\n  ".join(shown))
 
 
-def dumps(document: Any, where: str | Path = "<fits>") -> str:
+def dumps(document: object, where: str | Path = "<fits>") -> str:
     """The text of a fits file: indented JSON and a newline, never NaN or Infinity (not JSON)."""
     try:
         return json.dumps(document, indent=2, allow_nan=False) + "\n"
@@ -90,7 +92,7 @@ def dumps(document: Any, where: str | Path = "<fits>") -> str:
         raise FitsFileError(f"{where}: a NaN or infinite number, which JSON cannot hold ({exc})") from exc
 
 
-def write(documents: dict[str, Any], out_dir: str | Path) -> list[Path]:
+def write(documents: Mapping[str, object], out_dir: str | Path) -> list[Path]:
     """Each model's document as ``out_dir/<its file>``, validated against its schema first.
 
     Every document is checked and serialised before any file is written, so a bad one leaves the
@@ -108,12 +110,12 @@ def write(documents: dict[str, Any], out_dir: str | Path) -> list[Path]:
     return list(texts)
 
 
-def read(path: str | Path, model: str | None = None) -> Any:
+def read(path: str | Path, model: str | None = None) -> JsonValue:
     """A fits file's document, checked against its schema (``model`` from the file name by default)."""
     path = Path(path)
     model = model or model_of(path)
     try:
-        document = json.loads(path.read_text())
+        document: JsonValue = json.loads(path.read_text())
     except OSError as exc:
         raise FitsFileError(f"{path}: cannot read the {model} fits file ({exc.strerror or exc})") from exc
     except ValueError as exc:

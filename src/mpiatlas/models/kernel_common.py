@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import polars as pl
@@ -100,16 +100,26 @@ def _ratio_text(rel: float | None) -> str:
     return f"{ratio:.2g}× the model"
 
 
-def failure_statement(points: list[dict[str, Any]], describe: Callable[[dict[str, Any]], str], *,
+class Scored(Protocol):
+    """A point of a model against a measurement: its error, model / measured − 1 (None: untested)."""
+
+    @property
+    def rel_err(self) -> float | None: ...
+
+
+ScoredPoint = TypeVar("ScoredPoint", bound=Scored)
+
+
+def failure_statement(points: Sequence[ScoredPoint], describe: Callable[[ScoredPoint], str], *,
                       tolerance: float = 0.25, what: str = "the model") -> str:
     """One line: where the model misses most (|rel_err| largest), and how good it is elsewhere."""
-    scored = [p for p in points if p.get("rel_err") is not None]
+    scored = [(p, p.rel_err) for p in points if p.rel_err is not None]
     if not scored:
         return f"{what}: no measured point to test it against"
-    worst = max(scored, key=lambda p: abs(p["rel_err"]))
-    good = [p for p in scored if abs(p["rel_err"]) <= tolerance]
-    measured_vs = _ratio_text(worst["rel_err"])
-    if abs(worst["rel_err"]) <= tolerance:
+    worst, worst_err = max(scored, key=lambda pe: abs(pe[1]))
+    good = [p for p, e in scored if abs(e) <= tolerance]
+    measured_vs = _ratio_text(worst_err)
+    if abs(worst_err) <= tolerance:
         return (f"holds within {tolerance:.0%} at every point ({len(scored)}); worst {describe(worst)}: "
                 f"measured {measured_vs}")
     return (f"fails worst at {describe(worst)}: measured {measured_vs}; within {tolerance:.0%} at "
@@ -151,7 +161,7 @@ def fit_latency_bandwidth(x_bytes: np.ndarray, y_us: np.ndarray) -> tuple[float,
 
 
 
-def size_text(value: Any, *, cube: bool = False) -> str | None:
+def size_text(value: object, *, cube: bool = False) -> str | None:
     """A kernel size as the tables read it: ``"96,40,40"`` (a header value) or [96, 40, 40] ->
     ``96×40×40``; with ``cube``, ``16,16,16`` -> ``16`` (jacobi's L and N, as in its group names)."""
     if value is None:

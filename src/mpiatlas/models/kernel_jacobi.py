@@ -22,12 +22,14 @@ cells of the same mode and size.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from mpiatlas.models.fit_records import HockneyRecord
+from mpiatlas.models.jacobi_records import HybridVsPure, JacobiFit, JacobiPoint, Scaling
 from mpiatlas.models.kernel_common import (
     LABEL_COLUMNS,
     P2P,
@@ -41,6 +43,7 @@ from mpiatlas.models.kernel_common import (
 from mpiatlas.stats.aggregate import scalar
 from mpiatlas.models.kernel_grids import jacobi_grids
 
+FIT = "fit_jacobi"  # where a row that is not of its record's shape comes from, in the error
 JACOBI_FORMULA = "T_c = c/B + k·λ (c = bytes sent per rank per iteration, k = decomposed directions)"
 
 
@@ -117,80 +120,79 @@ def comm_shares(row: dict[str, Any]) -> dict[str, float | None]:
     return {k: (json_num(v / total) if v is not None and total else None) for k, v in parts.items()}
 
 
-def add_scaling(rows: list[dict[str, Any]]) -> None:
-    """Scaling efficiency of the pure MPI cells (one thread, the stack's own grid) of each problem:
-    weak T(1)/T(P), strong T(1)·P(1)/(P·T(P)), relative to the smallest P."""
-    for problem in {r["problem"] for r in rows}:
-        pure = sorted((r for r in rows if r["threads"] == 1 and r["problem"] == problem and not r["explicit"]),
-                      key=lambda r: r["np"])
+def add_scaling(points: Sequence[JacobiPoint]) -> list[JacobiPoint]:
+    """The points with the scaling efficiency of the pure MPI cells (one thread, the stack's own grid)
+    of each problem: weak T(1)/T(P), strong T(1)·P(1)/(P·T(P)), relative to the smallest P."""
+    out = list(points)
+    for problem in {p.problem for p in points}:
+        pure = sorted((i for i, p in enumerate(out) if p.threads == 1 and p.problem == problem and not p.explicit),
+                      key=lambda i: out[i].np)
         if not pure:
             continue
-        base = pure[0]
-        for r in pure:
-            if not r["iteration_us"] or not base["iteration_us"]:
+        base = out[pure[0]]
+        for i in pure:
+            r = out[i]
+            if not r.iteration_us or not base.iteration_us:
                 continue
-            if r["mode"] == "weak":
-                r["efficiency"] = json_num(base["iteration_us"] / r["iteration_us"])
+            if r.mode == "weak":
+                efficiency = base.iteration_us / r.iteration_us
             else:
-                r["efficiency"] = json_num(base["iteration_us"] * base["np"] / (r["np"] * r["iteration_us"]))
-            r["efficiency_base_np"] = base["np"]
+                efficiency = base.iteration_us * base.np / (r.np * r.iteration_us)
+            out[i] = replace(r, scaling=Scaling(json_num(efficiency), base.np))
+    return out
 
 
-def _equal_work(h: dict[str, Any], pure: dict[str, Any]) -> bool:
+def _equal_work(h: JacobiPoint, pure: JacobiPoint) -> bool:
     """Both solved the same global grid (records before weak mode gave each core L³ points had a
     hybrid rank own only L³: half the work of 2 × 1 at 1 × 2)."""
-    return bool(h.get("global_dims")) and list(h["global_dims"]) == list(pure.get("global_dims") or [])
+    return bool(h.global_dims) and h.global_dims == pure.global_dims
 
 
-def _iteration_ratio(h: dict[str, Any], pure: dict[str, Any] | None) -> float | None:
+def _iteration_ratio(h: JacobiPoint, pure: JacobiPoint | None) -> float | None:
     """hybrid / pure MPI iteration time, only where both solved the same global grid."""
-    if pure is None or not _equal_work(h, pure) or not h["iteration_us"] or not pure["iteration_us"]:
+    if pure is None or not _equal_work(h, pure) or not h.iteration_us or not pure.iteration_us:
         return None
-    return json_num(h["iteration_us"] / pure["iteration_us"])
+    return json_num(h.iteration_us / pure.iteration_us)
 
 
-def hybrid_vs_pure(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def hybrid_vs_pure(points: Sequence[JacobiPoint]) -> list[HybridVsPure]:
     """Every hybrid point beside the pure MPI point of the same problem at its core count (one of
     the same global grid first, then the stack's own grid, then the fastest explicit one); the
     iteration ratio hybrid / pure only where both solved the same global grid."""
     out = []
-    for h in (r for r in rows if r["threads"] > 1):
-        candidates = sorted((r for r in rows if r["threads"] == 1 and r["np"] == h["cores"]
-                             and r["problem"] == h["problem"]),
-                            key=lambda r: (not _equal_work(h, r), r["explicit"], r["iteration_us"] or float("inf")))
+    for h in (r for r in points if r.threads > 1):
+        candidates = sorted((r for r in points if r.threads == 1 and r.np == h.cores and r.problem == h.problem),
+                            key=lambda r: (not _equal_work(h, r), r.explicit, r.iteration_us or float("inf")))
         pure = candidates[0] if candidates else None
-        grid = "×".join(map(str, pure.get("procdims") or [])) if pure else ""
-        out.append({
-            "problem": h["problem"], "cores": h["cores"], "hybrid": f"{h['np']} × {h['threads']}",
-            "pure": (f"{h['cores']} × 1" + (f" (grid {grid})" if pure["explicit"] else "")) if pure else None,
-            "hybrid_global_dims": h.get("global_dims") or [],
-            "pure_global_dims": (pure.get("global_dims") or []) if pure else [],
-            "equal_work": pure is not None and _equal_work(h, pure),
-            "iteration_ratio": _iteration_ratio(h, pure),
-            "hybrid_bytes_per_rank": h["bytes_per_rank"],
-            "pure_bytes_per_rank": pure["bytes_per_rank"] if pure else None,
-            "hybrid_messages_per_rank": h["messages_per_rank"],
-            "pure_messages_per_rank": pure["messages_per_rank"] if pure else None,
-            "hybrid_halo_us": h["halo_measured_us"], "pure_halo_us": pure["halo_measured_us"] if pure else None,
-            "hybrid_mlups": h["mlups_total"], "pure_mlups": pure["mlups_total"] if pure else None,
-            "hybrid_iteration_us": h["iteration_us"], "pure_iteration_us": pure["iteration_us"] if pure else None,
-        })
+        grid = "×".join(map(str, pure.procdims)) if pure else ""
+        out.append(HybridVsPure(
+            problem=h.problem, cores=h.cores, hybrid=f"{h.np} × {h.threads}",
+            pure=(f"{h.cores} × 1" + (f" (grid {grid})" if pure.explicit else "")) if pure else None,
+            hybrid_global_dims=h.global_dims, pure_global_dims=pure.global_dims if pure else (),
+            equal_work=pure is not None and _equal_work(h, pure), iteration_ratio=_iteration_ratio(h, pure),
+            hybrid_bytes_per_rank=h.bytes_per_rank, pure_bytes_per_rank=pure.bytes_per_rank if pure else None,
+            hybrid_messages_per_rank=h.messages_per_rank,
+            pure_messages_per_rank=pure.messages_per_rank if pure else None,
+            hybrid_halo_us=h.halo_measured_us, pure_halo_us=pure.halo_measured_us if pure else None,
+            hybrid_mlups=h.mlups_total, pure_mlups=pure.mlups_total if pure else None,
+            hybrid_iteration_us=h.iteration_us, pure_iteration_us=pure.iteration_us if pure else None))
     return out
 
 
-def headline(rows: list[dict[str, Any]]) -> str:
-    text = f"MLUP/s {max((r['mlups_total'] or 0) for r in rows):.0f} (best)"
-    scaled = [r for r in rows if r.get("efficiency") is not None and r["np"] > r.get("efficiency_base_np", r["np"])]
+def headline(points: Sequence[JacobiPoint]) -> str:
+    text = f"MLUP/s {max((r.mlups_total or 0) for r in points):.0f} (best)"
+    scaled = [(r, r.scaling.efficiency) for r in points if r.scaling is not None
+              and r.scaling.efficiency is not None and r.np > r.scaling.base_np]
     if scaled:
-        last = max(scaled, key=lambda r: r["np"])
-        text += f"; efficiency {last['efficiency']:.2f} at P={last['np']}"
-        if len({r["problem"] for r in rows}) > 1:
-            text += f" ({last['problem']})"
+        last, efficiency = max(scaled, key=lambda re: re[0].np)
+        text += f"; efficiency {efficiency:.2f} at P={last.np}"
+        if len({r.problem for r in points}) > 1:
+            text += f" ({last.problem})"
     return text
 
 
 def fit_jacobi(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None,
-               ring_p2p: dict[str, P2P] | None = None, *, seed: int = 0) -> list[dict[str, Any]]:
+               ring_p2p: dict[str | None, P2P] | None = None, *, seed: int = 0) -> list[JacobiFit]:
     df = usable(df)
     if df is None:
         return []
@@ -206,20 +208,22 @@ def fit_jacobi(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None,
                 "no λ, B (neither a PingPong fit nor ring data): the halo model is not evaluated")
         cells = pl.DataFrame([cell_row(cg, p2p, threads_col) for _, cg in grp.group_by(["cell"], maintain_order=True)])
         rows = point_rows(cells)
-        add_scaling(rows)
 
-        def describe(p: dict[str, Any]) -> str:
-            over = ", oversubscribed" if p["oversubscribed"] else ""
-            return f"P={p['np']}×{p['threads']} (k={p['k']}, {p['bytes_per_rank']:.0f} B/rank{over})"
+        # The rows polars aggregated become records here, read as the file's entries would be.
+        points = tuple(add_scaling([JacobiPoint.from_json(r, FIT, f"$.points[{i}]") for i, r in enumerate(rows)]))
 
-        tested = [r for r in rows if r["rel_err"] is not None]
-        fails = failure_statement(tested, describe) if p2p is not None else note
-        out.append({
-            **head, "model": JACOBI_FORMULA, "lambda_source": p2p.source if p2p else None, "lambda_note": note,
-            "latency_us": json_num(p2p.latency_us) if p2p else None,
-            "bandwidth_MBps": json_num(p2p.bandwidth_MBps) if p2p else None,
-            "problems": sorted({r["problem"] for r in rows}),
-            "points": rows, "hybrid_vs_pure": hybrid_vs_pure(rows), "grids": [g.to_json() for g in jacobi_grids(cells, seed=seed)],
-            "headline": headline(rows), "fails_where": fails,
-        })
+        def describe(p: JacobiPoint) -> str:
+            over = ", oversubscribed" if p.oversubscribed else ""
+            return f"P={p.np}×{p.threads} (k={p.k}, {p.bytes_per_rank:.0f} B/rank{over})"
+
+        fails = failure_statement(points, describe) if p2p is not None else note
+        out.append(JacobiFit(
+            label=head["label"], stack=head["stack"], transport=head["transport"], mapping=head["mapping"],
+            model=JACOBI_FORMULA, lambda_source=p2p.source if p2p else None, lambda_note=note,
+            latency_us=json_num(p2p.latency_us) if p2p else None,
+            bandwidth_MBps=json_num(p2p.bandwidth_MBps) if p2p else None,
+            problems=tuple(sorted({p.problem for p in points})),
+            points=points,
+            hybrid_vs_pure=tuple(hybrid_vs_pure(points)),
+            grids=tuple(jacobi_grids(cells, seed=seed)), headline=headline(points), fails_where=fails))
     return out

@@ -14,46 +14,37 @@ Standard library only, as fit_records: the report reads these without the numeri
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from mpiatlas.models.fit_records import (
-    Fit,
+from mpiatlas.models.fit_records import Fit, HockneyRecord
+from mpiatlas.models.json_fields import (
     FitRecordError,
-    HockneyRecord,
     Interval,
     JsonValue,
-    Scalar,
-    _integer,
-    _interval,
-    _list,
-    _number,
-    _object,
-    _text,
-    _where,
+    located,
+    optional_interval,
+    read_integer,
+    read_number,
+    read_numbers,
+    read_object,
+    read_records,
+    read_text,
+    read_texts,
+    required_integer,
+    required_text,
 )
+from mpiatlas.models.grid_records import GridComparison, GridPoint, grid_comparisons
+from mpiatlas.models.jacobi_records import JacobiFit
+from mpiatlas.models.matsum_records import MatsumFit
+from mpiatlas.models.ring_records import RingFit
 
 KERNELS_FILE = "kernels.json"
 
 
-def _required_text(obj: dict[str, JsonValue], key: str, where: str, path: str) -> str:
-    value = _text(obj, key, where, path)
-    if value is None:
-        raise FitRecordError(_where(where, f"{path}.{key}") + ": required, a string")
-    return value
 
 
-def _required_integer(obj: dict[str, JsonValue], key: str, where: str, path: str) -> int:
-    value = _integer(obj, key, where, path)
-    if value is None:
-        raise FitRecordError(_where(where, f"{path}.{key}") + ": required, an integer")
-    return value
 
 
-def _numbers(obj: dict[str, JsonValue], key: str, where: str, path: str) -> tuple[float | None, ...]:
-    """An array of numbers or nulls (a repetition's time the file could not hold is null)."""
-    items = _list(obj, key, where, path)
-    return tuple(_number({"v": v}, "v", where, f"{path}.{key}[{i}]") for i, v in enumerate(items))
 
 
 @dataclass(frozen=True)
@@ -76,14 +67,14 @@ class CollPoint:
 
     @classmethod
     def from_json(cls, value: JsonValue, where: str, path: str) -> CollPoint:
-        obj = _object(value, where, path)
-        return cls(algorithm=_required_text(obj, "algorithm", where, path),
-                   bytes=_required_integer(obj, "bytes", where, path),
-                   t_avg_usec=_number(obj, "t_avg_usec", where, path),
-                   t_min_usec=_number(obj, "t_min_usec", where, path),
-                   t_max_usec=_number(obj, "t_max_usec", where, path),
-                   n_reps=_required_integer(obj, "n_reps", where, path),
-                   reps_us=_numbers(obj, "reps_us", where, path))
+        obj = read_object(value, where, path)
+        return cls(algorithm=required_text(obj, "algorithm", where, path),
+                   bytes=required_integer(obj, "bytes", where, path),
+                   t_avg_usec=read_number(obj, "t_avg_usec", where, path),
+                   t_min_usec=read_number(obj, "t_min_usec", where, path),
+                   t_max_usec=read_number(obj, "t_max_usec", where, path),
+                   n_reps=required_integer(obj, "n_reps", where, path),
+                   reps_us=read_numbers(obj, "reps_us", where, path))
 
 
 @dataclass(frozen=True)
@@ -108,14 +99,14 @@ class CollBest:
 
     @classmethod
     def from_json(cls, value: JsonValue, where: str, path: str) -> CollBest:
-        obj = _object(value, where, path)
-        return cls(bytes=_required_integer(obj, "bytes", where, path),
-                   algorithm=_required_text(obj, "algorithm", where, path),
-                   t_avg_usec=_number(obj, "t_avg_usec", where, path),
-                   candidates=_required_integer(obj, "candidates", where, path),
-                   runner_up=_text(obj, "runner_up", where, path), margin=_number(obj, "margin", where, path),
-                   default_usec=_number(obj, "default_usec", where, path),
-                   default_over_best=_number(obj, "default_over_best", where, path))
+        obj = read_object(value, where, path)
+        return cls(bytes=required_integer(obj, "bytes", where, path),
+                   algorithm=required_text(obj, "algorithm", where, path),
+                   t_avg_usec=read_number(obj, "t_avg_usec", where, path),
+                   candidates=required_integer(obj, "candidates", where, path),
+                   runner_up=read_text(obj, "runner_up", where, path), margin=read_number(obj, "margin", where, path),
+                   default_usec=read_number(obj, "default_usec", where, path),
+                   default_over_best=read_number(obj, "default_over_best", where, path))
 
 
 @dataclass(frozen=True)
@@ -147,33 +138,27 @@ class CollFit:
 
     @classmethod
     def from_json(cls, value: JsonValue, where: str = KERNELS_FILE, path: str = "$") -> CollFit:
-        obj = _object(value, where, path)
-        algorithms = []
-        for i, a in enumerate(_list(obj, "algorithms", where, path)):
-            if not isinstance(a, str):
-                raise FitRecordError(_where(where, f"{path}.algorithms[{i}]") + f": expected a string, got {a!r}")
-            algorithms.append(a)
-        wins = _object(obj.get("wins", {}), where, f"{path}.wins")
+        obj = read_object(value, where, path)
+        algorithms = read_texts(obj, "algorithms", where, path)
+        wins = read_object(obj.get("wins", {}), where, f"{path}.wins")
         over = obj.get("oversubscribed", False)
         if not isinstance(over, bool):
-            raise FitRecordError(_where(where, f"{path}.oversubscribed") + f": expected true or false, got {over!r}")
-        return cls(label=_text(obj, "label", where, path), stack=_text(obj, "stack", where, path),
-                   transport=_text(obj, "transport", where, path), mapping=_text(obj, "mapping", where, path),
-                   collective=_required_text(obj, "collective", where, path),
-                   np=_required_integer(obj, "np", where, path), source=_text(obj, "source", where, path) or "",
-                   algorithms=tuple(algorithms), oversubscribed=over,
-                   points=tuple(CollPoint.from_json(p, where, f"{path}.points[{i}]")
-                                for i, p in enumerate(_list(obj, "points", where, path))),
-                   best=tuple(CollBest.from_json(b, where, f"{path}.best[{i}]")
-                              for i, b in enumerate(_list(obj, "best", where, path))),
-                   wins={k: _required_integer(wins, k, where, f"{path}.wins") for k in wins},
-                   headline=_text(obj, "headline", where, path) or "")
+            raise FitRecordError(located(where, f"{path}.oversubscribed") + f": expected true or false, got {over!r}")
+        return cls(label=read_text(obj, "label", where, path), stack=read_text(obj, "stack", where, path),
+                   transport=read_text(obj, "transport", where, path), mapping=read_text(obj, "mapping", where, path),
+                   collective=required_text(obj, "collective", where, path),
+                   np=required_integer(obj, "np", where, path), source=read_text(obj, "source", where, path) or "",
+                   algorithms=algorithms, oversubscribed=over,
+                   points=read_records(obj, "points", CollPoint.from_json, where, path),
+                   best=read_records(obj, "best", CollBest.from_json, where, path),
+                   wins={k: required_integer(wins, k, where, f"{path}.wins") for k in wins},
+                   headline=read_text(obj, "headline", where, path) or "")
 
 
 def coll_records(entries: JsonValue, where: str = KERNELS_FILE, path: str = "$.coll") -> list[CollFit]:
     """Every entry of kernels.json's ``coll`` array."""
     if not isinstance(entries, list):
-        raise FitRecordError(_where(where, path) + f": expected an array of coll fits, got {type(entries).__name__}")
+        raise FitRecordError(located(where, path) + f": expected an array of coll fits, got {type(entries).__name__}")
     return [CollFit.from_json(e, where, f"{path}[{i}]") for i, e in enumerate(entries)]
 
 
@@ -196,20 +181,18 @@ class PingpongPoint:
 
     @classmethod
     def from_json(cls, value: JsonValue, where: str, path: str) -> PingpongPoint:
-        obj = _object(value, where, path)
-        return cls(bytes=_required_integer(obj, "bytes", where, path), t_usec=_number(obj, "t_usec", where, path),
-                   t_min_usec=_number(obj, "t_min_usec", where, path), MBps=_number(obj, "MBps", where, path),
-                   n_reps=_required_integer(obj, "n_reps", where, path),
-                   iterations_min=_integer(obj, "iterations_min", where, path),
-                   reps_us=_numbers(obj, "reps_us", where, path))
+        obj = read_object(value, where, path)
+        return cls(bytes=required_integer(obj, "bytes", where, path), t_usec=read_number(obj, "t_usec", where, path),
+                   t_min_usec=read_number(obj, "t_min_usec", where, path), MBps=read_number(obj, "MBps", where, path),
+                   n_reps=required_integer(obj, "n_reps", where, path),
+                   iterations_min=read_integer(obj, "iterations_min", where, path),
+                   reps_us=read_numbers(obj, "reps_us", where, path))
 
 
 def _pair(v: Interval | None) -> JsonValue:
     return None if v is None else [v[0], v[1]]
 
 
-def _optional_interval(obj: dict[str, JsonValue], key: str, where: str, path: str) -> Interval | None:
-    return None if obj.get(key) is None else _interval(obj, key, where, path)
 
 
 @dataclass(frozen=True)
@@ -257,123 +240,39 @@ class PingpongFit(Fit):
 
     @classmethod
     def from_json(cls, value: JsonValue, where: str = KERNELS_FILE, path: str = "$") -> PingpongFit:
-        obj = _object(value, where, path)
+        obj = read_object(value, where, path)
         cell = Fit.cell_fields(obj, where, path)
         return cls(
-            **cell, source=_text(obj, "source", where, path) or "",
-            n_reps=_integer(obj, "n_reps", where, path) or 0,
-            latency_4B_us=_number(obj, "latency_4B_us", where, path),
-            bandwidth_4MiB_MBps=_number(obj, "bandwidth_4MiB_MBps", where, path),
-            points=tuple(PingpongPoint.from_json(p, where, f"{path}.points[{i}]")
-                         for i, p in enumerate(_list(obj, "points", where, path))),
-            imb_latency_us=_number(obj, "imb_latency_us", where, path),
-            imb_latency_ci_us=_optional_interval(obj, "imb_latency_ci_us", where, path),
-            imb_asymptotic_bandwidth_MBps=_number(obj, "imb_asymptotic_bandwidth_MBps", where, path),
-            imb_asymptotic_bandwidth_ci_MBps=_optional_interval(obj, "imb_asymptotic_bandwidth_ci_MBps", where, path),
-            imb_peak_bandwidth_MBps=_number(obj, "imb_peak_bandwidth_MBps", where, path),
-            imb_peak_bandwidth_ci_MBps=_optional_interval(obj, "imb_peak_bandwidth_ci_MBps", where, path),
+            **cell, source=read_text(obj, "source", where, path) or "",
+            n_reps=read_integer(obj, "n_reps", where, path) or 0,
+            latency_4B_us=read_number(obj, "latency_4B_us", where, path),
+            bandwidth_4MiB_MBps=read_number(obj, "bandwidth_4MiB_MBps", where, path),
+            points=read_records(obj, "points", PingpongPoint.from_json, where, path),
+            imb_latency_us=read_number(obj, "imb_latency_us", where, path),
+            imb_latency_ci_us=optional_interval(obj, "imb_latency_ci_us", where, path),
+            imb_asymptotic_bandwidth_MBps=read_number(obj, "imb_asymptotic_bandwidth_MBps", where, path),
+            imb_asymptotic_bandwidth_ci_MBps=optional_interval(obj, "imb_asymptotic_bandwidth_ci_MBps", where, path),
+            imb_peak_bandwidth_MBps=read_number(obj, "imb_peak_bandwidth_MBps", where, path),
+            imb_peak_bandwidth_ci_MBps=optional_interval(obj, "imb_peak_bandwidth_ci_MBps", where, path),
             hockney=None if cell["error"] is not None else HockneyRecord.from_json(obj, where, path),
-            kernel_vs_imb_latency=_number(obj, "kernel_vs_imb_latency", where, path),
-            kernel_vs_imb_asymptotic_bandwidth=_number(obj, "kernel_vs_imb_asymptotic_bandwidth", where, path),
-            kernel_vs_imb_peak_bandwidth=_number(obj, "kernel_vs_imb_peak_bandwidth", where, path),
-            headline=_text(obj, "headline", where, path))
-
-
-# What a grid comparison's entry holds beside its coordinates (the rest of its keys).
-_COMPARISON_FIELDS = ("value", "grids", "best", "spread", "headline")
-_GRID_FIELDS = ("grid", "procdims", "explicit", "measured_us", "ci_us", "n_reps", "reps_us", "vs_best")
-
-
-@dataclass(frozen=True)
-class GridPoint:
-    """One process grid of a comparison at equal P: the median over repetitions of the slowest
-    rank's time (µs), its bootstrap CI, its time over the fastest grid's, and ``extras``: the
-    kernel's per-grid medians beside the time (matsum's phases, jacobi's halo and MLUP/s)."""
-
-    grid: str
-    procdims: tuple[int, ...]
-    explicit: bool  # asked for (procdims), else MPI_Dims_create's
-    measured_us: float | None
-    ci_us: Interval
-    n_reps: int
-    reps_us: tuple[float | None, ...]
-    vs_best: float | None
-    extras: dict[str, float | None] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return {"grid": self.grid, "procdims": list(self.procdims), "explicit": self.explicit,
-                "measured_us": self.measured_us, "ci_us": [self.ci_us[0], self.ci_us[1]], "n_reps": self.n_reps,
-                "reps_us": list(self.reps_us), "vs_best": self.vs_best, **self.extras}
-
-    @classmethod
-    def from_json(cls, value: JsonValue, where: str, path: str) -> GridPoint:
-        obj = _object(value, where, path)
-        explicit = obj.get("explicit", False)
-        if not isinstance(explicit, bool):
-            raise FitRecordError(_where(where, f"{path}.explicit") + f": expected true or false, got {explicit!r}")
-        procdims = tuple(_required_integer({"v": v}, "v", where, f"{path}.procdims[{i}]")
-                         for i, v in enumerate(_list(obj, "procdims", where, path)))
-        return cls(grid=_required_text(obj, "grid", where, path), procdims=procdims, explicit=explicit,
-                   measured_us=_number(obj, "measured_us", where, path), ci_us=_interval(obj, "ci_us", where, path),
-                   n_reps=_required_integer(obj, "n_reps", where, path), reps_us=_numbers(obj, "reps_us", where, path),
-                   vs_best=_number(obj, "vs_best", where, path),
-                   extras={k: _number(obj, k, where, path) for k in obj if k not in _GRID_FIELDS})
-
-
-@dataclass(frozen=True)
-class GridComparison:
-    """Process grids compared at one P (:mod:`mpiatlas.models.kernel_grids`): ``key`` the comparison's
-    coordinates in the file's order (matsum: label, stack, transport, mapping, dims, dist, np; jacobi:
-    problem, threads, np), ``value`` the time column compared, every grid fastest first, the fastest's
-    name and ``spread`` = the slowest grid's time over it."""
-
-    key: dict[str, Scalar]
-    value: str
-    grids: tuple[GridPoint, ...]
-    best: str
-    spread: float | None
-    headline: str
-
-    def to_json(self) -> dict[str, JsonValue]:
-        return {**self.key, "value": self.value, "grids": [g.to_json() for g in self.grids], "best": self.best,
-                "spread": self.spread, "headline": self.headline}
-
-    @classmethod
-    def from_json(cls, value: JsonValue, where: str, path: str) -> GridComparison:
-        obj = _object(value, where, path)
-        key: dict[str, Scalar] = {}
-        for k, v in obj.items():
-            if k in _COMPARISON_FIELDS:
-                continue
-            if isinstance(v, (list, dict)):
-                raise FitRecordError(_where(where, f"{path}.{k}") + f": expected a coordinate (a scalar), got {v!r}")
-            key[k] = v
-        return cls(key=key, value=_required_text(obj, "value", where, path),
-                   grids=tuple(GridPoint.from_json(g, where, f"{path}.grids[{i}]")
-                               for i, g in enumerate(_list(obj, "grids", where, path))),
-                   best=_required_text(obj, "best", where, path), spread=_number(obj, "spread", where, path),
-                   headline=_text(obj, "headline", where, path) or "")
-
-
-def grid_comparisons(entries: JsonValue, where: str, path: str) -> list[GridComparison]:
-    """A JSON array of grid comparisons (kernels.json's ``matsum_grids``, a jacobi entry's ``grids``)."""
-    if not isinstance(entries, list):
-        raise FitRecordError(_where(where, path) + f": expected an array of grid comparisons, got {entries!r}")
-    return [GridComparison.from_json(e, where, f"{path}[{i}]") for i, e in enumerate(entries)]
+            kernel_vs_imb_latency=read_number(obj, "kernel_vs_imb_latency", where, path),
+            kernel_vs_imb_asymptotic_bandwidth=read_number(obj, "kernel_vs_imb_asymptotic_bandwidth", where, path),
+            kernel_vs_imb_peak_bandwidth=read_number(obj, "kernel_vs_imb_peak_bandwidth", where, path),
+            headline=read_text(obj, "headline", where, path))
 
 
 @dataclass(frozen=True)
 class KernelFits:
     """The ``fits/kernels.json`` document: every kernel model's entries (``KERNEL_MODELS`` names
-    them, in the file's key order) and the notes a reader must be told. coll, pingpong
-    and matsum_grids are typed (:class:`CollFit`, :class:`PingpongFit`, :class:`GridComparison`); ring,
-    matsum and jacobi are still the entries as
-    their fits write them (issue 37: typed next)."""
+    them, in the file's key order) and the notes a reader must be told, every entry a typed record:
+    :class:`~mpiatlas.models.ring_records.RingFit`, :class:`~mpiatlas.models.matsum_records.MatsumFit`,
+    :class:`~mpiatlas.models.grid_records.GridComparison`, :class:`~mpiatlas.models.jacobi_records.JacobiFit`,
+    :class:`PingpongFit` and :class:`CollFit`."""
 
-    ring: list[dict[str, Any]] = field(default_factory=list)
-    matsum: list[dict[str, Any]] = field(default_factory=list)
+    ring: tuple[RingFit, ...] = ()
+    matsum: tuple[MatsumFit, ...] = ()
     matsum_grids: tuple[GridComparison, ...] = ()
-    jacobi: list[dict[str, Any]] = field(default_factory=list)
+    jacobi: tuple[JacobiFit, ...] = ()
     pingpong: tuple[PingpongFit, ...] = ()
     coll: tuple[CollFit, ...] = ()
     notes: tuple[str, ...] = ()
@@ -382,14 +281,8 @@ class KernelFits:
         """One kernel model's entries as the file holds them (``name`` one of KERNEL_MODELS)."""
         if name not in KERNEL_MODELS:
             raise KeyError(f"no kernel model {name!r}; models: {', '.join(KERNEL_MODELS)}")
-        if name == "coll":
-            return [c.to_json() for c in self.coll]
-        if name == "pingpong":
-            return [p.to_json() for p in self.pingpong]
-        if name == "matsum_grids":
-            return [g.to_json() for g in self.matsum_grids]
-        untyped: list[JsonValue] = list(getattr(self, name))
-        return untyped
+        records: tuple[RingFit | MatsumFit | GridComparison | JacobiFit | PingpongFit | CollFit, ...] = getattr(self, name)
+        return [r.to_json() for r in records]
 
     def to_json(self) -> dict[str, JsonValue]:
         """The document, in the key order kernels.json has always had."""
@@ -400,20 +293,13 @@ class KernelFits:
     @classmethod
     def from_json(cls, value: JsonValue, where: str = KERNELS_FILE) -> KernelFits:
         """A kernels.json document (a missing model is one without entries)."""
-        obj = _object(value, where, "$")
-        untyped: dict[str, list[dict[str, Any]]] = {}
-        for name in ("ring", "matsum", "jacobi"):
-            untyped[name] = [_object(e, where, f"$.{name}[{i}]") for i, e in enumerate(_list(obj, name, where, "$"))]
-        notes = []
-        for i, n in enumerate(_list(obj, "notes", where, "$")):
-            if not isinstance(n, str):
-                raise FitRecordError(_where(where, f"$.notes[{i}]") + f": expected a string, got {n!r}")
-            notes.append(n)
-        pingpong = tuple(PingpongFit.from_json(e, where, f"$.pingpong[{i}]")
-                         for i, e in enumerate(_list(obj, "pingpong", where, "$")))
-        grids = tuple(grid_comparisons(obj.get("matsum_grids", []), where, "$.matsum_grids"))
-        return cls(**untyped, matsum_grids=grids, pingpong=pingpong, coll=tuple(coll_records(obj.get("coll", []), where)),
-                   notes=tuple(notes))
+        obj = read_object(value, where, "$")
+        return cls(ring=read_records(obj, "ring", RingFit.from_json, where, "$"),
+                   matsum=read_records(obj, "matsum", MatsumFit.from_json, where, "$"),
+                   matsum_grids=tuple(grid_comparisons(obj.get("matsum_grids", []), where, "$.matsum_grids")),
+                   jacobi=read_records(obj, "jacobi", JacobiFit.from_json, where, "$"),
+                   pingpong=read_records(obj, "pingpong", PingpongFit.from_json, where, "$"),
+                   coll=tuple(coll_records(obj.get("coll", []), where)), notes=read_texts(obj, "notes", where, "$"))
 
 
 KERNEL_MODELS: tuple[str, ...] = ("ring", "matsum", "matsum_grids", "jacobi", "pingpong", "coll")

@@ -50,13 +50,15 @@ Every model result carries its residuals (``rel_err`` = predicted / measured −
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import polars as pl
 
 from mpiatlas.models.fit_records import HockneyRecord
+from mpiatlas.models.json_fields import Interval
 from mpiatlas.models.kernel_common import (
     LABEL_COLUMNS,
     P2P,
@@ -79,6 +81,8 @@ from mpiatlas.models.ring_regions import RegionInputs, RingHops, exchange_time, 
 from mpiatlas.stats.quality import trusted
 from mpiatlas.models.kernel_p2p import fit_coll, fit_pingpong
 from mpiatlas.models.kernel_records import KernelFits
+from mpiatlas.models.matsum_records import GatherOrder, MatsumFit, MatsumPoint, PhasesByRank
+from mpiatlas.models.ring_records import PlacementBoundary, RegionModel, RingFit, RingPoint, RingRange, RingRegionPoint
 
 # scipy (~0.5 s to import) is imported by the fits that use it: most campaigns need few of them.
 
@@ -112,6 +116,11 @@ def load_kernel_tables(directory: str | Path) -> dict[str, pl.DataFrame | None]:
 # ------------------------------------------------------------------------------------------ ring
 
 
+def _interval(ci: list[float | None]) -> Interval:
+    """A percentile_ci pair as a record's interval."""
+    return (ci[0], ci[1])
+
+
 def ring_phases(variant: str, np_: int) -> int:
     """Message phases per shift (see the module docstring): 1 for nonblocking and P = 1, else 2/3."""
     if variant == "nonblocking" or np_ <= 1:
@@ -137,7 +146,19 @@ def ring_points(df: pl.DataFrame) -> pl.DataFrame:
             .sort([*LABEL_COLUMNS, "variant", "streams", "bytes", "np"]))
 
 
-def _ring_self_fit(points: pl.DataFrame, rng: np.random.Generator) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class RingSelfFit:
+    """λ (µs, with its bootstrap CI) and B (MB/s, None: unbounded) the ring's nonblocking points imply
+    by themselves, from ``n_points`` points (oversubscribed ones only when there were no others)."""
+
+    latency_us: float
+    latency_ci_us: Interval
+    bandwidth_MBps: float | None
+    n_points: int
+    used_oversubscribed: bool
+
+
+def _ring_self_fit(points: pl.DataFrame, rng: np.random.Generator) -> RingSelfFit | None:
     """λ, B implied by the nonblocking points (P ≤ cores): T/(P·m) = λ + s/B."""
     nb = points.filter((pl.col("variant") == "nonblocking") & ~pl.col("oversubscribed").fill_null(False))
     if nb.height == 0:
@@ -150,11 +171,9 @@ def _ring_self_fit(points: pl.DataFrame, rng: np.random.Generator) -> dict[str, 
     lam, g = fit_latency_bandwidth(sizes, y)
     reps = [list(np.asarray(r, dtype=float) / d) for r, d in zip(nb["reps"].to_list(), div)]
     boots = np.array([fit_latency_bandwidth(sizes, yb) for yb in bootstrap_medians(reps, rng, N_BOOT)])
-    return {
-        "latency_us": lam, "latency_ci_us": percentile_ci(boots[:, 0]),
-        "bandwidth_MBps": 1.0 / g if g > 0 else None,
-        "n_points": int(nb.height), "used_oversubscribed": bool(nb["oversubscribed"].any()),
-    }
+    return RingSelfFit(latency_us=lam, latency_ci_us=_interval(percentile_ci(boots[:, 0])),
+                       bandwidth_MBps=1.0 / g if g > 0 else None, n_points=int(nb.height),
+                       used_oversubscribed=bool(nb["oversubscribed"].any()))
 
 
 # Message-size ranges of the per-range ring λ table: eager small messages, the medium sizes up to a
@@ -163,7 +182,7 @@ RING_RANGES: tuple[tuple[int, int | None, str], ...] = (
     (0, 1024, "< 1 KiB"), (1024, 65536, "1 KiB – 64 KiB"), (65536, None, "≥ 64 KiB"))
 
 
-def ring_range_fits(points: pl.DataFrame) -> list[dict[str, Any]]:
+def ring_range_fits(points: pl.DataFrame) -> list[RingRange]:
     """λ and B per message-size range from the ring alone: T_nonblocking/(P·m) = λ + s/B fitted
     (:func:`fit_latency_bandwidth`) over the range's nonblocking points with P ≤ cores (all of them
     when every one is oversubscribed); a range of one size gives its per-message time as λ and no B."""
@@ -179,14 +198,14 @@ def ring_range_fits(points: pl.DataFrame) -> list[dict[str, Any]]:
         per_message = part["measured_us"].to_numpy() / (part["np"] * part["streams"]).to_numpy().astype(float)
         lam, g = fit_latency_bandwidth(sizes, per_message)
         several = np.unique(sizes).size > 1
-        out.append({"range": name, "sizes": sorted({int(b) for b in sizes}), "np": sorted(set(part["np"].to_list())),
-                    "n_points": part.height, "latency_us": json_num(lam),
-                    "bandwidth_MBps": json_num(1.0 / g) if several and g > 0 else None})
+        out.append(RingRange(range=name, sizes=tuple(sorted({int(b) for b in sizes})),
+                             np=tuple(sorted(set(part["np"].to_list()))), n_points=part.height,
+                             latency_us=json_num(lam), bandwidth_MBps=json_num(1.0 / g) if several and g > 0 else None))
     return out
 
 
 def fit_ring(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None, *,
-             seed: int = 0, regions: RegionInputs | None = None) -> list[dict[str, Any]]:
+             seed: int = 0, regions: RegionInputs | None = None) -> list[RingFit]:
     """One fit per stack/transport/mapping; with ``regions`` every point also carries the
     region-aware prediction (:mod:`mpiatlas.models.ring_regions`): hops of the cell's placement,
     each priced by its region, the slowest setting the pace."""
@@ -199,125 +218,134 @@ def fit_ring(df: pl.DataFrame | None, hockney: Sequence[HockneyRecord] | None, *
     for key, points in points_all.group_by(list(LABEL_COLUMNS), maintain_order=True):
         head = dict(zip(LABEL_COLUMNS, key))
         label = head["label"]
+        cell = {"label": label, "stack": head["stack"], "transport": head["transport"], "mapping": head["mapping"]}
         pingpong = pingpong_params(hockney, label)
         ring_fit = _ring_self_fit(points, rng)
         if pingpong is not None:
             p2p = pingpong
             source_note = "λ and t(s) from the IMB PingPong Hockney fit of the same stack/transport/mapping"
         elif ring_fit is not None:
-            p2p = P2P(ring_fit["latency_us"], ring_fit["bandwidth_MBps"], "ring")
+            p2p = P2P(ring_fit.latency_us, ring_fit.bandwidth_MBps, "ring")
             source_note = ("no IMB PingPong fit for this stack/transport/mapping: λ and B fitted to the ring's own "
                            "nonblocking points, so the nonblocking residuals are a fit, not a test")
         else:
-            out.append({**head, "error": "no PingPong fit and no nonblocking ring points to take λ from"})
+            out.append(RingFit(**cell, error="no PingPong fit and no nonblocking ring points to take λ from"))
             continue
-        rows = []
+        points_fit = []
         table = regions.table_for(label, head["stack"], head["transport"]) if regions else None
         for r in points.iter_rows(named=True):
             pred = ring_predict(r["variant"], r["np"], r["streams"], r["bytes"], p2p)
             msg = p2p.time(r["bytes"])
             unit = r["np"] * r["streams"] * msg
             hops = regions.hops.get((label, r["np"])) if regions else None
-            region = _region_point(r, hops, table)
-            rows.append({
-                "variant": r["variant"], "streams": r["streams"], "bytes": r["bytes"], "np": r["np"],
-                "oversubscribed": bool(r["oversubscribed"]), "n_reps": len(r["reps"]),
-                "measured_us": json_num(r["measured_us"]), "predicted_us": json_num(pred),
-                "rel_err": relative_error(pred, r["measured_us"]),
-                "phases_model": ring_phases(r["variant"], r["np"]),
-                "phases_measured": json_num(r["measured_us"] / unit) if unit > 0 else None,
-                "reps_us": [json_num(v) for v in r["reps"]],
-                **region,
-            })
+            points_fit.append(RingPoint(
+                variant=r["variant"], streams=r["streams"], bytes=r["bytes"], np=r["np"],
+                oversubscribed=bool(r["oversubscribed"]), n_reps=len(r["reps"]),
+                measured_us=json_num(r["measured_us"]), predicted_us=json_num(pred),
+                rel_err=relative_error(pred, r["measured_us"]), phases_model=ring_phases(r["variant"], r["np"]),
+                phases_measured=json_num(r["measured_us"] / unit) if unit > 0 else None,
+                reps_us=tuple(json_num(v) for v in r["reps"]), region=_region_point(r, hops, table)))
         ratio = None
         if ring_fit and pingpong and pingpong.latency_us:
-            ratio = ring_fit["latency_us"] / pingpong.latency_us
+            ratio = ring_fit.latency_us / pingpong.latency_us
 
-        def describe(p: dict[str, Any]) -> str:
-            over = ", oversubscribed" if p["oversubscribed"] else ""
-            return f"{p['variant']} P={p['np']} {p['bytes']} B ({p['streams']} streams{over})"
-
-        fails = failure_statement(rows, describe)
-        nb_small = [p for p in rows if p["variant"] == "nonblocking" and not p["oversubscribed"]]
-        headline = (f"ring λ {ring_fit['latency_us']:.3g} µs" if ring_fit else "ring λ n/a") + \
+        fails = failure_statement(points_fit, _describe_ring_point)
+        nb_small = [p for p in points_fit if p.variant == "nonblocking" and not p.oversubscribed]
+        headline = (f"ring λ {ring_fit.latency_us:.3g} µs" if ring_fit else "ring λ n/a") + \
             (f" vs PingPong λ {pingpong.latency_us:.3g} µs (×{ratio:.2f})" if ratio is not None and pingpong else
              " (no PingPong λ: ring-fitted)")
-        out.append({
-            **head,
-            "model": RING_FORMULA,
-            "lambda_source": p2p.source,
-            "lambda_note": source_note,
-            "latency_us": json_num(p2p.latency_us),
-            "bandwidth_MBps": json_num(p2p.bandwidth_MBps),
-            "pingpong_latency_us": json_num(pingpong.latency_us) if pingpong else None,
-            "pingpong_bandwidth_MBps": json_num(pingpong.bandwidth_MBps) if pingpong else None,
-            "ring_latency_us": json_num(ring_fit["latency_us"]) if ring_fit else None,
-            "ring_latency_ci_us": ring_fit["latency_ci_us"] if ring_fit else [None, None],
-            "ring_bandwidth_MBps": json_num(ring_fit["bandwidth_MBps"]) if ring_fit else None,
-            "ring_fit_points": ring_fit["n_points"] if ring_fit else 0,
-            "ring_ranges": ring_range_fits(points),
-            "ring_vs_pingpong_latency": json_num(ratio),
-            "nonblocking_points_within_25pct": sum(1 for p in nb_small if p["rel_err"] is not None
-                                                   and abs(p["rel_err"]) <= 0.25),
-            "points": rows,
-            "headline": headline,
-            "fails_where": fails,
-            "boundaries": _boundaries(label, regions),
-            **_region_summary(rows, table, regions, describe),
-        })
+        ring_ci = ring_fit.latency_ci_us if ring_fit else (None, None)
+        out.append(RingFit(
+            **cell,
+            model=dict(RING_FORMULA),
+            lambda_source=p2p.source,
+            lambda_note=source_note,
+            latency_us=json_num(p2p.latency_us),
+            bandwidth_MBps=json_num(p2p.bandwidth_MBps),
+            pingpong_latency_us=json_num(pingpong.latency_us) if pingpong else None,
+            pingpong_bandwidth_MBps=json_num(pingpong.bandwidth_MBps) if pingpong else None,
+            ring_latency_us=json_num(ring_fit.latency_us) if ring_fit else None,
+            ring_latency_ci_us=ring_ci,
+            ring_bandwidth_MBps=json_num(ring_fit.bandwidth_MBps) if ring_fit else None,
+            ring_fit_points=ring_fit.n_points if ring_fit else 0,
+            ring_ranges=tuple(ring_range_fits(points)),
+            ring_vs_pingpong_latency=json_num(ratio),
+            nonblocking_points_within_25pct=sum(1 for p in nb_small if p.rel_err is not None
+                                                and abs(p.rel_err) <= 0.25),
+            points=tuple(points_fit),
+            headline=headline,
+            fails_where=fails,
+            boundaries=_boundaries(label, regions),
+            **_region_summary(points_fit, table, regions),
+        ))
     return out
 
 
-def _boundaries(label: str, regions: RegionInputs | None) -> list[dict[str, Any]]:
+def _boundaries(label: str, regions: RegionInputs | None) -> tuple[PlacementBoundary, ...]:
     """The P where the label's rings first reach another socket or node (ring_regions.placement_boundaries
     of its largest ring whose placement is known); [] without one."""
     sizes = [np_ for (name, np_) in (regions.hops if regions else {}) if name == label]
     if not sizes or regions is None:
-        return []
-    return placement_boundaries(regions.hops[(label, max(sizes))])
+        return ()
+    return tuple(placement_boundaries(regions.hops[(label, max(sizes))]))
 
 
-def _region_point(r: dict[str, Any], hops: RingHops | None, table: RegionTable | None) -> dict[str, Any]:
+def _region_point(r: dict[str, Any], hops: RingHops | None, table: RegionTable | None) -> RingRegionPoint:
     """The region-aware prediction of one ring point (None fields: no hops or no table)."""
     if hops is None or table is None:
-        return {"region_predicted_us": None, "region_rel_err": None, "boundary_hops": None, "slowest_region": None,
-                "hop_regions": None}
+        return RingRegionPoint()
     if not hops.regions:  # one rank: no hop to price (the ring's time is its own copy, not a message)
-        return {**_region_point(r, None, None), "boundary_hops": 0, "hop_regions": {}}
+        return RingRegionPoint(boundary_hops=0, hop_regions={})
     try:
         pred = exchange_time(hops, table, np=r["np"], streams=r["streams"], nbytes=r["bytes"],
                              phases=ring_phases(r["variant"], r["np"]), ssend=r["variant"] == "ssend")
     except RegionTableError:  # a hop region the table lacks: no prediction for this point
-        return {**_region_point(r, None, None), "boundary_hops": hops.boundary_hops, "hop_regions": hops.counts()}
-    return {"region_predicted_us": json_num(pred.predicted_us),
-            "region_rel_err": relative_error(pred.predicted_us, r["measured_us"]),
-            "boundary_hops": pred.boundary_hops, "slowest_region": pred.slowest_region, "hop_regions": pred.hop_regions}
+        return RingRegionPoint(boundary_hops=hops.boundary_hops, hop_regions=hops.counts())
+    return RingRegionPoint(region_predicted_us=json_num(pred.predicted_us),
+                           region_rel_err=relative_error(pred.predicted_us, r["measured_us"]),
+                           boundary_hops=pred.boundary_hops, slowest_region=pred.slowest_region,
+                           hop_regions=dict(pred.hop_regions))
 
 
-def _region_summary(rows: list[dict[str, Any]], table: RegionTable | None, regions: RegionInputs | None,
-                    describe: Any) -> dict[str, Any]:
+def _describe_ring_point(p: RingPoint) -> str:
+    over = ", oversubscribed" if p.oversubscribed else ""
+    return f"{p.variant} P={p.np} {p.bytes} B ({p.streams} streams{over})"
+
+
+def _region_summary(points: list[RingPoint], table: RegionTable | None, regions: RegionInputs | None) -> RegionSummary:
     """The fit's region-aware fields: the table used, where that model fails, and where it parts
     from the single-λ model (|region/single − 1| > 10 %)."""
-    priced = [p for p in rows if p["region_predicted_us"] is not None]
+    priced = [(p, p.region.region_predicted_us) for p in points if p.region.region_predicted_us is not None]
     if not priced:
         why = ("no region table (no per-region PingPong fits for this stack/transport)" if table is None
                else "no hop regions for these cells (placement or topology unknown)")
-        return {"region_model": None, "region_note": why if regions else "no region inputs given"}
-    scored = [{**p, "rel_err": p["region_rel_err"]} for p in priced]
-    differ = [p for p in priced if p["predicted_us"] and abs(p["region_predicted_us"] / p["predicted_us"] - 1) > 0.1]
+        return {"region_model": None, "region_note": why if regions else "no region inputs given",
+                "region_fails_where": None, "region_changes": None}
+    # The points scored by the region model's error instead of the single-λ one's.
+    scored = [replace(p, rel_err=p.region.region_rel_err) for p, _ in priced]
+    differ = [p for p, region_us in priced if p.predicted_us and abs(region_us / p.predicted_us - 1) > 0.1]
     changes = None
     if differ:
-        nps = sorted({p["np"] for p in differ})
-        crossing = sorted({p["slowest_region"] for p in differ})
+        nps = sorted({p.np for p in differ})
+        crossing = sorted({str(p.region.slowest_region) for p in differ})
         changes = (f"region-aware model parts from the single-λ one (>10 %) at P = {', '.join(map(str, nps))} "
-                   f"(slowest hop {', '.join(crossing)}); it {failure_statement(scored, describe)}")
-    return {"region_model": {"source": table.source, "latency_us": dict(table.latency_us),
-                             "bandwidth_MBps": dict(table.bandwidth_MBps)} if table else None,
-            "region_note": None, "region_fails_where": failure_statement(scored, describe),
+                   f"(slowest hop {', '.join(crossing)}); it {failure_statement(scored, _describe_ring_point)}")
+    return {"region_model": RegionModel(source=table.source, latency_us=dict(table.latency_us),
+                                        bandwidth_MBps=dict(table.bandwidth_MBps)) if table else None,
+            "region_note": None, "region_fails_where": failure_statement(scored, _describe_ring_point),
             "region_changes": changes}
 
 
 # ---------------------------------------------------------------------------------------- matsum
+
+
+class RegionSummary(TypedDict):
+    """The region-aware fields of a :class:`RingFit` (see there)."""
+
+    region_model: RegionModel | None
+    region_note: str | None
+    region_fails_where: str | None
+    region_changes: str | None
 
 
 def binomial_subtree(rank: int, size: int) -> int:
@@ -349,7 +377,7 @@ def fit_amdahl(np_: np.ndarray, cores: np.ndarray, t: np.ndarray) -> np.ndarray:
     return res.x
 
 
-def _gather_order(df: pl.DataFrame) -> list[dict[str, Any]]:
+def _gather_order(df: pl.DataFrame) -> list[GatherOrder]:
     """Per P ≥ 3: the median gather time of every rank, and its Spearman correlation with the
     binomial subtree size and with the rank (a linear gather's order)."""
     out = []
@@ -376,13 +404,14 @@ def _gather_order(df: pl.DataFrame) -> list[dict[str, Any]]:
             verdict = "binomial-tree signature (ranks with larger subtrees wait longer)"
         else:
             verdict = "no binomial-tree signature: gather time follows the rank order (linear gather)"
-        out.append({"np": int(np_), "gather_us_by_rank": {str(r): json_num(v) for r, v in zip(ranks, g)},
-                    "slowest_first": order, "binomial_subtree": {str(ranks[i]): s for i, s in zip(nonroot, sub)},
-                    "spearman_binomial": json_num(rho_bin), "spearman_linear": json_num(rho_lin), "verdict": verdict})
+        out.append(GatherOrder(np=int(np_), gather_us_by_rank={str(r): json_num(v) for r, v in zip(ranks, g)},
+                               slowest_first=tuple(order),
+                               binomial_subtree={str(ranks[i]): s for i, s in zip(nonroot, sub)},
+                               spearman_binomial=json_num(rho_bin), spearman_linear=json_num(rho_lin), verdict=verdict))
     return out
 
 
-def phases_by_rank(df: pl.DataFrame) -> list[dict[str, Any]]:
+def phases_by_rank(df: pl.DataFrame) -> list[PhasesByRank]:
     """Per P, every rank's scatter, compute and gather time and their total (medians over repetitions):
     where each rank spends the matrix sum, the per-rank table of the study."""
     phases = [c for c in ("scatter_us", "compute_us", "gather_us", "total_us") if c in df.columns]
@@ -390,8 +419,8 @@ def phases_by_rank(df: pl.DataFrame) -> list[dict[str, Any]]:
         return []
     per_rank = (df.group_by(["np", "rank"]).agg(pl.len().alias("n_reps"), *(pl.col(c).median() for c in phases))
                 .sort(["np", "rank"]))
-    return [{"np": int(np_), "ranks": [{k: (json_num(v) if isinstance(v, float) else v) for k, v in r.items()
-                                        if k != "np"} for r in grp.iter_rows(named=True)]}
+    return [PhasesByRank(np=int(np_), ranks=tuple({k: (json_num(v) if isinstance(v, float) else v) for k, v in r.items()
+                                                   if k != "np"} for r in grp.iter_rows(named=True)))
             for (np_,), grp in per_rank.group_by(["np"], maintain_order=True)]
 
 
@@ -408,7 +437,7 @@ def amdahl_rows(df: pl.DataFrame) -> pl.DataFrame:
     return df
 
 
-def fit_matsum(df: pl.DataFrame | None, *, seed: int = 0) -> list[dict[str, Any]]:
+def fit_matsum(df: pl.DataFrame | None, *, seed: int = 0) -> list[MatsumFit]:
     """One Amdahl fit per stack/transport/mapping, dims, topo and dist (see the module docstring)."""
     df = usable(df)
     if df is None:
@@ -434,11 +463,14 @@ def fit_matsum(df: pl.DataFrame | None, *, seed: int = 0) -> list[dict[str, Any]
         cores = np.full_like(np_, float(node_cores))
         t = pts["measured_us"].to_numpy().astype(float)
         raw = df.filter(pl.all_horizontal(pl.col(k) == v for k, v in head.items()))
-        base = {**head, "model": MATSUM_FORMULA, "cores": node_cores, "gather_order": _gather_order(raw),
-                "phases_by_rank": phases_by_rank(raw)}
+        topo = head["topo"]
+        base = MatsumFit(label=head["label"], stack=head["stack"], transport=head["transport"],
+                         mapping=head["mapping"], dims=head["dims"], topo=tuple(topo) if isinstance(topo, list) else topo,
+                         dist=head["dist"], model=MATSUM_FORMULA, cores=node_cores,
+                         gather_order=tuple(_gather_order(raw)), phases_by_rank=tuple(phases_by_rank(raw)))
         if np.unique(np.stack([np.minimum(np_, cores), np.ceil(np.log2(np_))], axis=1), axis=0).shape[0] < 3:
-            out.append({**base, "error": f"need 3 process counts that separate s, p/min(P, cores) and ⌈log2 P⌉; "
-                                         f"have P = {sorted(map(int, np_))} on {node_cores} cores"})
+            out.append(replace(base, error=f"need 3 process counts that separate s, p/min(P, cores) and ⌈log2 P⌉; "
+                                           f"have P = {sorted(map(int, np_))} on {node_cores} cores"))
             continue
         params = fit_amdahl(np_, cores, t)
         boots = np.array([fit_amdahl(np_, cores, tb) for tb in bootstrap_medians(pts["reps"].to_list(), rng, N_BOOT)])
@@ -447,32 +479,31 @@ def fit_matsum(df: pl.DataFrame | None, *, seed: int = 0) -> list[dict[str, Any]
         pred = matsum_model(params, np_, cores)
         # Phase times (slowest rank, median over repetitions): what the total is made of.
         phase_rows = pts.select(phases).to_dicts() if phases else [{} for _ in range(pts.height)]
-        rows = [{"np": int(n), "p_eff": int(min(n, node_cores)), "oversubscribed": bool(o), "n_reps": len(r),
-                 "measured_us": json_num(m), "predicted_us": json_num(p), "rel_err": relative_error(p, m),
-                 "reps_us": [json_num(v) for v in r], **{k: json_num(v) for k, v in ph.items()}}
-                for n, o, r, m, p, ph in zip(np_, pts["oversubscribed"].to_list(), pts["reps"].to_list(), t, pred,
-                                             phase_rows)]
+        points_fit = [MatsumPoint(np=int(n), p_eff=int(min(n, node_cores)), oversubscribed=bool(o), n_reps=len(r),
+                                  measured_us=json_num(m), predicted_us=json_num(p), rel_err=relative_error(p, m),
+                                  reps_us=tuple(json_num(v) for v in r), phases={k: json_num(v) for k, v in ph.items()})
+                      for n, o, r, m, p, ph in zip(np_, pts["oversubscribed"].to_list(), pts["reps"].to_list(), t,
+                                                   pred, phase_rows)]
+        def describe(p: MatsumPoint) -> str:
+            return f"P={p.np}" + (" (oversubscribed)" if p.oversubscribed else "")
 
-        def describe(p: dict[str, Any]) -> str:
-            return f"P={p['np']}" + (" (oversubscribed)" if p["oversubscribed"] else "")
-
-        exact = len(rows) == 3
-        fails = failure_statement(rows, describe)
+        exact = len(points_fit) == 3
+        fails = failure_statement(points_fit, describe)
         if exact:
             fails = "3 process counts for 3 parameters: the fit is exact, so residuals cannot test it; " + fails
-        verdicts = [g["verdict"] for g in base["gather_order"]]
-        out.append({
-            **base,
-            "s_us": json_num(params[0]), "p_us": json_num(params[1]), "c_us": json_num(params[2]),
-            "s_ci_us": percentile_ci(boots[:, 0]), "p_ci_us": percentile_ci(boots[:, 1]),
-            "c_ci_us": percentile_ci(boots[:, 2]),
-            "serial_fraction": json_num(sf), "serial_fraction_ci": percentile_ci(sf_boot),
-            "max_speedup": json_num(1.0 / sf) if sf else None,
-            "points": rows,
-            "headline": (f"serial fraction {sf:.2f}" if sf is not None else "serial fraction n/a")
+        verdicts = [g.verdict for g in base.gather_order]
+        out.append(replace(
+            base,
+            s_us=json_num(params[0]), p_us=json_num(params[1]), c_us=json_num(params[2]),
+            s_ci_us=_interval(percentile_ci(boots[:, 0])), p_ci_us=_interval(percentile_ci(boots[:, 1])),
+            c_ci_us=_interval(percentile_ci(boots[:, 2])),
+            serial_fraction=json_num(sf), serial_fraction_ci=_interval(percentile_ci(sf_boot)),
+            max_speedup=json_num(1.0 / sf) if sf else None,
+            points=tuple(points_fit),
+            headline=(f"serial fraction {sf:.2f}" if sf is not None else "serial fraction n/a")
             + (f"; gather: {verdicts[-1]}" if verdicts else ""),
-            "fails_where": fails,
-        })
+            fails_where=fails,
+        ))
     return out
 
 
@@ -488,22 +519,18 @@ def fit_kernels(tables: dict[str, pl.DataFrame | None], hockney: Sequence[Hockne
     notes: list[str] = []
     ring = fit_ring(tables.get("ring"), hockney, seed=seed, regions=ring_regions)
     notes += ring_regions.notes if ring_regions else []
-    ring_p2p = {r["label"]: P2P(r["ring_latency_us"], r.get("ring_bandwidth_MBps"), "ring")
-                for r in ring if r.get("ring_latency_us") is not None}
-    for r in ring:
-        if r.get("lambda_source") == "ring":
-            notes.append(f"ring {r['label']}: {r['lambda_note']}")
+    ring_p2p = {r.label: P2P(r.ring_latency_us, r.ring_bandwidth_MBps, "ring")
+                for r in ring if r.ring_latency_us is not None}
+    notes += [f"ring {r.label}: {r.lambda_note}" for r in ring if r.lambda_source == "ring"]
     matsum = fit_matsum(tables.get("matsum"), seed=seed)
     grids = matsum_grids(usable(tables.get("matsum")), seed=seed)
     jacobi = fit_jacobi(tables.get("jacobi"), hockney, ring_p2p)
     pingpong = fit_pingpong(tables.get("pingpong"), hockney, seed=seed)
     coll = fit_coll(tables.get("coll"))
-    for name, fits in (("ring", ring), ("matsum", matsum), ("jacobi", jacobi)):
-        for f in fits:
-            if "error" in f:
-                notes.append(f"{name} {f.get('label')}: not fitted: {f['error']}")
+    notes += [f"ring {f.label}: not fitted: {f.error}" for f in ring if f.error is not None]
+    notes += [f"matsum {f.label}: not fitted: {f.error}" for f in matsum if f.error is not None]
     notes += [f"pingpong {f.label}: not fitted: {f.error}" for f in pingpong if f.error is not None]
-    return KernelFits(ring=ring, matsum=matsum, matsum_grids=tuple(grids), jacobi=jacobi, pingpong=tuple(pingpong),
+    return KernelFits(ring=tuple(ring), matsum=tuple(matsum), matsum_grids=tuple(grids), jacobi=tuple(jacobi), pingpong=tuple(pingpong),
                       coll=tuple(coll), notes=tuple(notes))
 
 

@@ -39,6 +39,7 @@ import polars as pl
 from mpiatlas.matrix.cells import distribution_of_id, fills_nodes
 from mpiatlas.spine.series import SeriesKey
 from mpiatlas.models.fit_records import HockneyRecord
+from mpiatlas.models.ring_records import PlacementBoundary
 from mpiatlas.models.region_latency import Placement, RegionTable, RegionTableError
 from mpiatlas.node.topology import REGIONS, Topology, TopologyError, detect
 from mpiatlas.node.topology_record import UNKNOWN_HOST, read_topologies
@@ -89,8 +90,8 @@ class RingHops:
         return {r: c[r] for r in REGIONS if c[r]}
 
 
-def placement_boundaries(hops: RingHops) -> list[dict[str, Any]]:
-    """Where a ring's ranks first cross a socket or a node, in rank order: ``{"np", "region"}`` for
+def placement_boundaries(hops: RingHops) -> list[PlacementBoundary]:
+    """Where a ring's ranks first cross a socket or a node, in rank order: a :class:`PlacementBoundary` for
     each rank r + 1 whose hop from rank r reaches another socket or node while the hop before did
     not (a block fill of 2 x 24 cores over 2 sockets: other_socket at P = 13, other_node at 25,
     other_socket at 37; round-robin over sockets or nodes crosses at every hop: drawn once, at P = 2).
@@ -98,7 +99,7 @@ def placement_boundaries(hops: RingHops) -> list[dict[str, Any]]:
     Read from the largest ring of a series: a rank's place does not depend on how many follow
     (block and cyclic over nodes alike; the `node` mapping's block, np / m per node, is the exception)."""
     ordered = hops.regions[:-1]
-    return [{"np": r + 2, "region": region} for r, region in enumerate(ordered)
+    return [PlacementBoundary(np=r + 2, region=region) for r, region in enumerate(ordered)
             if region in BOUNDARY_REGIONS and (r == 0 or ordered[r - 1] != region)]
 
 
@@ -163,7 +164,7 @@ def cell_placement(topo: Topology, pins: Sequence[Any], *, nodes: int = 1,
     return Placement(topo, node_of, cpus)
 
 
-def rank_order(hosts: Any) -> list[str] | None:
+def rank_order(hosts: Mapping[str, str] | Sequence[str] | None) -> list[str] | None:
     """The cells table's ``hosts`` ({rank: host}, JSON object keys) as a list in rank order."""
     if isinstance(hosts, Mapping):
         return [hosts[k] for k in sorted(hosts, key=int)]

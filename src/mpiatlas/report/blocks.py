@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeAlias
 
 from mpiatlas.report.formatting import DASH, fmt_bool, fmt_num
 
@@ -112,19 +112,23 @@ class ChartBlock:
 class Details:
     kind: ClassVar[str] = "details"
     summary: str
-    blocks: list[Any]
+    blocks: list[Block]
     open: bool = False
 
 
 @dataclass
 class Section:
     title: str
-    blocks: list[Any]
+    blocks: list[Block]
     id: str = ""
     lead: str | None = None
 
 
-def cell(value: Any, *, title: str | None = None, cls: str | None = None) -> Cell:
+# What a section is made of: the template renders each by its ``kind``.
+Block: TypeAlias = Text | Heading | Notice | Bullets | Table | KeyValues | Pre | Download | ChartBlock | Details
+
+
+def cell(value: object, *, title: str | None = None, cls: str | None = None) -> Cell:
     """A table cell from a plain value: None a dash, bools yes/no, floats :func:`fmt_num`."""
     if isinstance(value, Cell):
         return value
@@ -139,10 +143,12 @@ def cell(value: Any, *, title: str | None = None, cls: str | None = None) -> Cel
     return Cell(text, title, cls)
 
 
-def num_cell(value: Any, digits: int = 3, **kw: Any) -> Cell:
+def num_cell(value: object, digits: int = 3, *, title: str | None = None) -> Cell:
     """A right-aligned figure."""
-    return Cell(fmt_num(value, digits), cls="num", **kw)
+    return Cell(fmt_num(value, digits), title=title, cls="num")
 
 
-def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], **kw: Any) -> Table:
-    return Table(list(columns), [[cell(v) for v in row] for row in rows], **kw)
+def table(columns: Sequence[str], rows: Iterable[Sequence[object]], *, caption: str | None = None,
+          filterable: bool = False, scroll: bool = False, id: str = "") -> Table:
+    return Table(list(columns), [[cell(v) for v in row] for row in rows], caption=caption, filterable=filterable,
+                 scroll=scroll, id=id)

@@ -22,12 +22,12 @@ def has_columns(df: pl.DataFrame | None, *cols: str) -> TypeGuard[pl.DataFrame]:
     return df is not None and all(c in df.columns for c in cols)
 
 
-def status_cls(status: Any) -> str:
+def status_cls(status: object) -> str:
     """The CSS class of a status (``st-failed``; ``st-other`` for a status this report does not know)."""
     return f"st-{status}" if status in KNOWN_STATUS else "st-other"
 
 
-def status_rank(status: Any) -> int:
+def status_rank(status: object) -> int:
     """Problems first (failed, timeout, invalid, unavailable, unknown statuses), ok last."""
     if status == "ok":
         return len(STATUS_ORDER)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, UTC
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import polars as pl
 
@@ -24,7 +24,11 @@ from mpiatlas.node.topology import Topology, TopologyError, detect
 from mpiatlas.node.topology_synthetic import read_topology
 from mpiatlas.stats.aggregate import summarize
 from mpiatlas.models.kernel_records import CollFit, GridComparison, PingpongFit
-from mpiatlas.models.fit_records import FitRecordError, HockneyRecord, JsonValue
+from mpiatlas.models.jacobi_records import JacobiFit
+from mpiatlas.models.matsum_records import MatsumFit
+from mpiatlas.models.ring_records import RingFit
+from mpiatlas.models.fit_records import FitRecordError, HockneyRecord
+from mpiatlas.models.json_fields import JsonObject, JsonValue
 from mpiatlas.models.fits_files import FILES, problems, schema_name
 
 KERNEL_PREFIX, KERNEL_SUFFIX = layout.KERNEL_TABLE.split("{name}")
@@ -50,6 +54,18 @@ class PlannedNote:
     cells: int
 
 
+@dataclass(frozen=True)
+class TuningOutput:
+    """What ``mpiatlas tune`` wrote (``--tuning DIR``): decision.json and validation.json as the
+    tuning section reads them (JSON objects; the tuning package owns their shape), and the texts
+    of the exported files by name."""
+
+    dir: str
+    decision: JsonObject
+    validation: JsonObject | None
+    files: dict[str, str]
+
+
 @dataclass
 class ReportData:
     title: str
@@ -59,7 +75,7 @@ class ReportData:
     limits_path: Path | None = None  # the campaign's limits.json (mpiatlas report --limits); None: not given
     limits: PhysicalLimits | None = None
     limits_error: str | None = None  # why the given limits file could not be used
-    tuning: dict[str, Any] | None = None  # mpiatlas tune's output (--tuning DIR): see _load_tuning
+    tuning: TuningOutput | None = None  # mpiatlas tune's output (--tuning DIR): see _load_tuning
     # The trusted views (stats.quality.trusted: no perturbed or unknown launch): every median, chart,
     # finding, fit and model of the report reads these. The *_all tables keep every launch, for the
     # sections that count launches (the cell table, the header's checks) and nothing else.
@@ -67,11 +83,11 @@ class ReportData:
     samples_all: pl.DataFrame | None = None
     summary: pl.DataFrame | None = None
     cells: pl.DataFrame | None = None
-    provenance: list[dict[str, Any]] | None = None
+    provenance: list[JsonObject] | None = None  # tidy provenance.json's records, each a JSON object
     kernels: dict[str, pl.DataFrame] = field(default_factory=dict)  # kernel name -> its trusted rows
     kernels_all: dict[str, pl.DataFrame] = field(default_factory=dict)  # kernel name -> its (non-empty) table
     planned: list[PlannedNote] = field(default_factory=list)
-    fits: dict[str, Any] = field(default_factory=dict)  # fits file stem -> its document, but hockney.json:
+    fits: dict[str, JsonValue] = field(default_factory=dict)  # fits file stem -> its document, but hockney.json:
     hockney_fits: list[HockneyRecord] | None = None  # its entries as typed records (None: no such file)
     inputs: list[InputFile] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # input-level problems for the header
@@ -129,11 +145,23 @@ class ReportData:
         """fits/kernels.json's matsum_grids."""
         return self._kernel_records("matsum_grids", GridComparison.from_json)
 
+    def ring_fits(self) -> list[RingFit] | None:
+        """fits/kernels.json's ring entries."""
+        return self._kernel_records("ring", RingFit.from_json)
+
+    def matsum_fits(self) -> list[MatsumFit] | None:
+        """fits/kernels.json's matsum entries."""
+        return self._kernel_records("matsum", MatsumFit.from_json)
+
+    def jacobi_fits(self) -> list[JacobiFit] | None:
+        """fits/kernels.json's jacobi entries."""
+        return self._kernel_records("jacobi", JacobiFit.from_json)
+
     def coll_fits(self) -> list[CollFit] | None:
         """fits/kernels.json's coll entries."""
         return self._kernel_records("coll", CollFit.from_json)
 
-    def kernel_fits(self, name: str) -> list[dict[str, Any]] | None:
+    def kernel_fits(self, name: str) -> list[JsonObject] | None:
         """The ``name`` entries of fits/kernels.json (None when the file or the key is absent)."""
         fits = self.fits.get("kernels")
         if not isinstance(fits, dict):
@@ -379,6 +407,13 @@ def _load_tuning(path: Path, data: ReportData) -> None:
     files = {f.name: f.read_text(errors="replace") for f in sorted(path.iterdir())
              if f.is_file() and f.suffix in (".rules", ".env", ".json", ".md")
              and f.name not in ("decision.json", "validation.json")}
-    data.tuning = {"dir": str(path), "decision": decision, "validation": validation, "files": files}
-    data.inputs.append(InputFile("tuning", str(path), "ok", f"{len(decision.get('series', []))} series"
+    if not isinstance(decision, dict):
+        data.inputs.append(InputFile("tuning", str(path), "error", "decision.json: expected a JSON object"))
+        return
+    if validation is not None and not isinstance(validation, dict):
+        data.notes.append(f"{path}: validation.json is not a JSON object: ignored")
+        validation = None
+    data.tuning = TuningOutput(str(path), decision, validation, files)
+    series = decision.get("series", [])
+    data.inputs.append(InputFile("tuning", str(path), "ok", f"{len(series) if isinstance(series, list) else 0} series"
                                  + (", validated" if validation else "")))

@@ -242,7 +242,7 @@ def imb_fit_of(hockney: Sequence[HockneyRecord] | None, label: str | None) -> Ho
     return min(fits, key=lambda f: f.np or 0) if fits else None
 
 
-def apart(a: Any, b: Any) -> float | None:
+def apart(a: object, b: object) -> float | None:
     """How far apart two positive figures are: larger / smaller − 1 (None unless both are finite > 0)."""
     if not (finite(a) and finite(b)) or a <= 0 or b <= 0:
         return None

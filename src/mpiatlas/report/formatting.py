@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable
-from typing import Any, TypeGuard
+from typing import TypeGuard, TypeVar
 
 from mpiatlas.node.topology_sysfs import cpu_list
 
 DASH = "—"
+T = TypeVar("T")
 
 
 def finite(x: object) -> TypeGuard[float]:
@@ -21,11 +22,11 @@ def finite(x: object) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def fmt_num(x: Any, digits: int = 3) -> str:
+def fmt_num(value: object, digits: int = 3) -> str:
     """A number with ``digits`` significant digits, thousands-grouped when >= 1000; a dash for None/NaN."""
-    if not finite(x):
+    if not finite(value):
         return DASH
-    x = float(x)
+    x = float(value)
     if x == 0:
         return "0"
     ax = abs(x)
@@ -37,7 +38,7 @@ def fmt_num(x: Any, digits: int = 3) -> str:
     return f"{x:.{max(digits - 1, 0)}e}"
 
 
-def fmt_ci(ci: Any, digits: int = 3, unbounded: str | None = None) -> str:
+def fmt_ci(ci: object, digits: int = 3, unbounded: str | None = None) -> str:
     """``[lo, hi]`` of a confidence interval, or a dash.
 
     ``unbounded``: text for a null bound when the other one is finite (e.g. ``∞`` for a
@@ -52,11 +53,11 @@ def fmt_ci(ci: Any, digits: int = 3, unbounded: str | None = None) -> str:
     return DASH
 
 
-def fmt_bytes(n: Any) -> str:
+def fmt_bytes(size: object) -> str:
     """Message size with binary units: ``0 B``, ``512 B``, ``4 KiB``, ``1.5 MiB``."""
-    if not finite(n):
+    if not finite(size):
         return DASH
-    n = float(n)
+    n = float(size)
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if abs(n) >= scale:
             v = n / scale
@@ -64,17 +65,17 @@ def fmt_bytes(n: Any) -> str:
     return f"{n:.0f} B" if n == int(n) else f"{n:.3g} B"
 
 
-def fmt_pct(x: Any, digits: int = 1) -> str:
+def fmt_pct(x: object, digits: int = 1) -> str:
     return DASH if not finite(x) else f"{100 * float(x):.{digits}f} %"
 
 
-def fmt_bool(x: Any) -> str:
+def fmt_bool(x: object) -> str:
     if x is None:
         return DASH
     return "yes" if x else "no"
 
 
-def _shown(value: Any, render: Callable[[Any], str | None]) -> str:
+def _shown(value: object, render: Callable[[object], str | None]) -> str:
     """A JSON cell (pins, a binding) as text: DASH for None, text that is no JSON as it is, else
     ``render`` of the object (JSON text decoded), or the value's own text where render gives None."""
     if value is None:
@@ -89,34 +90,34 @@ def _shown(value: Any, render: Callable[[Any], str | None]) -> str:
     return str(value) if text is None else text
 
 
-def fmt_pins(value: Any) -> str:
+def fmt_pins(value: object) -> str:
     """Requested pins (JSON list or plain text) as cpu ranges."""
     return _shown(value, _pins_text)
 
 
-def _pins_text(obj: Any) -> str | None:
+def _pins_text(obj: object) -> str | None:
     if isinstance(obj, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in obj):
         return cpu_list(obj) if len(set(obj)) == len(obj) else ",".join(map(str, obj))
     return None
 
 
-def fmt_binding(value: Any) -> str:
+def fmt_binding(value: object) -> str:
     """Compact ``rank:cpus`` text for a JSON rank -> cpus binding (or its raw text)."""
     return _shown(value, _binding_text)
 
 
-def _binding_text(obj: Any) -> str | None:
+def _binding_text(obj: object) -> str | None:
     if isinstance(obj, list):
         obj = dict(enumerate(obj))
     if not isinstance(obj, dict):
         return None
 
-    def cpus(v: Any) -> str:
+    def cpus(v: object) -> str:
         if isinstance(v, list) and all(isinstance(c, int) for c in v):
             return cpu_list(v)
         return str(v)
 
-    def key(k: Any) -> tuple[int, Any]:
+    def key(k: int | str) -> tuple[int, int | str]:
         try:
             return (0, int(k))
         except (TypeError, ValueError):
@@ -129,9 +130,9 @@ def shorten(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def distinct(values: Iterable[Any]) -> list[Any]:
+def distinct(values: Iterable[T]) -> list[T]:
     """The non-empty values in first-seen order, each once."""
-    out: list[Any] = []
+    out: list[T] = []
     for v in values:
         if v is not None and v != "" and v not in out:
             out.append(v)

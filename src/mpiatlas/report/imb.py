@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 import polars as pl
 
@@ -77,7 +76,7 @@ def coll_series(df: pl.DataFrame) -> pl.DataFrame:
                                   pl.lit(" · np="), pl.col("np").cast(pl.String).fill_null("?")]).alias("series"))
 
 
-def series_name(label: Any, np_: Any = None, algorithm: Any = None, *, multi_np: bool = False,
+def series_name(label: object, np_: object = None, algorithm: object = None, *, multi_np: bool = False,
                 multi_alg: bool = False) -> str:
     """Point-to-point series: the label, plus np / algorithm when a benchmark has several."""
     s = str(label) if label is not None else "(no label)"
@@ -88,7 +87,7 @@ def series_name(label: Any, np_: Any = None, algorithm: Any = None, *, multi_np:
     return s
 
 
-def fit_matches(fit: Fit, label: Any, np_: Any, algorithm: Any) -> bool:
+def fit_matches(fit: Fit, label: object, np_: object, algorithm: object) -> bool:
     """A fit belongs to a summary series when every key the fit carries agrees."""
     if fit.label != label:
         return False

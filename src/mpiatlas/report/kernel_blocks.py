@@ -7,14 +7,14 @@ Each kernel section reads ``kernel_<name>.parquet`` (``data.kernel_table``) and 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import altair as alt
 import polars as pl
 
+from mpiatlas.models.json_fields import JsonObject
 from mpiatlas.models.kernel_records import GridComparison
 from mpiatlas.stats.quality import trusted
-from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Notice, Table, Text, cell
+from mpiatlas.report.blocks import Block, Cell, ChartBlock, Heading, Notice, Table, Text, cell
 from mpiatlas.report.charts import CHART_H, OVER, chart_spec, rounded
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, fmt_bool, fmt_ci, fmt_num
@@ -28,13 +28,11 @@ KERNEL_TITLES = {
 
 @dataclass
 class KernelOpening:
-    """What a modelled kernel's section (ring, matsum, jacobi) starts from: its table, its fits, the
-    fits without an error, and the opening blocks (the description, then the notices)."""
+    """What a modelled kernel's section (ring, matsum, jacobi) starts from: its table and the opening
+    blocks (the description, then the notices); the section reads its fits as records."""
 
     df: pl.DataFrame | None
-    fits: list[dict[str, Any]] | None
-    good: list[dict[str, Any]]
-    blocks: list[Any]
+    blocks: list[Block]
 
 
 def kernel_opening(data: ReportData, name: str, description: str) -> KernelOpening | None:
@@ -42,23 +40,23 @@ def kernel_opening(data: ReportData, name: str, description: str) -> KernelOpeni
     df, fits = data.kernel_table(name), data.kernel_fits(name)
     if df is None and not fits:
         return None
-    blocks: list[Any] = [Text(description), *no_fit_notice(name, fits)]
+    blocks: list[Block] = [Text(description), *no_fit_notice(name, fits)]
     if df is not None:
         blocks += status_notice(df, name)
-    return KernelOpening(df, fits, [f for f in fits or [] if "error" not in f], blocks)
+    return KernelOpening(df, blocks)
 
 
-def over_cell(over: Any) -> Cell:
+def over_cell(over: object) -> Cell:
     return Cell(fmt_bool(over), cls="bad" if over else None, title=OVER if over else None)
 
 
-def err_cell(rel: Any) -> Cell:
+def err_cell(rel: float | None) -> Cell:
     if rel is None:
         return Cell(DASH)
     return Cell(f"{100 * rel:+.0f} %", cls="bad" if abs(rel) > 0.25 else "ok", title="model / measured − 1")
 
 
-def status_notice(df: pl.DataFrame, name: str) -> list[Any]:
+def status_notice(df: pl.DataFrame, name: str) -> list[Block]:
     if "cell_status" not in df.columns:
         return []
     bad = df.filter(pl.col("cell_status") != "ok").get_column("cell").unique().sort().to_list()
@@ -68,27 +66,11 @@ def status_notice(df: pl.DataFrame, name: str) -> list[Any]:
                    "kept in the table but left out of the models.", "warn", bad[:20])]
 
 
-def no_fit_notice(name: str, fits: list[dict[str, Any]] | None) -> list[Any]:
+def no_fit_notice(name: str, fits: list[JsonObject] | None) -> list[Block]:
     if fits is None:
         return [Notice(f"No {name} model (fits/kernels.json missing or without '{name}'): measurements only.", "warn")]
     errors = [f"{f.get('label')}: {f['error']}" for f in fits if "error" in f]
     return [Notice(f"Some {name} models could not be fitted.", "warn", errors)] if errors else []
-
-
-def failure_notice(fits: list[dict[str, Any]], prefix: str = "") -> Notice | None:
-    items = [f"{prefix}{f.get('label')}{fit_extra(f)}: {f['fails_where']}" for f in fits if f.get("fails_where")]
-    if not items:
-        return None
-    return Notice("Where the model fails:", "info", items)
-
-
-def fit_extra(f: dict[str, Any]) -> str:
-    parts = [f"dims={f['dims']}" if f.get("dims") not in (None, "?") else None,
-             f"topo={''.join(map(str, f['topo']))}" if isinstance(f.get("topo"), list) else
-             (f"topo={f['topo']}" if f.get("topo") is not None else None),
-             f"dist={f['dist']}" if f.get("dist") is not None else None]
-    shown = [p for p in parts if p]
-    return f" ({', '.join(shown)})" if shown else ""
 
 
 def raw_table(df: pl.DataFrame, keys: list[str], value: str) -> Table:
@@ -101,8 +83,8 @@ def raw_table(df: pl.DataFrame, keys: list[str], value: str) -> Table:
                   for r in agg.iter_rows(named=True)], caption="Measurements (no model available).")
 
 
-def topo_text(topo: Any) -> str:
-    if isinstance(topo, list):
+def topo_text(topo: object) -> str:
+    if isinstance(topo, (list, tuple)):  # a record's topo is a tuple, a file's a list
         return ",".join(map(str, topo))
     return DASH if topo is None else str(topo)
 
@@ -115,7 +97,7 @@ GRID_DEFAULT = "MPI_Dims_create"
 
 
 def grid_blocks(entries: list[GridComparison], facet_keys: list[tuple[str, str, str]], value_title: str,
-                extras: list[tuple[str, str]], title: str) -> list[Any]:
+                extras: list[tuple[str, str]], title: str) -> list[Block]:
     """A table of every grid (fastest first per comparison) and a chart of their times with the
     95 % CI of the median and every repetition, one facet per comparison. ``facet_keys``: (coordinate
     of the comparison's key, column title, prefix in the facet's title) naming a comparison; ``extras``:

@@ -22,7 +22,6 @@ import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from mpiatlas.models.alphabeta_records import Network
 from mpiatlas.models.fit_records import Fit, HockneyRecord
@@ -35,14 +34,55 @@ TCP_CLASS = TCP
 RDMA_CLASS = RDMA
 
 
+def _optional_text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class NodeLink:
+    """A node's link as the limits record names it (``network_link``, :class:`mpiatlas.node.link_rate.NetworkLink`),
+    or the RDMA link :func:`rdma_link` picks: read leniently, as older records lack fields and a
+    figure that is no positive number is unknown (``gbit_s`` None)."""
+
+    interface: str | None = None
+    chosen_by: str | None = None
+    gbit_s: float | None = None
+    source: str | None = None
+    config_name: str | None = None
+    note: str | None = None
+    other_rdma: tuple[str, ...] = ()  # active InfiniBand ports the TCP link is not on
+
+    @classmethod
+    def from_json(cls, net: dict[str, object]) -> NodeLink:
+        others = net.get("other_rdma") or []
+        return cls(interface=_optional_text(net.get("interface")), chosen_by=_optional_text(net.get("chosen_by")),
+                   gbit_s=_gbit(net.get("gbit_s")), source=_optional_text(net.get("source")),
+                   config_name=_optional_text(net.get("config_name")), note=_optional_text(net.get("note")),
+                   other_rdma=tuple(str(o) for o in others) if isinstance(others, list) else ())
+
+
+@dataclass(frozen=True)
+class RdmaPortFacts:
+    """What the report reads of a node's RDMA port (:class:`mpiatlas.node.link_rate.RdmaPort`)."""
+
+    id: str | None
+    state: str | None
+    data_gbit_s: float | None  # None: no positive rate recorded
+
+    @classmethod
+    def from_json(cls, port: dict[str, object]) -> RdmaPortFacts:
+        return cls(id=_optional_text(port.get("id")), state=_optional_text(port.get("state")),
+                   data_gbit_s=_gbit(port.get("data_gbit_s")))
+
+
 @dataclass
 class PhysicalLimits:
     source: str
     rates: dict[str, float] = field(default_factory=dict)  # level -> MB/s copied by one core
     caches: dict[str, int] = field(default_factory=dict)
     unavailable: list[str] = field(default_factory=list)  # "node: reason"
-    links: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> its record's network_link
-    rdma_ports: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # node -> its record's rdma_ports
+    links: dict[str, NodeLink] = field(default_factory=dict)  # node -> its record's network_link
+    rdma_ports: dict[str, list[RdmaPortFacts]] = field(default_factory=dict)  # node -> its record's rdma_ports
     # What measured the rates: likwid-bench, or mpiatlas's copy kernel where likwid-bench is missing.
     tools: list[str] = field(default_factory=list)
     # level -> the kernel behind its rate (of the first node that measured the level), e.g. "stream nt".
@@ -51,7 +91,7 @@ class PhysicalLimits:
     def level_of(self, size_bytes: float) -> str:
         return level_for_size({"caches": self.caches}, size_bytes)
 
-    def fraction(self, bandwidth: Any, level: str) -> float | None:
+    def fraction(self, bandwidth: object, level: str) -> float | None:
         rate = self.rates.get(level)
         if rate is None or not isinstance(bandwidth, (int, float)) or bandwidth <= 0:
             return None
@@ -72,10 +112,10 @@ def load_limits(path: Path) -> PhysicalLimits:
     for rec in nodes:
         net = rec.get("network_link") if isinstance(rec, dict) else None
         if isinstance(net, dict):
-            out.links[str(rec.get("node"))] = net
+            out.links[str(rec.get("node"))] = NodeLink.from_json(net)
         ports = rec.get("rdma_ports") if isinstance(rec, dict) else None
         if isinstance(ports, list):
-            out.rdma_ports[str(rec.get("node"))] = [p for p in ports if isinstance(p, dict)]
+            out.rdma_ports[str(rec.get("node"))] = [RdmaPortFacts.from_json(p) for p in ports if isinstance(p, dict)]
         rates = level_limits(rec)
         if not rates:
             out.unavailable.append(f"{rec.get('node')}: {rec.get('reason') or 'no usable run'}")
@@ -126,16 +166,18 @@ class LinkLimit:
     def MBps(self) -> float | None:  # the unit's spelling (MB/s), not snake_case
         return gbit_to_MBps(self.gbit_s) if self.gbit_s is not None else None
 
-    def fraction(self, bandwidth: Any) -> float | None:
+    def fraction(self, bandwidth: object) -> float | None:
         rate = self.MBps
         if rate is None or isinstance(bandwidth, bool) or not isinstance(bandwidth, (int, float)) or bandwidth <= 0:
             return None
         return float(bandwidth) / rate
 
 
-def _gbit(value: Any) -> float | None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-    return float(value) if ok else None
+def _gbit(value: object) -> float | None:
+    """A positive rate, else None (unknown)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        return None
+    return float(value)
 
 
 def transport_class(fit: Fit) -> str:
@@ -146,15 +188,14 @@ def transport_class(fit: Fit) -> str:
     return RDMA_CLASS if medium(transport.split("+")[-1]) == RDMA else TCP_CLASS
 
 
-def rdma_link(ports: list[dict[str, Any]]) -> dict[str, Any]:
-    """A node's RDMA link, shaped like a ``network_link``: its fastest active port with a rate."""
-    active = [p for p in ports if port_active(p.get("state")) and _gbit(p.get("data_gbit_s")) is not None]
+def rdma_link(ports: list[RdmaPortFacts]) -> NodeLink:
+    """A node's RDMA link, as a ``network_link`` names one: its fastest active port with a rate."""
+    active = [(p.data_gbit_s, p) for p in ports if port_active(p.state) and p.data_gbit_s is not None]
     if not active:
-        return {"interface": None, "chosen_by": None, "gbit_s": None, "source": None,
-                "note": "no active InfiniBand/RoCE port with a rate recorded"}
-    best = max(active, key=lambda p: float(p["data_gbit_s"]))
-    return {"interface": best.get("id"), "chosen_by": "fastest active RDMA port",
-            "gbit_s": float(best["data_gbit_s"]), "source": f"infiniband:{best.get('id')}"}
+        return NodeLink(note="no active InfiniBand/RoCE port with a rate recorded")
+    gbit, best = max(active, key=lambda rated: rated[0])
+    return NodeLink(interface=best.id, chosen_by="fastest active RDMA port", gbit_s=gbit,
+                    source=f"infiniband:{best.id}")
 
 
 def link_limit(limits: PhysicalLimits | None, nominal: Network | None, transport_cls: str = TCP_CLASS
@@ -163,7 +204,7 @@ def link_limit(limits: PhysicalLimits | None, nominal: Network | None, transport
     TCP link, or for RDMA_CLASS the fastest active InfiniBand/RoCE port), else ``nominal``, the α-β
     fits' configured network; None when neither says anything."""
     if limits is None:
-        links: dict[str, dict[str, Any]] = {}
+        links: dict[str, NodeLink] = {}
     elif transport_cls == RDMA_CLASS:
         links = {node: rdma_link(limits.rdma_ports.get(node, [])) for node in sorted({*limits.links, *limits.rdma_ports})}
     else:
@@ -171,14 +212,13 @@ def link_limit(limits: PhysicalLimits | None, nominal: Network | None, transport
     notes: list[str] = []
     known: list[tuple[float, str, str]] = []  # (Gbit/s, source, node)
     for node, net in sorted(links.items()):
-        if net.get("note"):
-            notes.append(f"{node}: {net['note']}")
-        for other in net.get("other_rdma") or []:
+        if net.note:
+            notes.append(f"{node}: {net.note}")
+        for other in net.other_rdma:
             notes.append(f"{node}: InfiniBand port {other} is active too: a verbs/UCX transport uses it, "
-                         f"not {net.get('interface')}")
-        gbit = _gbit(net.get("gbit_s"))
-        if gbit is not None:
-            known.append((gbit, str(net.get("source") or "unknown"), node))
+                         f"not {net.interface}")
+        if net.gbit_s is not None:
+            known.append((net.gbit_s, net.source or "unknown", node))
     if known:
         slowest = min(g for g, _, _ in known)
         sources = ", ".join(sorted({src for g, src, _ in known if g == slowest}))
@@ -192,12 +232,11 @@ def link_limit(limits: PhysicalLimits | None, nominal: Network | None, transport
     return LinkLimit(None, notes=tuple(notes)) if notes else None
 
 
-def _link_text(net: dict[str, Any]) -> str:
-    iface = net.get("interface") or "no interface"
-    how = f" ({net['chosen_by']})" if net.get("chosen_by") else ""
-    src = net.get("source")
-    named = f" {net['config_name']}" if src == "config" and net.get("config_name") else ""
-    return f"{iface}{how}, {net.get('gbit_s'):g} Gbit/s from {src}{named}"
+def _link_text(net: NodeLink) -> str:
+    iface = net.interface or "no interface"
+    how = f" ({net.chosen_by})" if net.chosen_by else ""
+    named = f" {net.config_name}" if net.source == "config" and net.config_name else ""
+    return f"{iface}{how}, {net.gbit_s:g} Gbit/s from {net.source}{named}"
 
 
 def is_inter_node(fit: Fit) -> bool:

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
 from mpiatlas.matrix import adaptive
 from mpiatlas.campaign.adaptive_rounds import final_decision
 from mpiatlas.campaign.round_decision import RoundDecision, SeriesEntry
-from mpiatlas.report.blocks import Section, Text, num_cell, table
+from mpiatlas.report.blocks import Cell, Section, Text, num_cell, table
 from mpiatlas.report.data import ReportData
 
 TITLE = "Adaptive repetitions"
@@ -50,7 +49,7 @@ def section_adaptive(data: ReportData) -> Section | None:
         "same bootstrap CI as the summary's; ok launches: from the cells table."))], id=SECTION_ID)
 
 
-def _halfwidth_cell(entry: SeriesEntry) -> Any:
+def _halfwidth_cell(entry: SeriesEntry) -> Cell | str:
     """The worst half-width in %; unbounded where a size had a single usable launch (no spread to
     bootstrap: the decision stores null), a dash where the series has no times at all."""
     if entry["halfwidth"] is not None:

@@ -52,14 +52,19 @@ def _per_cell_samples(samples: pl.DataFrame | None, kernels: Mapping[str, pl.Dat
     return out
 
 
-def check_cell(req: Any, obt: Any, ok: Any, fmt_req: Callable[[Any], str] = str,
-               fmt_obt: Callable[[Any], str] = str) -> Cell:
+# A check's mark and class: passed (True), failed (False), anything else not checked.
+_MARKS: dict[object, str] = {True: "✓", False: "✗"}
+_CLASSES: dict[object, str] = {True: "ok", False: "bad"}
+
+
+def check_cell(req: object, obt: object, ok: object, fmt_req: Callable[[object], str] = str,
+               fmt_obt: Callable[[object], str] = str) -> Cell:
     """``✓ requested → obtained`` (✗ failed, ? not checked), the full value on hover when shortened."""
     obt_s = fmt_obt(obt) if obt is not None else DASH
     req_s = fmt_req(req) if req is not None else DASH
-    mark = {True: "✓", False: "✗"}.get(ok, "?")
+    mark = _MARKS.get(ok, "?")
     title = f"requested {req_s}; obtained {obt_s}" if shorten(obt_s) != obt_s else None
-    return Cell(f"{mark} {req_s} → {shorten(obt_s)}", title=title, cls={True: "ok", False: "bad"}.get(ok))
+    return Cell(f"{mark} {req_s} → {shorten(obt_s)}", title=title, cls=_CLASSES.get(ok))
 
 
 def _row(r: dict[str, Any], e: CellSamples | None, counted: bool) -> list[Cell]:

@@ -9,7 +9,7 @@ import altair as alt
 import polars as pl
 
 from mpiatlas.models.best_algorithm import best_algorithms
-from mpiatlas.report.blocks import Cell, ChartBlock, Details, Heading, Notice, Section, Table, Text, cell, num_cell
+from mpiatlas.report.blocks import Block, Cell, ChartBlock, Details, Heading, Notice, Section, Table, Text, cell, num_cell
 from mpiatlas.report.charts import chart_spec, latency_lines, np_chart, rounded, with_size
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, finite, fmt_bytes, fmt_pct
@@ -30,8 +30,8 @@ def _size_order(df: pl.DataFrame) -> list[str]:
             .to_list()]
 
 
-def _latency_blocks(bench: str, df: pl.DataFrame, sized: pl.DataFrame, nps: list[Any]) -> list[Any]:
-    out: list[Any] = []
+def _latency_blocks(bench: str, df: pl.DataFrame, sized: pl.DataFrame, nps: list[Any]) -> list[Block]:
+    out: list[Block] = []
     if sized.height == 0:
         out.append(ChartBlock(chart_spec(np_chart(df, f"{bench}: latency vs processes")),
                               f"{bench} has no message size: latency against the number of processes."))
@@ -95,7 +95,7 @@ def _best_chart(bench: str, best: pl.DataFrame, df: pl.DataFrame, sized: bool, n
                                          "(* = CIs separated).")
 
 
-def _choice_tables(bench: str, best: pl.DataFrame) -> list[Any]:
+def _choice_tables(bench: str, best: pl.DataFrame) -> list[Block]:
     wins = best.filter((pl.col("best") != "default") & pl.col("speedup").is_not_null())
     summary_rows = []
     for (lab,), g in best.group_by(["label"], maintain_order=True):
@@ -120,7 +120,7 @@ def _choice_tables(bench: str, best: pl.DataFrame) -> list[Any]:
     ]
 
 
-def collective_blocks(bench: str, df: pl.DataFrame) -> list[Any]:
+def collective_blocks(bench: str, df: pl.DataFrame) -> list[Block]:
     sized = df.filter(pl.col("bytes").is_not_null())
     nps = df.get_column("np").drop_nulls().unique().sort().to_list()
     algs = df.get_column("algorithm").unique().sort().to_list()
@@ -144,7 +144,7 @@ def section_collectives(data: ReportData) -> Section:
     if s.height == 0:
         return Section(TITLE, [Notice("No collective benchmark in the summary.", "info")], id=SECTION_ID)
     s = coll_series(s)
-    blocks: list[Any] = [Text(
+    blocks: list[Block] = [Text(
         "Median latency over repetitions per collective, one line per label · algorithm · np (click the legend "
         "to highlight). With several process counts, heatmaps show latency over (size, np) per algorithm, and "
         "the fastest algorithm per point (lowest median time) with its speed-up over \"default\" "

@@ -3,10 +3,9 @@ and what it did not plan."""
 
 from __future__ import annotations
 
-from typing import Any
 
 from mpiatlas.models.kernel_p2p import coll_medians, pingpong_medians
-from mpiatlas.report.blocks import Bullets, Notice, Section, Text
+from mpiatlas.report.blocks import Block, Bullets, Notice, Section, Text
 from mpiatlas.report.data import PlannedNote, ReportData
 from mpiatlas.report.findings import findings
 from mpiatlas.report.trust import trust
@@ -26,7 +25,7 @@ def section_findings(data: ReportData) -> Section:
     sentences = findings(data.summary, pingpong_medians(data.kernel_table("pingpong")),
                          coll_medians(data.kernel_table("coll")), data.cells, hockney=data.hockney,
                          kernel_fits=data.kernel_hockney_fits("pingpong"))
-    blocks: list[Any] = []
+    blocks: list[Block] = []
     trusted = trust(data.cells, data.summary, [*(data.hockney or []), *(data.kernel_hockney_fits("pingpong") or [])])
     if trusted:
         # First: how far the numbers below can be trusted (issue #23).

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 from mpiatlas import __version__
 from mpiatlas.matrix import layout
-from mpiatlas.report.blocks import Cell, Details, Heading, KeyValues, Notice, Section, Table, cell, table
+from mpiatlas.report.blocks import Block, Cell, Details, Heading, KeyValues, Notice, Section, Table, cell, table
 from mpiatlas.report.cells import cell_desc, has_columns, status_cls, status_rank, suspect_results
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, distinct
@@ -38,11 +37,11 @@ def _identity(data: ReportData) -> KeyValues:
     return KeyValues(items)
 
 
-def problem_blocks(data: ReportData) -> list[Any]:
+def problem_blocks(data: ReportData) -> list[Block]:
     """Every cell that did not produce trustworthy data, with its reason."""
     cells = data.cells
     assert cells is not None
-    blocks: list[Any] = []
+    blocks: list[Block] = []
     rows = list(cells.iter_rows(named=True))
     bad = sorted((r for r in rows if r.get("status") != "ok"),
                  key=lambda r: (status_rank(r.get("status")), str(r.get("cell"))))
@@ -65,7 +64,7 @@ def problem_blocks(data: ReportData) -> list[Any]:
     return blocks
 
 
-def _status_blocks(data: ReportData) -> list[Any]:
+def _status_blocks(data: ReportData) -> list[Block]:
     cells = data.cells
     if cells is None:
         return [Notice(f"{layout.CELLS_TABLE} is missing: the status of campaign cells (failed, timed out, "
@@ -80,8 +79,8 @@ def _status_blocks(data: ReportData) -> list[Any]:
     ), *problem_blocks(data)]
 
 
-def _input_blocks(data: ReportData) -> list[Any]:
-    blocks: list[Any] = []
+def _input_blocks(data: ReportData) -> list[Block]:
+    blocks: list[Block] = []
     missing = [f for f in data.inputs if f.state != "ok"]
     if data.notes or missing:
         blocks.append(Notice(

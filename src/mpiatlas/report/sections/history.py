@@ -19,7 +19,7 @@ import polars as pl
 from mpiatlas.history.check import Alarm, CheckResult, check, figures_frame, series_name, size_text
 from mpiatlas.history.entry import BANDWIDTH, LATENCY, PARAMETER_TEXT, build_entry
 from mpiatlas.history.store import DEFAULT_DB, SERIES_FIELDS, Entry, FigureRow, HistoryError, SeriesIdentity, StoredEntry, open_store
-from mpiatlas.report.blocks import ChartBlock, Notice, Section, Table, Text, table
+from mpiatlas.report.blocks import Block, ChartBlock, Notice, Section, Text, table
 from mpiatlas.report.charts import CHART_H, CHART_W, chart_spec
 from mpiatlas.report.data import ReportData
 
@@ -44,7 +44,7 @@ def section_history(data: ReportData) -> Section | None:
         return Section(TITLE, [Notice(f"The history store could not be read: {exc}", "error")], id=SECTION_ID)
     figures = figures_frame([*earlier, *_rows_of(current)])
     result = check(figures)
-    blocks: list[Text | Notice | ChartBlock | Table] = [Text(_lead(store_path, result, figures))]
+    blocks: list[Block] = [Text(_lead(store_path, result, figures))]
     if result.alarms:
         blocks.append(Notice(f"{len(result.alarms)} series worse than their history (the table below lists them "
                              "all; the charts show the worst size of the first ones)", "error"))

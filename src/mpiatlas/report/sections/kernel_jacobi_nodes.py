@@ -10,7 +10,7 @@ from typing import Any
 import polars as pl
 
 from mpiatlas.models.jacobi_nodes import hybrid_over_nodes
-from mpiatlas.report.blocks import Cell, Heading, Notice, Section, Table, Text, cell
+from mpiatlas.report.blocks import Block, Cell, Heading, Notice, Section, Table, Text, cell
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, fmt_ci, fmt_num, fmt_pct
 
@@ -55,7 +55,7 @@ def section_kernel_jacobi_nodes(data: ReportData) -> Section | None:
     missing = not_run_line(data.cells)
     if not rows and missing is None:
         return None
-    blocks: list[Any] = [Heading(HEADING), Text(
+    blocks: list[Block] = [Heading(HEADING), Text(
         "Each hybrid launch (ranks per node × OpenMP threads, each thread pinned to one of its rank's cores and "
         "checked) beside the pure MPI launch at the same cores (ranks per node × 1), on one node and over nodes. "
         "Bytes: what a rank sends per Jacobi step (its halo faces; mean over ranks) and the total over ranks; "

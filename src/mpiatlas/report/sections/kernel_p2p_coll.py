@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 import altair as alt
 import polars as pl
@@ -12,7 +11,7 @@ from mpiatlas.spine.series import mapping_segment
 from mpiatlas.stats.aggregate import scalar
 from mpiatlas.models.kernel_p2p import BANDWIDTH_BYTES, LATENCY_BYTES, fit_coll, pingpong_medians
 from mpiatlas.models.kernel_records import CollFit, PingpongFit
-from mpiatlas.report.blocks import Cell, ChartBlock, Details, Heading, Notice, Section, Table, Text, cell, num_cell
+from mpiatlas.report.blocks import Block, Cell, ChartBlock, Details, Heading, Notice, Section, Table, Text, cell, num_cell
 from mpiatlas.report.charts import (
     CHART_H,
     CHART_W,
@@ -52,7 +51,7 @@ def _imb_labels(data: ReportData) -> set[str]:
     return {f.label for f in data.hockney or [] if f.label is not None and f.benchmark == "PingPong" and f.fitted}
 
 
-def _bw(value: Any) -> str:
+def _bw(value: object) -> str:
     return fmt_num(value, 4) if value else "∞"
 
 
@@ -163,8 +162,8 @@ def _pingpong_chart(med: pl.DataFrame, fits: list[HockneyRecord]) -> ChartBlock:
                                          "(dashed) per stack/transport/mapping; 0 bytes is left out of the log axis.")
 
 
-def _pingpong_blocks(data: ReportData, df: pl.DataFrame | None, fits: list[PingpongFit] | None) -> list[Any]:
-    blocks: list[Any] = [Heading("pingpong (2 ranks, half round trip)")]
+def _pingpong_blocks(data: ReportData, df: pl.DataFrame | None, fits: list[PingpongFit] | None) -> list[Block]:
+    blocks: list[Block] = [Heading("pingpong (2 ranks, half round trip)")]
     if df is not None:
         blocks += status_notice(df, "pingpong")
     if fits is None:
@@ -243,8 +242,8 @@ def _best_table(fits: list[CollFit]) -> Details | None:
                 "within run-to-run noise.")], open=True)
 
 
-def _coll_blocks(df: pl.DataFrame | None, fits: list[CollFit] | None) -> list[Any]:
-    blocks: list[Any] = [Heading("coll (Bcast, Allreduce, Alltoall per algorithm)")]
+def _coll_blocks(df: pl.DataFrame | None, fits: list[CollFit] | None) -> list[Block]:
+    blocks: list[Block] = [Heading("coll (Bcast, Allreduce, Alltoall per algorithm)")]
     if df is not None:
         blocks += status_notice(df, "coll")
     if fits is None and df is not None:
@@ -265,7 +264,7 @@ def section_kernel_p2p_coll(data: ReportData) -> Section | None:
     pp_fits, coll_fits = data.pingpong_fits(), data.coll_fits()
     if pp is None and coll is None and not pp_fits and not coll_fits:
         return None
-    blocks: list[Any] = [Text(INTRO)]
+    blocks: list[Block] = [Text(INTRO)]
     if pp is not None or pp_fits:
         blocks += _pingpong_blocks(data, pp, pp_fits)
     if coll is not None or coll_fits:

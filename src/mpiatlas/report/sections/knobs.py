@@ -10,13 +10,12 @@ knob set by name.
 
 from __future__ import annotations
 
-from typing import Any
 
 import altair as alt
 import polars as pl
 
 from mpiatlas.models.best_algorithm import DEFAULT, best_algorithms
-from mpiatlas.report.blocks import Cell, ChartBlock, Details, Heading, Notice, Section, Table, Text, cell, num_cell
+from mpiatlas.report.blocks import Block, Cell, ChartBlock, Details, Heading, Notice, Section, Table, Text, cell, num_cell
 from mpiatlas.report.charts import chart_spec, rounded, with_size
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import fmt_bytes
@@ -98,7 +97,7 @@ def _heatmap(bench: str, df: pl.DataFrame, baseline: str) -> ChartBlock:
                                          f"{baseline}, red: slower).")
 
 
-def _best_table(bench: str, best: pl.DataFrame, baseline: str) -> list[Any]:
+def _best_table(bench: str, best: pl.DataFrame, baseline: str) -> list[Block]:
     rows = [[cell(r["series"]), Cell(fmt_bytes(r["bytes"]) if r["bytes"] is not None else "n/a"), cell(r["best"]),
              num_cell(r["t_best"]), num_cell(r["best_ci_low"]), num_cell(r["best_ci_high"]), num_cell(r["t_default"]),
              num_cell(r["speedup"]), cell(r["separated"])] for r in best.iter_rows(named=True)]
@@ -113,7 +112,7 @@ def _best_table(bench: str, best: pl.DataFrame, baseline: str) -> list[Any]:
     ]
 
 
-def knob_blocks(bench: str, df: pl.DataFrame) -> list[Any]:
+def knob_blocks(bench: str, df: pl.DataFrame) -> list[Block]:
     baseline = baseline_of(df)
     sets = df.get_column("knob_set").unique().to_list()
     if len(sets) < 2:
@@ -128,7 +127,7 @@ def section_knobs(data: ReportData) -> Section | None:
         return None
     sets = sorted(df.get_column("knob_set").unique().to_list())
     baseline = baseline_of(df)
-    blocks: list[Any] = [Text(
+    blocks: list[Block] = [Text(
         f"IMB series measured with the knob sets {', '.join(sets)} (environment variables applied over the shell's, "
         "the stack's and the transport's settings; provenance.json of each cell lists the variables and what they "
         f"replaced). Each set is compared like a collective algorithm: time relative to {baseline}, and the "

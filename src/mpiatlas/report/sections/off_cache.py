@@ -23,7 +23,7 @@ import polars as pl
 
 from mpiatlas.stats.aggregate import usable_samples
 from mpiatlas.stats.ratios import ratio_cis
-from mpiatlas.report.blocks import ChartBlock, Heading, Section, Table, Text, cell, num_cell
+from mpiatlas.report.blocks import Block, ChartBlock, Heading, Section, Table, Text, cell, num_cell
 from mpiatlas.report.charts import CHART_H, CHART_W, chart_spec, color, rounded, size_x, with_size
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, fmt_bytes, fmt_ci
@@ -173,7 +173,7 @@ def _ratio_ci(times: dict[tuple[str, str, str, int], np.ndarray], on: tuple[Any,
 
 
 def cache_blocks(bench: str, df: pl.DataFrame, caches: dict[str, list[int]], imb_bw: bool,
-                 times: dict[tuple[str, str, str, int], np.ndarray]) -> list[Any]:
+                 times: dict[tuple[str, str, str, int], np.ndarray]) -> list[Block]:
     bw_title = "bandwidth (MB/s, IMB)" if imb_bw else "message size / time (MB/s)"
     chart = alt.hconcat(_chart(bench, df, caches, "t_median_usec", "latency t (µs)"),
                         _chart(bench, df, caches, "bw", bw_title))
@@ -182,7 +182,7 @@ def cache_blocks(bench: str, df: pl.DataFrame, caches: dict[str, list[int]], imb
              cell(fmt_ci(r["t_ratio_ci"]), cls="num"),
              num_cell(r["bw_ratio"])]
             for r in ratios(df, caches, times)]
-    out: list[Any] = [ChartBlock(chart_spec(chart), f"{bench}: in cache and off cache; dashed rules: cache sizes.")]
+    out: list[Block] = [ChartBlock(chart_spec(chart), f"{bench}: in cache and off cache; dashed rules: cache sizes.")]
     if rows:
         out.append(Table(["Series", "Buffers", "Cache", "Size measured", "t off / t in", "95 % CI", "bw off / bw in"], rows,
                          caption=f"{bench}: off-cache / in-cache ratios at the cache sizes"))
@@ -195,7 +195,7 @@ def section_off_cache(data: ReportData) -> Section | None:
         return None
     caches = cache_sizes(data)
     times = repetition_times(data, df.get_column("benchmark").unique().to_list())
-    blocks: list[Any] = [Text(
+    blocks: list[Block] = [Text(
         "IMB reuses one buffer for every repetition of a message size unless -off_cache is given, so its "
         "results may come from cache; off cache, buffers march through about twice the last-level cache size. "
         "Both curves per series (median over repetitions); the ratios compare them at the L2 and L3 sizes.")]

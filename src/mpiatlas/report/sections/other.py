@@ -3,11 +3,10 @@ never dropped)."""
 
 from __future__ import annotations
 
-from typing import Any
 
 import polars as pl
 
-from mpiatlas.report.blocks import ChartBlock, Heading, Section, Text
+from mpiatlas.report.blocks import Block, ChartBlock, Heading, Section, Text
 from mpiatlas.report.charts import chart_spec, latency_lines, np_chart, with_size
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.imb import coll_series, family_summary
@@ -21,7 +20,7 @@ def section_other(data: ReportData) -> Section | None:
     if s is None or s.height == 0:
         return None
     s = coll_series(s)
-    blocks: list[Any] = [Text("Benchmarks this report version does not model specifically.")]
+    blocks: list[Block] = [Text("Benchmarks this report version does not model specifically.")]
     for bench in sorted(s.get_column("benchmark").unique().to_list()):
         df = s.filter(pl.col("benchmark") == bench)
         blocks.append(Heading(bench))

@@ -9,7 +9,7 @@ import polars as pl
 
 from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.models.hockney import HockneyFit
-from mpiatlas.report.blocks import ChartBlock, Heading, Notice, Section, Text
+from mpiatlas.report.blocks import Block, ChartBlock, Heading, Notice, Section, Text
 from mpiatlas.report.charts import (
     chart_spec,
     color,
@@ -73,7 +73,7 @@ def _model_rows(fits: list[tuple[HockneyRecord, str]], ranges: dict[str, tuple[f
     return model, bps, res
 
 
-def bench_blocks(bench: str, df: pl.DataFrame, fits: list[tuple[HockneyRecord, str]]) -> list[Any]:
+def bench_blocks(bench: str, df: pl.DataFrame, fits: list[tuple[HockneyRecord, str]]) -> list[Block]:
     pos = with_size(df.filter(pl.col("bytes") > 0).sort("series", "bytes"))
     if pos.height == 0:
         return [Notice(f"{bench}: no positive message sizes to plot.", "info")]
@@ -91,7 +91,7 @@ def bench_blocks(bench: str, df: pl.DataFrame, fits: list[tuple[HockneyRecord, s
     if model_rows and factor and meas.filter(pl.col("bw_median_MBps") > 0).height:
         caption += (f" Model bandwidth = {fmt_num(factor)} × m / t(m); the factor is IMB's bytes-per-time "
                     "convention for this benchmark, estimated from the measured medians.")
-    out: list[Any] = [ChartBlock(chart_spec(chart), caption)]
+    out: list[Block] = [ChartBlock(chart_spec(chart), caption)]
     if res_rows:
         res = rounded(pl.DataFrame(res_rows, infer_schema_length=None))
         series = sorted(set(pos.get_column("series").to_list()) | {name for _, name in fits})
@@ -134,7 +134,7 @@ def section_p2p(data: ReportData) -> Section:
     if s.height == 0:
         return Section(TITLE, [Notice("No point-to-point benchmark in the summary.", "info")], id=SECTION_ID)
     fits = data.hockney
-    blocks: list[Any] = []
+    blocks: list[Block] = []
     if fits is None:
         blocks.append(Notice("No fits: the Hockney model (fits/hockney.json) is missing, so no model is overlaid.",
                              "warn"))

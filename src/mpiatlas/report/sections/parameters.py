@@ -17,7 +17,7 @@ import polars as pl
 from mpiatlas.models.alphabeta_records import document_network
 from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.models.hockney_trust import latency_on_floor
-from mpiatlas.report.blocks import Cell, Details, Notice, Section, Table, Text, cell, num_cell
+from mpiatlas.report.blocks import Block, Cell, Details, Notice, Section, Table, Text, cell, num_cell
 from mpiatlas.report.cells import has_columns
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, finite, fmt_bytes, fmt_ci, fmt_num, fmt_pct, interval_scope
@@ -164,7 +164,7 @@ def section_parameters(data: ReportData) -> Section:
         return Section(TITLE, [Notice("fits/hockney.json holds no fits.", "warn")], id=SECTION_ID)
     show_alg = any(f.algorithm not in (None, "default") for f in fits)
     show_method = any(f.ci_method for f in fits)
-    blocks: list[Any] = []
+    blocks: list[Block] = []
     limits = data.limits
     if data.limits_error is not None:
         blocks.append(Notice(f"Physical limits not shown: {data.limits_error}", "warn"))
@@ -204,8 +204,8 @@ def section_parameters(data: ReportData) -> Section:
     return Section(TITLE, blocks, id=SECTION_ID)
 
 
-def _limits_text(limits: PhysicalLimits | None, links: dict[str, LinkLimit | None]) -> list[Any]:
-    out: list[Any] = []
+def _limits_text(limits: PhysicalLimits | None, links: dict[str, LinkLimit | None]) -> list[Block]:
+    out: list[Block] = []
     for cls, link in links.items():
         whose = "of RDMA transports (InfiniBand/RoCE) " if cls == RDMA_CLASS else ""
         if link is not None and link.MBps is not None:

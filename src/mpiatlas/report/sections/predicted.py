@@ -15,7 +15,7 @@ from mpiatlas.matrix.layout import TOPOLOGIES_TABLE
 from mpiatlas.models.measured_vs_predicted import campaign_comparison
 from mpiatlas.node.topology import Topology, TopologyError
 from mpiatlas.node.topology_record import read_topologies
-from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Notice, Section, Table, Text, cell
+from mpiatlas.report.blocks import Block, Cell, ChartBlock, Heading, Notice, Section, Table, Text, cell
 from mpiatlas.report.charts import CHART_H, CHART_W, chart_spec, rounded
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, finite, fmt_bytes, fmt_ci, fmt_num, fmt_pct
@@ -108,7 +108,7 @@ def _og_cell(r: dict[str, Any], name: str) -> Cell:
     return Cell(text, cls="num")
 
 
-def loggp_blocks(og: pl.DataFrame) -> list[Any]:
+def loggp_blocks(og: pl.DataFrame) -> list[Block]:
     """LogGP's o and g per region as the loggp kernel measured them, with their 95 % CIs."""
     rows = [[cell(f"{r['stack']}/{r['transport']}" + (f" [{r['knobs']}]" if r["knobs"] else "")), cell(r["region"]),
              Cell(fmt_bytes(r["bytes"])), _og_cell(r, "overhead"), _og_cell(r, "o_s"), _og_cell(r, "o_r"),
@@ -152,7 +152,7 @@ def section_predicted(data: ReportData) -> Section | None:
     topologies, unreadable = recorded_topologies(data)
     comparison = campaign_comparison(s, data.cells, data.provenance or [], data.hockney, data.node_topology,
                                      loggp_rows=og, topologies=topologies)
-    blocks: list[Any] = [
+    blocks: list[Block] = [
         Text(
             "Every collective × algorithm measured at several process counts, at one message size (4 B, or the "
             "smallest size every P has), against two predictions. Region model: the campaign's own per-region "

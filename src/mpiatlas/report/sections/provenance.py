@@ -8,7 +8,7 @@ from typing import Any
 
 from mpiatlas.matrix import layout
 from mpiatlas.models.fit_records import JsonValue
-from mpiatlas.report.blocks import Cell, Details, Heading, KeyValues, Notice, Pre, Section, Table, Text, cell
+from mpiatlas.report.blocks import Block, Cell, Details, Heading, KeyValues, Notice, Pre, Section, Table, Text, cell
 from mpiatlas.report.cells import has_columns, status_cls
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, distinct, fmt_bytes, shorten
@@ -155,7 +155,7 @@ def section_provenance(data: ReportData) -> Section:
         for facts, key in ((stack_of, "stack"), (status_of, "status")):
             values = cells[key].to_list() if key in cells.columns else [None] * cells.height
             facts.update({str(c): None if v is None else str(v) for c, v in zip(cells["cell"].to_list(), values)})
-    blocks: list[KeyValues | Notice | Heading | Text | Details] = [_overview(prov, stack_of)]
+    blocks: list[Block] = [_overview(prov, stack_of)]
     if cells is not None:
         have = {p.get("cell") for p in prov}
         lacking = [str(c) for c in cells.get_column("cell").to_list() if c not in have]

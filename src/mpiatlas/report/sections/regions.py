@@ -27,7 +27,7 @@ from mpiatlas.stats.regions import (
     region_medians,
     region_rank,
 )
-from mpiatlas.report.blocks import Cell, ChartBlock, Heading, Notice, Section, Table, Text, cell
+from mpiatlas.report.blocks import Block, Cell, ChartBlock, Heading, Notice, Section, Table, Text, cell
 from mpiatlas.report.cells import has_columns
 from mpiatlas.report.charts import chart_spec, p2p_chart, rounded, size_tip, with_size
 from mpiatlas.report.data import ReportData
@@ -112,7 +112,7 @@ def region_chart(bench: str, pts: pl.DataFrame, lines: list[CacheLine]) -> tuple
     return chart, caption
 
 
-def _with_ci(m: Any, lo: Any, hi: Any) -> str:
+def _with_ci(m: object, lo: object, hi: object) -> str:
     return f"{fmt_num(m)} {fmt_ci([lo, hi])}" if finite(lo) and finite(hi) else fmt_num(m)
 
 
@@ -130,9 +130,9 @@ def colocated_inter(cells: pl.DataFrame | None) -> list[str]:
     return sorted({f"{s}/{t}" for s, t in c.select("stack", "transport").iter_rows()})
 
 
-def intra_inter_blocks(points: pl.DataFrame, cells: pl.DataFrame | None = None) -> list[Any]:
+def intra_inter_blocks(points: pl.DataFrame, cells: pl.DataFrame | None = None) -> list[Block]:
     """Heading, table and pairing notes of the intra- vs inter-node comparison (PingPong)."""
-    out: list[Any] = [Heading("Intra- vs inter-node (PingPong)")]
+    out: list[Block] = [Heading("Intra- vs inter-node (PingPong)")]
     pp = points.filter(pl.col("benchmark") == "PingPong")
     scopes = set(pp.get_column("scope").drop_nulls().to_list())
     if pp.height == 0:
@@ -197,7 +197,7 @@ def section_p2p_regions(data: ReportData) -> Section:
     if points.height == 0:
         return Section(TITLE, [Notice("No PingPong or PingPing samples: no per-region view.", "info")], id=SECTION_ID)
 
-    blocks: list[Any] = [Text(
+    blocks: list[Block] = [Text(
         "PingPong and PingPing by where ranks 0 and 1 sit (same_core, same_l3, same_numa, same_socket, "
         "other_socket, other_node), one line per stack/transport and region, computed from the samples "
         "(cells of different mappings with the same region are pooled). Dashed vertical rules mark the node's "
@@ -229,7 +229,7 @@ def section_p2p_regions(data: ReportData) -> Section:
     return Section(TITLE, blocks, id=SECTION_ID)
 
 
-def pair_class_blocks(points: pl.DataFrame) -> list[Any]:
+def pair_class_blocks(points: pl.DataFrame) -> list[Block]:
     """PingPong by pair class (on one node / across nodes) and placement over nodes, for campaigns
     whose cells span nodes: latency at the smallest size near 4 B and bandwidth at the largest."""
     if points.height == 0 or "cross_node" not in set(points.get_column("pair_class").to_list()):
@@ -262,7 +262,7 @@ def _point_at(g: pl.DataFrame, wanted: int, smallest: bool) -> dict[str, Any]:
     return (sized if sized.height else g).row(0 if smallest else -1, named=True)
 
 
-def region_fit_blocks(table: pl.DataFrame) -> list[Any]:
+def region_fit_blocks(table: pl.DataFrame) -> list[Block]:
     """The per-region point-to-point table: Hockney λ and B with their 95 % CIs, closest region first."""
     if table.height == 0:
         return []

@@ -17,7 +17,7 @@ from typing import Any
 import altair as alt
 import polars as pl
 
-from mpiatlas.report.blocks import Cell, ChartBlock, Details, Download, Heading, Notice, Section, Table, Text, cell
+from mpiatlas.report.blocks import Block, Cell, ChartBlock, Details, Download, Heading, Notice, Section, Table, Text, cell
 from mpiatlas.report.charts import chart_spec
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import fmt_bytes
@@ -64,7 +64,7 @@ def _pct(x: float | None) -> str:
     return "–" if x is None else f"{x:.1%}"
 
 
-def _validation_blocks(validation: dict[str, Any] | None) -> list[Any]:
+def _validation_blocks(validation: dict[str, Any] | None) -> list[Block]:
     if validation is None:
         return [Notice("Not validated: run `mpiatlas tune --validate` (or tune.validate: true) to check that the "
                        "files take effect.", "info")]
@@ -84,7 +84,7 @@ def _validation_blocks(validation: dict[str, Any] | None) -> list[Any]:
                      Cell("pass" if c["passed"] else "FAIL", title=c["reason"], cls=None if c["passed"] else "bad")])
     passed = summary.get("passed", sum(c["passed"] for c in cells))
     level = "info" if passed == len(cells) else "warn"
-    blocks: list[Any] = [
+    blocks: list[Block] = [
         Notice(f"Validation campaign {validation.get('campaign')}: {passed} of {len(cells)} tuned cells pass (the "
                "exported file's time matches the forced winner's, 95 % CI of the ratio contains 1, and beats the "
                "default, CI below 1).", level),
@@ -98,7 +98,7 @@ def _validation_blocks(validation: dict[str, Any] | None) -> list[Any]:
     return blocks
 
 
-def _untuned_blocks(validation: dict[str, Any]) -> list[Any]:
+def _untuned_blocks(validation: dict[str, Any]) -> list[Block]:
     """The sampled sizes the files leave to the library: file against default (absent in older records)."""
     untuned = validation.get("untuned") or []
     if not untuned:
@@ -119,8 +119,8 @@ def _untuned_blocks(validation: dict[str, Any]) -> list[Any]:
             Table(["Stack", "Collective", "P", "Size", "t_file / t_default [CI]", "Result"], rows, scroll=True)]
 
 
-def _downloads(files: dict[str, str]) -> list[Any]:
-    out: list[Any] = []
+def _downloads(files: dict[str, str]) -> list[Block]:
+    out: list[Block] = []
     for name, text in sorted(files.items()):
         kind = next((t for suffix, t in _TYPES.items() if name.endswith(suffix)), "text/plain")
         href = f"data:{kind};base64,{base64.b64encode(text.encode()).decode()}"
@@ -132,9 +132,9 @@ def section_tuning(data: ReportData) -> Section | None:
     tuning = data.tuning
     if not tuning:
         return None
-    decision = tuning["decision"]
+    decision = tuning.decision
     points = decision_points(decision)
-    blocks: list[Any] = [Text(
+    blocks: list[Block] = [Text(
         f"`mpiatlas tune` on {decision.get('source')}: a non-default algorithm replaces the stack's default at a "
         "(P, size) only where the 95 % bootstrap CI of t_algorithm / t_default lies below 1 and the gain reaches "
         f"{decision.get('min_gain', 0.05):.0%}.")]
@@ -143,7 +143,7 @@ def section_tuning(data: ReportData) -> Section | None:
     for collective in sorted(points.get_column("collective").unique().to_list()):
         blocks += [Heading(collective), _decision_map(collective, points.filter(pl.col("collective") == collective))]
     blocks.append(Heading("Validation"))
-    blocks += _validation_blocks(tuning.get("validation"))
+    blocks += _validation_blocks(tuning.validation)
     blocks.append(Heading("Files"))
-    blocks += _downloads(tuning.get("files", {})) or [Text("No tuning file: nothing beat the default.", cls="muted")]
+    blocks += _downloads(tuning.files) or [Text("No tuning file: nothing beat the default.", cls="muted")]
     return Section(TITLE, blocks, id=SECTION_ID)
