@@ -8,9 +8,10 @@ the figure test_predict_orfeo states (its tolerances: the figure rounded up to t
 library reproduces today's model exactly: basic_linear core 344 %, socket 210 %, node 370 %; chain 26 / 24
 / 31 %; binary_tree 42 / 51 / 56 %; default 47 / 37 / 53 %.
 
-Calibrated (LogGP o, g, h fitted with models/loggp_fit.py: g only between a rank's back-to-back sends, a
-single message costs λ; a robust fit of log ratios; rank_mean, OSU's Avg Latency). **The split, fixed
-before any prediction was looked at**: every 16th P (P = 16, 32, .., 256) of every series, so that
+Calibrated (LogGP o, g, h fitted with models/loggp_fit.py: g only between a rank's back-to-back sends,
+spaced g + (m − 1)·G (loggp._Edges.spacing; at 4 B on a table without bandwidth, g), a single message
+costs λ; a robust fit of log ratios; rank_mean, OSU's Avg Latency). **The split, fixed before any
+prediction was looked at**: every 16th P (P = 16, 32, .., 256) of every series, so that
 calibration and evaluation share the P grid and a calibration costs ~45 points;
 
 * leave one algorithm out (LOAO): each algorithm under one mapping predicted by the three others under that
