@@ -8,9 +8,10 @@ the figure test_predict_orfeo states (its tolerances: the figure rounded up to t
 library reproduces today's model exactly: basic_linear core 344 %, socket 210 %, node 370 %; chain 26 / 24
 / 31 %; binary_tree 42 / 51 / 56 %; default 47 / 37 / 53 %.
 
-Calibrated (LogGP o, g, h fitted with models/loggp_fit.py: g only between a rank's back-to-back sends, a
-single message costs λ; a robust fit of log ratios; rank_mean, OSU's Avg Latency). **The split, fixed
-before any prediction was looked at**: every 16th P (P = 16, 32, .., 256) of every series, so that
+Calibrated (LogGP o, g, h fitted with models/loggp_fit.py: g only between a rank's back-to-back sends,
+spaced g + (m − 1)·G (loggp._Edges.spacing; at 4 B on a table without bandwidth, g), a single message
+costs λ; a robust fit of log ratios; rank_mean, OSU's Avg Latency). **The split, fixed before any
+prediction was looked at**: every 16th P (P = 16, 32, .., 256) of every series, so that
 calibration and evaluation share the P grid and a calibration costs ~45 points;
 
 * leave one algorithm out (LOAO): each algorithm under one mapping predicted by the three others under that
@@ -49,6 +50,7 @@ Tolerances: the figure rounded up to the next 5 %.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from functools import cache
 
@@ -326,3 +328,41 @@ def test_pick_size_prefers_4_bytes() -> None:
     assert pick_size([{0, 1, 4, 8}, {1, 4}]) == 4
     assert pick_size([{0, 2, 8}, {2, 8, 16}]) == 2
     assert pick_size([{0}, {0}]) is None
+
+
+def test_calibrated_o_and_g_against_the_loggp_kernels() -> None:
+    """The calibrated o and g against the loggp kernel's own (tests/data/kernels: Intel MPI shm on this machine's
+    same_l3 pair, 4 B), each as a fraction of its machine's same_l3 λ (the EPYC table's 0.15 µs; the kernel's
+    rtt/2): the kernel's o = (o_s + o_r)/2 is 0.65 λ, its g 0.49 λ. Calibration split, fixed before looking at
+    any prediction: every algorithm's unperturbed core-mapped runs at every 16th P (the module's split; core is
+    the mapping none of whose launches is perturbed).
+
+    * o is not determined by the Bcast times: its 95 % CI reaches from 0 past 5x the kernel's o scaled to EPYC
+      (0.098 µs), and pricing the same runs with that o instead of the fitted 0 moves the median prediction by
+      under 2 % (measured 1.1 %): a single send costs λ whatever o is (L = λ − 2o), o only shifts when a
+      sender is done. The fitted 0 is the interval's end, not a contradiction of the kernel.
+    * g is determined, and 2.5 to 4x the kernel's g scaled to EPYC (measured 0.239 against 0.074 µs, 3.2x), the
+      scaled kernel g below the calibrated g's CI. Pinned, not explained away: the two are not the same machine
+      or library (Open MPI on the EPYC 7H12 against Intel MPI's shm on this VM), and the calibrated scalar g
+      covers a root's sends into every region (under core, P = 256 sends to the other socket and node too),
+      where the kernel's is the nearest pair's."""
+    from test_loggp import _kernel_at
+
+    kernel = _kernel_at(4)
+    lam = kernel["rtt_usec"] / 2
+    o_ratio, g_ratio = (kernel["o_s_usec"] + kernel["o_r_usec"]) / 2 / lam, kernel["g_usec"] / lam
+    assert 0.55 <= o_ratio <= 0.75 and 0.40 <= g_ratio <= 0.60, (o_ratio, g_ratio)
+    epyc_l3 = orfeo.EPYC_TABLE.latency_us["same_l3"]
+    o_x, g_x = o_ratio * epyc_l3, g_ratio * epyc_l3
+
+    groups = [(_runs("core"), _inputs()["core"].placement)]
+    cal = calibrate_groups(groups, orfeo.EPYC_TABLE, quantity="rank_mean")
+    fitted = {p.name: p for p in cal.parameters}
+    o, g = fitted["overhead_us"], fitted["gap_us"]
+    assert o.fitted and g.fitted
+    assert o.ci_low <= min(o.value, o_x) and o.ci_high >= 5 * o_x, o
+    base = predicted(cal, groups, orfeo.EPYC_TABLE, quantity="rank_mean")
+    with_kernel_o = dataclasses.replace(cal, params=dataclasses.replace(cal.params, overhead_us=o_x))
+    moved = [abs(a - b) / b for a, b in zip(predicted(with_kernel_o, groups, orfeo.EPYC_TABLE, quantity="rank_mean"), base)]
+    assert statistics.median(moved) < 0.02 and max(moved) < 0.10, (statistics.median(moved), max(moved))
+    assert g_x < g.ci_low and 2.5 <= g.value / g_x <= 4.0, (g, g_x)
