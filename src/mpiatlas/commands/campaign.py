@@ -21,7 +21,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 import compileall
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from types import FrameType
 
 from rich.console import Console
 from rich.live import Live
@@ -85,7 +87,7 @@ class Run:
         self._previous = {sig: signal.signal(sig, self._forward) for sig in (signal.SIGINT, signal.SIGTERM,
                                                                                signal.SIGHUP)}
 
-    def _forward(self, signum: int, frame: Any) -> None:
+    def _forward(self, signum: int, frame: FrameType | None) -> None:
         self.stop(f"received {signal.Signals(signum).name}")
 
     def stop(self, why: str) -> None:
@@ -183,7 +185,7 @@ def _run_campaign(args: argparse.Namespace, root: Path, config: Campaign) -> int
 
 
 def _run_with_progress(args: argparse.Namespace, root: Path, config: Campaign, env: dict[str, str],
-                       log: Path | None, console: Any) -> tuple[int, str | None, Any]:
+                       log: Path | None, console: Console) -> tuple[int, str | None, Progress]:
     results = root / layout.results_dir(config.campaign.name)
     tracker = Progress(results / "raw", campaign_cell_ids(config))
     later_rounds = _later_rounds(config, results)
@@ -212,7 +214,7 @@ def _run_with_progress(args: argparse.Namespace, root: Path, config: Campaign, e
     return rc, run.stopped, tracker
 
 
-def _later_rounds(config: Campaign, results: Path) -> Any:
+def _later_rounds(config: Campaign, results: Path) -> Callable[[Progress], None]:
     """tracker -> None: adds the cells an adaptive campaign's rounds have planned so far (the last
     round's manifest lists every cell planned through it, mpiatlas.campaign.adaptive_rounds), so that the
     progress line and the closing count include the repetitions added after the first round. A
@@ -221,7 +223,7 @@ def _later_rounds(config: Campaign, results: Path) -> Any:
         return lambda tracker: None
     read: list[Path | None] = [None]
 
-    def add(tracker: Any) -> None:
+    def add(tracker: Progress) -> None:
         manifest = adaptive_rounds.latest_manifest(results)
         if manifest is None or manifest == read[0]:
             return
@@ -234,7 +236,7 @@ def _later_rounds(config: Campaign, results: Path) -> Any:
     return add
 
 
-def _live_display(console: Any, tracker: Any) -> Any:
+def _live_display(console: Console, tracker: Progress) -> AbstractContextManager[Callable[[], None]]:
     """A context manager yielding refresh(): one live line on a terminal, a line per tenth of the
     cells elsewhere (CI logs, pipes)."""
 
@@ -246,12 +248,12 @@ def _live_display(console: Any, tracker: Any) -> Any:
                 f"ETA {format_eta(tracker.eta_s())} · last: {current}")
 
     @contextmanager
-    def terminal() -> Any:
+    def terminal() -> Iterator[Callable[[], None]]:
         with Live(line(), console=console, refresh_per_second=2, transient=False) as live:
             yield lambda: live.update(line())
 
     @contextmanager
-    def plain() -> Any:
+    def plain() -> Iterator[Callable[[], None]]:
         step = max(1, tracker.total // 10)
         shown = [tracker.done // step]
 
@@ -270,7 +272,7 @@ def campaign_cell_ids(config: Campaign) -> list[str]:
 
 
 def _finish(args: argparse.Namespace, root: Path, config: Campaign, env: dict[str, str], rc: int,
-            stop_reason: str | None, tracker: Any, log: Path | None, console: Any) -> int:
+            stop_reason: str | None, tracker: Progress, log: Path | None, console: Console) -> int:
     results = layout.results_dir(config.campaign.name)
     full = root / layout.report_path(results)
     if rc == 0 and full.exists() and tracker.remaining == 0:
@@ -292,7 +294,7 @@ def _finish(args: argparse.Namespace, root: Path, config: Campaign, env: dict[st
     return rc or 1
 
 
-def _record_history(console: Any, results: Path, root: Path) -> None:
+def _record_history(console: Console, results: Path, root: Path) -> None:
     """Add the campaign (its partial view when cells are missing) to the checkout's history store;
     a failure is said, never raised (mpiatlas.history.record)."""
     for line in record_campaign(results, root / DEFAULT_DB):
@@ -315,7 +317,7 @@ def _partial_report(args: argparse.Namespace, root: Path, results: str, env: dic
     return path if done.returncode == 0 and path.exists() else None
 
 
-def _summary(console: Any, tracker: Any, out: Path, config: Campaign) -> None:
+def _summary(console: Console, tracker: Progress, out: Path, config: Campaign) -> None:
     """Cells by status, then latency λ and bandwidth B of the campaign's first stack with their 95 %
     intervals, and that fit's warning when it has one."""
     console.print(tracker.summary_line(), markup=False)
