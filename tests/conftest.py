@@ -111,6 +111,13 @@ def require_datasets() -> Path:
     return DATASETS
 
 
+# perturbation limits under which every launch counts, however busy the machine is: for a test of
+# what a stage does with measured data (compare, adaptive rounds, region models), whose figures would
+# otherwise depend on which launches the machine let through. The trust rules have tests of their
+# own, on recorded launches (test_pair_latency, test_wait_rule, test_machine_quality, ...).
+EVERY_LAUNCH_COUNTS = {"wait_share": 1.0, "steal_share": 1.0, "other_cpu_share": 1.0, "pair_latency_ratio": 1.0e9}
+
+
 def campaign_workdir(tmp: Path, config: str, **campaign_overrides: object) -> Path:
     """A throw-away checkout for a real campaign: the repo's workflow, profiles, containers and
     kernels (symlinked), the given config as config/campaign.yaml, and the repo's stack installs

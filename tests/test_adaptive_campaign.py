@@ -23,7 +23,7 @@ import polars as pl
 import pytest
 
 from campaign_fixtures import announced_report
-from conftest import PYPI_STACKS, campaign_workdir, require_infra, run_campaign
+from conftest import EVERY_LAUNCH_COUNTS, PYPI_STACKS, campaign_workdir, require_infra, run_campaign
 from mpiatlas.matrix import adaptive, layout
 from mpiatlas.campaign.adaptive_rounds import ADAPTIVE_DIR, final_decision
 
@@ -69,7 +69,10 @@ def forced(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from mpiatlas.stacks import get_stack
 
     require_infra(get_stack("intelmpi", PYPI_STACKS["intelmpi"]).is_installed(), "the PyPI Intel MPI stack")
-    work = campaign_workdir(tmp_path_factory.mktemp("forced"), CONFIG, repetitions=UNREACHABLE)
+    # Every launch counts: a launch judged perturbed and measured again later would change the
+    # sealed launches the re-run decides from.
+    work = campaign_workdir(tmp_path_factory.mktemp("forced"), CONFIG, repetitions=UNREACHABLE,
+                            perturbation=EVERY_LAUNCH_COUNTS)
     config = yaml.safe_load((work / "config/campaign.yaml").read_text())
     config["processes"] = [1]
     (work / "config/campaign.yaml").write_text(yaml.safe_dump(config))

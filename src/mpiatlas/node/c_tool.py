@@ -45,6 +45,12 @@ def cpu_identity(cpuinfo: Path = CPUINFO) -> str:
     return "\n".join(line for line in lines if line.split(":", 1)[0].strip() in keep)
 
 
+def _file_identity(path: str) -> str:
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    return f"{real}:{st.st_size}:{st.st_mtime_ns}"
+
+
 @dataclass(frozen=True)
 class CTool:
     """One tool: its source among the shipped kernels' sources, the flag sets tried in order, and
@@ -53,6 +59,10 @@ class CTool:
     source: str
     flag_sets: tuple[tuple[str, ...], ...]
     cache: str
+    # How the compiler is told apart: by its ``--version`` (a wrapper script's version is the
+    # compiler's), or by the compiler file's path, size and mtime, which costs no process: for a tool
+    # built, or found built, in every run-cell process.
+    by_version: bool = True
 
     @property
     def stem(self) -> str:
@@ -68,7 +78,8 @@ class CTool:
             text = src.read_bytes()
         except OSError as exc:
             raise CToolError(f"{src}: cannot read the source of {self.stem} ({exc})") from exc
-        version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False).stdout
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False).stdout \
+            if self.by_version else _file_identity(cc)
         build = repr(self.flag_sets) + cpu_identity()
         return hashlib.sha256(text + cc.encode() + version.encode() + build.encode()).hexdigest()[:16]
 

@@ -27,15 +27,16 @@ import socket
 import subprocess
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import pairwise
 from pathlib import Path
 from typing import NotRequired, TypedDict
 
-from mpiatlas.files import user_cache_dir, write_text_atomic
+from mpiatlas.files import CACHE_ENV, user_cache_dir, write_text_atomic
 from mpiatlas.node.c_tool import CTool, CToolError
 
 SOURCE = "pair_latency.c"
-BUILD = CTool(SOURCE, (("-O2", "-pthread"),), "node-tools")
+BUILD = CTool(SOURCE, (("-O2", "-pthread"),), "node-tools", by_version=False)
 BATCHES = 101       # the median of 101 batch means: one stretched batch moves it by nothing
 PER_BATCH = 100     # round trips per batch: ~6 µs on one L3 here, well above the clock's resolution
 BUDGET_MS = 50      # per pair; a quiet pair takes ~1 ms (101 x 100 x 60 ns)
@@ -129,6 +130,13 @@ def argv(binary: Path, pairs: list[tuple[int, int]]) -> list[str]:
 
 
 def tool_binary() -> Path | Unprobed:
+    """The probe's binary, built on first use; once per process for a given cache, PATH and $CC (a
+    group's run-cell probes every launch: no compiler process after the first)."""
+    return _tool_binary(os.environ.get(CACHE_ENV), os.environ.get("PATH"), os.environ.get("CC"))
+
+
+@lru_cache(maxsize=4)
+def _tool_binary(cache: str | None, path: str | None, cc: str | None) -> Path | Unprobed:
     try:
         return BUILD.build()
     except (CToolError, OSError) as exc:
