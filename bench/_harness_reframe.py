@@ -83,9 +83,8 @@ def stack_runtime_env(config_path: Path, label: str) -> dict[str, str]:
     from mpiatlas.stacks import get_stack
 
     config = auto_plan.load(config_path)  # the config may say `auto`
-    stack = config["stacks"][label]
-    return get_stack(stack["kind"], cells.stack_prefix(config, label),
-                     source=stack.get("source", "pypi")).runtime_env()
+    stack = config.stacks[label]
+    return get_stack(stack.kind, cells.stack_prefix(config, label), source=stack.source).runtime_env()
 
 
 def write_launches(records: list[dict[str, Any]], config_path: Path, out: Path) -> list[dict[str, Any]]:

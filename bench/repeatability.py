@@ -116,7 +116,7 @@ def headline(run: CampaignRun, label: str | None = None) -> dict[str, Any]:
     from mpiatlas.campaign.auto_plan import load  # the campaign may say `auto`: planned as the campaign planned it
 
     config = load(run.work / "config" / "campaign.yaml")
-    order = [(label, t) for label, s in config["stacks"].items() for t in s["transports"]]
+    order = [(label, t) for label, s in config.stacks.items() for t in s.transports]
     fits = json.loads((run.work / "results" / run.name / "fits" / "hockney.json").read_text())
     results = run.work / "results" / run.name
     lines = closing_lines(results / "fits" / "hockney.json", order, results / "tidy" / "cells.parquet")
