@@ -22,7 +22,7 @@ import polars as pl
 import pytest
 
 from campaign_fixtures import announced_report
-from conftest import PYPI_STACKS, campaign_workdir, require_infra, run_campaign
+from conftest import EVERY_LAUNCH_COUNTS, PYPI_STACKS, campaign_workdir, require_infra, run_campaign
 from mpiatlas.models.fits import FitOptions, fit_all
 from mpiatlas.models.fit_records import HockneyRecord
 from mpiatlas.models.region_latency import read_region_table
@@ -62,7 +62,7 @@ def test_a_fit_under_another_host_name_applies_the_region_model(tmp_path: Path) 
 
     require_infra(get_stack("intelmpi", PYPI_STACKS["intelmpi"]).is_installed(), "the PyPI Intel MPI stack")
     (tmp_path / "work").mkdir()
-    work = campaign_workdir(tmp_path / "work", CONFIG)
+    work = campaign_workdir(tmp_path / "work", CONFIG, perturbation=EVERY_LAUNCH_COUNTS)  # fits need every size
     result = run_campaign(work, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     results = announced_report(result.stdout, work).parent

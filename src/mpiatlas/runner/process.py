@@ -107,6 +107,9 @@ def stop_now(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
             break
         except subprocess.TimeoutExpired:
             continue
+    # What the launcher started may outlive it (see run_launch); while any of it lives, the group id
+    # is theirs, so this reaches only what is left of the launch.
+    kill_group(proc.pid, signal.SIGKILL)
 
 
 def run_launch(argv: list[str], env: dict[str, str], cwd: Path, stdout: Path, stderr: Path,
@@ -140,6 +143,11 @@ def run_launch(argv: list[str], env: dict[str, str], cwd: Path, stdout: Path, st
         wait_exited(proc.pid)
         wall_s = time.perf_counter() - start
         timed_out = deadline.stop()
+        if timed_out:
+            # The launcher left after our TERM; what it started may not have (Intel MPI's mpirun is a
+            # script over mpiexec.hydra, which outlived it with its proxy in CI). The launcher, still an
+            # unreaped zombie, holds the group id: nothing else can have it.
+            kill_group(proc.pid, signal.SIGKILL)
     except BaseException:
         if deadline:
             deadline.stop()
