@@ -31,6 +31,7 @@ from mpiatlas.report.render import render_html
 from mpiatlas.report.sections.cell_table import REMEASURED_TITLE, remeasured_blocks, section_cells
 from mpiatlas.runner import CellInterrupted, run_group
 from mpiatlas.runner import run as run_module
+from mpiatlas.runner import scheduler_state
 from mpiatlas.tables.tidy import CELL_SCHEMA, cell_row
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -131,6 +132,83 @@ def test_a_group_stopped_during_a_remeasure_resumes_without_losing_or_repeating_
     monkeypatch.setattr(run_module, "_launch_and_judge", more)
     assert run_group(specs, outs, remeasure=3)[2] == {"cell": c, "status": "ok", "ran": True, "quality": "ok",
                                                      "remeasured": 3}
+
+
+class Clock:
+    """A job's clock that a launch moves on by ``launch_s`` (Script calls ``tick``)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_re_measures_start_only_while_their_budget_fits_before_the_jobs_end(group, monkeypatch) -> None:
+    """Under a deadline (the SLURM job's end) a re-measure runs only if the cell's budget still
+    fits; the launch left perturbed keeps its re-measures for the later round."""
+    specs, outs, _results = group
+    a, b, c = (s["id"] for s in specs)
+    clock = Clock()
+    script = Script({a: ["perturbed"] * 4, b: ["perturbed"] * 4, c: ["perturbed"] * 4})
+    monkeypatch.setattr(run_module, "_launch_and_judge", _taking(20.0, clock, script))
+    # 200 s of job, 30 s budgeted per cell, 20 s per launch. The first launches end at 60 s; the
+    # first pass (90 s budgeted, 140 left) ends at 120; with 80 s left a and b fit (60), c does not;
+    # with 40 left a fits; with 20 left nothing does.
+    deadline = run_module.Deadline(200.0, (30.0, 30.0, 30.0), clock)
+    done = run_group(specs, outs, remeasure=3, deadline=deadline)
+    assert script.launched == [a, b, c, a, b, c, a, b, a]
+    assert [entry["remeasured"] for entry in done] == [3, 2, 1] and clock.now == 180.0
+    assert all(_status(o)["quality"] == "perturbed" for o in outs)
+    # b and c keep re-measures for the later round (its decision reads them from status.json).
+    assert [run_module.wants_remeasure(o, s["id"], 3) for o, s in zip(outs, specs)] == [False, True, True]
+
+
+def _taking(seconds: float, clock: Clock, script: Script) -> Any:
+    """``script``'s launches, each moving ``clock`` on by ``seconds``."""
+    def launch(*args: Any) -> Outcome:
+        clock.now += seconds
+        return script(*args)
+    return launch
+
+
+def test_the_later_pass_waits_only_what_the_job_has_left(group, monkeypatch) -> None:
+    specs, outs, _results = group
+    a = specs[0]["id"]
+    clock = Clock()
+    waits: list[float] = []
+    not_waited = run_module.wait_until_quiet(run_module.QuietRule(max_wait_s=0))
+
+    def wait(rule: run_module.QuietRule) -> Any:
+        waits.append(rule.max_wait_s)
+        clock.now += rule.max_wait_s
+        return not_waited
+
+    monkeypatch.setattr(run_module, "wait_until_quiet", wait)
+    later = run_module.Later(2, run_module.QuietRule(max_wait_s=60, window_s=2))
+    # 100 s of job, 30 s budgeted, 20 s per launch. The first launch ends at 20; the first pass
+    # waits what is spare after its cell (80 - 30 - 2 = 48 s) and ends at 88; the second, with 12 s
+    # left, does not start.
+    monkeypatch.setattr(run_module, "_launch_and_judge", _taking(20.0, clock, Script({a: ["perturbed"] * 3})))
+    run_group(specs[:1], outs[:1], remeasure=0, later=later, deadline=run_module.Deadline(100.0, (30.0,), clock))
+    assert waits == [48.0] and clock.now == 88.0
+    assert _status(outs[0])["quality"] == "perturbed" and len(_status(outs[0])[layout.REMEASURED]) == 1
+    # 170 s: the first pass waits its full 60 s and ends at 100; the second waits 70 - 30 - 2 = 38 s.
+    clock.now, waits[:] = 0.0, []
+    b = specs[1]["id"]
+    monkeypatch.setattr(run_module, "_launch_and_judge",
+                        _taking(20.0, clock, Script({b: ["perturbed", "perturbed", "ok"]})))
+    run_group(specs[1:2], outs[1:2], remeasure=0, later=later, deadline=run_module.Deadline(170.0, (30.0,), clock))
+    assert waits == [60.0, 38.0] and _status(outs[1])["quality"] == "ok"
+
+
+def test_the_jobs_time_left_is_read_from_squeue() -> None:
+    assert scheduler_state.parse_time_left("45:07\n") == 2707.0
+    assert scheduler_state.parse_time_left("1:00:00") == 3600.0
+    assert scheduler_state.parse_time_left("2-03:04:05") == 2 * 86400 + 3 * 3600 + 4 * 60 + 5
+    for unknown in ("UNLIMITED", "NOT_SET", "INVALID", "", "12"):
+        assert scheduler_state.parse_time_left(unknown) is None
+    assert scheduler_state.job_time_left_s({}) is None  # outside a job: no deadline
 
 
 def test_remeasure_zero_is_off(group, monkeypatch) -> None:

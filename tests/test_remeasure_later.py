@@ -11,12 +11,13 @@ tests/test_perturbation_campaign.py). The wait itself reads this machine's real 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import polars as pl
 import pytest
 
-from mpiatlas.campaign import adaptive_rounds
+from mpiatlas.campaign import adaptive_rounds, resources
 from mpiatlas.matrix import adaptive, layout
 from mpiatlas.campaign.cell_groups import later_round
 from mpiatlas.matrix.config import load
@@ -168,6 +169,30 @@ def test_the_decision_after_the_groups_asks_for_the_cells_still_perturbed(sealed
     for campaign in ({"remeasure_later": {"launches": 0}}, {"remeasure": 0}):
         off = config.revised(campaign=campaign)
         assert not adaptive_rounds.has_rounds(off)
+
+
+def test_a_later_group_asks_the_scheduler_for_its_waits_and_launches(sealed) -> None:
+    """The later group's job runs up to `launches` passes, each after a wait of up to max_wait_s:
+    its runtime request holds them all. Budgeted as one launch per cell (the 1 min floor), SLURM
+    ended such a job during its first wait on a busy CI node."""
+    config, _, _outs, results = sealed
+    decision = adaptive_rounds.decide_round(config, results / "raw", 0, None)
+    adaptive_rounds.write_decision(decision, adaptive_rounds.decision_path(str(results), 0),
+                                   adaptive_rounds.manifest_path(str(results), 0))
+    groups = adaptive_rounds.RoundGroups(str(results), resources.job_groups(config, expand(config)))
+    (group,) = groups.decision(0)["later_remeasure"]
+    costs = resources.CellCosts(config)
+    (cell,) = groups[group]
+    # tiny.yaml: 2 later launches, a wait of up to 60 s ended by 2 s windows
+    expected_s = 2 * (60 + 2 + costs.runtime_s(cell))
+    assert resources.later_round_seconds(config, [cell], costs) == pytest.approx(expected_s)
+    table = resources.GroupResources(config, groups, costs)
+    assert table.of(group)["runtime"] == math.ceil(expected_s / 60) >= 3
+    assert table.of(group, attempt=2)["runtime"] == math.ceil(2 * expected_s / 60)
+    # The campaign's own groups keep their one-launch-per-cell budget.
+    own = next(iter(groups._static))
+    assert not groups.is_later_remeasure(own) and not groups.is_later_remeasure("r1.again.unknown_0")
+    assert table.of(own)["runtime"] == resources.runtime_min(config, groups[own], 1, costs)
 
 
 def test_the_later_group_waits_relaunches_and_records_the_wait(sealed, tmp_path: Path, monkeypatch) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from conftest import REPO, campaign_workdir, require_infra, run_campaign
+from conftest import EVERY_LAUNCH_COUNTS, REPO, campaign_workdir, require_infra, run_campaign
 from mpiatlas import programs, runner
 from mpiatlas.campaign import resources
 from mpiatlas.node import multinode, topology
@@ -284,7 +284,11 @@ def _cells(work: Path) -> pl.DataFrame:
 
 @pytest.mark.infra
 def test_two_node_campaign_through_slurm_into_the_report(netns_cluster: Path, tmp_path: Path) -> None:
-    work = campaign_workdir(tmp_path, TWO_NODE)
+    # The namespace nodes share this machine's cores, so a launch's ranks compete with the other
+    # node's: which launches a busy host lets through is its business, and this test checks
+    # placement and plumbing over nodes with every launch counted (tests/test_two_node_mixed.py
+    # keeps the trust rules, and so the later re-measure round, under SLURM).
+    work = campaign_workdir(tmp_path, TWO_NODE, perturbation=EVERY_LAUNCH_COUNTS)
     done = run_campaign(work, *PROFILE, *ONE_JOB_AT_A_TIME, timeout=1500, path_prefix=netns_cluster / "bin")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == f"report: {work / RESULTS / 'report.html'}"

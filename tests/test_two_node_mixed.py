@@ -279,6 +279,9 @@ def test_judge_placement_keeps_a_mixed_cell_ok_only_on_its_planned_hosts() -> No
 
 @pytest.mark.infra
 def test_mixed_transports_and_placements_over_two_nodes(netns_cluster: Path, tmp_path: Path) -> None:  # noqa: F811
+    # The campaign's own trust rules: 4 ranks on 2 shared cores are often judged perturbed, so this
+    # run usually has a later re-measure round through SLURM, whose job must hold its waits
+    # (resources.later_round_seconds; CI once saw SLURM end such a job at its 1 min request).
     work = campaign_workdir(tmp_path, MIXED)
     done = run_campaign(work, *PROFILE, *ONE_JOB_AT_A_TIME, timeout=600, path_prefix=netns_cluster / "bin")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

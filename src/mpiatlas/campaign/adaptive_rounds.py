@@ -132,6 +132,12 @@ class RoundGroups:
             return default
         return cells_of_round_group(decision, group)
 
+    def is_later_remeasure(self, group: str) -> bool:
+        """Is ``group`` one of the later re-measure round's (the decision that created it says so)?"""
+        round_ = None if group in self._static else round_of_group(group)
+        decision = None if round_ is None else self.decision(round_ - 1)
+        return decision is not None and is_later_remeasure(decision, group)
+
     def __getitem__(self, group: str) -> list[Cell]:
         found = self.get(group)
         if found is None:

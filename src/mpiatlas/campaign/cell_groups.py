@@ -13,15 +13,17 @@ from typing import TYPE_CHECKING, Any
 from mpiatlas.runner import CellInterrupted, run_cell, run_group
 from mpiatlas.matrix.config import load
 from mpiatlas.programs import cell_spec, expand
-from mpiatlas.campaign.resources import job_groups
+from mpiatlas.campaign.resources import CellCosts, job_groups
 from mpiatlas.campaign.adaptive_rounds import cells_of_round_group, is_later_remeasure, later_launches
 from mpiatlas.campaign.round_decision import read_decision
 from mpiatlas import files
 from mpiatlas.matrix import layout
 from mpiatlas.runner.quiet import QuietRule
-from mpiatlas.runner.run import Later
+from mpiatlas.runner.run import Deadline, Later
+from mpiatlas.runner.scheduler_state import job_time_left_s
 
 if TYPE_CHECKING:
+    from mpiatlas.matrix.cells import Cell
     from mpiatlas.spine.cell_spec import CellSpec
     from mpiatlas.spine.campaign import Campaign
 
@@ -49,19 +51,25 @@ def _run_one(args: argparse.Namespace) -> int:
 
 
 def group_specs(config_path: Path, group: str, round_cells: Path | None = None) -> tuple[Campaign, list[CellSpec]]:
-    """The campaign config and the specs of the cells of ``group``: re-expanded from the config, or
-    for a later adaptive round's group read from that round's decision (``round_cells``)."""
+    """The campaign config and the specs of the cells of ``group`` (:func:`group_cells`)."""
+    config, cells = group_cells(config_path, group, round_cells)
+    return config, [cell_spec(config, cell) for cell in cells]
+
+
+def group_cells(config_path: Path, group: str, round_cells: Path | None = None) -> tuple[Campaign, list[Cell]]:
+    """The campaign config and the cells of ``group``: re-expanded from the config, or for a later
+    adaptive round's group read from that round's decision (``round_cells``)."""
     config = load(config_path)
     if round_cells is not None:
-        return config, [cell_spec(config, cell) for cell in _round_group_cells(round_cells, group)]
+        return config, _round_group_cells(round_cells, group)
     groups = job_groups(config, expand(config))
     if group not in groups:
         raise SystemExit(f"mpiatlas run-cell: {config_path}: no job group {group!r} in this campaign "
                          f"({len(groups)} groups, e.g. {next(iter(groups), 'none')})")
-    return config, [cell_spec(config, cell) for cell in groups[group]]
+    return config, groups[group]
 
 
-def _round_group_cells(decision_file: Path, group: str) -> list[Any]:
+def _round_group_cells(decision_file: Path, group: str) -> list[Cell]:
     try:
         decision = read_decision(decision_file)
     except ValueError as exc:
@@ -76,16 +84,27 @@ def _run_group(args: argparse.Namespace) -> int:
     if not args.config or not args.done:
         raise SystemExit("mpiatlas run-cell --group needs --config FILE and --done FILE")
 
-    config, specs = group_specs(args.config, args.group, args.round_cells)
+    config, cells = group_cells(args.config, args.group, args.round_cells)
+    specs = [cell_spec(config, cell) for cell in cells]
     results = layout.results_dir(config.campaign.name)
     outs = [Path(layout.raw_dir(results, spec["id"])) for spec in specs]
     done = run_group(specs, outs, remeasure=config.campaign.remeasure,
-                     later=later_round(config, args.group, args.round_cells))
+                     later=later_round(config, args.group, args.round_cells), deadline=job_deadline(config, cells))
     for entry in done:
         print(f"{entry['cell']}: {entry['status']}" + ("" if entry["ran"] else " (sealed before, skipped)")
               + _quality_note(entry))
     files.write_json_atomic(args.done, {"group": args.group, "cells": done})
     return 0
+
+
+def job_deadline(config: Campaign, cells: list[Cell]) -> Deadline | None:
+    """The end of the scheduler job this group runs in, with each cell's budgeted seconds (what
+    its job's time request was added up from), or None outside a job with a time limit."""
+    left_s = job_time_left_s()
+    if left_s is None:
+        return None
+    costs = CellCosts(config)
+    return Deadline.after(left_s, [costs.runtime_s(cell) for cell in cells])
 
 
 def later_round(config: Campaign, group: str, round_cells: Path | None) -> Later | None:

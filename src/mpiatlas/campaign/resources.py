@@ -157,6 +157,10 @@ class JobGroups(dict[str, list[Cell]]):
         super().__init__()
         self.budgets: dict[str, GroupBudget] = {}
 
+    def is_later_remeasure(self, group: str) -> bool:
+        """A campaign's own groups are never the later re-measure round's (GroupLookup)."""
+        return False
+
 
 def job_groups(config: Campaign, cells: list[Cell], costs: CellCosts | None = None, *,
                presorted: bool = False) -> JobGroups:
@@ -325,6 +329,17 @@ def runtime_min(config: Campaign, cells: list[Cell], attempt: int = 1, costs: Ce
     return max(RUNTIME_FLOOR_MIN, -(-int(seconds * max(1, attempt)) // 60))
 
 
+def later_round_seconds(config: Campaign, cells: list[Cell], costs: CellCosts | None = None) -> float:
+    """Seconds to budget for a later re-measure group (runner.run's later round): up to
+    ``remeasure_later.launches`` passes over its cells, each after a wait for a quiet machine of at
+    most ``max_wait_s`` plus the window that ends it. Budgeted as one launch per cell, a group of two
+    short cells got the 1 min floor and SLURM ended it during its first wait on a busy node."""
+    later = config.campaign.remeasure_later
+    costs = costs or CellCosts(config)
+    per_pass = later.max_wait_s + later.window_s + sum(map(costs.runtime_s, cells))
+    return later.launches * per_pass
+
+
 def mem_mb(config: Campaign, cells: list[Cell], costs: CellCosts | None = None) -> int:
     """Memory for cells run one after another: the largest request among them."""
     return max(map((costs or CellCosts(config)).mem_mb, cells))
@@ -375,6 +390,8 @@ class GroupLookup(Protocol):
 
     def get(self, group: str, default: Any = None) -> Any: ...
 
+    def is_later_remeasure(self, group: str) -> bool: ...
+
 
 class GroupResources:
     """Every group's resources for the workflow's ``resources:`` directive, computed once per group
@@ -399,8 +416,12 @@ class GroupResources:
             cells = self._groups.get(group)
             if cells is None:
                 raise ValueError(f"{group} is not a job group of this campaign")
+            budget = self._budgets.get(group)
+            if self._groups.is_later_remeasure(group):
+                budget = GroupBudget(later_round_seconds(self._config, cells, self._costs),
+                                     mem_mb(self._config, cells, self._costs))
             found = self._computed[(group, attempt)] = group_resources(self._config, cells, attempt, self._costs,
-                                                                       self._budgets.get(group))
+                                                                       budget)
         return found
 
     def resource(self, name: str) -> Callable[..., Any]:

@@ -28,7 +28,9 @@ provenance and status of every launch of the pass.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
@@ -319,8 +321,44 @@ class Later:
     rule: QuietRule
 
 
+# Kept free before the job's end: sealing the last cell, writing the group's done file, and
+# Snakemake's own exit inside the job (seconds on a slow shared file system).
+DEADLINE_MARGIN_S = 20.0
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When the scheduler ends the group's job (``at``, on ``clock``) and each cell's budgeted
+    seconds (the group's order). A re-measure is extra work the job's time request does not hold
+    in full: it starts only when the cell's budget still fits, so SLURM never kills a job over one
+    (which would fail the workflow with every cell sealed). A launch left perturbed that way keeps
+    its re-measures for the later round, whose job requests them."""
+
+    at: float
+    cell_s: tuple[float, ...]
+    clock: Callable[[], float] = time.monotonic
+
+    @classmethod
+    def after(cls, seconds: float, cell_s: Sequence[float]) -> Deadline:
+        """``seconds`` from now, less a margin for sealing the cell and the group's done file."""
+        return cls(time.monotonic() + seconds - DEADLINE_MARGIN_S, tuple(cell_s))
+
+    def left_s(self) -> float:
+        return self.at - self.clock()
+
+    def fits(self, indices: Sequence[int]) -> list[int]:
+        """The leading cells of ``indices`` whose budgets, one after another, fit before the end."""
+        left, fitting = self.left_s(), []
+        for i in indices:
+            left -= self.cell_s[i]
+            if left < 0:
+                break
+            fitting.append(i)
+        return fitting
+
+
 def run_group(specs: list[CellSpec], outs: list[Path], remeasure: int = 0,
-              later: Later | None = None) -> list[dict[str, Any]]:
+              later: Later | None = None, deadline: Deadline | None = None) -> list[dict[str, Any]]:
     """Run a group's cells one after another in this process; skip the ones already sealed; then
     measure the perturbed ones again, up to ``remeasure`` extra launches each (module docstring);
     with ``later`` (the campaign's later round), up to ``later.launches`` more, each after a wait
@@ -342,22 +380,31 @@ def run_group(specs: list[CellSpec], outs: list[Path], remeasure: int = 0,
         # A cell whose perturbed attempt was set aside just before an interruption runs here.
         run_cell(spec, out, shared, remeasured_record(out, spec["id"]))
         results.append(_entry(spec, read_status(out), ran=True))
-    for i in _remeasured_now(specs, [Path(o) for o in outs], remeasure, shared):
+    for i in _remeasured_now(specs, [Path(o) for o in outs], remeasure, shared, deadline):
         results[i] = _entry(specs[i], read_status(Path(outs[i])), ran=True)
     if later is not None and later.launches > 0:
-        for i in _remeasured_later(specs, [Path(o) for o in outs], remeasure + later.launches, later.rule, shared):
+        for i in _remeasured_later(specs, [Path(o) for o in outs], remeasure + later.launches, later.rule, shared,
+                                   deadline):
             results[i] = _entry(specs[i], read_status(Path(outs[i])), ran=True)
     return results
 
 
 def _remeasured_later(specs: list[CellSpec], outs: list[Path], budget: int, rule: QuietRule,
-                      shared: Shared) -> list[int]:
+                      shared: Shared, deadline: Deadline | None = None) -> list[int]:
     """The later round: passes over the group as :func:`_remeasured_now`, each pass after a bounded
     wait for a quiet machine (runner.quiet; once per pass, not per launch: on a node that stays busy
-    the round costs ``max_wait_s`` per pass, not per cell), its record kept with each launch of the pass."""
+    the round costs ``max_wait_s`` per pass, not per cell), its record kept with each launch of the pass.
+    Under a ``deadline`` a pass runs the cells whose budgets fit after its wait, and waits less when
+    the job's end is near."""
     rerun: list[int] = []
     passes = 0
-    while todo := [i for i, (spec, out) in enumerate(zip(specs, outs)) if wants_remeasure(out, spec["id"], budget)]:
+    while todo := _wanting(specs, outs, budget):
+        if deadline is not None:
+            todo = deadline.fits(todo)
+            if not todo:
+                break
+            spare_s = deadline.left_s() - sum(deadline.cell_s[i] for i in todo)
+            rule = replace(rule, max_wait_s=max(0.0, min(rule.max_wait_s, spare_s - rule.window_s)))
         passes += 1
         waited = wait_until_quiet(rule).record()
         waited["pass"], waited["cells_in_pass"] = passes, len(todo)
@@ -368,11 +415,20 @@ def _remeasured_later(specs: list[CellSpec], outs: list[Path], budget: int, rule
     return rerun
 
 
-def _remeasured_now(specs: list[CellSpec], outs: list[Path], budget: int, shared: Shared) -> list[int]:
+def _wanting(specs: list[CellSpec], outs: list[Path], budget: int) -> list[int]:
+    """The indices of the cells still perturbed with re-measures left within ``budget``."""
+    return [i for i, (spec, out) in enumerate(zip(specs, outs)) if wants_remeasure(out, spec["id"], budget)]
+
+
+def _remeasured_now(specs: list[CellSpec], outs: list[Path], budget: int, shared: Shared,
+                    deadline: Deadline | None = None) -> list[int]:
     """Re-measure the group's perturbed cells: passes over the group, in its order, each running
-    every cell still perturbed with re-measures left once more. Returns the indices re-run."""
+    every cell still perturbed with re-measures left once more (under a ``deadline``, those whose
+    budgets still fit). Returns the indices re-run."""
     rerun: list[int] = []
-    while todo := [i for i, (spec, out) in enumerate(zip(specs, outs)) if wants_remeasure(out, spec["id"], budget)]:
+    while todo := _wanting(specs, outs, budget):
+        if deadline is not None and not (todo := deadline.fits(todo)):
+            break
         for i in todo:
             set_aside_perturbed(outs[i], specs[i]["id"])
             run_cell(specs[i], outs[i], shared, remeasured_record(outs[i], specs[i]["id"]))

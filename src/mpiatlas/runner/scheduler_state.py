@@ -26,6 +26,8 @@ _SRUN_NODE_FAILURE = re.compile(r"Node failure on (\S+)")
 _STEP_NODE_FAILURE = re.compile(r"CANCELLED AT \S+ DUE TO NODE FAILURE")
 # scontrol show job -o: one line of Key=Value fields.
 _FIELD = re.compile(r"\b(JobState|Reason)=(\S+)")
+# squeue -o %L: the job's time left, [[days-]hours:]minutes:seconds, or UNLIMITED / NOT_SET / INVALID.
+_TIME_LEFT = re.compile(r"(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+)")
 LOST_NODE_REASONS = ("NodeDown", "NODE_FAIL")
 SCONTROL_TIMEOUT_S = 10  # SLURM's KillWait (30 s by default, 5 s on the namespace cluster) bounds us
 
@@ -121,3 +123,27 @@ def node_loss(launch_output: str, environ: dict[str, str] | None = None) -> Node
     if not is_node_loss(job, lines):
         return None
     return NodeLoss(job_id, nodes, job, lines)
+
+
+def parse_time_left(squeue_output: str) -> float | None:
+    """Seconds from ``squeue -h -o %L`` (None for UNLIMITED, NOT_SET, INVALID or anything else)."""
+    match = _TIME_LEFT.fullmatch(squeue_output.strip())
+    if match is None:
+        return None
+    days, hours, minutes, seconds = (int(part) if part else 0 for part in match.groups())
+    return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
+
+
+def job_time_left_s(environ: dict[str, str] | None = None) -> float | None:
+    """Seconds before SLURM ends the job this process runs in at its time limit; None outside a
+    job, for a job without a limit, or when squeue is missing or does not answer."""
+    job = (os.environ if environ is None else environ).get("SLURM_JOB_ID")
+    squeue = shutil.which("squeue")
+    if not job or squeue is None:
+        return None
+    try:
+        out = subprocess.run([squeue, "-h", "-j", job, "-o", "%L"], capture_output=True, text=True,
+                             timeout=SCONTROL_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return parse_time_left(out.stdout) if out.returncode == 0 else None
