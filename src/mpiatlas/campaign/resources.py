@@ -91,6 +91,12 @@ def fixed_signature(func: _Function) -> _Function:
     return func
 
 
+class Wildcards(Protocol):
+    """What a group job's resource function reads of Snakemake's wildcards: the group's id."""
+
+    group: str
+
+
 def allocation(config: Campaign, cell: Cell) -> str:
     """What a cell needs of its allocation, as the first part of its group's id (see the module
     docstring). IMB and kernel cells never share a group: kernel groups wait for their stack's
@@ -393,12 +399,6 @@ class GroupLookup(Protocol):
     groups (mpiatlas.campaign.adaptive_rounds.RoundGroups)."""
 
     def get(self, group: str, default: Any = None) -> Any: ...
-
-
-class Wildcards(Protocol):
-    """What a group job's resource function reads of Snakemake's wildcards: the group's id."""
-
-    group: str
 
 
 class GroupResources:
