@@ -40,10 +40,10 @@ from __future__ import annotations
 
 import inspect
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import fields
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypedDict, TypeVar
 
 from mpiatlas.matrix.cells import Cell, sort_cells
 from mpiatlas.programs import program_named, program_of
@@ -78,13 +78,23 @@ MACHINE_SHARE = 1
 SHARED_NODE_MAPPINGS = frozenset({"core"})
 
 
-def fixed_signature(func: Callable[..., Any]) -> Callable[..., Any]:
+_Function = TypeVar("_Function", bound=Callable[..., object])
+_Key = TypeVar("_Key", bound=Hashable)
+
+
+def fixed_signature(func: _Function) -> _Function:
     """``func`` with its signature stored on it (``__signature__``, which inspect.signature returns
     as is). Snakemake inspects an input or resource function's parameters on every call: for the
     group functions that is once per job and resource, and recomputing the signature each time
     was a fifth of a 177k-cell dry run."""
     func.__signature__ = inspect.signature(func)  # type: ignore[attr-defined]
     return func
+
+
+class Wildcards(Protocol):
+    """What a group job's resource function reads of Snakemake's wildcards: the group's id."""
+
+    group: str
 
 
 def allocation(config: Campaign, cell: Cell) -> str:
@@ -95,18 +105,25 @@ def allocation(config: Campaign, cell: Cell) -> str:
     return _allocation_id(allocation_key(config)(cell))
 
 
+# A cell's allocation: (kind, stack, ranks, threads, nodes, whole nodes, fills nodes).
+AllocationKey = tuple[str, str, int, int, int, bool, bool]
+# A cell's machine group under grouping `machine`: (kind, stack).
+MachineKey = tuple[str, str]
+# A cell's fields but its repetition (each a str or an int, Cell): what its modelled runtime depends on.
+CostKey = tuple[str | int, ...]
+
 # A cell's allocation fields but exclusivity, read at C level (a 177k-cell campaign keys every cell).
-_ALLOCATION_FIELDS = attrgetter("kind", "stack", "np", "threads", "nodes")
+_ALLOCATION_FIELDS: Callable[[Cell], tuple[str, str, int, int, int]] = attrgetter("kind", "stack", "np", "threads",
+                                                                                  "nodes")
+_MACHINE_FIELDS: Callable[[Cell], MachineKey] = attrgetter("kind", "stack")
+_ALL_BUT_REP: Callable[[Cell], CostKey] = attrgetter(*(f.name for f in fields(Cell) if f.name != "rep"))
 
-# A cell's fields but its repetition: what its modelled runtime depends on.
-_ALL_BUT_REP = attrgetter(*(f.name for f in fields(Cell) if f.name != "rep"))
 
-
-def allocation_key(config: Campaign) -> Callable[[Cell], tuple[Any, ...]]:
-    """A cell -> its allocation: (kind, stack, ranks, threads, nodes, whole nodes)."""
+def allocation_key(config: Campaign) -> Callable[[Cell], AllocationKey]:
+    """A cell -> its allocation: (kind, stack, ranks, threads, nodes, whole nodes, fills nodes)."""
     mode = _exclusive_mode(config)
 
-    def key(cell: Cell) -> tuple[Any, ...]:  # needs_exclusive and fills_nodes inlined: it runs once per cell
+    def key(cell: Cell) -> AllocationKey:  # needs_exclusive and fills_nodes inlined: it runs once per cell
         fills = cell.nodes > 1 and cell.mapping != "node"
         return (*_ALLOCATION_FIELDS(cell),
                 mode == "always" or (mode == "auto" and (cell.mapping not in SHARED_NODE_MAPPINGS or fills)), fills)
@@ -114,7 +131,7 @@ def allocation_key(config: Campaign) -> Callable[[Cell], tuple[Any, ...]]:
     return key
 
 
-def _allocation_id(key: tuple[Any, ...]) -> str:
+def _allocation_id(key: AllocationKey) -> str:
     # A cell filling nodes (core-n2) gets its own allocation: no --ntasks-per-node, which a `node`
     # cell of the same np and nodes sets (its srun steps would inherit it).
     kind, stack, np, threads, nodes, exclusive, fills = key
@@ -122,22 +139,39 @@ def _allocation_id(key: tuple[Any, ...]) -> str:
             + ("_excl" if exclusive else "") + ("_fill" if fills else ""))
 
 
-def _machine_key(config: Campaign) -> Callable[[Cell], tuple[Any, ...]]:
-    return attrgetter("kind", "stack")
-
-
-def _machine_id(key: tuple[str, str]) -> str:
+def _machine_id(key: MachineKey) -> str:
     kind, stack = key
     return f"{kind}_{stack}_machine"
 
 
-# config `grouping` -> (the config -> a cell's group key, the key's id). `machine`: no scheduler,
-# so the only boundaries that remain are those of the DAG (kernel cells wait for their stack's
-# build, IMB cells for the stack); each group then also mixes process counts, whose cells the
-# runner plans one by one anyway.
-GROUP_KEYS: dict[str, tuple[Callable[[Campaign], Callable[[Cell], tuple[Any, ...]]], Callable[[Any], str]]] = {
-    "allocation": (allocation_key, _allocation_id),
-    "machine": (_machine_key, _machine_id),
+def _cells_by_id(cells: Iterable[Cell], key_of: Callable[[Cell], _Key],
+                 id_of: Callable[[_Key], str]) -> dict[str, list[Cell]]:
+    """Group id -> its cells, by repetition: ``key_of`` keys every cell, ``id_of`` names each key once."""
+    by_key: dict[_Key, list[Cell]] = defaultdict(list)
+    for cell in cells:
+        by_key[key_of(cell)].append(cell)
+    # Repetition-major within an allocation (a stable sort: each repetition keeps the campaign
+    # order): the repetitions of a cell are spread over the group's run instead of back to back,
+    # so slow drift of the machine (frequency, other tenants, a warming cache) shows up as the
+    # spread of the repetitions, which the CIs carry, rather than as a bias between cells.
+    return {id_of(key): sorted(members, key=attrgetter("rep")) for key, members in by_key.items()}
+
+
+def _by_allocation(config: Campaign, cells: Iterable[Cell]) -> dict[str, list[Cell]]:
+    return _cells_by_id(cells, allocation_key(config), _allocation_id)
+
+
+def _by_machine(config: Campaign, cells: Iterable[Cell]) -> dict[str, list[Cell]]:
+    return _cells_by_id(cells, _MACHINE_FIELDS, _machine_id)
+
+
+# config `grouping` -> (the config, its sorted cells) -> group id -> the group's cells. `machine`: no
+# scheduler, so the only boundaries that remain are those of the DAG (kernel cells wait for their
+# stack's build, IMB cells for the stack); each group then also mixes process counts, whose cells
+# the runner plans one by one anyway.
+GROUPINGS: dict[str, Callable[[Campaign, Iterable[Cell]], dict[str, list[Cell]]]] = {
+    "allocation": _by_allocation,
+    "machine": _by_machine,
 }
 
 
@@ -170,16 +204,7 @@ def job_groups(config: Campaign, cells: list[Cell], costs: CellCosts | None = No
     (programs.expand's), so they are not sorted again."""
     size = int(config.campaign.cells_per_job)
     budget_s = 60.0 * float(config.campaign.job_minutes)
-    key_for, id_of = GROUP_KEYS[config.grouping]
-    key_of = key_for(config)
-    by_key: dict[tuple[Any, ...], list[Cell]] = defaultdict(list)
-    for cell in cells if presorted else sort_cells(cells):
-        by_key[key_of(cell)].append(cell)
-    # Repetition-major within an allocation (a stable sort: each repetition keeps the campaign
-    # order): the repetitions of a cell are spread over the group's run instead of back to back,
-    # so slow drift of the machine (frequency, other tenants, a warming cache) shows up as the
-    # spread of the repetitions, which the CIs carry, rather than as a bias between cells.
-    by_id = {id_of(key): sorted(members, key=attrgetter("rep")) for key, members in by_key.items()}
+    by_id = GROUPINGS[config.grouping](config, cells if presorted else sort_cells(cells))
     cost = (costs or CellCosts(config)).cost
     groups = JobGroups()
     for key in sorted(by_id):
@@ -215,9 +240,9 @@ class CellCosts:
 
     def __init__(self, config: Campaign) -> None:
         self._config = config
-        self._runtime: dict[tuple[Any, ...], float] = {}
-        self._costs: dict[tuple[Any, ...], tuple[float, int]] = {}
-        self._expected: dict[tuple[Any, ...], float] = {}
+        self._runtime: dict[CostKey, float] = {}
+        self._costs: dict[CostKey, tuple[float, int]] = {}
+        self._expected: dict[CostKey, float] = {}
 
     def cost(self, cell: Cell) -> tuple[float, int]:
         """(budgeted seconds, memory request in MB) of ``cell``: one look-up for both where a group is cut."""
@@ -424,12 +449,12 @@ class GroupResources:
                                                                        budget)
         return found
 
-    def resource(self, name: str) -> Callable[..., Any]:
+    def resource(self, name: str) -> Callable[[Wildcards, int], object]:
         """A function Snakemake calls for resource ``name`` of a job (its group is a wildcard)."""
         if name not in JobResources.__required_keys__:
             raise ValueError(f"{name!r} is not a group job resource (one of {sorted(JobResources.__required_keys__)})")
 
-        def value(wildcards: Any, attempt: int) -> object:
+        def value(wildcards: Wildcards, attempt: int) -> object:
             return self.of(wildcards.group, attempt).get(name)
 
         value.__name__ = f"group_{name}"

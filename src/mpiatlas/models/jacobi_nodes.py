@@ -17,7 +17,7 @@ Bytes and messages are the decomposition's, the same in every repetition: their 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import polars as pl
@@ -57,13 +57,27 @@ def cell_rows(df: pl.DataFrame) -> pl.DataFrame:
                               (pl.col("np") * pl.col("threads")).alias("cores"))
 
 
-def _median_ci(values: list[float]) -> dict[str, Any]:
+class MedianCI(TypedDict):
+    """A time's median over repetitions and its 95 % CI (None: non-finite; no CI from one repetition)."""
+
+    median: float | None
+    ci: list[float | None]
+
+
+class RatioCI(TypedDict):
+    """A ratio of medians and its 95 % percentile-bootstrap CI (None where there is none)."""
+
+    ratio: float | None
+    ci: list[float | None]
+
+
+def _median_ci(values: list[float]) -> MedianCI:
     arr = np.asarray(values, dtype=float)
     low, high = median_ci(arr) if arr.size > 1 else (float("nan"), float("nan"))
     return {"median": json_num(np.median(arr)), "ci": [json_num(low), json_num(high)]}
 
 
-def ratio_ci(a: list[float], b: list[float], *, seed: int = SEED) -> dict[str, Any]:
+def ratio_ci(a: list[float], b: list[float], *, seed: int = SEED) -> RatioCI:
     """median(a) / median(b) and its 95 % percentile-bootstrap CI, each side's repetitions resampled
     (no CI with a single repetition on either side)."""
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)

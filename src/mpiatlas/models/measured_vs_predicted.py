@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import polars as pl
 
@@ -81,6 +81,28 @@ _SCHEMA: dict[str, pl.DataType] = {
     "loggp_us": pl.Float64(), "loggp_error": pl.Float64(), "calibrated_us": pl.Float64(),
     "calibrated_error": pl.Float64(),
 }  # fmt: skip
+
+
+
+class PointRow(TypedDict):
+    """One row of Comparison.points (``_SCHEMA``): a measured (group, collective, algorithm, P) and its predictions."""
+
+    group: str
+    collective: str
+    algorithm: str
+    np: int
+    bytes: int
+    measured_us: float
+    predicted_us: float | None  # the region model, uncalibrated
+    error: float | None
+    loggp_us: float | None  # LogGP with the o and g measured per region
+    loggp_error: float | None
+    calibrated_us: float | None  # leave-one-algorithm-out
+    calibrated_error: float | None
+
+
+# One figure of a summary row: error_summary's, or None where nothing was predicted.
+SummaryFigure = float | int | None
 
 # Reasons a series is not predicted (the keys of Comparison.notes, each said once).
 SINGLE_P = "measured at one process count only"
@@ -136,7 +158,7 @@ def compare(measured: pl.DataFrame, inputs: Mapping[str, SeriesInputs], *, calib
     lacking = [c for c in MEASURED_COLUMNS if c not in measured.columns]
     if lacking:
         raise ValueError(f"measurements lack column(s) {', '.join(lacking)}; expected {', '.join(MEASURED_COLUMNS)}")
-    rows: list[dict[str, Any]] = []
+    rows: list[PointRow] = []
     for (group, coll), g in measured.sort("group", "collective", "algorithm", "np").group_by(
             ["group", "collective"], maintain_order=True):  # fmt: skip
         rows += _group_rows(str(group), str(coll).lower(), g, inputs.get(str(group)), calibrate, notes)
@@ -145,7 +167,7 @@ def compare(measured: pl.DataFrame, inputs: Mapping[str, SeriesInputs], *, calib
 
 
 def _group_rows(group: str, coll: str, g: pl.DataFrame, inputs: SeriesInputs | None, calibrate: bool,
-                notes: dict[str, list[str]]) -> list[dict[str, Any]]:  # fmt: skip
+                notes: dict[str, list[str]]) -> list[PointRow]:  # fmt: skip
     what = f"{group} {coll}"
     kept: list[Measured] = []
     flagged = _perturbed_runs(coll, g)
@@ -164,7 +186,7 @@ def _group_rows(group: str, coll: str, g: pl.DataFrame, inputs: SeriesInputs | N
         notes.setdefault(NO_TABLE, []).append(what)
         return []
     place, table = inputs.placement, inputs.table
-    rows: list[dict[str, Any]] = []
+    rows: list[PointRow] = []
     for m in kept:
         try:
             pred: float | None = latency_only.predict(
@@ -189,7 +211,8 @@ def _group_rows(group: str, coll: str, g: pl.DataFrame, inputs: SeriesInputs | N
                 notes.setdefault(MODEL_FAILED, []).append(f"{what} {alg} calibrated ({exc})")
                 continue
             for m, p in pairs:
-                index[(alg, m.np)].update(calibrated_us=p, calibrated_error=_error(p, m.latency_us))
+                row = index[(alg, m.np)]
+                row["calibrated_us"], row["calibrated_error"] = p, _error(p, m.latency_us)
     return rows
 
 
@@ -213,7 +236,7 @@ def _measured_og(coll: str, m: Measured, inputs: SeriesInputs, what: str,
         return None
 
 
-def _errors(g: pl.DataFrame, column: str, prefix: str) -> dict[str, Any]:
+def _errors(g: pl.DataFrame, column: str, prefix: str) -> dict[str, SummaryFigure]:
     """:func:`.prediction_errors.error_summary` of one prediction column (nulls where nothing was predicted)."""
     pairs = [(n, p, m) for n, p, m in g.select("np", column, "measured_us").iter_rows() if p is not None]
     if not pairs:
@@ -225,7 +248,8 @@ def _errors(g: pl.DataFrame, column: str, prefix: str) -> dict[str, Any]:
 
 
 def _summary(points: pl.DataFrame) -> pl.DataFrame:
-    out: list[dict[str, Any]] = []
+    # Each value only passes through to the frame, whose _SUMMARY_SCHEMA types it.
+    out: list[dict[str, object]] = []
     for (group, coll, alg), g in points.group_by(["group", "collective", "algorithm"], maintain_order=True):
         others = sorted(set(points.filter((pl.col("group") == group) & (pl.col("collective") == coll))
                             .get_column("algorithm").to_list()) - {alg})  # fmt: skip

@@ -16,9 +16,10 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from dataclasses import dataclass
+from types import FrameType
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from mpiatlas.evidence import provenance
@@ -47,11 +48,13 @@ class NodeLost(CellInterrupted):
 
 
 _INTERRUPTED: list[str] = []  # why the cell being run was interrupted (set by the signal handler)
-_PREVIOUS_HANDLERS: dict[int, Any] = {}
+# Signal -> the handler it had (what signal.signal returns and takes back: a function, SIG_DFL/SIG_IGN, or None).
+_SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
+_PREVIOUS_HANDLERS: dict[int, _SignalHandler] = {}
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
-def _on_stop_signal(signum: int, frame: Any) -> None:
+def _on_stop_signal(signum: int, frame: FrameType | None) -> None:
     name = signal.Signals(signum).name
     _INTERRUPTED.append(f"received {name}")
     raise CellInterrupted(f"received {name}")
@@ -68,7 +71,7 @@ def _catch_stop_signals() -> None:
         _PREVIOUS_HANDLERS.clear()
 
 
-def _note_stop_signal(signum: int, frame: Any) -> None:
+def _note_stop_signal(signum: int, frame: FrameType | None) -> None:
     _INTERRUPTED.append(f"received {signal.Signals(signum).name}")
 
 
@@ -271,7 +274,7 @@ def image_facts(container: ContainerSpec) -> ImageFacts:
     return {"image": str(Path(container["image"]).resolve()), "digest": f"sha256:{record['sha256']}", "labels": labels}
 
 
-def _write_json(path: Path, data: Any) -> None:
+def _write_json(path: Path, data: object) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 

@@ -259,7 +259,7 @@ class Campaign:
         """The validated document as plain JSON data (a deep copy): campaign.json, derived configs."""
         return copy.deepcopy(dict(self.document))
 
-    def revised(self, source: str = "<config>", **changes: Any) -> Campaign:
+    def revised(self, source: str = "<config>", **changes: object) -> Campaign:
         """This campaign with top-level keys changed, validated again (a mapping given for a
         mapping section is merged into it: ``revised(campaign={"exclusive": "never"})``)."""
         doc = self.as_dict()

@@ -211,7 +211,7 @@ class Waiter:
     observed_s: float | None = None
 
 
-def _seconds(value: Any) -> float | None:
+def _seconds(value: object) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value >= 0 else None
 
 
