@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from mpiatlas.runner import CellInterrupted, run_cell, run_group
 from mpiatlas.matrix.config import load
 from mpiatlas.programs import cell_spec, expand
-from mpiatlas.campaign.resources import CellCosts, job_groups
+from mpiatlas.campaign.resources import RUNTIME_SAFETY, CellCosts, job_groups
 from mpiatlas.campaign.adaptive_rounds import cells_of_round_group, is_later_remeasure, later_launches
 from mpiatlas.campaign.round_decision import read_decision
 from mpiatlas import files
@@ -98,13 +98,16 @@ def _run_group(args: argparse.Namespace) -> int:
 
 
 def job_deadline(config: Campaign, cells: list[Cell]) -> Deadline | None:
-    """The end of the scheduler job this group runs in, with each cell's budgeted seconds (what
-    its job's time request was added up from), or None outside a job with a time limit."""
+    """The end of the scheduler job this group runs in, with what one more launch of each cell
+    may take, or None outside a job with a time limit. A launch is priced at RUNTIME_SAFETY times
+    its expected seconds, not at the job request's per-cell budget: that one adds 10 s of fixed
+    cost per cell for the job as a whole, and priced so a group of short cells in its 1 min request
+    set aside re-measures that had ample time (a later round's job costs a scheduler start)."""
     left_s = job_time_left_s()
     if left_s is None:
         return None
     costs = CellCosts(config)
-    return Deadline.after(left_s, [costs.runtime_s(cell) for cell in cells])
+    return Deadline.after(left_s, [RUNTIME_SAFETY * costs.expected_s(cell) for cell in cells])
 
 
 def later_round(config: Campaign, group: str, round_cells: Path | None) -> Later | None:
