@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 import pytest
 
+from mpiatlas.spine.series import SeriesKey
 from mpiatlas.stats.aggregate import summarize
 from mpiatlas.report.blocks import ChartBlock, Details, Table
 from mpiatlas.report.data import ReportData
@@ -25,11 +26,13 @@ from mpiatlas.report.sections.off_cache import (
 BASE = "intelmpi/shm/core"
 
 
-def samples(rows: list[tuple[str, str, str, int, list[float]]]) -> pl.DataFrame:
-    """IMB-like samples: (benchmark, options, knobs, bytes, times of the repetitions)."""
+def samples(rows: list[tuple[str, str, str, int, list[float]]], nodes: int = 1, placement: str = "") -> pl.DataFrame:
+    """IMB-like samples: (benchmark, options, knobs, bytes, times of the repetitions); labels as tidy
+    renders them (SeriesKey.label), on ``nodes`` nodes placed ``placement`` ("" cyclic)."""
     out = []
     for bench, options, knobs, size, times in rows:
-        label = BASE + (f" [{options}]" if options else "") + (f" [knobs={knobs}]" if knobs else "")
+        label = SeriesKey(stack="intelmpi", transport="shm", mapping="core", nodes=nodes, placement=placement,
+                          options=options, knobs=knobs).label
         for rep, t in enumerate(times):
             out.append({"label": label, "stack": "intelmpi", "transport": "shm", "mapping": "core", "np": 2,
                         "algorithm": "default", "options": options, "knobs": knobs, "benchmark": bench,
@@ -71,6 +74,33 @@ def test_knob_sets_are_compared_like_algorithms() -> None:
     assert section is not None and any(isinstance(b, ChartBlock) for b in section.blocks)
     table = next(b for b in section.blocks if isinstance(b, Details)).blocks[0]
     assert isinstance(table, Table) and [r[2].text for r in table.rows] == ["fast", "none"]
+
+
+def test_a_knob_series_over_nodes_placed_block_meets_its_baseline() -> None:
+    """The label renders the placement after the knob set (``core-n2 [knobs=fast] [placement=block]``):
+    the series is the label without exactly its knob part, so the knob set and its baseline are one series."""
+    summary = summarize(samples([("PingPong", "", "", 8, [1.0, 1.1, 1.2]), ("PingPong", "", "fast", 8, [0.5, 0.6, 0.7])],
+                                nodes=2, placement="block"))
+    assert set(summary["label"]) == {"intelmpi/shm/core-n2 [placement=block]",
+                                     "intelmpi/shm/core-n2 [knobs=fast] [placement=block]"}
+    df = knob_rows(data_of(summary))
+    assert df is not None and set(df["series"]) == {"intelmpi/shm/core-n2 [placement=block] · default · np=2"}
+    best = best_knob_sets(df, baseline_of(df))
+    assert best["best"].to_list() == ["fast"] and best["speedup"].to_list() == pytest.approx([1.1 / 0.6])
+
+
+def test_off_cache_series_keep_knob_sets_apart() -> None:
+    """In and off cache is compared within one knob set: only the options part leaves the label."""
+    in_cache = {"": 100.0, "fast": 50.0}  # µs by knob set; off cache takes twice as long
+    rows = [("PingPong", options, knobs, 2**19, [t_in * factor] * 3)
+            for knobs, t_in in in_cache.items() for options, factor in (("", 1), ("off_cache=-1", 2))]
+    df = cache_rows(data_of(summarize(samples(rows))))
+    assert df is not None
+    medians = {(r["series"], r["cache"]): r["t_median_usec"] for r in df.iter_rows(named=True)}
+    assert medians == {(f"{BASE} · default · np=2", "in cache"): 100.0,
+                       (f"{BASE} · default · np=2", "off cache (-1)"): 200.0,
+                       (f"{BASE} [knobs=fast] · default · np=2", "in cache"): 50.0,
+                       (f"{BASE} [knobs=fast] · default · np=2", "off cache (-1)"): 100.0}
 
 
 def test_without_none_the_first_set_is_the_baseline_and_no_knobs_no_section() -> None:

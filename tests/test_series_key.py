@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import polars as pl
 import pytest
 
 from mpiatlas.matrix.cells import Cell
 from mpiatlas.models.ring_regions import cell_label
 from mpiatlas.programs.base import tag_columns
-from mpiatlas.spine.series import SeriesKey
+from mpiatlas.spine.series import SeriesKey, knobs_part, options_part, without_part
 
 
 @pytest.mark.parametrize(("cell", "label"), [
@@ -41,3 +43,13 @@ def test_keys_beside_the_label_tell_series_apart_without_changing_it() -> None:
     b = SeriesKey("intelmpi", "shm", "core", np=4, benchmark="Allreduce", version="2021.14")
     assert a.label == b.label == "intelmpi/shm/core" and a != b
     assert len({a, b}) == 2  # frozen: usable as a dict key
+
+
+def test_a_label_without_one_part_is_the_label_of_the_key_without_that_field() -> None:
+    """What the knob-set and off-cache sections compare: the series without its knob set (or its
+    options), the exact part the key rendered taken out, whatever parts follow it."""
+    key = SeriesKey("mpich", "tcp", "core", nodes=2, placement="block", options="off_cache=-1", knobs="eager")
+    assert key.label == "mpich/tcp/core-n2 [off_cache=-1] [knobs=eager] [placement=block]"
+    assert without_part(key.label, knobs_part(key.knobs)) == replace(key, knobs="").label
+    assert without_part(key.label, options_part(key.options)) == replace(key, options="").label
+    assert without_part(key.label, knobs_part("")) == key.label

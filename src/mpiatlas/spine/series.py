@@ -52,10 +52,33 @@ class SeriesKey:
         return render_label(self)
 
 
+def options_part(options: str) -> str:
+    """The label's part that names IMB options (`` [off_cache=-1]``), "" for none."""
+    return f" [{options}]" if options else ""
+
+
+def knobs_part(knobs: str) -> str:
+    """The label's part that names a knob set (`` [knobs=eager-64k]``), "" for none."""
+    return f" [{KNOBS_SEGMENT_PREFIX}{knobs}]" if knobs else ""
+
+
+def placement_part(placement: str) -> str:
+    """The label's part that names a placement over nodes other than cyclic (`` [placement=block]``)."""
+    return f" [{PLACEMENT_SEGMENT_PREFIX}{placement}]" if placement else ""
+
+
+def without_part(label: str, part: str) -> str:
+    """``label`` with one part that this module rendered for it (:func:`knobs_part` of its knob set,
+    :func:`options_part` of its options) taken out: the label of the same key without that field."""
+    return label.replace(part, "", 1) if part else label
+
+
 def render_label(key: SeriesKey) -> str:
-    """A series' label: ``stack/transport/placement``, then its options, knob set and placement over
-    nodes when it has them, so every section that draws one series per label keeps such cells apart."""
-    parts = (key.options, key.knobs and f"{KNOBS_SEGMENT_PREFIX}{key.knobs}",
-             key.placement and f"{PLACEMENT_SEGMENT_PREFIX}{key.placement}")
+    """A series' label: ``stack/transport/mapping``, then its options, knob set and placement over
+    nodes when it has them, so every section that draws one series per label keeps such cells apart.
+
+    A stage that must name a series without one of these parts (the knob-set section: the series
+    without its knob set) takes out exactly the part rendered here from the row's own column, never
+    a pattern guessed at from the label's text."""
     base = f"{key.stack}/{key.transport}/{mapping_segment(key.mapping, key.nodes)}"
-    return base + "".join(f" [{part}]" for part in parts if part)
+    return base + options_part(key.options) + knobs_part(key.knobs) + placement_part(key.placement)

@@ -20,13 +20,12 @@ from mpiatlas.report.charts import chart_spec, rounded, with_size
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import fmt_bytes
 from mpiatlas.report.imb import bench_sort_key
+from mpiatlas.spine.series import knobs_part, without_part
 
 TITLE = "Knob sets"
 SECTION_ID = "knobs"
 NO_SET = "none"
 _ROW_HEADER = alt.Header(labelAngle=0, labelAlign="left", labelLimit=320)
-# The knob set's part of a label (SeriesKey.label): what tells a knob series from its baseline.
-_KNOB_SUFFIX = r" \[knobs=[^\]]*\]$"
 
 
 def knob_rows(data: ReportData) -> pl.DataFrame | None:
@@ -42,9 +41,19 @@ def knob_rows(data: ReportData) -> pl.DataFrame | None:
     np_ = pl.col("np").cast(pl.String).fill_null("?") if "np" in s.columns else pl.lit("?")
     return s.with_columns(
         pl.when(pl.col("knobs") == "").then(pl.lit(NO_SET)).otherwise(pl.col("knobs")).alias("knob_set"),
-        pl.concat_str([pl.col("label").cast(pl.String).str.replace(_KNOB_SUFFIX, ""), pl.lit(" · "), algorithm,
+        pl.concat_str([label_without_knobs(), pl.lit(" · "), algorithm,
                        pl.lit(" · np="), np_]).alias("series"),
     )
+
+
+def label_without_knobs() -> pl.Expr:
+    """A row's label without its knob set: the part :func:`mpiatlas.spine.series.knobs_part` rendered
+    from the row's own ``knobs`` taken out, whatever follows it (a placement over nodes), so a knob
+    series and its baseline share one series name."""
+    def one(row: dict[str, str]) -> str:
+        return without_part(row["label"], knobs_part(row["knobs"]))
+    return pl.struct(pl.col("label").cast(pl.String), pl.col("knobs").fill_null("")).map_elements(
+        one, return_dtype=pl.String)
 
 
 def baseline_of(df: pl.DataFrame) -> str:

@@ -28,13 +28,12 @@ from mpiatlas.report.charts import CHART_H, CHART_W, chart_spec, color, rounded,
 from mpiatlas.report.data import ReportData
 from mpiatlas.report.formatting import DASH, fmt_bytes, fmt_ci
 from mpiatlas.report.imb import bench_sort_key
+from mpiatlas.spine.series import options_part, without_part
 
 TITLE = "In and out of cache"
 SECTION_ID = "off-cache"
 IN_CACHE = "in cache"
 CACHE_LEVELS = ("L2", "L3")
-# The label's options part (SeriesKey.label): " [off_cache=-1,sync=off]".
-_OPTIONS_PART = r" \[[^\]]*=[^\]]*\]"
 
 
 def cache_state(options: str) -> str:
@@ -49,6 +48,16 @@ def other_options(options: str) -> str:
     return ",".join(p for p in (options or "").split(",") if p and not p.startswith("off_cache="))
 
 
+def label_without_options() -> pl.Expr:
+    """A row's label without its IMB options: the part :func:`mpiatlas.spine.series.options_part`
+    rendered from the row's own ``options`` taken out; its knob set and placement over nodes stay, so
+    series of different knob sets are not compared in and off cache as one."""
+    def one(row: dict[str, str]) -> str:
+        return without_part(row["label"], options_part(row["options"]))
+    return pl.struct(pl.col("label").cast(pl.String), pl.col("options").fill_null("")).map_elements(
+        one, return_dtype=pl.String)
+
+
 def with_cache_series(df: pl.DataFrame, benches: list[str] | None = None) -> pl.DataFrame:
     """``df`` (summary or samples rows) with ``cache`` (state) and ``series`` (what is compared in
     and off cache: label without options, algorithm, np, other options), sized rows only."""
@@ -59,7 +68,7 @@ def with_cache_series(df: pl.DataFrame, benches: list[str] | None = None) -> pl.
     rest = pl.col("options").fill_null("").map_elements(other_options, return_dtype=pl.String)
     algorithm = pl.col("algorithm").fill_null("default") if "algorithm" in df.columns else pl.lit("default")
     return df.with_columns(pl.concat_str([
-        pl.col("label").cast(pl.String).str.replace_all(_OPTIONS_PART, ""), pl.lit(" · "), algorithm,
+        label_without_options(), pl.lit(" · "), algorithm,
         pl.lit(" · np="), pl.col("np").cast(pl.String).fill_null("?"),
         pl.when(rest != "").then(pl.concat_str([pl.lit(" · "), rest])).otherwise(pl.lit(""))]).alias("series"))
 
