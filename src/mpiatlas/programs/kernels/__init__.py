@@ -46,8 +46,6 @@ from mpiatlas.matrix.kernel_blocks import KernelBlock, SweepBlock
 from mpiatlas.matrix.kernel_sweeps import group_grid
 from mpiatlas.parsers.kernels import KernelParseError, parse_kernel_file, parse_kernel_output
 
-# polars, the kernels' parser and the container layer are imported where they are used, so that
-# importing the program registry (every `mpiatlas` command does) does not load them.
 if TYPE_CHECKING:
     from mpiatlas.spine.cell_spec import CellSpec, ImageFacts, ProgramBlock
     from mpiatlas.spine.cell_row import CellRow
