@@ -217,7 +217,7 @@ def _with_provenance(prov: list[dict[str, object]]):
     return data
 
 
-def test_the_report_shows_the_nics_a_recorded_two_node_campaign_recorded() -> None:
+def test_the_report_shows_the_nics_the_recorded_campaign_over_nodes_recorded() -> None:
     """The provenance section's NIC table (issue #34, part 5), read as the report reads it from the recorded
     two-node campaign (tests/data/two_node_placement: 36 cells launched from node1, its veth cl0 at 10 Gbit/s)."""
     from mpiatlas.report.blocks import Details, KeyValues
