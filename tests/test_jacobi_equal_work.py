@@ -57,6 +57,22 @@ def test_weak_hybrid_and_pure_cells_of_one_study_plan_equal_global_grids() -> No
     assert by_cores == {1: {(16, 16, 16)}, 2: {(32, 16, 16)}, 4: {(32, 32, 16)}}
 
 
+def test_strong_hybrid_and_pure_cells_of_one_study_plan_one_global_grid() -> None:
+    # Strong mode was already equal work: every ranks × threads pair solves the N³ grid, split over its ranks.
+    config = yaml.safe_load((REPO / "config" / "test" / "tiny.yaml").read_text())
+    config["kernels"]["jacobi"].pop("L", None)
+    config["kernels"]["jacobi"].update(mode="strong", N=24, processes=[1, 2, 4], hybrid={"cores": [2, 4]})
+    config = validate(config)
+    variants = {v.group: v for v in jacobi_variants(config.kernels["jacobi"])}
+    seen = set()
+    for cell in (c for c in cells_of_kind(config, "kernel") if c.kernel == "jacobi"):
+        variant = variants[cell.variant]
+        seen.add((cell.np, cell.threads))
+        assert variant.global_dims(cell.np) == (24, 24, 24)
+        assert grid_points(variant, cell.np) == (24**3 / cell.np, 24**3)
+    assert {(2, 1), (1, 2), (4, 1), (2, 2), (1, 4)} <= seen
+
+
 def recorded(name: str, cell: str, group: str) -> pl.DataFrame:
     frame = parse_kernel_file(DATA / name)["jacobi"]
     return frame.with_columns(pl.lit(cell).alias("cell"), pl.lit(group).alias("variant_group"),

@@ -191,3 +191,59 @@ def test_the_nodes_nics_name_rate_and_link_layer(node: dict[str, Path]) -> None:
     assert nics["ens2f0"]["link_layer"] == "Ethernet" and nics["ens2f0"]["rdma_ports"][0]["id"] == "mlx5_1/1"
     qdr = nics["mlx4_0/1"]
     assert qdr["kind"] == "rdma" and qdr["rdma_ports"][0]["data_gbit_s"] == pytest.approx(32.0)
+
+
+
+def _provenance_blocks(data):  # the provenance section's blocks of a ReportData
+    from mpiatlas.report.sections.provenance import section_provenance
+
+    return section_provenance(data).blocks
+
+
+def _nic_table(blocks):  # the NIC table among them, or the notice that there is none
+    from mpiatlas.report.blocks import Notice, Table
+
+    tables = [b for b in blocks if isinstance(b, Table) and b.columns[:2] == ["Host", "Interface"]]
+    return tables[0] if tables else next(b for b in blocks if isinstance(b, Notice) and "NICs" in b.text)
+
+
+def _with_provenance(prov: list[dict[str, object]]):
+    from datetime import UTC, datetime
+
+    from mpiatlas.report.data import ReportData
+
+    data = ReportData(title="nics", generated=datetime(2026, 12, 5, tzinfo=UTC))
+    data.provenance = prov
+    return data
+
+
+def test_the_report_shows_the_nics_the_recorded_campaign_over_nodes_recorded() -> None:
+    """The provenance section's NIC table (issue #34, part 5), read as the report reads it from the recorded
+    two-node campaign (tests/data/two_node_placement: 36 cells launched from node1, its veth cl0 at 10 Gbit/s)."""
+    from mpiatlas.report.blocks import Details, KeyValues
+    from mpiatlas.report.data import load_data
+
+    data_dir = Path(__file__).parent / "data" / "two_node_placement"
+    data = load_data(data_dir / "tidy", data_dir / "fits")
+    assert data.provenance is not None and len(data.provenance) == 36 and all(p["nics"] for p in data.provenance)
+    blocks = _provenance_blocks(data)
+    # 36 cells, one launching node, one interface record: one row, not 36
+    assert [[c.text for c in row] for row in _nic_table(blocks).rows] == [
+        ["node1", "cl0", "veth", "up", "10 Gbit/s", "Ethernet", "—"]]
+    # the table replaces the raw JSON among the fields common to every cell
+    common = next(b for b in blocks if isinstance(b, KeyValues) and any(k == "stack_kind" for k, _ in b.items))
+    assert all(k != "nics" for k, _ in common.items)
+    assert any(isinstance(b, Details) for b in blocks)
+
+
+def test_the_report_shows_each_rdma_port_behind_a_nic(node: dict[str, Path]) -> None:
+    """An IPoIB interface, a RoCE NIC and a VM NIC without a speed, as node_nics reads them from sysfs."""
+    nics = link_rate.node_nics(node["sys_net"], node["sys_ib"])
+    table = _nic_table(_provenance_blocks(_with_provenance([{"host": "n1", "cell": "c", "nics": nics}])))
+    rows = {row[1].text: [c.text for c in row] for row in table.rows}
+    assert rows["ib0"][4:] == ["100 Gbit/s", "InfiniBand", "mlx5_0/1: 100 Gb/sec (4X EDR), InfiniBand, 4: ACTIVE"]
+    assert rows["ens2f0"][4:] == ["25 Gbit/s", "Ethernet", "mlx5_1/1: 25 Gb/sec (1X EDR), Ethernet, 4: ACTIVE"]
+    assert rows["eth1"][4] == "—"  # a VM's -1: no rate
+    # records from before mpiatlas read the NICs: said, not an empty table
+    assert _nic_table(_provenance_blocks(_with_provenance([{"host": "n1", "cell": "c"}]))).text.startswith(
+        "No NICs recorded")

@@ -70,3 +70,24 @@ def test_cells_that_cannot_be_placed_are_named_once_per_reason(tmp_path: Path,
     assert len(lines) == len(notes) and all(any(why in line for line in lines) for why in notes)
     assert "# not planned: cells of a mapping at a process count it cannot place: mapping 'node' over 4 nodes " \
            "needs a rank on each node: P = 3 < 4 (1 cells)" in lines
+
+
+SPREAD = ("core", "l3", "die", "numa", "socket")
+
+
+def test_every_spread_mapping_plans_odd_p_on_one_node_and_over_two() -> None:
+    # core, l3, die, numa and socket place any number of ranks (consecutive cores, or round-robin over their
+    # domains as --map-by does): on one node each plans the ring at P = 3, 5, 7, and nothing is noted.
+    raw = ring_config(list(SPREAD))
+    del raw["nodes"]
+    config = validate(raw)
+    ring = sorted((c.mapping, c.np, c.nodes) for c in programs.expand(config) if c.benchmark == "ring")
+    assert ring == [(m, p, 1) for m in sorted(SPREAD) for p in (3, 5, 7)]
+    assert programs.unplanned_notes(config) == []
+    # Over two nodes (over_nodes), cyclic and block: every odd P too, the first node holding the extra rank.
+    raw.update(over_nodes=[2], placement=["cyclic", "block"])
+    config = validate(raw)
+    over = sorted((c.mapping, c.np, c.nodes, c.ppn, c.distribution or "cyclic")
+                  for c in programs.expand(config) if c.benchmark == "ring")
+    assert over == [(m, p, 2, (p + 1) // 2, d) for m in sorted(SPREAD) for p in (3, 5, 7) for d in ("block", "cyclic")]
+    assert programs.unplanned_notes(config) == []

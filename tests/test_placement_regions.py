@@ -39,7 +39,9 @@ def test_named_pairs_land_in_their_regions() -> None:
     # {rank: host} keys, every rank had a node of its own and 0-2 was other_node too.)
     assert cyclic3.node_of == (0, 1, 0)
     assert cyclic3.region(0, 1) == "other_node" and cyclic3.region(1, 2) == "other_node"
-    assert cyclic3.region(0, 2) != "other_node"
+    # Ranks 0 and 2 share node1's two cpus: priced on cpus 0 and 1, which share the VM's one L3 (node1's
+    # recorded topology), the region the on-node PingPong measured.
+    assert cyclic3.cpu_of == (0, 0, 1) and cyclic3.region(0, 2) == "same_l3"
     assert cyclic3.topology.hostname in topologies
     # Block fills node1 first: at P = 3 ranks 0 and 1 share it, rank 2 is alone on node2.
     block3 = places[BLOCK].prefix(3)
@@ -48,6 +50,13 @@ def test_named_pairs_land_in_their_regions() -> None:
     # Ranks 0 and 1 were both given node1's two cpus (3 ranks, 2 shared cores): priced on one cpu each, as
     # the PingPong that measured the on-node region ran (cpus 0 and 1), not stacked on the first.
     assert block3.cpu_of[:2] == (0, 1) and block3.region(0, 1) == places[BLOCK].prefix(2).region(0, 1)
+    # P = 4 is its own cell too: round-robin pairs 0-2 and 1-3 on one node each, block 0-1 and 2-3.
+    pairs4 = [(a, b) for a in range(4) for b in range(a + 1, 4)]
+    on_node = {CYCLIC: {(0, 2), (1, 3)}, BLOCK: {(0, 1), (2, 3)}}
+    for label, same in on_node.items():
+        four = places[label].prefix(4)
+        assert {pair: four.region(*pair) for pair in pairs4} == {
+            pair: "same_l3" if pair in same else "other_node" for pair in pairs4}, label
     # P = 2 of each is its own cell: round-robin crosses the nodes, block stays on node1.
     assert places[CYCLIC].prefix(2).region(0, 1) == "other_node"
     assert places[BLOCK].prefix(2).region(0, 1) != "other_node"

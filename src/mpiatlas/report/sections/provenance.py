@@ -32,7 +32,7 @@ def _topology_items(topo: dict[str, Any]) -> list[tuple[str, Cell]]:
 
 _PROV_FIRST = ("host", "cpu_model", "stack_version", "imb_version", "start", "end", "containerized", "image_digest",
                "mpiatlas_version")
-_PROV_SEPARATE = ("cell", "argv", "env", "topology")
+_PROV_SEPARATE = ("cell", "argv", "env", "topology", "nics")
 
 
 def _prov_value(v: JsonValue) -> str:
@@ -143,6 +143,48 @@ def _topology_blocks(prov: list[dict[str, Any]]) -> list[Heading | KeyValues | N
     return blocks or [Notice("No topology recorded in the provenance.", "warn")]
 
 
+def _nic_rate(nic: dict[str, Any]) -> str:
+    """The interface's rate as the node reported it (sysfs speed, Mbit/s); a VM's unknown speed is a dash."""
+    speed = nic.get("speed_mbit_s")
+    return f"{speed / 1000:g} Gbit/s" if isinstance(speed, (int, float)) and speed > 0 else DASH
+
+
+def _rdma_text(nic: dict[str, Any]) -> str:
+    """Each RDMA port behind the interface: its id, rate text, link layer and state."""
+    ports = nic.get("rdma_ports")
+    if not isinstance(ports, list) or not ports:
+        return DASH
+    return "; ".join(f"{p.get('id')}: {p.get('rate') or '?'}, {p.get('link_layer') or '?'}, {p.get('state') or '?'}"
+                     for p in ports if isinstance(p, dict))
+
+
+def _nic_blocks(prov: list[dict[str, Any]]) -> list[Heading | Table | Notice]:
+    """The NICs of each host the cells ran on (mpiatlas.node.link_rate.node_nics, recorded in every cell's
+    provenance): one row per host and interface record, so an interface whose record changed during the
+    campaign (a link that went down, a rate renegotiated) shows each state it was recorded in."""
+    rows: list[list[Cell]] = []
+    seen: set[tuple[str, str]] = set()
+    for p in prov:
+        nics = p.get("nics")
+        if not isinstance(nics, list):
+            continue
+        host = str(p.get("host") or "unknown host")
+        for nic in (n for n in nics if isinstance(n, dict)):
+            key = (host, json.dumps(nic, sort_keys=True, default=str))
+            if key in seen:
+                continue
+            seen.add(key)
+            rows.append([cell(host), cell(nic.get("name")), cell(nic.get("kind")), cell(nic.get("operstate")),
+                         Cell(_nic_rate(nic), cls="num"), cell(nic.get("link_layer")), Cell(_rdma_text(nic))])
+    if not rows:
+        return [Notice("No NICs recorded in the provenance (cells recorded before mpiatlas read the node's NICs).",
+                       "info")]
+    return [Heading("Network interfaces of the nodes", 3),
+            Table(["Host", "Interface", "Kind", "State", "Rate", "Link layer",
+                   "RDMA ports (id: rate, link layer, state)"], rows, caption="As each cell recorded its node (/sys/class/net and /sys/class/infiniband); rate: the "
+                                "interface's reported speed, a dash where the node reports none (a VM's virtual NIC).")]
+
+
 def section_provenance(data: ReportData) -> Section:
     prov = data.provenance
     if prov is None:
@@ -162,5 +204,6 @@ def section_provenance(data: ReportData) -> Section:
         if lacking:
             blocks.append(Notice(f"{len(lacking)} cells have no provenance record:", "warn", lacking))
     blocks += _topology_blocks(prov)
+    blocks += _nic_blocks(prov)
     blocks += _per_cell_provenance(prov, stack_of, status_of)
     return Section(TITLE, blocks, id=SECTION_ID)
