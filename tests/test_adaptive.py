@@ -21,7 +21,7 @@ from mpiatlas.matrix import adaptive
 from mpiatlas.matrix.adaptive import AdaptiveSpec, decide, next_count, relative_halfwidths
 from mpiatlas.stats.aggregate import median_ci, summarize
 from mpiatlas.matrix.cells import Cell
-from mpiatlas.campaign.cell_groups import group_specs
+from mpiatlas.campaign.cell_groups import group_cells
 from mpiatlas.matrix.config import ConfigError, validate
 from mpiatlas.tables.tidy import tidy
 
@@ -218,11 +218,11 @@ def test_a_round_group_resolves_for_the_workflow_and_for_run_cell(tmp_path: Path
     assert [c.rep for c in cells] == [3, 3, 4, 4, 5, 5] and adaptive_rounds.round_of_group(group) == 1
     assert {c.transport for c in cells} == set(SERIES)
     assert lookup.get("r1.nothing") is None and lookup.get("imb_static_0") == []
-    # run-cell --round-cells: the same cells' specs, from the campaign config and the decision.
+    # run-cell --round-cells: the same cells, from the campaign config and the decision.
     config_file = tmp_path / "campaign.json"
     config_file.write_text(json.dumps(config.as_dict()))
-    _, specs = group_specs(config_file, group, Path(adaptive_rounds.decision_path(results, 0)))
-    assert [s["id"] for s in specs] == [c.id for c in cells]
+    _, read = group_cells(config_file, group, Path(adaptive_rounds.decision_path(results, 0)))
+    assert [c.id for c in read] == [c.id for c in cells]
     # Every cell planned so far: the manifest tidy reads.
     ids = json.loads(Path(adaptive_rounds.manifest_path(results, 0)).read_text())
     assert len(ids) == 12 and f"{SERIES['shm']}/rep5" in ids

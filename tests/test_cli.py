@@ -40,7 +40,7 @@ def test_parsing_run_cell_imports_no_other_command_and_no_heavy_library() -> Non
 
 def test_the_runner_loads_no_report_or_fit_library() -> None:
     mods = loaded_after("import mpiatlas.runner, mpiatlas.runner.process\n"
-                       "from mpiatlas.campaign.cell_groups import group_specs\n"
+                       "from mpiatlas.campaign.cell_groups import group_cells\n"
                        "import mpiatlas.matrix.config, mpiatlas.programs, mpiatlas.campaign.resources")
     assert "mpiatlas.runner.run" in mods
     for heavy in HEAVY:

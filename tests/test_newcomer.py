@@ -27,7 +27,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from conftest import REPO, require_infra
+from conftest import REPO, RESULTS_DIR_ENV, require_infra
 from mpiatlas.stacks import apt_sources
 
 DEF_FILE = REPO / "tests" / "data" / "fresh-machine.def"
@@ -69,27 +69,34 @@ def readme_test_command(readme: str) -> str:
 
 # What pytest adds to the README's command inside the image (environment, not the command): every
 # skip with its reason in the summary, and a result file to count from.
-TEST_RESULTS = "/tmp/newcomer-tests.xml"
-TEST_ADDOPTS = f"-rfEs -p no:cacheprovider --junitxml={TEST_RESULTS}"
+# The command runs pytest twice (the unit tests on two workers, then the infrastructure tests):
+# each run writes its own file there (conftest.RESULTS_DIR_ENV).
+TEST_RESULTS = "/tmp/newcomer-tests"
+TEST_ADDOPTS = "-rfEs -p no:cacheprovider"
 
 
-def junit_counts(xml_path: Path) -> dict[str, int]:
-    suite = ET.parse(xml_path).getroot()
-    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
-    assert suite is not None, f"{xml_path} has no testsuite"
-    return {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+def junit_counts(xml_paths: list[Path]) -> dict[str, int]:
+    """The counts summed over the command's result files, one per pytest run."""
+    counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+    for xml_path in xml_paths:
+        suite = ET.parse(xml_path).getroot()
+        suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+        assert suite is not None, f"{xml_path} has no testsuite"
+        for k in counts:
+            counts[k] += int(suite.get(k, 0))
+    return counts
 
 
 # How much of each failing test's traceback the assertion message carries (the CI log shows only it).
 PROBLEM_LINES = 40
 
 
-def junit_problems(xml_path: Path) -> list[str]:
+def junit_problems(xml_paths: list[Path]) -> list[str]:
     """Each failed or errored test of the result file: its id, pytest's message and the last
     PROBLEM_LINES lines of its traceback. The terminal's short summary cuts the message off where a
     long test id fills the line, so without this a failure in the image is a name without a cause."""
     problems = []
-    for case in ET.parse(xml_path).getroot().iter("testcase"):
+    for case in (case for xml_path in xml_paths for case in ET.parse(xml_path).getroot().iter("testcase")):
         for bad in (*case.findall("failure"), *case.findall("error")):
             text = "\n".join((bad.text or "").splitlines()[-PROBLEM_LINES:])
             problems.append(f"{case.get('classname')}::{case.get('name')} ({bad.tag}): "
@@ -291,15 +298,16 @@ def test_readme_commands_on_a_fresh_machine(tmp_path: Path, capsys: pytest.Captu
     # The README's second command, in the same clone, as the newcomer would run it next.
     tests = readme_test_command((work / "home" / "mpiatlas" / "README.md").read_text())
     test_output, test_rc, tests_wall_s = run_as_newcomer(
-        sif, work, ["env", f"PYTEST_ADDOPTS={TEST_ADDOPTS}", "bash", "-c", tests])
-    results = work / "tmp" / Path(TEST_RESULTS).name
-    counts = junit_counts(results) if results.is_file() else {}
+        sif, work, ["env", f"PYTEST_ADDOPTS={TEST_ADDOPTS}", f"{RESULTS_DIR_ENV}={TEST_RESULTS}",
+                    "bash", "-c", tests])
+    results = sorted((work / "tmp" / Path(TEST_RESULTS).name).glob("junit-*.xml"))
+    counts = junit_counts(results) if results else {}
     figures.update(tests_command=tests, tests_wall_s=tests_wall_s, tests_exit_code=test_rc,
                    **{f"tests_{k}": v for k, v in counts.items()})
     record_figures(figures, output + "\n--- tests ---\n" + test_output, tmp_path, capsys)
     last = f"{tests}\n--- last {TAIL_LINES} terminal lines ---\n{tail(test_output)}"
     failed = [ln for ln in test_output.splitlines() if ln.startswith(("FAILED ", "ERROR "))]
-    problems = junit_problems(results) if results.is_file() else []
+    problems = junit_problems(results)
     assert test_rc == 0 and not failed, "\n".join([f"the README's test command exited {test_rc}:", *failed,
                                                      *problems, last])
     assert counts and counts["failures"] == counts["errors"] == 0 and counts["tests"] > 0, (counts, last)

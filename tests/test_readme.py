@@ -33,7 +33,8 @@ def test_exactly_two_fresh_machine_commands_set_up_and_test() -> None:
     assert len(blocks) == 2, blocks
     first, second = blocks
     assert first.startswith("python3 -m venv .venv") and first.endswith(".venv/bin/mpiatlas campaign"), first
-    assert second.startswith("python3 -m venv .venv") and second.endswith(".venv/bin/python -m pytest -q"), second
+    assert second.startswith("python3 -m venv .venv") and second.endswith(
+        '.venv/bin/python -m pytest -q -m "not infra" -n 2 && .venv/bin/python -m pytest -q -m infra'), second
     assert "\n" not in first and "\n" not in second
 
 

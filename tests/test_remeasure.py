@@ -24,6 +24,7 @@ from mpiatlas.matrix import layout
 from mpiatlas.matrix.config import load
 from mpiatlas.evidence.outcome import Outcome
 from mpiatlas.programs import cell_spec, expand
+from mpiatlas.campaign import cell_groups
 from mpiatlas.campaign.progress import Progress
 from mpiatlas.report.blocks import Table, Text
 from mpiatlas.report.data import ReportData
@@ -162,6 +163,30 @@ def test_re_measures_start_only_while_their_budget_fits_before_the_jobs_end(grou
     assert all(_status(o)["quality"] == "perturbed" for o in outs)
     # b and c keep re-measures for the later round (its decision reads them from status.json).
     assert [run_module.wants_remeasure(o, s["id"], 3) for o, s in zip(outs, specs)] == [False, True, True]
+    # The done file and the group log say so: the job's end (20 s after the last launch, plus the margin).
+    assert [entry.get(run_module.DEFERRED) for entry in done] == [
+        None, *["re-measure left for the later round: the job ends in 40 s"] * 2]
+
+
+def test_a_cell_too_long_for_the_time_left_is_passed_over_not_the_end_of_the_pass(group, monkeypatch) -> None:
+    specs, outs, _results = group
+    a, b, c = (s["id"] for s in specs)
+    clock = Clock()
+    script = Script({a: ["perturbed"] * 2, b: ["perturbed", "ok"], c: ["perturbed", "ok"]})
+    monkeypatch.setattr(run_module, "_launch_and_judge", _taking(20.0, clock, script))
+    # The first launches end at 60 s, 40 s before the deadline: a's 50 s budget does not fit; b and c (20 s) do.
+    done = run_group(specs, outs, remeasure=3, deadline=run_module.Deadline(100.0, (50.0, 20.0, 20.0), clock))
+    assert script.launched == [a, b, c, b, c] and clock.now == 100.0
+    assert [(entry["quality"], entry["remeasured"]) for entry in done] == [("perturbed", 0), ("ok", 1), ("ok", 1)]
+    assert done[0][run_module.DEFERRED].startswith("re-measure left for the later round") and len(done[1]) == 5
+    assert cell_groups._quality_note(done[0]).endswith("re-measure left for the later round: the job ends in 20 s)")
+
+
+def test_a_deadline_counts_on_its_own_clock() -> None:
+    clock = Clock()
+    clock.now = 1000.0
+    deadline = run_module.Deadline.after(300.0, [10.0], clock)
+    assert deadline.at == 1000.0 + 300.0 - run_module.DEADLINE_MARGIN_S and deadline.left_s() == 280.0
 
 
 def _taking(seconds: float, clock: Clock, script: Script) -> Any:

@@ -13,18 +13,17 @@ from typing import TYPE_CHECKING, Any
 from mpiatlas.runner import CellInterrupted, run_cell, run_group
 from mpiatlas.matrix.config import load
 from mpiatlas.programs import cell_spec, expand
-from mpiatlas.campaign.resources import RUNTIME_SAFETY, CellCosts, job_groups
+from mpiatlas.campaign.resources import CellCosts, job_groups
 from mpiatlas.campaign.adaptive_rounds import cells_of_round_group, is_later_remeasure, later_launches
 from mpiatlas.campaign.round_decision import read_decision
 from mpiatlas import files
 from mpiatlas.matrix import layout
 from mpiatlas.runner.quiet import QuietRule
-from mpiatlas.runner.run import Deadline, Later
+from mpiatlas.runner.run import DEFERRED, Deadline, Later
 from mpiatlas.runner.scheduler_state import job_time_left_s
 
 if TYPE_CHECKING:
     from mpiatlas.matrix.cells import Cell
-    from mpiatlas.spine.cell_spec import CellSpec
     from mpiatlas.spine.campaign import Campaign
 
 
@@ -48,12 +47,6 @@ def _run_one(args: argparse.Namespace) -> int:
     print(f"{args.out}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else ""))
     # A failed cell is a result, not a workflow error: the campaign goes on.
     return 0
-
-
-def group_specs(config_path: Path, group: str, round_cells: Path | None = None) -> tuple[Campaign, list[CellSpec]]:
-    """The campaign config and the specs of the cells of ``group`` (:func:`group_cells`)."""
-    config, cells = group_cells(config_path, group, round_cells)
-    return config, [cell_spec(config, cell) for cell in cells]
 
 
 def group_cells(config_path: Path, group: str, round_cells: Path | None = None) -> tuple[Campaign, list[Cell]]:
@@ -99,15 +92,11 @@ def _run_group(args: argparse.Namespace) -> int:
 
 def job_deadline(config: Campaign, cells: list[Cell]) -> Deadline | None:
     """The end of the scheduler job this group runs in, with what one more launch of each cell
-    may take, or None outside a job with a time limit. A launch is priced at RUNTIME_SAFETY times
-    its expected seconds, not at the job request's per-cell budget: that one adds 10 s of fixed
-    cost per cell for the job as a whole, and priced so a group of short cells in its 1 min request
-    set aside re-measures that had ample time (a later round's job costs a scheduler start)."""
+    may take (:meth:`CellCosts.relaunch_s`), or None outside a job with a time limit."""
     left_s = job_time_left_s()
     if left_s is None:
         return None
-    costs = CellCosts(config)
-    return Deadline.after(left_s, [RUNTIME_SAFETY * costs.expected_s(cell) for cell in cells])
+    return Deadline.after(left_s, list(map(CellCosts(config).relaunch_s, cells)))
 
 
 def later_round(config: Campaign, group: str, round_cells: Path | None) -> Later | None:
@@ -130,4 +119,6 @@ def _quality_note(entry: dict[str, Any]) -> str:
         notes.append(f"last launch after a wait for a quiet machine: {entry['quiet_wait']}")
     if entry.get("quality") == "perturbed":
         notes.append("still perturbed: left out of medians and fits")
+    if entry.get(DEFERRED):
+        notes.append(entry[DEFERRED])
     return f" ({'; '.join(notes)})" if notes else ""

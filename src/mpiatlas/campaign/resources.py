@@ -271,6 +271,14 @@ class CellCosts:
             found = self._expected[key] = cell_expected_s(self._config, cell)
         return found
 
+    def relaunch_s(self, cell: Cell) -> float:
+        """Seconds one more launch of ``cell`` may take inside a running job (a re-measure under the
+        job's deadline, runner.run.Deadline): RUNTIME_SAFETY times its expected seconds. Not
+        :meth:`runtime_s`: that adds the 10 s of fixed cost a job pays once per cell in its request,
+        and priced so a group of short cells in its 1 min request set aside re-measures that had
+        ample time."""
+        return RUNTIME_SAFETY * self.expected_s(cell)
+
 
 class Estimate(NamedTuple):
     """A campaign's time before it runs: the expected seconds and the budgeted (a scheduler's) ones."""

@@ -24,7 +24,7 @@ import polars as pl
 from mpiatlas.models.fit_records import HockneyRecord, Interval
 from mpiatlas.models.hockney_trust import CI_REL_TOL, relative_ci_spread
 from mpiatlas.stats.aggregate import scalar
-from mpiatlas.stats.quality import SERIES_SPLIT_PREFIX, SERIES_SPLIT_SHARE
+from mpiatlas.stats.quality import SERIES_SPLIT_PREFIX, SERIES_SPLIT_SHARE, SLOW_LAUNCH_PREFIX
 from mpiatlas.report.formatting import fmt_bytes, fmt_ci, fmt_num
 
 MAX_EXAMPLES = 3  # named examples per sentence; the rest are counted
@@ -136,7 +136,19 @@ def noisy_points(summary: pl.DataFrame | None) -> list[str]:
         reason = "quality_reason" if "quality_reason" in noisy.columns else "quality"
         out = [f"{noisy.height} of {total} (series, size) points stayed noisy: "
                f"{_first_reasons(noisy, _point_names, reason)}."]
-    return out + spread_series(summary, [k for k in keys if k != "bytes"])
+    return out + slow_launch_points(summary) + spread_series(summary, [k for k in keys if k != "bytes"])
+
+
+def slow_launch_points(summary: pl.DataFrame) -> list[str]:
+    """One sentence counting the points where a minority of launches was slow at that size only
+    (stats.quality.SLOW_LAUNCH_PREFIX): they stay ok, and the reader is told why."""
+    if "quality_reason" not in summary.columns:
+        return []
+    slow = summary.filter(pl.col("quality_reason").fill_null("").str.starts_with(SLOW_LAUNCH_PREFIX)).height
+    if slow == 0:
+        return []
+    return [f"{slow} of {summary.height} (series, size) points had a minority of their launches slow at that "
+            "size only (2x or more): not flagged, since the median is the agreeing majority's."]
 
 
 def spread_series(summary: pl.DataFrame, series: list[str]) -> list[str]:

@@ -324,6 +324,8 @@ class Later:
 # Kept free before the job's end: sealing the last cell, writing the group's done file, and
 # Snakemake's own exit inside the job (seconds on a slow shared file system).
 DEADLINE_MARGIN_S = 20.0
+# The done file's key for a cell whose re-measures the job's end left to the later round.
+DEFERRED = "deferred"
 
 
 @dataclass(frozen=True)
@@ -339,22 +341,28 @@ class Deadline:
     clock: Callable[[], float] = time.monotonic
 
     @classmethod
-    def after(cls, seconds: float, cell_s: Sequence[float]) -> Deadline:
-        """``seconds`` from now, less a margin for sealing the cell and the group's done file."""
-        return cls(time.monotonic() + seconds - DEADLINE_MARGIN_S, tuple(cell_s))
+    def after(cls, seconds: float, cell_s: Sequence[float],
+              clock: Callable[[], float] = time.monotonic) -> Deadline:
+        """``seconds`` from now on ``clock``, less a margin for sealing the cell and the group's done file."""
+        return cls(clock() + seconds - DEADLINE_MARGIN_S, tuple(cell_s), clock)
 
     def left_s(self) -> float:
         return self.at - self.clock()
 
     def fits(self, indices: Sequence[int]) -> list[int]:
-        """The leading cells of ``indices`` whose budgets, one after another, fit before the end."""
+        """The cells of ``indices``, in order, whose budgets fit one after another before the end. A
+        cell too long for what is left is passed over, not the end of the pass: a shorter cell after
+        it may still fit (its launch left perturbed keeps its re-measures for the later round)."""
         left, fitting = self.left_s(), []
         for i in indices:
-            left -= self.cell_s[i]
-            if left < 0:
-                break
-            fitting.append(i)
+            if self.cell_s[i] <= left:
+                left -= self.cell_s[i]
+                fitting.append(i)
         return fitting
+
+    def deferred_note(self) -> str:
+        """What the group log says of a re-measure the job's end left to the later round."""
+        return f"re-measure left for the later round: the job ends in {max(0.0, self.left_s() + DEADLINE_MARGIN_S):.0f} s"
 
 
 def run_group(specs: list[CellSpec], outs: list[Path], remeasure: int = 0,
@@ -382,10 +390,16 @@ def run_group(specs: list[CellSpec], outs: list[Path], remeasure: int = 0,
         results.append(_entry(spec, read_status(out), ran=True))
     for i in _remeasured_now(specs, [Path(o) for o in outs], remeasure, shared, deadline):
         results[i] = _entry(specs[i], read_status(Path(outs[i])), ran=True)
+    budget = remeasure
     if later is not None and later.launches > 0:
-        for i in _remeasured_later(specs, [Path(o) for o in outs], remeasure + later.launches, later.rule, shared,
-                                   deadline):
+        budget += later.launches
+        for i in _remeasured_later(specs, [Path(o) for o in outs], budget, later.rule, shared, deadline):
             results[i] = _entry(specs[i], read_status(Path(outs[i])), ran=True)
+    if deadline is not None:
+        # Said in the done file and the group log: the attempts' count alone would not tell a re-measure
+        # the job's end skipped from one never due.
+        for i in _wanting(specs, [Path(o) for o in outs], budget):
+            results[i][DEFERRED] = deadline.deferred_note()
     return results
 
 
